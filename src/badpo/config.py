@@ -1,0 +1,160 @@
+"""Typed configuration: frozen dataclasses filled from YAML and ``a.b=value`` overrides.
+
+Every key is checked against the dataclass: an unknown key, or a value of the wrong type, is a
+``ConfigError`` that names the dotted key. Nothing is coerced except an int where a float is
+expected (YAML writes ``1`` for ``1.0``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, TypeVar, Union
+
+import yaml
+
+T = TypeVar("T")
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML 1.1 reads ``5e-7`` as a string; learning rates are written that way, so accept it."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"),
+    list("-+0123456789."),
+)
+
+
+def _parse_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+
+
+class ConfigError(ValueError):
+    """A configuration key is unknown, missing or of the wrong type."""
+
+
+def _describe(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _convert(tp: Any, value: Any, key: str) -> Any:
+    """Check ``value`` against the annotation ``tp`` and build nested dataclasses."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for option in (a for a in args if a is not type(None)):
+            try:
+                return _convert(option, value, key)
+            except ConfigError as err:
+                errors.append(str(err))
+        raise ConfigError(f"{key}: {value!r} matches none of {_describe(tp)}")
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{key}: {value!r} is not one of {list(args)}")
+        return value
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{key}: expected a mapping for {tp.__name__}, got {value!r}")
+        return from_dict(tp, value, prefix=key)
+    if origin in (list, tuple, Sequence) or tp in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(args) != len(value):
+                raise ConfigError(f"{key}: expected {len(args)} items, got {len(value)}")
+            items = [_convert(a, v, f"{key}[{i}]") for i, (a, v) in enumerate(zip(args, value))]
+        else:
+            item_tp = args[0] if args else Any
+            items = [_convert(item_tp, v, f"{key}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple or tp is tuple else items
+    if origin in (dict, Mapping) or tp is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+        key_tp, val_tp = args if args else (str, Any)
+        return {_convert(key_tp, k, key): _convert(val_tp, v, f"{key}.{k}") for k, v in value.items()}
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return value
+    if tp in (str, bool):
+        if not isinstance(value, tp):
+            raise ConfigError(f"{key}: expected {tp.__name__}, got {value!r}")
+        return value
+    raise ConfigError(f"{key}: unsupported field type {_describe(tp)}")
+
+
+def from_dict(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
+    """Build the dataclass ``cls`` from ``data``; unknown or ill-typed keys raise ConfigError."""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        names = ", ".join(f"{prefix}.{k}" if prefix else str(k) for k in unknown)
+        raise ConfigError(f"unknown key(s): {names} (known: {', '.join(fields)})")
+    kwargs = {}
+    for name, field in fields.items():
+        key = f"{prefix}.{name}" if prefix else name
+        if name in data:
+            kwargs[name] = _convert(hints[name], data[name], key)
+        elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+            raise ConfigError(f"{key}: required key is missing")
+    return cls(**kwargs)
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """Apply ``a.b=value`` overrides (value parsed as YAML) to a nested dict, in place."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} is not of the form key=value")
+        dotted, raw = item.split("=", 1)
+        parts = dotted.strip().split(".")
+        node = data
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {dotted!r}: {part!r} is not a section")
+        node[parts[-1]] = _parse_yaml(raw)
+    return data
+
+
+def load_config(cls: type[T], path: str | Path | None = None, overrides: Sequence[str] = ()) -> T:
+    """Read ``cls`` from a YAML file (optional) with dotted command-line overrides on top."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        text = Path(path).read_text()
+        loaded = _parse_yaml(text)
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping")
+        data = loaded or {}
+    return from_dict(cls, apply_overrides(data, overrides))
+
+
+def to_dict(obj: Any) -> Any:
+    """Plain (YAML/JSON-ready) form of a config: dataclasses to dicts, tuples to lists."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(v) for v in obj]
+    if isinstance(obj, Mapping):
+        return {k: to_dict(v) for k, v in obj.items()}
+    return obj
+
+
+def dump_yaml(obj: Any, path: str | Path) -> None:
+    """Write the resolved config, so that a run folder says exactly what produced it."""
+    Path(path).write_text(yaml.safe_dump(to_dict(obj), sort_keys=False))
