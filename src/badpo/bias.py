@@ -1,0 +1,421 @@
+"""The bias channel: (annotator, attribute difference) -> bias logit b_k = theta_k . (g_w - g_l).
+
+One module covers every parameterisation of theta_k in the paper (Section 3, "Per-annotator,
+pooled, and shared-mean"; Appendix "Arms"):
+
+===============  ====================================  =======================================
+variant          theta_k                               trainable parameters
+===============  ====================================  =======================================
+none             0 (DPO)                               none
+pooled           theta (annotator ids ignored)         ``pooled_theta`` [d]
+per_annotator    theta_k (the original BARP model)     ``annotator_theta`` [m, d]
+shared_mean      theta_bar + eps_k                     ``shared_mean`` [d], ``deviation`` [m, d]
+class_offsets    theta_bar + delta_c(k) + eps_k        ``shared_mean``, ``class_offset`` [C, d],
+                                                       ``deviation``
+===============  ====================================  =======================================
+
+q is the number of attributes (binary or continuous); d <= q the number *declared*: undeclared
+coordinates have no parameter at all, so theta is 0 there and nothing can move it. A
+``fixed_offset`` [q] is a non-trainable buffer added to every theta_k (target anchoring and the
+fixed-offset cure, Appendix "Target anchoring"); it also applies to ``none``.
+
+Reported mean. The paper's theta_bar is the mean of the theta_k (Corollary "Reward-bias
+degeneracy": theta_bar := (1/m) sum_k theta_k), and ``mean()`` returns exactly that for every
+variant, with ``deviations()`` = theta_k - mean(). Under ``shared_mean`` the decomposition is not
+constrained in training (sum_k eps_k = 0 is not enforced, Appendix "The speed of the mean"), so
+the raw shared parameter can differ from ``mean()`` by mean_k(eps_k); ``shared_parameter()``
+returns the raw one (the quantity Proposition "prop:rate" speaks of).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+__all__ = ["VARIANTS", "FILE_FORMAT", "BiasChannel"]
+
+VARIANTS = ("none", "pooled", "per_annotator", "shared_mean", "class_offsets")
+FILE_FORMAT = "badpo.bias/1"
+_NEEDS_ANNOTATORS = ("per_annotator", "shared_mean", "class_offsets")
+
+
+def _names(values: Sequence[str], option: str) -> tuple[str, ...]:
+    """A tuple of distinct non-empty strings; a bare string is refused (it would split to chars)."""
+    if isinstance(values, str):
+        raise ValueError(f"{option} must be a sequence of strings, not the single string {values!r}")
+    names = tuple(values)
+    seen: set[str] = set()
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{option}: every entry must be a non-empty string, got {name!r}")
+        if name in seen:
+            raise ValueError(f"{option}: {name!r} appears twice")
+        seen.add(name)
+    return names
+
+
+class BiasChannel(nn.Module):
+    """Bias logits for a batch of judgments; see the module docstring for the variants."""
+
+    def __init__(
+        self,
+        variant: str,
+        attribute_names: Sequence[str],
+        annotators: Sequence[str] = (),
+        annotator_classes: Mapping[str, str] | None = None,
+        declared: Sequence[str] | None = None,
+        init_mean: Sequence[float] | None = None,
+        fixed_offset: Sequence[float] | None = None,
+    ) -> None:
+        super().__init__()
+        if variant not in VARIANTS:
+            raise ValueError(f"variant: unknown bias variant {variant!r}; choose one of {VARIANTS}")
+        self.variant = variant
+        self.attribute_names = _names(attribute_names, "attribute_names")
+        if not self.attribute_names:
+            raise ValueError("attribute_names: the bias channel needs at least one attribute")
+        self.annotators = _names(annotators, "annotators")
+        if variant in _NEEDS_ANNOTATORS and not self.annotators:
+            raise ValueError(f"annotators: variant {variant!r} needs at least one annotator id")
+        self._position = {name: i for i, name in enumerate(self.annotators)}
+        self.declared = self._resolve_declared(declared)
+        self.annotator_classes, self.classes = self._resolve_classes(annotator_classes)
+
+        q = len(self.attribute_names)
+        declared_index = [self.attribute_names.index(name) for name in self.declared]
+        self.register_buffer("declared_index", torch.tensor(declared_index, dtype=torch.long))
+        offset = self._vector(fixed_offset, "fixed_offset")
+        self.register_buffer("fixed_offset", offset if offset is not None else torch.zeros(q))
+        class_row = {label: i for i, label in enumerate(self.classes)}
+        class_of = [class_row[label] for label in (self.annotator_classes or {}).values()]
+        self.register_buffer("class_index", torch.tensor(class_of, dtype=torch.long))  # [m] or [0]
+
+        start = self._initial_mean(init_mean)  # [d]
+        m, d = len(self.annotators), len(self.declared)
+        if variant == "pooled":
+            self.pooled_theta = nn.Parameter(start)
+        elif variant == "per_annotator":
+            self.annotator_theta = nn.Parameter(start.repeat(m, 1))
+        elif variant in ("shared_mean", "class_offsets"):
+            self.shared_mean = nn.Parameter(start)
+            self.deviation = nn.Parameter(torch.zeros(m, d))
+            if variant == "class_offsets":
+                self.class_offset = nn.Parameter(torch.zeros(len(self.classes), d))
+
+    # ----------------------------------------------------------------------------- construction
+    def _resolve_declared(self, declared: Sequence[str] | None) -> tuple[str, ...]:
+        if declared is None:
+            return self.attribute_names
+        names = _names(declared, "declared")
+        if not names:
+            raise ValueError("declared: empty; declare at least one attribute or use variant 'none'")
+        for name in names:
+            if name not in self.attribute_names:
+                raise ValueError(
+                    f"declared: {name!r} is not among attribute_names {list(self.attribute_names)}"
+                )
+        # Keep attribute order so that parameters and files list coordinates consistently.
+        return tuple(name for name in self.attribute_names if name in names)
+
+    def _resolve_classes(
+        self, annotator_classes: Mapping[str, str] | None
+    ) -> tuple[dict[str, str] | None, tuple[str, ...]]:
+        if annotator_classes is None:
+            if self.variant == "class_offsets":
+                raise ValueError("annotator_classes: variant 'class_offsets' needs a class per annotator")
+            return None, ()
+        for annotator in annotator_classes:
+            if annotator not in self._position:
+                raise ValueError(f"annotator_classes: {annotator!r} is not among the annotators")
+        classes: list[str] = []
+        for annotator in self.annotators:
+            if annotator not in annotator_classes:
+                raise ValueError(f"annotator_classes: annotator {annotator!r} has no class")
+            label = annotator_classes[annotator]
+            if not isinstance(label, str) or not label:
+                raise ValueError(
+                    f"annotator_classes: class of {annotator!r} must be a non-empty string, got {label!r}"
+                )
+            if label not in classes:
+                classes.append(label)
+        return {a: annotator_classes[a] for a in self.annotators}, tuple(classes)
+
+    def _vector(self, values: Sequence[float] | None, option: str) -> Tensor | None:
+        """A [q] float32 tensor, one value per attribute; None passes through."""
+        if values is None:
+            return None
+        vector = torch.tensor([float(v) for v in values], dtype=torch.float32)
+        if vector.shape != (len(self.attribute_names),):
+            raise ValueError(
+                f"{option}: expected {len(self.attribute_names)} values, one per attribute "
+                f"{list(self.attribute_names)}, got {len(vector)}"
+            )
+        if not torch.isfinite(vector).all():
+            raise ValueError(f"{option}: values must be finite, got {vector.tolist()}")
+        return vector
+
+    def _initial_mean(self, init_mean: Sequence[float] | None) -> Tensor:
+        """The warm start of theta_bar / pooled theta / every theta_k, on the declared coordinates."""
+        vector = self._vector(init_mean, "init_mean")
+        if vector is None:
+            return torch.zeros(len(self.declared))
+        if self.variant == "none":
+            raise ValueError("init_mean: variant 'none' has no trainable theta to warm-start")
+        for name, value in zip(self.attribute_names, vector.tolist()):
+            if name not in self.declared and value != 0.0:
+                raise ValueError(
+                    f"init_mean: {name!r} is undeclared (fixed at 0) but init_mean gives it {value}"
+                )
+        return vector[self.declared_index].clone()
+
+    # ------------------------------------------------------------------------------- theta views
+    def _scatter(self, declared_values: Tensor) -> Tensor:
+        """[..., d] values on the declared coordinates -> [..., q] with zeros elsewhere."""
+        full = declared_values.new_zeros(*declared_values.shape[:-1], len(self.attribute_names))
+        return full.index_copy(-1, self.declared_index, declared_values)
+
+    def _declared_theta(self) -> Tensor:
+        """Effective theta_k on the declared coordinates, [m, d]."""
+        m, d = len(self.annotators), len(self.declared)
+        if self.variant == "none":
+            return self.fixed_offset.new_zeros(m, d)
+        if self.variant == "pooled":
+            return self.pooled_theta.expand(m, d)
+        if self.variant == "per_annotator":
+            return self.annotator_theta
+        if self.variant == "shared_mean":
+            return self.shared_mean + self.deviation
+        return self.shared_mean + self.class_offset[self.class_index] + self.deviation
+
+    def theta(self) -> Tensor:
+        """Effective theta_k without the fixed offset, [m, q], rows in ``annotators`` order."""
+        return self._scatter(self._declared_theta())
+
+    def mean(self) -> Tensor:
+        """theta_bar = mean of the effective theta_k, [q] (pooled: theta; none: 0)."""
+        if self.variant == "none":
+            return self.fixed_offset.new_zeros(len(self.attribute_names))
+        if self.variant == "pooled":
+            return self._scatter(self.pooled_theta)
+        return self.theta().mean(dim=0)
+
+    def deviations(self) -> Tensor:
+        """theta_k - mean(), [m, q]; under shared_mean these are the eps_k recentred to sum 0."""
+        return self.theta() - self.mean()
+
+    def shared_parameter(self) -> Tensor:
+        """The raw shared parameter, [q]: theta_bar of shared_mean/class_offsets, theta of pooled."""
+        if self.variant == "pooled":
+            return self._scatter(self.pooled_theta)
+        if self.variant in ("shared_mean", "class_offsets"):
+            return self._scatter(self.shared_mean)
+        raise ValueError(f"variant {self.variant!r} has no shared parameter")
+
+    def class_offsets(self) -> dict[str, Tensor]:
+        """delta_c per class, [q] each (variant class_offsets only)."""
+        if self.variant != "class_offsets":
+            raise ValueError(f"variant {self.variant!r} has no class offsets")
+        return {c: self._scatter(self.class_offset[i]) for i, c in enumerate(self.classes)}
+
+    # ----------------------------------------------------------------------------------- forward
+    def annotator_index(self, annotators: Sequence[str]) -> Tensor:
+        """Original annotator ids -> row indices (LongTensor [B]); an unknown id is a KeyError."""
+        rows = []
+        for annotator in annotators:
+            if annotator not in self._position:
+                raise KeyError(f"annotator {annotator!r} is not known to this bias channel")
+            rows.append(self._position[annotator])
+        return torch.tensor(rows, dtype=torch.long, device=self.fixed_offset.device)
+
+    def forward(self, annotator_index: Tensor | None, attr_diff: Tensor) -> Tensor:
+        """Bias logits b = (theta_k + fixed_offset) . attr_diff, [B].
+
+        ``attr_diff`` is g(y_w) - g(y_l), [B, q]; ``annotator_index`` is [B] (from
+        :meth:`annotator_index`); ``none`` and ``pooled`` ignore it and accept None.
+        """
+        q = len(self.attribute_names)
+        if attr_diff.dim() != 2 or attr_diff.shape[1] != q:
+            raise ValueError(
+                f"attr_diff must have shape [B, {q}] for attributes {list(self.attribute_names)}, "
+                f"got {tuple(attr_diff.shape)}"
+            )
+        if self.variant in ("none", "pooled"):
+            per_example = self.mean() + self.fixed_offset  # [q], same for every judgment
+        else:
+            if annotator_index is None or annotator_index.shape != attr_diff.shape[:1]:
+                shape = None if annotator_index is None else tuple(annotator_index.shape)
+                raise ValueError(
+                    f"annotator_index must have shape [{attr_diff.shape[0]}] for variant "
+                    f"{self.variant!r}, got {shape}"
+                )
+            per_example = (self.theta() + self.fixed_offset)[annotator_index]  # [B, q]
+        return (per_example * attr_diff).sum(dim=-1)
+
+    def extra_repr(self) -> str:
+        return (
+            f"variant={self.variant!r}, attributes={list(self.attribute_names)}, "
+            f"declared={list(self.declared)}, annotators={len(self.annotators)}"
+        )
+
+    # --------------------------------------------------------------------------------- save/load
+    def _named(self, vector: Tensor) -> dict[str, float]:
+        return dict(zip(self.attribute_names, _shortest_floats(vector)))
+
+    def _named_declared(self, vector: Tensor) -> dict[str, float]:
+        return dict(zip(self.declared, _shortest_floats(vector)))
+
+    def _raw_parameters(self) -> dict[str, Any]:
+        """The trainable parameters, declared coordinates only, keyed by attribute/annotator/class."""
+        if self.variant == "none":
+            return {}
+        if self.variant == "pooled":
+            return {"pooled_theta": self._named_declared(self.pooled_theta)}
+        if self.variant == "per_annotator":
+            rows = self.annotator_theta
+            return {"annotator_theta": {a: self._named_declared(r) for a, r in zip(self.annotators, rows)}}
+        raw: dict[str, Any] = {"shared_mean": self._named_declared(self.shared_mean)}
+        if self.variant == "class_offsets":
+            offsets = zip(self.classes, self.class_offset)
+            raw["class_offset"] = {c: self._named_declared(r) for c, r in offsets}
+        raw["deviation"] = {a: self._named_declared(r) for a, r in zip(self.annotators, self.deviation)}
+        return raw
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready description: the readable theta_k / theta_bar / deviations and the raw parameters."""
+        theta, deviations = self.theta(), self.deviations()
+        classes = self.annotator_classes or {}
+        return {
+            "format": FILE_FORMAT,
+            "variant": self.variant,
+            "attribute_names": list(self.attribute_names),
+            "declared": list(self.declared),
+            "dtype": str(self.fixed_offset.dtype).removeprefix("torch."),
+            "fixed_offset": self._named(self.fixed_offset),
+            "theta_bar": self._named(self.mean()),
+            "annotators": {
+                a: {"class": classes.get(a), "theta": self._named(theta[i]),
+                    "deviation": self._named(deviations[i])}
+                for i, a in enumerate(self.annotators)
+            },
+            "parameters": self._raw_parameters(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BiasChannel:
+        """Rebuild a channel from :meth:`to_dict`; forward() is reproduced exactly.
+
+        The raw ``parameters`` are loaded; the readable ``theta``/``theta_bar``/``deviation`` must
+        agree with them, so a hand edit of the readable part is an error instead of being ignored.
+        """
+        if data.get("format") != FILE_FORMAT:
+            raise ValueError(f"format: expected {FILE_FORMAT!r}, got {data.get('format')!r}")
+        missing = [k for k in ("variant", "attribute_names", "declared", "dtype", "fixed_offset",
+                               "theta_bar", "annotators", "parameters") if k not in data]
+        if missing:
+            raise ValueError(f"bias file is missing the keys {missing}")
+        names = list(data["attribute_names"])
+        annotators = data["annotators"]
+        classes = {a: entry["class"] for a, entry in annotators.items() if entry.get("class") is not None}
+        channel = cls(data["variant"], names, list(annotators), classes or None, data["declared"])
+        dtype = getattr(torch, str(data["dtype"]), None)
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise ValueError(f"dtype: {data['dtype']!r} is not a torch floating dtype")
+        channel.to(dtype)
+        with torch.no_grad():  # set after the cast so that a float64 offset keeps every digit
+            offset = _entry(data["fixed_offset"], names, "fixed_offset")
+            channel.fixed_offset.copy_(torch.tensor(offset, dtype=dtype))
+        channel._load_raw(data["parameters"])
+        channel._check_readable(data)
+        return channel
+
+    def _load_raw(self, raw: Mapping[str, Any]) -> None:
+        declared = list(self.declared)
+        expected = set(self._raw_parameters())
+        if set(raw) != expected:
+            raise ValueError(f"parameters: expected the keys {sorted(expected)}, got {sorted(raw)}")
+        with torch.no_grad():
+            for name, value in raw.items():
+                target = getattr(self, name)
+                if target.dim() == 1:
+                    values = _entry(value, declared, f"parameters.{name}")
+                    target.copy_(torch.tensor(values, dtype=target.dtype))
+                    continue
+                keys = self.classes if name == "class_offset" else self.annotators
+                if set(value) != set(keys):
+                    raise ValueError(
+                        f"parameters.{name}: expected entries for {list(keys)}, got {list(value)}"
+                    )
+                rows = [_entry(value[k], declared, f"parameters.{name}.{k}") for k in keys]
+                target.copy_(torch.tensor(rows, dtype=target.dtype).reshape(target.shape))
+
+    @torch.no_grad()
+    def _check_readable(self, data: Mapping[str, Any]) -> None:
+        """The readable values must be what the raw parameters give (theta exactly; means to rounding)."""
+        names = list(self.attribute_names)
+        theta, mean, deviations = self.theta(), self.mean(), self.deviations()
+
+        def stored(values: Any, where: str) -> Tensor:
+            return torch.tensor(_entry(values, names, where), dtype=theta.dtype)
+
+        # The mean is a reduction whose rounding may differ across devices: compare to a few ulps.
+        scale = 1.0 + float(torch.cat([theta.flatten(), mean]).abs().max())
+        tolerance = 16 * torch.finfo(theta.dtype).eps * scale
+        if not torch.allclose(stored(data["theta_bar"], "theta_bar"), mean, rtol=0.0, atol=tolerance):
+            raise ValueError("theta_bar does not match the parameters; edit the 'parameters' section")
+        for i, annotator in enumerate(self.annotators):
+            entry = data["annotators"][annotator]
+            where = f"annotators.{annotator}"
+            if not isinstance(entry, Mapping) or not {"theta", "deviation"} <= set(entry):
+                raise ValueError(f"{where}: expected an object with 'theta' and 'deviation'")
+            if not torch.equal(stored(entry["theta"], f"{where}.theta"), theta[i]):
+                raise ValueError(
+                    f"{where}.theta does not match the parameters; edit the 'parameters' section"
+                )
+            if not torch.allclose(stored(entry["deviation"], f"{where}.deviation"), deviations[i],
+                                  rtol=0.0, atol=tolerance):
+                raise ValueError(f"{where}.deviation does not match the parameters")
+
+    def save(self, path: str | Path) -> None:
+        """Write :meth:`to_dict` as indented JSON."""
+        Path(path).write_text(_dumps(self.to_dict()) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> BiasChannel:
+        """Read a file written by :meth:`save`."""
+        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def _shortest_floats(vector: Tensor) -> list[float]:
+    """Python floats that print short yet convert back to the same value in the tensor's dtype.
+
+    A float32 0.1 is written 0.1, not 0.10000000149011612: numpy's float32 repr is the shortest
+    decimal that round-trips in float32 (and likewise for float16); float64 is exact already.
+    """
+    values = vector.detach().cpu()
+    numpy_type = {torch.float32: np.float32, torch.float16: np.float16}.get(values.dtype)
+    if numpy_type is None:
+        return values.tolist()
+    return [float(str(numpy_type(v))) for v in values.tolist()]
+
+
+def _dumps(value: Any, depth: int = 0) -> str:
+    """JSON with one line per small entry (an annotator, a class), nested otherwise."""
+    line = json.dumps(value)
+    if len(line) <= 120 or not isinstance(value, dict):
+        return line
+    pad = "  " * (depth + 1)
+    items = [f"{pad}{json.dumps(key)}: {_dumps(item, depth + 1)}" for key, item in value.items()]
+    return "{\n" + ",\n".join(items) + "\n" + "  " * depth + "}"
+
+
+def _entry(values: Any, names: Sequence[str], where: str) -> list[float]:
+    """Values of a {attribute name: float} mapping in ``names`` order; extra or missing keys are errors."""
+    if not isinstance(values, Mapping) or set(values) != set(names):
+        raise ValueError(f"{where}: expected the attributes {list(names)}, got {list(values)}")
+    return [float(values[name]) for name in names]
