@@ -1,0 +1,336 @@
+"""Declared attributes g: what the user says is bias rather than quality.
+
+BA-DPO explains the labels with ``theta_k . (g(y_w) - g(y_l))``, so every method needs the
+attribute vector of both sides of a judgment. An attribute is one of
+
+- **response-level**: a function of (prompt, response), e.g. markdown present;
+- **pair-level**: a function of the pair, e.g. length (the longer side is marked only when it
+  has at least ``ratio`` times the words of the other, else both are 0), so it is not a
+  function of one response;
+- **given**: precomputed per row (``g_chosen[NAME]``/``g_rejected[NAME]`` in the data).
+
+Spec strings (:func:`resolve_attributes`): ``markdown``; ``names`` (two coordinates
+``woman_coded`` and ``black_coded`` read from the signature) or one of ``names.woman_coded``
+/ ``names.black_coded``; ``length`` or ``length:RATIO`` (default 1.5); ``regex:PATTERN``;
+``given:NAME``; ``package.module:function`` for a user callable. Only numpy and the standard
+library (and ``badpo.data``) are imported.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import math
+import numbers
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from badpo.data.judgments import Judgment, pair_key
+from badpo.data.names import signature_attributes
+
+__all__ = [
+    "BUILTIN_SPECS",
+    "DEFAULT_LENGTH_RATIO",
+    "Attribute",
+    "AttributeSet",
+    "has_markdown",
+    "length_values",
+    "markdown_constructs",
+    "resolve_attributes",
+    "word_count",
+]
+
+BUILTIN_SPECS: tuple[str, ...] = (
+    "markdown", "names", "names.woman_coded", "names.black_coded", "length", "length:RATIO",
+    "regex:PATTERN", "given:NAME", "package.module:function",
+)
+DEFAULT_LENGTH_RATIO = 1.5
+Level = Literal["response", "pair", "given"]
+
+# --- markdown -------------------------------------------------------------------------------
+
+_LINE_START = re.MULTILINE
+MARKDOWN_PATTERNS: dict[str, re.Pattern[str]] = {
+    # "# Title" .. "###### Title": 1-6 hashes then a space; "#tbt" and "C# is" are not headings.
+    "heading": re.compile(r"^ {0,3}#{1,6}[ \t]+\S", _LINE_START),
+    # "- item", "* item", "+ item" (any indentation); "--- Name" and "5 * 3" are not.
+    "bullet_list": re.compile(r"^[ \t]*[-*+][ \t]+\S", _LINE_START),
+    # "1. item" / "1) item" at line start; "1.5 million" and "in 2019. Then" are not.
+    "ordered_list": re.compile(r"^[ \t]*\d{1,9}[.)][ \t]+\S", _LINE_START),
+    # an opening code fence ``` or ~~~ (closed or not, as CommonMark renders it)
+    "code_fence": re.compile(r"^ {0,3}(?:```|~~~)", _LINE_START),
+    # **bold** / __bold__ on one line, not inside a word ("x**2 + y**2" is not bold) and
+    # with at least one character other than the marker ("****" is not bold).
+    # (The marker comes first and the look-behind after it, so the search can skip to "**".)
+    "bold": re.compile(r"\*\*(?<!\w\*\*)(?!\s)[^\n]*?[^\s*][^\n]*?(?<!\s)\*\*(?!\w)"
+                       r"|__(?<!\w__)(?!\s)[^\n]*?[^\s_][^\n]*?(?<!\s)__(?!\w)"),
+    # a line holding a pipe, directly followed by a delimiter row such as "|---|:--:|"
+    "table": re.compile(r"^[^\n]*\|[^\n]*\n[ \t]*\|?(?:[ \t]*:?-+:?[ \t]*\|)+(?:[ \t]*:?-+:?[ \t]*)?$",
+                        _LINE_START),
+    # "> quoted" at line start
+    "blockquote": re.compile(r"^ {0,3}>[ \t]+\S", _LINE_START),
+    # [text](url) or [text](url "title"), images included
+    "link": re.compile(r"\[[^\]\n]+\]\([^)\s]+(?:[ \t]+\"[^\"\n]*\")?\)"),
+    # `code`: two backticks on one line around something
+    "inline_code": re.compile(r"`[^`\n]+`"),
+}
+
+
+# Substrings a construct cannot match without: a cheap test that skips most regex searches.
+_NEEDS: dict[str, tuple[str, ...]] = {
+    "heading": ("#",), "code_fence": ("```", "~~~"), "bold": ("**", "__"), "table": ("|",),
+    "blockquote": (">",), "link": ("](",), "inline_code": ("`",),
+}
+
+
+def _found(name: str, text: str) -> bool:
+    needs = _NEEDS.get(name)
+    if needs is not None and not any(needle in text for needle in needs):
+        return False
+    return MARKDOWN_PATTERNS[name].search(text) is not None
+
+
+def markdown_constructs(text: str) -> tuple[str, ...]:
+    """Names of the :data:`MARKDOWN_PATTERNS` found in ``text`` (for inspection and tests)."""
+    text = _normalise_newlines(text)
+    return tuple(name for name in MARKDOWN_PATTERNS if _found(name, text))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def has_markdown(text: str) -> bool:
+    """True when the text contains markdown markup: any construct of :data:`MARKDOWN_PATTERNS`.
+
+    Counted: ATX headings (``# `` .. ``###### `` at line start, up to 3 spaces of indent),
+    bullet items (``- ``, ``* ``, ``+ `` after any indentation), ordered items (``1. ``,
+    ``1) ``), code fences (three backticks or ``~~~`` at line start), ``**bold**`` and ``__bold__``
+    (not inside a word), pipe tables (a line with ``|`` followed by a delimiter row of
+    ``-``/``:`` cells separated by ``|``), blockquotes (``> `` at line start), inline links
+    ``[text](url)`` and inline code (a pair of backticks on one line). Not counted, because plain prose produces
+    them: single-marker emphasis (``*x*``, ``_x_``: ``2*x + 3*y``, ``snake_case``),
+    horizontal rules and setext underlines (``---``, as in the signature line), indented
+    code blocks, HTML tags, bare URLs and e-mail addresses. Line ends ``\\r\\n`` and ``\\r``
+    are read as ``\\n``.
+    """
+    text = _normalise_newlines(text)
+    return any(_found(name, text) for name in MARKDOWN_PATTERNS)
+
+
+def _normalise_newlines(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+def _markdown_value(prompt: str, response: str) -> float:
+    return 1.0 if has_markdown(response) else 0.0
+
+
+# --- names, length, regex, given --------------------------------------------------------------
+
+def _woman_coded(prompt: str, response: str) -> float:
+    return signature_attributes(response)[0]
+
+
+def _black_coded(prompt: str, response: str) -> float:
+    return signature_attributes(response)[1]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def word_count(text: str) -> int:
+    """Whitespace-separated tokens (``str.split()``), the whole response included."""
+    return len(text.split())
+
+
+def length_values(prompt: str, a: str, b: str, ratio: float = DEFAULT_LENGTH_RATIO
+                  ) -> tuple[float, float]:
+    """(1, 0) when ``a`` has at least ``ratio`` times the words of ``b``, (0, 1) the other way
+    round, else (0, 0). A side with zero words is infinitely shorter than a non-empty one;
+    two empty sides are (0, 0). Because ``ratio > 1``, both sides are never marked."""
+    words_a, words_b = word_count(a), word_count(b)
+    if words_a > 0 and (words_b == 0 or words_a / words_b >= ratio):
+        return (1.0, 0.0)
+    if words_b > 0 and (words_a == 0 or words_b / words_a >= ratio):
+        return (0.0, 1.0)
+    return (0.0, 0.0)
+
+
+def _regex_value(pattern: re.Pattern[str], prompt: str, response: str) -> float:
+    return 1.0 if pattern.search(response) else 0.0
+
+
+def _given_values(name: str, j: Judgment) -> tuple[float, float]:
+    if j.g_chosen is None or j.g_rejected is None:
+        raise ValueError(f"attribute 'given:{name}': judgment {pair_key(j)!r} "
+                         f"(annotator {j.annotator!r}) has no precomputed g_chosen/g_rejected")
+    if name not in j.g_chosen or name not in j.g_rejected:
+        raise ValueError(f"attribute 'given:{name}': judgment {pair_key(j)!r} gives only "
+                         f"{list(j.g_chosen)}")
+    return (j.g_chosen[name], j.g_rejected[name])
+
+
+# --- Attribute, AttributeSet ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Attribute:
+    """One coordinate of g. ``fn`` is ``f(prompt, response) -> float`` (level ``response``),
+    ``f(prompt, a, b) -> (float, float)`` (``pair``) or ``f(judgment) -> (float, float)``
+    (``given``). Values must be finite reals; bools count as 0/1."""
+
+    name: str
+    level: Level
+    fn: Callable
+
+    def values(self, prompt: str, a: str, b: str) -> tuple[float, float]:
+        """(g(a), g(b)) for two responses to ``prompt``."""
+        if self.level == "response":
+            return (self._check(self.fn(prompt, a)), self._check(self.fn(prompt, b)))
+        if self.level == "pair":
+            out = self.fn(prompt, a, b)
+            if not isinstance(out, (tuple, list)) or len(out) != 2:
+                raise ValueError(f"attribute {self.name!r}: a pair-level function must return "
+                                 f"(value_a, value_b), got {out!r}")
+            return (self._check(out[0]), self._check(out[1]))
+        raise ValueError(f"attribute {self.name!r} is read from a judgment's precomputed values, "
+                         "not from texts; use AttributeSet.judgment_values")
+
+    def judgment_values(self, j: Judgment) -> tuple[float, float]:
+        """(g(chosen), g(rejected)) of one judgment."""
+        if self.level == "given":
+            chosen, rejected = self.fn(j)
+            return (self._check(chosen), self._check(rejected))
+        return self.values(j.prompt, j.chosen, j.rejected)
+
+    def _check(self, value: object) -> float:
+        if type(value) is float and math.isfinite(value):  # the common case, checked fast
+            return value
+        if not isinstance(value, (bool, np.bool_, numbers.Real)):
+            raise ValueError(f"attribute {self.name!r}: expected a real number, got "
+                             f"{type(value).__name__} {value!r}")
+        value = float(value)
+        if not math.isfinite(value):
+            raise ValueError(f"attribute {self.name!r}: value {value!r} is not finite")
+        return value
+
+
+@dataclass(frozen=True)
+class AttributeSet:
+    """The declared attributes, one per coordinate of g, in order."""
+
+    attributes: tuple[Attribute, ...]
+
+    def __post_init__(self) -> None:
+        if not self.attributes:
+            raise ValueError("an AttributeSet needs at least one attribute")
+        names = [a.name for a in self.attributes]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate attribute names {duplicates}")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.attributes)
+
+    def __len__(self) -> int:
+        return len(self.attributes)
+
+    def pair_values(self, prompt: str, a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
+        """(g(a) [q], g(b) [q]) as float64 arrays; ``given`` attributes cannot be computed here."""
+        return self._stack([attr.values(prompt, a, b) for attr in self.attributes])
+
+    def judgment_values(self, j: Judgment) -> tuple[np.ndarray, np.ndarray]:
+        """(g_w [q], g_l [q]) of one judgment: ``given:NAME`` from the row, the rest from text."""
+        return self._stack([attr.judgment_values(j) for attr in self.attributes])
+
+    @staticmethod
+    def _stack(pairs: list[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
+        values = np.array(pairs, dtype=np.float64).reshape(-1, 2)
+        return values[:, 0].copy(), values[:, 1].copy()
+
+
+# --- spec strings ---------------------------------------------------------------------------
+
+_CALLABLE_SPEC = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
+_NO_ARGUMENT = ("markdown", "names", "names.woman_coded", "names.black_coded")
+
+
+def resolve_attributes(specs: Sequence[str]) -> AttributeSet:
+    """Turn spec strings into an :class:`AttributeSet`; an unknown or malformed spec raises
+    ``ValueError`` naming it (and listing the built-ins)."""
+    if isinstance(specs, str):
+        raise TypeError(f"resolve_attributes expects a sequence of specs, got the string {specs!r}; "
+                        f"write [{specs!r}]")
+    attributes: list[Attribute] = []
+    for spec in specs:
+        attributes.extend(_resolve_one(spec))
+    if not attributes:
+        raise ValueError(f"no attribute declared; give at least one of {list(BUILTIN_SPECS)}")
+    return AttributeSet(tuple(attributes))
+
+
+def _resolve_one(spec: str) -> list[Attribute]:
+    if not isinstance(spec, str):
+        raise TypeError(f"attribute spec must be a string, got {type(spec).__name__} {spec!r}")
+    head, colon, argument = spec.partition(":")
+    if head == "regex" and colon:
+        return [_regex_attribute(spec, argument)]
+    if head == "given" and colon:
+        if not argument:
+            raise ValueError(f"attribute spec {spec!r}: give the precomputed name, e.g. given:formatted")
+        return [Attribute(argument, "given", functools.partial(_given_values, argument))]
+    if head == "length":
+        return [_length_attribute(spec, argument if colon else None)]
+    if head in _NO_ARGUMENT and colon:
+        raise ValueError(f"attribute spec {spec!r}: {head!r} takes no argument")
+    if spec == "markdown":
+        return [Attribute("markdown", "response", _markdown_value)]
+    if spec in ("names", "names.woman_coded", "names.black_coded"):
+        wanted = ("woman_coded", "black_coded") if spec == "names" else (spec.split(".")[1],)
+        functions = {"woman_coded": _woman_coded, "black_coded": _black_coded}
+        return [Attribute(name, "response", functions[name]) for name in wanted]
+    if _CALLABLE_SPEC.fullmatch(spec):
+        return [_user_attribute(spec)]
+    raise ValueError(f"unknown attribute spec {spec!r}; the built-ins are {list(BUILTIN_SPECS)}")
+
+
+def _regex_attribute(spec: str, pattern: str) -> Attribute:
+    if not pattern:
+        raise ValueError(f"attribute spec {spec!r}: empty pattern (it would match every response)")
+    try:
+        compiled = re.compile(pattern)
+    except re.error as error:
+        raise ValueError(f"attribute spec {spec!r}: invalid regular expression ({error})") from error
+    return Attribute(spec, "response", functools.partial(_regex_value, compiled))
+
+
+def _length_attribute(spec: str, argument: str | None) -> Attribute:
+    if argument is None:
+        return Attribute("length", "pair", length_values)
+    try:
+        ratio = float(argument)
+    except ValueError:
+        ratio = math.nan
+    if not math.isfinite(ratio) or ratio <= 1.0:
+        raise ValueError(f"attribute spec {spec!r}: the word-count ratio must be a number > 1, "
+                         f"got {argument!r}")
+    name = "length" if ratio == DEFAULT_LENGTH_RATIO else f"length:{ratio:g}"
+    return Attribute(name, "pair", functools.partial(length_values, ratio=ratio))
+
+
+def _user_attribute(spec: str) -> Attribute:
+    module_name, function_name = spec.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:  # ImportError, or any error raised while importing the module
+        raise ValueError(f"attribute spec {spec!r}: cannot import module {module_name!r} "
+                         f"({type(error).__name__}: {error})") from error
+    fn = getattr(module, function_name, None)
+    if fn is None:
+        raise ValueError(f"attribute spec {spec!r}: module {module_name!r} has no {function_name!r}")
+    if not callable(fn):
+        raise ValueError(f"attribute spec {spec!r}: {function_name!r} is not callable")
+    level = getattr(fn, "level", "response")
+    if level not in ("response", "pair"):
+        raise ValueError(f"attribute spec {spec!r}: level must be 'response' or 'pair', got {level!r}")
+    return Attribute(spec, level, fn)

@@ -1,0 +1,285 @@
+"""The judgment row: one annotator's preference between two responses to one prompt.
+
+Every method in badpo reads its data through this module, so the checks live here once:
+a row that would make a loss or an audit silently wrong (an empty response, a tie, a pair
+whose two sides are identical, a NaN attribute, attribute vectors of different lengths)
+is refused with a :class:`JudgmentError` that names the row and the field.
+
+Row indices in messages are 0-based (``dataset[i]``); JSONL line numbers are 1-based.
+Only the standard library is imported here; ``datasets`` is imported inside
+:func:`read_judgments` when a dataset is actually read. The format is documented in
+``docs/data-format.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import numbers
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "Judgment",
+    "JudgmentError",
+    "pair_key",
+    "read_judgments",
+    "validate_judgments",
+    "write_judgments",
+]
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """One disaggregated judgment: ``annotator`` preferred ``chosen`` to ``rejected``.
+
+    ``g_chosen``/``g_rejected`` are optional precomputed attribute values (name -> value),
+    read by the ``given:NAME`` attribute spec. Treat them as read-only. They take no part
+    in the hash, so judgments can be put in sets.
+    """
+
+    prompt: str
+    chosen: str
+    rejected: str
+    annotator: str
+    annotator_class: str | None = None
+    prompt_id: str | None = None
+    pair_id: str | None = None
+    pair_type: str | None = None  # e.g. quality / swap / mixed
+    g_chosen: Mapping[str, float] | None = field(default=None, hash=False)
+    g_rejected: Mapping[str, float] | None = field(default=None, hash=False)
+
+
+class JudgmentError(ValueError):
+    """A judgment row is invalid; the message names the row (and pair_id) and the field."""
+
+    def __init__(self, message: str, row: int | None = None, field: str | None = None):
+        super().__init__(message)
+        self.row = row
+        self.field = field
+
+
+FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Judgment))
+REQUIRED_TEXT: tuple[str, ...] = ("prompt", "chosen", "rejected", "annotator")
+OPTIONAL_TEXT: tuple[str, ...] = ("annotator_class", "prompt_id", "pair_id", "pair_type")
+ATTRIBUTE_FIELDS: tuple[str, ...] = ("g_chosen", "g_rejected")
+# Accepted on input so that a corpus with a tie flag can be read; a true tie is refused.
+TIE_FIELD = "tie"
+
+
+def validate_judgments(rows: Iterable[Mapping[str, Any] | Judgment]) -> list[Judgment]:
+    """Check every row and return them as :class:`Judgment` objects, in order.
+
+    Rows are mappings with the fields of :class:`Judgment` (plus an optional boolean
+    ``tie``); :class:`Judgment` objects are accepted too and checked the same way.
+    The first invalid row raises :class:`JudgmentError`; nothing is dropped or coerced
+    except ints in ``g_chosen``/``g_rejected``, which become floats.
+    """
+    return _validate_labelled(((i, None, None), row) for i, row in enumerate(rows))
+
+
+def _validate_labelled(labelled: Iterable[tuple[tuple, Any]]) -> list[Judgment]:
+    out: list[Judgment] = []
+    attribute_keys: tuple[str, ...] | None = None  # keys of the first row that has them
+    first_with: int | None = None  # index of that row
+    first_without: int | None = None  # index of the first row without them
+    for (index, line, source), row in labelled:
+        if isinstance(row, Judgment):
+            row = {name: getattr(row, name) for name in FIELDS}
+        where = _where(index, line, source, row)
+        if not isinstance(row, Mapping):
+            raise JudgmentError(f"{where}: expected a mapping of fields, got {type(row).__name__}",
+                                row=index)
+        judgment = _validate_row(row, where, index)
+        if judgment.g_chosen is None:
+            if first_with is not None:
+                raise JudgmentError(
+                    f"{where}, field 'g_chosen': missing, but row {first_with} gives "
+                    f"attributes {list(attribute_keys)}; give them on every row or none",
+                    row=index, field="g_chosen")
+            if first_without is None:
+                first_without = index
+        else:
+            keys = tuple(judgment.g_chosen)
+            if first_without is not None:
+                raise JudgmentError(
+                    f"{where}, field 'g_chosen': given, but row {first_without} has no "
+                    "precomputed attributes; give them on every row or none",
+                    row=index, field="g_chosen")
+            if attribute_keys is None:
+                attribute_keys, first_with = keys, index
+            elif set(keys) != set(attribute_keys):
+                raise JudgmentError(
+                    f"{where}, field 'g_chosen': attribute names {list(keys)} differ from "
+                    f"{list(attribute_keys)} given on row {first_with}",
+                    row=index, field="g_chosen")
+        out.append(judgment)
+    return out
+
+
+def _where(index: int, line: int | None, source: str | None, row: Any) -> str:
+    text = f"row {index}"
+    pair_id = row.get("pair_id") if isinstance(row, Mapping) else None
+    if isinstance(pair_id, str) and pair_id:
+        text += f" (pair_id {pair_id!r})"
+    if line is not None:
+        text = f"{source or 'JSONL'} line {line}: {text}"
+    return text
+
+
+def _validate_row(row: Mapping[str, Any], where: str, index: int) -> Judgment:
+    def fail(name: str, problem: str) -> JudgmentError:
+        return JudgmentError(f"{where}, field {name!r}: {problem}", row=index, field=name)
+
+    unknown = [k for k in row if k not in FIELDS and k != TIE_FIELD]
+    if unknown:
+        raise fail(str(unknown[0]), f"unknown field; the fields are {list(FIELDS)} and {TIE_FIELD!r}")
+    values: dict[str, Any] = {}
+    for name in REQUIRED_TEXT + OPTIONAL_TEXT:
+        value = row.get(name)
+        if value is None:
+            if name in REQUIRED_TEXT:
+                raise fail(name, "missing" if name not in row else "null")
+            continue
+        if not isinstance(value, str):
+            raise fail(name, f"expected a string, got {type(value).__name__} {value!r}")
+        if not value.strip():
+            raise fail(name, "empty")
+        values[name] = value
+    if values["chosen"] == values["rejected"]:
+        raise fail("rejected", "identical to 'chosen'; a pair needs two different responses")
+    tie = row.get(TIE_FIELD)
+    if tie is not None and not isinstance(tie, bool):
+        raise fail(TIE_FIELD, f"expected true/false, got {type(tie).__name__} {tie!r}")
+    if tie:
+        raise fail(TIE_FIELD, "a tie carries no preference; drop tied judgments before loading")
+    given = [name for name in ATTRIBUTE_FIELDS if row.get(name) is not None]
+    if len(given) == 1:
+        missing = "g_rejected" if given == ["g_chosen"] else "g_chosen"
+        raise fail(missing, f"missing while {given[0]!r} is given; give both or neither")
+    if given:
+        values["g_chosen"] = _attribute_values(row["g_chosen"], "g_chosen", fail)
+        values["g_rejected"] = _attribute_values(row["g_rejected"], "g_rejected", fail)
+        if set(values["g_chosen"]) != set(values["g_rejected"]):
+            raise fail("g_rejected", f"attribute names {list(values['g_rejected'])} differ from "
+                       f"g_chosen's {list(values['g_chosen'])}")
+    return Judgment(**values)
+
+
+def _attribute_values(value: Any, name: str, fail) -> dict[str, float]:
+    if not isinstance(value, Mapping):
+        raise fail(name, f"expected a mapping of attribute name -> number, got {type(value).__name__}")
+    if not value:
+        raise fail(name, "empty mapping; omit the field when there are no precomputed attributes")
+    out: dict[str, float] = {}
+    for key, number in value.items():
+        if not isinstance(key, str) or not key:
+            raise fail(name, f"attribute name {key!r} is not a non-empty string")
+        if isinstance(number, bool) or not isinstance(number, numbers.Real):
+            raise fail(f"{name}.{key}", f"expected a number (0/1 for a binary attribute), "
+                       f"got {type(number).__name__} {number!r}")
+        if not math.isfinite(number):
+            raise fail(f"{name}.{key}", f"not finite: {number!r}")
+        out[key] = float(number)
+    return out
+
+
+def pair_key(j: Judgment) -> str:
+    """The id of the compared pair: ``pair_id`` when given, else a hash of its content.
+
+    The hash covers the prompt and the unordered set {chosen, rejected}, so the judgments
+    of two annotators who saw the same pair (either way round) share a key.
+    """
+    if j.pair_id is not None:
+        return j.pair_id
+    content = json.dumps([j.prompt, sorted((j.chosen, j.rejected))], ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(content.encode("utf-8")).hexdigest()[:20]
+
+
+def _row_dict(j: Judgment) -> dict[str, Any]:
+    """Fields in the dataclass order, None omitted, attribute names in their given order."""
+    out: dict[str, Any] = {}
+    for name in FIELDS:
+        value = getattr(j, name)
+        if value is not None:
+            out[name] = dict(value) if name in ATTRIBUTE_FIELDS else value
+    return out
+
+
+def write_judgments(path: str | os.PathLike, judgments: Iterable[Judgment]) -> None:
+    """Write JSONL, one judgment per line; the same judgments give the same bytes.
+
+    Keys follow the :class:`Judgment` field order, None fields are omitted, text is UTF-8
+    (``ensure_ascii=False``) with ``\\n`` line ends. The judgments are validated first, so
+    a file written here always reads back.
+    """
+    judgments = list(judgments)
+    for i, j in enumerate(judgments):
+        if not isinstance(j, Judgment):
+            raise TypeError(f"row {i}: expected a Judgment, got {type(j).__name__}")
+    validate_judgments(judgments)
+    with open(path, "w", encoding="utf-8", newline="\n") as handle:
+        for j in judgments:
+            handle.write(json.dumps(_row_dict(j), ensure_ascii=False) + "\n")
+
+
+def read_judgments(source: Any) -> list[Judgment]:
+    """Read and validate judgments from a ``.jsonl`` file, a directory written by
+    ``datasets.Dataset.save_to_disk``, or a ``datasets.Dataset``."""
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if path.is_dir():
+            import datasets  # heavy; only when a saved dataset is actually read
+
+            return _from_dataset(datasets.load_from_disk(str(path)), str(path))
+        if not path.exists():
+            raise FileNotFoundError(f"no judgment file or dataset directory at {str(path)!r}")
+        if path.suffix != ".jsonl":
+            raise ValueError(f"{str(path)!r}: expected a .jsonl file or a saved dataset directory")
+        return _validate_labelled(_jsonl_rows(path))
+    if type(source).__module__.split(".")[0] == "datasets":
+        return _from_dataset(source, type(source).__name__)
+    raise TypeError(f"read_judgments: expected a .jsonl path, a saved dataset directory or a "
+                    f"datasets.Dataset, got {type(source).__name__}; for rows in memory use "
+                    "validate_judgments")
+
+
+def _from_dataset(dataset: Any, origin: str) -> list[Judgment]:
+    import datasets
+
+    if isinstance(dataset, datasets.DatasetDict):
+        raise ValueError(f"{origin}: a DatasetDict with splits {list(dataset)}; "
+                         "pass one split, e.g. read_judgments(dataset_dict['train'])")
+    if not isinstance(dataset, datasets.Dataset):
+        raise TypeError(f"{origin}: expected a datasets.Dataset, got {type(dataset).__name__}")
+    return validate_judgments(dataset.to_list())
+
+
+def _jsonl_rows(path: Path) -> Iterator[tuple[tuple, Any]]:
+    """(label, parsed object) per non-blank line; malformed JSON names the line."""
+    index = 0
+    with open(path, encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line, object_pairs_hook=_no_duplicate_keys)
+            except ValueError as error:  # json.JSONDecodeError and duplicate keys
+                raise JudgmentError(f"{path} line {line_number}: not valid JSON ({error})",
+                                    row=index) from error
+            yield (index, line_number, str(path)), row
+            index += 1
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out

@@ -1,0 +1,263 @@
+"""Declared attributes: markdown on real markup and near-misses, length ratio, names, regex,
+given values, user callables and spec errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from badpo.attributes import (
+    BUILTIN_SPECS,
+    Attribute,
+    AttributeSet,
+    has_markdown,
+    length_values,
+    markdown_constructs,
+    resolve_attributes,
+)
+from badpo.data import Judgment
+
+REAL_ANSWER = textwrap.dedent("""\
+    ## How to boil an egg
+
+    1. Bring a pot of water to a boil.
+    2. Lower the eggs in with a spoon.
+
+    **Tip:** cool them in ice water. See [this guide](https://example.com/eggs).
+
+    | Size | Minutes |
+    |------|--------:|
+    | M    | 9       |
+
+    ```python
+    minutes = 9
+    ```
+    """)
+
+
+@pytest.mark.parametrize("text, construct", [
+    ("# Title\nBody.", "heading"),
+    ("Intro.\n   ### Step three", "heading"),
+    ("Things:\n- eggs\n- milk", "bullet_list"),
+    ("Things:\n  * eggs", "bullet_list"),
+    ("+ one", "bullet_list"),
+    ("Steps:\n1. Boil.\n2. Eat.", "ordered_list"),
+    ("Steps:\n1) Boil.", "ordered_list"),
+    ("```\ncode\n```", "code_fence"),
+    ("Run:\n~~~\nls\n~~~", "code_fence"),
+    ("This is **very** important.", "bold"),
+    ("**Note:** read this.", "bold"),
+    ("This is __very__ important.", "bold"),
+    ("| a | b |\n|---|---|\n| 1 | 2 |", "table"),
+    ("a | b\n--- | :---:", "table"),
+    ("| a |\n| --- |", "table"),
+    ("He said:\n> be kind", "blockquote"),
+    ("See [the docs](https://docs.python.org).", "link"),
+    ('See [the docs](https://docs.python.org "Python").', "link"),
+    ("Call `len(x)` first.", "inline_code"),
+])
+def test_each_markdown_construct_is_detected(text, construct):
+    assert construct in markdown_constructs(text)
+    assert has_markdown(text)
+
+
+def test_a_real_markdown_answer_shows_every_construct_it_uses():
+    assert markdown_constructs(REAL_ANSWER) == (
+        "heading", "ordered_list", "code_fence", "bold", "table", "link")
+    assert has_markdown(REAL_ANSWER.replace("\n", "\r\n"))  # CRLF line ends
+
+
+@pytest.mark.parametrize("text", [
+    "Great answer.\n\n--- Emily Smith",                  # the signature line
+    "It works — mostly — as expected.",                  # em dashes
+    "5 * 3 = 15",
+    "2*x + 3*y is linear.",
+    "x**2 + y**2 = r**2",                                # exponents, not bold
+    "a**b + c** d",                                      # opener inside a word
+    "un**believ**able",                                  # intraword: not counted (documented)
+    "Loved it #tbt",
+    "#tbt to last summer",
+    "C# is a language.",
+    "About 1.5 million people.",
+    "1.5 million people live there.",
+    "See the footnote*.",
+    "note*",
+    "It costs $5, or $4 on sale.",
+    "Write to jane.doe@example.com today.",
+    "Use snake_case_words for names.",
+    "It opened in 2019. Then it closed.",
+    "a | b are both fine",                               # a pipe without a delimiter row
+    "Section one\n---\nSection two",                     # a horizontal rule / setext underline
+    "****",
+    "[citation needed]",
+    "f(x)[0] (see above)",
+    "It's `quoted' the old way.",
+    ">5 people came.",
+])
+def test_near_misses_are_not_markdown(text):
+    assert markdown_constructs(text) == ()
+    assert not has_markdown(text)
+
+
+def test_length_ratio_hand_worked():
+    """3 words vs 2 is a ratio of exactly 1.5 -> the longer side is marked; 5 vs 4 is 1.25 ->
+    same group; an empty side is infinitely shorter; 11 vs 10 at ratio 1.1 sits on the
+    boundary and counts."""
+    three, two, five, four = "a b c", "a b", "a b c d e", "a b c d"
+    assert length_values("p", three, two) == (1.0, 0.0)
+    assert length_values("p", two, three) == (0.0, 1.0)
+    assert length_values("p", five, four) == (0.0, 0.0)
+    assert length_values("p", "a", "   ") == (1.0, 0.0)
+    assert length_values("p", "", "") == (0.0, 0.0)
+    assert length_values("p", "a " * 11, "a " * 10, ratio=1.1) == (1.0, 0.0)
+    assert length_values("p", "a " * 10, "a " * 11, ratio=1.1) == (0.0, 1.0)
+    assert length_values("p", "a " * 10, "a " * 9, ratio=1.12) == (0.0, 0.0)  # 1.111 < 1.12
+
+
+def test_length_specs_and_thresholds():
+    default, two = resolve_attributes(["length", "length:2"]).attributes
+    assert (default.name, default.level, two.name) == ("length", "pair", "length:2")
+    assert two.values("p", "a b c", "a b") == (0.0, 0.0)       # 1.5 < 2
+    assert two.values("p", "a b c d", "a b") == (1.0, 0.0)     # 2 >= 2
+    assert resolve_attributes(["length:1.5"]).names == ("length",)
+    for bad in ("length:1", "length:0.5", "length:abc", "length:", "length:nan", "length:inf"):
+        with pytest.raises(ValueError, match=f"attribute spec '{bad}': the word-count ratio must be"):
+            resolve_attributes([bad])
+
+
+def test_names_spec_reads_the_signature_cells():
+    attributes = resolve_attributes(["names"])
+    assert attributes.names == ("woman_coded", "black_coded")
+    g_a, g_b = attributes.pair_values("p", "Hi.\n\n--- Lakisha Baker", "Hi.\n\n--- Greg Baker")
+    np.testing.assert_array_equal(g_a, [1.0, 1.0])
+    np.testing.assert_array_equal(g_b, [0.0, 0.0])
+    g_a, g_b = attributes.pair_values("p", "Hi.\n\n--- Jamal Baker", "Unsigned.")
+    np.testing.assert_array_equal(g_a, [0.0, 1.0])
+    np.testing.assert_array_equal(g_b, [0.0, 0.0])
+    assert resolve_attributes(["names.black_coded"]).names == ("black_coded",)
+    assert resolve_attributes(["names.woman_coded"]).attributes[0].values(
+        "p", "x\n--- Emily Baker", "x\n--- Jamal Baker") == (1.0, 0.0)
+
+
+def test_regex_markdown_and_order_of_coordinates():
+    attributes = resolve_attributes([r"regex:(?i)\bsorry\b", "markdown", "length"])
+    assert attributes.names == (r"regex:(?i)\bsorry\b", "markdown", "length")
+    assert len(attributes) == 3
+    g_a, g_b = attributes.pair_values("p", "Sorry, I can't.\n- one\n- two", "ok")
+    np.testing.assert_array_equal(g_a, [1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(g_b, [0.0, 0.0, 0.0])
+    assert g_a.dtype == np.float64 and g_a.shape == (3,)
+
+
+def test_judgment_values_mix_given_and_computed():
+    attributes = resolve_attributes(["given:formatted", "length"])
+    j = Judgment("p", "one two three", "one two", "k",
+                 g_chosen={"formatted": 0.25, "other": 1.0}, g_rejected={"formatted": 1.0, "other": 0.0})
+    g_w, g_l = attributes.judgment_values(j)
+    np.testing.assert_array_equal(g_w, [0.25, 1.0])
+    np.testing.assert_array_equal(g_l, [1.0, 0.0])
+    with pytest.raises(ValueError, match="attribute 'formatted' is read from a judgment"):
+        attributes.pair_values("p", "a", "b")
+    with pytest.raises(ValueError, match=r"attribute 'given:formatted': judgment 'p7' \(annotator 'k'\) "
+                       "has no precomputed"):
+        attributes.judgment_values(Judgment("p", "a", "b", "k", pair_id="p7"))
+    with pytest.raises(ValueError, match=r"attribute 'given:missing': judgment .* gives only \['formatted', 'other'\]"):
+        resolve_attributes(["given:missing"]).judgment_values(j)
+
+
+@pytest.fixture
+def user_module(tmp_path, monkeypatch):
+    (tmp_path / "my_attrs.py").write_text(textwrap.dedent("""\
+        import math
+        def polite(prompt, response):
+            return "please" in response
+        def longer_first(prompt, a, b):
+            return (1.0, 0.0) if len(a) > len(b) else (0.0, 0.0)
+        longer_first.level = "pair"
+        def broken(prompt, response):
+            return math.nan
+        def wordy(prompt, response):
+            return "many"
+        def bad_pair(prompt, a, b):
+            return 1.0
+        bad_pair.level = "pair"
+        def odd_level(prompt, response):
+            return 0.0
+        odd_level.level = "judgment"
+        NOT_CALLABLE = 3
+        """))
+    (tmp_path / "raises_on_import.py").write_text("raise RuntimeError('boom')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "my_attrs"
+
+
+def test_user_callables(user_module):
+    attributes = resolve_attributes(["my_attrs:polite", "my_attrs:longer_first"])
+    assert [a.level for a in attributes.attributes] == ["response", "pair"]
+    g_a, g_b = attributes.pair_values("p", "yes please do", "no")
+    np.testing.assert_array_equal(g_a, [1.0, 1.0])   # True counts as 1
+    np.testing.assert_array_equal(g_b, [0.0, 0.0])
+    with pytest.raises(ValueError, match="attribute 'my_attrs:broken': value nan is not finite"):
+        resolve_attributes(["my_attrs:broken"]).pair_values("p", "a", "b")
+    with pytest.raises(ValueError, match="attribute 'my_attrs:wordy': expected a real number, got str"):
+        resolve_attributes(["my_attrs:wordy"]).pair_values("p", "a", "b")
+    with pytest.raises(ValueError, match=r"attribute 'my_attrs:bad_pair': a pair-level function must return"):
+        resolve_attributes(["my_attrs:bad_pair"]).pair_values("p", "a", "b")
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("no_such_module_xyz:f", r"'no_such_module_xyz:f': cannot import module 'no_such_module_xyz' \(ModuleNotFoundError"),
+    ("raises_on_import:f", r"'raises_on_import:f': cannot import module .* \(RuntimeError: boom\)"),
+    ("my_attrs:missing", r"'my_attrs:missing': module 'my_attrs' has no 'missing'"),
+    ("my_attrs:NOT_CALLABLE", r"'my_attrs:NOT_CALLABLE': 'NOT_CALLABLE' is not callable"),
+    ("my_attrs:odd_level", r"'my_attrs:odd_level': level must be 'response' or 'pair', got 'judgment'"),
+])
+def test_user_callable_errors_name_the_spec(user_module, spec, message):
+    with pytest.raises(ValueError, match=message):
+        resolve_attributes([spec])
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("markdwon", r"unknown attribute spec 'markdwon'; the built-ins are \['markdown', 'names'"),
+    ("names.gender", "unknown attribute spec 'names.gender'"),
+    ("", "unknown attribute spec ''"),
+    ("markdown:strict", "attribute spec 'markdown:strict': 'markdown' takes no argument"),
+    ("names:x", "attribute spec 'names:x': 'names' takes no argument"),
+    ("regex:", "attribute spec 'regex:': empty pattern"),
+    ("regex:(unclosed", r"attribute spec 'regex:\(unclosed': invalid regular expression"),
+    ("given:", "attribute spec 'given:': give the precomputed name"),
+])
+def test_bad_specs_are_errors_naming_them(spec, message):
+    with pytest.raises(ValueError, match=message):
+        resolve_attributes([spec])
+
+
+def test_spec_list_errors():
+    with pytest.raises(TypeError, match=r"got the string 'markdown'; write \['markdown'\]"):
+        resolve_attributes("markdown")
+    with pytest.raises(ValueError, match="no attribute declared"):
+        resolve_attributes([])
+    with pytest.raises(ValueError, match=r"duplicate attribute names \['woman_coded'\]"):
+        resolve_attributes(["names", "names.woman_coded"])
+    with pytest.raises(TypeError, match="attribute spec must be a string, got int"):
+        resolve_attributes([3])
+    assert "markdown" in BUILTIN_SPECS
+
+
+def test_attribute_dataclass_is_frozen_and_set_validates():
+    attribute = Attribute("m", "response", lambda p, r: 1.0)
+    with pytest.raises(AttributeError):
+        attribute.name = "other"  # type: ignore[misc]
+    with pytest.raises(ValueError, match="at least one attribute"):
+        AttributeSet(())
+
+
+def test_core_import_is_light():
+    code = ("import sys, badpo.attributes; "
+            "heavy = [m for m in ('datasets', 'transformers') if m in sys.modules]; "
+            "assert not heavy, heavy")
+    subprocess.run([sys.executable, "-c", code], check=True)
