@@ -1,0 +1,444 @@
+"""The label audit: what the judgments can and cannot tell about the bias, read before training.
+
+For every declared attribute coordinate the audit counts the *cross-group* judgments (the two
+responses differ on that coordinate; only these identify theta, Table "attributes" of the
+Datasets appendix) and the offline estimate: the log-odds that the attribute-carrying side (the
+side with the larger value) wins a cross-group judgment, overall, per annotator class, per pair
+type and per (pair type, class), each with its count and the binomial delta-method standard
+error sqrt(1/w + 1/(n - w)).
+
+It then builds the annotator graph of Theorem "thm:identif": vertices are annotators, and two
+annotators are joined when they judged a common cross-group pair (pair identity is
+``pair_key``). Differences theta_k - theta_k' are identified only within a connected component.
+The graph is built for "cross-group on any coordinate" (the theorem's graph) and per coordinate
+(with q > 1 attributes a pair that is cross-group on coordinate i only ties coordinate i).
+
+Two annotator-level failures are listed: an annotator with no cross-group judgment (theta_k is
+not identified) and one who chose the attribute side in every one of their cross-group
+judgments on a coordinate, or in none (for a fixed policy theta_k diverges to +inf / -inf; the
+per-coordinate check is sufficient for divergence, while a separation along a mixed direction
+of several coordinates is not searched for). Each problem is also raised as a
+``BiasIdentifiabilityWarning``.
+
+A disconnected graph is the theorem's condition, sufficient and not necessary: with
+response-level attributes the offsets of two components can still be tied through the reward
+when their compared pairs share responses (tests/test_theory.py has such a case).
+
+``example_report`` audits the built-in planted corpus (``badpo.data.planted``, numpy only).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from badpo.attributes import resolve_attributes
+from badpo.data.judgments import Judgment, pair_key, read_judgments
+
+__all__ = [
+    "BiasIdentifiabilityWarning", "LogOdds", "AnnotatorGraph", "CoordinateAudit", "Audit",
+    "offline_log_odds", "audit", "format_audit", "report", "example_report",
+]
+
+MISSING = "(none)"  # slice key for rows without an annotator class / pair type
+_LISTED = 8  # annotator ids named in one warning before "... and N more"
+
+
+class BiasIdentifiabilityWarning(UserWarning):
+    """The labels do not identify (part of) theta: see the audit's warnings."""
+
+
+class _AttributeValues(Protocol):
+    names: tuple[str, ...]
+
+    def judgment_values(self, j: Judgment) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+def offline_log_odds(wins: int, total: int) -> float:
+    """log(w / (n - w)): the log-odds that the attribute side wins; +inf at w = n, -inf at w = 0.
+
+    This is the pooled MLE of theta on swap pairs with the policy at the reference.
+    """
+    if total <= 0:
+        raise ValueError(f"offline_log_odds: total must be > 0, got {total}")
+    if not 0 <= wins <= total:
+        raise ValueError(f"offline_log_odds: wins must lie in [0, {total}], got {wins}")
+    if wins == total:
+        return math.inf
+    if wins == 0:
+        return -math.inf
+    return math.log(wins / (total - wins))
+
+
+@dataclass(frozen=True)
+class LogOdds:
+    """Counts on one coordinate within one slice of the judgments."""
+
+    judgments: int  # judgments in the slice
+    cross: int  # of which cross-group on this coordinate
+    wins: int  # of which the attribute-carrying side won
+
+    @property
+    def share_cross(self) -> float | None:
+        return self.cross / self.judgments if self.judgments else None
+
+    @property
+    def log_odds(self) -> float | None:
+        """The offline estimate; None without cross-group judgments, +-inf at the edges."""
+        return offline_log_odds(self.wins, self.cross) if self.cross else None
+
+    @property
+    def se(self) -> float | None:
+        """Delta-method standard error sqrt(1/w + 1/(n - w)); None where the estimate is not finite."""
+        if self.cross == 0 or self.wins in (0, self.cross):
+            return None
+        return math.sqrt(1.0 / self.wins + 1.0 / (self.cross - self.wins))
+
+    @property
+    def divergent(self) -> str | None:
+        """'+inf' / '-inf' when every / no cross-group judgment went to the attribute side."""
+        if self.cross and self.wins == self.cross:
+            return "+inf"
+        if self.cross and self.wins == 0:
+            return "-inf"
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        estimate = self.log_odds
+        return {
+            "judgments": self.judgments, "cross": self.cross, "wins": self.wins,
+            "share_cross": self.share_cross,
+            "log_odds": estimate if estimate is not None and math.isfinite(estimate) else None,
+            "se": self.se, "divergent": self.divergent,
+        }
+
+
+@dataclass(frozen=True)
+class AnnotatorGraph:
+    """Connected components of the annotator graph, each sorted, largest first."""
+
+    components: tuple[tuple[str, ...], ...]
+
+    @property
+    def n_components(self) -> int:
+        return len(self.components)
+
+    @property
+    def connected(self) -> bool:
+        return len(self.components) <= 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n_components": self.n_components, "connected": self.connected,
+                "components": [list(c) for c in self.components]}
+
+
+@dataclass(frozen=True)
+class CoordinateAudit:
+    """The audit of one attribute coordinate."""
+
+    name: str
+    overall: LogOdds
+    by_class: dict[str, LogOdds]  # empty when no row has an annotator class
+    by_pair_type: dict[str, LogOdds]  # empty when no row has a pair type
+    by_pair_type_class: dict[str, dict[str, LogOdds]]  # pair type -> class -> counts
+    by_annotator: dict[str, LogOdds]
+    graph: AnnotatorGraph
+    unidentified: tuple[str, ...]  # no cross-group judgment on this coordinate
+    diverge_up: tuple[str, ...]  # chose the attribute side every time: theta_k -> +inf
+    diverge_down: tuple[str, ...]  # never chose it: theta_k -> -inf
+
+    def to_dict(self) -> dict[str, Any]:
+        def table(d: dict[str, LogOdds]) -> dict[str, Any]:
+            return {key: value.to_dict() for key, value in d.items()}
+
+        return {
+            "name": self.name, "overall": self.overall.to_dict(),
+            "by_class": table(self.by_class), "by_pair_type": table(self.by_pair_type),
+            "by_pair_type_class": {t: table(d) for t, d in self.by_pair_type_class.items()},
+            "by_annotator": table(self.by_annotator), "graph": self.graph.to_dict(),
+            "unidentified": list(self.unidentified),
+            "diverge_up": list(self.diverge_up), "diverge_down": list(self.diverge_down),
+        }
+
+
+@dataclass(frozen=True)
+class Audit:
+    """The whole audit; ``to_dict`` is plain JSON (no inf/NaN), ``format_audit`` the table."""
+
+    attribute_names: tuple[str, ...]
+    n_judgments: int
+    annotators: tuple[str, ...]  # sorted
+    cross_any: int  # judgments cross-group on at least one coordinate
+    coordinates: tuple[CoordinateAudit, ...]
+    graph: AnnotatorGraph  # edge: a common pair cross-group on any coordinate
+    unidentified: tuple[str, ...]  # no cross-group judgment on any coordinate
+    warnings: tuple[str, ...]
+
+    def coordinate(self, name: str) -> CoordinateAudit:
+        for coordinate in self.coordinates:
+            if coordinate.name == name:
+                return coordinate
+        raise KeyError(f"no attribute {name!r} in this audit; have {list(self.attribute_names)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "attribute_names": list(self.attribute_names),
+            "n_judgments": self.n_judgments,
+            "n_annotators": len(self.annotators),
+            "cross_any": self.cross_any,
+            "share_cross_any": self.cross_any / self.n_judgments,
+            "coordinates": [c.to_dict() for c in self.coordinates],
+            "graph": self.graph.to_dict(),
+            "unidentified": list(self.unidentified),
+            "warnings": list(self.warnings),
+        }
+
+    def to_json(self) -> str:
+        """Canonical JSON text: sorted keys, two-space indent, inf/NaN refused."""
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+# ------------------------------------------------------------------------------------- audit
+def _attribute_differences(judgments: Sequence[Judgment], attributes: _AttributeValues) -> np.ndarray:
+    """g(y_w) - g(y_l) per judgment, [N, q]; a wrong length or a non-finite value names the row."""
+    q = len(attributes.names)
+    diffs = np.empty((len(judgments), q), dtype=np.float64)
+    for row, judgment in enumerate(judgments):
+        g_w, g_l = (np.asarray(v, dtype=np.float64) for v in attributes.judgment_values(judgment))
+        if g_w.shape != (q,) or g_l.shape != (q,):
+            raise ValueError(f"row {row}: attribute values of shapes {g_w.shape}, {g_l.shape}; "
+                             f"expected ({q},) for {list(attributes.names)}")
+        if not (np.isfinite(g_w).all() and np.isfinite(g_l).all()):
+            raise ValueError(f"row {row}: non-finite attribute value {g_w.tolist()} / {g_l.tolist()}")
+        diffs[row] = g_w - g_l
+    return diffs
+
+
+def _counts(mask: np.ndarray, cross: np.ndarray, won: np.ndarray) -> LogOdds:
+    return LogOdds(int(mask.sum()), int((mask & cross).sum()), int((mask & won).sum()))
+
+
+def _slices(labels: list[str | None], cross: np.ndarray, won: np.ndarray,
+            within: np.ndarray | None = None) -> dict[str, LogOdds]:
+    """Counts per distinct label (None -> MISSING), sorted by label; {} when every label is None."""
+    if all(label is None for label in labels):
+        return {}
+    keys = np.array([MISSING if label is None else label for label in labels], dtype=object)
+    everything = np.ones(len(keys), dtype=bool) if within is None else within
+    return {key: _counts(everything & (keys == key), cross, won)
+            for key in sorted(set(keys[everything].tolist()))}
+
+
+def _components(annotators: tuple[str, ...], vertex: np.ndarray, pairs: np.ndarray,
+                cross: np.ndarray) -> AnnotatorGraph:
+    """Union-find over annotators; the judgments of one cross-group pair are joined together."""
+    parent = list(range(len(annotators)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]  # path halving
+            i = parent[i]
+        return i
+
+    first_judge: dict[int, int] = {}
+    for k, pair in zip(vertex[cross].tolist(), pairs[cross].tolist()):
+        other = first_judge.setdefault(pair, k)
+        a, b = root(k), root(other)
+        if a != b:
+            parent[max(a, b)] = min(a, b)
+    groups: dict[int, list[str]] = {}
+    for i, name in enumerate(annotators):  # annotators are sorted, so each group is too
+        groups.setdefault(root(i), []).append(name)
+    ordered = sorted(groups.values(), key=lambda c: (-len(c), c[0]))
+    return AnnotatorGraph(tuple(tuple(c) for c in ordered))
+
+
+def _listed(ids: Sequence[str]) -> str:
+    shown = ", ".join(ids[:_LISTED])
+    return shown + (f" ... and {len(ids) - _LISTED} more" if len(ids) > _LISTED else "")
+
+
+def _graph_warning(graph: AnnotatorGraph, scope: str) -> str:
+    singles = sum(1 for c in graph.components if len(c) == 1)
+    return (f"{scope}: the annotator graph has {graph.n_components} connected components "
+            f"({singles} of them single annotators); theta_k - theta_k' is identified only "
+            f"within a component, each component has its own free offset")
+
+
+def _coordinate_warnings(c: CoordinateAudit) -> list[str]:
+    if c.overall.cross == 0:
+        return [f"{c.name}: no cross-group judgments; theta is not identified on this attribute"]
+    found = []
+    if c.unidentified:
+        found.append(f"{c.name}: {len(c.unidentified)} annotator(s) with no cross-group judgment "
+                     f"(theta_k not identified): {_listed(c.unidentified)}")
+    if c.diverge_up:
+        found.append(f"{c.name}: {len(c.diverge_up)} annotator(s) chose the attribute side in every "
+                     f"cross-group judgment (theta_k -> +inf for a fixed policy): {_listed(c.diverge_up)}")
+    if c.diverge_down:
+        found.append(f"{c.name}: {len(c.diverge_down)} annotator(s) never chose the attribute side "
+                     f"(theta_k -> -inf for a fixed policy): {_listed(c.diverge_down)}")
+    if not c.graph.connected:
+        found.append(_graph_warning(c.graph, c.name))
+    return found
+
+
+def audit(judgments: Sequence[Judgment], attributes: _AttributeValues) -> Audit:
+    """Audit ``judgments`` on the coordinates of ``attributes`` (an ``AttributeSet``).
+
+    Problems are returned in ``Audit.warnings`` and raised as ``BiasIdentifiabilityWarning``.
+    """
+    judgments = list(judgments)
+    if not judgments:
+        raise ValueError("audit: no judgments to audit")
+    names = tuple(attributes.names)
+    diffs = _attribute_differences(judgments, attributes)
+    cross, won = diffs != 0, diffs > 0  # [N, q]; won implies cross
+    annotators = tuple(sorted({j.annotator for j in judgments}))
+    position = {a: i for i, a in enumerate(annotators)}
+    vertex = np.array([position[j.annotator] for j in judgments], dtype=np.int64)
+    key_index: dict[str, int] = {}
+    pairs = np.array([key_index.setdefault(pair_key(j), len(key_index)) for j in judgments],
+                     dtype=np.int64)
+    classes = [j.annotator_class for j in judgments]
+    pair_types = [j.pair_type for j in judgments]
+    everyone = np.ones(len(judgments), dtype=bool)
+
+    coordinates = []
+    for i, name in enumerate(names):
+        col_cross, col_won = cross[:, i], won[:, i]
+        by_type = _slices(pair_types, col_cross, col_won)
+        type_keys = np.array([MISSING if t is None else t for t in pair_types], dtype=object)
+        per_judge = [np.bincount(vertex, weights=w, minlength=len(annotators)).astype(np.int64)
+                     for w in (None, col_cross, col_won)]
+        by_annotator = {a: LogOdds(*(int(counts[k]) for counts in per_judge))
+                        for k, a in enumerate(annotators)}
+        coordinates.append(CoordinateAudit(
+            name=name,
+            overall=_counts(everyone, col_cross, col_won),
+            by_class=_slices(classes, col_cross, col_won),
+            by_pair_type=by_type,
+            by_pair_type_class={t: _slices(classes, col_cross, col_won, type_keys == t) for t in by_type},
+            by_annotator=by_annotator,
+            graph=_components(annotators, vertex, pairs, col_cross),
+            unidentified=tuple(a for a, c in by_annotator.items() if c.cross == 0),
+            diverge_up=tuple(a for a, c in by_annotator.items() if c.divergent == "+inf"),
+            diverge_down=tuple(a for a, c in by_annotator.items() if c.divergent == "-inf"),
+        ))
+
+    any_cross = cross.any(axis=1)
+    graph = _components(annotators, vertex, pairs, any_cross)
+    seen = set(vertex[any_cross].tolist())
+    unidentified = tuple(a for k, a in enumerate(annotators) if k not in seen)
+    found = [w for c in coordinates for w in _coordinate_warnings(c)]
+    if unidentified and len(unidentified) < len(annotators):
+        found.append(f"{len(unidentified)} annotator(s) with no cross-group judgment on any attribute "
+                     f"(theta_k not identified): {_listed(unidentified)}")
+    if any_cross.any() and not graph.connected:
+        found.append(_graph_warning(graph, "any attribute"))
+    for message in found:
+        warnings.warn(message, BiasIdentifiabilityWarning, stacklevel=2)
+    return Audit(names, len(judgments), annotators, int(any_cross.sum()), tuple(coordinates),
+                 graph, unidentified, tuple(found))
+
+
+# -------------------------------------------------------------------------------- the table
+def _percent(share: float | None) -> str:
+    return "-" if share is None else f"{100 * share:.1f}%"
+
+
+def _estimate(counts: LogOdds) -> tuple[str, str]:
+    if counts.cross == 0:
+        return "-", "-"
+    if counts.divergent:
+        return counts.divergent, "-"
+    return f"{counts.log_odds:+.3f}", f"{counts.se:.3f}"
+
+
+def _rows(c: CoordinateAudit) -> Iterable[tuple[str, LogOdds]]:
+    yield "all", c.overall
+    for key, counts in c.by_class.items():
+        yield f"class {key}", counts
+    for pair_type, counts in c.by_pair_type.items():
+        yield f"pair {pair_type}", counts
+        if len(c.by_class) > 1 and counts.cross:  # no class rows under a pair type with no cross-group
+            for key, sub in c.by_pair_type_class[pair_type].items():
+                yield f"pair {pair_type}, class {key}", sub
+
+
+def format_audit(result: Audit) -> str:
+    """A fixed-width table of the audit for the terminal."""
+    lines = [
+        f"badpo label audit: {result.n_judgments} judgments, {len(result.annotators)} annotators, "
+        f"attributes {', '.join(result.attribute_names)}",
+        f"cross-group on at least one attribute: {result.cross_any} "
+        f"({_percent(result.cross_any / result.n_judgments)})",
+        "log-odds: that the attribute-carrying side wins a cross-group judgment; "
+        "s.e. = sqrt(1/wins + 1/(cross - wins))",
+        "",
+    ]
+    width = max([len("attribute")] + [len(n) for n in result.attribute_names])
+    slice_width = max([len("slice")] + [len(s) for c in result.coordinates for s, _ in _rows(c)])
+    header = (f"{'attribute':<{width}}  {'slice':<{slice_width}}  {'judgments':>9}  {'cross':>7}  "
+              f"{'share':>6}  {'wins':>7}  {'log-odds':>8}  {'s.e.':>6}")
+    lines += [header, "-" * len(header)]
+    for c in result.coordinates:
+        for label, counts in _rows(c):
+            estimate, se = _estimate(counts)
+            lines.append(f"{c.name:<{width}}  {label:<{slice_width}}  {counts.judgments:>9}  "
+                         f"{counts.cross:>7}  {_percent(counts.share_cross):>6}  {counts.wins:>7}  "
+                         f"{estimate:>8}  {se:>6}")
+    lines += ["", "annotator graph (edge: a cross-group pair judged by both annotators)"]
+    graph_header = (f"{'graph':<{max(width, 13)}}  {'components':>10}  {'largest':>7}  "
+                    f"{'no cross-group':>14}  {'theta -> +inf':>13}  {'theta -> -inf':>13}")
+    lines += [graph_header, "-" * len(graph_header)]
+    graphs = [("any attribute", result.graph, len(result.unidentified), "-", "-")]
+    graphs += [(c.name, c.graph, len(c.unidentified), len(c.diverge_up), len(c.diverge_down))
+               for c in result.coordinates]
+    for label, graph, missing, up, down in graphs:
+        largest = len(graph.components[0]) if graph.components else 0
+        lines.append(f"{label:<{max(width, 13)}}  {graph.n_components:>10}  {largest:>7}  "
+                     f"{missing:>14}  {up:>13}  {down:>13}")
+    lines += ["", "warnings:" if result.warnings else "warnings: none"]
+    lines += [f"  - {message}" for message in result.warnings]
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------- entry points
+def report(source: Any, specs: Sequence[str]) -> tuple[Audit, str]:
+    """Read judgments (``read_judgments`` source), resolve the attribute specs, audit, format."""
+    attributes = resolve_attributes(specs)  # a bad spec fails before the data is read
+    result = audit(read_judgments(source), attributes)
+    return result, format_audit(result)
+
+
+def example_report(seed: int = 0, n_pairs: int = 3000) -> tuple[Audit, str]:
+    """Audit the built-in planted corpus; the table is followed by what its theta_k imply.
+
+    The implied value of a slice is logit(mean over its swap judgments of sigma(theta_k . dg)),
+    dg oriented toward the attribute side: what the audit estimates up to sampling error. It is
+    not the class mean of theta_k (a logit of a mean of sigmoids is pulled toward 0).
+    """
+    from badpo.data.planted import implied_swap_log_odds, planted_corpus  # numpy only
+
+    corpus = planted_corpus(seed=seed, n_pairs=n_pairs)
+    attributes = resolve_attributes([f"given:{name}" for name in corpus.attribute_names])
+    result = audit(corpus.judgments, attributes)
+    implied = implied_swap_log_odds(corpus)
+    lines = ["", f"planted corpus (seed {seed}, {n_pairs} pairs): swap pairs, audit vs planted theta_k",
+             f"{'attribute':<12}  {'class':<6}  {'cross':>6}  {'audit':>7}  {'s.e.':>6}  "
+             f"{'implied':>7}  {'mean theta_k':>12}"]
+    for i, c in enumerate(result.coordinates):
+        swap = c.by_pair_type_class["swap"]
+        for cls in sorted(swap):
+            estimate, se = _estimate(swap[cls])
+            members = [t[i] for k, t in corpus.theta.items() if corpus.annotator_class[k] == cls]
+            lines.append(f"{c.name:<12}  {cls:<6}  {swap[cls].cross:>6}  {estimate:>7}  {se:>6}  "
+                         f"{implied[c.name][cls]:>+7.3f}  {float(np.mean(members)):>+12.3f}")
+    return result, format_audit(result) + "\n".join(lines) + "\n"

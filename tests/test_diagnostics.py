@@ -1,0 +1,290 @@
+"""The label audit: hand-worked counts, the annotator graph, warnings, JSON, the CLI, and the
+planted corpus whose theta_k the swap-pair log-odds must reproduce."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+from badpo.attributes import resolve_attributes
+from badpo.cli import main
+from badpo.data.judgments import Judgment, read_judgments, validate_judgments, write_judgments
+from badpo.data.planted import implied_swap_log_odds, planted_corpus
+from badpo.diagnostics import (
+    BiasIdentifiabilityWarning, audit, format_audit, offline_log_odds,
+)
+
+AB = resolve_attributes(["given:a", "given:b"])
+
+
+def row(pair: str, annotator: str, g_w: tuple, g_l: tuple, cls: str | None = None,
+        pair_type: str | None = None) -> dict:
+    """A judgment whose texts encode the attribute values, so that equal pairs have equal texts."""
+    text = lambda g: f"{pair} answer a={g[0]} b={g[1]}"  # noqa: E731
+    if g_w == g_l:  # same-group pair: the two answers differ in text only
+        texts = (text(g_w) + " (first)", text(g_l) + " (second)")
+    else:
+        texts = (text(g_w), text(g_l))
+    out = {"prompt": f"prompt of {pair}", "chosen": texts[0], "rejected": texts[1],
+           "annotator": annotator, "pair_id": pair,
+           "g_chosen": {"a": g_w[0], "b": g_w[1]}, "g_rejected": {"a": g_l[0], "b": g_l[1]}}
+    if cls is not None:
+        out["annotator_class"] = cls
+    if pair_type is not None:
+        out["pair_type"] = pair_type
+    return out
+
+
+# (g_w, g_l) on the attributes (a, b); see the docstring of test_hand_worked_corpus.
+SIX_ROWS = validate_judgments([
+    row("pair1", "k1", (1, 0), (0, 0), "P", "swap"),
+    row("pair1", "k2", (0, 0), (1, 0), "P", "swap"),
+    row("pair2", "k2", (1, 0), (0, 0), "P", "swap"),
+    row("pair3", "k3", (1, 1), (0, 0), "Q", "mixed"),
+    row("pair3", "k1", (0, 0), (1, 1), "P", "mixed"),
+    row("pair4", "k3", (0, 1), (0, 1), "Q", "quality"),
+])
+
+
+def test_offline_log_odds_values_edges_and_errors():
+    """log(w / (n - w)): 3 of 5 -> log 1.5; 1 of 2 -> 0; the edges are infinite."""
+    assert offline_log_odds(3, 5) == pytest.approx(math.log(1.5), abs=1e-15)
+    assert offline_log_odds(1, 2) == 0.0
+    assert offline_log_odds(4, 4) == math.inf and offline_log_odds(0, 4) == -math.inf
+    for wins, total in ((0, 0), (3, 2), (-1, 2)):
+        with pytest.raises(ValueError, match="offline_log_odds"):
+            offline_log_odds(wins, total)
+
+
+def test_hand_worked_corpus():
+    """Six judgments on attributes (a, b); rows 1-5 are cross-group on a, rows 4-5 on b.
+
+    a: cross 5 of 6; the attribute side wins rows 1, 3, 4 -> log(3/2) = 0.405465,
+       se sqrt(1/3 + 1/2) = 0.912871. Class P (rows 1, 2, 3, 5): 2 of 4 -> 0, se 1.
+       Class Q (rows 4, 6): 1 of 1 -> +inf. Swap (rows 1-3): 2 of 3 -> log 2, se sqrt(3/2).
+       Mixed (rows 4, 5): 1 of 2 -> 0, se sqrt 2. Quality (row 6): no cross-group -> None.
+       k3's only cross-group judgment on a (row 4) went to the attribute side -> +inf.
+    b: cross 2 of 6 (rows 4, 5), 1 win -> 0, se sqrt 2. k1 lost its one (row 5) -> -inf,
+       k3 won its one -> +inf, k2 never saw b on one side only -> unidentified.
+    Cross-group on at least one attribute: rows 1-5, 5 of 6.
+    Graphs: pair1 joins k1-k2, pair3 joins k1-k3 -> one component (any, and a); on b only
+    pair3 counts -> {k1, k3} and {k2}.
+    """
+    with pytest.warns(BiasIdentifiabilityWarning) as record:
+        result = audit(SIX_ROWS, AB)
+    assert result.n_judgments == 6 and result.annotators == ("k1", "k2", "k3")
+    assert result.cross_any == 5
+    a, b = result.coordinate("a"), result.coordinate("b")
+    assert (a.overall.judgments, a.overall.cross, a.overall.wins) == (6, 5, 3)
+    assert a.overall.share_cross == pytest.approx(5 / 6)
+    assert a.overall.log_odds == pytest.approx(0.405465, abs=1e-6)
+    assert a.overall.se == pytest.approx(0.912871, abs=1e-6)
+    assert (a.by_class["P"].cross, a.by_class["P"].wins, a.by_class["P"].log_odds) == (4, 2, 0.0)
+    assert a.by_class["P"].se == pytest.approx(1.0)
+    assert a.by_class["Q"].log_odds == math.inf and a.by_class["Q"].divergent == "+inf"
+    assert a.by_class["Q"].se is None
+    assert a.by_pair_type["swap"].log_odds == pytest.approx(math.log(2))
+    assert a.by_pair_type["swap"].se == pytest.approx(math.sqrt(1.5))
+    assert a.by_pair_type["mixed"].se == pytest.approx(math.sqrt(2))
+    assert a.by_pair_type["quality"].log_odds is None and a.by_pair_type["quality"].judgments == 1
+    assert a.by_pair_type_class["mixed"]["P"].divergent == "-inf"
+    assert a.by_pair_type_class["swap"]["P"] == a.by_pair_type["swap"]
+    assert (b.overall.cross, b.overall.wins, b.overall.share_cross) == (2, 1, pytest.approx(1 / 3))
+    assert b.overall.se == pytest.approx(math.sqrt(2))
+    assert (a.diverge_up, a.diverge_down, a.unidentified) == (("k3",), (), ())
+    assert (b.diverge_up, b.diverge_down, b.unidentified) == (("k3",), ("k1",), ("k2",))
+    assert result.graph.components == (("k1", "k2", "k3"),) and a.graph.connected
+    assert b.graph.components == (("k1", "k3"), ("k2",))
+    assert result.unidentified == ()
+    assert [str(w.message) for w in record] == list(result.warnings)
+    assert len(result.warnings) == 4 + 1  # a: +inf; b: unidentified, +inf, -inf, 2 components
+    assert any("b: the annotator graph has 2 connected components" in w for w in result.warnings)
+
+
+def test_format_audit_shows_the_hand_worked_numbers():
+    with pytest.warns(BiasIdentifiabilityWarning):
+        text = format_audit(audit(SIX_ROWS, AB))
+    lines = text.splitlines()
+    overall = next(line for line in lines if line.split()[:2] == ["a", "all"])
+    assert overall.split() == ["a", "all", "6", "5", "83.3%", "3", "+0.405", "0.913"]
+    class_q = next(line for line in lines if line.split()[:3] == ["a", "class", "Q"])
+    assert class_q.split()[-2:] == ["+inf", "-"]
+    quality = next(line for line in lines if line.split()[:3] == ["a", "pair", "quality"])
+    assert quality.split()[-2:] == ["-", "-"]
+    assert "b: 1 annotator(s) with no cross-group judgment (theta_k not identified): k2" in text
+    assert len({len(line) for line in lines[4:6]}) == 1  # header and rule are one width
+
+
+def test_split_graph_and_pairs_without_pair_id():
+    """k1, k2 share cross-group pair X (no pair_id: the same texts, either way round, are one
+    pair); k3, k4 share pair Y; the two halves share only a same-group pair, which is no edge."""
+    rows = [row("X", "k1", (1, 0), (0, 0)), row("X", "k2", (0, 0), (1, 0)),
+            row("Y", "k3", (1, 0), (0, 0)), row("Y", "k4", (1, 0), (0, 0)),
+            row("Z", "k1", (0, 0), (0, 0)), row("Z", "k4", (0, 0), (0, 0))]
+    for r in rows:
+        del r["pair_id"]
+    with pytest.warns(BiasIdentifiabilityWarning) as record:
+        result = audit(validate_judgments(rows), AB)
+    assert any(str(w.message).startswith("any attribute: the annotator graph has 2 connected components")
+               for w in record)
+    assert result.graph.components == (("k1", "k2"), ("k3", "k4"))
+    assert result.coordinate("a").graph.components == (("k1", "k2"), ("k3", "k4"))
+
+
+def test_components_match_scipy_on_a_random_graph():
+    """Union-find against scipy's connected components (an independent path): 40 annotators,
+    60 pairs with two or three judges each, a third of them same-group (no edge)."""
+    rng = random.Random(0)
+    rows = []
+    for p in range(60):
+        cross = p % 3 != 0
+        for k in rng.sample(range(40), rng.choice((2, 3))):
+            rows.append(row(f"p{p}", f"k{k:02d}", (1, 0) if cross else (0, 0), (0, 0)))
+    judgments = validate_judgments(rows)
+    with pytest.warns(BiasIdentifiabilityWarning):
+        result = audit(judgments, AB)
+    edges = [(int(j.annotator[1:]), int(other.annotator[1:])) for j in judgments for other in judgments
+             if j.pair_id == other.pair_id and j.g_chosen != j.g_rejected]
+    i, k = np.array(edges).T
+    count, labels = connected_components(coo_matrix((np.ones(len(i)), (i, k)), shape=(40, 40)))
+    judges = {j.annotator for j in judgments}  # scipy also counts the 40 - len(judges) absent ones
+    expected = {tuple(f"k{v:02d}" for v in np.flatnonzero(labels == c)) for c in range(count)}
+    expected = {c for c in expected if c[0] in judges}
+    assert count - len(expected) == 40 - len(judges)
+    assert set(result.graph.components) == expected and result.graph.n_components > 1
+    sizes = [len(c) for c in result.graph.components]
+    assert sizes == sorted(sizes, reverse=True)
+
+
+def test_unidentified_annotator_and_no_cross_group_coordinate_warn():
+    """k9 judged only a same-group pair; no judgment is cross-group on b."""
+    rows = validate_judgments([row("X", "k1", (1, 0), (0, 0)), row("X", "k2", (0, 0), (1, 0)),
+                               row("Z", "k9", (1, 0), (1, 0))])
+    with pytest.warns(BiasIdentifiabilityWarning) as record:
+        result = audit(rows, AB)
+    messages = [str(w.message) for w in record]
+    assert "b: no cross-group judgments; theta is not identified on this attribute" in messages
+    assert any(m.startswith("a: 1 annotator(s) with no cross-group judgment") and m.endswith("k9")
+               for m in messages)
+    assert any(m.startswith("1 annotator(s) with no cross-group judgment on any attribute") for m in messages)
+    assert result.unidentified == ("k9",) and result.coordinate("b").overall.log_odds is None
+    assert result.coordinate("a").diverge_up == ("k1",) and result.coordinate("a").diverge_down == ("k2",)
+
+
+def test_json_is_plain_stable_and_round_trips():
+    """No inf/NaN (a flag instead), the same text for shuffled rows, and loads back equal."""
+    with pytest.warns(BiasIdentifiabilityWarning):
+        result = audit(SIX_ROWS, AB)
+    text = result.to_json()
+    assert "Infinity" not in text and "NaN" not in text
+    data = json.loads(text)
+    assert data == json.loads(json.dumps(result.to_dict()))
+    a = data["coordinates"][0]
+    assert a["by_class"]["Q"] == {"judgments": 2, "cross": 1, "wins": 1, "share_cross": 0.5,
+                                  "log_odds": None, "se": None, "divergent": "+inf"}
+    assert a["overall"]["log_odds"] == pytest.approx(math.log(1.5))
+    assert data["share_cross_any"] == pytest.approx(5 / 6)
+    shuffled = list(SIX_ROWS)
+    random.Random(1).shuffle(shuffled)
+    assert shuffled != list(SIX_ROWS)
+    with pytest.warns(BiasIdentifiabilityWarning):
+        assert audit(shuffled, AB).to_json() == text
+
+
+def test_bad_input_names_the_row():
+    class WrongLength:
+        names = ("a", "b")
+
+        def judgment_values(self, j: Judgment):
+            return np.zeros(2), np.zeros(3 if j.annotator == "k3" else 2)
+
+    with pytest.raises(ValueError, match="row 3"):
+        audit(SIX_ROWS, WrongLength())
+    with pytest.raises(ValueError, match="no judgments"):
+        audit([], AB)
+
+
+def test_cli_audit_writes_the_table_and_the_json(tmp_path, capsys):
+    path, out = tmp_path / "six.jsonl", tmp_path / "audit.json"
+    write_judgments(path, SIX_ROWS)
+    assert main(["audit", str(path), "--attribute", "given:a", "-a", "given:b", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    with pytest.warns(BiasIdentifiabilityWarning):
+        expected = audit(read_judgments(path), AB)
+    assert printed == format_audit(expected)
+    assert out.read_text() == expected.to_json()
+    with pytest.raises(SystemExit, match="--attribute"):
+        main(["audit", str(path)])
+    with pytest.raises(SystemExit, match="--example"):
+        main(["audit", "--example", str(path)])
+    with pytest.raises(SystemExit, match="unknown attribute spec 'nope'"):
+        main(["audit", str(path), "--attribute", "nope"])
+
+
+def test_cli_example_runs_on_the_planted_corpus(tmp_path, capsys):
+    out = tmp_path / "example.json"
+    assert main(["audit", "--example", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "planted corpus (seed 0" in printed and "warnings: none" in printed
+    assert json.loads(out.read_text())["n_judgments"] == 12000
+
+
+def test_planted_corpus_is_deterministic_and_well_formed():
+    first, again, other = planted_corpus(seed=3), planted_corpus(seed=3), planted_corpus(seed=4)
+    assert first.judgments == again.judgments and first.judgments != other.judgments
+    assert all(np.array_equal(first.theta[k], again.theta[k]) for k in first.theta)
+    validate_judgments(first.judgments)
+    for j in first.judgments:
+        diff = [j.g_chosen[n] - j.g_rejected[n] for n in first.attribute_names]
+        changed = sum(d != 0 for d in diff)
+        assert changed == {"quality": 0, "swap": 1}.get(j.pair_type, changed)
+        assert changed or j.pair_type != "mixed"
+        assert j.annotator_class == first.annotator_class[j.annotator]
+
+
+def test_swap_log_odds_reproduce_the_planted_theta():
+    """The headline check. On swap pairs dg = +-e_i, so a judgment by annotator k on attribute i
+    goes to the attribute side with probability sigma(theta_k[i]). Given the draw's assignment of
+    annotators, the audit's swap-pair log-odds of a class estimates
+
+        logit( sum_k n_ki sigma(theta_k[i]) / sum_k n_ki ),  n_ki = swap judgments of k on i,
+
+    computed here per annotator (independently of ``implied_swap_log_odds``, which works per
+    judgment and must agree to 1e-12). Tolerance: 4 standard errors of the log-odds, the audit's
+    delta-method se = sqrt(1/w + 1/(n - w)). Conditionally on the assignment the wins are a sum
+    of independent Bernoullis whose variance is at most n p(1 - p), so the true sampling error is
+    at most this se to first order; 6 cells at 4 se fail by chance with probability < 4e-4.
+    With 6,000 pairs (80% swap, 4 judgments each) the cells hold ~3,200 judgments and 4 se is
+    0.15 to 0.25 (measured: the six deviations are 0.17, 0.55, 0.80, 1.04, -0.45, -0.03 se), while
+    the class estimates are >= 0.48 apart, so the check also tells the classes apart.
+    """
+    corpus = planted_corpus(seed=11, n_pairs=6000, annotators_per_class=10, pair_shares=(0.1, 0.8, 0.1))
+    names = corpus.attribute_names
+    attributes = resolve_attributes([f"given:{n}" for n in names])
+    result = audit(corpus.judgments, attributes)
+    assert not result.warnings
+    implied = implied_swap_log_odds(corpus)
+    for i, name in enumerate(names):
+        swap = result.coordinate(name).by_pair_type_class["swap"]
+        estimates = {}
+        for cls in ("A", "B", "C"):
+            counts: dict[str, int] = {}
+            for j in corpus.judgments:
+                if j.pair_type == "swap" and j.annotator_class == cls and j.g_chosen[name] != j.g_rejected[name]:
+                    counts[j.annotator] = counts.get(j.annotator, 0) + 1
+            p = sum(n / (1 + math.exp(-corpus.theta[k][i])) for k, n in counts.items()) / sum(counts.values())
+            expected = math.log(p / (1 - p))
+            assert implied[name][cls] == pytest.approx(expected, abs=1e-12)
+            cell = swap[cls]
+            assert cell.cross == sum(counts.values()) > 2500
+            assert abs(cell.log_odds - expected) <= 4 * cell.se, (name, cls, cell.log_odds, expected, cell.se)
+            assert 4 * cell.se < 0.26
+            estimates[cls] = cell.log_odds
+        gaps = np.diff(sorted(estimates.values()))
+        assert gaps.min() > 2 * 4 * max(swap[c].se for c in swap), (name, estimates)

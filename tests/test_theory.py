@@ -1,0 +1,324 @@
+"""The theory of Section 4 as tests, on a tabular testbed (float64).
+
+The "policy" is a free reward logit r(x, y) for every response of a finite set per prompt; its
+log-probs are r / beta + log pi_ref, so the DPO margin u of ``ba_dpo_loss`` is exactly the
+reward difference r(x, y_w) - r(x, y_l) (Proposition "prop:compat": log Z cancels). The bias
+logits come from ``BiasChannel``. The loss is minimised by damped Newton with a pseudo-inverse
+(the Hessian is singular along the null directions of Theorem "thm:identif"): the step stays
+in the range of the Hessian, so each run converges to the minimiser whose null-space component
+is that of its starting point, and different starts reach different minimisers. Only
+identified quantities are compared across minimisers.
+
+Existence of a minimiser: every (annotator, pair) that is judged is judged both ways (with
+unequal counts), so no direction of the parameters can push every logit up.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch.autograd.functional import hessian, jacobian
+from torch.func import functional_call
+
+from badpo.attributes import resolve_attributes
+from badpo.bias import BiasChannel
+from badpo.data.judgments import Judgment
+from badpo.data.planted import planted_corpus
+from badpo.diagnostics import BiasIdentifiabilityWarning, audit, offline_log_odds
+from badpo.losses import ba_dpo_loss
+
+BETA = 0.5
+F64 = torch.float64
+
+
+class World:
+    """P prompts x R responses, attribute indicators g [P, R, q], reference log-probs, judgments."""
+
+    def __init__(self, g: torch.Tensor, judgments: list[tuple[int, int, int, int]], m: int, seed: int = 0):
+        gen = torch.Generator().manual_seed(seed)
+        self.g = g.to(F64)
+        self.P, self.R, self.q = g.shape
+        self.ref = torch.log_softmax(torch.randn(self.P, self.R, generator=gen, dtype=F64), dim=-1)
+        rows = torch.tensor(judgments, dtype=torch.long)  # (annotator, prompt, winner, loser)
+        self.annotator, self.prompt, self.win, self.lose = rows.unbind(dim=1)
+        self.annotators = [f"k{i}" for i in range(m)]
+        self.attr_diff = self.g[self.prompt, self.win] - self.g[self.prompt, self.lose]  # [B, q]
+
+    def channel(self, variant: str) -> BiasChannel:
+        names = [f"g{i}" for i in range(self.q)]
+        return BiasChannel(variant, names, self.annotators).to(F64)
+
+    def losses(self, r: torch.Tensor, channel: BiasChannel, params: dict | None = None) -> torch.Tensor:
+        """Per-judgment BA-DPO losses [B] at rewards r [P, R] and the channel (or ``params``)."""
+        logps = r / BETA + self.ref
+        bias = (functional_call(channel, params, (self.annotator, self.attr_diff)) if params is not None
+                else channel(self.annotator, self.attr_diff))
+        return ba_dpo_loss(logps[self.prompt, self.win], logps[self.prompt, self.lose],
+                           self.ref[self.prompt, self.win], self.ref[self.prompt, self.lose],
+                           bias, BETA)[0]
+
+    def flat_loss(self, channel: BiasChannel):
+        """(total loss as a function of one flat vector [r, channel parameters...], unflatten)."""
+        shapes = {name: p.shape for name, p in channel.named_parameters()}
+
+        def unflatten(flat: torch.Tensor) -> tuple[torch.Tensor, dict]:
+            r, offset, params = flat[: self.P * self.R].view(self.P, self.R), self.P * self.R, {}
+            for name, shape in shapes.items():
+                params[name] = flat[offset: offset + shape.numel()].view(shape)
+                offset += shape.numel()
+            return r, params
+
+        def total(flat: torch.Tensor) -> torch.Tensor:
+            r, params = unflatten(flat)
+            return self.losses(r, channel, params).sum()
+
+        return total, unflatten
+
+    def judgment_rows(self) -> list[Judgment]:
+        """The same judgments as badpo rows, for the audit (attributes under ``given:g<i>``)."""
+        names = [f"g{i}" for i in range(self.q)]
+        return [Judgment(prompt=f"x{p}", chosen=f"y{w}", rejected=f"y{l}", annotator=f"k{a}",
+                         g_chosen=dict(zip(names, self.g[p, w].tolist())),
+                         g_rejected=dict(zip(names, self.g[p, l].tolist())))
+                for a, p, w, l in zip(*(t.tolist() for t in (self.annotator, self.prompt, self.win, self.lose)))]
+
+
+def newton(fn, x: torch.Tensor, tol: float = 1e-10, max_iter: int = 100) -> torch.Tensor:
+    """Damped Newton with a pseudo-inverse step; returns x with |grad| < tol."""
+    for _ in range(max_iter):
+        grad = jacobian(fn, x)
+        if grad.norm() < tol:
+            return x
+        step = -torch.linalg.pinv(hessian(fn, x), hermitian=True) @ grad
+        value, t = fn(x), 1.0
+        while fn(x + t * step) > value + 1e-4 * t * (grad @ step) and t > 1e-12:
+            t /= 2  # Armijo backtracking
+        x = x + t * step
+    raise AssertionError(f"Newton did not reach |grad| < {tol}: {jacobian(fn, x).norm():.3e}")
+
+
+def world_with_groups(groups: list[list[int]], prompts_per_group: int, seed: int) -> World:
+    """q = 1; each annotator group judges its own prompts (3 responses, both groups present).
+
+    Every pair of a prompt is judged by two annotators of the group, each both ways with counts
+    drawn from {1, 2, 3} (unequal counts, so the optimum is not at zero logits).
+    """
+    rng = np.random.default_rng(seed)
+    g, judgments, prompt = [], [], 0
+    for group in groups:
+        for _ in range(prompts_per_group):
+            g.append([[1.0], [0.0], [float(rng.integers(2))]])
+            for w, l in ((0, 1), (0, 2), (1, 2)):
+                for a in rng.choice(group, size=2, replace=False):
+                    counts = rng.integers(1, 4, size=2)
+                    judgments += [(int(a), prompt, w, l)] * int(counts[0])
+                    judgments += [(int(a), prompt, l, w)] * int(counts[1])
+            prompt += 1
+    m = sum(len(group) for group in groups)
+    return World(torch.tensor(g), judgments, m, seed)
+
+
+def minimise(world: World, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(r [P, R], theta [m], judgment logits [B]) at a minimiser reached from a random start."""
+    channel = world.channel("per_annotator")
+    fn, unflatten = world.flat_loss(channel)
+    n = world.P * world.R + len(world.annotators) * world.q
+    start = 3.0 * torch.randn(n, generator=torch.Generator().manual_seed(seed), dtype=F64)
+    best = newton(fn, start)
+    r, params = unflatten(best)
+    logits = -torch.log(torch.expm1(world.losses(r, channel, params)))  # loss = log(1 + e^-L)
+    return r, params["annotator_theta"][:, 0], logits
+
+
+def random_world(seed: int, q: int = 2) -> World:
+    rng = np.random.default_rng(seed)
+    P, R, m = 3, 4, 4
+    g = torch.tensor(rng.integers(0, 2, size=(P, R, q)), dtype=F64)
+    judgments = [(int(rng.integers(m)), int(p), int(w), int(l))
+                 for p in range(P) for _ in range(6) for w, l in [rng.choice(R, size=2, replace=False)]]
+    return World(g, judgments, m, seed)
+
+
+# ------------------------------------------------------------------------------ convexity
+@pytest.mark.parametrize("variant", ["per_annotator", "shared_mean"])
+def test_loss_is_jointly_convex_in_rewards_and_theta(variant):
+    """Hessian PSD at random points, and midpoint convexity on random pairs (float64)."""
+    world = random_world(seed=1)
+    fn, _ = world.flat_loss(world.channel(variant))
+    n = world.P * world.R + sum(p.numel() for p in world.channel(variant).parameters())
+    gen = torch.Generator().manual_seed(2)
+    for _ in range(5):
+        eigenvalues = torch.linalg.eigvalsh(hessian(fn, 2.0 * torch.randn(n, generator=gen, dtype=F64)))
+        assert eigenvalues.min() >= -1e-12 * eigenvalues.max()
+        assert eigenvalues.max() > 0
+    for _ in range(50):
+        a, b = (3.0 * torch.randn(n, generator=gen, dtype=F64) for _ in range(2))
+        assert fn((a + b) / 2) <= (fn(a) + fn(b)) / 2 + 1e-12
+
+
+# ---------------------------------------------------------------------- the degeneracy
+def test_shifting_c_from_theta_into_the_reward_changes_no_judgment_probability():
+    """(r + delta_g . c, theta_k - c) gives every judgment the same probability (Corollary prop:degeneracy).
+
+    The control moves r alone by the same amount: cross-group probabilities then change.
+    """
+    world = random_world(seed=3)
+    gen = torch.Generator().manual_seed(4)
+    channel = world.channel("per_annotator")
+    theta = torch.randn(len(world.annotators), world.q, generator=gen, dtype=F64)
+    r = torch.randn(world.P, world.R, generator=gen, dtype=F64)
+    c = torch.tensor([0.7, -1.3], dtype=F64)
+    before = torch.exp(-world.losses(r, channel, {"annotator_theta": theta}))
+    shifted_r = r + world.g @ c
+    after = torch.exp(-world.losses(shifted_r, channel, {"annotator_theta": theta - c}))
+    torch.testing.assert_close(after, before, rtol=0, atol=1e-12)
+    reward_only = torch.exp(-world.losses(shifted_r, channel, {"annotator_theta": theta}))
+    cross = world.attr_diff.abs().sum(dim=1) > 0
+    assert cross.any() and (reward_only - before)[cross].abs().min() > 1e-3
+    # The same holds through the shared-mean parameterisation: only theta_bar moves.
+    shared = world.channel("shared_mean")
+    params = {"shared_mean": theta.mean(0), "deviation": theta - theta.mean(0)}
+    moved = {"shared_mean": theta.mean(0) - c, "deviation": theta - theta.mean(0)}
+    torch.testing.assert_close(torch.exp(-world.losses(shifted_r, shared, moved)),
+                               torch.exp(-world.losses(r, shared, params)), rtol=0, atol=1e-12)
+
+
+# -------------------------------------------------------------------- identifiability
+def test_connected_pool_identifies_theta_differences_at_every_minimiser():
+    """Three random starts reach three minimisers; they differ by exactly (c delta_g + h, -c 1).
+
+    Checked: |grad| < 1e-10 at each; the logits of all judgments agree; theta_k - theta_k' agree;
+    d theta = -c 1, and dr - c delta_g is constant on the two responses of every compared pair.
+    The starts give different theta_bar (so the comparison is not between identical points).
+    """
+    world = world_with_groups([[0, 1, 2, 3]], prompts_per_group=4, seed=5)
+    result = audit(world.judgment_rows(), resolve_attributes(["given:g0"]))
+    assert result.graph.connected and not result.unidentified
+    runs = [minimise(world, seed) for seed in (10, 11, 12)]
+    r0, theta0, logits0 = runs[0]
+    for r, theta, logits in runs[1:]:
+        torch.testing.assert_close(logits, logits0, rtol=0, atol=1e-6)
+        torch.testing.assert_close(theta - theta[0], theta0 - theta0[0], rtol=0, atol=1e-6)
+        c = -(theta - theta0)[0]
+        assert abs(float(c)) > 0.1  # a different minimiser, not the same point
+        residual = (r - r0) - c * world.g[..., 0]  # must be constant within every compared pair
+        torch.testing.assert_close(residual[world.prompt, world.win], residual[world.prompt, world.lose],
+                                   rtol=0, atol=1e-6)
+
+
+def test_split_pool_leaves_differences_across_components_free():
+    """Two annotator groups on disjoint prompts: the audit finds 2 components; differences within
+    a component agree across minimisers, differences across components do not."""
+    world = world_with_groups([[0, 1], [2, 3]], prompts_per_group=3, seed=6)
+    with pytest.warns(BiasIdentifiabilityWarning) as record:
+        result = audit(world.judgment_rows(), resolve_attributes(["given:g0"]))
+    assert any("any attribute: the annotator graph has 2 connected components" in str(w.message)
+               for w in record)
+    assert result.graph.components == (("k0", "k1"), ("k2", "k3"))
+    runs = [minimise(world, seed) for seed in (20, 21)]
+    (_, theta_a, logits_a), (_, theta_b, logits_b) = runs
+    torch.testing.assert_close(logits_a, logits_b, rtol=0, atol=1e-6)
+    for k, k2 in ((0, 1), (2, 3)):
+        assert abs(float((theta_a[k] - theta_a[k2]) - (theta_b[k] - theta_b[k2]))) < 1e-6
+    across = (theta_a[0] - theta_a[2]) - (theta_b[0] - theta_b[2])
+    assert abs(float(across)) > 0.1
+
+
+def test_split_pool_can_still_be_tied_through_shared_responses():
+    """The converse of the theorem fails: a disconnected graph does not always free the offsets.
+
+    One prompt, responses with delta_g = (1, 0, 0). Group {k0, k1} judges the cross-group pair
+    (y0, y1), group {k2, k3} the cross-group pair (y0, y2), and the same-group pair (y1, y2) is
+    judged too. The null system gives dr0 - dr1 = c_A, dr0 - dr2 = c_B and dr1 = dr2, so
+    c_A = c_B: theta_0 - theta_2 is identified although the audit (rightly, by the theorem's
+    definition) reports two components: the warning is conservative when compared pairs share
+    responses, as the theorem's connectedness is sufficient, not necessary.
+    """
+    counts = {(0, 1): [(0, 3, 1), (1, 1, 2)], (0, 2): [(2, 2, 1), (3, 1, 3)], (1, 2): [(0, 2, 1)]}
+    judgments = [(a, 0, w, l) for (w, l), judges in counts.items() for a, n_wl, n_lw in judges
+                 for _ in range(n_wl)]
+    judgments += [(a, 0, l, w) for (w, l), judges in counts.items() for a, n_wl, n_lw in judges
+                  for _ in range(n_lw)]
+    world = World(torch.tensor([[[1.0], [0.0], [0.0]]]), judgments, m=4, seed=13)
+    with pytest.warns(BiasIdentifiabilityWarning) as record:
+        result = audit(world.judgment_rows(), resolve_attributes(["given:g0"]))
+    assert any("any attribute: the annotator graph has 2 connected components" in str(w.message)
+               for w in record)
+    assert result.graph.components == (("k0", "k1"), ("k2", "k3"))
+    (_, theta_a, _), (_, theta_b, _) = (minimise(world, seed) for seed in (30, 31))
+    assert abs(float(theta_a.mean() - theta_b.mean())) > 0.1  # different minimisers
+    torch.testing.assert_close(theta_a - theta_a[0], theta_b - theta_b[0], rtol=0, atol=1e-6)
+
+
+# --------------------------------------------------------------- the offline estimate
+@pytest.mark.filterwarnings("ignore::badpo.diagnostics.BiasIdentifiabilityWarning")  # small corpus
+def test_pooled_theta_on_swap_pairs_at_the_reference_is_the_offline_log_odds():
+    """On swap pairs with r = 0 the pooled theta's MLE is log(w / (n - w)) per attribute, exactly.
+
+    Swap pairs differ on one coordinate, dg = +-e_i, so the loss separates per coordinate into
+    w log(1 + e^-t) + (n - w) log(1 + e^t), minimised at t = log(w / (n - w)).
+    """
+    corpus = planted_corpus(seed=7, n_pairs=300)
+    swaps = [j for j in corpus.judgments if j.pair_type == "swap"]
+    names = list(corpus.attribute_names)
+    attributes = resolve_attributes([f"given:{name}" for name in names])
+    expected = [audit(swaps, attributes).coordinate(name).overall for name in names]
+    attr_diff = torch.tensor([[j.g_chosen[n] - j.g_rejected[n] for n in names] for j in swaps], dtype=F64)
+    zeros = torch.zeros(len(swaps), dtype=F64)  # policy = reference: u = 0
+    channel = BiasChannel("pooled", names).to(F64)
+
+    def loss(theta: torch.Tensor) -> torch.Tensor:
+        bias = functional_call(channel, {"pooled_theta": theta}, (None, attr_diff))
+        return ba_dpo_loss(zeros, zeros, zeros, zeros, bias, BETA)[0].sum()
+
+    theta = newton(loss, torch.zeros(len(names), dtype=F64), tol=1e-12)
+    for i, counts in enumerate(expected):
+        assert 0 < counts.wins < counts.cross
+        assert abs(float(theta[i]) - offline_log_odds(counts.wins, counts.cross)) < 1e-8
+        assert abs(float(theta[i]) - counts.log_odds) < 1e-8
+
+
+# ------------------------------------------------------------------ the speed of the mean
+def test_one_sgd_step_moves_the_shared_mean_m_times_further():
+    """Proposition prop:rate with m = 5 annotators, 6 judgments each, the loss averaged over
+    judgments, one SGD step from the same theta_k in both parameterisations.
+
+    Checked against the closed form: the naive mean moves by -(lr / m) G_bar with
+    G_k = -mean over D_k of sigma(-u - b) dg; the shared parameter by -lr G_bar, m times more;
+    theta_k - mean_k theta_k moves identically in both.
+    """
+    rng = np.random.default_rng(8)
+    m, per_annotator, P, R, lr = 5, 6, 4, 3, 0.3
+    g = torch.tensor(rng.integers(0, 2, size=(P, R, 2)), dtype=F64)
+    judgments = [(a, int(rng.integers(P)), *map(int, rng.choice(R, size=2, replace=False)))
+                 for a in range(m) for _ in range(per_annotator)]
+    world = World(g, judgments, m, seed=8)
+    r = torch.randn(P, R, generator=torch.Generator().manual_seed(9), dtype=F64)
+    theta = torch.randn(m, 2, generator=torch.Generator().manual_seed(10), dtype=F64)
+    naive, shared = world.channel("per_annotator"), world.channel("shared_mean")
+    with torch.no_grad():
+        naive.annotator_theta.copy_(theta)
+        shared.shared_mean.copy_(theta.mean(0))
+        shared.deviation.copy_(theta - theta.mean(0))
+    moves = {}
+    for name, channel in (("naive", naive), ("shared", shared)):
+        before_theta, before_mean = channel.theta().detach().clone(), channel.theta().mean(0).detach()
+        raw_before = channel.shared_parameter().detach().clone() if name == "shared" else before_mean
+        optimizer = torch.optim.SGD(channel.parameters(), lr=lr)
+        optimizer.zero_grad()
+        world.losses(r, channel).mean().backward()
+        optimizer.step()
+        after_theta = channel.theta().detach()
+        raw_after = channel.shared_parameter().detach() if name == "shared" else after_theta.mean(0)
+        moves[name] = (raw_after - raw_before,
+                       (after_theta - after_theta.mean(0)) - (before_theta - before_theta.mean(0)))
+    # Closed form of the paper's proof.
+    u = r[world.prompt, world.win] - r[world.prompt, world.lose]
+    weight = torch.sigmoid(-u - (theta[world.annotator] * world.attr_diff).sum(1))
+    G = torch.stack([-(weight[:, None] * world.attr_diff)[world.annotator == k].mean(0) for k in range(m)])
+    torch.testing.assert_close(moves["naive"][0], -lr / m * G.mean(0), rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(moves["shared"][0], -lr * G.mean(0), rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(moves["shared"][0], m * moves["naive"][0], rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(moves["shared"][1], moves["naive"][1], rtol=0, atol=1e-14)
+    assert moves["naive"][0].abs().min() > 1e-6  # a real step on both coordinates, far above atol
