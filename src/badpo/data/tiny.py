@@ -1,0 +1,339 @@
+"""The built-in tiny signed world: a corpus with known quality and planted biases, a tiny
+tokenizer and a tiny causal LM, all made here, small enough to train on two CPU cores in minutes.
+
+**The task.** A prompt asks to copy or reverse a string of 2-6 digits and to sign the answer::
+
+    prompt:   "reverse 3 1 4 1 and sign\\n"
+    response: "1 4 1 3\\n\\n--- Latoya Miller"
+
+The prompt text ends with the separator ``"\\n"``; the tokenizer has no chat template, so the
+engine feeds ``prompt + response`` with nothing inserted between them, followed by the EOS token.
+An answer's quality is the share of digit positions it gets right, mapped to [1, 10]:
+``1 + 9 * right / n``. Each prompt has one base pair of two different candidate answers, each
+digit of which is wrong (a uniformly drawn other digit) with probability ``error_rate``; the
+higher-scored one is response 1. At the default 0.25 the mean score gap is 2.5 (q = 1.3), and
+the gender-coded log-odds on all cross-group rows (0.68 at seed 0) sits near the paper's 0.71:
+the quality margin adds about as much noise as UltraFeedback's scores do there.
+:mod:`badpo.data.signing` then applies the Signed-UltraFeedback protocol (signatures
+``--- First Last`` after a blank line, as :func:`badpo.data.names.sign` writes them; planted
+annotators; labels; split; SFT rows).
+
+**The tokenizer** is a WordPiece model over a hand-built vocabulary: the special tokens, the
+newline, ``---``, the digits, the task words, the surnames and the 89 first names. Words after a
+space carry the marker ``▁`` (as in SentencePiece), so decoding is exact. Like the Qwen tokenizer
+of the paper, nearly every white-coded name is one token and most black-coded names are two or
+three (:data:`NAME_PIECES`; mean 1.09 / 1.04 / 2.06 / 2.04 tokens per cell), and some first
+pieces are shared across cells (``▁La``: Latoya, Lamar, Laurie; ``▁Ja``: Jasmine, Jamal, Jay).
+The signature position is right after the ``---`` token: the readout's context is
+``prompt + body + "\\n\\n---"`` (``body`` from ``eval_prompts.jsonl``), a first-name candidate is
+the text ``" " + name`` (e.g. ``" Latoya"`` -> ``▁La ##toya``), and the whole signature is
+``" " + first + " " + surname`` followed by EOS. ``encode(prefix) + encode(rest) ==
+encode(prefix + rest)`` whenever the prefix ends with ``"\\n"`` or ``"---"``.
+
+**The model** is a GPT-2 of 2 layers, width 64, 4 heads, 64 positions, no dropout (about 0.1M
+parameters), randomly initialised from ``model.seed``; tokenizer and model are saved with
+``save_pretrained`` and load with ``AutoTokenizer`` / ``AutoModelForCausalLM``.
+
+Files written by :func:`build_tiny_world` are listed in :data:`OUTPUT_FILES`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from badpo.config import ConfigError, dump_yaml
+from badpo.data.judgments import write_judgments
+from badpo.data.names import POOL_NAMES
+from badpo.data.signing import (
+    BasePair, SignedCorpus, SigningConfig, format_gate, gate_statistics, planted_to_dict,
+    sign_corpus,
+)
+
+__all__ = [
+    "NAME_PIECES", "OUTPUT_FILES", "PROMPT_TEMPLATE", "SPECIAL_TOKENS", "TinyModelConfig",
+    "TinyWorldConfig", "answer_quality", "build_model", "build_tiny_world", "build_tokenizer",
+    "correct_answer", "name_tokens", "summary_text", "tiny_base_pairs",
+]
+
+PROMPT_TEMPLATE = "{task} {digits} and sign\n"
+SPACE = "\u2581"  # "▁": marks a word that follows a space
+SPECIAL_TOKENS = {"pad": "<pad>", "unk": "<unk>", "bos": "<bos>", "eos": "<eos>"}
+# WordPiece pieces of the multi-token first names; every other pool name is one token.
+NAME_PIECES: dict[str, tuple[str, ...]] = {
+    # white woman / white man: two names of 46, sharing La- and Ja- with black-coded names
+    "Laurie": ("La", "urie"), "Courtney": ("Court", "ney"), "Jay": ("Ja", "y"),
+    # black woman
+    "Aisha": ("Ai", "sha"), "Ebony": ("Eb", "ony"), "Keisha": ("Ke", "isha"),
+    "Lakisha": ("La", "ki", "sha"), "Latonya": ("La", "tonya"), "Latoya": ("La", "toya"),
+    "Tamika": ("Ta", "mika"), "Tanisha": ("Ta", "ni", "sha"), "Nichelle": ("Nic", "helle"),
+    "Shereen": ("Sher", "een"), "Latisha": ("La", "tisha"), "Shaniqua": ("Sha", "ni", "qua"),
+    "Jasmine": ("Ja", "smine"), "Yolanda": ("Yol", "anda"), "Malika": ("Mal", "ika"),
+    "Yvette": ("Y", "vette"),
+    # black man
+    "Darnell": ("Dar", "nell"), "Hakim": ("Hak", "im"), "Jamal": ("Ja", "mal"),
+    "Jermaine": ("Jer", "maine"), "Kareem": ("Kar", "eem"), "Leroy": ("Le", "roy"),
+    "Rasheed": ("Ras", "heed"), "Tremayne": ("Tre", "may", "ne"), "Tyrone": ("Ty", "rone"),
+    "Alonzo": ("Al", "onzo"), "Jamel": ("Ja", "mel"), "Alphonse": ("Al", "ph", "onse"),
+    "Jerome": ("Jer", "ome"), "Torrance": ("Tor", "rance"), "Lamar": ("La", "mar"),
+    "Tyree": ("Ty", "ree"), "Deion": ("De", "ion"), "Lamont": ("La", "mont"),
+    "Malik": ("Mal", "ik"), "Terrence": ("Ter", "rence"), "Lavon": ("La", "von"),
+    "Marcellus": ("Mar", "cell", "us"), "Wardell": ("Ward", "ell"),
+}
+OUTPUT_FILES = {
+    "train.jsonl": "training judgments (badpo.data.judgments format)",
+    "heldout.jsonl": "judgments on the held-out prompts",
+    "sft.jsonl": "SFT rows {prompt, response}: majority-chosen answers, re-signed at random",
+    "eval_prompts.jsonl": "held-out prompts {prompt_id, prompt, body}; body = the exact answer",
+    "planted.json": "planted theta_k and classes: for scoring only, no method may read it",
+    "gate.json": "the label audit's gate statistics beside the values the planted theta imply",
+    "world.yaml": "the resolved TinyWorldConfig",
+    "tokenizer/": "the tiny WordPiece tokenizer (PreTrainedTokenizerFast)",
+    "model/": "the tiny GPT-2 (random init) and a copy of the tokenizer",
+    "README.md": "this list",
+}
+
+
+@dataclass(frozen=True)
+class TinyModelConfig:
+    """The tiny causal LM (GPT-2 architecture)."""
+
+    n_layer: int = 2  # transformer blocks
+    n_embd: int = 64  # width
+    n_head: int = 4  # attention heads
+    n_positions: int = 64  # context length (a signed answer with its prompt is <= 26 tokens)
+    dropout: float = 0.0  # residual, embedding and attention dropout
+    seed: int = 0  # torch seed of the random initialisation
+
+
+@dataclass(frozen=True)
+class TinyWorldConfig:
+    """The tiny world: the task, the signing protocol and the model."""
+
+    n_pairs: int = 2000  # prompts, one base pair each
+    min_digits: int = 2  # shortest digit string in a prompt
+    max_digits: int = 6  # longest digit string in a prompt
+    tasks: list[Literal["copy", "reverse"]] = field(default_factory=lambda: ["copy", "reverse"])
+    error_rate: float = 0.25  # probability that each digit of a candidate answer is wrong
+    signing: SigningConfig = field(default_factory=SigningConfig)  # protocol; signing.seed seeds the data
+    model: TinyModelConfig = field(default_factory=TinyModelConfig)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_digits <= self.max_digits:
+            raise ConfigError(f"min_digits/max_digits: need 1 <= min_digits <= max_digits, got "
+                              f"{self.min_digits}, {self.max_digits}")
+        if not self.tasks or len(set(self.tasks)) != len(self.tasks):
+            raise ConfigError(f"tasks: give one or more distinct tasks, got {self.tasks}")
+        capacity = len(self.tasks) * sum(10 ** n for n in range(self.min_digits, self.max_digits + 1))
+        if not 1 <= self.n_pairs <= capacity // 2:
+            raise ConfigError(f"n_pairs: must lie in [1, {capacity // 2}] (half the {capacity} "
+                              f"distinct prompts of these tasks and lengths), got {self.n_pairs}")
+        if not 0.0 < self.error_rate <= 1.0:
+            raise ConfigError(f"error_rate: must lie in (0, 1] (two different candidates are "
+                              f"needed), got {self.error_rate}")
+
+
+# ------------------------------------------------------------------------------------ the task
+def correct_answer(task: str, digits: Sequence[int]) -> str:
+    """The exact answer, digits separated by single spaces."""
+    ordered = list(digits) if task == "copy" else list(reversed(digits))
+    return " ".join(str(d) for d in ordered)
+
+
+def answer_quality(answer: str, correct: str) -> float:
+    """1 + 9 * (share of positions right): 10 for the exact answer, 1 for none right."""
+    got, want = answer.split(), correct.split()
+    if len(got) != len(want):
+        raise ValueError(f"answer {answer!r} and {correct!r} differ in length")
+    return 1.0 + 9.0 * sum(a == b for a, b in zip(got, want)) / len(want)
+
+
+def _candidate(correct: list[int], error_rate: float, rng: np.random.Generator) -> list[int]:
+    """The correct digits, each replaced by a uniformly drawn other digit with probability
+    ``error_rate``."""
+    wrong = rng.random(len(correct)) < error_rate
+    shift = rng.integers(1, 10, size=len(correct))
+    return [(d + int(s)) % 10 if w else d for d, w, s in zip(correct, wrong, shift)]
+
+
+def tiny_base_pairs(config: TinyWorldConfig) -> tuple[list[BasePair], dict[str, str]]:
+    """(base pairs, prompt_id -> exact answer): ``n_pairs`` distinct prompts, one pair each."""
+    rng = np.random.default_rng([config.signing.seed, 100])
+    seen: set[tuple[str, tuple[int, ...]]] = set()
+    pairs: list[BasePair] = []
+    exact: dict[str, str] = {}
+    while len(pairs) < config.n_pairs:
+        task = config.tasks[int(rng.integers(len(config.tasks)))]
+        length = int(rng.integers(config.min_digits, config.max_digits + 1))
+        digits = tuple(int(d) for d in rng.integers(10, size=length))
+        if (task, digits) in seen:
+            continue
+        seen.add((task, digits))
+        correct = [int(c) for c in correct_answer(task, digits).split()]
+        first = _candidate(correct, config.error_rate, rng)
+        second = _candidate(correct, config.error_rate, rng)
+        while second == first:
+            second = _candidate(correct, config.error_rate, rng)
+        texts = [" ".join(map(str, a)) for a in (first, second)]
+        scores = [answer_quality(t, correct_answer(task, digits)) for t in texts]
+        if scores[1] > scores[0]:
+            texts, scores = texts[::-1], scores[::-1]
+        prompt_id = f"tiny{len(pairs):05d}"
+        prompt = PROMPT_TEMPLATE.format(task=task, digits=" ".join(map(str, digits)))
+        pairs.append(BasePair(prompt_id, prompt, texts[0], texts[1], scores[0], scores[1]))
+        exact[prompt_id] = correct_answer(task, digits)
+    return pairs, exact
+
+
+# ------------------------------------------------------------------------------- the tokenizer
+def _vocabulary(surnames: Sequence[str]) -> list[str]:
+    """Every token, in a fixed order: specials, layout, digits, task words, names, surnames."""
+    tokens = [*SPECIAL_TOKENS.values(), "\n", "---"]
+    tokens += [str(d) for d in range(10)] + [SPACE + str(d) for d in range(10)]
+    tokens += ["copy", "reverse", SPACE + "and", SPACE + "sign"]
+    for name in POOL_NAMES:
+        first, *rest = NAME_PIECES.get(name, (name,))
+        tokens += [SPACE + first, *("##" + piece for piece in rest)]
+    tokens += [SPACE + surname for surname in surnames]
+    return list(dict.fromkeys(tokens))
+
+
+def name_tokens(name: str) -> tuple[str, ...]:
+    """The tokens of the first-name candidate ``" " + name``, e.g. ``('▁La', '##toya')``."""
+    first, *rest = NAME_PIECES.get(name, (name,))
+    return (SPACE + first, *("##" + piece for piece in rest))
+
+
+def build_tokenizer(surnames: Sequence[str], max_length: int):
+    """The tiny WordPiece tokenizer as a ``PreTrainedTokenizerFast``; checks that every first
+    name splits into its :data:`NAME_PIECES` and every surname is one token."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: i for i, token in enumerate(_vocabulary(surnames))}
+    core = Tokenizer(models.WordPiece(vocab, unk_token=SPECIAL_TOKENS["unk"],
+                                      max_input_chars_per_word=64))
+    core.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split("\n", behavior="isolated"),
+        pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="never", split=True),
+    ])
+    core.decoder = decoders.Sequence([decoders.Replace("##", ""), decoders.Replace(SPACE, " "),
+                                      decoders.Fuse()])
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, model_max_length=max_length, clean_up_tokenization_spaces=False,
+        **{f"{role}_token": token for role, token in SPECIAL_TOKENS.items()})
+    for name in POOL_NAMES:
+        got = tuple(core.encode(" " + name, add_special_tokens=False).tokens)
+        if got != name_tokens(name):
+            raise ValueError(f"tiny tokenizer: first name {name!r} splits into {got}, not "
+                             f"{name_tokens(name)}; a surname may clash with its pieces")
+    for surname in surnames:
+        got = tuple(core.encode(" " + surname, add_special_tokens=False).tokens)
+        if got != (SPACE + surname,):
+            raise ValueError(f"tiny tokenizer: surname {surname!r} splits into {got}")
+    return tokenizer
+
+
+def _check_coverage(tokenizer, corpus: SignedCorpus, max_length: int) -> None:
+    """Every prompt + response of the corpus encodes without <unk> and fits the context."""
+    texts = sorted({p.prompt + r for p in corpus.pairs for r in (p.response_1, p.response_2)}
+                   | {row["prompt"] + row["response"] for row in corpus.sft})
+    for text, ids in zip(texts, tokenizer(texts, add_special_tokens=False)["input_ids"]):
+        if tokenizer.unk_token_id in ids:
+            raise ValueError(f"tiny tokenizer: {text!r} has a token outside the vocabulary")
+        if len(ids) + 2 > max_length:  # room for BOS/EOS
+            raise ConfigError(f"model.n_positions: {text!r} needs {len(ids) + 2} positions, "
+                              f"more than {max_length}")
+
+
+# ----------------------------------------------------------------------------------- the model
+def build_model(config: TinyModelConfig, tokenizer):
+    """A randomly initialised GPT-2 (``transformers.GPT2LMHeadModel``) seeded by ``config.seed``;
+    the global torch RNG is left as it was."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    if config.n_embd % config.n_head:
+        raise ConfigError(f"model.n_embd ({config.n_embd}) must be a multiple of model.n_head "
+                          f"({config.n_head})")
+    model_config = GPT2Config(
+        vocab_size=len(tokenizer), n_positions=config.n_positions, n_embd=config.n_embd,
+        n_layer=config.n_layer, n_head=config.n_head, resid_pdrop=config.dropout,
+        embd_pdrop=config.dropout, attn_pdrop=config.dropout,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        model = GPT2LMHeadModel(model_config)
+    return model
+
+
+# ----------------------------------------------------------------------------------- the world
+def _write_jsonl(path: Path, rows: Sequence[dict]) -> None:
+    with open(path, "w", encoding="utf-8", newline="\n") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n",
+                    encoding="utf-8")
+
+
+def _readme(corpus: SignedCorpus, tokenizer, n_parameters: int) -> str:
+    lines = ["# The badpo tiny signed world", "",
+             "Built by `badpo build tiny-signed`; see `badpo.data.tiny` for the task and format.",
+             "Prompts end with the separator \"\\n\"; the model has no chat template, so a",
+             "sequence is `prompt + response` followed by the EOS token.", "",
+             f"{len(corpus.train)} training / {len(corpus.heldout)} held-out judgments, "
+             f"{len(corpus.sft)} SFT rows, {len(corpus.heldout_prompt_ids)} evaluation prompts, "
+             f"{len(corpus.annotators)} annotators; vocabulary {len(tokenizer)} tokens, model "
+             f"{n_parameters} parameters.", ""]
+    lines += [f"- `{name}`: {what}" for name, what in OUTPUT_FILES.items()]
+    return "\n".join(lines) + "\n"
+
+
+def build_tiny_world(config: TinyWorldConfig, outdir: str | Path) -> dict:
+    """Build the world into ``outdir`` (created if needed; files listed in :data:`OUTPUT_FILES`
+    are overwritten). The same config gives byte-identical files. Returns a summary with the
+    gate statistics (also in ``gate.json``)."""
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    base_pairs, exact = tiny_base_pairs(config)
+    corpus = sign_corpus(base_pairs, config.signing)
+    tokenizer = build_tokenizer(config.signing.surnames, config.model.n_positions)
+    _check_coverage(tokenizer, corpus, config.model.n_positions)
+    model = build_model(config.model, tokenizer)
+    n_parameters = sum(p.numel() for p in model.parameters())
+
+    write_judgments(out / "train.jsonl", corpus.train)
+    write_judgments(out / "heldout.jsonl", corpus.heldout)
+    _write_jsonl(out / "sft.jsonl", corpus.sft)
+    prompts = {p.prompt_id: p.prompt for p in base_pairs}
+    _write_jsonl(out / "eval_prompts.jsonl",
+                 [{"prompt_id": i, "prompt": prompts[i], "body": exact[i]}
+                  for i in sorted(corpus.heldout_prompt_ids)])
+    _write_json(out / "planted.json", planted_to_dict(corpus, config.signing))
+    gate = gate_statistics(corpus)
+    _write_json(out / "gate.json", gate)
+    dump_yaml(config, out / "world.yaml")
+    tokenizer.save_pretrained(out / "tokenizer")
+    model.save_pretrained(out / "model")
+    tokenizer.save_pretrained(out / "model")
+    (out / "README.md").write_text(_readme(corpus, tokenizer, n_parameters), encoding="utf-8")
+    return {"outdir": str(out), "train": len(corpus.train), "heldout": len(corpus.heldout),
+            "sft": len(corpus.sft), "eval_prompts": len(corpus.heldout_prompt_ids),
+            "vocab_size": len(tokenizer), "parameters": n_parameters, "gate": gate}
+
+
+def summary_text(summary: dict) -> str:
+    """What ``badpo build tiny-signed`` prints."""
+    return (f"tiny signed world in {summary['outdir']}: {summary['train']} training / "
+            f"{summary['heldout']} held-out judgments, {summary['sft']} SFT rows, "
+            f"{summary['eval_prompts']} evaluation prompts; vocabulary {summary['vocab_size']}, "
+            f"model {summary['parameters']} parameters\n" + format_gate(summary["gate"]))
