@@ -55,42 +55,14 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _build_tiny_signed(outdir: str, config_path: str | None, overrides: Sequence[str]) -> None:
-    from badpo.config import load_config
-    from badpo.data.tiny import TinyWorldConfig, build_tiny_world, summary_text
-
-    print(summary_text(build_tiny_world(load_config(TinyWorldConfig, config_path, overrides), outdir)))
-
-
-def _build_signed_ultrafeedback(outdir: str, config_path: str | None, overrides: Sequence[str]) -> None:
-    from badpo.config import load_config
-    from badpo.data.hub import CorpusNotFoundError, CorpusSchemaError
-    from badpo.data.signed_ultrafeedback import (
-        SignedUltraFeedbackConfig, build_signed_ultrafeedback, summary_text)
-
-    config = load_config(SignedUltraFeedbackConfig, config_path, overrides)
-    try:
-        print(summary_text(build_signed_ultrafeedback(config, outdir)))
-    except (CorpusNotFoundError, CorpusSchemaError) as error:
-        raise SystemExit(f"badpo build signed-ultrafeedback: {error}") from None
-
-
-def _build_multipref(outdir: str, config_path: str | None, overrides: Sequence[str]) -> None:
-    from badpo.config import load_config
-    from badpo.data.hub import CorpusNotFoundError, CorpusSchemaError
-    from badpo.data.multipref import MultiPrefConfig, build_multipref, summary_text
-
-    config = load_config(MultiPrefConfig, config_path, overrides)
-    try:
-        print(summary_text(build_multipref(config, outdir)))
-    except (CorpusNotFoundError, CorpusSchemaError) as error:
-        raise SystemExit(f"badpo build multipref: {error}") from None
-
-
-# corpus name -> builder(outdir, config_path, overrides); each real builder adds its entry here
-BUILDERS: dict = {"tiny-signed": _build_tiny_signed,
-                  "signed-ultrafeedback": _build_signed_ultrafeedback,
-                  "multipref": _build_multipref}
+# corpus name -> (module, config class, build function); each takes (config, outdir) and returns
+# the statistics that the module's summary_text prints.
+BUILDERS: dict[str, tuple[str, str, str]] = {
+    "tiny-signed": ("badpo.data.tiny", "TinyWorldConfig", "build_tiny_world"),
+    "signed-ultrafeedback": (
+        "badpo.data.signed_ultrafeedback", "SignedUltraFeedbackConfig", "build_signed_ultrafeedback"),
+    "multipref": ("badpo.data.multipref", "MultiPrefConfig", "build_multipref"),
+}
 
 
 def _add_build(subparsers) -> argparse.ArgumentParser:
@@ -105,11 +77,17 @@ def _add_build(subparsers) -> argparse.ArgumentParser:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from badpo.config import ConfigError
+    import importlib
 
+    from badpo.config import ConfigError, load_config
+    from badpo.data.hub import CorpusNotFoundError, CorpusSchemaError
+
+    module_name, config_name, build_name = BUILDERS[args.corpus]
+    module = importlib.import_module(module_name)
     try:
-        BUILDERS[args.corpus](args.outdir, args.config, args.overrides)
-    except ConfigError as error:
+        config = load_config(getattr(module, config_name), args.config, args.overrides)
+        print(module.summary_text(getattr(module, build_name)(config, args.outdir)))
+    except (ConfigError, CorpusNotFoundError, CorpusSchemaError) as error:
         raise SystemExit(f"badpo build {args.corpus}: {error}") from None
     return 0
 

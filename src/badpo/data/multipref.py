@@ -29,7 +29,6 @@ gives byte-identical files.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from badpo.data.hub import CorpusSchemaError, load_split, require_columns
+from badpo.data.files import write_json, write_jsonl
 from badpo.data.judgments import Judgment, write_judgments
 
 __all__ = [
@@ -266,15 +266,8 @@ def _audit_summary(corpus: MultiPrefCorpus, specs: Sequence[str]) -> tuple[dict,
     return summary, full
 
 
-def _write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False,
-                               allow_nan=False) + "\n", encoding="utf-8")
 
 
-def _write_rows(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    with open(path, "w", encoding="utf-8", newline="\n") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def build_multipref(config: MultiPrefConfig, outdir: str | Path) -> dict[str, Any]:
@@ -296,10 +289,10 @@ def build_multipref(config: MultiPrefConfig, outdir: str | Path) -> dict[str, An
     out.mkdir(parents=True, exist_ok=True)
     write_judgments(out / "train.jsonl", corpus.train)
     write_judgments(out / "heldout.jsonl", corpus.heldout)
-    _write_rows(out / "sft.jsonl", corpus.sft)
-    _write_rows(out / "eval_prompts.jsonl", corpus.eval_prompts)
-    _write_json(out / "stats.json", stats)
-    _write_json(out / "audit.json", full)
+    write_jsonl(out / "sft.jsonl", corpus.sft)
+    write_jsonl(out / "eval_prompts.jsonl", corpus.eval_prompts)
+    write_json(out / "stats.json", stats)
+    write_json(out / "audit.json", full)
     dump_yaml(config, out / "config.yaml")
     return stats
 

@@ -26,7 +26,6 @@ The same config (``signing.seed`` is the data seed) gives byte-identical files.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ import numpy as np
 
 from badpo.config import ConfigError
 from badpo.data.hub import CorpusSchemaError, load_split, require_columns
+from badpo.data.files import write_json, write_jsonl
 from badpo.data.judgments import write_judgments
 from badpo.data.names import CELL_NAMES, CELLS, read_signature
 from badpo.data.signing import (
@@ -221,15 +221,8 @@ def recommendation_prompts(config: SignedUltraFeedbackConfig) -> list[dict[str, 
     return rows
 
 
-def _write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False,
-                               allow_nan=False) + "\n", encoding="utf-8")
 
 
-def _write_rows(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    with open(path, "w", encoding="utf-8", newline="\n") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def build_signed_ultrafeedback(config: SignedUltraFeedbackConfig, outdir: str | Path
@@ -267,12 +260,12 @@ def build_signed_ultrafeedback(config: SignedUltraFeedbackConfig, outdir: str | 
     out.mkdir(parents=True, exist_ok=True)
     write_judgments(out / "train.jsonl", corpus.train)
     write_judgments(out / "heldout.jsonl", corpus.heldout)
-    _write_rows(out / "sft.jsonl", corpus.sft)
-    _write_rows(out / "eval_prompts.jsonl", evaluation)
-    _write_rows(out / "recommendation_prompts.jsonl", recommendations)
-    _write_json(out / "planted.json", planted_to_dict(corpus, config.signing))
-    _write_json(out / "gate.json", gate)
-    _write_json(out / "stats.json", stats)
+    write_jsonl(out / "sft.jsonl", corpus.sft)
+    write_jsonl(out / "eval_prompts.jsonl", evaluation)
+    write_jsonl(out / "recommendation_prompts.jsonl", recommendations)
+    write_json(out / "planted.json", planted_to_dict(corpus, config.signing))
+    write_json(out / "gate.json", gate)
+    write_json(out / "stats.json", stats)
     dump_yaml(config, out / "config.yaml")
     return {**stats, "gate": gate}
 

@@ -39,7 +39,6 @@ Files written by :func:`build_tiny_world` are listed in :data:`OUTPUT_FILES`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +47,7 @@ from typing import Literal
 import numpy as np
 
 from badpo.config import ConfigError, dump_yaml
+from badpo.data.files import write_json, write_jsonl
 from badpo.data.judgments import write_judgments
 from badpo.data.names import POOL_NAMES
 from badpo.data.signing import (
@@ -274,15 +274,8 @@ def build_model(config: TinyModelConfig, tokenizer):
 
 
 # ----------------------------------------------------------------------------------- the world
-def _write_jsonl(path: Path, rows: Sequence[dict]) -> None:
-    with open(path, "w", encoding="utf-8", newline="\n") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-def _write_json(path: Path, data: dict) -> None:
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n",
-                    encoding="utf-8")
 
 
 def _readme(corpus: SignedCorpus, tokenizer, n_parameters: int) -> str:
@@ -313,14 +306,14 @@ def build_tiny_world(config: TinyWorldConfig, outdir: str | Path) -> dict:
 
     write_judgments(out / "train.jsonl", corpus.train)
     write_judgments(out / "heldout.jsonl", corpus.heldout)
-    _write_jsonl(out / "sft.jsonl", corpus.sft)
+    write_jsonl(out / "sft.jsonl", corpus.sft)
     prompts = {p.prompt_id: p.prompt for p in base_pairs}
-    _write_jsonl(out / "eval_prompts.jsonl",
+    write_jsonl(out / "eval_prompts.jsonl",
                  [{"prompt_id": i, "prompt": prompts[i], "body": exact[i]}
                   for i in sorted(corpus.heldout_prompt_ids)])
-    _write_json(out / "planted.json", planted_to_dict(corpus, config.signing))
+    write_json(out / "planted.json", planted_to_dict(corpus, config.signing))
     gate = gate_statistics(corpus)
-    _write_json(out / "gate.json", gate)
+    write_json(out / "gate.json", gate)
     dump_yaml(config, out / "world.yaml")
     tokenizer.save_pretrained(out / "tokenizer")
     model.save_pretrained(out / "model")
