@@ -3,8 +3,6 @@ given values, user callables and spec errors."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -254,10 +252,3 @@ def test_attribute_dataclass_is_frozen_and_set_validates():
         attribute.name = "other"  # type: ignore[misc]
     with pytest.raises(ValueError, match="at least one attribute"):
         AttributeSet(())
-
-
-def test_core_import_is_light():
-    code = ("import sys, badpo.attributes; "
-            "heavy = [m for m in ('datasets', 'transformers') if m in sys.modules]; "
-            "assert not heavy, heavy")
-    subprocess.run([sys.executable, "-c", code], check=True)

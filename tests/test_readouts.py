@@ -13,8 +13,6 @@ Worked values used below.
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -280,11 +278,3 @@ def test_sampled_signature_rates_hand_worked():
     assert math.isnan(sampled_signature_rates(["no signature"])["woman_share"])
     with pytest.raises(ValueError, match="not a single string"):
         sampled_signature_rates("a\n\n--- Emily Reed")
-
-
-def test_readouts_module_is_core():
-    """Importing the core modules must not pull in transformers or datasets."""
-    code = ("import sys, badpo.readouts, badpo.anchoring; "
-            "print([m for m in ('transformers', 'datasets') if m in sys.modules])")
-    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert output.stdout.strip() == "[]"
