@@ -1,0 +1,183 @@
+"""Typed configuration of the two engine stages, ``badpo sft`` and ``badpo train``.
+
+Defaults are the paper's recipe (Appendix "Models and training", Table "Hyperparameters"). A
+learning rate left at ``null`` resolves by stage and by LoRA: SFT 1e-5 full / 1e-4 LoRA,
+preference 5e-7 full / 5e-6 LoRA. The YAML files under ``configs/`` comment every key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Literal
+
+from badpo.config import ConfigError
+from badpo.engine.tokenize import TokenizationConfig
+
+SFT_LR = {False: 1e-5, True: 1e-4}  # keyed by "LoRA?"
+PREFERENCE_LR = {False: 5e-7, True: 5e-6}
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Which causal LM to load and how."""
+
+    name_or_path: str = ""  # Hub id or local path (for `train`: the SFT reference)
+    tokenizer: str | None = None  # Hub id or path of the tokenizer; null = name_or_path
+    revision: str | None = None  # Hub revision (branch, tag or commit)
+    trust_remote_code: bool = False  # allow custom modelling code from the Hub
+    attn_implementation: str | None = None  # e.g. sdpa / flash_attention_2; null = default
+    gradient_checkpointing: bool = False  # recompute activations in backward to save memory
+    disable_dropout: bool = True  # zero every dropout so the policy is deterministic
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    """LoRA through peft; with LoRA the reference is the base with adapters disabled."""
+
+    enabled: bool = False  # train a LoRA adapter instead of every weight
+    rank: int = 32  # adapter rank r
+    alpha: float = 64.0  # scaling alpha (the update is scaled by alpha / r)
+    dropout: float = 0.0  # dropout on the adapter input
+    target_modules: str | list[str] = "all-linear"  # peft target modules
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """The policy's AdamW and its schedule (never applied to theta)."""
+
+    lr: float | None = None  # null: the stage default (see module docstring)
+    weight_decay: float = 0.0  # AdamW decoupled weight decay
+    adam_betas: tuple[float, float] = (0.9, 0.999)  # AdamW betas
+    adam_eps: float = 1e-8  # AdamW epsilon
+    schedule: Literal["cosine", "constant"] = "cosine"  # after the warmup
+    warmup_ratio: float = 0.1  # share of steps with a linear warmup
+    max_grad_norm: float = 1.0  # clip the policy's gradient norm; 0 = no clipping
+
+
+@dataclass(frozen=True)
+class BiasSettings:
+    """The bias channel's own optimizer and options (the variant comes from the method)."""
+
+    lr: float = 1e-2  # theta's Adam, constant, no weight decay
+    warm_start: bool = False  # start theta_bar / pooled theta at the offline log-odds
+    declared: list[str] | None = None  # attributes with a trainable theta; null = all
+    fixed_offset: list[float] | None = None  # non-trainable offset added to every theta_k
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    """Where a run reports besides ``log.jsonl``."""
+
+    report_to: list[Literal["tensorboard", "wandb"]] = field(default_factory=list)
+    wandb_project: str = "badpo"  # used when report_to has wandb
+    progress_bar: bool = True  # a tqdm bar on the terminal (main process)
+    log_every: int = 1  # write a log record every this many steps
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """Precision, speed and reproducibility knobs shared by both stages."""
+
+    seed: int = 42  # data order, shuffled ids, and torch RNG
+    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 autocast on a bf16 GPU
+    logprob_chunk_size: int = 1024  # response positions projected to the vocabulary at once
+    eval_batch_size: int = 16  # sequences per forward when caching reference log-probs
+    num_threads: int | None = None  # torch CPU threads; null = torch's default
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """``badpo train``: a preference run of one method at one seed."""
+
+    method: str = "dpo"  # a key of badpo.methods.METHODS
+    data: str = ""  # training judgments: a .jsonl file or a saved datasets directory
+    attributes: list[str] = field(default_factory=list)  # attribute specs, one per coordinate
+    model: ModelConfig = field(default_factory=ModelConfig)
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    tokenization: TokenizationConfig = field(default_factory=TokenizationConfig)
+    bias: BiasSettings = field(default_factory=BiasSettings)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
+    beta: float = 0.1  # KL strength of DPO
+    steps: int = 1000  # optimizer steps
+    batch_size: int = 32  # items per step = micro_batch_size x accumulation x processes
+    micro_batch_size: int = 2  # items per forward on one process
+    batching: Literal["per_judgment", "pair_grouped"] = "per_judgment"  # what an item is
+    output_dir: str = "runs/{method}-seed{seed}"  # {method} and {seed} are filled in
+    cache_dir: str | None = "runs/reference_cache"  # reference log-prob cache; null = no cache
+    save_every: int = 0  # checkpoint every this many steps; 0 = only at stop_after_steps
+    keep_checkpoints: int = 2  # newest checkpoints kept
+    resume_from: str | None = None  # a checkpoint folder, or "latest" in output_dir
+    stop_after_steps: int | None = None  # stop (with a checkpoint) after this many steps
+    save_policy: bool = True  # write the final policy (HF format) to output_dir/policy
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    """``badpo sft``: the reference, fine-tuned on one response per pair."""
+
+    data: str = ""  # sft rows (.jsonl with prompt, response) or judgments (see source)
+    source: Literal["sft_rows", "judgments"] = "sft_rows"  # judgments: majority-chosen side
+    tie_break: Literal["first_judgment", "skip"] = "first_judgment"  # pairs with tied votes
+    model: ModelConfig = field(default_factory=ModelConfig)
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    tokenization: TokenizationConfig = field(default_factory=TokenizationConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
+    epochs: float = 1.0  # passes over the rows (the last step is filled from the next shuffle)
+    batch_size: int = 32  # sequences per step = micro_batch_size x accumulation x processes
+    micro_batch_size: int = 4  # sequences per forward on one process
+    merge_lora: bool = True  # save base + adapter merged, so the reference is a plain model
+    output_dir: str = "runs/sft"  # the reference in Hugging Face format
+
+
+def resolved_lr(optim: OptimConfig, lora: LoraSettings, defaults: dict[bool, float]) -> float:
+    return optim.lr if optim.lr is not None else defaults[lora.enabled]
+
+
+def accumulation_steps(batch_size: int, micro_batch_size: int, processes: int) -> int:
+    """batch_size / (micro_batch_size x processes); an uneven split is a ConfigError."""
+    per_pass = micro_batch_size * processes
+    if micro_batch_size < 1 or batch_size % per_pass:
+        raise ConfigError(
+            f"batch_size: {batch_size} is not a multiple of micro_batch_size ({micro_batch_size}) "
+            f"x processes ({processes})"
+        )
+    return batch_size // per_pass
+
+
+def check_common(model: ModelConfig, optim: OptimConfig, runtime: RuntimeConfig, data: str) -> None:
+    """Checks shared by both stages; each error names its key."""
+    if not model.name_or_path:
+        raise ConfigError("model.name_or_path: required (a Hub id or a local path)")
+    if not data:
+        raise ConfigError("data: required (a .jsonl file or a saved datasets directory)")
+    if not 0.0 <= optim.warmup_ratio < 1.0:
+        raise ConfigError(f"optim.warmup_ratio: must lie in [0, 1), got {optim.warmup_ratio}")
+    if optim.lr is not None and optim.lr < 0:
+        raise ConfigError(f"optim.lr: must be >= 0, got {optim.lr}")
+    if optim.max_grad_norm < 0:
+        raise ConfigError(f"optim.max_grad_norm: must be >= 0, got {optim.max_grad_norm}")
+    if runtime.logprob_chunk_size < 1 or runtime.eval_batch_size < 1:
+        raise ConfigError("runtime.logprob_chunk_size and runtime.eval_batch_size must be >= 1")
+
+
+def check_train(config: TrainConfig) -> None:
+    check_common(config.model, config.optim, config.runtime, config.data)
+    if config.steps < 1:
+        raise ConfigError(f"steps: must be >= 1, got {config.steps}")
+    if config.bias.lr < 0:
+        raise ConfigError(f"bias.lr: must be >= 0, got {config.bias.lr}")
+    if config.stop_after_steps is not None and not 0 < config.stop_after_steps <= config.steps:
+        raise ConfigError(f"stop_after_steps: must lie in [1, steps={config.steps}]")
+    if config.save_every < 0 or config.keep_checkpoints < 1:
+        raise ConfigError("save_every must be >= 0 and keep_checkpoints >= 1")
+
+
+def format_output_dir(config: TrainConfig) -> TrainConfig:
+    """Fill ``{method}`` and ``{seed}`` in output_dir."""
+    output_dir = config.output_dir.format(method=config.method, seed=config.runtime.seed)
+    return dataclasses.replace(config, output_dir=output_dir)

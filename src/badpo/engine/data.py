@@ -1,0 +1,279 @@
+"""Training data as index tensors: judgments, pairs, the two batching modes, and the data order.
+
+Everything is tokenized once into a :class:`TokenStore`; a step then only indexes tensors.
+
+Batching modes. An *item* is what a micro-batch counts, and every item costs two sequences:
+
+* ``per_judgment`` (the paper): an item is one judgment, its chosen and rejected response.
+* ``pair_grouped``: an item is one pair with *all* its judgments; the pair's two sequences are
+  scored once and each judgment reads them in its own orientation (chosen / rejected).
+
+The loss is the mean over the judgments of a step in both modes, so on the same judgments the two
+give the same loss. What differs: a pair-grouped step holds every judgment of its pairs (about
+``judgments per pair`` times more judgments per step for the same compute), and the judgments of
+one pair always share a step instead of being spread over the epoch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from badpo.data.judgments import Judgment, JudgmentError, pair_key
+from badpo.engine.tokenize import TokenizationConfig, TokenStore, build_token_store
+
+BATCHING_MODES = ("per_judgment", "pair_grouped")
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """One forward's worth: ``sequence_rows`` [2I] store rows (item i at 2i, 2i+1), its judgments
+    [J], and for each judgment the slots (into the 2I sequences) of its chosen and rejected side."""
+
+    sequence_rows: Tensor
+    judgments: Tensor
+    chosen_slot: Tensor
+    rejected_slot: Tensor
+
+
+@dataclass(frozen=True)
+class ItemTable:
+    """Items of one batching mode: two store rows each, and their judgments (CSR layout)."""
+
+    sequences: Tensor  # [I, 2] store rows of each item's first and second sequence
+    offsets: Tensor  # [I + 1]; the judgments of item i are order[offsets[i]:offsets[i + 1]]
+    order: Tensor  # [N] judgment indices grouped by item
+    chosen_side: Tensor  # [N] by judgment: 0 if its chosen response is its item's first sequence
+
+    def __len__(self) -> int:
+        return self.sequences.shape[0]
+
+    def judgment_counts(self, items: Tensor) -> Tensor:
+        return self.offsets[items + 1] - self.offsets[items]
+
+    def micro_batch(self, items: Tensor) -> MicroBatch:
+        counts = self.judgment_counts(items)
+        item_of = torch.repeat_interleave(torch.arange(len(items)), counts)
+        first = torch.cumsum(counts, 0) - counts  # position of each item's first judgment in J
+        within = torch.arange(int(counts.sum())) - first[item_of]
+        judgments = self.order[self.offsets[items][item_of] + within]
+        side = self.chosen_side[judgments]
+        return MicroBatch(
+            sequence_rows=self.sequences[items].reshape(-1),
+            judgments=judgments,
+            chosen_slot=2 * item_of + side,
+            rejected_slot=2 * item_of + 1 - side,
+        )
+
+
+@dataclass(frozen=True)
+class PreferenceData:
+    """Tokenized judgments. Annotators are sorted ids; ``attr_diff`` is g(y_w) - g(y_l)."""
+
+    store: TokenStore
+    chosen_row: Tensor  # [N] store row of each judgment's chosen response
+    rejected_row: Tensor  # [N]
+    pair_rows: Tensor  # [P, 2] store rows of each pair's two responses (first-seen orientation)
+    judgment_pair: Tensor  # [N] pair index of each judgment
+    annotator_index: Tensor  # [N] index into ``annotators``
+    attr_diff: Tensor  # [N, q] float32
+    annotators: tuple[str, ...]
+    annotator_classes: dict[str, str] | None
+    attribute_names: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return self.chosen_row.shape[0]
+
+    def items(self, batching: str) -> ItemTable:
+        n = len(self)
+        if batching == "per_judgment":
+            return ItemTable(
+                sequences=torch.stack([self.chosen_row, self.rejected_row], dim=1),
+                offsets=torch.arange(n + 1), order=torch.arange(n),
+                chosen_side=torch.zeros(n, dtype=torch.long),
+            )
+        if batching == "pair_grouped":
+            counts = torch.bincount(self.judgment_pair, minlength=self.pair_rows.shape[0])
+            return ItemTable(
+                sequences=self.pair_rows,
+                offsets=torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(counts, 0)]),
+                order=torch.argsort(self.judgment_pair, stable=True),
+                chosen_side=(self.chosen_row != self.pair_rows[self.judgment_pair, 0]).long(),
+            )
+        raise ValueError(f"batching: unknown mode {batching!r}; choose one of {BATCHING_MODES}")
+
+    def with_shuffled_annotators(self, seed: int) -> PreferenceData:
+        """The shuffled-ids control: every judgment gets a uniformly random annotator index."""
+        rng = np.random.default_rng([seed, 0x5EED])
+        index = torch.from_numpy(rng.integers(len(self.annotators), size=len(self)))
+        return dataclasses.replace(self, annotator_index=index)
+
+
+def _annotator_classes(judgments: Sequence[Judgment]) -> dict[str, str] | None:
+    """annotator -> class when every row has one; None when none has; else an error naming a row."""
+    classes: dict[str, str] = {}
+    with_class = [j.annotator_class is not None for j in judgments]
+    if not any(with_class):
+        return None
+    for i, j in enumerate(judgments):
+        if j.annotator_class is None:
+            raise JudgmentError(f"row {i}: annotator_class missing while other rows have one", row=i)
+        if classes.setdefault(j.annotator, j.annotator_class) != j.annotator_class:
+            raise JudgmentError(
+                f"row {i}: annotator {j.annotator!r} has class {j.annotator_class!r} here but "
+                f"{classes[j.annotator]!r} earlier", row=i)
+    return classes
+
+
+def build_preference_data(
+    judgments: Sequence[Judgment], attributes, tokenizer, tokenization: TokenizationConfig
+) -> PreferenceData:
+    """Tokenize the judgments' distinct sequences once and index everything else.
+
+    ``attributes`` is an ``AttributeSet`` or None (no attribute: the bias logit is 0). Judgments
+    of one pair (same ``pair_key``) must compare the same two responses to the same prompt.
+    """
+    if not judgments:
+        raise ValueError("data: no judgments")
+    rows: dict[tuple[str, str], int] = {}
+    pairs: dict[str, int] = {}
+    pair_texts: list[tuple[str, str, str]] = []
+    chosen, rejected, pair_of = [], [], []
+    for i, j in enumerate(judgments):
+        key = pair_key(j)
+        if key not in pairs:
+            pairs[key] = len(pair_texts)
+            pair_texts.append((j.prompt, j.chosen, j.rejected))
+        prompt, a, b = pair_texts[pairs[key]]
+        if j.prompt != prompt or {j.chosen, j.rejected} != {a, b}:
+            raise JudgmentError(f"row {i}: pair {key!r} compares other texts than its first row", row=i)
+        chosen.append(rows.setdefault((j.prompt, j.chosen), len(rows)))
+        rejected.append(rows.setdefault((j.prompt, j.rejected), len(rows)))
+        pair_of.append(pairs[key])
+    store = build_token_store(tokenizer, list(rows), tokenization)
+    annotators = tuple(sorted({j.annotator for j in judgments}))
+    position = {a: k for k, a in enumerate(annotators)}
+    if attributes is None:
+        names: tuple[str, ...] = ()
+        diff = torch.zeros(len(judgments), 0)
+    else:
+        names = tuple(attributes.names)
+        values = [attributes.judgment_values(j) for j in judgments]
+        diff = torch.tensor(np.array([g_w - g_l for g_w, g_l in values]), dtype=torch.float32)
+    return PreferenceData(
+        store=store,
+        chosen_row=torch.tensor(chosen), rejected_row=torch.tensor(rejected),
+        pair_rows=torch.tensor([[rows[(p, a)], rows[(p, b)]] for p, a, b in pair_texts]),
+        judgment_pair=torch.tensor(pair_of),
+        annotator_index=torch.tensor([position[j.annotator] for j in judgments]),
+        attr_diff=diff, annotators=annotators,
+        annotator_classes=_annotator_classes(judgments), attribute_names=names,
+    )
+
+
+def offline_estimate(attr_diff: Tensor, names: Sequence[str]) -> list[float]:
+    """Per attribute, the log-odds that the attribute side wins a cross-group judgment.
+
+    A judgment is cross-group on coordinate i when g_w,i != g_l,i; the attribute side won when
+    g_w,i > g_l,i. This is the warm start of theta_bar (Appendix "Arms").
+    """
+    from badpo.diagnostics import offline_log_odds
+
+    estimate = []
+    for i, name in enumerate(names):
+        cross = attr_diff[:, i] != 0
+        total, wins = int(cross.sum()), int((attr_diff[:, i] > 0).sum())
+        if total == 0 or wins in (0, total):
+            raise ValueError(
+                f"bias.warm_start: attribute {name!r} has {wins} wins in {total} cross-group "
+                "judgments; its offline log-odds are not finite"
+            )
+        estimate.append(offline_log_odds(wins, total))
+    return estimate
+
+
+class Schedule:
+    """The item order: one seeded permutation per epoch, read as a single stream.
+
+    Step t takes items [t E, (t + 1) E) of the stream (E = items per step), so the data position
+    is the step number alone and a resumed run sees exactly the items it would have seen. The
+    step's items are cut into micro-batches; with P processes, accumulation pass a of process p
+    holds chunk a * P + p.
+    """
+
+    def __init__(self, n_items: int, items_per_step: int, seed: int) -> None:
+        if n_items < 1:
+            raise ValueError("the schedule needs at least one item")
+        self.n_items, self.items_per_step, self.seed = n_items, items_per_step, seed
+        self._permutations: dict[int, Tensor] = {}
+
+    def _permutation(self, epoch: int) -> Tensor:
+        if epoch not in self._permutations:
+            if len(self._permutations) > 4:
+                self._permutations.clear()
+            rng = np.random.default_rng([self.seed, epoch])
+            self._permutations[epoch] = torch.from_numpy(rng.permutation(self.n_items))
+        return self._permutations[epoch]
+
+    def step_items(self, step: int) -> Tensor:
+        start = step * self.items_per_step
+        positions = torch.arange(start, start + self.items_per_step)
+        epochs = positions // self.n_items
+        pieces = [self._permutation(int(e))[positions[epochs == e] % self.n_items]
+                  for e in torch.unique(epochs)]
+        return torch.cat(pieces)
+
+    def micro_batches(self, step: int, process: int, processes: int, micro: int) -> list[Tensor]:
+        chunks = self.step_items(step).split(micro)
+        return list(chunks[process::processes])
+
+
+def read_sft_rows(path: str | Path) -> list[tuple[str, str]]:
+    """(prompt, response) rows of a .jsonl file with string fields ``prompt`` and ``response``."""
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            for name in ("prompt", "response"):
+                if not isinstance(row.get(name), str) or not row[name]:
+                    raise ValueError(f"{path} line {line_number}: {name!r} must be a non-empty string")
+            rows.append((row["prompt"], row["response"]))
+    if not rows:
+        raise ValueError(f"{path}: no sft rows")
+    return rows
+
+
+def majority_chosen(judgments: Sequence[Judgment], tie_break: str = "first_judgment"
+                    ) -> tuple[list[tuple[str, str]], list[str]]:
+    """(prompt, response) of the side chosen by more judgments of each pair, in first-seen order,
+    and the keys of the pairs with an equal count. Such a pair gets the response chosen by its
+    first judgment (``tie_break="first_judgment"``) or no row (``"skip"``)."""
+    if tie_break not in ("first_judgment", "skip"):
+        raise ValueError(f"tie_break: {tie_break!r} is not one of ['first_judgment', 'skip']")
+    wins: dict[str, dict[str, int]] = {}  # insertion order: the first judgment's chosen first
+    prompts: dict[str, str] = {}
+    for i, j in enumerate(judgments):
+        key = pair_key(j)
+        prompts.setdefault(key, j.prompt)
+        counts = wins.setdefault(key, {j.chosen: 0, j.rejected: 0})
+        if j.prompt != prompts[key] or {j.chosen, j.rejected} != set(counts):
+            raise JudgmentError(f"row {i}: pair {key!r} compares other texts than its first row", row=i)
+        counts[j.chosen] += 1
+    rows, ties = [], []
+    for key, counts in wins.items():
+        (first, first_wins), (second, second_wins) = counts.items()
+        if first_wins == second_wins:
+            ties.append(key)
+            if tie_break == "skip":
+                continue
+        rows.append((prompts[key], first if first_wins >= second_wins else second))
+    return rows, ties

@@ -1,0 +1,169 @@
+"""THE log-prob code: response log-probs of a causal LM, chunked over positions.
+
+The decoder runs once to its final hidden states ``[B, T, H]``; only the rows that predict a
+response token are projected through the output embedding, ``chunk_size`` rows at a time, each
+chunk going through ``log_softmax`` in float32 and being reduced to the log-prob of its label at
+once. The full ``[B, T, V]`` logits therefore never exist; under autograd, when there is more
+than one chunk, each is checkpointed (recomputed in backward) so that the tensors saved for
+backward are not the full logits either.
+
+Training, the reference cache, SFT and the readouts all call the functions below, so a policy
+is scored the same way everywhere. Models wrapped by peft are handled (the LoRA layers live
+inside the decoder, so ``disable_adapter()`` gives the base model's log-probs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+DEFAULT_CHUNK_SIZE = 1024
+
+
+def decoder_and_head(model: nn.Module) -> tuple[nn.Module, nn.Module]:
+    """The decoder stack (returns final, normalised hidden states) and the output embedding.
+
+    Works for any ``*ForCausalLM`` of transformers and for peft wrappers around one. Models whose
+    logits are transformed after the projection (soft-capping, logit scales) are refused, since
+    the chunked projection would silently skip that step.
+    """
+    hf_model = model.get_base_model() if hasattr(model, "get_base_model") else model
+    config = getattr(hf_model, "config", None)
+    for attribute in ("final_logit_softcapping", "logit_scale", "output_multiplier_scale"):
+        if getattr(config, attribute, None) not in (None, 1, 1.0):
+            raise ValueError(
+                f"{type(hf_model).__name__} rescales its logits ({attribute}); the chunked "
+                "log-prob code does not support such models"
+            )
+    decoder = hf_model.base_model
+    head = hf_model.get_output_embeddings()
+    if decoder is hf_model or head is None:
+        raise ValueError(f"{type(hf_model).__name__} is not a causal LM with an output embedding")
+    return decoder, head
+
+
+def _chunk_logprobs(head: nn.Module, hidden: Tensor, labels: Tensor) -> Tensor:
+    """log p(label | hidden) for ``[N, H]`` hidden rows and ``[N]`` labels, in float32."""
+    logits = head(hidden).float()
+    return logits.gather(-1, labels[:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+
+
+def gather_logprobs(head: nn.Module, hidden: Tensor, labels: Tensor, chunk_size: int) -> Tensor:
+    """Label log-probs of ``[N, H]`` hidden rows, projecting ``chunk_size`` rows at a time; ``[N]``."""
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    n = hidden.shape[0]
+    if n <= chunk_size:
+        return _chunk_logprobs(head, hidden, labels)
+    recompute = torch.is_grad_enabled() and hidden.requires_grad
+    pieces = []
+    for start in range(0, n, chunk_size):
+        h, y = hidden[start : start + chunk_size], labels[start : start + chunk_size]
+        if recompute:
+            pieces.append(checkpoint(_chunk_logprobs, head, h, y, use_reentrant=False))
+        else:
+            pieces.append(_chunk_logprobs(head, h, y))
+    return torch.cat(pieces)
+
+
+def _scored_tokens(
+    model: nn.Module, batch: Mapping[str, Tensor], chunk_size: int
+) -> tuple[Tensor, Tensor]:
+    """Log-probs of every response token (``[N]``) and the boolean ``[B, T-1]`` map of where they sit.
+
+    Token ``t`` of a sequence is predicted by the hidden state at ``t - 1``; ``response_mask``
+    marks response tokens, so position 0 (never a response token) is not scored.
+    """
+    input_ids, response_mask = batch["input_ids"], batch["response_mask"].bool()
+    if response_mask[:, 0].any():
+        raise ValueError("response_mask marks position 0: a response token needs a non-empty prompt")
+    decoder, head = decoder_and_head(model)
+    hidden = decoder(input_ids=input_ids, attention_mask=batch["attention_mask"]).last_hidden_state
+    targets = response_mask[:, 1:]
+    logps = gather_logprobs(head, hidden[:, :-1][targets], input_ids[:, 1:][targets], chunk_size)
+    return logps, targets
+
+
+def token_logprobs(
+    model: nn.Module, batch: Mapping[str, Tensor], chunk_size: int = DEFAULT_CHUNK_SIZE
+) -> Tensor:
+    """Per-token response log-probs aligned with ``input_ids``: ``[B, T]`` float32, 0 off the response.
+
+    ``batch`` holds ``input_ids``, ``attention_mask`` and ``response_mask`` (``[B, T]``, right
+    padded, as built by :meth:`TokenStore.batch`). Needed for KL estimates and SamPO.
+    """
+    logps, targets = _scored_tokens(model, batch, chunk_size)
+    per_token = torch.zeros(targets.shape, dtype=logps.dtype, device=logps.device)
+    per_token = per_token.masked_scatter(targets, logps)
+    return nn.functional.pad(per_token, (1, 0))
+
+
+def response_logprobs(
+    model: nn.Module, batch: Mapping[str, Tensor], chunk_size: int = DEFAULT_CHUNK_SIZE
+) -> Tensor:
+    """log pi(response | prompt) summed over response tokens only: ``[B]`` float32."""
+    logps, targets = _scored_tokens(model, batch, chunk_size)
+    rows = targets.nonzero()[:, 0]
+    total = torch.zeros(targets.shape[0], dtype=logps.dtype, device=logps.device)
+    return total.index_add(0, rows, logps)
+
+
+class LogprobModel(nn.Module):
+    """``forward(batch) -> response_logprobs``, as a module so accelerate can wrap it (DDP, FSDP).
+
+    Calling the decoder and the head inside one wrapped forward keeps the distributed wrapper's
+    gradient hooks in charge of every parameter used.
+    """
+
+    def __init__(self, model: nn.Module, chunk_size: int = DEFAULT_CHUNK_SIZE) -> None:
+        super().__init__()
+        self.model = model
+        self.chunk_size = chunk_size
+        # FSDP's transformer auto-wrap policy looks for the layer classes here.
+        self._no_split_modules = getattr(model, "_no_split_modules", None)
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor, response_mask: Tensor) -> Tensor:
+        batch = {"input_ids": input_ids, "attention_mask": attention_mask,
+                 "response_mask": response_mask}
+        return response_logprobs(self.model, batch, self.chunk_size)
+
+
+def continuation_logprobs(
+    model: nn.Module,
+    prefix_ids: Sequence[int],
+    continuations: Sequence[Sequence[int]],
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> Tensor:
+    """log p(continuation | prefix) for C multi-token candidates after one shared prefix: ``[C]``.
+
+    The prefix is encoded once; its key/value cache is repeated over the C candidates, which are
+    scored together in one right-padded batch. The first token of every candidate is predicted by
+    the prefix's last hidden state, token j > 0 by the candidate's own position j - 1.
+    """
+    if len(prefix_ids) == 0:
+        raise ValueError("continuation_logprobs: the prefix is empty")
+    empty = [i for i, c in enumerate(continuations) if len(c) == 0]
+    if empty or not continuations:
+        raise ValueError(f"continuation_logprobs: continuations {empty or '[]'} are empty")
+    decoder, head = decoder_and_head(model)
+    device = next(model.parameters()).device
+    prefix = torch.tensor([list(prefix_ids)], device=device)
+    encoded = decoder(input_ids=prefix, use_cache=True)
+    cache, last_hidden = encoded.past_key_values, encoded.last_hidden_state[:, -1:]
+    n, width = len(continuations), max(len(c) for c in continuations)
+    ids = torch.zeros(n, width, dtype=torch.long, device=device)
+    mask = torch.zeros(n, width, dtype=torch.bool, device=device)
+    for i, tokens in enumerate(continuations):
+        ids[i, : len(tokens)] = torch.tensor(list(tokens), device=device)
+        mask[i, : len(tokens)] = True
+    cache.batch_repeat_interleave(n)
+    attention = torch.cat([torch.ones(n, prefix.shape[1], dtype=torch.long, device=device),
+                           mask.long()], dim=1)
+    hidden = decoder(input_ids=ids, attention_mask=attention, past_key_values=cache,
+                     use_cache=True).last_hidden_state
+    predictors = torch.cat([last_hidden.expand(n, 1, -1), hidden[:, :-1]], dim=1)
+    logps = gather_logprobs(head, predictors[mask], ids[mask], chunk_size)
+    return torch.zeros(n, dtype=logps.dtype, device=device).index_add(0, mask.nonzero()[:, 0], logps)

@@ -1,0 +1,134 @@
+"""Setup shared by both stages: accelerate, model and tokenizer loading, LoRA, optimizers.
+
+accelerate places the model, runs autocast and, under ``accelerate launch``, wraps the model for
+DDP / FSDP / DeepSpeed; a plain ``python`` run is one process with the same code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+from badpo.engine.config import LoraSettings, ModelConfig, OptimConfig
+
+
+def mixed_precision(precision: str) -> str:
+    """accelerate's mixed_precision for a config value: bf16 autocast or none ("no").
+
+    ``auto`` uses bf16 on a GPU that supports it and fp32 elsewhere (bf16 matmuls on most
+    CPUs are slower than fp32). Weights stay fp32 either way: autocast runs the forward in bf16
+    while AdamW updates fp32 master weights (the paper's recipe for full fine-tuning).
+    """
+    if precision == "auto":
+        return "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no"
+    return {"fp32": "no", "bf16": "bf16"}[precision]
+
+
+def make_accelerator(precision: str, num_threads: int | None = None):
+    """A fresh Accelerator; a previous one in this process (tests, sweeps) is forgotten first."""
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+
+    if num_threads is not None:
+        torch.set_num_threads(num_threads)
+    # The state is a process-wide singleton; keep the process group, drop the rest.
+    AcceleratorState._reset_state(reset_partial_state=False)
+    accelerator = Accelerator(mixed_precision=mixed_precision(precision))
+    launched = int(os.environ.get("WORLD_SIZE", "1"))
+    if accelerator.num_processes != launched:
+        raise RuntimeError(
+            f"WORLD_SIZE={launched} but accelerate runs {accelerator.num_processes} process(es): "
+            "every process would train alone. On CPU launch with `accelerate launch --cpu` "
+            "(or set ACCELERATE_USE_CPU=true)."
+        )
+    return accelerator
+
+
+def load_tokenizer(config: ModelConfig):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(
+        config.tokenizer or config.name_or_path, revision=config.revision,
+        trust_remote_code=config.trust_remote_code,
+    )
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token  # padding is masked; any id will do
+    return tokenizer
+
+
+def load_model(config: ModelConfig, lora: LoraSettings, mixed: str) -> nn.Module:
+    """The causal LM, fp32 (bf16 base under LoRA with bf16 autocast), LoRA-wrapped if asked."""
+    from transformers import AutoModelForCausalLM
+
+    dtype = torch.bfloat16 if lora.enabled and mixed == "bf16" else torch.float32
+    kwargs = {"revision": config.revision, "trust_remote_code": config.trust_remote_code,
+              "dtype": dtype}
+    if config.attn_implementation is not None:
+        kwargs["attn_implementation"] = config.attn_implementation
+    model = AutoModelForCausalLM.from_pretrained(config.name_or_path, **kwargs)
+    if config.disable_dropout:
+        disable_dropout(model)
+    if config.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if lora.enabled:
+        from peft import LoraConfig, get_peft_model
+
+        adapter = LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                             target_modules=lora.target_modules, task_type="CAUSAL_LM")
+        model = get_peft_model(model, adapter)  # adapters in fp32 on a bf16 base
+    model.train()  # from_pretrained returns eval mode; gradient checkpointing needs train mode
+    return model
+
+
+def disable_dropout(model: nn.Module) -> None:
+    """Zero every dropout: nn.Dropout modules and the attention dropout rates kept as floats."""
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+        if isinstance(getattr(module, "attention_dropout", None), float):
+            module.attention_dropout = 0.0
+
+
+@contextlib.contextmanager
+def reference_mode(model: nn.Module) -> Iterator[None]:
+    """The reference: the base with LoRA adapters disabled, or the model as it is; eval mode."""
+    was_training = model.training
+    model.eval()
+    has_adapters = hasattr(model, "disable_adapter")
+    adapters_off = model.disable_adapter() if has_adapters else contextlib.nullcontext()
+    try:
+        with adapters_off, torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)
+
+
+def lr_factor(step: int, total_steps: int, warmup_steps: int, schedule: str) -> float:
+    """Multiplier of the base lr at optimizer step ``step`` (0-based).
+
+    Linear warmup (step + 1) / warmup_steps over the first ``warmup_steps`` steps (so the first
+    step already trains), then cosine from 1 down to 0 over the remaining steps, or constant.
+    """
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if schedule == "constant":
+        return 1.0
+    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+    return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def policy_optimizer(model: nn.Module, optim: OptimConfig, lr: float, total_steps: int):
+    """AdamW over the trainable weights and its LambdaLR schedule (warmup + cosine)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=lr, betas=optim.adam_betas, eps=optim.adam_eps,
+                                  weight_decay=optim.weight_decay)
+    warmup_steps = round(optim.warmup_ratio * total_steps)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: lr_factor(step, total_steps, warmup_steps, optim.schedule)
+    )
+    return optimizer, scheduler

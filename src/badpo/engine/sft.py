@@ -1,0 +1,137 @@
+"""``badpo sft``: the SFT reference, one epoch on one response per pair, saved in HF format.
+
+One reference per model and corpus is shared by every method and seed (Appendix "Models and
+training"), so implicit rewards are comparable across arms. The rows are the corpus builder's
+``sft.jsonl`` (``prompt``, ``response``) or, with ``source: judgments``, the majority-chosen
+response of each pair (a pair with an equal count takes the response its first judgment chose,
+or is skipped with ``tie_break: skip``; the number of ties is written to ``sft.json``). The
+loss is the mean negative log-likelihood per response token over the step (prompt tokens are not
+trained), the same value for any micro-batch split.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+
+import torch
+
+from badpo.config import ConfigError, dump_yaml, to_dict
+from badpo.engine.config import SFT_LR, SFTConfig, accumulation_steps, check_common, resolved_lr
+from badpo.engine.data import Schedule, majority_chosen, read_sft_rows
+from badpo.engine.logprobs import LogprobModel
+from badpo.engine.reporting import RunLog
+from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
+from badpo.engine.tokenize import build_token_store
+
+
+def sft_rows(config: SFTConfig) -> tuple[list[tuple[str, str]], list[str]]:
+    """(prompt, response) rows and the pair keys skipped for want of a majority."""
+    if config.source == "sft_rows":
+        return read_sft_rows(config.data), []
+    from badpo.data.judgments import read_judgments
+
+    rows, ties = majority_chosen(read_judgments(config.data), config.tie_break)
+    if not rows:
+        raise ValueError(f"data: no pair of {config.data!r} has a majority-chosen response")
+    return rows, ties
+
+
+def sft(config: SFTConfig) -> Path:
+    """Fine-tune ``config.model`` on the rows and save it (merged, under LoRA) to output_dir."""
+    lr = resolved_lr(config.optim, config.lora, SFT_LR)
+    config = dataclasses.replace(config, optim=dataclasses.replace(config.optim, lr=lr))
+    check_common(config.model, config.optim, config.runtime, config.data)
+    if config.epochs <= 0:
+        raise ConfigError(f"epochs: must be > 0, got {config.epochs}")
+    accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
+    accumulation_steps(config.batch_size, config.micro_batch_size, accelerator.num_processes)
+    from accelerate.utils import set_seed
+
+    set_seed(config.runtime.seed)
+    output = Path(config.output_dir)
+    tokenizer = load_tokenizer(config.model)
+    rows, ties = sft_rows(config)
+    store = build_token_store(tokenizer, rows, config.tokenization)
+    model = load_model(config.model, config.lora, accelerator.mixed_precision)
+    policy = LogprobModel(model, config.runtime.logprob_chunk_size)
+    steps = math.ceil(len(rows) * config.epochs / config.batch_size)
+    optimizer, scheduler = policy_optimizer(policy, config.optim, lr, steps)
+    policy, optimizer = accelerator.prepare(policy, optimizer)
+    schedule = Schedule(len(store), config.batch_size, config.runtime.seed)
+    if accelerator.is_main_process:
+        output.mkdir(parents=True, exist_ok=True)
+        dump_yaml(config, output / "config.yaml")
+    log = RunLog(output, config.report, steps, 0, accelerator.is_main_process, to_dict(config),
+                 description="sft")
+    started = time.perf_counter()
+    try:
+        for step in range(steps):
+            current_lr = scheduler.get_last_lr()[0]
+            nll, norms = _sft_step(accelerator, policy, optimizer, scheduler, store, schedule, step,
+                                   config)
+            if log.wants(step + 1):
+                step_tokens = int(store.response_lengths()[schedule.step_items(step)].sum())
+                loss = float(accelerator.reduce(nll, reduction="sum")) / step_tokens
+                log.log(step + 1, {"loss": loss, "lr": current_lr, **norms, "tokens": step_tokens,
+                                   "elapsed_s": round(time.perf_counter() - started, 3)})
+            log.advance()
+    finally:
+        log.close()
+    _save_reference(accelerator, policy, tokenizer, output, config)
+    if accelerator.is_main_process:
+        summary = {"rows": len(rows), "pairs_with_tied_votes": len(ties), "steps": steps,
+                   "truncated_prompts": store.truncated_prompts,
+                   "truncated_responses": store.truncated_responses,
+                   "wall_s": round(time.perf_counter() - started, 2)}
+        (output / "sft.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return output
+
+
+def _sft_step(accelerator, policy, optimizer, scheduler, store, schedule: Schedule, step: int,
+              config: SFTConfig) -> tuple[torch.Tensor, dict[str, float]]:
+    """One step: sum(NLL) / (response tokens of the global step / processes) per micro-batch, so
+    the gradient is the per-token mean over the step. Returns (this process's NLL sum, norms)."""
+    step_tokens = int(store.response_lengths()[schedule.step_items(step)].sum())
+    micros = schedule.micro_batches(step, accelerator.process_index, accelerator.num_processes,
+                                    config.micro_batch_size)
+    total = torch.zeros((), device=accelerator.device)
+    for index, rows in enumerate(micros):
+        last = index == len(micros) - 1
+        with contextlib.nullcontext() if last else accelerator.no_sync(policy):
+            batch = store.batch(rows, accelerator.device)
+            nll = -policy(batch["input_ids"], batch["attention_mask"], batch["response_mask"]).sum()
+            accelerator.backward(nll / (step_tokens / accelerator.num_processes))
+        total += nll.detach()
+    norms = {}
+    if config.optim.max_grad_norm > 0:
+        norms["grad_norm"] = float(accelerator.clip_grad_norm_(policy.parameters(),
+                                                               config.optim.max_grad_norm))
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return total, norms
+
+
+def _save_reference(accelerator, policy, tokenizer, output: Path, config: SFTConfig) -> None:
+    """The trained model and tokenizer in HF format in ``output`` (each file replaced atomically)."""
+    state = accelerator.get_state_dict(policy)
+    if not accelerator.is_main_process:
+        return
+    model = accelerator.unwrap_model(policy).model
+    model.load_state_dict({k.removeprefix("model."): v for k, v in state.items()})
+    if config.lora.enabled and config.merge_lora:
+        model = model.merge_and_unload()
+    temporary = output / ".tmp-model"
+    shutil.rmtree(temporary, ignore_errors=True)
+    model.save_pretrained(temporary, safe_serialization=True)
+    tokenizer.save_pretrained(temporary)
+    for item in temporary.iterdir():
+        os.replace(item, output / item.name)
+    temporary.rmdir()

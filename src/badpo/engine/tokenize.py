@@ -1,0 +1,156 @@
+"""Prompt/response encoding, truncation, and the padded token store the engine indexes into.
+
+Encoding rule (one place, used by SFT, preference training, the cache and the readouts):
+
+* With a chat template (the tokenizer has one and ``chat_template`` is ``auto``, or it is
+  ``always``): the prompt is rendered as one user turn followed by the generation prompt
+  (``apply_chat_template(..., add_generation_prompt=True)``) and tokenized without adding special
+  tokens (the template carries them). Otherwise the prompt is tokenized as plain text with the
+  tokenizer's own special tokens (e.g. a BOS).
+* The response is tokenized as plain text without special tokens and followed by the EOS token.
+* Truncation: a prompt longer than ``max_prompt_tokens`` keeps its *last* tokens (the end of the
+  question and the generation prompt matter most); the response is then cut from the right so
+  that prompt + response fit in ``max_length`` tokens (a cut response loses its EOS).
+
+Prompt and response are tokenized separately, so the boundary is the same for every response to
+a prompt; the log-prob of a response is summed over its tokens only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from badpo.config import ConfigError
+
+
+@dataclass(frozen=True)
+class TokenizationConfig:
+    """Length limits and the chat-template switch (paper defaults: 384 / 1280 tokens)."""
+
+    max_prompt_tokens: int = 384  # prompt tokens kept (from the left end: the last ones are kept)
+    max_length: int = 1280  # prompt + response tokens; the response is cut from the right
+    chat_template: Literal["auto", "always", "never"] = "auto"  # auto: use it when the tokenizer has one
+
+    def __post_init__(self) -> None:
+        if not 0 < self.max_prompt_tokens < self.max_length:
+            raise ConfigError(
+                f"tokenization.max_prompt_tokens: need 0 < max_prompt_tokens ({self.max_prompt_tokens}) < "
+                f"max_length ({self.max_length})"
+            )
+
+
+def settings_dict(tokenizer, config: TokenizationConfig) -> dict:
+    """Everything that decides the token ids, for cache keys (tokenizer identity included)."""
+    return {
+        **dataclasses.asdict(config),
+        "tokenizer": getattr(tokenizer, "name_or_path", ""),
+        "vocab_size": len(tokenizer),
+        "chat_template_text": tokenizer.chat_template if uses_chat_template(tokenizer, config) else None,
+        "eos_token_id": tokenizer.eos_token_id,
+    }
+
+
+def uses_chat_template(tokenizer, config: TokenizationConfig) -> bool:
+    has_template = bool(getattr(tokenizer, "chat_template", None))
+    if config.chat_template == "always" and not has_template:
+        raise ValueError("tokenization.chat_template=always but the tokenizer has no chat template")
+    return has_template and config.chat_template != "never"
+
+
+def encode_prompts(tokenizer, prompts: Sequence[str], config: TokenizationConfig) -> list[list[int]]:
+    """Token ids of each prompt (chat-rendered or plain), before truncation."""
+    if uses_chat_template(tokenizer, config):
+        texts = [
+            tokenizer.apply_chat_template(
+                [{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True
+            )
+            for p in prompts
+        ]
+        return tokenizer(texts, add_special_tokens=False)["input_ids"]
+    return tokenizer(list(prompts), add_special_tokens=True)["input_ids"]
+
+
+def encode_responses(tokenizer, responses: Sequence[str]) -> list[list[int]]:
+    """Token ids of each response followed by EOS, before truncation."""
+    if tokenizer.eos_token_id is None:
+        raise ValueError(f"tokenizer {tokenizer.name_or_path!r} has no eos token; set one")
+    ids = tokenizer(list(responses), add_special_tokens=False)["input_ids"]
+    return [row + [tokenizer.eos_token_id] for row in ids]
+
+
+def join_truncated(
+    prompt_ids: Sequence[int], response_ids: Sequence[int], config: TokenizationConfig
+) -> tuple[list[int], int]:
+    """Apply the truncation rule; returns (ids, prompt_length)."""
+    prompt = list(prompt_ids)[-config.max_prompt_tokens:]
+    if not prompt:
+        raise ValueError("a prompt encodes to zero tokens: its first response token has no context")
+    response = list(response_ids)[: config.max_length - len(prompt)]
+    return prompt + response, len(prompt)
+
+
+@dataclass
+class TokenStore:
+    """All distinct (prompt, response) sequences of a corpus, padded once into one tensor.
+
+    ``ids`` is ``[S, T_max]`` (right-padded with ``pad_id``), ``lengths`` and ``prompt_lengths``
+    are ``[S]``. A batch is an index tensor: :meth:`batch` slices rows and trims the padding to the
+    batch's longest sequence, so nothing is re-tokenized or re-collated from strings per step.
+    """
+
+    ids: Tensor
+    lengths: Tensor
+    prompt_lengths: Tensor
+    pad_id: int
+    truncated_prompts: int = 0
+    truncated_responses: int = 0
+
+    def __len__(self) -> int:
+        return self.ids.shape[0]
+
+    def batch(self, index: Tensor, device: torch.device | str | None = None) -> dict[str, Tensor]:
+        """``input_ids``, ``attention_mask`` and ``response_mask`` (all ``[B, T]``) of rows ``index``."""
+        lengths = self.lengths[index]
+        width = int(lengths.max())
+        ids = self.ids[index, :width].long()
+        positions = torch.arange(width)
+        attention = positions[None, :] < lengths[:, None]
+        response = attention & (positions[None, :] >= self.prompt_lengths[index][:, None])
+        batch = {"input_ids": ids, "attention_mask": attention.long(), "response_mask": response}
+        return {k: v.to(device) for k, v in batch.items()} if device is not None else batch
+
+    def response_lengths(self) -> Tensor:
+        return self.lengths - self.prompt_lengths
+
+
+def build_token_store(
+    tokenizer, sequences: Sequence[tuple[str, str]], config: TokenizationConfig
+) -> TokenStore:
+    """Tokenize each distinct prompt and response once and pad all sequences into a TokenStore."""
+    prompts = sorted({p for p, _ in sequences})
+    responses = sorted({r for _, r in sequences})
+    prompt_ids = dict(zip(prompts, encode_prompts(tokenizer, prompts, config)))
+    response_ids = dict(zip(responses, encode_responses(tokenizer, responses)))
+    rows, prompt_lengths = [], []
+    truncated_prompts = truncated_responses = 0
+    for prompt, response in sequences:
+        ids, prompt_length = join_truncated(prompt_ids[prompt], response_ids[response], config)
+        truncated_prompts += prompt_length < len(prompt_ids[prompt])
+        truncated_responses += len(ids) - prompt_length < len(response_ids[response])
+        rows.append(ids)
+        prompt_lengths.append(prompt_length)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    lengths = torch.tensor([len(r) for r in rows], dtype=torch.long)
+    ids = torch.full((len(rows), int(lengths.max()) if rows else 0), pad_id, dtype=torch.int32)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = torch.tensor(row, dtype=torch.int32)
+    return TokenStore(
+        ids=ids, lengths=lengths, prompt_lengths=torch.tensor(prompt_lengths, dtype=torch.long),
+        pad_id=pad_id, truncated_prompts=truncated_prompts, truncated_responses=truncated_responses,
+    )

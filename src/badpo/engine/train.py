@@ -1,0 +1,295 @@
+"""``badpo train``: the preference stage, one readable loop on accelerate (+ peft for LoRA).
+
+Per step: the step's items are cut into micro-batches; each micro-batch scores its sequences with
+the policy, reads the cached reference log-probs, adds the bias logit of each judgment, and
+back-propagates sum(losses) / (judgments in the global step / processes), so the update is the
+gradient of the mean loss over the step's judgments whatever the micro-batch size, the number of
+accumulation passes or of processes. Then theta's gradient is averaged over processes (theta is
+not inside the DDP model), the policy's gradient alone is clipped, AdamW (policy, scheduled) and
+Adam (theta, constant lr) step, and both gradients are cleared.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from badpo.config import ConfigError, dump_yaml, to_dict
+from badpo.engine.cache import reference_logprobs
+from badpo.engine.checkpoint import (
+    TrainingState, install_policy_hooks, resolve_resume, save_checkpoint,
+)
+from badpo.engine.config import (
+    PREFERENCE_LR, TrainConfig, accumulation_steps, check_train, format_output_dir, resolved_lr,
+)
+from badpo.engine.data import (
+    ItemTable, PreferenceData, Schedule, build_preference_data, offline_estimate,
+)
+from badpo.engine.logprobs import LogprobModel
+from badpo.engine.reporting import RunLog
+from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
+from badpo.engine.tokenize import settings_dict
+from badpo.methods import Method, get_method
+
+STATS = ("loss", "reward_margin", "reward_accuracy", "chosen_reward", "rejected_reward")
+
+
+def build_bias(method: Method, config: TrainConfig, data: PreferenceData):
+    """The BiasChannel of the arm, or None when no attribute is declared (the bias logit is 0)."""
+    from badpo.bias import BiasChannel
+
+    if not data.attribute_names:
+        if method.learns_theta or config.bias.fixed_offset is not None:
+            raise ConfigError(
+                f"attributes: method {config.method!r} / bias options need at least one")
+        return None
+    if not method.learns_theta:
+        for key in ("warm_start", "declared"):
+            if getattr(config.bias, key) not in (False, None):
+                raise ConfigError(f"bias.{key}: method {config.method!r} learns no theta")
+    declared = config.bias.declared or list(data.attribute_names)
+    unknown = [n for n in declared if n not in data.attribute_names]
+    if unknown:
+        raise ConfigError(
+            f"bias.declared: {unknown} not among the attributes {list(data.attribute_names)}")
+    init_mean = None
+    if config.bias.warm_start:  # the offline log-odds of the declared attributes; the rest stay 0
+        columns = [data.attribute_names.index(n) for n in declared]
+        estimate = dict(zip(declared, offline_estimate(data.attr_diff[:, columns], declared)))
+        init_mean = [estimate.get(n, 0.0) for n in data.attribute_names]
+    return BiasChannel(
+        method.bias_variant, data.attribute_names, data.annotators, data.annotator_classes,
+        declared=config.bias.declared, init_mean=init_mean, fixed_offset=config.bias.fixed_offset,
+    )
+
+
+@dataclasses.dataclass
+class Run:
+    """Everything the loop touches, on the training device."""
+
+    config: TrainConfig
+    method: Method
+    accelerator: object
+    policy: torch.nn.Module  # LogprobModel, prepared by accelerate
+    bias: torch.nn.Module | None
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    theta_optimizer: torch.optim.Optimizer | None
+    data: PreferenceData
+    items: ItemTable
+    schedule: Schedule
+    reference: Tensor  # [S] reference log-probs, on the device
+    annotator_index: Tensor  # [N], on the device
+    attr_diff: Tensor  # [N, q], on the device
+
+
+def judgment_losses(run: Run, micro) -> tuple[Tensor, Tensor, Tensor]:
+    """Per-judgment (losses, chosen_rewards, rejected_rewards) of one micro-batch, each ``[J]``."""
+    device = run.accelerator.device
+    batch = run.data.store.batch(micro.sequence_rows, device)
+    logps = run.policy(batch["input_ids"], batch["attention_mask"], batch["response_mask"])
+    reference = run.reference[micro.sequence_rows.to(device)]
+    chosen, rejected = micro.chosen_slot.to(device), micro.rejected_slot.to(device)
+    judgments = micro.judgments.to(device)
+    if run.bias is None:
+        bias_logit = torch.zeros(len(judgments), device=device)
+    else:
+        bias_logit = run.bias(run.annotator_index[judgments], run.attr_diff[judgments])
+    return run.method.loss(logps[chosen], logps[rejected], reference[chosen], reference[rejected],
+                           bias_logit, run.config.beta)
+
+
+def train_step(run: Run, step: int) -> tuple[Tensor, dict[str, Tensor]]:
+    """One optimizer step (0-based ``step``); returns (summed stats [5] of this process, the
+    gradient norms before clipping: ``grad_norm`` of the policy, ``theta_grad_norm``)."""
+    config, accelerator = run.config, run.accelerator
+    micros = run.schedule.micro_batches(step, accelerator.process_index,
+                                        accelerator.num_processes, config.micro_batch_size)
+    total = int(run.items.judgment_counts(run.schedule.step_items(step)).sum())
+    normaliser = total / accelerator.num_processes  # DDP averages over processes
+    stats = torch.zeros(len(STATS), device=accelerator.device)
+    for index, items in enumerate(micros):
+        micro = run.items.micro_batch(items)
+        last = index == len(micros) - 1
+        with contextlib.nullcontext() if last else accelerator.no_sync(run.policy):
+            losses, chosen_rewards, rejected_rewards = judgment_losses(run, micro)
+            accelerator.backward(losses.sum() / normaliser)
+        margin = chosen_rewards - rejected_rewards
+        stats += torch.stack([losses.detach().sum(), margin.sum(), (margin > 0).float().sum(),
+                              chosen_rewards.sum(), rejected_rewards.sum()])
+    norms = {}
+    if run.theta_optimizer is not None:
+        grads = []
+        for param in run.bias.parameters():
+            grad = param.grad if param.grad is not None else torch.zeros_like(param)
+            if accelerator.num_processes > 1:  # theta is outside DDP: average like DDP does
+                grad = accelerator.reduce(grad, reduction="mean")
+            param.grad = grad
+            grads.append(grad.reshape(-1))
+        norms["theta_grad_norm"] = torch.linalg.vector_norm(torch.cat(grads))
+    if config.optim.max_grad_norm > 0:  # the policy only: theta is never clipped
+        norms["grad_norm"] = accelerator.clip_grad_norm_(run.policy.parameters(),
+                                                         config.optim.max_grad_norm)
+    run.optimizer.step()
+    run.scheduler.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    if run.theta_optimizer is not None:
+        run.theta_optimizer.step()
+        run.theta_optimizer.zero_grad(set_to_none=True)
+    return stats, norms
+
+
+def _record(run: Run, step: int, stats: Tensor, norms: dict[str, Tensor], lr: float,
+            started: float) -> dict:
+    """The log record of 0-based ``step``: means over the step's judgments, theta_bar, lrs."""
+    stats = run.accelerator.reduce(stats, reduction="sum").tolist()
+    judgments = int(run.items.judgment_counts(run.schedule.step_items(step)).sum())
+    record = {name: value / judgments for name, value in zip(STATS, stats)}
+    if run.bias is not None:
+        record["theta_bar"] = dict(zip(run.data.attribute_names, run.bias.mean().tolist()))
+    record["lr"] = lr
+    if run.theta_optimizer is not None:
+        record["theta_lr"] = run.theta_optimizer.param_groups[0]["lr"]
+    record.update({name: float(value) for name, value in norms.items()})
+    record.update(judgments=judgments, elapsed_s=round(time.perf_counter() - started, 3))
+    return record
+
+
+def prepare_run(config: TrainConfig) -> tuple[Run, dict, object]:
+    """Load data and model, cache the reference, build optimizers; returns (run, cache key, tokenizer)."""
+    method = get_method(config.method)
+    accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
+    accumulation_steps(config.batch_size, config.micro_batch_size, accelerator.num_processes)
+    from accelerate.utils import set_seed
+
+    from badpo.attributes import resolve_attributes
+    from badpo.data.judgments import read_judgments
+
+    set_seed(config.runtime.seed)
+    tokenizer = load_tokenizer(config.model)
+    attributes = resolve_attributes(config.attributes) if config.attributes else None
+    data = build_preference_data(read_judgments(config.data), attributes, tokenizer,
+                                 config.tokenization)
+    if method.shuffle_annotators:
+        data = data.with_shuffled_annotators(config.runtime.seed)
+    bias = build_bias(method, config, data)
+    model = load_model(config.model, config.lora, accelerator.mixed_precision).to(accelerator.device)
+    identity = {"model": config.model.name_or_path, "revision": config.model.revision,
+                "tokenization": settings_dict(tokenizer, config.tokenization),
+                "precision": accelerator.mixed_precision, "dtype": str(next(model.parameters()).dtype)}
+    reference, cache_parts = reference_logprobs(
+        model, data.store, identity=identity, cache_dir=config.cache_dir,
+        batch_size=config.runtime.eval_batch_size, chunk_size=config.runtime.logprob_chunk_size,
+        accelerator=accelerator,
+    )
+    policy = LogprobModel(model, config.runtime.logprob_chunk_size)
+    optimizer, scheduler = policy_optimizer(policy, config.optim, _lr(config), config.steps)
+    policy, optimizer = accelerator.prepare(policy, optimizer)
+    theta_optimizer = None
+    if bias is not None:
+        bias.to(accelerator.device)
+        params = [p for p in bias.parameters() if p.requires_grad]
+        if params:  # theta: its own Adam, constant lr, no weight decay, never scheduled or clipped
+            theta_optimizer = torch.optim.Adam(params, lr=config.bias.lr, weight_decay=0.0)
+    items = data.items(config.batching)
+    run = Run(
+        config=config, method=method, accelerator=accelerator, policy=policy, bias=bias,
+        optimizer=optimizer, scheduler=scheduler, theta_optimizer=theta_optimizer, data=data,
+        items=items, schedule=Schedule(len(items), config.batch_size, config.runtime.seed),
+        reference=reference.to(accelerator.device),
+        annotator_index=data.annotator_index.to(accelerator.device),
+        attr_diff=data.attr_diff.to(accelerator.device),
+    )
+    return run, cache_parts, tokenizer
+
+
+def _lr(config: TrainConfig) -> float:
+    return resolved_lr(config.optim, config.lora, PREFERENCE_LR)
+
+
+def train(config: TrainConfig) -> Path:
+    """Run (or resume) one preference run; returns its output folder.
+
+    The folder holds ``policy/`` (HF format; the adapter under LoRA), ``theta.json``,
+    ``config.yaml`` (resolved), ``log.jsonl``, ``run.json`` and ``checkpoints/``.
+    """
+    config = format_output_dir(config)
+    config = dataclasses.replace(config, optim=dataclasses.replace(config.optim, lr=_lr(config)))
+    check_train(config)
+    output = Path(config.output_dir)
+    run, cache_parts, tokenizer = prepare_run(config)
+    accelerator = run.accelerator
+    state = TrainingState()
+    install_policy_hooks(accelerator)
+    objects = [run.scheduler, state]
+    if run.theta_optimizer is not None:
+        objects += [run.bias, run.theta_optimizer]
+    accelerator.register_for_checkpointing(*objects)
+    resume = resolve_resume(config.resume_from, output)
+    if resume is not None:
+        accelerator.load_state(str(resume))
+    if accelerator.is_main_process:
+        output.mkdir(parents=True, exist_ok=True)
+        dump_yaml(config, output / "config.yaml")
+    stop = config.stop_after_steps or config.steps
+    log = RunLog(output, config.report, config.steps, state.step, accelerator.is_main_process,
+                 to_dict(config), description=config.method)
+    started = time.perf_counter()
+    last_record: dict = {}
+    try:
+        for step in range(state.step, stop):
+            lr = run.scheduler.get_last_lr()[0]
+            stats, norms = train_step(run, step)
+            state.step = step + 1
+            if log.wants(state.step):
+                last_record = _record(run, step, stats, norms, lr, started)
+                log.log(state.step, last_record)
+            log.advance()
+            if (config.save_every and state.step % config.save_every == 0) or (
+                state.step == stop < config.steps
+            ):
+                save_checkpoint(accelerator, output, state.step, config.keep_checkpoints)
+    finally:
+        log.close()
+    if state.step == config.steps:
+        _write_outputs(run, tokenizer, output, cache_parts, last_record, time.perf_counter() - started)
+    return output
+
+
+def _write_outputs(run: Run, tokenizer, output: Path, cache_parts: dict, last: dict,
+                   seconds: float) -> None:
+    """policy/ (atomically), theta.json and run.json; main process only for the files."""
+    accelerator = run.accelerator
+    # Called on every process: gathers FSDP / DeepSpeed shards.
+    state = accelerator.get_state_dict(run.policy) if run.config.save_policy else None
+    if not accelerator.is_main_process:
+        return
+    if run.config.save_policy:
+        model = accelerator.unwrap_model(run.policy).model
+        weights = {k.removeprefix("model."): v for k, v in state.items()}
+        temporary = output / ".tmp-policy"
+        shutil.rmtree(temporary, ignore_errors=True)
+        model.save_pretrained(temporary, state_dict=weights, safe_serialization=True)
+        tokenizer.save_pretrained(temporary)
+        shutil.rmtree(output / "policy", ignore_errors=True)
+        os.replace(temporary, output / "policy")
+    if run.bias is not None:
+        run.bias.save(output / ".tmp-theta.json")
+        os.replace(output / ".tmp-theta.json", output / "theta.json")
+    summary = {"method": run.config.method, "seed": run.config.runtime.seed,
+               "steps": run.config.steps, "batching": run.config.batching,
+               "judgments": len(run.data), "pairs": int(run.data.pair_rows.shape[0]),
+               "wall_s": round(seconds, 2), "final": last,
+               "reference_cache": {k: v for k, v in cache_parts.items() if k != "tokenization"}}
+    (output / "run.json").write_text(json.dumps(summary, indent=1) + "\n")
+
+
+__all__ = ["train", "prepare_run", "train_step", "judgment_losses", "build_bias", "Run", "STATS"]

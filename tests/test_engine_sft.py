@@ -1,0 +1,106 @@
+"""The SFT reference stage: which rows, what it trains, what it saves."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from engine_fixtures import judgment_rows, save_model_dir, write_jsonl
+from test_engine_logprobs import full_logit_token_logprobs
+
+from badpo.config import apply_overrides, from_dict
+from badpo.data.judgments import read_judgments
+from badpo.engine.config import SFTConfig
+from badpo.engine.data import majority_chosen, read_sft_rows
+from badpo.engine.sft import sft
+from badpo.engine.tokenize import TokenizationConfig, build_token_store
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("engine_sft")
+    save_model_dir(root / "model", "gpt2")
+    write_jsonl(root / "judgments.jsonl", judgment_rows())
+    return root
+
+
+def make_config(world, name, *overrides) -> SFTConfig:
+    base = {"data": str(world / "judgments.jsonl"), "source": "judgments",
+            "model": {"name_or_path": str(world / "model")}, "epochs": 4.0, "batch_size": 6,
+            "micro_batch_size": 6, "optim": {"lr": 1e-2}, "runtime": {"num_threads": 1},
+            "report": {"progress_bar": False}, "output_dir": str(world / name)}
+    return from_dict(SFTConfig, apply_overrides(base, overrides))
+
+
+def test_majority_chosen_breaks_ties_by_the_first_judgment():
+    """Even pairs: the signed side a wins 3 of 4. Odd pairs: 2-2, and judgment 0 chose a."""
+    judgments = [j for j in read_judgments_from_rows(judgment_rows())]
+    rows, ties = majority_chosen(judgments)
+    assert ties == ["p1", "p3", "p5"]
+    firsts = {r["pair_id"]: (r["prompt"], r["chosen"]) for r in judgment_rows()[::4]}
+    assert rows == [firsts[f"p{i}"] for i in range(6)]
+    assert all(response.endswith("--- emily smith") for _, response in rows[::2])
+    skipped, _ = majority_chosen(judgments, tie_break="skip")
+    assert skipped == rows[::2]
+
+
+def read_judgments_from_rows(rows):
+    from badpo.data.judgments import validate_judgments
+
+    return validate_judgments(rows)
+
+
+def test_sft_lowers_the_response_nll_and_saves_a_loadable_model(world):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = sft(make_config(world, "sft"))
+    records = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert len(records) == 4 and records[-1]["loss"] < records[0]["loss"]
+    summary = json.loads((out / "sft.json").read_text())
+    assert summary["rows"] == 6 and summary["pairs_with_tied_votes"] == 3
+
+    rows, _ = majority_chosen(read_judgments(world / "judgments.jsonl"))
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    store = build_token_store(tokenizer, rows, TokenizationConfig())
+    batch = store.batch(torch.arange(len(store)))
+    tokens = int(batch["response_mask"].sum())
+
+    def nll(path):
+        with torch.no_grad():
+            model = AutoModelForCausalLM.from_pretrained(path)
+            return float(-full_logit_token_logprobs(model, batch).sum()) / tokens
+
+    before, after = nll(world / "model"), nll(out)
+    assert before == pytest.approx(records[0]["loss"], abs=1e-5)  # the logged loss is this NLL
+    assert after < before - 0.5
+
+
+def test_sft_micro_batches_give_the_same_steps(world):
+    """Per-token mean over the whole step: 6 x 1 and 2 x 3 give the same losses and gradients."""
+    whole = sft(make_config(world, "whole"))
+    split = sft(make_config(world, "split", "micro_batch_size=2"))
+    read = lambda out: [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]  # noqa: E731
+    for a, b in zip(read(whole), read(split), strict=True):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-5)
+        assert a["grad_norm"] == pytest.approx(b["grad_norm"], rel=1e-5)
+
+
+def test_lora_sft_saves_a_merged_plain_model(world):
+    from transformers import AutoModelForCausalLM
+
+    out = sft(make_config(world, "sft_lora", "lora.enabled=true", "lora.rank=4", "optim.lr=null"))
+    assert not (out / "adapter_config.json").exists() and (out / "model.safetensors").exists()
+    merged = AutoModelForCausalLM.from_pretrained(out)
+    base = AutoModelForCausalLM.from_pretrained(world / "model")
+    moved = max((a - b).abs().max() for a, b in zip(merged.parameters(), base.parameters()))
+    assert moved > 0
+    first = json.loads((out / "log.jsonl").read_text().splitlines()[0])
+    assert first["lr"] == 1e-4  # the LoRA SFT default; round(0.1 x 4 steps) = 0 warmup steps
+
+
+def test_sft_rows_are_checked(tmp_path):
+    path = tmp_path / "sft.jsonl"
+    path.write_text('{"prompt": "write code", "response": "yes"}\n{"prompt": "write code"}\n')
+    with pytest.raises(ValueError, match="line 2: 'response'"):
+        read_sft_rows(path)
