@@ -10,6 +10,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from badpo.data.builders import CORPORA
+
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", "-c", default=None, help="YAML config file")
@@ -55,44 +57,104 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
-# corpus name -> (module, config class, build function); each takes (config, outdir) and returns
-# the statistics that the module's summary_text prints.
-BUILDERS: dict[str, tuple[str, str, str]] = {
-    "tiny-signed": ("badpo.data.tiny", "TinyWorldConfig", "build_tiny_world"),
-    "signed-ultrafeedback": (
-        "badpo.data.signed_ultrafeedback", "SignedUltraFeedbackConfig", "build_signed_ultrafeedback"),
-    "multipref": ("badpo.data.multipref", "MultiPrefConfig", "build_multipref"),
-}
-
-
 def _add_build(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "build", help="build a corpus into OUTDIR",
         description="Build a corpus (judgments, SFT rows, evaluation prompts, gate statistics).",
     )
-    parser.add_argument("corpus", choices=list(BUILDERS), help="which corpus to build")
+    parser.add_argument("corpus", choices=list(CORPORA), help="which corpus to build")
     parser.add_argument("outdir", help="output directory (created if needed)")
     _add_config_args(parser)
     return parser
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    import importlib
-
     from badpo.config import ConfigError, load_config
+    from badpo.data.builders import corpus_builder
     from badpo.data.hub import CorpusNotFoundError, CorpusSchemaError
 
-    module_name, config_name, build_name = BUILDERS[args.corpus]
-    module = importlib.import_module(module_name)
+    config_class, build, summary = corpus_builder(args.corpus)
     try:
-        config = load_config(getattr(module, config_name), args.config, args.overrides)
-        print(module.summary_text(getattr(module, build_name)(config, args.outdir)))
+        print(summary(build(load_config(config_class, args.config, args.overrides), args.outdir)))
     except (ConfigError, CorpusNotFoundError, CorpusSchemaError) as error:
         raise SystemExit(f"badpo build {args.corpus}: {error}") from None
     return 0
 
 
-COMMANDS: tuple = ((_add_audit, _cmd_audit), (_add_build, _cmd_build))
+def _add_experiment(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "experiment", help="run a table: one reference, every (arm, seed) once, tables and plots",
+        description="Run what CONFIG lists that is not logged yet under its output_dir, then "
+                    "render table.md / table.csv / rates.png / theta.png from the logged runs.",
+    )
+    parser.add_argument("config", help="experiment YAML, e.g. configs/experiment_tiny.yaml")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                        help="dotted overrides, e.g. seeds=[42] output_dir=runs/try")
+    parser.add_argument("--render-only", action="store_true",
+                        help="run nothing: render the tables from the logged runs (all must exist)")
+    return parser
+
+
+def _cmd_experiment(args: argparse.Namespace) -> int:
+    from badpo.config import ConfigError, load_config
+    from badpo.experiment import ExperimentConfig, run_experiment
+
+    try:
+        config = load_config(ExperimentConfig, args.config, args.overrides)
+        run_experiment(config, render_only=args.render_only)
+    except (ConfigError, FileNotFoundError) as error:
+        raise SystemExit(f"badpo experiment: {error}") from None
+    return 0
+
+
+def _add_sft(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "sft", help="train the SFT reference (one epoch on one response per pair)",
+        description="Fine-tune the shared reference on the majority-chosen responses; "
+                    "see configs/sft_*.yaml.",
+    )
+    _add_config_args(parser)
+    return parser
+
+
+def _cmd_sft(args: argparse.Namespace) -> int:
+    from badpo.config import ConfigError, load_config
+    from badpo.engine.config import SFTConfig
+    from badpo.engine.sft import sft
+
+    try:
+        print(sft(load_config(SFTConfig, args.config, args.overrides)))
+    except ConfigError as error:
+        raise SystemExit(f"badpo sft: {error}") from None
+    return 0
+
+
+def _add_train(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "train", help="one preference run (DPO or a BA-DPO arm) at one seed",
+        description="Preference stage from the SFT reference; see configs/train_*.yaml and "
+                    "badpo.methods for the methods.",
+    )
+    _add_config_args(parser)
+    return parser
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from badpo.config import ConfigError, load_config
+    from badpo.engine.config import TrainConfig
+    from badpo.engine.train import train
+
+    try:
+        print(train(load_config(TrainConfig, args.config, args.overrides)))
+    except ConfigError as error:
+        raise SystemExit(f"badpo train: {error}") from None
+    return 0
+
+
+COMMANDS: tuple = (
+    (_add_audit, _cmd_audit), (_add_build, _cmd_build), (_add_experiment, _cmd_experiment),
+    (_add_sft, _cmd_sft), (_add_train, _cmd_train),
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,38 @@
+"""The corpus builders by name, for the command line and the experiment runner.
+
+Every builder is ``build(config, outdir) -> statistics`` with a frozen config dataclass, and its
+module has ``summary_text(statistics)``. Modules are imported on demand: the real builders pull
+in ``datasets``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from badpo.config import ConfigError, from_dict
+
+# corpus name -> (module, config class, build function)
+CORPORA: dict[str, tuple[str, str, str]] = {
+    "tiny-signed": ("badpo.data.tiny", "TinyWorldConfig", "build_tiny_world"),
+    "signed-ultrafeedback": (
+        "badpo.data.signed_ultrafeedback", "SignedUltraFeedbackConfig", "build_signed_ultrafeedback"),
+    "multipref": ("badpo.data.multipref", "MultiPrefConfig", "build_multipref"),
+}
+
+
+def corpus_builder(name: str) -> tuple[type, Callable[[Any, Path], dict], Callable[[dict], str]]:
+    """(config class, build function, summary function) of the named corpus."""
+    if name not in CORPORA:
+        raise ConfigError(f"unknown corpus {name!r}; choose one of {sorted(CORPORA)}")
+    module_name, config_name, build_name = CORPORA[name]
+    module = importlib.import_module(module_name)
+    return getattr(module, config_name), getattr(module, build_name), module.summary_text
+
+
+def build_corpus(name: str, config: Mapping[str, Any], outdir: str | Path) -> dict:
+    """Build the named corpus from a plain config mapping (keys checked) into ``outdir``."""
+    config_class, build, _ = corpus_builder(name)
+    return build(from_dict(config_class, config, prefix="corpus.config"), Path(outdir))

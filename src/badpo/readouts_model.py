@@ -1,0 +1,331 @@
+"""Model-facing readouts: the numbers :mod:`badpo.readouts` turns into metrics (not core).
+
+Every log-prob comes from :mod:`badpo.engine.logprobs`, so a readout scores a policy exactly as
+training does, and every prompt is encoded by :mod:`badpo.engine.tokenize` (chat template when
+the tokenizer has one, the prompt's last ``max_prompt_tokens`` tokens kept).
+
+- :func:`name_logprobs` / :func:`signature_logprobs`: log-probs of first names (or whole
+  signature lines) at the signature position with the answer body fixed; the prompt and body are
+  encoded once and the candidates scored in a batch on top of them.
+- :func:`names_readout`: p(woman), p(black) over the 89-name pool, first-name and
+  whole-signature, averaged over prompts.
+- :func:`generate`: sampled generations (temperature 0.7, top-p 0.9, <= 512 new tokens).
+- :func:`generation_kl`: KL(pi || pi_ref) per token on those generations.
+- :func:`heldout_margins`: the implicit-reward margin u of held-out judgments.
+- :func:`judge_scores`: a sequence-classification reward model's score, RM or RM- (stripped).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from badpo.data.judgments import Judgment
+from badpo.data.names import NAME_POOL, POOL_NAMES
+from badpo.engine.logprobs import continuation_logprobs, response_logprobs, token_logprobs
+from badpo.engine.tokenize import TokenizationConfig, build_token_store, encode_prompts
+from badpo.losses import dpo_margin
+from badpo.readouts import kl_per_token, mean_attribute_rate, mean_whole_signature_rate
+
+__all__ = [
+    "SIGNATURE_PREFIX", "Generations", "name_logprobs", "signature_logprobs", "names_readout",
+    "generate", "generation_kl", "heldout_margins", "judge_scores",
+]
+
+SIGNATURE_PREFIX = "\n\n---"
+"""Appended to the body before the candidates: the signature line is ``--- First Last`` after a
+blank line (:func:`badpo.data.names.sign`); each candidate starts with its own space, " Emily",
+so that a BPE tokenizer keeps the space on the name as it does when generating."""
+
+
+def _device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def _prefix_ids(tokenizer, prompt: str, body: str, config: TokenizationConfig) -> tuple[list[int], str]:
+    """Token ids of prompt + body + signature prefix, and the response text they end with."""
+    prompt_ids = encode_prompts(tokenizer, [prompt], config)[0][-config.max_prompt_tokens:]
+    if not prompt_ids:
+        raise ValueError(f"prompt {prompt!r} encodes to zero tokens")
+    response_text = body.rstrip() + SIGNATURE_PREFIX
+    return prompt_ids + tokenizer(response_text, add_special_tokens=False)["input_ids"], response_text
+
+
+def _continuations(tokenizer, response_text: str, texts: Sequence[str], eos: bool) -> list[list[int]]:
+    """Token ids of each candidate; the split prefix | candidate must be how the tokenizer would
+    encode the whole response, else the readout would score a tokenization the model never makes."""
+    prefix = tokenizer(response_text, add_special_tokens=False)["input_ids"]
+    pieces = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+    wholes = tokenizer([response_text + t for t in texts], add_special_tokens=False)["input_ids"]
+    unknown = getattr(tokenizer, "unk_token_id", None)
+    for text, piece, whole in zip(texts, pieces, wholes):
+        if not piece:
+            raise ValueError(f"candidate {text!r} encodes to zero tokens")
+        if unknown is not None and unknown in piece:
+            raise ValueError(f"candidate {text!r} contains a token outside the vocabulary")
+        if prefix + piece != whole:
+            raise ValueError(
+                f"candidate {text!r} tokenizes differently after {response_text[-10:]!r} than on its "
+                "own; the readout needs the boundary to be a token boundary")
+    if eos and tokenizer.eos_token_id is None:
+        raise ValueError("the tokenizer has no eos token; whole signatures end with it")
+    return [piece + [tokenizer.eos_token_id] if eos else piece for piece in pieces]
+
+
+def _score(model: nn.Module, prefix: list[int], continuations: list[list[int]],
+           candidate_batch_size: int) -> Tensor:
+    """continuation_logprobs in groups of ``candidate_batch_size`` (the prefix cache is repeated
+    once per candidate, so one group bounds the memory), float64 ``[C]``."""
+    if candidate_batch_size < 1:
+        raise ValueError(f"candidate_batch_size must be >= 1, got {candidate_batch_size}")
+    pieces = [continuation_logprobs(model, prefix, continuations[start:start + candidate_batch_size])
+              for start in range(0, len(continuations), candidate_batch_size)]
+    return torch.cat(pieces).double().cpu()
+
+
+@torch.no_grad()
+def name_logprobs(model: nn.Module, tokenizer, prompt: str, body: str, candidates: Sequence[str],
+                  config: TokenizationConfig = TokenizationConfig(),
+                  candidate_batch_size: int = 512) -> Tensor:
+    """log p(" " + name | prompt, body, "\\n\\n---") for each first name: ``[C]`` float64.
+
+    A multi-token name gets the sum over all its tokens. These are the inputs of
+    :func:`badpo.readouts.attribute_rate`.
+    """
+    prefix, response_text = _prefix_ids(tokenizer, prompt, body, config)
+    continuations = _continuations(tokenizer, response_text, [" " + c for c in candidates], eos=False)
+    return _score(model, prefix, continuations, candidate_batch_size)
+
+
+@torch.no_grad()
+def signature_logprobs(model: nn.Module, tokenizer, prompt: str, body: str,
+                       first_names: Sequence[str], surnames: Sequence[str],
+                       config: TokenizationConfig = TokenizationConfig(),
+                       candidate_batch_size: int = 512) -> Tensor:
+    """log p(" First Last" + EOS | prompt, body, "\\n\\n---") for every pair: ``[F, S]`` float64.
+
+    The whole signature line through the end of the sequence, for
+    :func:`badpo.readouts.whole_signature_rate`.
+    """
+    prefix, response_text = _prefix_ids(tokenizer, prompt, body, config)
+    texts = [f" {first} {last}" for first in first_names for last in surnames]
+    continuations = _continuations(tokenizer, response_text, texts, eos=True)
+    scores = _score(model, prefix, continuations, candidate_batch_size)
+    return scores.reshape(len(first_names), len(surnames))
+
+
+def names_readout(model: nn.Module, tokenizer, prompts: Sequence[str], bodies: Sequence[str],
+                  surnames: Sequence[str] | None = None,
+                  config: TokenizationConfig = TokenizationConfig(),
+                  candidate_batch_size: int = 512) -> dict:
+    """p(woman_coded), p(black_coded) over the 89-name pool, averaged over the prompts.
+
+    ``bodies`` are the fixed answer bodies (the reference's, by default in the paper). Returns
+    {"first_name": {attribute: rate}} and, when ``surnames`` are given, "whole_signature".
+    """
+    if len(prompts) != len(bodies) or not prompts:
+        raise ValueError(f"need one body per prompt and at least one prompt, got {len(prompts)} "
+                         f"prompts and {len(bodies)} bodies")
+    names = ("woman_coded", "black_coded")
+    labels = [list(NAME_POOL[name]) for name in POOL_NAMES]
+    first = torch.stack([name_logprobs(model, tokenizer, p, b, POOL_NAMES, config, candidate_batch_size)
+                         for p, b in zip(prompts, bodies)])
+    result = {"first_name": mean_attribute_rate(first, labels, names)}
+    if surnames:
+        whole = torch.stack([signature_logprobs(model, tokenizer, p, b, POOL_NAMES, surnames, config,
+                                                candidate_batch_size)
+                             for p, b in zip(prompts, bodies)])
+        result["whole_signature"] = mean_whole_signature_rate(whole, labels, names)
+    return result
+
+
+@dataclass(frozen=True)
+class Generations:
+    """Sampled answers: the text, and the exact ids (prompt, completion) they were scored from.
+
+    ``completion_ids`` ends with EOS when the model stopped; ``token_counts`` excludes that EOS.
+    """
+
+    prompts: tuple[str, ...]
+    texts: tuple[str, ...]
+    prompt_ids: tuple[tuple[int, ...], ...]
+    completion_ids: tuple[tuple[int, ...], ...]
+    token_counts: tuple[int, ...]
+
+
+def _max_positions(model: nn.Module) -> int | None:
+    config = getattr(model, "config", None)
+    for key in ("max_position_embeddings", "n_positions"):
+        if isinstance(getattr(config, key, None), int):
+            return getattr(config, key)
+    return None
+
+
+def _cut_at_eos(row: list[int], eos_id: int | None) -> list[int]:
+    return row[: row.index(eos_id) + 1] if eos_id is not None and eos_id in row else row
+
+
+@torch.no_grad()
+def generate(model: nn.Module, tokenizer, prompts: Sequence[str], temperature: float = 0.7,
+             top_p: float = 0.9, max_new_tokens: int = 512, seed: int = 0, batch_size: int = 16,
+             config: TokenizationConfig = TokenizationConfig()) -> Generations:
+    """Sample one answer per prompt (paper, Appendix Readouts: T 0.7, top-p 0.9, 512 tokens).
+
+    Only temperature and top-p shape the decoder (no top-k, no repetition penalty, whatever the
+    model's generation_config says). Prompts are left-padded in batches; sampling runs under
+    ``fork_rng`` seeded with ``seed``, so the global RNG is left as it was and the same seed and
+    batch size give the same answers on one machine.
+    """
+    from transformers import GenerationConfig
+
+    if tokenizer.eos_token_id is None:
+        raise ValueError("the tokenizer has no eos token; generation could not stop")
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    encoded = [ids[-config.max_prompt_tokens:] for ids in encode_prompts(tokenizer, prompts, config)]
+    limit = _max_positions(model)
+    longest = max((len(ids) for ids in encoded), default=0)
+    if limit is not None and longest + max_new_tokens > limit:
+        raise ValueError(f"max_new_tokens={max_new_tokens} after a {longest}-token prompt exceeds the "
+                         f"model's {limit} positions; lower max_new_tokens")
+    # A complete config, so that a model's own defaults (top-k, repetition penalty) do not apply.
+    decoding = GenerationConfig(do_sample=True, temperature=temperature, top_p=top_p, top_k=0,
+                                max_new_tokens=max_new_tokens, pad_token_id=pad_id,
+                                eos_token_id=tokenizer.eos_token_id)
+    device = _device(model)
+    was_training = model.training
+    model.eval()
+    completions: list[list[int]] = []
+    devices = [device.index or 0] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        for start in range(0, len(encoded), batch_size):
+            chunk = encoded[start:start + batch_size]
+            width = max(len(ids) for ids in chunk)
+            input_ids = torch.tensor([[pad_id] * (width - len(ids)) + ids for ids in chunk], device=device)
+            attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in chunk],
+                                     device=device)
+            output = model.generate(input_ids=input_ids, attention_mask=attention,
+                                    generation_config=decoding)
+            completions += [_cut_at_eos(row, tokenizer.eos_token_id) for row in output[:, width:].tolist()]
+    model.train(was_training)
+    eos = tokenizer.eos_token_id
+    counts = [len(c) - (1 if c and c[-1] == eos else 0) for c in completions]
+    texts = [tokenizer.decode(c[:n], skip_special_tokens=True) for c, n in zip(completions, counts)]
+    return Generations(tuple(prompts), tuple(texts), tuple(tuple(p) for p in encoded),
+                       tuple(tuple(c) for c in completions), tuple(counts))
+
+
+def _padded_batch(rows: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int,
+                  device: torch.device) -> dict[str, Tensor]:
+    """Right-padded input_ids / attention_mask / response_mask of (prompt, response) id pairs."""
+    width = max(len(p) + len(r) for p, r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    attention = torch.zeros(len(rows), width, dtype=torch.long)
+    response = torch.zeros(len(rows), width, dtype=torch.bool)
+    for i, (prompt, completion) in enumerate(rows):
+        n, m = len(prompt), len(completion)
+        ids[i, : n + m] = torch.tensor(list(prompt) + list(completion))
+        attention[i, : n + m] = 1
+        response[i, n : n + m] = True
+    return {"input_ids": ids.to(device), "attention_mask": attention.to(device),
+            "response_mask": response.to(device)}
+
+
+@torch.no_grad()
+def generation_kl(policy: nn.Module, reference: nn.Module, generations: Generations,
+                  pad_id: int, batch_size: int = 16) -> float:
+    """KL(pi || pi_ref) per token, Monte Carlo on the policy's own generations (the exact sampled
+    ids, EOS included when generated): mean of log pi - log pi_ref over generated tokens.
+
+    The samples come from the decoder (temperature, top-p), as in the paper; the log-probs are
+    the untempered model's.
+    """
+    rows = [(p, c) for p, c in zip(generations.prompt_ids, generations.completion_ids) if c]
+    if not rows:
+        raise ValueError("generations: every completion is empty; nothing to score")
+    policy_parts, reference_parts, masks = [], [], []
+    for start in range(0, len(rows), batch_size):
+        chunk = rows[start:start + batch_size]
+        policy_parts.append(token_logprobs(policy, _padded_batch(chunk, pad_id, _device(policy))).cpu())
+        batch = _padded_batch(chunk, pad_id, _device(reference))
+        reference_parts.append(token_logprobs(reference, batch).cpu())
+        masks.append(batch["response_mask"].cpu())
+    width = max(m.shape[1] for m in masks)
+
+    def stack(parts: list[Tensor]) -> Tensor:
+        return torch.cat([nn.functional.pad(p, (0, width - p.shape[1])) for p in parts])
+
+    return kl_per_token(stack(policy_parts), stack(reference_parts), stack(masks).long())
+
+
+@torch.no_grad()
+def heldout_margins(policy: nn.Module, reference: nn.Module, tokenizer,
+                    judgments: Sequence[Judgment], beta: float,
+                    config: TokenizationConfig = TokenizationConfig(), batch_size: int = 16) -> Tensor:
+    """The implicit-reward margin u (eq. shorthand) of each judgment, ``[N]``, chosen minus rejected.
+
+    Feed it to :func:`badpo.readouts.heldout_accuracy` and :func:`badpo.readouts.vote_prediction`.
+    """
+    if not judgments:
+        raise ValueError("judgments: none to score")
+    sequences = [(j.prompt, side) for j in judgments for side in (j.chosen, j.rejected)]
+    store = build_token_store(tokenizer, sequences, config)
+
+    def logps(model: nn.Module) -> Tensor:
+        parts = [response_logprobs(model, store.batch(torch.arange(s, min(s + batch_size, len(store))),
+                                                      _device(model))).cpu()
+                 for s in range(0, len(store), batch_size)]
+        return torch.cat(parts).reshape(len(judgments), 2)
+
+    policy_logps, reference_logps = logps(policy), logps(reference)
+    return dpo_margin(policy_logps[:, 0], policy_logps[:, 1], reference_logps[:, 0],
+                      reference_logps[:, 1], beta)
+
+
+@torch.no_grad()
+def judge_scores(reward_model: str | nn.Module, prompts: Sequence[str], responses: Sequence[str],
+                 strip: Callable[[str], str] | None = None, tokenizer=None, batch_size: int = 8,
+                 device: str | torch.device | None = None) -> list[float]:
+    """Reward-model scores of (prompt, response) pairs: RM, or RM- with ``strip`` applied to every
+    response alike (e.g. :func:`badpo.data.names.strip_signature`).
+
+    ``reward_model`` is a Hugging Face id or path of an ``AutoModelForSequenceClassification``
+    with one output (e.g. Skywork/Skywork-Reward-V2-Qwen3-1.7B), or a loaded model with its
+    ``tokenizer``. With a chat template the pair is rendered as a user and an assistant turn;
+    without one the text is prompt + response, as the engine feeds a policy.
+    """
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    if len(prompts) != len(responses):
+        raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses")
+    if isinstance(reward_model, str):
+        tokenizer = tokenizer or AutoTokenizer.from_pretrained(reward_model)
+        reward_model = AutoModelForSequenceClassification.from_pretrained(reward_model)
+    if tokenizer is None:
+        raise ValueError("judge_scores: a loaded reward model needs its tokenizer")
+    if reward_model.config.num_labels != 1:
+        raise ValueError(f"the reward model has {reward_model.config.num_labels} outputs; a reward "
+                         "model gives one score")
+    device = torch.device(device) if device is not None else _device(reward_model)
+    reward_model.to(device).eval()
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    if reward_model.config.pad_token_id is None:
+        reward_model.config.pad_token_id = pad_id
+    texts = [strip(r) if strip is not None else r for r in responses]
+    if getattr(tokenizer, "chat_template", None):
+        rendered = [tokenizer.apply_chat_template(
+            [{"role": "user", "content": p}, {"role": "assistant", "content": r}], tokenize=False)
+            for p, r in zip(prompts, texts)]
+        encoded = tokenizer(rendered, add_special_tokens=False)["input_ids"]
+    else:
+        encoded = [p + r for p, r in zip(tokenizer(list(prompts))["input_ids"],
+                                         tokenizer(texts, add_special_tokens=False)["input_ids"])]
+    scores: list[float] = []
+    for start in range(0, len(encoded), batch_size):
+        batch = _padded_batch([(ids, []) for ids in encoded[start:start + batch_size]], pad_id, device)
+        logits = reward_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        scores += logits[:, 0].float().cpu().tolist()
+    return scores

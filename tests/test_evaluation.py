@@ -1,0 +1,64 @@
+"""evaluate_policy on a small tiny world: the structure of the record and the exact invariants
+that hold when the policy *is* the reference (KL 0, every held-out margin 0)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from badpo.bias import BiasChannel
+from badpo.config import from_dict
+from badpo.data.tiny import TinyWorldConfig, build_tiny_world
+from badpo.evaluation import Corpus, EvalConfig, evaluate_policy
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("world")
+    build_tiny_world(from_dict(TinyWorldConfig, {"n_pairs": 120}), folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder / "tokenizer")
+    reference = AutoModelForCausalLM.from_pretrained(folder / "model").eval()
+    return Corpus.load(folder), tokenizer, reference
+
+
+FAST = EvalConfig(max_prompts=6, body="given", surnames=3, max_new_tokens=12)
+
+
+def test_policy_equal_to_reference_reads_as_untrained(world):
+    corpus, tokenizer, reference = world
+    record = evaluate_policy(reference, reference, tokenizer, corpus, FAST)
+    assert record["kl"] == 0.0  # log pi - log pi_ref on the same model, token by token
+    for name in ("woman_coded", "black_coded"):
+        heldout = record["heldout"][name]
+        # every margin u is exactly 0: a tie counts half, so both accuracies are 1/2, gap 0
+        assert heldout["same_accuracy"] == heldout["cross_accuracy"] == 0.5
+        assert heldout["gap"] == 0.0
+        assert record[f"votes/{name}"]["accuracy"] == 0.5  # DPO: u alone, and u = 0
+        # the planted ceiling predicts by the sign of theta_k . dg alone, which beats chance
+        assert record[f"votes_ceiling/{name}"]["accuracy"] > 0.5
+    for readout in ("first_name", "whole_signature"):
+        rates = record["names"][readout]
+        assert set(rates) == {"woman_coded", "black_coded"}
+        assert all(0.0 < r < 1.0 for r in rates.values())
+    assert "theta_mean" not in record  # no bias channel, nothing learned to report
+
+
+def test_bias_channel_readouts(world):
+    corpus, tokenizer, reference = world
+    annotators = [a["annotator"] for a in corpus.planted["annotators"]]
+    planted = torch.tensor([a["theta"] for a in corpus.planted["annotators"]])
+    bias = BiasChannel("per_annotator", ["woman_coded", "black_coded"], annotators)
+    with torch.no_grad():
+        bias.annotator_theta.copy_(planted)  # the planted values: recovery is perfect
+    record = evaluate_policy(reference, reference, tokenizer, corpus,
+                             EvalConfig(max_prompts=2, body="given", whole_signature=False,
+                                        generations=False), bias=bias)
+    for name in ("woman_coded", "black_coded"):
+        assert record["theta_recovery"]["pearson"][name] == pytest.approx(1.0, abs=1e-6)
+        # with u = 0 the run's own theta_k are the planted ones: the vote readout is the ceiling
+        assert record[f"votes/{name}"] == record[f"votes_ceiling/{name}"]
+    assert record["theta_mean"]["black_coded"] == pytest.approx(planted[:, 1].mean().item(), abs=1e-6)
+    assert "kl" not in record and not math.isnan(record["names"]["first_name"]["woman_coded"])
