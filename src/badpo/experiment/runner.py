@@ -1,0 +1,421 @@
+"""The sweep: one corpus, one reference, then every (arm, seed), each logged once as JSON.
+
+Every run is keyed by a stable hash of (method, resolved parameters, seed) with a readable
+prefix, ``dpo-seed42-1f0c9a2b7d3e``. Its record (readouts, learned theta, wall time, the resolved
+settings) is written to ``OUT/runs/<key>.json`` atomically (a temporary file, then
+``os.replace``) and only once the run has finished, so a crashed sweep resumes by skipping every
+key whose JSON exists: nothing is run twice. The tables are then rendered from those files alone.
+
+The runner knows nothing of models. It calls the functions of a :class:`Stages` bundle: the real
+one wraps the engine and the readouts (:mod:`badpo.experiment.stages`), tests pass fakes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from badpo.config import ConfigError, to_dict
+from badpo.experiment.config import ExperimentConfig, merge_settings
+
+__all__ = [
+    "SCHEMA", "UNKEYED", "Stages", "RunTask", "PlannedRun", "Plan", "canonical_json", "stable_hash",
+    "run_key", "corpus_fingerprint", "atomic_write_text", "write_record", "read_records", "plan_experiment",
+    "run_experiment",
+]
+
+SCHEMA = 1  # version of the run record
+# Bookkeeping settings that do not change a run's result: left out of its key.
+UNKEYED = ("output_dir", "cache_dir", "report", "save_every", "keep_checkpoints", "resume_from")
+CORPUS_MARKER = ".badpo-corpus.json"  # written into OUT/corpus once a build has finished
+RESULT_KEYS = frozenset({"readouts", "theta", "artifacts"})
+
+
+@dataclass(frozen=True)
+class RunTask:
+    """What a stage gets: the run's identity, its settings with placeholders filled, its folders."""
+
+    key: str
+    kind: Literal["reference", "arm"]
+    arm: str | None  # arm name (None for the reference)
+    method: str | None
+    seed: int | None  # None for the reference (its seed is in its settings)
+    settings: dict  # resolved settings, {corpus} / {reference} filled; output_dir is the stage's
+    evaluation: dict  # readout settings
+    corpus_dir: Path
+    work_dir: Path  # the stage writes its model, logs and checkpoints here
+    out_dir: Path  # OUT, e.g. for a cache shared by every run
+    reference: dict | None  # the reference's record (arms only)
+
+
+@dataclass(frozen=True)
+class Stages:
+    """The functions the runner calls (each documented by what it must return).
+
+    - ``build_corpus(builder, config, outdir)``: build the named corpus into ``outdir``.
+    - ``resolve_reference(settings) -> dict`` / ``resolve_arm(settings) -> dict``: the complete,
+      checked settings (defaults filled; an unknown key or bad value raises ConfigError).
+    - ``run_reference(task) -> dict`` / ``run_arm(task) -> dict``: train and evaluate; return
+      {"readouts": {...}, "theta": {...} or None, "artifacts": {name: path}}. The reference must
+      return ``artifacts["model"]`` when an arm's settings use ``{reference}``. ``theta`` is
+      {"attribute_names": [...], "mean": [...], "per_annotator": {id: [...]}} (the last only for
+      arms with a theta per annotator).
+    """
+
+    build_corpus: Callable[[str, dict, Path], Any]
+    resolve_reference: Callable[[dict], dict]
+    resolve_arm: Callable[[dict], dict]
+    run_reference: Callable[[RunTask], Mapping]
+    run_arm: Callable[[RunTask], Mapping]
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    key: str
+    kind: Literal["reference", "arm"]
+    arm: str | None
+    method: str | None
+    seed: int | None
+    settings: dict  # resolved, placeholders unfilled
+    keyed: dict  # exactly what the key hashes (besides method and seed)
+
+
+@dataclass(frozen=True)
+class Plan:
+    corpus_dir: Path
+    corpus_id: str
+    reference: PlannedRun
+    runs: tuple[PlannedRun, ...]  # seed-major: every arm at the first seed, then the next seed
+
+
+# ------------------------------------------------------------------------------------- keys
+def canonical_json(value: Any) -> str:
+    """One text per value: sorted keys, no spaces, ASCII; NaN or a non-JSON type is an error."""
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                          allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"settings cannot be keyed: {error}") from None
+
+
+def stable_hash(value: Any) -> str:
+    """sha256 of :func:`canonical_json`: the same in every process and on every machine."""
+    return hashlib.sha256(canonical_json(value).encode("ascii")).hexdigest()
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower() or "run"
+
+
+def run_key(method: str, params: Mapping[str, Any], seed: int | None) -> str:
+    """``<method>-seed<seed>-<12 hex of sha256(method, params, seed)>``; any change in a
+    parameter changes the hex part, the prefix is only there to be read."""
+    digest = stable_hash({"method": method, "params": params, "seed": seed})[:12]
+    seed_part = f"-seed{seed}" if seed is not None else ""
+    return f"{_slug(method)}{seed_part}-{digest}"
+
+
+def _keyed(settings: Mapping[str, Any]) -> dict:
+    return {k: v for k, v in settings.items() if k not in UNKEYED}
+
+
+def corpus_fingerprint(corpus_dir: Path) -> str:
+    """sha256 over every file of the corpus (relative path and content), the build marker aside:
+    a run's key changes when its data does, wherever the corpus lives."""
+    files = sorted(p for p in corpus_dir.rglob("*") if p.is_file() and p.name != CORPUS_MARKER)
+    if not files:
+        raise ConfigError(f"corpus: {corpus_dir} holds no files")
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.relative_to(corpus_dir).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+# ---------------------------------------------------------------------------------- records
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and ``os.replace``: a reader, or a
+    sweep that crashed mid-write, sees the old file or the whole new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def write_record(path: Path, record: Mapping[str, Any]) -> None:
+    """Write a run record as JSON, atomically."""
+    atomic_write_text(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
+def read_records(runs_dir: str | Path) -> dict[str, dict]:
+    """Every ``<key>.json`` under ``runs_dir`` -> {key: record}; a file that is not a record of
+    this schema, or whose key differs from its name, is an error naming the file."""
+    records = {}
+    for path in sorted(Path(runs_dir).glob("*.json")):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}: not valid JSON ({error})") from None
+        if not isinstance(record, dict) or record.get("schema") != SCHEMA:
+            raise ValueError(f"{path}: not a run record of schema {SCHEMA}")
+        if record.get("key") != path.stem:
+            raise ValueError(f"{path}: holds the record of key {record.get('key')!r}")
+        records[path.stem] = record
+    return records
+
+
+# ------------------------------------------------------------------------------------ corpus
+def prepare_corpus(config: ExperimentConfig, stages: Stages, out: Path, log: Callable[[str], None],
+                   build: bool = True) -> Path:
+    """The corpus directory: ``corpus.path``, or OUT/corpus built once by ``corpus.builder``.
+
+    A build goes into a temporary folder that is renamed into place with a marker (builder and
+    config) once complete; a later run reuses the folder when the marker matches and refuses one
+    built from another config.
+    """
+    spec = config.corpus
+    if spec.path is not None:
+        path = Path(spec.path)
+        if not path.is_dir():
+            raise ConfigError(f"corpus.path: {path} is not a directory")
+        log(f"corpus: using {path}")
+        return path
+    directory = out / "corpus"
+    marker = directory / CORPUS_MARKER
+    wanted = {"builder": spec.builder, "config": spec.config}
+    if marker.exists():
+        built = json.loads(marker.read_text(encoding="utf-8"))
+        if canonical_json(built) != canonical_json(wanted):
+            raise ConfigError(f"corpus: {directory} was built from {built}, not from {wanted}; "
+                              "use another output_dir or delete that folder")
+        log(f"corpus: reusing {directory} ({spec.builder})")
+        return directory
+    if directory.exists():
+        raise ConfigError(f"corpus: {directory} exists but was not built by this runner (no "
+                          f"{CORPUS_MARKER}); use another output_dir or delete that folder")
+    if not build:
+        raise FileNotFoundError(f"corpus: {directory} has not been built; nothing is logged under {out}")
+    start = time.perf_counter()
+    log(f"corpus: building {spec.builder} into {directory} ...")
+    building = out / ".corpus-building"  # a crashed build leaves only this, cleared next time
+    shutil.rmtree(building, ignore_errors=True)
+    stages.build_corpus(spec.builder, dict(spec.config), building)
+    write_record(building / CORPUS_MARKER, wanted)
+    os.replace(building, directory)
+    log(f"corpus: built in {time.perf_counter() - start:.1f} s")
+    return directory
+
+
+# -------------------------------------------------------------------------------------- plan
+def _resolve(resolver: Callable[[dict], dict], settings: dict, where: str) -> dict:
+    try:
+        resolved = resolver(settings)
+    except ConfigError as error:
+        raise ConfigError(f"{where}: {error}") from None
+    return to_dict(resolved)
+
+
+def plan_experiment(config: ExperimentConfig, stages: Stages, corpus_dir: Path) -> Plan:
+    """Resolve and key every run before anything trains, so a bad setting fails at once."""
+    corpus_id = corpus_fingerprint(corpus_dir)
+    evaluation = to_dict(config.evaluation)
+    settings = _resolve(stages.resolve_reference, merge_settings({}, config.reference, "reference"),
+                        "reference")
+    keyed = {"settings": _keyed(settings), "corpus": corpus_id, "evaluation": evaluation}
+    reference = PlannedRun(run_key("reference", keyed, None), "reference", None, None, None,
+                           settings, keyed)
+    runs, owners = [], {}
+    for seed in config.seeds:
+        for index, arm in enumerate(config.arms):
+            where = f"arms[{index}] ({arm.name})"
+            merged = merge_settings(config.train, arm.params, where)
+            merged = merge_settings(merged, {"method": arm.method, "runtime.seed": seed}, where)
+            settings = _resolve(stages.resolve_arm, merged, where)
+            keyed = {"settings": _keyed(settings), "corpus": corpus_id, "reference": reference.key,
+                     "evaluation": evaluation}
+            key = run_key(arm.method, keyed, seed)
+            if key in owners:
+                raise ConfigError(f"{where}: the same method and settings as {owners[key]}; "
+                                  "two rows would be one run")
+            owners[key] = where
+            runs.append(PlannedRun(key, "arm", arm.name, arm.method, seed, settings, keyed))
+    return Plan(corpus_dir, corpus_id, reference, tuple(runs))
+
+
+# --------------------------------------------------------------------------------------- run
+def _fill(value: Any, replacements: Mapping[str, str]) -> Any:
+    """Replace ``{corpus}`` / ``{reference}`` in every string of a settings tree."""
+    if isinstance(value, str):
+        for name, replacement in replacements.items():
+            value = value.replace("{" + name + "}", replacement)
+        return value
+    if isinstance(value, dict):
+        return {k: _fill(v, replacements) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill(v, replacements) for v in value]
+    return value
+
+
+def _uses(value: Any, placeholder: str) -> bool:
+    return placeholder in canonical_json(value)
+
+
+def _relative(path: Any, out: Path) -> str:
+    """Artifact paths are stored relative to OUT when inside it, so OUT can move."""
+    resolved = Path(path).resolve()
+    try:
+        return resolved.relative_to(out.resolve()).as_posix()
+    except ValueError:
+        return str(resolved)
+
+
+def _jsonable(value: Any, where: str) -> Any:
+    """A stage's result as plain JSON values: numpy scalars and 0-d tensors become Python
+    numbers (exactly), tuples lists; anything else that JSON cannot hold is an error naming it."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Mapping):
+        for key in value:
+            if not isinstance(key, str):
+                raise TypeError(f"{where}: key {key!r} is not a string")
+        return {k: _jsonable(v, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0):
+        return value.item()
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor) and value.dim() == 0:
+        return value.item()
+    raise TypeError(f"{where}: {type(value).__name__} is not a JSON value (convert it to a number, "
+                    "a string, a list or a mapping)")
+
+
+def _check_result(result: Any, planned: PlannedRun) -> Mapping:
+    if not isinstance(result, Mapping) or not isinstance(result.get("readouts"), Mapping):
+        raise TypeError(f"{planned.key}: the stage returned {type(result).__name__}; expected a "
+                        "mapping with a 'readouts' mapping")
+    unknown = sorted(set(result) - RESULT_KEYS)
+    if unknown:
+        raise TypeError(f"{planned.key}: the stage returned unknown keys {unknown}; "
+                        f"expected {sorted(RESULT_KEYS)}")
+    return result
+
+
+def _execute(planned: PlannedRun, plan: Plan, config: ExperimentConfig, stages: Stages, out: Path,
+             reference: dict | None) -> dict:
+    """Run one stage and build its record (not yet written)."""
+    replacements = {"corpus": str(plan.corpus_dir.resolve())}
+    if planned.kind == "arm" and _uses(planned.settings, "{reference}"):
+        model = (reference or {}).get("artifacts", {}).get("model")
+        if model is None:
+            raise ValueError(f"{planned.key}: the settings use {{reference}} but the reference "
+                             "record has no artifacts.model")
+        replacements["reference"] = str((out / model).resolve())
+    elif _uses(planned.settings, "{reference}"):
+        raise ConfigError("reference: its own settings cannot use {reference}")
+    work_dir = out / "work" / planned.key
+    work_dir.mkdir(parents=True, exist_ok=True)
+    task = RunTask(planned.key, planned.kind, planned.arm, planned.method, planned.seed,
+                   _fill(planned.settings, replacements), to_dict(config.evaluation),
+                   plan.corpus_dir, work_dir, out, reference)
+    stage = stages.run_reference if planned.kind == "reference" else stages.run_arm
+    start = time.perf_counter()
+    result = _check_result(stage(task), planned)
+    wall = time.perf_counter() - start
+    return {
+        "schema": SCHEMA, "key": planned.key, "kind": planned.kind, "arm": planned.arm,
+        "method": planned.method, "seed": planned.seed, "settings": planned.settings,
+        "corpus": plan.corpus_id, "reference": planned.keyed.get("reference"),
+        "evaluation": planned.keyed["evaluation"],
+        "readouts": _jsonable(result["readouts"], f"{planned.key}: readouts"),
+        "theta": _jsonable(result.get("theta"), f"{planned.key}: theta"),
+        "artifacts": {k: _relative(v, out) for k, v in (result.get("artifacts") or {}).items()},
+        "wall_time_s": round(wall, 3),
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _label(planned: PlannedRun) -> str:
+    return "reference" if planned.kind == "reference" else f"{planned.arm} seed {planned.seed}"
+
+
+def run_all(config: ExperimentConfig, stages: Stages, plan: Plan, out: Path,
+            log: Callable[[str], None]) -> dict[str, dict]:
+    """Run every planned key whose record is missing, the reference first; return the records
+    of the plan as read back from disk."""
+    runs_dir = out / "runs"
+    todo = [p for p in (plan.reference, *plan.runs) if not (runs_dir / f"{p.key}.json").exists()]
+    total = 1 + len(plan.runs)
+    log(f"plan: reference + {len(config.arms)} arm(s) x {len(config.seeds)} seed(s) = {total} runs; "
+        f"{total - len(todo)} logged, {len(todo)} to run")
+    reference = None
+    for number, planned in enumerate((plan.reference, *plan.runs)):
+        path = runs_dir / f"{planned.key}.json"
+        prefix = f"[{number}/{total - 1}] {_label(planned)} ({planned.key})"
+        if path.exists():
+            log(f"{prefix}: logged, skipped")
+        else:
+            log(f"{prefix}: running ...")
+            record = _execute(planned, plan, config, stages, out, reference)
+            write_record(path, record)
+            log(f"{prefix}: done in {record['wall_time_s']:.1f} s")
+        if planned.kind == "reference":
+            reference = read_records_for(runs_dir, [planned.key])[planned.key]
+    return read_records_for(runs_dir, [p.key for p in (plan.reference, *plan.runs)])
+
+
+def read_records_for(runs_dir: Path, keys: Iterable[str]) -> dict[str, dict]:
+    """The records of ``keys``; a missing one is an error naming it."""
+    wanted = list(keys)
+    missing = [k for k in wanted if not (runs_dir / f"{k}.json").exists()]
+    if missing:
+        raise FileNotFoundError(f"{runs_dir}: no record for {missing}")
+    records = read_records(runs_dir)
+    return {k: records[k] for k in wanted}
+
+
+def run_experiment(config: ExperimentConfig, stages: Stages | None = None,
+                   log: Callable[[str], None] | None = None, render_only: bool = False) -> dict:
+    """Build or find the corpus, run what is not logged yet (unless ``render_only``), then write
+    ``OUT/layout.json``, ``OUT/table.md``, ``OUT/table.csv`` and the plots from the records.
+
+    Returns {"markdown", "csv", "records", "files"}.
+    """
+    from badpo.experiment.tables import build_layout, write_outputs
+
+    if stages is None:
+        from badpo.experiment.stages import engine_stages
+
+        stages = engine_stages()
+    out = Path(config.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+
+    def say(message: str) -> None:
+        line = f"[{config.name} {time.perf_counter() - start:7.1f}s] {message}"
+        (log or (lambda text: print(text, flush=True)))(line)
+
+    corpus_dir = prepare_corpus(config, stages, out, say, build=not render_only)
+    plan = plan_experiment(config, stages, corpus_dir)
+    if render_only:
+        records = read_records_for(out / "runs", [p.key for p in (plan.reference, *plan.runs)])
+    else:
+        records = run_all(config, stages, plan, out, say)
+    layout = build_layout(config, plan)
+    markdown, csv_text, files = write_outputs(out, layout, records, corpus_dir, say)
+    return {"markdown": markdown, "csv": csv_text, "records": records, "files": files}

@@ -1,0 +1,173 @@
+"""The real stages behind the runner: corpus builders, the engine's SFT and preference stages,
+and the model-facing evaluation.
+
+- the reference: ``badpo.engine.sft.sft(SFTConfig)`` into ``work/<key>/model``;
+- an arm: ``badpo.engine.train.train(TrainConfig)`` into ``work/<key>`` (``resume_from: latest``,
+  so an arm killed mid-run restarts from its last engine checkpoint when ``save_every`` > 0),
+  the reference log-prob cache shared under ``OUT/reference_cache``;
+- the readouts: :func:`evaluate_run` (``badpo.evaluation.evaluate_policy`` on the saved models)
+  by default, or any function with the :data:`Evaluate` contract.
+
+With ``evaluation.body: reference`` the reference's answer bodies are generated once, by the
+reference stage, saved as ``work/<reference key>/bodies.json``, and every arm reads its names
+after those same bodies.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from badpo.config import ConfigError, from_dict, to_dict
+from badpo.data.builders import build_corpus
+from badpo.experiment.runner import RunTask, Stages
+
+__all__ = ["Evaluate", "resolve_reference", "resolve_arm",
+           "theta_summary", "evaluate_run", "engine_stages"]
+
+PER_ANNOTATOR_VARIANTS = ("per_annotator", "shared_mean", "class_offsets")
+
+# evaluate(task, policy_dir, reference_dir, theta_file or None) -> readouts (nested mapping of
+# numbers). For the reference, policy_dir == reference_dir and theta_file is None.
+Evaluate = Callable[[RunTask, Path, Path, "Path | None"], dict]
+# Readouts measured against the reference itself (KL 0, every margin u 0): not reported for it.
+RELATIVE_TO_REFERENCE = ("kl", "heldout", "votes/", "votes_ceiling/")
+BODIES_FILE = "bodies.json"
+
+
+def resolve_reference(settings: dict) -> dict:
+    """SFT settings -> the complete ``SFTConfig`` as a dict (unknown keys are ConfigErrors)."""
+    from badpo.engine.config import SFTConfig
+
+    return to_dict(from_dict(SFTConfig, settings))
+
+
+def resolve_arm(settings: dict) -> dict:
+    """Preference settings -> the complete ``TrainConfig`` as a dict; the method must exist."""
+    from badpo.engine.config import TrainConfig
+    from badpo.methods import get_method
+
+    config = from_dict(TrainConfig, settings)
+    get_method(config.method)
+    return to_dict(config)
+
+
+def theta_summary(theta_file: Path) -> dict | None:
+    """The learned bias of a run, from its ``theta.json``: theta_bar and, for the variants with a
+    theta per annotator, every theta_k (attribute order of ``attribute_names``)."""
+    if not theta_file.exists():
+        return None
+    data = json.loads(theta_file.read_text(encoding="utf-8"))
+    names = list(data["attribute_names"])
+    summary: dict[str, Any] = {"variant": data["variant"], "attribute_names": names,
+                               "mean": [data["theta_bar"][a] for a in names]}
+    if data["variant"] in PER_ANNOTATOR_VARIANTS:
+        summary["per_annotator"] = {annotator: [entry["theta"][a] for a in names]
+                                    for annotator, entry in data["annotators"].items()}
+    return summary
+
+
+def _load_causal_lm(path: Path, model_settings: dict, base: Path | None = None):
+    """A saved policy (full weights, or a LoRA adapter on ``base``) in eval mode, fp32, on the GPU
+    when there is one."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    kwargs = {"trust_remote_code": model_settings.get("trust_remote_code", False), "dtype": torch.float32}
+    if (path / "adapter_config.json").exists():
+        from peft import PeftModel
+
+        if base is None:
+            raise ValueError(f"{path} is a LoRA adapter; its base model is needed")
+        model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, **kwargs), path)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    return model.to("cuda" if torch.cuda.is_available() else "cpu").eval()
+
+
+def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_file: Path | None) -> dict:
+    """Every readout of one run with :func:`badpo.evaluation.evaluate_policy`.
+
+    ``task.evaluation`` holds ``EvalConfig`` keys; tokenization, beta and the model options come
+    from the run's own settings. For the reference, the readouts relative to itself
+    (:data:`RELATIVE_TO_REFERENCE`) are left out and listed under ``omitted``.
+    """
+    from badpo.bias import BiasChannel
+    from badpo.engine.config import ModelConfig
+    from badpo.engine.runtime import load_tokenizer
+    from badpo.engine.tokenize import TokenizationConfig
+    from badpo.evaluation import Corpus, EvalConfig, evaluate_policy, reference_bodies
+
+    config = from_dict(EvalConfig, task.evaluation, prefix="evaluation")
+    tokenization = from_dict(TokenizationConfig, task.settings.get("tokenization", {}), "tokenization")
+    model_settings = {k: v for k, v in task.settings.get("model", {}).items()
+                      if k not in ("name_or_path", "tokenizer", "revision")}
+    tokenizer = load_tokenizer(from_dict(ModelConfig, {**model_settings, "name_or_path": str(reference_dir)}))
+    corpus = Corpus.load(task.corpus_dir)
+    reference = _load_causal_lm(reference_dir, model_settings)
+    bodies = None
+    if task.kind == "reference":
+        policy = reference
+        if config.body == "reference":
+            prompts = [row["prompt"] for row in corpus.eval_prompts[: config.max_prompts]]
+            bodies = reference_bodies(reference, tokenizer, prompts, tokenization, config.max_new_tokens)
+            (task.work_dir / BODIES_FILE).write_text(json.dumps(bodies, indent=1) + "\n", encoding="utf-8")
+    else:
+        policy = _load_causal_lm(policy_dir, model_settings, base=reference_dir)
+        saved = (task.reference or {}).get("artifacts", {}).get("bodies")
+        if config.body == "reference":
+            if saved is None:
+                raise ValueError(f"{task.key}: evaluation.body is 'reference' but the reference "
+                                 "record has no bodies artifact")
+            bodies = json.loads((task.out_dir / saved).read_text(encoding="utf-8"))
+    bias = BiasChannel.load(theta_file) if theta_file is not None else None
+    readouts = evaluate_policy(policy, reference, tokenizer, corpus, config, bias=bias,
+                               beta=task.settings.get("beta", 0.1), tokenization=tokenization,
+                               bodies=bodies)
+    if task.kind == "reference":
+        omitted = sorted(k for k in readouts if k.startswith(RELATIVE_TO_REFERENCE))
+        readouts = {k: v for k, v in readouts.items() if k not in omitted}
+        readouts["omitted"] = omitted
+    return readouts
+
+
+def engine_stages(evaluate: Evaluate | None = evaluate_run) -> Stages:
+    """The stages that train with the engine and read out with ``evaluate``.
+
+    With ``evaluate=None`` the corpus, the plan and ``--render-only`` work, and a run fails before
+    it trains.
+    """
+    from badpo.engine.config import SFTConfig, TrainConfig
+    from badpo.engine.sft import sft
+    from badpo.engine.train import train
+
+    def require_evaluation(task: RunTask) -> None:
+        """Checked before training: a run without readouts would be logged with nothing in it."""
+        if evaluate is None:
+            raise ConfigError(f"{task.key}: no evaluation is wired into the runner "
+                              "(engine_stages(evaluate=None))")
+
+    def run_reference(task: RunTask) -> dict:
+        require_evaluation(task)
+        settings = {**task.settings, "output_dir": str(task.work_dir / "model")}
+        model_dir = Path(sft(from_dict(SFTConfig, settings)))
+        readouts = evaluate(task, model_dir, model_dir, None)
+        artifacts = {"model": model_dir}
+        if (task.work_dir / BODIES_FILE).exists():
+            artifacts["bodies"] = task.work_dir / BODIES_FILE
+        return {"readouts": readouts, "artifacts": artifacts}
+
+    def run_arm(task: RunTask) -> dict:
+        require_evaluation(task)
+        settings = {**task.settings, "output_dir": str(task.work_dir),
+                    "cache_dir": str(task.out_dir / "reference_cache"), "resume_from": "latest"}
+        run_dir = Path(train(from_dict(TrainConfig, settings)))
+        theta_file = run_dir / "theta.json"
+        readouts = evaluate(task, run_dir / "policy", Path(settings["model"]["name_or_path"]),
+                            theta_file if theta_file.exists() else None)
+        return {"readouts": readouts, "theta": theta_summary(theta_file),
+                "artifacts": {"run": run_dir, "policy": run_dir / "policy"}}
+
+    return Stages(build_corpus, resolve_reference, resolve_arm, run_reference, run_arm)

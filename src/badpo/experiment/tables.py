@@ -1,0 +1,355 @@
+"""Tables rendered from logged runs only: ``render_tables(run_records, layout) -> (markdown, csv)``.
+
+The layout says which run key fills which (row, seed); the records are the ``OUT/runs/*.json``
+files. Nothing else enters, so re-rendering from disk gives the same bytes.
+
+Cells (paper, Section "Experimental settings" and Appendix "Readouts"):
+- an arm's value is the mean over seeds with the 95% Student-t interval,
+  ``mean +- t_{0.975, n-1} sd / sqrt(n)`` (:func:`badpo.readouts.mean_ci`);
+- the reference is trained once: its value has no interval;
+- "Removed" is ``(rate_DPO - rate_arm) / (rate_DPO - rate_ref)`` computed per seed against the
+  baseline (DPO) run of the same seed, then mean and interval
+  (:func:`badpo.readouts.removal_per_seed`); it is not the removal of the means;
+- a ceiling row (vote prediction with the planted theta_k) is the mean of the column's
+  ``ceiling`` readout over every run of the table's arms and seeds.
+A readout an arm does not have at any seed (KL of the reference, theta recovery of DPO) shows
+as an em dash; one it has at some seeds only is an error naming the runs.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from badpo.config import from_dict, to_dict
+from badpo.experiment.config import ColumnSpec, ExperimentConfig, PlotSpec, TableSpec
+from badpo.readouts import mean_ci, removal_per_seed
+
+__all__ = ["LayoutArm", "LayoutRun", "TableLayout", "build_layout", "render_tables",
+           "read_layout", "render_from_disk", "write_outputs", "metric_value", "arm_values"]
+
+DASH = "—"
+CSV_FIELDS = ("table", "row", "column", "metric", "kind", "interval", "n", "mean", "plus_minus", "low", "high",
+              "per_seed", "note")
+
+
+@dataclass(frozen=True)
+class LayoutRun:
+    seed: int
+    key: str  # the run's record is OUT/runs/<key>.json
+
+
+@dataclass(frozen=True)
+class LayoutArm:
+    name: str  # row label
+    method: str
+    runs: list[LayoutRun]  # one per seed, in seed order
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """Everything the renderer needs besides the records; saved as OUT/layout.json."""
+
+    title: str
+    reference_label: str
+    reference_key: str
+    arms: list[LayoutArm]
+    seeds: list[int]
+    baseline: str  # arm name a removed column measures against
+    level: float = 0.95
+    tables: list[TableSpec] = field(default_factory=list)
+    plots: PlotSpec = field(default_factory=PlotSpec)
+
+
+def build_layout(config: ExperimentConfig, plan) -> TableLayout:
+    """The layout of ``config`` with the run keys of ``plan`` (a runner.Plan)."""
+    arms = []
+    for arm in config.arms:
+        runs = [LayoutRun(r.seed, r.key) for r in plan.runs if r.arm == arm.name]
+        arms.append(LayoutArm(arm.name, arm.method, runs))
+    return TableLayout(config.name, config.reference_label, plan.reference.key, arms,
+                       list(config.seeds), config.baseline, config.level, list(config.tables),
+                       config.plots)
+
+
+def read_layout(path: str | Path) -> TableLayout:
+    return from_dict(TableLayout, json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+# ------------------------------------------------------------------------------- readout access
+class _Absent:
+    def __repr__(self) -> str:
+        return "absent"
+
+
+ABSENT = _Absent()
+
+
+def metric_value(record: Mapping[str, Any], path: str) -> float | _Absent:
+    """The readout at dotted ``path`` of a run record; ABSENT when missing or null."""
+    node: Any = record.get("readouts", {})
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return ABSENT
+        node = node[part]
+    if node is None:
+        return ABSENT
+    if isinstance(node, bool) or not isinstance(node, (int, float)):
+        raise ValueError(f"run {record.get('key')}: readout {path!r} is {type(node).__name__}, "
+                         "not a number; name a leaf")
+    return float(node)
+
+
+def _record(records: Mapping[str, Mapping], key: str, where: str) -> Mapping:
+    if key not in records:
+        raise ValueError(f"{where}: no logged run {key}")
+    return records[key]
+
+
+def arm_values(arm: LayoutArm, records: Mapping[str, Mapping], path: str) -> dict[int, float] | None:
+    """{seed: value} of an arm, None when no seed has the readout; partial is an error."""
+    values = {run.seed: metric_value(_record(records, run.key, arm.name), path) for run in arm.runs}
+    lacking = [run.key for run in arm.runs if values[run.seed] is ABSENT]
+    if len(lacking) == len(values):
+        return None
+    if lacking:
+        raise ValueError(f"arm {arm.name!r}: readout {path!r} is missing from runs {lacking} but "
+                         "present in the others")
+    return values
+
+
+# ----------------------------------------------------------------------------------- formatting
+def _fixed(value: float, digits: int) -> str:
+    text = f"{value:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0.0 else text
+
+
+def _pm(mean: float, half: float, digits: int, suffix: str = "") -> str:
+    """``0.964 ± 0.005``; a half-width that rounds to 0 reads ``± <0.001``."""
+    if math.isnan(mean):
+        return "nan"
+    if math.isnan(half):
+        return _fixed(mean, digits) + suffix
+    width = _fixed(half, digits)
+    if float(width) == 0.0:
+        width = "<" + _fixed(10.0 ** -digits, digits)
+    return f"{_fixed(mean, digits)} ± {width}{suffix}"
+
+
+@dataclass
+class _Cell:
+    text: str
+    stats: dict  # n, mean, plus_minus, low, high
+    per_seed: dict  # seed -> value
+    note: str = ""
+
+
+def _empty(note: str = "") -> _Cell:
+    return _Cell(DASH, {}, {}, note)
+
+
+def _summarise(values: dict[int, float], interval: str, level: float) -> dict:
+    """n, mean and the +- part: the Student-t half-width (``t``), the sd (``sd``) or nan."""
+    if any(math.isnan(v) for v in values.values()):
+        return {"n": len(values), "mean": math.nan, "plus_minus": math.nan, "low": math.nan,
+                "high": math.nan}
+    stats = mean_ci(list(values.values()), level)
+    spread = {"t": stats["half_width"], "sd": stats["sd"], "none": math.nan}[interval]
+    return {"n": stats["n"], "mean": stats["mean"], "plus_minus": spread,
+            "low": stats["mean"] - spread, "high": stats["mean"] + spread}
+
+
+def _nan_note(values: dict[int, float]) -> str:
+    seeds = [str(s) for s, v in values.items() if math.isnan(v)]
+    return f"nan at seed(s) {', '.join(seeds)}" if seeds else ""
+
+
+# ----------------------------------------------------------------------------------- the cells
+def _value_cell(arm: LayoutArm, column: ColumnSpec, records: Mapping, table: TableSpec,
+                level: float) -> _Cell:
+    values = arm_values(arm, records, column.metric)
+    if values is None:
+        return _empty("not measured for this arm")
+    stats = _summarise(values, table.interval, level)
+    return _Cell(_pm(stats["mean"], stats["plus_minus"], column.digits), stats, values,
+                 _nan_note(values))
+
+
+def _removed_cell(arm: LayoutArm, column: ColumnSpec, records: Mapping, layout: TableLayout,
+                  table: TableSpec) -> _Cell:
+    if arm.name == layout.baseline:
+        return _empty("the baseline")
+    baseline = next((a for a in layout.arms if a.name == layout.baseline), None)
+    if baseline is None:
+        raise ValueError(f"column {column.header!r}: the baseline arm {layout.baseline!r} is not in the layout")
+    reference = metric_value(_record(records, layout.reference_key, "reference"), column.metric)
+    values = arm_values(arm, records, column.metric)
+    dpo_values = arm_values(baseline, records, column.metric)
+    if reference is ABSENT or values is None or dpo_values is None:
+        raise ValueError(f"column {column.header!r}: removal of {column.metric!r} needs it for the "
+                         f"reference, {layout.baseline} and {arm.name}")
+    try:
+        removal = removal_per_seed(dpo_values, values, reference, layout.level)
+    except ValueError as error:
+        raise ValueError(f"column {column.header!r}, arm {arm.name!r}: {error}") from None
+    per_seed = removal["per_seed"]
+    stats = _summarise(per_seed, table.interval, layout.level)
+    percent = {k: stats[k] * 100 for k in ("mean", "plus_minus")}
+    return _Cell(_pm(percent["mean"], percent["plus_minus"], column.digits, "%"), stats, per_seed)
+
+
+def _reference_cell(column: ColumnSpec, records: Mapping, layout: TableLayout) -> _Cell:
+    if column.kind == "removed":
+        return _empty("the reference")
+    value = metric_value(_record(records, layout.reference_key, "reference"), column.metric)
+    if value is ABSENT:
+        return _empty("not measured for the reference")
+    stats = {"n": 1, "mean": value, "plus_minus": math.nan, "low": math.nan, "high": math.nan}
+    return _Cell(_pm(value, math.nan, column.digits), stats, {}, "trained once: no interval")
+
+
+def _ceiling_cell(column: ColumnSpec, arms: list[LayoutArm], records: Mapping) -> _Cell:
+    """The column's ``ceiling`` readout averaged over every run of the table; every run must
+    have it (the planted-theta prediction does not depend on the arm's own theta)."""
+    if column.ceiling is None:
+        return _empty()
+    values, lacking = {}, []
+    for arm in arms:
+        for run in arm.runs:
+            value = metric_value(_record(records, run.key, arm.name), column.ceiling)
+            if value is ABSENT:
+                lacking.append(run.key)
+            else:
+                values[f"{arm.name}/{run.seed}"] = value
+    if lacking:
+        raise ValueError(f"column {column.header!r}: the ceiling readout {column.ceiling!r} is "
+                         f"missing from runs {lacking}")
+    mean = math.fsum(values.values()) / len(values)
+    stats = {"n": len(values), "mean": mean, "plus_minus": math.nan, "low": math.nan, "high": math.nan}
+    return _Cell(_pm(mean, math.nan, column.digits), stats, values,
+                 "planted theta_k, mean over every run of the table")
+
+
+# ----------------------------------------------------------------------------------- rendering
+def _table_rows(table: TableSpec, layout: TableLayout, records: Mapping) -> list[tuple[str, list[_Cell]]]:
+    arms = [a for a in layout.arms if table.arms is None or a.name in table.arms]
+    if table.arms is not None:
+        arms.sort(key=lambda a: table.arms.index(a.name))
+    rows = []
+    if table.reference_row:
+        rows.append((layout.reference_label, [_reference_cell(c, records, layout) for c in table.columns]))
+    if table.ceiling_row is not None:
+        rows.append((table.ceiling_row, [_ceiling_cell(c, arms, records) for c in table.columns]))
+    for arm in arms:
+        cells = [_removed_cell(arm, c, records, layout, table) if c.kind == "removed"
+                 else _value_cell(arm, c, records, table, layout.level) for c in table.columns]
+        rows.append((arm.name, cells))
+    for index, column in enumerate(table.columns):
+        if all(cells[index].text == DASH for _, cells in rows):
+            raise ValueError(f"table {table.title!r}, column {column.header!r}: no row has the readout "
+                             f"{column.metric!r} (a typo in the metric path?)")
+    return rows
+
+
+def _footnote(table: TableSpec, layout: TableLayout) -> str:
+    seeds = ", ".join(str(s) for s in layout.seeds)
+    level = f"{layout.level * 100:g}%"
+    parts = [{"t": f"Mean ± {level} Student-t interval over seeds {seeds}",
+              "sd": f"Mean ± sd over seeds {seeds}",
+              "none": f"Mean over seeds {seeds}"}[table.interval]]
+    if table.reference_row:
+        parts.append("the reference is trained once (no interval)")
+    if any(c.kind == "removed" for c in table.columns):
+        parts.append(f"Removed = (rate_{layout.baseline} − rate_arm) / (rate_{layout.baseline} − "
+                     f"rate_ref), per seed against {layout.baseline} of the same seed, then averaged")
+    if table.ceiling_row is not None:
+        parts.append(f"{table.ceiling_row}: the same readout with the planted theta_k, "
+                     "mean over every run of the table")
+    return "; ".join(parts) + "."
+
+
+def _markdown_row(texts: list[str]) -> str:
+    return "| " + " | ".join(text.replace("|", "\\|") for text in texts) + " |"
+
+
+def _markdown_table(table: TableSpec, rows: list[tuple[str, list[_Cell]]], layout: TableLayout) -> str:
+    header = _markdown_row(["Method"] + [c.header for c in table.columns])
+    rule = "|:--|" + "|".join("--:" for _ in table.columns) + "|"
+    lines = [f"## {table.title}", "", header, rule]
+    lines += [_markdown_row([label] + [cell.text for cell in cells]) for label, cells in rows]
+    return "\n".join(lines + ["", _footnote(table, layout), ""])
+
+
+def _csv_number(value: Any) -> str:
+    """Empty when there is no number, an int as is, a float by repr (every digit, nan as 'nan')."""
+    if value is None:
+        return ""
+    return str(value) if isinstance(value, int) else repr(float(value))
+
+
+def render_tables(run_records: Iterable[Mapping] | Mapping[str, Mapping], layout: TableLayout
+                  ) -> tuple[str, str]:
+    """Markdown and CSV (one row per cell) of every table of ``layout``, from the records only.
+
+    ``run_records`` are run records (or {key: record}); records the layout does not name are
+    ignored, a record it names but that is missing is an error.
+    """
+    if isinstance(run_records, Mapping):
+        run_records = run_records.values()
+    records: dict[str, Mapping] = {}
+    for record in run_records:
+        key = record.get("key")
+        if key in records:
+            raise ValueError(f"two records carry the key {key}")
+        records[key] = record
+    if not layout.tables:
+        raise ValueError("the layout has no table; list tables in the config")
+    blocks = [f"# {layout.title}", ""]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for table in layout.tables:
+        rows = _table_rows(table, layout, records)
+        blocks.append(_markdown_table(table, rows, layout))
+        for label, cells in rows:
+            for column, cell in zip(table.columns, cells):
+                writer.writerow({
+                    "table": table.title, "row": label, "column": column.header,
+                    "metric": column.metric, "kind": column.kind, "interval": table.interval,
+                    **{k: _csv_number(cell.stats.get(k)) for k in ("n", "mean", "plus_minus", "low", "high")},
+                    "per_seed": ";".join(f"{s}={v!r}" for s, v in cell.per_seed.items()),
+                    "note": cell.note,
+                })
+    return "\n".join(blocks), buffer.getvalue()
+
+
+def render_from_disk(out_dir: str | Path) -> tuple[str, str]:
+    """Re-render OUT/table.md and OUT/table.csv from OUT/layout.json and OUT/runs/*.json."""
+    from badpo.experiment.runner import read_records
+
+    out = Path(out_dir)
+    return render_tables(read_records(out / "runs"), read_layout(out / "layout.json"))
+
+
+def write_outputs(out: Path, layout: TableLayout, records: Mapping[str, Mapping], corpus_dir: Path,
+                  log: Callable[[str], None]) -> tuple[str, str, list[str]]:
+    """Write layout.json, table.md, table.csv and the plots; print the tables."""
+    from badpo.experiment.plots import write_plots
+    from badpo.experiment.runner import atomic_write_text
+
+    atomic_write_text(out / "layout.json", json.dumps(to_dict(layout), indent=2) + "\n")
+    markdown, csv_text = render_tables(records, layout)
+    atomic_write_text(out / "table.md", markdown)
+    atomic_write_text(out / "table.csv", csv_text)
+    print(markdown, flush=True)
+    files = [str(out / name) for name in ("layout.json", "table.md", "table.csv")]
+    planted = corpus_dir / "planted.json"
+    files += write_plots(out, layout, records, planted if planted.exists() else None, log)
+    log("wrote " + ", ".join(files))
+    return markdown, csv_text, files
