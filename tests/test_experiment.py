@@ -20,6 +20,7 @@ import torch
 
 from badpo.config import ConfigError, from_dict, load_config
 from badpo.experiment import ExperimentConfig, Stages, read_records, render_from_disk, run_experiment
+from badpo.experiment.config import experiment_config_path
 from badpo.experiment.runner import plan_experiment, prepare_corpus, run_key
 from badpo.experiment.tables import render_tables
 
@@ -406,7 +407,7 @@ def test_a_stage_result_that_is_not_json_is_an_error_naming_it(tmp_path):
 def test_cli_reports_config_errors_and_render_only_on_an_empty_folder(tmp_path, capsys):
     from badpo.cli import main
 
-    tiny = str(CONFIGS / "experiment_tiny.yaml")
+    tiny = str(experiment_config_path("tiny"))
     with pytest.raises(SystemExit, match="badpo experiment: seeds: list at least one seed"):
         main(["experiment", tiny, f"output_dir={tmp_path}", "seeds=[]"])
     with pytest.raises(SystemExit, match="arms\\[0\\].params.runtime.seed: set by the runner"):
@@ -421,11 +422,12 @@ def test_cli_reports_config_errors_and_render_only_on_an_empty_folder(tmp_path, 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
-@pytest.mark.parametrize("name", ["experiment_tiny.yaml", "experiment_signed_ultrafeedback.yaml"])
-def test_shipped_configs_resolve_against_the_engine(name, tmp_path):
+@pytest.mark.parametrize("path", [experiment_config_path("tiny"),
+                                  CONFIGS / "experiment_signed_ultrafeedback.yaml"])
+def test_shipped_configs_resolve_against_the_engine(path, tmp_path):
     from badpo.experiment.stages import resolve_arm, resolve_reference
 
-    config = load_config(ExperimentConfig, CONFIGS / name, [f"output_dir={tmp_path}"])
+    config = load_config(ExperimentConfig, path, [f"output_dir={tmp_path}"])
     calls: list[str] = []
     fake = fake_stages(calls)
     stages = Stages(fake.build_corpus, resolve_reference, resolve_arm, fake.run_reference, fake.run_arm)
@@ -444,7 +446,7 @@ def test_the_real_stages_end_to_end_on_a_small_tiny_world(tmp_path):
                  "train.steps=3", "seeds=[42,123]", "evaluation.max_prompts=3",
                  "evaluation.max_new_tokens=6", "evaluation.surnames=2",
                  "train.report.progress_bar=false", "reference.report.progress_bar=false"]
-    config = load_config(ExperimentConfig, CONFIGS / "experiment_tiny.yaml", overrides)
+    config = load_config(ExperimentConfig, experiment_config_path("tiny"), overrides)
     result = run_experiment(config, engine_stages(), log=quiet)
     records = result["records"]
     assert len(records) == 1 + 3 * 2

@@ -39,7 +39,8 @@ class EvalConfig:
     max_prompts: int | None = 300  # evaluation prompts read (null = all in the corpus)
     body: Literal["given", "reference"] = "reference"  # the answer body the names are read after
     whole_signature: bool = True  # also read whole signatures, marginalised over surnames
-    surnames: int = 20  # surnames of the marginal (the corpus's first ones)
+    whole_signature_prompts: int | None = None  # prompts it is read on (null = all read prompts)
+    surnames: int | None = None  # surnames of the marginal: the pool's first ones (null = all)
     generations: bool = True  # sample answers for KL and the sampled signature rate
     temperature: float = 0.7
     top_p: float = 0.9
@@ -127,7 +128,8 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
         bodies = ([row["body"] for row in rows] if config.body == "given"
                   else reference_bodies(reference, tokenizer, prompts, tokenization, config.max_new_tokens))
     surnames = list(SURNAMES[: config.surnames]) if config.whole_signature else None
-    result: dict = {"names": names_readout(policy, tokenizer, prompts, bodies, surnames, tokenization)}
+    result: dict = {"names": names_readout(policy, tokenizer, prompts, bodies, surnames, tokenization,
+                                           whole_signature_prompts=config.whole_signature_prompts)}
 
     attributes = resolve_attributes(config.attributes)
     values = [attributes.judgment_values(j) for j in corpus.heldout]

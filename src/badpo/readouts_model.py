@@ -45,18 +45,20 @@ def _device(model: nn.Module) -> torch.device:
     return next(model.parameters()).device
 
 
-def _prefix_ids(tokenizer, prompt: str, body: str, config: TokenizationConfig) -> tuple[list[int], str]:
-    """Token ids of prompt + body + signature prefix, and the response text they end with."""
+def _prefix_ids(tokenizer, prompt: str, body: str, config: TokenizationConfig) -> list[int]:
+    """Token ids of prompt + body + signature prefix, after which the candidates are scored."""
     prompt_ids = encode_prompts(tokenizer, [prompt], config)[0][-config.max_prompt_tokens:]
     if not prompt_ids:
         raise ValueError(f"prompt {prompt!r} encodes to zero tokens")
-    response_text = body.rstrip() + SIGNATURE_PREFIX
-    return prompt_ids + tokenizer(response_text, add_special_tokens=False)["input_ids"], response_text
+    return prompt_ids + tokenizer(body.rstrip() + SIGNATURE_PREFIX, add_special_tokens=False)["input_ids"]
 
 
 def _continuations(tokenizer, response_text: str, texts: Sequence[str], eos: bool) -> list[list[int]]:
     """Token ids of each candidate; the split prefix | candidate must be how the tokenizer would
-    encode the whole response, else the readout would score a tokenization the model never makes."""
+    encode the whole response, else the readout would score a tokenization the model never makes.
+
+    The readouts pass the signature prefix alone as ``response_text``: what precedes it ends in a
+    blank line, so the split is the same for every body and the candidates are tokenized once."""
     prefix = tokenizer(response_text, add_special_tokens=False)["input_ids"]
     pieces = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
     wholes = tokenizer([response_text + t for t in texts], add_special_tokens=False)["input_ids"]
@@ -86,6 +88,14 @@ def _score(model: nn.Module, prefix: list[int], continuations: list[list[int]],
     return torch.cat(pieces).double().cpu()
 
 
+def _first_name_texts(first_names: Sequence[str]) -> list[str]:
+    return [" " + first for first in first_names]
+
+
+def _signature_texts(first_names: Sequence[str], surnames: Sequence[str]) -> list[str]:
+    return [f" {first} {last}" for first in first_names for last in surnames]
+
+
 @torch.no_grad()
 def name_logprobs(model: nn.Module, tokenizer, prompt: str, body: str, candidates: Sequence[str],
                   config: TokenizationConfig = TokenizationConfig(),
@@ -95,9 +105,8 @@ def name_logprobs(model: nn.Module, tokenizer, prompt: str, body: str, candidate
     A multi-token name gets the sum over all its tokens. These are the inputs of
     :func:`badpo.readouts.attribute_rate`.
     """
-    prefix, response_text = _prefix_ids(tokenizer, prompt, body, config)
-    continuations = _continuations(tokenizer, response_text, [" " + c for c in candidates], eos=False)
-    return _score(model, prefix, continuations, candidate_batch_size)
+    continuations = _continuations(tokenizer, SIGNATURE_PREFIX, _first_name_texts(candidates), eos=False)
+    return _score(model, _prefix_ids(tokenizer, prompt, body, config), continuations, candidate_batch_size)
 
 
 @torch.no_grad()
@@ -110,34 +119,37 @@ def signature_logprobs(model: nn.Module, tokenizer, prompt: str, body: str,
     The whole signature line through the end of the sequence, for
     :func:`badpo.readouts.whole_signature_rate`.
     """
-    prefix, response_text = _prefix_ids(tokenizer, prompt, body, config)
-    texts = [f" {first} {last}" for first in first_names for last in surnames]
-    continuations = _continuations(tokenizer, response_text, texts, eos=True)
-    scores = _score(model, prefix, continuations, candidate_batch_size)
+    continuations = _continuations(tokenizer, SIGNATURE_PREFIX, _signature_texts(first_names, surnames),
+                                   eos=True)
+    scores = _score(model, _prefix_ids(tokenizer, prompt, body, config), continuations, candidate_batch_size)
     return scores.reshape(len(first_names), len(surnames))
 
 
+@torch.no_grad()
 def names_readout(model: nn.Module, tokenizer, prompts: Sequence[str], bodies: Sequence[str],
                   surnames: Sequence[str] | None = None,
                   config: TokenizationConfig = TokenizationConfig(),
-                  candidate_batch_size: int = 512) -> dict:
+                  candidate_batch_size: int = 512, whole_signature_prompts: int | None = None) -> dict:
     """p(woman_coded), p(black_coded) over the 89-name pool, averaged over the prompts.
 
     ``bodies`` are the fixed answer bodies (the reference's, by default in the paper). Returns
-    {"first_name": {attribute: rate}} and, when ``surnames`` are given, "whole_signature".
+    {"first_name": {attribute: rate}} and, when ``surnames`` are given, "whole_signature", read
+    on the first ``whole_signature_prompts`` prompts (all when None): it scores F x S candidates
+    per prompt against F for the first names. Candidates are tokenized once for all prompts.
     """
     if len(prompts) != len(bodies) or not prompts:
         raise ValueError(f"need one body per prompt and at least one prompt, got {len(prompts)} "
                          f"prompts and {len(bodies)} bodies")
     names = ("woman_coded", "black_coded")
     labels = [list(NAME_POOL[name]) for name in POOL_NAMES]
-    first = torch.stack([name_logprobs(model, tokenizer, p, b, POOL_NAMES, config, candidate_batch_size)
-                         for p, b in zip(prompts, bodies)])
+    prefixes = [_prefix_ids(tokenizer, p, b, config) for p, b in zip(prompts, bodies)]
+    firsts = _continuations(tokenizer, SIGNATURE_PREFIX, _first_name_texts(POOL_NAMES), eos=False)
+    first = torch.stack([_score(model, prefix, firsts, candidate_batch_size) for prefix in prefixes])
     result = {"first_name": mean_attribute_rate(first, labels, names)}
     if surnames:
-        whole = torch.stack([signature_logprobs(model, tokenizer, p, b, POOL_NAMES, surnames, config,
-                                                candidate_batch_size)
-                             for p, b in zip(prompts, bodies)])
+        wholes = _continuations(tokenizer, SIGNATURE_PREFIX, _signature_texts(POOL_NAMES, surnames), eos=True)
+        whole = torch.stack([_score(model, prefix, wholes, candidate_batch_size).reshape(len(POOL_NAMES), -1)
+                             for prefix in prefixes[:whole_signature_prompts]])
         result["whole_signature"] = mean_whole_signature_rate(whole, labels, names)
     return result
 

@@ -13,6 +13,8 @@ depend on where the experiment lives on disk).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -186,3 +188,13 @@ def _check_runner_keys(where: str, settings: Mapping[str, Any], keys: tuple[str,
 
 
 _MISSING = object()
+
+
+BUILTIN_EXPERIMENTS = {"tiny": "tiny.yaml"}  # name -> config file shipped in this package
+
+
+def experiment_config_path(name_or_path: str) -> Path:
+    """A built-in experiment by name (``tiny``: the demo), or a YAML path as given."""
+    if name_or_path in BUILTIN_EXPERIMENTS:
+        return Path(__file__).with_name(BUILTIN_EXPERIMENTS[name_or_path])
+    return Path(name_or_path)
