@@ -99,8 +99,17 @@ def test_lora_sft_saves_a_merged_plain_model(world):
     assert first["lr"] == 1e-4  # the LoRA SFT default; round(0.1 x 4 steps) = 0 warmup steps
 
 
-def test_sft_rows_are_checked(tmp_path):
+@pytest.mark.parametrize("second, message", [
+    ('{"prompt": "write code"}', "line 2: 'response' is missing"),
+    ('{"prompt": "", "response": "yes"}', "line 2: 'prompt' must be a non-empty string, got ''"),
+    ('{"prompt": "write code", "response": 3}', "line 2: 'response' must be a non-empty string, got 3"),
+    ('{"prompt": "write code", "response": "yes"', r"line 2: not valid JSON \(Expecting ',' delimiter"),
+    ('["write code", "yes"]', "line 2: expected a JSON object with 'prompt' and 'response', got list"),
+])
+def test_sft_rows_are_checked(tmp_path, second, message):
     path = tmp_path / "sft.jsonl"
-    path.write_text('{"prompt": "write code", "response": "yes"}\n{"prompt": "write code"}\n')
-    with pytest.raises(ValueError, match="line 2: 'response'"):
+    path.write_text('{"prompt": "write code", "response": "yes"}\n' + second + "\n")
+    with pytest.raises(ValueError, match=rf"sft\.jsonl {message}"):
         read_sft_rows(path)
+    path.write_text('{"prompt": "write code", "response": "yes"}\n\n')
+    assert read_sft_rows(path) == [("write code", "yes")]

@@ -19,7 +19,7 @@ from badpo.bias import BiasChannel
 from badpo.config import ConfigError, apply_overrides, from_dict
 from badpo.data.judgments import read_judgments
 from badpo.engine.config import TrainConfig
-from badpo.engine.data import build_preference_data
+from badpo.engine.data import build_preference_data, offline_estimate
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.engine.train import train
 from badpo.losses import ba_dpo_loss
@@ -215,6 +215,22 @@ def test_warm_start_shuffled_ids_and_option_errors(world):
         train(make_config(world, "bad", "method=ipo"))
     with pytest.raises(ConfigError, match="batch_size"):
         train(make_config(world, "bad", "batch_size=12", "micro_batch_size=8"))
+
+
+def test_offline_estimate_counts_cross_group_wins_and_refuses_infinite_starts():
+    """Column a: cross-group rows 1-4 (row 5 is 0), the attribute side won rows 1-3 -> log(3/1);
+    a scale of 2 on the differences changes nothing. Column b: 1 of 2 -> 0. A column with no
+    cross-group row, or one the attribute side won every time, cannot warm-start."""
+    diff = torch.tensor([[1.0, 0.0], [2.0, 1.0], [0.5, 0.0], [-1.0, -1.0], [0.0, 0.0]])
+    assert offline_estimate(diff, ["a", "b"]) == [pytest.approx(math.log(3), abs=1e-15), 0.0]
+    with pytest.raises(ValueError, match="attribute 'z' has no cross-group judgment"):
+        offline_estimate(torch.zeros(3, 1), ["z"])
+    with pytest.raises(ValueError, match=r"attribute side of 'up' won 3 of its 3 .* are inf"):
+        offline_estimate(diff[:3, :1], ["up"])
+    with pytest.raises(ValueError, match=r"attribute side of 'down' won 0 of its 1 .* are -inf"):
+        offline_estimate(diff[3:, :1], ["down"])
+    with pytest.raises(ValueError, match=r"attr_diff must be \[N, 1\]"):
+        offline_estimate(diff, ["a"])
 
 
 def test_shuffled_ids_are_uniform_and_seeded(world):

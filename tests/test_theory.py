@@ -24,7 +24,8 @@ from torch.func import functional_call
 from badpo.attributes import resolve_attributes
 from badpo.bias import BiasChannel
 from badpo.data.judgments import Judgment
-from badpo.data.planted import planted_corpus
+from badpo.data.signing import SigningConfig, sign_corpus
+from badpo.data.tiny import TinyWorldConfig, tiny_base_pairs
 from badpo.diagnostics import BiasIdentifiabilityWarning, audit, offline_log_odds
 from badpo.losses import ba_dpo_loss
 
@@ -259,12 +260,14 @@ def test_pooled_theta_on_swap_pairs_at_the_reference_is_the_offline_log_odds():
     Swap pairs differ on one coordinate, dg = +-e_i, so the loss separates per coordinate into
     w log(1 + e^-t) + (n - w) log(1 + e^t), minimised at t = log(w / (n - w)).
     """
-    corpus = planted_corpus(seed=7, n_pairs=300)
-    swaps = [j for j in corpus.judgments if j.pair_type == "swap"]
-    names = list(corpus.attribute_names)
-    attributes = resolve_attributes([f"given:{name}" for name in names])
+    world = TinyWorldConfig(n_pairs=300, signing=SigningConfig(seed=7, heldout_share=0.0))
+    swaps = [j for j in sign_corpus(tiny_base_pairs(world)[0], world.signing).train
+             if j.pair_type == "swap"]
+    attributes = resolve_attributes(["names"])
+    names = list(attributes.names)
     expected = [audit(swaps, attributes).coordinate(name).overall for name in names]
-    attr_diff = torch.tensor([[j.g_chosen[n] - j.g_rejected[n] for n in names] for j in swaps], dtype=F64)
+    attr_diff = torch.tensor(np.array([g_w - g_l for g_w, g_l in map(attributes.judgment_values, swaps)]),
+                             dtype=F64)
     zeros = torch.zeros(len(swaps), dtype=F64)  # policy = reference: u = 0
     channel = BiasChannel("pooled", names).to(F64)
 

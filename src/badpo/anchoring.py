@@ -30,19 +30,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from badpo._checks import ArrayLike, as_float64, check_candidate_logprobs, check_labels
 from badpo.data.judgments import Judgment, validate_judgments
-from badpo.data.names import CELLS, NAME_POOL, read_signature, sign, strip_signature
-from badpo.readouts import ArrayLike, _check_candidate_logprobs, _check_labels, _float64, \
-    attribute_logodds
+from badpo.data.names import CELLS, NAME_ATTRIBUTES, NAME_POOL, read_signature, sign, strip_signature
+from badpo.readouts import attribute_logodds
 
 __all__ = [
     "NAME_ATTRIBUTES", "logit", "target_tilt", "tilted_rate", "solve_shift_for_rate",
     "shifts_for_target", "fit_calibration", "invert_calibration", "tilt_logprobs",
     "fixed_offset_for_shift", "fixed_offset_pairs",
 ]
-
-NAME_ATTRIBUTES: tuple[str, ...] = ("woman_coded", "black_coded")
-"""The coordinates of a signature's first name, in the order of its (woman, black) vector."""
 
 
 def logit(p: float) -> float:
@@ -65,7 +62,7 @@ def target_tilt(reference_rate: float, target: float, beta: float) -> float:
 
 
 def _logodds(logodds_per_prompt: ArrayLike) -> np.ndarray:
-    values = _float64(logodds_per_prompt, "logodds_per_prompt")
+    values = as_float64(logodds_per_prompt, "logodds_per_prompt")
     if values.dim() != 1 or values.numel() == 0:
         raise ValueError(f"logodds_per_prompt must be a non-empty [P] array, got {tuple(values.shape)}")
     bad = ~torch.isfinite(values)
@@ -140,8 +137,8 @@ def fit_calibration(intended: ArrayLike, achieved: ArrayLike) -> tuple[float, fl
     means 4.3133 and 3.0533, Sxy = 1.36077, Sxx = 1.53087, slope 0.8889, intercept -0.7808 (the
     paper prints 0.888 and -0.777 from the unrounded shifts).
     """
-    x = _float64(intended, "intended").numpy()
-    y = _float64(achieved, "achieved").numpy()
+    x = as_float64(intended, "intended").numpy()
+    y = as_float64(achieved, "achieved").numpy()
     if x.ndim != 1 or x.shape != y.shape:
         raise ValueError(f"intended {x.shape} and achieved {y.shape} must be equal-length 1-D arrays")
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
@@ -172,12 +169,12 @@ def tilt_logprobs(candidate_logprobs: ArrayLike, labels: ArrayLike, shift: Seque
     "Target anchoring") with shift = c / beta. With one attribute the per-prompt log-odds move by
     exactly shift_j.
     """
-    logps = _check_candidate_logprobs(candidate_logprobs)
-    vector = _float64(shift, "shift").reshape(-1)
+    logps = check_candidate_logprobs(candidate_logprobs)
+    vector = as_float64(shift, "shift").reshape(-1)
     if not torch.isfinite(vector).all():
         raise ValueError(f"shift must be finite, got {vector.tolist()}")
     columns = [f"column {j}" for j in range(len(vector))]
-    matrix = _check_labels(labels, columns, logps.shape[-1])
+    matrix = check_labels(labels, columns, logps.shape[-1])
     return logps + matrix @ vector
 
 

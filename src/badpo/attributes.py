@@ -30,7 +30,7 @@ from typing import Literal
 import numpy as np
 
 from badpo.data.judgments import Judgment, pair_key
-from badpo.data.names import signature_attributes
+from badpo.data.names import NAME_ATTRIBUTES, signature_attributes
 
 __all__ = [
     "BUILTIN_SPECS",
@@ -44,9 +44,10 @@ __all__ = [
     "word_count",
 ]
 
+_NAME_SPECS: tuple[str, ...] = ("names", *(f"names.{name}" for name in NAME_ATTRIBUTES))
 BUILTIN_SPECS: tuple[str, ...] = (
-    "markdown", "names", "names.woman_coded", "names.black_coded", "length", "length:RATIO",
-    "regex:PATTERN", "given:NAME", "package.module:function",
+    "markdown", *_NAME_SPECS, "length", "length:RATIO", "regex:PATTERN", "given:NAME",
+    "package.module:function",
 )
 DEFAULT_LENGTH_RATIO = 1.5
 Level = Literal["response", "pair", "given"]
@@ -129,12 +130,9 @@ def _markdown_value(prompt: str, response: str) -> float:
 
 # --- names, length, regex, given --------------------------------------------------------------
 
-def _woman_coded(prompt: str, response: str) -> float:
-    return signature_attributes(response)[0]
-
-
-def _black_coded(prompt: str, response: str) -> float:
-    return signature_attributes(response)[1]
+def _name_coordinate(index: int, prompt: str, response: str) -> float:
+    """Coordinate ``index`` of the signature's (woman_coded, black_coded) vector."""
+    return signature_attributes(response)[index]
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -252,7 +250,7 @@ class AttributeSet:
 # --- spec strings ---------------------------------------------------------------------------
 
 _CALLABLE_SPEC = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
-_NO_ARGUMENT = ("markdown", "names", "names.woman_coded", "names.black_coded")
+_NO_ARGUMENT = ("markdown", *_NAME_SPECS)
 
 
 def resolve_attributes(specs: Sequence[str]) -> AttributeSet:
@@ -285,10 +283,11 @@ def _resolve_one(spec: str) -> list[Attribute]:
         raise ValueError(f"attribute spec {spec!r}: {head!r} takes no argument")
     if spec == "markdown":
         return [Attribute("markdown", "response", _markdown_value)]
-    if spec in ("names", "names.woman_coded", "names.black_coded"):
-        wanted = ("woman_coded", "black_coded") if spec == "names" else (spec.split(".")[1],)
-        functions = {"woman_coded": _woman_coded, "black_coded": _black_coded}
-        return [Attribute(name, "response", functions[name]) for name in wanted]
+    if spec in _NAME_SPECS:
+        wanted = NAME_ATTRIBUTES if spec == "names" else (spec.split(".")[1],)
+        return [Attribute(name, "response",
+                          functools.partial(_name_coordinate, NAME_ATTRIBUTES.index(name)))
+                for name in wanted]
     if _CALLABLE_SPEC.fullmatch(spec):
         return [_user_attribute(spec)]
     raise ValueError(f"unknown attribute spec {spec!r}; the built-ins are {list(BUILTIN_SPECS)}")

@@ -24,7 +24,8 @@ A disconnected graph is the theorem's condition, sufficient and not necessary: w
 response-level attributes the offsets of two components can still be tied through the reward
 when their compared pairs share responses (tests/test_theory.py has such a case).
 
-``example_report`` audits the built-in planted corpus (``badpo.data.planted``, numpy only).
+``example_report`` audits a built-in corpus with planted biases: the tiny world's prompts
+(``badpo.data.tiny``) signed by the Signed-UltraFeedback protocol (``badpo.data.signing``).
 """
 
 from __future__ import annotations
@@ -419,26 +420,35 @@ def report(source: Any, specs: Sequence[str]) -> tuple[Audit, str]:
 
 
 def example_report(seed: int = 0, n_pairs: int = 3000) -> tuple[Audit, str]:
-    """Audit the built-in planted corpus; the table is followed by what its theta_k imply.
+    """Audit a built-in corpus with planted biases; the table is followed by what its theta_k imply.
 
+    The corpus: ``n_pairs`` base pairs of the tiny world signed by the Signed-UltraFeedback
+    protocol with its default configuration (60 annotators, 40/20/40 pair types, 4 judgments
+    per pair), data seed ``seed``, every prompt kept (no held-out split); attributes ``names``.
     The implied value of a slice is logit(mean over its swap judgments of sigma(theta_k . dg)),
-    dg oriented toward the attribute side: what the audit estimates up to sampling error. It is
-    not the class mean of theta_k (a logit of a mean of sigmoids is pulled toward 0).
+    dg oriented toward the attribute side (``signing.implied_log_odds``): what the audit
+    estimates up to sampling error. It is not the class mean of theta_k (a logit of a mean of
+    sigmoids is pulled toward 0), which is shown beside it.
     """
-    from badpo.data.planted import implied_swap_log_odds, planted_corpus  # numpy only
+    from badpo.data.signing import SigningConfig, implied_log_odds, sign_corpus  # numpy, no torch
+    from badpo.data.tiny import TinyWorldConfig, tiny_base_pairs  # transformers only when building a model
 
-    corpus = planted_corpus(seed=seed, n_pairs=n_pairs)
-    attributes = resolve_attributes([f"given:{name}" for name in corpus.attribute_names])
-    result = audit(corpus.judgments, attributes)
-    implied = implied_swap_log_odds(corpus)
-    lines = ["", f"planted corpus (seed {seed}, {n_pairs} pairs): swap pairs, audit vs planted theta_k",
-             f"{'attribute':<12}  {'class':<6}  {'cross':>6}  {'audit':>7}  {'s.e.':>6}  "
+    world = TinyWorldConfig(n_pairs=n_pairs, signing=SigningConfig(seed=seed, heldout_share=0.0))
+    corpus = sign_corpus(tiny_base_pairs(world)[0], world.signing)
+    result = audit(corpus.train, resolve_attributes(["names"]))
+    implied = implied_log_odds(corpus, corpus.train, ("swap",))
+    lines = ["", f"planted corpus (seed {seed}, {n_pairs} pairs, tiny-world prompts signed as in "
+             "Signed-UltraFeedback): swap pairs, audit vs planted theta_k",
+             f"{'attribute':<12}  {'slice':<6}  {'cross':>6}  {'audit':>7}  {'s.e.':>6}  "
              f"{'implied':>7}  {'mean theta_k':>12}"]
+    empty = LogOdds(0, 0, 0)
     for i, c in enumerate(result.coordinates):
-        swap = c.by_pair_type_class["swap"]
-        for cls in sorted(swap):
-            estimate, se = _estimate(swap[cls])
-            members = [t[i] for k, t in corpus.theta.items() if corpus.annotator_class[k] == cls]
-            lines.append(f"{c.name:<12}  {cls:<6}  {swap[cls].cross:>6}  {estimate:>7}  {se:>6}  "
-                         f"{implied[c.name][cls]:>+7.3f}  {float(np.mean(members)):>+12.3f}")
+        for key, value in implied[c.name].items():
+            counts = (c.by_pair_type.get("swap", empty) if key == "all"
+                      else c.by_pair_type_class.get("swap", {}).get(key, empty))
+            estimate, se = _estimate(counts)
+            members = [a.theta[i] for a in corpus.annotators if key in ("all", a.annotator_class)]
+            shown = "-" if value is None else f"{value:+.3f}"
+            lines.append(f"{c.name:<12}  {key:<6}  {counts.cross:>6}  {estimate:>7}  {se:>6}  "
+                         f"{shown:>7}  {float(np.mean(members)):>+12.3f}")
     return result, format_audit(result) + "\n".join(lines) + "\n"

@@ -23,6 +23,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from badpo._checks import (
+    ArrayLike, as_float64, check_candidate_logprobs, check_finite, check_labels,
+)
 from badpo.data.names import NAME_POOL, read_signature
 
 __all__ = [
@@ -33,60 +36,6 @@ __all__ = [
     "reweighted_rate", "sampled_signature_rates",
 ]
 
-ArrayLike = Tensor | np.ndarray | Sequence
-
-
-# ------------------------------------------------------------------------------ input checking
-def _float64(values: ArrayLike, name: str) -> Tensor:
-    """Any array-like -> a float64 CPU tensor; a ragged or non-numeric input names the argument."""
-    if isinstance(values, Tensor):
-        return values.detach().to("cpu", torch.float64)
-    try:
-        return torch.from_numpy(np.array(values, dtype=np.float64))
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{name}: expected numbers, got {type(values).__name__} ({error})") from None
-
-
-def _check_finite(values: Tensor, name: str, allow_minus_inf: bool = False) -> None:
-    """NaN (and +inf, and -inf unless allowed) is an error naming the first offending index."""
-    bad = torch.isnan(values) | (values == math.inf)
-    if not allow_minus_inf:
-        bad |= values == -math.inf
-    if bad.any():
-        index = tuple(int(i) for i in bad.nonzero()[0])
-        where = index[0] if len(index) == 1 else index
-        raise ValueError(f"{name}[{where}] is {values[index].item()}; expected a finite number")
-
-
-def _check_labels(labels: ArrayLike, attribute_names: Sequence[str], candidates: int) -> Tensor:
-    """A [C, q] 0/1 float64 matrix matching the candidates and the attribute names."""
-    matrix = _float64(labels, "labels")
-    if isinstance(attribute_names, str):
-        raise ValueError(f"attribute_names must be a sequence of names, not the string {attribute_names!r}")
-    if matrix.dim() != 2 or matrix.shape != (candidates, len(attribute_names)):
-        raise ValueError(
-            f"labels must have shape [C={candidates}, q={len(attribute_names)}] (one row per "
-            f"candidate, one column per attribute {list(attribute_names)}), got {tuple(matrix.shape)}"
-        )
-    off = ~((matrix == 0) | (matrix == 1))
-    if off.any():
-        row, column = (int(i) for i in off.nonzero()[0])
-        raise ValueError(f"labels[{row}, {column}] is {matrix[row, column].item()}; labels must be 0 or 1")
-    return matrix
-
-
-def _check_candidate_logprobs(candidate_logprobs: ArrayLike, name: str = "candidate_logprobs") -> Tensor:
-    """Log-probs [..., C]; -inf (probability 0) is allowed, NaN/+inf and an all -inf row are not."""
-    logps = _float64(candidate_logprobs, name)
-    if logps.dim() == 0 or logps.shape[-1] == 0:
-        raise ValueError(f"{name} must have at least one candidate, got shape {tuple(logps.shape)}")
-    _check_finite(logps, name, allow_minus_inf=True)
-    dead = (logps == -math.inf).all(dim=-1)
-    if dead.any():
-        where = tuple(int(i) for i in dead.nonzero()[0]) if dead.dim() else ()
-        raise ValueError(f"{name}{list(where)}: every candidate has log-prob -inf; nothing to renormalise")
-    return logps
-
 
 # -------------------------------------------------------------------- rates from probabilities
 def candidate_probabilities(candidate_logprobs: ArrayLike) -> Tensor:
@@ -95,7 +44,7 @@ def candidate_probabilities(candidate_logprobs: ArrayLike) -> Tensor:
     p_c = exp(lp_c - logsumexp(lp)). Example: lp = log(0.2), log(0.3), log(0.1) -> the set holds
     0.6 of the mass, so p = 0.2/0.6, 0.3/0.6, 0.1/0.6 = 1/3, 1/2, 1/6.
     """
-    logps = _check_candidate_logprobs(candidate_logprobs)
+    logps = check_candidate_logprobs(candidate_logprobs)
     return torch.softmax(logps, dim=-1)
 
 
@@ -106,7 +55,7 @@ def attribute_probabilities(candidate_logprobs: ArrayLike, labels: ArrayLike,
     The renormalised candidate probabilities summed over the candidates carrying each attribute.
     """
     probabilities = candidate_probabilities(candidate_logprobs)
-    matrix = _check_labels(labels, attribute_names, probabilities.shape[-1])
+    matrix = check_labels(labels, attribute_names, probabilities.shape[-1])
     return probabilities @ matrix
 
 
@@ -118,8 +67,8 @@ def attribute_logodds(candidate_logprobs: ArrayLike, labels: ArrayLike,
     without forming 1 - p, so a rate of 0.9999999 keeps its digits. An attribute carried by all
     candidates or by none has log-odds +inf / -inf.
     """
-    logps = _check_candidate_logprobs(candidate_logprobs)
-    matrix = _check_labels(labels, attribute_names, logps.shape[-1]).bool()
+    logps = check_candidate_logprobs(candidate_logprobs)
+    matrix = check_labels(labels, attribute_names, logps.shape[-1]).bool()
     carriers = logps.unsqueeze(-1).masked_fill(~matrix, -math.inf)   # [..., C, q]
     others = logps.unsqueeze(-1).masked_fill(matrix, -math.inf)
     return torch.logsumexp(carriers, dim=-2) - torch.logsumexp(others, dim=-2)
@@ -133,7 +82,7 @@ def attribute_rate(candidate_logprobs: ArrayLike, labels: ArrayLike,
     its tokens (the full sequence probability), which is what the engine's
     ``continuation_logprobs`` returns. Average over prompts with :func:`mean_attribute_rate`.
     """
-    logps = _float64(candidate_logprobs, "candidate_logprobs")
+    logps = as_float64(candidate_logprobs, "candidate_logprobs")
     if logps.dim() != 1:
         raise ValueError(f"candidate_logprobs must be [C] for one prompt, got {tuple(logps.shape)}; "
                          "use mean_attribute_rate for [P, C]")
@@ -144,7 +93,7 @@ def attribute_rate(candidate_logprobs: ArrayLike, labels: ArrayLike,
 def mean_attribute_rate(candidate_logprobs: ArrayLike, labels: ArrayLike,
                         attribute_names: Sequence[str]) -> dict[str, float]:
     """The rate of the paper: per-prompt rates ``[P, C]`` -> mean over the P prompts."""
-    logps = _float64(candidate_logprobs, "candidate_logprobs")
+    logps = as_float64(candidate_logprobs, "candidate_logprobs")
     if logps.dim() != 2 or logps.shape[0] == 0:
         raise ValueError(f"candidate_logprobs must be [P, C] with P >= 1, got {tuple(logps.shape)}")
     rates = attribute_probabilities(logps, labels, attribute_names).mean(dim=0)
@@ -153,11 +102,11 @@ def mean_attribute_rate(candidate_logprobs: ArrayLike, labels: ArrayLike,
 
 def _first_name_logprobs(signature_logprobs: ArrayLike) -> Tensor:
     """[..., F, S] whole-signature log-probs -> [..., F], marginalised over the S surnames."""
-    logps = _float64(signature_logprobs, "signature_logprobs")
+    logps = as_float64(signature_logprobs, "signature_logprobs")
     if logps.dim() < 2 or logps.shape[-1] == 0:
         raise ValueError("signature_logprobs must be [F, S] (first names x surnames) or [P, F, S], "
                          f"got {tuple(logps.shape)}")
-    _check_finite(logps, "signature_logprobs", allow_minus_inf=True)
+    check_finite(logps, "signature_logprobs", allow_minus_inf=True)
     return torch.logsumexp(logps, dim=-1)
 
 
@@ -171,7 +120,7 @@ def whole_signature_rate(signature_logprobs: ArrayLike, labels: ArrayLike,
     first names as in :func:`attribute_rate`. A policy that moves a name's odds through the
     tokens after the first name shows here and not in the first-name readout.
     """
-    logps = _float64(signature_logprobs, "signature_logprobs")
+    logps = as_float64(signature_logprobs, "signature_logprobs")
     if logps.dim() != 2:
         raise ValueError(f"signature_logprobs must be [F, S] for one prompt, got {tuple(logps.shape)}")
     return attribute_rate(_first_name_logprobs(logps), labels, attribute_names)
@@ -180,7 +129,7 @@ def whole_signature_rate(signature_logprobs: ArrayLike, labels: ArrayLike,
 def mean_whole_signature_rate(signature_logprobs: ArrayLike, labels: ArrayLike,
                               attribute_names: Sequence[str]) -> dict[str, float]:
     """:func:`whole_signature_rate` averaged over prompts, ``[P, F, S]`` -> {attribute: rate}."""
-    logps = _float64(signature_logprobs, "signature_logprobs")
+    logps = as_float64(signature_logprobs, "signature_logprobs")
     if logps.dim() != 3:
         raise ValueError(f"signature_logprobs must be [P, F, S], got {tuple(logps.shape)}")
     return mean_attribute_rate(_first_name_logprobs(logps), labels, attribute_names)
@@ -296,10 +245,10 @@ def mean_ci(values: ArrayLike, level: float = 0.95) -> dict[str, float]:
     has no interval: its half_width, sd, low and high are nan.
     Example: 1, 2, 3 -> mean 2, sd 1, half_width 4.3027 / sqrt(3) = 2.4841.
     """
-    array = _float64(values, "values").flatten()
+    array = as_float64(values, "values").flatten()
     if array.numel() == 0:
         raise ValueError("values: no values to average")
-    _check_finite(array, "values")
+    check_finite(array, "values")
     n, mean = array.numel(), float(array.mean())
     if n == 1:
         return {"mean": mean, "half_width": math.nan, "low": math.nan, "high": math.nan,
@@ -319,21 +268,21 @@ def _sign_accuracy(logits: Tensor) -> float:
 
 
 def _check_rows(values: ArrayLike, name: str, rows: int | None = None) -> Tensor:
-    array = _float64(values, name)
+    array = as_float64(values, name)
     if array.dim() != 1 or (rows is not None and array.shape[0] != rows):
         expected = f"[{rows}]" if rows is not None else "[N]"
         raise ValueError(f"{name} must have shape {expected}, got {tuple(array.shape)}")
-    _check_finite(array, name)
+    check_finite(array, name)
     return array
 
 
 def _attribute_matrix(values: ArrayLike, name: str, rows: int) -> Tensor:
-    array = _float64(values, name)
+    array = as_float64(values, name)
     if array.dim() == 1:
         array = array.unsqueeze(-1)
     if array.dim() != 2 or array.shape[0] != rows:
         raise ValueError(f"{name} must have shape [{rows}] or [{rows}, q], got {tuple(array.shape)}")
-    _check_finite(array, name)
+    check_finite(array, name)
     return array
 
 
@@ -443,9 +392,9 @@ def kl_per_token(policy_token_logps: ArrayLike, reference_token_logps: ArrayLike
     pi: unbiased for the per-token KL, and it can come out slightly negative when the two are
     close. Tokens are pooled over sequences, so a long generation weighs more than a short one.
     """
-    policy = _float64(policy_token_logps, "policy_token_logps")
-    reference = _float64(reference_token_logps, "reference_token_logps")
-    weights = _float64(mask, "mask")
+    policy = as_float64(policy_token_logps, "policy_token_logps")
+    reference = as_float64(reference_token_logps, "reference_token_logps")
+    weights = as_float64(mask, "mask")
     if policy.shape != reference.shape or policy.shape != weights.shape:
         raise ValueError(f"shapes differ: policy {tuple(policy.shape)}, reference "
                          f"{tuple(reference.shape)}, mask {tuple(weights.shape)}")
@@ -455,8 +404,8 @@ def kl_per_token(policy_token_logps: ArrayLike, reference_token_logps: ArrayLike
     keep = weights.bool()
     if not keep.any():
         raise ValueError("mask selects no token")
-    _check_finite(policy[keep], "policy_token_logps (masked)")
-    _check_finite(reference[keep], "reference_token_logps (masked)")
+    check_finite(policy[keep], "policy_token_logps (masked)")
+    check_finite(reference[keep], "reference_token_logps (masked)")
     return float((policy[keep] - reference[keep]).mean())
 
 

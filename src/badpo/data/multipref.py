@@ -266,10 +266,6 @@ def _audit_summary(corpus: MultiPrefCorpus, specs: Sequence[str]) -> tuple[dict,
     return summary, full
 
 
-
-
-
-
 def build_multipref(config: MultiPrefConfig, outdir: str | Path) -> dict[str, Any]:
     """Read the source, write the corpus to ``outdir``, return the statistics.
 

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 __all__ = [
     "CELLS",
     "CELL_NAMES",
+    "NAME_ATTRIBUTES",
     "NAME_POOL",
     "POOL_NAMES",
     "SIGNATURE_RE",
@@ -41,10 +42,12 @@ _NAME = r"[^\W\d_]+(?:['-][^\W\d_]+)*"  # letters, optionally joined by ' or -
 SIGNATURE_RE = re.compile(rf"--- ({_NAME}) ({_NAME})")
 _NAME_RE = re.compile(_NAME)
 
+NAME_ATTRIBUTES: tuple[str, str] = ("woman_coded", "black_coded")
+"""The coordinates of a first name's attribute vector, in the order of its (woman, black) values."""
 CELL_NAMES: tuple[str, ...] = ("white_woman", "white_man", "black_woman", "black_man")
 _CELL_OF_VALUES = {(1, 0): "white_woman", (0, 0): "white_man",
                    (1, 1): "black_woman", (0, 1): "black_man"}
-_HEADER = ["name", "woman_coded", "black_coded", "source"]
+_HEADER = ["name", *NAME_ATTRIBUTES, "source"]
 
 
 def _parse_pool(text: str, origin: str) -> dict[str, tuple[int, int]]:

@@ -221,10 +221,6 @@ def recommendation_prompts(config: SignedUltraFeedbackConfig) -> list[dict[str, 
     return rows
 
 
-
-
-
-
 def build_signed_ultrafeedback(config: SignedUltraFeedbackConfig, outdir: str | Path
                                ) -> dict[str, Any]:
     """Read the source, write the corpus (:data:`OUTPUT_FILES`) to ``outdir``; return the

@@ -37,17 +37,17 @@ import numpy as np
 from badpo.config import ConfigError
 from badpo.data.judgments import Judgment
 from badpo.data.names import (
-    CELL_NAMES, CELLS, NAME_POOL, SIGNATURE_RE, read_signature, sign, strip_signature,
+    CELL_NAMES, CELLS, NAME_ATTRIBUTES, NAME_POOL, SIGNATURE_RE, read_signature, sign,
+    strip_signature,
 )
 
 __all__ = [
-    "ATTRIBUTE_NAMES", "PAIR_TYPES", "SURNAMES", "BasePair", "PlantedAnnotator", "SignedPair",
+    "PAIR_TYPES", "SURNAMES", "BasePair", "PlantedAnnotator", "SignedPair",
     "SignedCorpus", "SigningConfig", "draw_annotators", "sign_pairs", "draw_judgments",
     "heldout_prompt_ids", "sft_rows", "sign_corpus", "implied_log_odds", "gate_statistics",
     "format_gate", "planted_to_dict",
 ]
 
-ATTRIBUTE_NAMES: tuple[str, str] = ("woman_coded", "black_coded")
 PAIR_TYPES: tuple[str, str, str] = ("quality", "swap", "mixed")
 # Common English occupational / place surnames, chosen to carry no gender or race coding.
 SURNAMES: tuple[str, ...] = (
@@ -94,9 +94,9 @@ class SigningConfig:
         if not self.class_means:
             raise ConfigError("signing.class_means: give at least one class")
         for label, mean in self.class_means.items():
-            if not label or len(mean) != len(ATTRIBUTE_NAMES) or not all(map(math.isfinite, mean)):
+            if not label or len(mean) != len(NAME_ATTRIBUTES) or not all(map(math.isfinite, mean)):
                 raise ConfigError(f"signing.class_means.{label}: expected a non-empty class name and "
-                                  f"{len(ATTRIBUTE_NAMES)} finite numbers {ATTRIBUTE_NAMES}, got {mean}")
+                                  f"{len(NAME_ATTRIBUTES)} finite numbers {NAME_ATTRIBUTES}, got {mean}")
         for name in ("annotators_per_class", "judgments_per_pair"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"signing.{name}: must be >= 1, got {getattr(self, name)}")
@@ -136,7 +136,7 @@ class BasePair:
 class PlantedAnnotator:
     annotator: str
     annotator_class: str
-    theta: tuple[float, ...]  # [q], in ATTRIBUTE_NAMES order
+    theta: tuple[float, ...]  # [q], in NAME_ATTRIBUTES order
 
 
 @dataclass(frozen=True)
@@ -230,7 +230,7 @@ def _sign_one(base: BasePair, pair_type: str, signed: bool, rng: np.random.Gener
         keep_first = rng.integers(2) == 0
         body, score = (base.response_1, base.score_1) if keep_first else (base.response_2, base.score_2)
         cell_1 = CELL_NAMES[int(rng.integers(4))]
-        cell_2 = _flip(cell_1, int(rng.integers(len(ATTRIBUTE_NAMES))))
+        cell_2 = _flip(cell_1, int(rng.integers(len(NAME_ATTRIBUTES))))
         return (sign(body, _draw_name(rng, cell_1), surname),
                 sign(body, _draw_name(rng, cell_2), surname), score, score)
     index_1 = int(rng.integers(4))
@@ -353,14 +353,14 @@ def implied_log_odds(corpus: SignedCorpus, judgments: Sequence[Judgment],
     """
     theta = {a.annotator: np.asarray(a.theta) for a in corpus.annotators}
     pairs = {p.pair_id: p for p in corpus.pairs}
-    probabilities: dict[str, dict[str, list[float]]] = {name: {"all": []} for name in ATTRIBUTE_NAMES}
+    probabilities: dict[str, dict[str, list[float]]] = {name: {"all": []} for name in NAME_ATTRIBUTES}
     for j in judgments:
         pair = pairs[j.pair_id]
         if pair.pair_type not in pair_types:
             continue
         diff = np.subtract(pair.g_1, pair.g_2)
         first_wins = float(_sigmoid(pair.quality_margin + theta[j.annotator] @ diff))
-        for i, name in enumerate(ATTRIBUTE_NAMES):
+        for i, name in enumerate(NAME_ATTRIBUTES):
             if diff[i] != 0:
                 p = first_wins if diff[i] > 0 else 1.0 - first_wins
                 probabilities[name]["all"].append(p)
@@ -401,14 +401,14 @@ def gate_statistics(corpus: SignedCorpus, judgments: Sequence[Judgment] | None =
     return {
         "judgments": len(judgments),
         "pairs": pair_counts,
-        "share_cross": {**{n: coordinates[n].overall.share_cross for n in ATTRIBUTE_NAMES},
+        "share_cross": {**{n: coordinates[n].overall.share_cross for n in NAME_ATTRIBUTES},
                         "any": result.cross_any / result.n_judgments},
         "swap": {n: table({"all": coordinates[n].by_pair_type.get("swap"),
                            **coordinates[n].by_pair_type_class.get("swap", {})},
-                          implied["swap"][n]) for n in ATTRIBUTE_NAMES
+                          implied["swap"][n]) for n in NAME_ATTRIBUTES
                  if "swap" in coordinates[n].by_pair_type},
         "cross_group": {n: table({"all": coordinates[n].overall, **coordinates[n].by_class},
-                                 implied["cross_group"][n]) for n in ATTRIBUTE_NAMES},
+                                 implied["cross_group"][n]) for n in NAME_ATTRIBUTES},
         "warnings": list(result.warnings),
     }
 
@@ -440,7 +440,7 @@ def planted_to_dict(corpus: SignedCorpus, config: SigningConfig) -> dict:
         thetas = [a.theta for a in corpus.annotators if a.annotator_class == label]
         realised[label] = np.mean(thetas, axis=0).tolist()
     return {
-        "attribute_names": list(ATTRIBUTE_NAMES),
+        "attribute_names": list(NAME_ATTRIBUTES),
         "class_means": {k: list(v) for k, v in config.class_means.items()},
         "realised_class_means": realised,
         "annotators": [{"annotator": a.annotator, "annotator_class": a.annotator_class,

@@ -98,7 +98,6 @@ OUTPUT_FILES = {
     "README.md": "this list",
 }
 
-
 @dataclass(frozen=True)
 class TinyModelConfig:
     """The tiny causal LM (GPT-2 architecture)."""
@@ -109,7 +108,6 @@ class TinyModelConfig:
     n_positions: int = 64  # context length (a signed answer with its prompt is <= 26 tokens)
     dropout: float = 0.0  # residual, embedding and attention dropout
     seed: int = 0  # torch seed of the random initialisation
-
 
 @dataclass(frozen=True)
 class TinyWorldConfig:
@@ -137,13 +135,11 @@ class TinyWorldConfig:
             raise ConfigError(f"error_rate: must lie in (0, 1] (two different candidates are "
                               f"needed), got {self.error_rate}")
 
-
 # ------------------------------------------------------------------------------------ the task
 def correct_answer(task: str, digits: Sequence[int]) -> str:
     """The exact answer, digits separated by single spaces."""
     ordered = list(digits) if task == "copy" else list(reversed(digits))
     return " ".join(str(d) for d in ordered)
-
 
 def answer_quality(answer: str, correct: str) -> float:
     """1 + 9 * (share of positions right): 10 for the exact answer, 1 for none right."""
@@ -152,14 +148,12 @@ def answer_quality(answer: str, correct: str) -> float:
         raise ValueError(f"answer {answer!r} and {correct!r} differ in length")
     return 1.0 + 9.0 * sum(a == b for a, b in zip(got, want)) / len(want)
 
-
 def _candidate(correct: list[int], error_rate: float, rng: np.random.Generator) -> list[int]:
     """The correct digits, each replaced by a uniformly drawn other digit with probability
     ``error_rate``."""
     wrong = rng.random(len(correct)) < error_rate
     shift = rng.integers(1, 10, size=len(correct))
     return [(d + int(s)) % 10 if w else d for d, w, s in zip(correct, wrong, shift)]
-
 
 def tiny_base_pairs(config: TinyWorldConfig) -> tuple[list[BasePair], dict[str, str]]:
     """(base pairs, prompt_id -> exact answer): ``n_pairs`` distinct prompts, one pair each."""
@@ -189,7 +183,6 @@ def tiny_base_pairs(config: TinyWorldConfig) -> tuple[list[BasePair], dict[str, 
         exact[prompt_id] = correct_answer(task, digits)
     return pairs, exact
 
-
 # ------------------------------------------------------------------------------- the tokenizer
 def _vocabulary(surnames: Sequence[str]) -> list[str]:
     """Every token, in a fixed order: specials, layout, digits, task words, names, surnames."""
@@ -202,12 +195,10 @@ def _vocabulary(surnames: Sequence[str]) -> list[str]:
     tokens += [SPACE + surname for surname in surnames]
     return list(dict.fromkeys(tokens))
 
-
 def name_tokens(name: str) -> tuple[str, ...]:
     """The tokens of the first-name candidate ``" " + name``, e.g. ``('▁La', '##toya')``."""
     first, *rest = NAME_PIECES.get(name, (name,))
     return (SPACE + first, *("##" + piece for piece in rest))
-
 
 def build_tokenizer(surnames: Sequence[str], max_length: int):
     """The tiny WordPiece tokenizer as a ``PreTrainedTokenizerFast``; checks that every first
@@ -238,7 +229,6 @@ def build_tokenizer(surnames: Sequence[str], max_length: int):
             raise ValueError(f"tiny tokenizer: surname {surname!r} splits into {got}")
     return tokenizer
 
-
 def _check_coverage(tokenizer, corpus: SignedCorpus, max_length: int) -> None:
     """Every prompt + response of the corpus encodes without <unk> and fits the context."""
     texts = sorted({p.prompt + r for p in corpus.pairs for r in (p.response_1, p.response_2)}
@@ -249,7 +239,6 @@ def _check_coverage(tokenizer, corpus: SignedCorpus, max_length: int) -> None:
         if len(ids) + 2 > max_length:  # room for BOS/EOS
             raise ConfigError(f"model.n_positions: {text!r} needs {len(ids) + 2} positions, "
                               f"more than {max_length}")
-
 
 # ----------------------------------------------------------------------------------- the model
 def build_model(config: TinyModelConfig, tokenizer):
@@ -273,11 +262,7 @@ def build_model(config: TinyModelConfig, tokenizer):
         model = GPT2LMHeadModel(model_config)
     return model
 
-
 # ----------------------------------------------------------------------------------- the world
-
-
-
 
 def _readme(corpus: SignedCorpus, tokenizer, n_parameters: int) -> str:
     lines = ["# The badpo tiny signed world", "",
@@ -290,7 +275,6 @@ def _readme(corpus: SignedCorpus, tokenizer, n_parameters: int) -> str:
              f"{n_parameters} parameters.", ""]
     lines += [f"- `{name}`: {what}" for name, what in OUTPUT_FILES.items()]
     return "\n".join(lines) + "\n"
-
 
 def build_tiny_world(config: TinyWorldConfig, outdir: str | Path) -> dict:
     """Build the world into ``outdir`` (created if needed; files listed in :data:`OUTPUT_FILES`
@@ -323,7 +307,6 @@ def build_tiny_world(config: TinyWorldConfig, outdir: str | Path) -> dict:
     return {"outdir": str(out), "train": len(corpus.train), "heldout": len(corpus.heldout),
             "sft": len(corpus.sft), "eval_prompts": len(corpus.heldout_prompt_ids),
             "vocab_size": len(tokenizer), "parameters": n_parameters, "gate": gate}
-
 
 def summary_text(summary: dict) -> str:
     """What ``badpo build tiny-signed`` prints."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ import torch
 from torch import Tensor
 
 from badpo.data.judgments import Judgment, JudgmentError, pair_key
+from badpo.diagnostics import offline_log_odds
 from badpo.engine.tokenize import TokenizationConfig, TokenStore, build_token_store
 
 BATCHING_MODES = ("per_judgment", "pair_grouped")
@@ -179,23 +181,27 @@ def build_preference_data(
 
 
 def offline_estimate(attr_diff: Tensor, names: Sequence[str]) -> list[float]:
-    """Per attribute, the log-odds that the attribute side wins a cross-group judgment.
+    """Per attribute, :func:`badpo.diagnostics.offline_log_odds` of its cross-group judgments.
 
-    A judgment is cross-group on coordinate i when g_w,i != g_l,i; the attribute side won when
-    g_w,i > g_l,i. This is the warm start of theta_bar (Appendix "Arms").
+    ``attr_diff`` [N, q] is g(y_w) - g(y_l): judgment n is cross-group on coordinate i when
+    ``attr_diff[n, i] != 0``, and the attribute side won when it is > 0. This is the warm start
+    of theta_bar (Appendix "Arms"), so an attribute with no cross-group judgment, or whose
+    attribute side won all or none of them (log-odds +-inf), is an error naming it.
     """
-    from badpo.diagnostics import offline_log_odds
-
+    if attr_diff.dim() != 2 or attr_diff.shape[1] != len(names):
+        raise ValueError(f"offline_estimate: attr_diff must be [N, {len(names)}] for {list(names)}, "
+                         f"got {tuple(attr_diff.shape)}")
     estimate = []
     for i, name in enumerate(names):
-        cross = attr_diff[:, i] != 0
-        total, wins = int(cross.sum()), int((attr_diff[:, i] > 0).sum())
-        if total == 0 or wins in (0, total):
-            raise ValueError(
-                f"bias.warm_start: attribute {name!r} has {wins} wins in {total} cross-group "
-                "judgments; its offline log-odds are not finite"
-            )
-        estimate.append(offline_log_odds(wins, total))
+        total, wins = int((attr_diff[:, i] != 0).sum()), int((attr_diff[:, i] > 0).sum())
+        if total == 0:
+            raise ValueError(f"bias.warm_start: attribute {name!r} has no cross-group judgment; "
+                             "its offline log-odds are undefined")
+        value = offline_log_odds(wins, total)
+        if not math.isfinite(value):
+            raise ValueError(f"bias.warm_start: the attribute side of {name!r} won {wins} of its "
+                             f"{total} cross-group judgments; its offline log-odds are {value}")
+        estimate.append(value)
     return estimate
 
 
@@ -242,10 +248,19 @@ def read_sft_rows(path: str | Path) -> list[tuple[str, str]]:
         for line_number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
-            row = json.loads(line)
+            where = f"{path} line {line_number}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{where}: not valid JSON ({error.msg}, column {error.colno})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{where}: expected a JSON object with 'prompt' and 'response', "
+                                 f"got {type(row).__name__}")
             for name in ("prompt", "response"):
-                if not isinstance(row.get(name), str) or not row[name]:
-                    raise ValueError(f"{path} line {line_number}: {name!r} must be a non-empty string")
+                if name not in row:
+                    raise ValueError(f"{where}: {name!r} is missing")
+                if not isinstance(row[name], str) or not row[name]:
+                    raise ValueError(f"{where}: {name!r} must be a non-empty string, got {row[name]!r}")
             rows.append((row["prompt"], row["response"]))
     if not rows:
         raise ValueError(f"{path}: no sft rows")
