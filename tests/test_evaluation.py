@@ -62,3 +62,27 @@ def test_bias_channel_readouts(world):
         assert record[f"votes/{name}"] == record[f"votes_ceiling/{name}"]
     assert record["theta_mean"]["black_coded"] == pytest.approx(planted[:, 1].mean().item(), abs=1e-6)
     assert "kl" not in record and not math.isnan(record["names"]["first_name"]["woman_coded"])
+
+
+def test_theta_is_matched_to_attributes_by_name_and_unseen_annotators_get_theta_bar(world):
+    """A run whose theta lists the attributes in another order than the evaluation reads them is
+    still scored coordinate by coordinate; an annotator the run never saw gets theta_bar."""
+    corpus, tokenizer, reference = world
+    annotators = [a["annotator"] for a in corpus.planted["annotators"]]
+    planted = torch.tensor([a["theta"] for a in corpus.planted["annotators"]])
+    swapped = BiasChannel("per_annotator", ["black_coded", "woman_coded"], annotators)
+    with torch.no_grad():
+        swapped.annotator_theta.copy_(planted[:, [1, 0]])
+    fast = EvalConfig(max_prompts=2, body="given", whole_signature=False, generations=False)
+    record = evaluate_policy(reference, reference, tokenizer, corpus, fast, bias=swapped)
+    for name in ("woman_coded", "black_coded"):
+        assert record[f"votes/{name}"] == record[f"votes_ceiling/{name}"]
+        assert record["theta_recovery"]["pearson"][name] == pytest.approx(1.0, abs=1e-6)
+    assert record["theta_mean"]["woman_coded"] == pytest.approx(planted[:, 0].mean().item(), abs=1e-6)
+
+    heldout_annotators = {j.annotator for j in corpus.heldout}
+    missing = sorted(heldout_annotators)[0]
+    partial = BiasChannel("per_annotator", ["woman_coded", "black_coded"],
+                          [a for a in annotators if a != missing])
+    record = evaluate_policy(reference, reference, tokenizer, corpus, fast, bias=partial)
+    assert record["votes_unseen_annotator_judgments"] == sum(j.annotator == missing for j in corpus.heldout)

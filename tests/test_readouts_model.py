@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+import warnings
+
 import pytest
 import torch
 
@@ -114,6 +116,25 @@ def test_a_candidate_that_breaks_the_token_boundary_is_refused(models, tokenizer
         name_logprobs(policy, tokenizer, PROMPTS[0], BODIES[0], ["Emily", "Zorblax"])
 
 
+def test_generate_ignores_the_models_own_decoding_settings(models, tokenizer):
+    """Only temperature and top-p shape the samples: a repetition penalty and a no-repeat rule in
+    the model's generation_config (as chat models ship) must not leak into the readouts."""
+    policy, _ = models
+    plain = generate(policy, tokenizer, PROMPTS * 3, max_new_tokens=12, seed=3, batch_size=4)
+    saved = policy.generation_config
+    policy.generation_config = type(saved)(repetition_penalty=50.0, no_repeat_ngram_size=1)
+    try:
+        penalised = generate(policy, tokenizer, PROMPTS * 3, max_new_tokens=12, seed=3, batch_size=4)
+        leaked = policy.generate(torch.tensor([plain.prompt_ids[0]]), do_sample=False, max_new_tokens=12,
+                                 pad_token_id=tokenizer.pad_token_id)[0, len(plain.prompt_ids[0]):]
+    finally:
+        policy.generation_config = saved
+    assert penalised == plain
+    assert policy.generation_config is saved
+    # the control: without the guard, transformers applies the model's no-repeat rule
+    assert len(set(leaked.tolist())) == len(leaked.tolist())
+
+
 def test_generate_is_seeded_and_kl_matches_a_plain_path(models, tokenizer):
     policy, reference = models
     first = generate(policy, tokenizer, PROMPTS * 3, max_new_tokens=12, seed=3, batch_size=4)
@@ -189,3 +210,13 @@ def test_judge_needs_one_output(tokenizer):
                                                    n_layer=1, n_head=2, num_labels=2))
     with pytest.raises(ValueError, match="2 outputs"):
         judge_scores(two, PROMPTS, BODIES, tokenizer=tokenizer)
+
+
+def test_a_first_name_that_is_a_token_prefix_of_another_is_flagged():
+    from badpo.readouts_model import _warn_on_prefix_names
+
+    with pytest.warns(UserWarning, match=r"1 name\(s\) are token prefixes.*\('Malik', 'Malika'\)"):
+        _warn_on_prefix_names(["Malik", "Malika", "Emily"], [[7, 8], [7, 8, 9], [10]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _warn_on_prefix_names(["Jay", "Jamal"], [[5, 6], [5, 7]])  # a shared first piece is fine

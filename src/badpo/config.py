@@ -52,12 +52,11 @@ def _convert(tp: Any, value: Any, key: str) -> Any:
     if origin in (Union, types.UnionType):
         if value is None and type(None) in args:
             return None
-        errors = []
         for option in (a for a in args if a is not type(None)):
             try:
                 return _convert(option, value, key)
-            except ConfigError as err:
-                errors.append(str(err))
+            except ConfigError:
+                continue
         raise ConfigError(f"{key}: {value!r} matches none of {_describe(tp)}")
     if origin is Literal:
         if value not in args:

@@ -23,12 +23,11 @@ from torch import nn
 from badpo.attributes import resolve_attributes
 from badpo.bias import BiasChannel
 from badpo.data.judgments import Judgment, read_judgments
-from badpo.data.names import strip_signature
-from badpo.data.signing import SURNAMES
+from badpo.data.names import NAME_ATTRIBUTES, read_signature, strip_signature
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.readouts import heldout_accuracy, sampled_signature_rates, theta_recovery, vote_prediction
 from badpo.readouts_model import (SIGNATURE_PREFIX, generate, generation_kl, heldout_margins, judge_scores,
-                                  names_readout)
+                                  load_judge, names_readout, plain_decoding)
 
 
 @dataclass(frozen=True)
@@ -40,7 +39,7 @@ class EvalConfig:
     body: Literal["given", "reference"] = "reference"  # the answer body the names are read after
     whole_signature: bool = True  # also read whole signatures, marginalised over surnames
     whole_signature_prompts: int | None = None  # prompts it is read on (null = all read prompts)
-    surnames: int | None = None  # surnames of the marginal: the pool's first ones (null = all)
+    surnames: int | None = None  # surnames of the marginal: the corpus's first ones (null = all)
     generations: bool = True  # sample answers for KL and the sampled signature rate
     temperature: float = 0.7
     top_p: float = 0.9
@@ -61,11 +60,27 @@ class Corpus:
     @classmethod
     def load(cls, folder: str | Path) -> Corpus:
         folder = Path(folder)
-        with open(folder / "eval_prompts.jsonl", encoding="utf-8") as handle:
-            prompts = [json.loads(line) for line in handle if line.strip()]
+        prompts = []
+        path = folder / "eval_prompts.jsonl"
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                row = json.loads(line)
+                if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or not row["prompt"]:
+                    raise ValueError(f"{path}:{number}: an evaluation prompt needs a non-empty 'prompt'")
+                prompts.append(row)
         planted_path = folder / "planted.json"
         planted = json.loads(planted_path.read_text()) if planted_path.exists() else None
         return cls(prompts, read_judgments(folder / "heldout.jsonl"), planted)
+
+    @property
+    def surnames(self) -> list[str]:
+        """The surnames the corpus signs with (read from its held-out signatures), for the
+        whole-signature marginal."""
+        found = {signature[1] for j in self.heldout for text in (j.chosen, j.rejected)
+                 if (signature := read_signature(text)) is not None}
+        return sorted(found)
 
 
 def reference_bodies(reference: nn.Module, tokenizer, prompts: Sequence[str],
@@ -77,8 +92,9 @@ def reference_bodies(reference: nn.Module, tokenizer, prompts: Sequence[str],
     bodies = []
     for ids in encode_prompts(tokenizer, prompts, tokenization):
         ids = torch.tensor([ids[-tokenization.max_prompt_tokens:]], device=device)
-        out = reference.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                                 max_new_tokens=max_new_tokens, pad_token_id=pad)
+        with plain_decoding(reference):
+            out = reference.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                     max_new_tokens=max_new_tokens, pad_token_id=pad)
         text = tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
         bodies.append(strip_signature(text.split(SIGNATURE_PREFIX)[0]).strip())
     return bodies
@@ -90,6 +106,26 @@ def _planted_theta(planted: dict) -> tuple[dict[str, list[float]], dict[str, str
     return theta, classes
 
 
+def _own_bias_logits(bias: BiasChannel, heldout: Sequence[Judgment], diff: torch.Tensor,
+                     names: Sequence[str]) -> tuple[torch.Tensor, int]:
+    """b = (theta_k + offset) . dg of each held-out judgment with the run's own theta, [N], and the
+    number of judgments whose annotator the run never saw (they get theta_bar: pooled and DPO give
+    every annotator the same theta anyway)."""
+    missing = [name for name in bias.attribute_names if name not in names]
+    if missing:
+        raise ValueError(f"the run's theta is on {list(bias.attribute_names)} but evaluation.attributes "
+                         f"gives {list(names)}: declare {missing} for evaluation too")
+    columns = diff[:, [list(names).index(name) for name in bias.attribute_names]]
+    with torch.no_grad():
+        mean = bias.mean().double()
+        position = {a: i for i, a in enumerate(bias.annotators)} if bias.variant not in ("none", "pooled") else {}
+        theta = bias.theta().double() if position else None
+        rows = [theta[position[j.annotator]] if j.annotator in position else mean for j in heldout]
+        per_judgment = torch.stack(rows) + bias.fixed_offset.double()
+    unseen = sum(1 for j in heldout if position and j.annotator not in position)
+    return (per_judgment * columns).sum(dim=1), unseen
+
+
 def _vote_readouts(margins: torch.Tensor, heldout: Sequence[Judgment], g_w: np.ndarray, g_l: np.ndarray,
                    names: Sequence[str], bias: BiasChannel | None, planted: dict | None) -> dict:
     """Vote prediction by the sign of u + theta_k . (g_w - g_l) on the held-out judgments that are
@@ -97,10 +133,9 @@ def _vote_readouts(margins: torch.Tensor, heldout: Sequence[Judgment], g_w: np.n
     (the ceiling). DPO (no bias channel) predicts with u alone."""
     diff = torch.tensor(g_w - g_l, dtype=torch.float64)
     classes = [j.annotator_class for j in heldout]
-    own = torch.zeros(len(heldout), dtype=torch.float64)
+    own, unseen = torch.zeros(len(heldout), dtype=torch.float64), 0
     if bias is not None:
-        with torch.no_grad():
-            own = bias(bias.annotator_index([j.annotator for j in heldout]), diff.float()).double()
+        own, unseen = _own_bias_logits(bias, heldout, diff, names)
     ceiling = None
     if planted is not None:
         theta, _ = _planted_theta(planted)
@@ -108,12 +143,38 @@ def _vote_readouts(margins: torch.Tensor, heldout: Sequence[Judgment], g_w: np.n
         planted_theta = torch.tensor([[theta[j.annotator][c] for c in columns] for j in heldout],
                                      dtype=torch.float64)
         ceiling = (planted_theta * diff).sum(dim=1)
-    result = {}
+    result: dict = {"votes_unseen_annotator_judgments": unseen}
     for a, name in enumerate(names):
         cross = diff[:, a] != 0
         result[f"votes/{name}"] = vote_prediction(margins, own, cross, classes)
         if ceiling is not None:
             result[f"votes_ceiling/{name}"] = vote_prediction(margins, ceiling, cross, classes)
+    return result
+
+
+def _bodies(rows: Sequence[dict], config: EvalConfig, reference: nn.Module, tokenizer,
+            tokenization: TokenizationConfig) -> list[str]:
+    if config.body == "reference":
+        return reference_bodies(reference, tokenizer, [row["prompt"] for row in rows], tokenization,
+                                config.max_new_tokens)
+    missing = [i for i, row in enumerate(rows) if not isinstance(row.get("body"), str)]
+    if missing:
+        raise ValueError(f"evaluation.body is 'given' but evaluation prompts {missing[:5]} have no 'body' "
+                         "field; use evaluation.body=reference")
+    return [row["body"] for row in rows]
+
+
+def _theta_readouts(bias: BiasChannel, planted: dict | None) -> dict:
+    """theta_bar per attribute and, against planted values, the recovery of every learned theta_k."""
+    names = list(bias.attribute_names)
+    result = {"theta_mean": dict(zip(names, bias.mean().tolist()))}
+    if planted is not None and bias.variant not in ("none", "pooled"):
+        theta, classes = _planted_theta(planted)
+        columns = [planted["attribute_names"].index(name) for name in names]
+        learned = dict(zip(bias.annotators, bias.theta().tolist()))
+        # over the annotators the run learned (one absent from training has no theta to recover)
+        planted_theta = {a: [theta[a][c] for c in columns] for a in learned if a in theta}
+        result["theta_recovery"] = theta_recovery(learned, planted_theta, classes, names)
     return result
 
 
@@ -124,14 +185,14 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
     """Every readout of one policy, as a flat JSON-ready dict (see the module docstring)."""
     rows = corpus.eval_prompts[: config.max_prompts]
     prompts = [row["prompt"] for row in rows]
-    if bodies is None:
-        bodies = ([row["body"] for row in rows] if config.body == "given"
-                  else reference_bodies(reference, tokenizer, prompts, tokenization, config.max_new_tokens))
-    surnames = list(SURNAMES[: config.surnames]) if config.whole_signature else None
-    result: dict = {"names": names_readout(policy, tokenizer, prompts, bodies, surnames, tokenization,
-                                           whole_signature_prompts=config.whole_signature_prompts)}
-
     attributes = resolve_attributes(config.attributes)
+    result: dict = {}
+    if any(name in NAME_ATTRIBUTES for name in attributes.names):
+        bodies = bodies if bodies is not None else _bodies(rows, config, reference, tokenizer, tokenization)
+        surnames = corpus.surnames[: config.surnames] if config.whole_signature else None
+        result["names"] = names_readout(policy, tokenizer, prompts, bodies, surnames, tokenization,
+                                        whole_signature_prompts=config.whole_signature_prompts)
+
     values = [attributes.judgment_values(j) for j in corpus.heldout]
     g_w = np.array([v[0] for v in values])
     g_l = np.array([v[1] for v in values])
@@ -140,13 +201,8 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
     result["heldout"] = {name: heldout_accuracy(margins, g_w[:, [a]], g_l[:, [a]])
                          for a, name in enumerate(attributes.names)}
     result.update(_vote_readouts(margins, corpus.heldout, g_w, g_l, attributes.names, bias, corpus.planted))
-
     if bias is not None and bias.variant != "none":
-        result["theta_mean"] = dict(zip(attributes.names, bias.mean().tolist()))
-        if corpus.planted is not None and bias.variant != "pooled":
-            planted, classes = _planted_theta(corpus.planted)
-            learned = dict(zip(bias.annotators, bias.theta().tolist()))
-            result["theta_recovery"] = theta_recovery(learned, planted, classes, list(attributes.names))
+        result.update(_theta_readouts(bias, corpus.planted))
 
     if config.generations:
         samples = generate(policy, tokenizer, prompts, config.temperature, config.top_p,
@@ -156,7 +212,9 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
         result["sampled"] = sampled_signature_rates(list(samples.texts))
         result["tokens"] = float(np.mean(samples.token_counts))
         if config.judge is not None:
-            result["rm"] = float(np.mean(judge_scores(config.judge, prompts, list(samples.texts))))
-            result["rm_minus"] = float(np.mean(judge_scores(config.judge, prompts, list(samples.texts),
+            judge, judge_tokenizer = load_judge(config.judge, next(policy.parameters()).device)
+            texts = list(samples.texts)
+            result["rm"] = float(np.mean(judge_scores(judge, prompts, texts, tokenizer=judge_tokenizer)))
+            result["rm_minus"] = float(np.mean(judge_scores(judge, prompts, texts, tokenizer=judge_tokenizer,
                                                             strip=strip_signature)))
     return result

@@ -17,7 +17,9 @@ the tokenizer has one, the prompt's last ``max_prompt_tokens`` tokens kept).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -125,6 +127,19 @@ def signature_logprobs(model: nn.Module, tokenizer, prompt: str, body: str,
     return scores.reshape(len(first_names), len(surnames))
 
 
+def _warn_on_prefix_names(names: Sequence[str], token_ids: Sequence[Sequence[int]]) -> None:
+    """A first name whose tokens begin another's (" Malik" in " Malika" under some tokenizers) also
+    collects the longer name's mass at the first-name position; the whole-signature readout does
+    not have this problem. Say so rather than report a rate that counts some mass twice."""
+    ids = [tuple(t) for t in token_ids]
+    pairs = [(names[i], names[j]) for i, short in enumerate(ids) for j, long in enumerate(ids)
+             if i != j and len(short) < len(long) and long[: len(short)] == short]
+    if pairs:
+        warnings.warn(f"first-name readout: under this tokenizer {len(pairs)} name(s) are token prefixes of "
+                      f"others, e.g. {pairs[:3]}; their first-name rates overlap, read the whole-"
+                      "signature rate", stacklevel=3)
+
+
 @torch.no_grad()
 def names_readout(model: nn.Module, tokenizer, prompts: Sequence[str], bodies: Sequence[str],
                   surnames: Sequence[str] | None = None,
@@ -144,6 +159,7 @@ def names_readout(model: nn.Module, tokenizer, prompts: Sequence[str], bodies: S
     labels = [list(NAME_POOL[name]) for name in POOL_NAMES]
     prefixes = [_prefix_ids(tokenizer, p, b, config) for p, b in zip(prompts, bodies)]
     firsts = _continuations(tokenizer, SIGNATURE_PREFIX, _first_name_texts(POOL_NAMES), eos=False)
+    _warn_on_prefix_names(POOL_NAMES, firsts)
     first = torch.stack([_score(model, prefix, firsts, candidate_batch_size) for prefix in prefixes])
     result = {"first_name": mean_attribute_rate(first, labels, names)}
     if surnames:
@@ -180,6 +196,26 @@ def _cut_at_eos(row: list[int], eos_id: int | None) -> list[int]:
     return row[: row.index(eos_id) + 1] if eos_id is not None and eos_id in row else row
 
 
+@contextlib.contextmanager
+def plain_decoding(model: nn.Module) -> Iterator[None]:
+    """Decode with exactly the settings passed to ``generate``.
+
+    transformers fills every field a passed ``GenerationConfig`` leaves unset from the model's
+    own ``generation_config`` (a chat model's repetition penalty, say), which would change the
+    samples behind KL, the sampled rates and the judge. The library defaults stand in for it
+    during the call.
+    """
+    from transformers import GenerationConfig
+
+    target = model.get_base_model() if hasattr(model, "get_base_model") else model
+    saved = target.generation_config
+    target.generation_config = GenerationConfig()
+    try:
+        yield
+    finally:
+        target.generation_config = saved
+
+
 @torch.no_grad()
 def generate(model: nn.Module, tokenizer, prompts: Sequence[str], temperature: float = 0.7,
              top_p: float = 0.9, max_new_tokens: int = 512, seed: int = 0, batch_size: int = 16,
@@ -211,7 +247,7 @@ def generate(model: nn.Module, tokenizer, prompts: Sequence[str], temperature: f
     model.eval()
     completions: list[list[int]] = []
     devices = [device.index or 0] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
+    with torch.random.fork_rng(devices=devices), plain_decoding(model):
         torch.manual_seed(seed)
         for start in range(0, len(encoded), batch_size):
             chunk = encoded[start:start + batch_size]
@@ -297,6 +333,16 @@ def heldout_margins(policy: nn.Module, reference: nn.Module, tokenizer,
                       reference_logps[:, 1], beta)
 
 
+def load_judge(reward_model: str, device: str | torch.device | None = None):
+    """A sequence-classification reward model and its tokenizer by Hub id or path, in eval mode on
+    ``device`` (load it once per evaluation: RM and RM- score the same generations)."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(reward_model)
+    model = AutoModelForSequenceClassification.from_pretrained(reward_model)
+    return (model.to(device) if device is not None else model).eval(), tokenizer
+
+
 @torch.no_grad()
 def judge_scores(reward_model: str | nn.Module, prompts: Sequence[str], responses: Sequence[str],
                  strip: Callable[[str], str] | None = None, tokenizer=None, batch_size: int = 8,
@@ -305,17 +351,14 @@ def judge_scores(reward_model: str | nn.Module, prompts: Sequence[str], response
     response alike (e.g. :func:`badpo.data.names.strip_signature`).
 
     ``reward_model`` is a Hugging Face id or path of an ``AutoModelForSequenceClassification``
-    with one output (e.g. Skywork/Skywork-Reward-V2-Qwen3-1.7B), or a loaded model with its
-    ``tokenizer``. With a chat template the pair is rendered as a user and an assistant turn;
-    without one the text is prompt + response, as the engine feeds a policy.
+    with one output (e.g. Skywork/Skywork-Reward-V2-Qwen3-1.7B), or a model from
+    :func:`load_judge` with its ``tokenizer``. With a chat template the pair is rendered as a user
+    and an assistant turn; without one the text is prompt + response, as the engine feeds a policy.
     """
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
     if len(prompts) != len(responses):
         raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses")
     if isinstance(reward_model, str):
-        tokenizer = tokenizer or AutoTokenizer.from_pretrained(reward_model)
-        reward_model = AutoModelForSequenceClassification.from_pretrained(reward_model)
+        reward_model, tokenizer = load_judge(reward_model)
     if tokenizer is None:
         raise ValueError("judge_scores: a loaded reward model needs its tokenizer")
     if reward_model.config.num_labels != 1:

@@ -67,6 +67,8 @@ class Stages:
     - ``build_corpus(builder, config, outdir)``: build the named corpus into ``outdir``.
     - ``resolve_reference(settings) -> dict`` / ``resolve_arm(settings) -> dict``: the complete,
       checked settings (defaults filled; an unknown key or bad value raises ConfigError).
+    - ``resolve_evaluation(settings) -> dict``: the complete, checked readout settings (by
+      default taken as they are).
     - ``run_reference(task) -> dict`` / ``run_arm(task) -> dict``: train and evaluate; return
       {"readouts": {...}, "theta": {...} or None, "artifacts": {name: path}}. The reference must
       return ``artifacts["model"]`` when an arm's settings use ``{reference}``. ``theta`` is
@@ -79,6 +81,7 @@ class Stages:
     resolve_arm: Callable[[dict], dict]
     run_reference: Callable[[RunTask], Mapping]
     run_arm: Callable[[RunTask], Mapping]
+    resolve_evaluation: Callable[[dict], dict] = dict
 
 
 @dataclass(frozen=True)
@@ -233,7 +236,7 @@ def _resolve(resolver: Callable[[dict], dict], settings: dict, where: str) -> di
 def plan_experiment(config: ExperimentConfig, stages: Stages, corpus_dir: Path) -> Plan:
     """Resolve and key every run before anything trains, so a bad setting fails at once."""
     corpus_id = corpus_fingerprint(corpus_dir)
-    evaluation = to_dict(config.evaluation)
+    evaluation = _resolve(stages.resolve_evaluation, to_dict(config.evaluation), "evaluation")
     settings = _resolve(stages.resolve_reference, merge_settings({}, config.reference, "reference"),
                         "reference")
     keyed = {"settings": _keyed(settings), "corpus": corpus_id, "evaluation": evaluation}

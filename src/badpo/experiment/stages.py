@@ -24,7 +24,7 @@ from badpo.config import ConfigError, from_dict, to_dict
 from badpo.data.builders import build_corpus
 from badpo.experiment.runner import RunTask, Stages
 
-__all__ = ["Evaluate", "resolve_reference", "resolve_arm",
+__all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation",
            "theta_summary", "evaluate_run", "engine_stages"]
 
 PER_ANNOTATOR_VARIANTS = ("per_annotator", "shared_mean", "class_offsets")
@@ -52,6 +52,13 @@ def resolve_arm(settings: dict) -> dict:
     config = from_dict(TrainConfig, settings)
     get_method(config.method)
     return to_dict(config)
+
+
+def resolve_evaluation(settings: dict) -> dict:
+    """Readout settings -> the complete ``EvalConfig`` as a dict (checked before anything trains)."""
+    from badpo.evaluation import EvalConfig
+
+    return to_dict(from_dict(EvalConfig, settings))
 
 
 def theta_summary(theta_file: Path) -> dict | None:
@@ -170,4 +177,5 @@ def engine_stages(evaluate: Evaluate | None = evaluate_run) -> Stages:
         return {"readouts": readouts, "theta": theta_summary(theta_file),
                 "artifacts": {"run": run_dir, "policy": run_dir / "policy"}}
 
-    return Stages(build_corpus, resolve_reference, resolve_arm, run_reference, run_arm)
+    return Stages(build_corpus, resolve_reference, resolve_arm, run_reference, run_arm,
+                  resolve_evaluation)
