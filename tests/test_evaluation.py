@@ -4,6 +4,7 @@ that hold when the policy *is* the reference (KL 0, every held-out margin 0)."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,9 +17,15 @@ from badpo.evaluation import Corpus, EvalConfig, evaluate_policy
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world_folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("world")
     build_tiny_world(from_dict(TinyWorldConfig, {"n_pairs": 120}), folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def world(world_folder):
+    folder = world_folder
     tokenizer = AutoTokenizer.from_pretrained(folder / "tokenizer")
     reference = AutoModelForCausalLM.from_pretrained(folder / "model").eval()
     return Corpus.load(folder), tokenizer, reference
@@ -86,3 +93,27 @@ def test_theta_is_matched_to_attributes_by_name_and_unseen_annotators_get_theta_
                           [a for a in annotators if a != missing])
     record = evaluate_policy(reference, reference, tokenizer, corpus, fast, bias=partial)
     assert record["votes_unseen_annotator_judgments"] == sum(j.annotator == missing for j in corpus.heldout)
+
+
+def test_badpo_evaluate_reads_a_finished_run_from_its_folder(world_folder, tmp_path):
+    """`badpo train` then `badpo evaluate RUN_DIR`: the run's own config names the reference,
+    the corpus and the tokenization; readouts.json carries the run's learned theta_bar."""
+    import json
+
+    from badpo.cli import main
+
+    run_dir = tmp_path / "run"
+    config = Path(__file__).resolve().parents[1] / "configs" / "train_tiny.yaml"
+    main(["train", "-c", str(config), f"data={world_folder}/train.jsonl",
+          f"model.name_or_path={world_folder}/model", f"output_dir={run_dir}",
+          f"cache_dir={tmp_path}/cache", "steps=3", "batch_size=8", "micro_batch_size=8",
+          "method=ba_dpo_pooled", "report.progress_bar=false"])
+    main(["evaluate", str(run_dir), "max_prompts=2", "body=given", "whole_signature=false",
+          "generations=false"])
+    readouts = json.loads((run_dir / "readouts.json").read_text())
+    theta = json.loads((run_dir / "theta.json").read_text())
+    assert readouts["theta_mean"] == pytest.approx(theta["theta_bar"], abs=1e-6)
+    assert set(readouts["names"]["first_name"]) == {"woman_coded", "black_coded"}
+    assert readouts["heldout"]["woman_coded"]["n_cross"] > 0
+    with pytest.raises(SystemExit, match="not a finished run"):
+        main(["evaluate", str(tmp_path / "nothing")])

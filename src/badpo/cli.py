@@ -139,6 +139,38 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_evaluate(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "evaluate", help="every readout of one finished training run, written to RUN_DIR/readouts.json",
+        description="Names rates from probabilities, held-out accuracy and gap, vote prediction, "
+                    "theta recovery, KL and sampled rates of a `badpo train` output folder. The config "
+                    "and KEY=VALUE overrides are badpo.evaluation.EvalConfig keys.",
+    )
+    parser.add_argument("run_dir", help="the output folder of `badpo train`")
+    parser.add_argument("--corpus", default=None,
+                        help="corpus folder (default: the folder of the run's training data)")
+    _add_config_args(parser)
+    return parser
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from badpo.config import ConfigError, load_config
+    from badpo.evaluation import EvalConfig, evaluate_run_dir
+
+    try:
+        readouts = evaluate_run_dir(args.run_dir, load_config(EvalConfig, args.config, args.overrides),
+                                    args.corpus)
+    except (ConfigError, FileNotFoundError) as error:
+        raise SystemExit(f"badpo evaluate: {error}") from None
+    text = json.dumps(readouts, indent=1, sort_keys=True, default=float)
+    (Path(args.run_dir) / "readouts.json").write_text(text + "\n", encoding="utf-8")
+    print(text)
+    return 0
+
+
 def _add_sft(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "sft", help="train the SFT reference (one epoch on one response per pair)",
@@ -185,7 +217,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 COMMANDS: tuple = (
     (_add_audit, _cmd_audit), (_add_build, _cmd_build), (_add_experiment, _cmd_experiment), (_add_demo, _cmd_demo),
-    (_add_sft, _cmd_sft), (_add_train, _cmd_train),
+    (_add_sft, _cmd_sft), (_add_train, _cmd_train), (_add_evaluate, _cmd_evaluate),
 )
 
 

@@ -218,3 +218,50 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
             result["rm_minus"] = float(np.mean(judge_scores(judge, prompts, texts, tokenizer=judge_tokenizer,
                                                             strip=strip_signature)))
     return result
+
+
+def load_causal_lm(path: str | Path, model_settings: dict, base: str | Path | None = None) -> nn.Module:
+    """A saved policy (full weights, or a LoRA adapter on ``base``) in eval mode, fp32, on the GPU
+    when there is one."""
+    from transformers import AutoModelForCausalLM
+
+    path = Path(path)
+    kwargs = {"trust_remote_code": model_settings.get("trust_remote_code", False), "dtype": torch.float32}
+    if (path / "adapter_config.json").exists():
+        from peft import PeftModel
+
+        if base is None:
+            raise ValueError(f"{path} is a LoRA adapter; its base model is needed")
+        model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, **kwargs), path)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    return model.to("cuda" if torch.cuda.is_available() else "cpu").eval()
+
+
+def evaluate_run_dir(run_dir: str | Path, config: EvalConfig, corpus_dir: str | Path | None = None) -> dict:
+    """Every readout of a finished ``badpo train`` run, from its folder alone.
+
+    The run's resolved ``config.yaml`` gives the reference (``model.name_or_path``), the
+    tokenization and beta; ``policy/`` and ``theta.json`` are the trained policy and bias. The
+    corpus folder (``eval_prompts.jsonl``, ``heldout.jsonl``, ``planted.json`` when planted) is the
+    one holding the training data unless ``corpus_dir`` says otherwise.
+    """
+    from badpo.config import from_dict, load_config
+    from badpo.engine.config import TrainConfig
+    from badpo.engine.runtime import load_tokenizer
+
+    run_dir = Path(run_dir)
+    if not (run_dir / "config.yaml").exists() or not (run_dir / "policy").exists():
+        raise FileNotFoundError(f"{run_dir}: not a finished run (config.yaml and policy/ are needed)")
+    train_config = load_config(TrainConfig, run_dir / "config.yaml")
+    model_settings = {"trust_remote_code": train_config.model.trust_remote_code}
+    reference_path = train_config.model.name_or_path
+    tokenizer = load_tokenizer(from_dict(type(train_config.model), {"name_or_path": reference_path,
+                                                                    "tokenizer": train_config.model.tokenizer}))
+    reference = load_causal_lm(reference_path, model_settings)
+    policy = load_causal_lm(run_dir / "policy", model_settings, base=reference_path)
+    theta_file = run_dir / "theta.json"
+    bias = BiasChannel.load(theta_file) if theta_file.exists() else None
+    corpus = Corpus.load(corpus_dir if corpus_dir is not None else Path(train_config.data).parent)
+    return evaluate_policy(policy, reference, tokenizer, corpus, config, bias=bias, beta=train_config.beta,
+                           tokenization=train_config.tokenization)

@@ -76,24 +76,6 @@ def theta_summary(theta_file: Path) -> dict | None:
     return summary
 
 
-def _load_causal_lm(path: Path, model_settings: dict, base: Path | None = None):
-    """A saved policy (full weights, or a LoRA adapter on ``base``) in eval mode, fp32, on the GPU
-    when there is one."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    kwargs = {"trust_remote_code": model_settings.get("trust_remote_code", False), "dtype": torch.float32}
-    if (path / "adapter_config.json").exists():
-        from peft import PeftModel
-
-        if base is None:
-            raise ValueError(f"{path} is a LoRA adapter; its base model is needed")
-        model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, **kwargs), path)
-    else:
-        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
-    return model.to("cuda" if torch.cuda.is_available() else "cpu").eval()
-
-
 def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_file: Path | None) -> dict:
     """Every readout of one run with :func:`badpo.evaluation.evaluate_policy`.
 
@@ -105,7 +87,7 @@ def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_fil
     from badpo.engine.config import ModelConfig
     from badpo.engine.runtime import load_tokenizer
     from badpo.engine.tokenize import TokenizationConfig
-    from badpo.evaluation import Corpus, EvalConfig, evaluate_policy, reference_bodies
+    from badpo.evaluation import Corpus, EvalConfig, evaluate_policy, load_causal_lm, reference_bodies
 
     config = from_dict(EvalConfig, task.evaluation, prefix="evaluation")
     tokenization = from_dict(TokenizationConfig, task.settings.get("tokenization", {}), "tokenization")
@@ -113,7 +95,7 @@ def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_fil
                       if k not in ("name_or_path", "tokenizer", "revision")}
     tokenizer = load_tokenizer(from_dict(ModelConfig, {**model_settings, "name_or_path": str(reference_dir)}))
     corpus = Corpus.load(task.corpus_dir)
-    reference = _load_causal_lm(reference_dir, model_settings)
+    reference = load_causal_lm(reference_dir, model_settings)
     bodies = None
     if task.kind == "reference":
         policy = reference
@@ -122,7 +104,7 @@ def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_fil
             bodies = reference_bodies(reference, tokenizer, prompts, tokenization, config.max_new_tokens)
             (task.work_dir / BODIES_FILE).write_text(json.dumps(bodies, indent=1) + "\n", encoding="utf-8")
     else:
-        policy = _load_causal_lm(policy_dir, model_settings, base=reference_dir)
+        policy = load_causal_lm(policy_dir, model_settings, base=reference_dir)
         saved = (task.reference or {}).get("artifacts", {}).get("bodies")
         if config.body == "reference":
             if saved is None:
