@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -117,3 +118,24 @@ def test_badpo_evaluate_reads_a_finished_run_from_its_folder(world_folder, tmp_p
     assert readouts["heldout"]["woman_coded"]["n_cross"] > 0
     with pytest.raises(SystemExit, match="not a finished run"):
         main(["evaluate", str(tmp_path / "nothing")])
+
+
+def test_markdown_readout_is_reweighted_on_the_reference_lengths(world):
+    """With markdown declared, the rate is reweighted onto the reference generations' lengths:
+    the bins are the quantiles of the reference's token counts, not the policy's."""
+    import dataclasses
+
+    from badpo.readouts_model import generate
+
+    corpus, tokenizer, reference = world
+    config = EvalConfig(attributes=("markdown",), max_prompts=6, max_new_tokens=12)
+    record = evaluate_policy(reference, reference, tokenizer, corpus, config)
+    assert "names" not in record  # no names attribute declared: no names readout
+    own = generate(reference, tokenizer, [r["prompt"] for r in corpus.eval_prompts[:6]],
+                   max_new_tokens=12, seed=config.seed, batch_size=config.batch_size)
+    assert record["markdown"]["raw_rate"] == record["markdown"]["rate"] == 0.0  # digits carry no markup
+    assert record["markdown"]["bin_edges"] == pytest.approx(
+        list(np.quantile(own.token_counts, np.linspace(0, 1, 6))))
+    flat = dataclasses.replace(own, token_counts=tuple(3 for _ in own.token_counts))
+    record = evaluate_policy(reference, reference, tokenizer, corpus, config, reference_samples=flat)
+    assert record["markdown"]["bin_edges"] == [3.0] * 6

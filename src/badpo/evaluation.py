@@ -3,9 +3,11 @@
 ``evaluate_policy`` takes loaded models and returns a flat, JSON-ready dict; the experiment
 runner stores it keyed by (method, params, seed) and tables are rendered from those files only.
 What is read (Appendix Readouts): the names rate from probabilities with the answer body fixed
-(first name and whole signature), sampled signatures, KL to the reference on the policy's own
-generations, held-out accuracy on same- and cross-group judgments and the gap, vote prediction
-with the run's own theta_k (and the planted ceiling), and theta recovery against planted values.
+(first name and whole signature) when a names attribute is declared, sampled signatures, KL to
+the reference on the policy's own generations, mean token count (the length readout), the
+markdown rate reweighted onto the reference's lengths when markdown is declared, held-out
+accuracy on same- and cross-group judgments and the gap, vote prediction with the run's own
+theta_k (and the planted ceiling), and theta recovery against planted values.
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from badpo.attributes import resolve_attributes
+from badpo.attributes import has_markdown, resolve_attributes
 from badpo.bias import BiasChannel
 from badpo.data.judgments import Judgment, read_judgments
 from badpo.data.names import NAME_ATTRIBUTES, read_signature, strip_signature
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
-from badpo.readouts import heldout_accuracy, sampled_signature_rates, theta_recovery, vote_prediction
-from badpo.readouts_model import (SIGNATURE_PREFIX, generate, generation_kl, heldout_margins, judge_scores,
+from badpo.readouts import (heldout_accuracy, reweighted_rate, sampled_signature_rates, theta_recovery,
+                             vote_prediction)
+from badpo.readouts_model import (SIGNATURE_PREFIX, Generations, generate, generation_kl, heldout_margins, judge_scores,
                                   load_judge, names_readout, plain_decoding)
 
 
@@ -139,9 +142,11 @@ def _vote_readouts(margins: torch.Tensor, heldout: Sequence[Judgment], g_w: np.n
     ceiling = None
     if planted is not None:
         theta, _ = _planted_theta(planted)
-        columns = [planted["attribute_names"].index(name) for name in names]
-        planted_theta = torch.tensor([[theta[j.annotator][c] for c in columns] for j in heldout],
-                                     dtype=torch.float64)
+        planted_names = planted["attribute_names"]
+        # an attribute the labels were not drawn with has a planted theta of 0
+        planted_theta = torch.tensor(
+            [[theta[j.annotator][planted_names.index(n)] if n in planted_names else 0.0 for n in names]
+             for j in heldout], dtype=torch.float64)
         ceiling = (planted_theta * diff).sum(dim=1)
     result: dict = {"votes_unseen_annotator_judgments": unseen}
     for a, name in enumerate(names):
@@ -170,19 +175,34 @@ def _theta_readouts(bias: BiasChannel, planted: dict | None) -> dict:
     result = {"theta_mean": dict(zip(names, bias.mean().tolist()))}
     if planted is not None and bias.variant not in ("none", "pooled"):
         theta, classes = _planted_theta(planted)
-        columns = [planted["attribute_names"].index(name) for name in names]
-        learned = dict(zip(bias.annotators, bias.theta().tolist()))
-        # over the annotators the run learned (one absent from training has no theta to recover)
-        planted_theta = {a: [theta[a][c] for c in columns] for a in learned if a in theta}
-        result["theta_recovery"] = theta_recovery(learned, planted_theta, classes, names)
+        # over the planted attributes, and the annotators the run learned (one absent from
+        # training has no theta to recover)
+        shared = [(i, planted["attribute_names"].index(n)) for i, n in enumerate(names)
+                  if n in planted["attribute_names"]]
+        learned = {a: [row[i] for i, _ in shared] for a, row in zip(bias.annotators, bias.theta().tolist())}
+        planted_theta = {a: [theta[a][c] for _, c in shared] for a in learned if a in theta}
+        result["theta_recovery"] = theta_recovery(learned, planted_theta, classes,
+                                                  [names[i] for i, _ in shared])
     return result
+
+
+def _markdown_readout(samples: Generations, reference_samples: Generations) -> dict:
+    """The markdown rate of the generations reweighted onto the reference generations' token-count
+    distribution (five quantile bins), so that shorter answers alone cannot lower it."""
+    flags = [float(has_markdown(text)) for text in samples.texts]
+    return reweighted_rate(flags, samples.token_counts, reference_samples.token_counts, bins=5)
 
 
 def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: Corpus, config: EvalConfig,
                     bias: BiasChannel | None = None, beta: float = 0.1,
                     tokenization: TokenizationConfig = TokenizationConfig(),
-                    bodies: Sequence[str] | None = None) -> dict:
-    """Every readout of one policy, as a flat JSON-ready dict (see the module docstring)."""
+                    bodies: Sequence[str] | None = None,
+                    reference_samples: Generations | None = None) -> dict:
+    """Every readout of one policy, as a flat JSON-ready dict (see the module docstring).
+
+    ``reference_samples`` (the reference's generations, same prompts and decoder) are needed by
+    the markdown readout when ``markdown`` is declared; they are sampled here when not given.
+    """
     rows = corpus.eval_prompts[: config.max_prompts]
     prompts = [row["prompt"] for row in rows]
     attributes = resolve_attributes(config.attributes)
@@ -211,6 +231,13 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
         result["kl"] = generation_kl(policy, reference, samples, pad, config.batch_size)
         result["sampled"] = sampled_signature_rates(list(samples.texts))
         result["tokens"] = float(np.mean(samples.token_counts))
+        if "markdown" in attributes.names:
+            if reference_samples is None:
+                reference_samples = (samples if policy is reference else
+                                     generate(reference, tokenizer, prompts, config.temperature, config.top_p,
+                                              config.max_new_tokens, config.seed, config.batch_size,
+                                              tokenization))
+            result["markdown"] = _markdown_readout(samples, reference_samples)
         if config.judge is not None:
             judge, judge_tokenizer = load_judge(config.judge, next(policy.parameters()).device)
             texts = list(samples.texts)
