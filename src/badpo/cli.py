@@ -133,8 +133,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         result = run_experiment(config)
     except ConfigError as error:
         raise SystemExit(f"badpo demo: {error}") from None
-    print("\n" + result["markdown"])
-    print(f"files: {', '.join(str(f) for f in result['files'])}")
+    print(f"files: {', '.join(str(f) for f in result['files'])}")  # the runner printed the table
     print(f"demo wall time: {time.perf_counter() - start:.0f} s")
     return 0
 
