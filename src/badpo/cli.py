@@ -1,7 +1,8 @@
 """``badpo <command>``: argv -> config -> one library call. Nothing else lives here.
 
 Each command is a pair ``_add_<name>(subparsers)`` / ``_cmd_<name>(args)`` registered in
-``COMMANDS``. Heavy imports happen inside the command so that ``badpo --help`` is instant.
+``COMMANDS``; the training stages (``sft``, ``train``) share one pair, driven by ``STAGES``.
+Heavy imports happen inside the command so that ``badpo --help`` is instant.
 """
 
 from __future__ import annotations
@@ -170,53 +171,52 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_sft(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "sft", help="train the SFT reference (one epoch on one response per pair)",
-        description="Fine-tune the shared reference on the majority-chosen responses; "
-                    "see configs/sft_*.yaml.",
-    )
-    _add_config_args(parser)
-    return parser
+# stage command -> (help, description, config class module:name, stage function module:name)
+STAGES: dict[str, tuple[str, str, str, str]] = {
+    "sft": ("train the SFT reference (one epoch on one response per pair)",
+            "Fine-tune the shared reference on the majority-chosen responses; see configs/sft_*.yaml.",
+            "badpo.engine.config:SFTConfig", "badpo.engine.sft:sft"),
+    "train": ("one preference run (DPO or a BA-DPO arm) at one seed",
+              "Preference stage from the SFT reference; see configs/train_*.yaml and badpo.methods "
+              "for the methods.",
+              "badpo.engine.config:TrainConfig", "badpo.engine.train:train"),
+}
 
 
-def _cmd_sft(args: argparse.Namespace) -> int:
+def _import(spec: str):
+    import importlib
+
+    module, name = spec.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _add_stage(name: str):
+    """The ``_add_<name>`` function of one stage command."""
+
+    def add(subparsers) -> argparse.ArgumentParser:
+        help_text, description, _, _ = STAGES[name]
+        parser = subparsers.add_parser(name, help=help_text, description=description)
+        _add_config_args(parser)
+        parser.set_defaults(stage=name)
+        return parser
+
+    return add
+
+
+def _cmd_stage(args: argparse.Namespace) -> int:
     from badpo.config import ConfigError, load_config
-    from badpo.engine.config import SFTConfig
-    from badpo.engine.sft import sft
 
+    _, _, config_class, function = STAGES[args.stage]
     try:
-        print(sft(load_config(SFTConfig, args.config, args.overrides)))
+        print(_import(function)(load_config(_import(config_class), args.config, args.overrides)))
     except ConfigError as error:
-        raise SystemExit(f"badpo sft: {error}") from None
-    return 0
-
-
-def _add_train(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "train", help="one preference run (DPO or a BA-DPO arm) at one seed",
-        description="Preference stage from the SFT reference; see configs/train_*.yaml and "
-                    "badpo.methods for the methods.",
-    )
-    _add_config_args(parser)
-    return parser
-
-
-def _cmd_train(args: argparse.Namespace) -> int:
-    from badpo.config import ConfigError, load_config
-    from badpo.engine.config import TrainConfig
-    from badpo.engine.train import train
-
-    try:
-        print(train(load_config(TrainConfig, args.config, args.overrides)))
-    except ConfigError as error:
-        raise SystemExit(f"badpo train: {error}") from None
+        raise SystemExit(f"badpo {args.stage}: {error}") from None
     return 0
 
 
 COMMANDS: tuple = (
     (_add_audit, _cmd_audit), (_add_build, _cmd_build), (_add_experiment, _cmd_experiment), (_add_demo, _cmd_demo),
-    (_add_sft, _cmd_sft), (_add_train, _cmd_train), (_add_evaluate, _cmd_evaluate),
+    (_add_stage("sft"), _cmd_stage), (_add_stage("train"), _cmd_stage), (_add_evaluate, _cmd_evaluate),
 )
 
 
