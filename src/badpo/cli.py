@@ -96,16 +96,21 @@ def _add_experiment(subparsers) -> argparse.ArgumentParser:
     return parser
 
 
-def _cmd_experiment(args: argparse.Namespace) -> int:
+def _run_experiment(command: str, name_or_path: str, overrides, render_only: bool = False) -> dict:
+    """Load an experiment (a YAML path or a built-in name) with overrides and run it."""
     from badpo.config import ConfigError, load_config
     from badpo.experiment import ExperimentConfig, run_experiment
     from badpo.experiment.config import experiment_config_path
 
     try:
-        config = load_config(ExperimentConfig, experiment_config_path(args.config), args.overrides)
-        run_experiment(config, render_only=args.render_only)
+        config = load_config(ExperimentConfig, experiment_config_path(name_or_path), overrides)
+        return run_experiment(config, render_only=render_only)
     except (ConfigError, FileNotFoundError) as error:
-        raise SystemExit(f"badpo experiment: {error}") from None
+        raise SystemExit(f"badpo {command}: {error}") from None
+
+
+def _cmd_experiment(args: argparse.Namespace) -> int:
+    _run_experiment("experiment", args.config, args.overrides, render_only=args.render_only)
     return 0
 
 
@@ -124,16 +129,8 @@ def _add_demo(subparsers) -> argparse.ArgumentParser:
 def _cmd_demo(args: argparse.Namespace) -> int:
     import time
 
-    from badpo.config import ConfigError, load_config
-    from badpo.experiment import ExperimentConfig, run_experiment
-    from badpo.experiment.config import experiment_config_path
-
     start = time.perf_counter()
-    try:
-        config = load_config(ExperimentConfig, experiment_config_path("tiny"), args.overrides)
-        result = run_experiment(config)
-    except ConfigError as error:
-        raise SystemExit(f"badpo demo: {error}") from None
+    result = _run_experiment("demo", "tiny", args.overrides)
     print(f"files: {', '.join(str(f) for f in result['files'])}")  # the runner printed the table
     print(f"demo wall time: {time.perf_counter() - start:.0f} s")
     return 0
