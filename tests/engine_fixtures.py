@@ -22,6 +22,9 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
+from badpo.config import apply_overrides, from_dict
+from badpo.engine.config import TrainConfig
+
 SPECIAL = ["<pad>", "<unk>", "<bos>", "<eos>", "<|user|>", "<|assistant|>"]
 WORDS = (
     "what is the best way to learn cook write code answer here a an and of in it sure "
@@ -111,3 +114,19 @@ def judgment_rows(n_pairs: int = 6, judgments_per_pair: int = 4) -> list[dict]:
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path
+
+
+def make_config(world: Path, name: str, *overrides: str) -> TrainConfig:
+    base = {
+        "method": "ba_dpo_shared_mean", "data": str(world / "judgments.jsonl"),
+        "attributes": ["given:signed"], "model": {"name_or_path": str(world / "model")},
+        "steps": 3, "batch_size": 8, "micro_batch_size": 8,
+        "optim": {"lr": 1e-3, "warmup_ratio": 0.0, "schedule": "constant"},
+        "runtime": {"num_threads": 1}, "report": {"progress_bar": False},
+        "cache_dir": str(world / "cache"), "output_dir": str(world / name),
+    }
+    return from_dict(TrainConfig, apply_overrides(base, overrides))
+
+
+def log_records(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]

@@ -38,7 +38,8 @@ def test_cached_reference_equals_recomputed_and_full_logits(tmp_path, store, mon
         loaded, loaded_parts = cache.reference_logprobs(model, store, **kwargs)
     assert torch.equal(loaded, first) and loaded_parts == parts
     recomputed = cache.compute_logprobs(model, store, 7, 1024, accelerator)
-    torch.testing.assert_close(recomputed, loaded, rtol=0, atol=1e-6)
+    # another batch size pads and sums differently: equal to fp32 rounding of values ~10-20 nats
+    torch.testing.assert_close(recomputed, loaded, rtol=2e-7, atol=1e-6)
 
 
 def test_the_key_changes_with_weights_tokens_and_identity(tmp_path, store):
@@ -58,14 +59,28 @@ def test_the_key_changes_with_weights_tokens_and_identity(tmp_path, store):
     assert len(keys) == 4 and len(list(tmp_path.glob("*.pt"))) == 4
 
 
-def test_a_file_that_does_not_match_its_key_is_an_error(tmp_path, store):
+@pytest.mark.parametrize("damage", ["truncated", "altered", "other_key", "short"])
+def test_a_damaged_cache_file_is_named_discarded_and_recomputed(tmp_path, store, monkeypatch, damage):
     accelerator = make_accelerator("fp32", num_threads=1)
     model = build_model("gpt2")
     kwargs = dict(identity={"model": "tiny"}, cache_dir=str(tmp_path), batch_size=8, chunk_size=64,
                   accelerator=accelerator)
-    _, parts = cache.reference_logprobs(model, store, **kwargs)
+    values, parts = cache.reference_logprobs(model, store, **kwargs)
     path = tmp_path / f"{cache.cache_key(parts)}.pt"
     saved = torch.load(path, weights_only=True)
-    torch.save({"parts": saved["parts"], "logps": saved["logps"][:-1]}, path)
-    with pytest.raises(ValueError, match="do not match their key"):
-        cache.reference_logprobs(model, store, **kwargs)
+    if damage == "truncated":  # a kill or a full disk while copying the file
+        path.write_bytes(path.read_bytes()[:200])
+    elif damage == "altered":  # the values edited, the checksum not
+        torch.save({**saved, "logps": saved["logps"] + 0.5}, path)
+    elif damage == "other_key":
+        torch.save({**saved, "parts": {**saved["parts"], "model": "other"}}, path)
+    else:
+        torch.save({**saved, "logps": saved["logps"][:-1]}, path)
+    calls = []
+    compute = cache.compute_logprobs
+    monkeypatch.setattr(cache, "compute_logprobs", lambda *a: calls.append(1) or compute(*a))
+    with pytest.warns(UserWarning, match=f"reference cache {path}: .*discarded, recomputing"):
+        again, _ = cache.reference_logprobs(model, store, **kwargs)
+    assert calls == [1] and torch.equal(again, values)
+    healed, _ = cache.reference_logprobs(model, store, **kwargs)  # the file was rewritten
+    assert calls == [1] and torch.equal(healed, values)

@@ -6,13 +6,14 @@ is 0, so two runs that should agree can be compared to float tolerance.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
 
 import pytest
 import torch
-from engine_fixtures import judgment_rows, save_model_dir, write_jsonl
+from engine_fixtures import judgment_rows, log_records, make_config, save_model_dir, write_jsonl
 from safetensors.torch import load_file
 
 from badpo.bias import BiasChannel
@@ -21,6 +22,7 @@ from badpo.data.judgments import read_judgments
 from badpo.engine.config import TrainConfig
 from badpo.engine.data import build_preference_data, offline_estimate
 from badpo.engine.tokenize import TokenizationConfig
+import badpo.engine.train as engine_train
 from badpo.engine.train import train
 from badpo.losses import ba_dpo_loss
 from test_engine_logprobs import full_logit_token_logprobs
@@ -32,22 +34,6 @@ def world(tmp_path_factory) -> Path:
     save_model_dir(root / "model", "gpt2")
     write_jsonl(root / "judgments.jsonl", judgment_rows())
     return root
-
-
-def make_config(world: Path, name: str, *overrides: str) -> TrainConfig:
-    base = {
-        "method": "ba_dpo_shared_mean", "data": str(world / "judgments.jsonl"),
-        "attributes": ["given:signed"], "model": {"name_or_path": str(world / "model")},
-        "steps": 3, "batch_size": 8, "micro_batch_size": 8,
-        "optim": {"lr": 1e-3, "warmup_ratio": 0.0, "schedule": "constant"},
-        "runtime": {"num_threads": 1}, "report": {"progress_bar": False},
-        "cache_dir": str(world / "cache"), "output_dir": str(world / name),
-    }
-    return from_dict(TrainConfig, apply_overrides(base, overrides))
-
-
-def log_records(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
 
 
 def policy_weights(out: Path) -> dict[str, torch.Tensor]:
@@ -111,9 +97,19 @@ def test_engine_loss_is_ba_dpo_loss_on_full_logit_logprobs(world):
     assert step2["reward_accuracy"] == pytest.approx(float((margin > 0).float().mean()))
 
 
-def test_theta_frozen_at_zero_is_dpo(world):
+def test_theta_frozen_at_zero_is_dpo(world, monkeypatch):
+    """theta frozen at its start 0 (no optimizer, no gradient): the bias logit is 0 * dg = 0."""
     dpo = train(make_config(world, "dpo", "method=dpo"))
-    frozen = train(make_config(world, "frozen", "method=ba_dpo_pooled", "bias.lr=0.0"))
+    prepare = engine_train.prepare_run
+
+    def with_frozen_theta(config, accelerator=None):
+        run, parts, tokenizer = prepare(config, accelerator)
+        for param in run.bias.parameters():
+            param.requires_grad_(False)
+        return dataclasses.replace(run, theta_optimizer=None), parts, tokenizer
+
+    monkeypatch.setattr(engine_train, "prepare_run", with_frozen_theta)
+    frozen = train(make_config(world, "frozen", "method=ba_dpo_pooled"))
     assert [r["loss"] for r in log_records(dpo)] == [r["loss"] for r in log_records(frozen)]
     assert all(r["theta_bar"]["signed"] == 0.0 for r in log_records(frozen))
     for name, weight in policy_weights(dpo).items():
@@ -195,9 +191,10 @@ def test_micro_batch_slots_follow_each_judgments_orientation(world):
 
 
 def test_warm_start_shuffled_ids_and_option_errors(world):
-    """The fixture's signed side wins 9 of 12 cross-group judgments: warm start log(9 / 3)."""
+    """The fixture's signed side wins 9 of 12 cross-group judgments: warm start log(9 / 3), moved
+    by at most lr = 1e-9 by the first Adam step."""
     out = train(make_config(world, "warm", "steps=1", "method=ba_dpo_pooled", "bias.warm_start=true",
-                            "bias.lr=0.0"))
+                            "bias.lr=1e-9"))
     assert log_records(out)[0]["theta_bar"]["signed"] == pytest.approx(math.log(3), abs=1e-6)
     shuffled = train(make_config(world, "shuffled", "steps=1", "method=ba_dpo_shuffled_ids"))
     assert BiasChannel.load(shuffled / "theta.json").variant == "per_annotator"

@@ -31,8 +31,26 @@ _Loader.add_implicit_resolver(
 )
 
 
-def _parse_yaml(text: str) -> Any:
-    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+def _parse_yaml(text: str, where: str) -> Any:
+    """Parse YAML; a syntax error is a ConfigError naming ``where`` and the line."""
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ConfigError(f"{where}: YAML syntax error{at}: {problem}") from None
+
+
+def read_text(path: str | Path) -> str:
+    """A UTF-8 file's text; invalid bytes are an error naming the file, line and byte."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ConfigError(f"{path} line {line}: not UTF-8 text (byte {data[error.start]:#04x} "
+                          f"at offset {error.start})") from None
 
 
 class ConfigError(ValueError):
@@ -127,7 +145,7 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"override {dotted!r}: {part!r} is not a section")
-        node[parts[-1]] = _parse_yaml(raw)
+        node[parts[-1]] = _parse_yaml(raw, f"override {item!r}")
     return data
 
 
@@ -135,8 +153,7 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: Sequenc
     """Read ``cls`` from a YAML file (optional) with dotted command-line overrides on top."""
     data: dict[str, Any] = {}
     if path is not None:
-        text = Path(path).read_text()
-        loaded = _parse_yaml(text)
+        loaded = _parse_yaml(read_text(path), str(path))
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{path}: the top level must be a mapping")
         data = loaded or {}

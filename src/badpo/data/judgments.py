@@ -261,10 +261,16 @@ def _from_dataset(dataset: Any, origin: str) -> list[Judgment]:
 
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[tuple, Any]]:
-    """(label, parsed object) per non-blank line; malformed JSON names the line."""
+    """(label, parsed object) per non-blank line; malformed JSON or UTF-8 names the line."""
     index = 0
-    with open(path, encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
+    with open(path, "rb") as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise JudgmentError(f"{path} line {line_number}: not UTF-8 text (byte "
+                                    f"{raw[error.start]:#04x} at column {error.start + 1})",
+                                    row=index) from None
             if not line.strip():
                 continue
             try:

@@ -3,7 +3,8 @@
 The key hashes: the model's name and revision, a fingerprint of its weights (so two different
 checkpoints at one path never share a cache), the exact token ids of every sequence (which
 covers the data and the tokenization), the tokenization settings, and the precision. The file
-stores the key's parts and is checked against them on load; writes are atomic.
+stores the key's parts and a sha256 of the values; a file that is truncated, altered or keyed
+otherwise is named in a warning, discarded and recomputed. Writes are atomic.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from pathlib import Path
 
 import torch
@@ -20,7 +22,7 @@ from badpo.engine.logprobs import response_logprobs
 from badpo.engine.runtime import reference_mode
 from badpo.engine.tokenize import TokenStore
 
-FORMAT = "badpo.reference_logprobs/1"
+FORMAT = "badpo.reference_logprobs/2"
 _SAMPLE = 4096
 
 
@@ -83,16 +85,38 @@ def reference_logprobs(model: nn.Module, store: TokenStore, *, identity: dict, c
              "tokens": tokens_fingerprint(store), "sequences": len(store)}
     path = Path(cache_dir) / f"{cache_key(parts)}.pt" if cache_dir is not None else None
     if path is not None and path.exists():
-        saved = torch.load(path, map_location="cpu", weights_only=True)
-        if saved["parts"] != parts or saved["logps"].shape != (len(store),):
-            raise ValueError(
-                f"{path}: cached reference log-probs do not match their key; delete the file")
-        return saved["logps"], parts
+        cached = _read_cache(path, parts, len(store))
+        if cached is not None:
+            return cached, parts
     values = compute_logprobs(model, store, batch_size, chunk_size, accelerator)
     if path is not None and accelerator.is_main_process:
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(f".tmp{os.getpid()}")
-        torch.save({"parts": parts, "logps": values}, temporary)
+        torch.save({"parts": parts, "logps": values, "sha256": _checksum(values)}, temporary)
         os.replace(temporary, path)
     accelerator.wait_for_everyone()
     return values, parts
+
+
+def _checksum(values: Tensor) -> str:
+    return hashlib.sha256(values.contiguous().numpy().tobytes()).hexdigest()
+
+
+def _read_cache(path: Path, parts: dict, sequences: int) -> Tensor | None:
+    """The cached log-probs, or None (with a warning naming the file, which is then replaced)
+    when the file is truncated, altered or not for this key."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        problem = None
+        if not isinstance(saved, dict) or saved.get("parts") != parts:
+            problem = "its key does not match"
+        elif not isinstance(saved.get("logps"), Tensor) or saved["logps"].shape != (sequences,):
+            problem = "it holds the wrong number of values"
+        elif saved.get("sha256") != _checksum(saved["logps"]):
+            problem = "its values do not match their checksum"
+    except Exception as error:  # noqa: BLE001 - any unreadable file is a corrupt cache
+        problem = f"it cannot be read ({type(error).__name__}: {error})"
+    if problem is None:
+        return saved["logps"]
+    warnings.warn(f"reference cache {path}: {problem}; discarded, recomputing", stacklevel=3)
+    return None

@@ -19,6 +19,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from badpo.config import dump_yaml
+
 CHECKPOINTS = "checkpoints"
 _NAME = re.compile(r"^step-(\d{6,})$")
 _POLICY_FILE = "policy_trainable_{index}.safetensors"
@@ -78,8 +80,9 @@ def checkpoint_path(output_dir: Path, step: int) -> Path:
     return output_dir / CHECKPOINTS / f"step-{step:06d}"
 
 
-def save_checkpoint(accelerator, output_dir: Path, step: int, keep: int) -> Path:
-    """Save the accelerator's state for ``step`` atomically; keep the newest ``keep`` checkpoints."""
+def save_checkpoint(accelerator, output_dir: Path, step: int, keep: int, config) -> Path:
+    """Save the accelerator's state for ``step`` atomically, with the run's resolved ``config``
+    (its identity, checked on resume); keep the newest ``keep`` checkpoints, this one always."""
     final = checkpoint_path(output_dir, step)
     temporary = final.with_name(f".tmp-{final.name}")
     if accelerator.is_main_process and temporary.exists():
@@ -88,10 +91,12 @@ def save_checkpoint(accelerator, output_dir: Path, step: int, keep: int) -> Path
     accelerator.save_state(str(temporary), safe_serialization=True)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
+        dump_yaml(config, temporary / "config.yaml")
         if final.exists():  # the same step saved before (a resumed run): replace it
             shutil.rmtree(final)
         os.replace(temporary, final)
-        for old in list_checkpoints(output_dir)[:-keep]:
+        others = [path for path in list_checkpoints(output_dir) if path != final]
+        for old in others[: max(0, len(others) - (keep - 1))]:
             shutil.rmtree(old)
     accelerator.wait_for_everyone()
     return final

@@ -8,6 +8,7 @@ preference 5e-7 full / 5e-6 LoRA. The YAML files under ``configs/`` comment ever
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -112,6 +113,8 @@ class TrainConfig:
     resume_from: str | None = None  # a checkpoint folder, or "latest" in output_dir
     stop_after_steps: int | None = None  # stop (with a checkpoint) after this many steps
     save_policy: bool = True  # write the final policy (HF format) to output_dir/policy
+    overwrite: bool = False  # replace a different run found in output_dir (it is deleted first)
+    drop_identical_pairs: bool = False  # drop judgments whose two sides tokenize alike; else an error
 
 
 @dataclass(frozen=True)
@@ -149,32 +152,87 @@ def accumulation_steps(batch_size: int, micro_batch_size: int, processes: int) -
     return batch_size // per_pass
 
 
-def check_common(model: ModelConfig, optim: OptimConfig, runtime: RuntimeConfig, data: str) -> None:
-    """Checks shared by both stages; each error names its key."""
+# Keys that only say where a run reports, how it stops and resumes: they are not part of what a
+# run *is*, so a run resumed with other values of them is the same run (badpo.engine.run_folder).
+RUN_CONTROL_KEYS = ("output_dir", "cache_dir", "resume_from", "stop_after_steps", "save_every",
+                    "keep_checkpoints", "overwrite", "report", "runtime.num_threads")
+
+# report_to entry -> (module that must be importable, the extra that installs it)
+TRACKERS = {"tensorboard": ("tensorboard", "tensorboard"), "wandb": ("wandb", "wandb")}
+
+
+def _positive(value: float, key: str) -> None:
+    if not value > 0:
+        raise ConfigError(f"{key}: must be > 0, got {value}")
+
+
+def _within(value: float, low: float, high: float, key: str, closed_high: bool = False) -> None:
+    if not (low <= value <= high if closed_high else low <= value < high):
+        raise ConfigError(f"{key}: must lie in [{low}, {high}{']' if closed_high else ')'}, got {value}")
+
+
+def check_trackers(report: ReportConfig) -> None:
+    """Every tracker in ``report.report_to`` is importable: checked when the config is read, not
+    after minutes of reference log-probs."""
+    import importlib.util
+
+    for name in report.report_to:
+        module, extra = TRACKERS[name]
+        if importlib.util.find_spec(module) is None:
+            raise ConfigError(f"report.report_to: {name} is not installed; "
+                              f"pip install 'badpo[{extra}]' (or drop {name} from report_to)")
+    if report.log_every < 1:
+        raise ConfigError(f"report.log_every: must be >= 1, got {report.log_every}")
+
+
+def check_common(model: ModelConfig, lora: LoraSettings, optim: OptimConfig, runtime: RuntimeConfig,
+                 report: ReportConfig, data: str, batch_size: int, micro_batch_size: int) -> None:
+    """Checks shared by both stages, before any data or model is loaded; each error names its key."""
     if not model.name_or_path:
         raise ConfigError("model.name_or_path: required (a Hub id or a local path)")
     if not data:
         raise ConfigError("data: required (a .jsonl file or a saved datasets directory)")
-    if not 0.0 <= optim.warmup_ratio < 1.0:
-        raise ConfigError(f"optim.warmup_ratio: must lie in [0, 1), got {optim.warmup_ratio}")
-    if optim.lr is not None and optim.lr < 0:
-        raise ConfigError(f"optim.lr: must be >= 0, got {optim.lr}")
-    if optim.max_grad_norm < 0:
-        raise ConfigError(f"optim.max_grad_norm: must be >= 0, got {optim.max_grad_norm}")
-    if runtime.logprob_chunk_size < 1 or runtime.eval_batch_size < 1:
-        raise ConfigError("runtime.logprob_chunk_size and runtime.eval_batch_size must be >= 1")
+    _within(optim.warmup_ratio, 0.0, 1.0, "optim.warmup_ratio")
+    if optim.lr is not None:
+        _positive(optim.lr, "optim.lr")
+    _within(optim.weight_decay, 0.0, float("inf"), "optim.weight_decay")
+    for i, beta in enumerate(optim.adam_betas):
+        _within(beta, 0.0, 1.0, f"optim.adam_betas[{i}]")
+    _positive(optim.adam_eps, "optim.adam_eps")
+    _within(optim.max_grad_norm, 0.0, float("inf"), "optim.max_grad_norm")
+    if lora.enabled:
+        _positive(lora.rank, "lora.rank")
+        _positive(lora.alpha, "lora.alpha")
+        _within(lora.dropout, 0.0, 1.0, "lora.dropout")
+    for key in ("logprob_chunk_size", "eval_batch_size"):
+        _positive(getattr(runtime, key), f"runtime.{key}")
+    if runtime.num_threads is not None:
+        _positive(runtime.num_threads, "runtime.num_threads")
+    _within(runtime.seed, 0, 2**32 - 1, "runtime.seed", closed_high=True)
+    _positive(batch_size, "batch_size")
+    _positive(micro_batch_size, "micro_batch_size")
+    check_trackers(report)
 
 
 def check_train(config: TrainConfig) -> None:
-    check_common(config.model, config.optim, config.runtime, config.data)
-    if config.steps < 1:
-        raise ConfigError(f"steps: must be >= 1, got {config.steps}")
-    if config.bias.lr < 0:
-        raise ConfigError(f"bias.lr: must be >= 0, got {config.bias.lr}")
+    check_common(config.model, config.lora, config.optim, config.runtime, config.report, config.data,
+                 config.batch_size, config.micro_batch_size)
+    _positive(config.beta, "beta")  # beta < 0 would learn the reverse preference
+    _positive(config.steps, "steps")
+    _positive(config.bias.lr, "bias.lr")
     if config.stop_after_steps is not None and not 0 < config.stop_after_steps <= config.steps:
-        raise ConfigError(f"stop_after_steps: must lie in [1, steps={config.steps}]")
-    if config.save_every < 0 or config.keep_checkpoints < 1:
-        raise ConfigError("save_every must be >= 0 and keep_checkpoints >= 1")
+        raise ConfigError(f"stop_after_steps: must lie in [1, steps={config.steps}], "
+                          f"got {config.stop_after_steps}")
+    _within(config.save_every, 0, float("inf"), "save_every")
+    _positive(config.keep_checkpoints, "keep_checkpoints")
+    if config.bias.fixed_offset is not None and not all(map(math.isfinite, config.bias.fixed_offset)):
+        raise ConfigError(f"bias.fixed_offset: must be finite, got {config.bias.fixed_offset}")
+
+
+def check_sft(config: SFTConfig) -> None:
+    check_common(config.model, config.lora, config.optim, config.runtime, config.report, config.data,
+                 config.batch_size, config.micro_batch_size)
+    _positive(config.epochs, "epochs")
 
 
 def format_output_dir(config: TrainConfig) -> TrainConfig:

@@ -89,6 +89,7 @@ class PreferenceData:
     annotators: tuple[str, ...]
     annotator_classes: dict[str, str] | None
     attribute_names: tuple[str, ...]
+    input_report: dict = dataclasses.field(default_factory=dict)  # counts printed and kept in run.json
 
     def __len__(self) -> int:
         return self.chosen_row.shape[0]
@@ -135,15 +136,66 @@ def _annotator_classes(judgments: Sequence[Judgment]) -> dict[str, str] | None:
 
 
 def build_preference_data(
-    judgments: Sequence[Judgment], attributes, tokenizer, tokenization: TokenizationConfig
+    judgments: Sequence[Judgment], attributes, tokenizer, tokenization: TokenizationConfig,
+    drop_identical_pairs: bool = False, source: str = "data",
 ) -> PreferenceData:
     """Tokenize the judgments' distinct sequences once and index everything else.
 
     ``attributes`` is an ``AttributeSet`` or None (no attribute: the bias logit is 0). Judgments
-    of one pair (same ``pair_key``) must compare the same two responses to the same prompt.
+    of one pair (same ``pair_key``) must compare the same two responses to the same prompt. A
+    judgment whose two sides are the same tokens (a response cut by ``max_length``, or texts equal
+    up to whitespace) teaches the policy nothing but would still train theta on its attribute
+    difference: it is an error naming the row (``source`` row i, 0-based), or, with
+    ``drop_identical_pairs``, dropped and counted. ``input_report`` counts truncations, dropped
+    rows and exact duplicate judgments (kept: a repeated vote is a vote).
     """
     if not judgments:
-        raise ValueError("data: no judgments")
+        raise ValueError(f"{source}: no judgments")
+    data = _index_judgments(judgments, attributes, tokenizer, tokenization)
+    identical = _identical_sides(data)
+    if identical and not drop_identical_pairs:
+        i = identical[0]
+        raise JudgmentError(
+            f"{source} row {i}: chosen and rejected are the same tokens after tokenization "
+            f"({_why_identical(data, judgments[i], i)}); {len(identical)} such row(s) in all; fix "
+            "them, raise tokenization.max_length, or set drop_identical_pairs=true", row=i)
+    if identical:
+        dropped = set(identical)
+        kept = [j for i, j in enumerate(judgments) if i not in dropped]
+        if not kept:
+            raise ValueError(f"{source}: every judgment has identical sides after tokenization")
+        data = _index_judgments(kept, attributes, tokenizer, tokenization)
+    seen: set[Judgment] = set()
+    duplicates = 0
+    for j in judgments:
+        duplicates += j in seen
+        seen.add(j)
+    report = {"judgments_read": len(judgments), "identical_pairs_dropped": len(identical),
+              "exact_duplicate_judgments": duplicates,
+              "truncated_prompts": data.store.truncated_prompts,
+              "truncated_responses": data.store.truncated_responses}
+    return dataclasses.replace(data, input_report=report)
+
+
+def _identical_sides(data: PreferenceData) -> list[int]:
+    """Judgments whose chosen and rejected store rows hold the same tokens."""
+    store = data.store
+    same_length = store.lengths[data.chosen_row] == store.lengths[data.rejected_row]
+    same_ids = (store.ids[data.chosen_row] == store.ids[data.rejected_row]).all(dim=1)
+    return torch.nonzero(same_length & same_ids).flatten().tolist()
+
+
+def _why_identical(data: PreferenceData, judgment: Judgment, i: int) -> str:
+    cut = data.store.response_cut
+    if cut is not None and bool(cut[data.chosen_row[i]] or cut[data.rejected_row[i]]):
+        return "a response was cut by tokenization.max_length"
+    if judgment.chosen.split() == judgment.rejected.split():
+        return "the texts are equal up to whitespace"
+    return "the tokenizer encodes both texts alike"
+
+
+def _index_judgments(judgments: Sequence[Judgment], attributes, tokenizer,
+                     tokenization: TokenizationConfig) -> PreferenceData:
     rows: dict[tuple[str, str], int] = {}
     pairs: dict[str, int] = {}
     pair_texts: list[tuple[str, str, str]] = []
@@ -244,11 +296,16 @@ class Schedule:
 def read_sft_rows(path: str | Path) -> list[tuple[str, str]]:
     """(prompt, response) rows of a .jsonl file with string fields ``prompt`` and ``response``."""
     rows = []
-    with open(path, encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
+    with open(path, "rb") as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            where = f"{path} line {line_number}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{where}: not UTF-8 text (byte {raw[error.start]:#04x} at "
+                                 f"column {error.start + 1})") from None
             if not line.strip():
                 continue
-            where = f"{path} line {line_number}"
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as error:

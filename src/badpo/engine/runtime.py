@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
+from badpo.config import ConfigError
 from badpo.engine.config import LoraSettings, ModelConfig, OptimConfig
 
 
@@ -49,13 +50,29 @@ def make_accelerator(precision: str, num_threads: int | None = None):
     return accelerator
 
 
+def looks_local(name_or_path: str) -> bool:
+    """Whether a model reference is meant as a local path rather than a Hub id (``org/name``)."""
+    return name_or_path.startswith(("/", ".", "~")) or name_or_path.count("/") > 1 or "\\" in name_or_path
+
+
+def from_pretrained(loader, name_or_path: str, key: str, **kwargs):
+    """``loader.from_pretrained`` with one-line errors naming the config key: a local path that
+    does not exist is said to be missing instead of being tried as a Hub id."""
+    if looks_local(name_or_path) and not os.path.exists(os.path.expanduser(name_or_path)):
+        raise ConfigError(f"{key}: no such folder {name_or_path!r}")
+    try:
+        return loader.from_pretrained(os.path.expanduser(name_or_path), **kwargs)
+    except (OSError, ValueError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ConfigError(f"{key}: cannot load {name_or_path!r} ({reason})") from error
+
+
 def load_tokenizer(config: ModelConfig):
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(
-        config.tokenizer or config.name_or_path, revision=config.revision,
-        trust_remote_code=config.trust_remote_code,
-    )
+    key = "model.tokenizer" if config.tokenizer else "model.name_or_path"
+    tokenizer = from_pretrained(AutoTokenizer, config.tokenizer or config.name_or_path, key,
+                                revision=config.revision, trust_remote_code=config.trust_remote_code)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token  # padding is masked; any id will do
     return tokenizer
@@ -70,7 +87,7 @@ def load_model(config: ModelConfig, lora: LoraSettings, mixed: str) -> nn.Module
               "dtype": dtype}
     if config.attn_implementation is not None:
         kwargs["attn_implementation"] = config.attn_implementation
-    model = AutoModelForCausalLM.from_pretrained(config.name_or_path, **kwargs)
+    model = from_pretrained(AutoModelForCausalLM, config.name_or_path, "model.name_or_path", **kwargs)
     if config.disable_dropout:
         disable_dropout(model)
     if config.gradient_checkpointing:

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import torch
 
-from badpo.config import ConfigError, dump_yaml, to_dict
-from badpo.engine.config import SFT_LR, SFTConfig, accumulation_steps, check_common, resolved_lr
+from badpo.config import dump_yaml, to_dict
+from badpo.engine.config import SFT_LR, SFTConfig, accumulation_steps, check_sft, resolved_lr
 from badpo.engine.data import Schedule, majority_chosen, read_sft_rows
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.reporting import RunLog
@@ -47,9 +47,7 @@ def sft(config: SFTConfig) -> Path:
     """Fine-tune ``config.model`` on the rows and save it (merged, under LoRA) to output_dir."""
     lr = resolved_lr(config.optim, config.lora, SFT_LR)
     config = dataclasses.replace(config, optim=dataclasses.replace(config.optim, lr=lr))
-    check_common(config.model, config.optim, config.runtime, config.data)
-    if config.epochs <= 0:
-        raise ConfigError(f"epochs: must be > 0, got {config.epochs}")
+    check_sft(config)
     accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
     accumulation_steps(config.batch_size, config.micro_batch_size, accelerator.num_processes)
     from accelerate.utils import set_seed

@@ -108,11 +108,19 @@ class TokenStore:
     lengths: Tensor
     prompt_lengths: Tensor
     pad_id: int
-    truncated_prompts: int = 0
-    truncated_responses: int = 0
+    prompt_cut: Tensor | None = None  # [S] bool: the prompt lost tokens (its left end)
+    response_cut: Tensor | None = None  # [S] bool: the response lost tokens (and its EOS)
 
     def __len__(self) -> int:
         return self.ids.shape[0]
+
+    @property
+    def truncated_prompts(self) -> int:
+        return int(self.prompt_cut.sum()) if self.prompt_cut is not None else 0
+
+    @property
+    def truncated_responses(self) -> int:
+        return int(self.response_cut.sum()) if self.response_cut is not None else 0
 
     def batch(self, index: Tensor, device: torch.device | str | None = None) -> dict[str, Tensor]:
         """``input_ids``, ``attention_mask`` and ``response_mask`` (all ``[B, T]``) of rows ``index``."""
@@ -137,12 +145,11 @@ def build_token_store(
     responses = sorted({r for _, r in sequences})
     prompt_ids = dict(zip(prompts, encode_prompts(tokenizer, prompts, config)))
     response_ids = dict(zip(responses, encode_responses(tokenizer, responses)))
-    rows, prompt_lengths = [], []
-    truncated_prompts = truncated_responses = 0
+    rows, prompt_lengths, prompt_cut, response_cut = [], [], [], []
     for prompt, response in sequences:
         ids, prompt_length = join_truncated(prompt_ids[prompt], response_ids[response], config)
-        truncated_prompts += prompt_length < len(prompt_ids[prompt])
-        truncated_responses += len(ids) - prompt_length < len(response_ids[response])
+        prompt_cut.append(prompt_length < len(prompt_ids[prompt]))
+        response_cut.append(len(ids) - prompt_length < len(response_ids[response]))
         rows.append(ids)
         prompt_lengths.append(prompt_length)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -152,5 +159,6 @@ def build_token_store(
         ids[i, : len(row)] = torch.tensor(row, dtype=torch.int32)
     return TokenStore(
         ids=ids, lengths=lengths, prompt_lengths=torch.tensor(prompt_lengths, dtype=torch.long),
-        pad_id=pad_id, truncated_prompts=truncated_prompts, truncated_responses=truncated_responses,
+        pad_id=pad_id, prompt_cut=torch.tensor(prompt_cut, dtype=torch.bool),
+        response_cut=torch.tensor(response_cut, dtype=torch.bool),
     )

@@ -13,19 +13,22 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
-import os
-import shutil
+import sys
 import time
 from pathlib import Path
 
 import torch
+from accelerate.utils import set_seed
 from torch import Tensor
 
+from badpo.attributes import AttributeSet, resolve_attributes
+from badpo.bias import BiasChannel
 from badpo.config import ConfigError, dump_yaml, to_dict
+from badpo.data.judgments import read_judgments
+from badpo.diagnostics import Audit, audit
 from badpo.engine.cache import reference_logprobs
 from badpo.engine.checkpoint import (
-    TrainingState, install_policy_hooks, resolve_resume, save_checkpoint,
+    TrainingState, install_policy_hooks, list_checkpoints, resolve_resume, save_checkpoint,
 )
 from badpo.engine.config import (
     PREFERENCE_LR, TrainConfig, accumulation_steps, check_train, format_output_dir, resolved_lr,
@@ -35,8 +38,10 @@ from badpo.engine.data import (
 )
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.reporting import RunLog
+from badpo.engine.run_folder import CONFIG_FILE, check_checkpoint, claim, commit_final, is_finished, run_lock
 from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
 from badpo.engine.tokenize import settings_dict
+from badpo.jsonio import dumps
 from badpo.methods import Method, get_method
 
 STATS = ("loss", "reward_margin", "reward_accuracy", "chosen_reward", "rejected_reward")
@@ -44,8 +49,6 @@ STATS = ("loss", "reward_margin", "reward_accuracy", "chosen_reward", "rejected_
 
 def build_bias(method: Method, config: TrainConfig, data: PreferenceData):
     """The BiasChannel of the arm, or None when no attribute is declared (the bias logit is 0)."""
-    from badpo.bias import BiasChannel
-
     if not data.attribute_names:
         if method.learns_theta or config.bias.fixed_offset is not None:
             raise ConfigError(
@@ -89,6 +92,7 @@ class Run:
     reference: Tensor  # [S] reference log-probs, on the device
     annotator_index: Tensor  # [N], on the device
     attr_diff: Tensor  # [N, q], on the device
+    labels: Audit | None = None  # the label audit of the learned attributes
 
 
 def judgment_losses(run: Run, micro) -> tuple[Tensor, Tensor, Tensor]:
@@ -163,21 +167,41 @@ def _record(run: Run, step: int, stats: Tensor, norms: dict[str, Tensor], lr: fl
     return record
 
 
-def prepare_run(config: TrainConfig) -> tuple[Run, dict, object]:
-    """Load data and model, cache the reference, build optimizers; returns (run, cache key, tokenizer)."""
+def audit_labels(method: Method, config: TrainConfig, judgments, attributes) -> Audit | None:
+    """The label audit (as ``badpo audit``) of the attributes this arm learns a theta on.
+
+    An attribute that is never cross-group within a pair leaves theta unidentified: training would
+    report the 0 it started from as a result, so that is an error. Unidentified or divergent
+    annotators and a split annotator graph are warnings (``BiasIdentifiabilityWarning``).
+    """
+    if not method.learns_theta or attributes is None:
+        return None
+    declared = set(config.bias.declared or attributes.names)
+    learned = AttributeSet(tuple(a for a in attributes.attributes if a.name in declared))
+    result = audit(judgments, learned)
+    for coordinate in result.coordinates:
+        if coordinate.overall.cross == 0:
+            raise ConfigError(
+                f"attributes: {coordinate.name!r} never differs between the two sides of a judgment "
+                f"in {config.data}, so method {config.method!r} cannot learn its theta; drop it "
+                "from bias.declared (or from attributes)")
+    return result
+
+
+def prepare_run(config: TrainConfig, accelerator=None) -> tuple[Run, dict, object]:
+    """Load data and model, audit the labels, cache the reference, build optimizers; returns
+    (run, cache key, tokenizer)."""
     method = get_method(config.method)
-    accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
+    if accelerator is None:
+        accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
     accumulation_steps(config.batch_size, config.micro_batch_size, accelerator.num_processes)
-    from accelerate.utils import set_seed
-
-    from badpo.attributes import resolve_attributes
-    from badpo.data.judgments import read_judgments
-
     set_seed(config.runtime.seed)
     tokenizer = load_tokenizer(config.model)
     attributes = resolve_attributes(config.attributes) if config.attributes else None
-    data = build_preference_data(read_judgments(config.data), attributes, tokenizer,
-                                 config.tokenization)
+    judgments = read_judgments(config.data)
+    labels = audit_labels(method, config, judgments, attributes)
+    data = build_preference_data(judgments, attributes, tokenizer, config.tokenization,
+                                 drop_identical_pairs=config.drop_identical_pairs, source=config.data)
     if method.shuffle_annotators:
         data = data.with_shuffled_annotators(config.runtime.seed)
     bias = build_bias(method, config, data)
@@ -206,7 +230,7 @@ def prepare_run(config: TrainConfig) -> tuple[Run, dict, object]:
         items=items, schedule=Schedule(len(items), config.batch_size, config.runtime.seed),
         reference=reference.to(accelerator.device),
         annotator_index=data.annotator_index.to(accelerator.device),
-        attr_diff=data.attr_diff.to(accelerator.device),
+        attr_diff=data.attr_diff.to(accelerator.device), labels=labels,
     )
     return run, cache_parts, tokenizer
 
@@ -215,30 +239,77 @@ def _lr(config: TrainConfig) -> float:
     return resolved_lr(config.optim, config.lora, PREFERENCE_LR)
 
 
+def _notice(accelerator, message: str) -> None:
+    if accelerator.is_main_process:
+        print(f"badpo train: {message}", file=sys.stderr)
+
+
+def _report_input(accelerator, report: dict) -> None:
+    """Say on the terminal what the data check found (the same counts go to run.json)."""
+    counts = [(report["truncated_prompts"], "prompt(s) cut to tokenization.max_prompt_tokens"),
+              (report["truncated_responses"], "response(s) cut by tokenization.max_length"),
+              (report["identical_pairs_dropped"], "judgment(s) with identical sides dropped"),
+              (report["exact_duplicate_judgments"], "exact duplicate judgment(s), kept")]
+    for count, what in counts:
+        if count:
+            _notice(accelerator, f"{count} {what}")
+
+
+@contextlib.contextmanager
+def _own_folder(output: Path, config: TrainConfig, accelerator):
+    """The main process locks and claims ``output`` (see badpo.engine.run_folder) for the block."""
+    lock = run_lock(output) if accelerator.is_main_process else contextlib.nullcontext()
+    with lock:
+        if accelerator.is_main_process:
+            claim(output, config, config.overwrite)
+        accelerator.wait_for_everyone()
+        yield
+
+
 def train(config: TrainConfig) -> Path:
     """Run (or resume) one preference run; returns its output folder.
 
     The folder holds ``policy/`` (HF format; the adapter under LoRA), ``theta.json``,
-    ``config.yaml`` (resolved), ``log.jsonl``, ``run.json`` and ``checkpoints/``.
+    ``config.yaml`` (resolved), ``log.jsonl``, ``audit.json``, ``run.json`` and ``checkpoints/``.
+    A folder holding another run is refused (``overwrite: true`` replaces it); a finished run is
+    left as it is.
     """
     config = format_output_dir(config)
     config = dataclasses.replace(config, optim=dataclasses.replace(config.optim, lr=_lr(config)))
     check_train(config)
     output = Path(config.output_dir)
-    run, cache_parts, tokenizer = prepare_run(config)
-    accelerator = run.accelerator
+    accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
+    with _own_folder(output, config, accelerator):
+        if is_finished(output):
+            _notice(accelerator, f"{output} holds this run, finished; its results are kept "
+                                 "(overwrite=true trains it again)")
+            return output
+        resume = resolve_resume(config.resume_from, output)
+        if resume is None and list_checkpoints(output):
+            raise ConfigError(
+                f"output_dir: {output} holds an unfinished run of this config (checkpoints up to "
+                f"{list_checkpoints(output)[-1].name}); set resume_from=latest to continue it, or "
+                "overwrite=true to start again")
+        if resume is not None:
+            check_checkpoint(resume, config)
+        return _train_in_folder(config, output, accelerator, resume)
+
+
+def _train_in_folder(config: TrainConfig, output: Path, accelerator, resume: Path | None) -> Path:
+    run, cache_parts, tokenizer = prepare_run(config, accelerator)
+    _report_input(accelerator, run.data.input_report)
     state = TrainingState()
     install_policy_hooks(accelerator)
     objects = [run.scheduler, state]
     if run.theta_optimizer is not None:
         objects += [run.bias, run.theta_optimizer]
     accelerator.register_for_checkpointing(*objects)
-    resume = resolve_resume(config.resume_from, output)
     if resume is not None:
         accelerator.load_state(str(resume))
     if accelerator.is_main_process:
-        output.mkdir(parents=True, exist_ok=True)
-        dump_yaml(config, output / "config.yaml")
+        dump_yaml(config, output / CONFIG_FILE)
+        if run.labels is not None:
+            (output / "audit.json").write_text(run.labels.to_json(), encoding="utf-8")
     stop = config.stop_after_steps or config.steps
     log = RunLog(output, config.report, config.steps, state.step, accelerator.is_main_process,
                  to_dict(config), description=config.method)
@@ -256,7 +327,7 @@ def train(config: TrainConfig) -> Path:
             if (config.save_every and state.step % config.save_every == 0) or (
                 state.step == stop < config.steps
             ):
-                save_checkpoint(accelerator, output, state.step, config.keep_checkpoints)
+                save_checkpoint(accelerator, output, state.step, config.keep_checkpoints, config)
     finally:
         log.close()
     if state.step == config.steps:
@@ -266,30 +337,31 @@ def train(config: TrainConfig) -> Path:
 
 def _write_outputs(run: Run, tokenizer, output: Path, cache_parts: dict, last: dict,
                    seconds: float) -> None:
-    """policy/ (atomically), theta.json and run.json; main process only for the files."""
+    """policy/, theta.json and run.json, committed as one unit; main process only for the files."""
     accelerator = run.accelerator
     # Called on every process: gathers FSDP / DeepSpeed shards.
     state = accelerator.get_state_dict(run.policy) if run.config.save_policy else None
     if not accelerator.is_main_process:
         return
-    if run.config.save_policy:
-        model = accelerator.unwrap_model(run.policy).model
-        weights = {k.removeprefix("model."): v for k, v in state.items()}
-        temporary = output / ".tmp-policy"
-        shutil.rmtree(temporary, ignore_errors=True)
-        model.save_pretrained(temporary, state_dict=weights, safe_serialization=True)
-        tokenizer.save_pretrained(temporary)
-        shutil.rmtree(output / "policy", ignore_errors=True)
-        os.replace(temporary, output / "policy")
-    if run.bias is not None:
-        run.bias.save(output / ".tmp-theta.json")
-        os.replace(output / ".tmp-theta.json", output / "theta.json")
     summary = {"method": run.config.method, "seed": run.config.runtime.seed,
                "steps": run.config.steps, "batching": run.config.batching,
                "judgments": len(run.data), "pairs": int(run.data.pair_rows.shape[0]),
+               "input": run.data.input_report,
+               "audit_warnings": list(run.labels.warnings) if run.labels is not None else [],
                "wall_s": round(seconds, 2), "final": last,
                "reference_cache": {k: v for k, v in cache_parts.items() if k != "tokenization"}}
-    (output / "run.json").write_text(json.dumps(summary, indent=1) + "\n")
+
+    def write(staging: Path) -> None:
+        if run.config.save_policy:
+            model = accelerator.unwrap_model(run.policy).model
+            weights = {k.removeprefix("model."): v for k, v in state.items()}
+            model.save_pretrained(staging / "policy", state_dict=weights, safe_serialization=True)
+            tokenizer.save_pretrained(staging / "policy")
+        if run.bias is not None:
+            run.bias.save(staging / "theta.json")
+        (staging / "run.json").write_text(dumps(summary, indent=1) + "\n", encoding="utf-8")
+
+    commit_final(output, write)
 
 
 __all__ = ["train", "prepare_run", "train_step", "judgment_losses", "build_bias", "Run", "STATS"]

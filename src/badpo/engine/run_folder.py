@@ -1,0 +1,202 @@
+"""One run per output folder: its identity, a lock, and final files committed as one unit.
+
+A run's *identity* is its resolved config without :data:`RUN_CONTROL_KEYS` (where it reports,
+how it stops and resumes). ``config.yaml`` in the folder records it, and every checkpoint carries
+its own copy, so that
+
+* training into a folder that holds another run is refused (``overwrite: true`` deletes that run
+  first), and a checkpoint is resumed only by the run that wrote it;
+* a second process training into the same folder at once is refused by an ``flock`` on
+  ``.lock`` (the kernel releases it when a process dies, so a crash leaves no stale lock);
+* the final outputs (``policy/``, ``theta.json``, ``run.json``) are written into a staging folder
+  that is renamed to ``.final-commit`` in one step — the commit point — and then moved into
+  place. :func:`recover_final_commit` completes an interrupted move, so a kill at any point
+  leaves the previous complete state or the new complete state. ``run.json`` exists only in a
+  finished run's state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from badpo.config import ConfigError, load_config, to_dict
+from badpo.engine.config import RUN_CONTROL_KEYS
+
+CONFIG_FILE = "config.yaml"
+FINAL_NAMES = ("policy", "theta.json", "run.json")  # the finished run's outputs
+_STAGING, _COMMIT, _MANIFEST, _LOCK = ".final-staging", ".final-commit", "MANIFEST", ".lock"
+# what a run writes into its folder; overwrite deletes these and nothing else
+RUN_FILES = (*FINAL_NAMES, CONFIG_FILE, "log.jsonl", "audit.json", "checkpoints", "tensorboard",
+             "wandb", _STAGING, _COMMIT)
+
+
+def identity(config: Any) -> dict:
+    """The resolved config as a plain dict without the run-control keys."""
+    plain = to_dict(config)
+    for dotted in RUN_CONTROL_KEYS:
+        *parents, leaf = dotted.split(".")
+        node = plain
+        for part in parents:
+            node = node[part]
+        node.pop(leaf)
+    return plain
+
+
+def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ, as ``key: old -> new``."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        found = []
+        for key in sorted(set(old) | set(new), key=str):
+            found += _differences(old.get(key), new.get(key), f"{prefix}{key}.")
+        return found
+    return [] if old == new else [f"{prefix.rstrip('.')}: {old!r} -> {new!r}"]
+
+
+def recorded_identity(folder: Path, config_class: type) -> dict | str:
+    """The identity recorded in ``folder/config.yaml``, or why it cannot be read."""
+    path = folder / CONFIG_FILE
+    if not path.exists():
+        return f"{folder} holds run files but no {CONFIG_FILE} saying which run wrote them"
+    try:
+        return identity(load_config(config_class, path))
+    except (ConfigError, yaml.YAMLError, UnicodeDecodeError) as error:
+        return f"{path} is not a readable run config ({error})"
+
+
+def identity_mismatch(recorded: dict | str, current: dict, what: Path) -> str | None:
+    """A one-line reason why ``what`` (holding ``recorded``) is not this run, or None."""
+    if isinstance(recorded, str):
+        return recorded
+    differences = _differences(recorded, current)
+    if not differences:
+        return None
+    shown = "; ".join(differences[:4]) + (f"; ... {len(differences) - 4} more" if len(differences) > 4 else "")
+    return f"{what} belongs to another run ({shown})"
+
+
+def holds_run(folder: Path) -> bool:
+    return any((folder / name).exists() for name in RUN_FILES)
+
+
+def is_finished(folder: Path) -> bool:
+    return (folder / "run.json").exists()
+
+
+def remove_run(folder: Path) -> None:
+    """Delete what a run wrote into ``folder`` (and nothing else the folder holds)."""
+    for name in RUN_FILES:
+        path = folder / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
+@contextlib.contextmanager
+def run_lock(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``folder`` for the block; another holder is a ConfigError."""
+    folder.mkdir(parents=True, exist_ok=True)
+    handle = open(folder / _LOCK, "a+", encoding="utf-8")
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise ConfigError(f"output_dir: {folder} is in use by {holder}; wait for it to finish "
+                              "or choose another output_dir") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"process {os.getpid()} on {os.uname().nodename}\n")
+        handle.flush()
+        yield
+    finally:
+        handle.close()  # releases the lock
+
+
+def claim(folder: Path, config: Any, overwrite: bool) -> None:
+    """Make ``folder`` this run's (call under :func:`run_lock`): complete an interrupted final
+    commit, then refuse a folder holding another run, or delete it when ``overwrite``."""
+    recover_final_commit(folder)
+    if not holds_run(folder):
+        return
+    if overwrite:
+        remove_run(folder)
+        return
+    reason = identity_mismatch(recorded_identity(folder, type(config)), identity(config), folder)
+    if reason is not None:
+        raise ConfigError(f"output_dir: {reason}; choose another output_dir, or set overwrite=true "
+                          "to delete that run")
+
+
+def check_checkpoint(checkpoint: Path, config: Any) -> None:
+    """Refuse to resume from a checkpoint written by another run."""
+    reason = identity_mismatch(recorded_identity(checkpoint, type(config)), identity(config), checkpoint)
+    if reason is not None:
+        raise ConfigError(f"resume_from: {reason}; resume it with its own config, or start without "
+                          "resume_from")
+
+
+def commit_final(folder: Path, write: Callable[[Path], None]) -> None:
+    """Write the final outputs with ``write(staging_folder)`` and put them in place as one unit.
+
+    ``write`` creates some of :data:`FINAL_NAMES` in the folder it is given; names it does not
+    create are removed from ``folder`` (a previous state's ``theta.json`` does not survive).
+    """
+    staging = folder / _STAGING
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    write(staging)
+    unknown = sorted(p.name for p in staging.iterdir() if p.name not in FINAL_NAMES)
+    if unknown:
+        raise RuntimeError(f"commit_final: unexpected outputs {unknown}")
+    present = [name for name in FINAL_NAMES if (staging / name).exists()]
+    (staging / _MANIFEST).write_text("".join(f"{name}\n" for name in present), encoding="utf-8")
+    _sync_tree(staging)
+    os.replace(staging, folder / _COMMIT)  # the commit point
+    recover_final_commit(folder)
+
+
+def recover_final_commit(folder: Path) -> None:
+    """Finish moving a committed final state into place (idempotent; safe to re-run after a kill
+    at any point), and discard an uncommitted staging folder."""
+    shutil.rmtree(folder / _STAGING, ignore_errors=True)
+    commit = folder / _COMMIT
+    if not commit.is_dir():
+        return
+    listed = set((commit / _MANIFEST).read_text(encoding="utf-8").split())
+    for name in FINAL_NAMES:
+        target, source = folder / name, commit / name
+        if source.exists():  # not moved yet: replace what is there
+            _remove(target)
+            os.replace(source, target)
+        elif name not in listed:  # not part of the new state
+            _remove(target)
+    shutil.rmtree(commit)
+
+
+def interrupted_commit(folder: Path) -> bool:
+    return (folder / _COMMIT).exists()
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+
+
+def _sync_tree(folder: Path) -> None:
+    """fsync every file under ``folder`` so the rename never publishes unwritten data."""
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            with open(path, "rb") as handle:
+                os.fsync(handle.fileno())
