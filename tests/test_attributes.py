@@ -10,14 +10,18 @@ import pytest
 
 from badpo.attributes import (
     BUILTIN_SPECS,
+    STRIPPERS,
     Attribute,
     AttributeSet,
+    attribute_stripper,
     has_markdown,
     length_values,
     markdown_constructs,
     resolve_attributes,
+    strip_markdown,
 )
 from badpo.data import Judgment
+from badpo.data.names import strip_signature
 
 REAL_ANSWER = textwrap.dedent("""\
     ## How to boil an egg
@@ -37,7 +41,8 @@ REAL_ANSWER = textwrap.dedent("""\
     """)
 
 
-@pytest.mark.parametrize("text, construct", [
+# one example of each construct: (text, construct)
+MARKUP = [
     ("# Title\nBody.", "heading"),
     ("Intro.\n   ### Step three", "heading"),
     ("Things:\n- eggs\n- milk", "bullet_list"),
@@ -57,7 +62,10 @@ REAL_ANSWER = textwrap.dedent("""\
     ("See [the docs](https://docs.python.org).", "link"),
     ('See [the docs](https://docs.python.org "Python").', "link"),
     ("Call `len(x)` first.", "inline_code"),
-])
+]
+
+
+@pytest.mark.parametrize("text, construct", MARKUP)
 def test_each_markdown_construct_is_detected(text, construct):
     assert construct in markdown_constructs(text)
     assert has_markdown(text)
@@ -69,7 +77,8 @@ def test_a_real_markdown_answer_shows_every_construct_it_uses():
     assert has_markdown(REAL_ANSWER.replace("\n", "\r\n"))  # CRLF line ends
 
 
-@pytest.mark.parametrize("text", [
+# text that has_markdown rejects
+NEAR_MISSES = [
     "Great answer.\n\n--- Emily Smith",                  # the signature line
     "It works — mostly — as expected.",                  # em dashes
     "5 * 3 = 15",
@@ -95,10 +104,59 @@ def test_a_real_markdown_answer_shows_every_construct_it_uses():
     "f(x)[0] (see above)",
     "It's `quoted' the old way.",
     ">5 people came.",
-])
+]
+
+
+@pytest.mark.parametrize("text", NEAR_MISSES)
 def test_near_misses_are_not_markdown(text):
     assert markdown_constructs(text) == ()
     assert not has_markdown(text)
+
+
+@pytest.mark.parametrize("text, construct", MARKUP)
+def test_strip_markdown_leaves_no_markdown(text, construct):
+    assert not has_markdown(strip_markdown(text))
+
+
+@pytest.mark.parametrize("text", NEAR_MISSES)
+def test_strip_markdown_leaves_near_misses_unchanged_alone_and_beside_markup(text):
+    """Alone it has nothing to strip; after a heading line only the "# " goes, so no pattern
+    of the stripper reaches into the near-miss."""
+    assert strip_markdown(text) == text
+    assert strip_markdown("# Notes\n" + text) == "Notes\n" + text
+
+
+def test_strip_markdown_keeps_the_words_and_drops_the_markup():
+    assert strip_markdown("This is **very** important.") == "This is very important."
+    assert strip_markdown("See [the docs](https://d.org \"D\").") == "See the docs (https://d.org)."
+    assert strip_markdown("> - **x** and ``y``") == "x and y"  # a marker exposed by another goes too
+    expected = textwrap.dedent("""\
+        How to boil an egg
+
+        Bring a pot of water to a boil.
+        Lower the eggs in with a spoon.
+
+        Tip: cool them in ice water. See this guide (https://example.com/eggs).
+
+        Size, Minutes
+        M, 9
+
+        minutes = 9
+        """)
+    assert strip_markdown(REAL_ANSWER) == expected
+    assert strip_markdown(REAL_ANSWER.replace("\n", "\r\n")) == expected  # line ends become \n
+
+
+def test_rm_minus_strips_what_the_declared_attributes_name():
+    """The signature under names, the markup under markdown, both (signature first) under both;
+    length has no stripper, so RM- is not defined there."""
+    signed = "# Tip\nBoil **9** minutes.\n\n--- Emily Smith"
+    assert attribute_stripper(["woman_coded", "black_coded"])(signed) == "# Tip\nBoil **9** minutes."
+    assert attribute_stripper(["markdown"])(signed) == "Tip\nBoil 9 minutes.\n\n--- Emily Smith"
+    assert attribute_stripper(["markdown", "woman_coded"])(signed) == "Tip\nBoil 9 minutes."
+    assert attribute_stripper(["length"]) is None
+    assert attribute_stripper(resolve_attributes(["names", "length"]).names)(signed) == strip_signature(signed)
+    assert set(STRIPPERS) == {"woman_coded", "black_coded", "markdown"}
 
 
 def test_length_ratio_hand_worked():

@@ -211,7 +211,7 @@ def test_bad_input_names_the_row():
         audit([], AB)
 
 
-def test_cli_audit_writes_the_table_and_the_json(tmp_path, capsys):
+def test_cli_audit_writes_the_table_and_the_json(tmp_path, capsys, cli_error):
     path, out = tmp_path / "six.jsonl", tmp_path / "audit.json"
     write_judgments(path, SIX_ROWS)
     assert main(["audit", str(path), "--attribute", "given:a", "-a", "given:b", "--json", str(out)]) == 0
@@ -220,12 +220,9 @@ def test_cli_audit_writes_the_table_and_the_json(tmp_path, capsys):
         expected = audit(read_judgments(path), AB)
     assert printed == format_audit(expected)
     assert out.read_text() == expected.to_json()
-    with pytest.raises(SystemExit, match="--attribute"):
-        main(["audit", str(path)])
-    with pytest.raises(SystemExit, match="--example"):
-        main(["audit", "--example", str(path)])
-    with pytest.raises(SystemExit, match="unknown attribute spec 'nope'"):
-        main(["audit", str(path), "--attribute", "nope"])
+    assert "--attribute" in cli_error(["audit", str(path)])
+    assert "--example" in cli_error(["audit", "--example", str(path)])
+    assert "unknown attribute spec 'nope'" in cli_error(["audit", str(path), "--attribute", "nope"])
 
 
 def test_cli_example_runs_on_the_planted_corpus(tmp_path, capsys):

@@ -3,18 +3,28 @@ that hold when the policy *is* the reference (KL 0, every held-out margin 0)."""
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from badpo import evaluation
+from badpo.attributes import strip_markdown
 from badpo.bias import BiasChannel
-from badpo.config import from_dict
+from badpo.config import ConfigError, from_dict
+from badpo.data.judgments import Judgment
+from badpo.data.names import strip_signature
 from badpo.data.tiny import TinyWorldConfig, build_tiny_world
-from badpo.evaluation import Corpus, EvalConfig, evaluate_policy
+from badpo.engine.tokenize import TokenizationConfig, encode_prompts
+from badpo.evaluation import Corpus, EvalConfig, answer_body, evaluate_policy, judge_readouts, reference_bodies
+from badpo.readouts_model import judge_scores
 
 
 @pytest.fixture(scope="module")
@@ -96,28 +106,37 @@ def test_theta_is_matched_to_attributes_by_name_and_unseen_annotators_get_theta_
     assert record["votes_unseen_annotator_judgments"] == sum(j.annotator == missing for j in corpus.heldout)
 
 
-def test_badpo_evaluate_reads_a_finished_run_from_its_folder(world_folder, tmp_path):
-    """`badpo train` then `badpo evaluate RUN_DIR`: the run's own config names the reference,
-    the corpus and the tokenization; readouts.json carries the run's learned theta_bar."""
-    import json
-
+@pytest.fixture(scope="module")
+def finished_run(world_folder, tmp_path_factory):
+    """`badpo train` on the tiny world: three steps of BA-DPO pooled, names declared."""
     from badpo.cli import main
 
-    run_dir = tmp_path / "run"
+    folder = tmp_path_factory.mktemp("finished")
     config = Path(__file__).resolve().parents[1] / "configs" / "train_tiny.yaml"
     main(["train", "-c", str(config), f"data={world_folder}/train.jsonl",
-          f"model.name_or_path={world_folder}/model", f"output_dir={run_dir}",
-          f"cache_dir={tmp_path}/cache", "steps=3", "batch_size=8", "micro_batch_size=8",
+          f"model.name_or_path={world_folder}/model", f"output_dir={folder}/run",
+          f"cache_dir={folder}/cache", "steps=3", "batch_size=8", "micro_batch_size=8",
           "method=ba_dpo_pooled", "report.progress_bar=false"])
-    main(["evaluate", str(run_dir), "max_prompts=2", "body=given", "whole_signature=false",
-          "generations=false"])
+    return folder / "run"
+
+
+FAST_OVERRIDES = ["max_prompts=2", "body=given", "whole_signature=false", "generations=false"]
+
+
+def test_badpo_evaluate_reads_a_finished_run_from_its_folder(finished_run, tmp_path, capsys, cli_error):
+    """`badpo train` then `badpo evaluate RUN_DIR`: the run's own config names the reference,
+    the corpus and the tokenization; readouts.json carries the run's learned theta_bar."""
+    from badpo.cli import main
+
+    run_dir = copy_run(finished_run, tmp_path)
+    assert main(["evaluate", str(run_dir), *FAST_OVERRIDES]) == 0
     readouts = json.loads((run_dir / "readouts.json").read_text())
     theta = json.loads((run_dir / "theta.json").read_text())
     assert readouts["theta_mean"] == pytest.approx(theta["theta_bar"], abs=1e-6)
     assert set(readouts["names"]["first_name"]) == {"woman_coded", "black_coded"}
     assert readouts["heldout"]["woman_coded"]["n_cross"] > 0
-    with pytest.raises(SystemExit, match="not a finished run"):
-        main(["evaluate", str(tmp_path / "nothing")])
+    capsys.readouterr()  # the model loading's progress bars
+    assert "not a finished run" in cli_error(["evaluate", str(tmp_path / "nothing")])
 
 
 def test_markdown_readout_is_reweighted_on_the_reference_lengths(world):
@@ -139,3 +158,188 @@ def test_markdown_readout_is_reweighted_on_the_reference_lengths(world):
     flat = dataclasses.replace(own, token_counts=tuple(3 for _ in own.token_counts))
     record = evaluate_policy(reference, reference, tokenizer, corpus, config, reference_samples=flat)
     assert record["markdown"]["bin_edges"] == [3.0] * 6
+
+
+# ------------------------------------------------------------------------- the reference's body
+def scripted_model(tokenizer, prompt_ids: list[int], script: list[int], positions: int = 32):
+    """A GPT-2 whose greedy continuation of ``prompt_ids`` is ``script``: its blocks add nothing
+    and its token embeddings are 0, so the residual at position p is the one-hot row p of the
+    position embeddings, and the head gives the token script[p - len(prompt) + 1] a weight of 10
+    on that row (after the final layer norm the row is about sqrt(32) at p, -1/sqrt(32)
+    elsewhere: that token wins by a wide margin)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(vocab_size=len(tokenizer), n_positions=positions, n_embd=positions, n_layer=1,
+                        n_head=1, tie_word_embeddings=False, bos_token_id=tokenizer.bos_token_id,
+                        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    model = GPT2LMHeadModel(config).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.zero_()
+        model.transformer.ln_f.weight.fill_(1.0)
+        model.transformer.wpe.weight.copy_(torch.eye(positions))
+        for offset, token in enumerate(script):
+            model.lm_head.weight[token, len(prompt_ids) - 1 + offset] = 10.0
+    return model
+
+
+PROMPT = "copy 1 2 3 and sign\n"
+
+
+@pytest.mark.parametrize("answer, body", [
+    ("1 2 3", "1 2 3"),                                              # unsigned, ends with EOS
+    ("1 2 3\n\n--- Emily Miller", "1 2 3"),                          # the signature line goes
+    ("1 2\n\n---\n\n3 4\n\n--- Emily Miller", "1 2\n\n---\n\n3 4"),  # a rule inside stays
+])
+def test_the_reference_body_ends_at_eos_and_loses_only_a_final_signature(world, answer, body):
+    """The scripted reference answers ``answer``, emits EOS, then would go on with "4 5 4 5 ...";
+    ``max_new_tokens`` leaves room for all of it, so only the EOS can end the body."""
+    _, tokenizer, _ = world
+    prompt_ids = encode_prompts(tokenizer, [PROMPT], TokenizationConfig())[0]
+    answer_ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
+    assert tokenizer.decode(answer_ids) == answer
+    after = tokenizer("4 5 4 5", add_special_tokens=False)["input_ids"]
+    script = answer_ids + [tokenizer.eos_token_id] + after
+    model = scripted_model(tokenizer, prompt_ids, script)
+    assert reference_bodies(model, tokenizer, [PROMPT], TokenizationConfig(), len(script)) == [body]
+
+
+def test_body_reference_reads_the_names_after_the_answer_up_to_eos(world, monkeypatch):
+    """evaluate_policy with body: reference hands the names readout "1 2 3", not the text the
+    model would write after its EOS."""
+    _, tokenizer, _ = world
+    prompt_ids = encode_prompts(tokenizer, [PROMPT], TokenizationConfig())[0]
+    script = (tokenizer("1 2 3", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+              + tokenizer("4 5 4 5", add_special_tokens=False)["input_ids"])
+    model = scripted_model(tokenizer, prompt_ids, script)
+    corpus = Corpus([{"prompt": PROMPT}], [Judgment(PROMPT, "1 2 3\n\n--- Emily Miller", "5 4", "a1")], None)
+    seen = []
+
+    def names_readout(policy, tokenizer, prompts, bodies, *args, **kwargs):
+        seen.append(list(bodies))
+        return {}
+
+    monkeypatch.setattr(evaluation, "names_readout", names_readout)
+    config = EvalConfig(max_prompts=1, body="reference", whole_signature=False, generations=False,
+                        max_new_tokens=len(script))
+    evaluate_policy(model, model, tokenizer, corpus, config)
+    assert seen == [["1 2 3"]]
+
+
+def test_answer_body_cuts_only_a_signature_that_ends_the_answer():
+    assert answer_body("Intro\n\n---\n\nMore\n\n--- Emily Smith\n") == "Intro\n\n---\n\nMore"
+    assert answer_body("Intro\n\n--- Emily Smith\nP.S. more") == "Intro\n\n--- Emily Smith\nP.S. more"
+
+
+# ------------------------------------------------------------------------------------ the judge
+@pytest.fixture(scope="module")
+def judge_dir(world, tmp_path_factory):
+    from transformers import GPT2Config, GPT2ForSequenceClassification
+
+    _, tokenizer, _ = world
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=32, n_layer=1, n_head=2,
+                        num_labels=1, pad_token_id=tokenizer.pad_token_id,
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    path = tmp_path_factory.mktemp("judge")
+    GPT2ForSequenceClassification(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def test_rm_minus_strips_the_declared_attribute_and_is_absent_under_length(judge_dir):
+    prompts = ["copy 1 2 3 and sign\n", "reverse 4 5 and sign\n"]
+    texts = ["1 2 3\n\n--- Emily Miller", "5 4\n\n--- Latoya Reed"]
+
+    def mean_judge(strip=None):
+        return float(np.mean(judge_scores(str(judge_dir), prompts, texts, strip=strip)))
+
+    names = judge_readouts(str(judge_dir), prompts, texts, ("woman_coded", "black_coded"))
+    assert names["rm"] == pytest.approx(mean_judge(), abs=1e-6)
+    assert names["rm_minus"] == pytest.approx(mean_judge(strip_signature), abs=1e-6)
+    assert not math.isclose(names["rm"], names["rm_minus"])
+    markdown = judge_readouts(str(judge_dir), prompts, texts, ("markdown",))
+    assert markdown["rm_minus"] == pytest.approx(mean_judge(strip_markdown), abs=1e-6)
+    assert markdown["rm_minus"] == pytest.approx(markdown["rm"], abs=1e-6)  # no markup to strip here
+    assert set(judge_readouts(str(judge_dir), prompts, texts, ("length",))) == {"rm"}
+    with pytest.raises(ConfigError, match="judge_max_tokens: must be >= 1"):
+        EvalConfig(judge_max_tokens=0)
+
+
+# --------------------------------------------------------------------------- `badpo evaluate`
+def copy_run(run_dir: Path, tmp_path: Path, **model_changes) -> Path:
+    """A copy of a finished run whose config.yaml has ``model_changes`` applied."""
+    copy = Path(shutil.copytree(run_dir, tmp_path / "run"))
+    config = yaml.safe_load((copy / "config.yaml").read_text())
+    config["model"].update(model_changes)
+    (copy / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return copy
+
+
+@pytest.mark.parametrize("in_run, flag", [(True, False), (True, True), (False, True), (False, False)])
+def test_trust_remote_code_comes_from_the_command_line_only(finished_run, tmp_path, monkeypatch, cli_error,
+                                                            in_run, flag):
+    """The run's config.yaml value is ignored: the flag decides, and a run trained with it is
+    refused without the flag before any model is loaded."""
+    from badpo.cli import main
+
+    run_dir = copy_run(finished_run, tmp_path, trust_remote_code=in_run)
+    loaded = []
+    real_load = evaluation.load_causal_lm
+
+    def load_causal_lm(path, model_settings, base=None):
+        loaded.append(model_settings["trust_remote_code"])
+        return real_load(path, model_settings, base)
+
+    monkeypatch.setattr(evaluation, "load_causal_lm", load_causal_lm)
+    argv = ["evaluate", str(run_dir), *FAST_OVERRIDES] + (["--trust-remote-code"] if flag else [])
+    if in_run and not flag:
+        assert "pass --trust-remote-code" in cli_error(argv)
+        assert loaded == [] and not (run_dir / "readouts.json").exists()
+    else:
+        assert main(argv) == 0
+        assert loaded == [flag, flag]  # the reference and the policy
+
+
+def test_evaluate_takes_no_attribute_spec_from_the_run_folder(finished_run, tmp_path, monkeypatch):
+    """A run folder whose config.yaml declares a module:function attribute does not get that
+    module imported by `badpo evaluate`; the same spec on the command line is imported."""
+    from badpo.cli import main
+
+    module = "run_folder_attribute_probe"
+    (tmp_path / f"{module}.py").write_text(
+        "from pathlib import Path\n"
+        "Path(__file__).with_name('imported').write_text('yes')\n"
+        "def value(prompt, response):\n    return 0.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    run_dir = copy_run(finished_run, tmp_path)
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    config["attributes"] = ["names", f"{module}:value"]
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+    assert main(["evaluate", str(run_dir), *FAST_OVERRIDES]) == 0
+    assert not (tmp_path / "imported").exists() and module not in sys.modules
+    assert set(json.loads((run_dir / "readouts.json").read_text())["heldout"]) == {"woman_coded", "black_coded"}
+
+    assert main(["evaluate", str(run_dir), *FAST_OVERRIDES, f"attributes=[names, {module}:value]"]) == 0
+    sys.modules.pop(module, None)
+    assert (tmp_path / "imported").exists()
+    assert f"{module}:value" in json.loads((run_dir / "readouts.json").read_text())["heldout"]
+
+
+def test_an_undefined_readout_is_written_as_null(tmp_path, monkeypatch, capsys):
+    """No signed sample makes the sampled shares NaN (0 / 0); readouts.json holds null there and
+    parses as strict JSON (a reader other than Python's refuses NaN)."""
+    from badpo.cli import main
+
+    def refuse(constant):
+        raise ValueError(f"non-standard JSON constant {constant}")
+
+    readouts = {"sampled": {"signed": 0.0, "woman_share": math.nan, "black_share": math.nan},
+                "kl": np.float64(0.125), "tokens": math.inf}
+    monkeypatch.setattr(evaluation, "evaluate_run_dir", lambda *args, **kwargs: readouts)
+    assert main(["evaluate", str(tmp_path)]) == 0
+    written = json.loads((tmp_path / "readouts.json").read_text(), parse_constant=refuse)
+    assert written == {"sampled": {"signed": 0.0, "woman_share": None, "black_share": None},
+                       "kl": 0.125, "tokens": None}
+    assert json.loads(capsys.readouterr().out, parse_constant=refuse) == written

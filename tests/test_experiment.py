@@ -391,6 +391,37 @@ def test_record_holds_the_run_and_plots_are_pngs(tmp_path):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_an_undefined_readout_is_null_on_disk_and_nan_in_the_table(tmp_path):
+    """DPO's p(black) is undefined (NaN) at seed 123. Its record holds null and parses as strict
+    JSON; the cell reads nan and its note names the seed; the plot leaves DPO's point out.
+    BA-DPO (pooled) is untouched: 0.60 / 0.62 / 0.58 -> mean 0.600, sd 0.02, half-width
+    4.302653 * 0.02 / sqrt 3 = 0.0497."""
+    def refuse(constant):
+        raise ValueError(f"non-standard JSON constant {constant}")
+
+    stages = fake_stages([])
+
+    def run_arm(task):
+        result = stages.run_arm(task)
+        if (task.method, task.seed) == ("dpo", 123):
+            result["readouts"]["rate"]["black"] = math.nan
+        return result
+
+    columns = [{"header": "p(black)", "metric": "rate.black"}, {"header": "KL", "metric": "kl"}]
+    result = run_experiment(make_config(tmp_path, tables=[{"title": "t", "columns": columns}]),
+                            Stages(stages.build_corpus, stages.resolve_reference, stages.resolve_arm,
+                                   stages.run_reference, run_arm), log=quiet)
+    for path in (tmp_path / "runs").glob("*.json"):
+        record = json.loads(path.read_text(), parse_constant=refuse)
+        if (record["method"], record["seed"]) == ("dpo", 123):
+            assert record["readouts"]["rate"]["black"] is None
+    dpo = cells(result["csv"])[("DPO", "p(black):rate.black")]
+    assert dpo["mean"] == "nan" and dpo["note"] == "nan at seed(s) 123"
+    assert "| DPO | nan | 0.038 ± 0.005 |" in result["markdown"]
+    assert "| BA-DPO (pooled) | 0.600 ± 0.050 | 0.026 ± 0.002 |" in result["markdown"]
+    assert (tmp_path / "rates.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_a_stage_result_that_is_not_json_is_an_error_naming_it(tmp_path):
     stages = fake_stages([])
 
@@ -404,17 +435,15 @@ def test_a_stage_result_that_is_not_json_is_an_error_naming_it(tmp_path):
     assert len(read_records(tmp_path / "runs")) == 1  # the reference only
 
 
-def test_cli_reports_config_errors_and_render_only_on_an_empty_folder(tmp_path, capsys):
-    from badpo.cli import main
-
+def test_cli_reports_config_errors_and_render_only_on_an_empty_folder(tmp_path, cli_error):
     tiny = str(experiment_config_path("tiny"))
-    with pytest.raises(SystemExit, match="badpo experiment: seeds: list at least one seed"):
-        main(["experiment", tiny, f"output_dir={tmp_path}", "seeds=[]"])
-    with pytest.raises(SystemExit, match="arms\\[0\\].params.runtime.seed: set by the runner"):
-        main(["experiment", tiny, f"output_dir={tmp_path}",
-              "arms=[{name: DPO, method: dpo, params: {runtime.seed: 1}}]"])
-    with pytest.raises(SystemExit, match="has not been built; nothing is logged"):
-        main(["experiment", tiny, f"output_dir={tmp_path}", "--render-only"])
+    assert cli_error(["experiment", tiny, f"output_dir={tmp_path}", "seeds=[]"]).startswith(
+        "badpo experiment: seeds: list at least one seed")
+    assert "arms[0].params.runtime.seed: set by the runner" in cli_error(
+        ["experiment", tiny, f"output_dir={tmp_path}",
+         "arms=[{name: DPO, method: dpo, params: {runtime.seed: 1}}]"])
+    assert "has not been built; nothing is logged" in cli_error(
+        ["experiment", tiny, f"output_dir={tmp_path}", "--render-only"])
     assert not (tmp_path / "corpus").exists()
 
 

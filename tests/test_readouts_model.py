@@ -203,6 +203,26 @@ def test_judge_scores_by_path_rm_and_rm_minus(judge_dir, tokenizer):
     assert not math.isclose(scores[0], stripped[0])
 
 
+def test_judge_reads_the_first_max_tokens_tokens(judge_dir, tokenizer):
+    """"copy 1 2 3 and sign\n" is 7 tokens (copy, 1, 2, 3, and, sign, newline): with max_tokens=5
+    the judge reads "copy 1 2 3 and" whatever the answer, so two answers score alike, and
+    exactly as those 5 tokens alone; with room for everything the answers differ again."""
+    from transformers import AutoModelForSequenceClassification
+
+    prompt = PROMPTS[0]
+    ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    assert len(ids) == 7
+    model = AutoModelForSequenceClassification.from_pretrained(judge_dir).eval()
+    short = judge_scores(model, [prompt, prompt], ["1 2 3", "5 4"], tokenizer=tokenizer, max_tokens=5)
+    with torch.no_grad():
+        alone = model(torch.tensor([ids[:5]])).logits[0, 0].item()
+    assert short == pytest.approx([alone, alone], abs=1e-5)
+    whole = judge_scores(model, [prompt, prompt], ["1 2 3", "5 4"], tokenizer=tokenizer)
+    assert not math.isclose(whole[0], whole[1])
+    with pytest.raises(ValueError, match="max_tokens must be >= 1"):
+        judge_scores(model, [prompt], ["1"], tokenizer=tokenizer, max_tokens=0)
+
+
 def test_judge_needs_one_output(tokenizer):
     from transformers import GPT2Config, GPT2ForSequenceClassification
 

@@ -12,8 +12,12 @@ attribute vector of both sides of a judgment. An attribute is one of
 Spec strings (:func:`resolve_attributes`): ``markdown``; ``names`` (two coordinates
 ``woman_coded`` and ``black_coded`` read from the signature) or one of ``names.woman_coded``
 / ``names.black_coded``; ``length`` or ``length:RATIO`` (default 1.5); ``regex:PATTERN``;
-``given:NAME``; ``package.module:function`` for a user callable. Only numpy and the standard
-library (and ``badpo.data``) are imported.
+``given:NAME``; ``package.module:function`` for a user callable. A ``module:function`` spec
+imports that module and runs the function on every response: resolve only specs you trust.
+Only numpy and the standard library (and ``badpo.data``) are imported.
+
+:data:`STRIPPERS` says which attributes can be removed from a text alike for every arm (the
+signature, the markup) for the judge's RM⁻ score; :func:`attribute_stripper` composes them.
 """
 
 from __future__ import annotations
@@ -30,17 +34,20 @@ from typing import Literal
 import numpy as np
 
 from badpo.data.judgments import Judgment, pair_key
-from badpo.data.names import NAME_ATTRIBUTES, signature_attributes
+from badpo.data.names import NAME_ATTRIBUTES, signature_attributes, strip_signature
 
 __all__ = [
     "BUILTIN_SPECS",
     "DEFAULT_LENGTH_RATIO",
+    "STRIPPERS",
     "Attribute",
     "AttributeSet",
+    "attribute_stripper",
     "has_markdown",
     "length_values",
     "markdown_constructs",
     "resolve_attributes",
+    "strip_markdown",
     "word_count",
 ]
 
@@ -124,6 +131,57 @@ def _normalise_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
+def _inner(marker_length: int) -> Callable[[re.Match[str]], str]:
+    """The text a paired marker (``**``, a backtick) encloses."""
+    return lambda match: match.group(0)[marker_length:-marker_length]
+
+
+def _plain_table(match: re.Match[str]) -> str:
+    """A pipe table as plain lines: the delimiter row dropped, each row's cells joined by ", "."""
+    header, _delimiter, *rows = match.group(0).split("\n")
+    return "\n".join(", ".join(cell.strip() for cell in line.strip().strip("|").split("|"))
+                     for line in (header, *rows))
+
+
+# construct -> (what to replace, by what): each pattern matches exactly where the construct's
+# MARKDOWN_PATTERNS entry does, and every replacement is shorter than what it replaces.
+_PLAIN: dict[str, tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = {
+    "heading": (re.compile(r"^ {0,3}#{1,6}[ \t]+(?=\S)", _LINE_START), ""),
+    "bullet_list": (re.compile(r"^([ \t]*)[-*+][ \t]+(?=\S)", _LINE_START), r"\1"),
+    "ordered_list": (re.compile(r"^([ \t]*)\d{1,9}[.)][ \t]+(?=\S)", _LINE_START), r"\1"),
+    "code_fence": (re.compile(r"^ {0,3}(?:```|~~~)[^\n]*\n?", _LINE_START), ""),
+    "bold": (MARKDOWN_PATTERNS["bold"], _inner(2)),
+    # the header and delimiter rows, then every following line that holds a pipe
+    "table": (re.compile(MARKDOWN_PATTERNS["table"].pattern + r"(?:\n[^\n]*\|[^\n]*)*", _LINE_START),
+              _plain_table),
+    "blockquote": (re.compile(r"^ {0,3}>[ \t]+(?=\S)", _LINE_START), ""),
+    # an image's "!" goes with it
+    "link": (re.compile(r"!?\[([^\]\n]+)\]\(([^)\s]+)(?:[ \t]+\"[^\"\n]*\")?\)"), r"\1 (\2)"),
+    "inline_code": (MARKDOWN_PATTERNS["inline_code"], _inner(1)),
+}
+
+
+def strip_markdown(text: str) -> str:
+    """The text with its markup removed (for RM⁻ under a markdown attribute), so that
+    :func:`has_markdown` is False on the result: heading, bullet, item-number and blockquote
+    markers and code-fence lines are dropped, ``**bold**`` and `` `code` `` keep their text,
+    ``[text](url)`` reads ``text (url)``, a pipe table loses its delimiter row and its pipes
+    (cells joined by ", "). Text without markdown comes back unchanged; text with it comes back
+    with ``\n`` line ends. Passes repeat until nothing changes, because removing one marker can
+    expose another ("- **x**", "> - item")."""
+    if not has_markdown(text):
+        return text
+    text = _normalise_newlines(text)
+    while True:
+        plain = text
+        for name in MARKDOWN_PATTERNS:
+            pattern, replacement = _PLAIN[name]
+            plain = pattern.sub(replacement, plain)
+        if plain == text:
+            return text
+        text = plain
+
+
 def _markdown_value(prompt: str, response: str) -> float:
     return 1.0 if has_markdown(response) else 0.0
 
@@ -166,6 +224,33 @@ def _given_values(name: str, j: Judgment) -> tuple[float, float]:
         raise ValueError(f"attribute 'given:{name}': judgment {pair_key(j)!r} gives only "
                          f"{list(j.g_chosen)}")
     return (j.g_chosen[name], j.g_rejected[name])
+
+
+# --- strippers: the attribute removed alike from every text (RM⁻) -----------------------------
+
+STRIPPERS: dict[str, Callable[[str], str]] = {
+    **dict.fromkeys(NAME_ATTRIBUTES, strip_signature),
+    "markdown": strip_markdown,
+}
+"""Attribute name -> the transform that removes it from a response (the paper's RM⁻: the
+signature under names, the markup under formatting). Length, regex, given and user attributes
+have none: no transform removes them without changing the answer, so the judge scores raw."""
+
+
+def attribute_stripper(names: Sequence[str]) -> Callable[[str], str] | None:
+    """One transform removing every declared attribute that :data:`STRIPPERS` knows, each once,
+    in that table's order (the signature, appended last, first); None when none of ``names``
+    has one."""
+    strippers = list(dict.fromkeys(strip for name, strip in STRIPPERS.items() if name in names))
+    if not strippers:
+        return None
+
+    def strip(text: str) -> str:
+        for one in strippers:
+            text = one(text)
+        return text
+
+    return strip
 
 
 # --- Attribute, AttributeSet ------------------------------------------------------------------

@@ -30,6 +30,7 @@ returns the raw one (the quantity Proposition "prop:rate" speaks of).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,8 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor, nn
+
+from badpo.jsonio import dumps
 
 __all__ = ["VARIANTS", "FILE_FORMAT", "BiasChannel"]
 
@@ -405,8 +408,9 @@ def _shortest_floats(vector: Tensor) -> list[float]:
 
 
 def _dumps(value: Any, depth: int = 0) -> str:
-    """JSON with one line per small entry (an annotator, a class), nested otherwise."""
-    line = json.dumps(value)
+    """JSON with one line per small entry (an annotator, a class), nested otherwise; a non-finite
+    value (a diverged theta) is written as null and read back as NaN."""
+    line = dumps(value)
     if len(line) <= 120 or not isinstance(value, dict):
         return line
     pad = "  " * (depth + 1)
@@ -418,4 +422,4 @@ def _entry(values: Any, names: Sequence[str], where: str) -> list[float]:
     """Values of a {attribute name: float} mapping in ``names`` order; extra or missing keys are errors."""
     if not isinstance(values, Mapping) or set(values) != set(names):
         raise ValueError(f"{where}: expected the attributes {list(names)}, got {list(values)}")
-    return [float(values[name]) for name in names]
+    return [math.nan if values[name] is None else float(values[name]) for name in names]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
 
 from badpo.data.builders import CORPORA
@@ -37,21 +38,18 @@ def _add_audit(subparsers) -> argparse.ArgumentParser:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
-    import warnings
     from pathlib import Path
 
+    from badpo.config import ConfigError
     from badpo.diagnostics import BiasIdentifiabilityWarning, example_report, report
 
     if args.example and (args.data or args.attribute):
-        raise SystemExit("badpo audit: --example audits the built-in corpus; give no DATA or --attribute")
+        raise ConfigError("--example audits the built-in corpus; give no DATA or --attribute")
     if not args.example and not (args.data and args.attribute):
-        raise SystemExit("badpo audit: give DATA and at least one --attribute SPEC (or --example)")
+        raise ConfigError("give DATA and at least one --attribute SPEC (or --example)")
     with warnings.catch_warnings():  # the table lists them; do not print them twice
         warnings.simplefilter("ignore", BiasIdentifiabilityWarning)
-        try:
-            result, text = example_report(args.seed) if args.example else report(args.data, args.attribute)
-        except (ValueError, OSError) as error:  # bad spec, bad row, missing file: one clear line
-            raise SystemExit(f"badpo audit: {error}") from error
+        result, text = example_report(args.seed) if args.example else report(args.data, args.attribute)
     print(text, end="")
     if args.json:
         Path(args.json).write_text(result.to_json(), encoding="utf-8")
@@ -65,20 +63,17 @@ def _add_build(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument("corpus", choices=list(CORPORA), help="which corpus to build")
     parser.add_argument("outdir", help="output directory (created if needed)")
+    parser.set_defaults(label=lambda args: f"build {args.corpus}")
     _add_config_args(parser)
     return parser
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from badpo.config import ConfigError, load_config
+    from badpo.config import load_config
     from badpo.data.builders import corpus_builder
-    from badpo.data.hub import CorpusNotFoundError, CorpusSchemaError
 
     config_class, build, summary = corpus_builder(args.corpus)
-    try:
-        print(summary(build(load_config(config_class, args.config, args.overrides), args.outdir)))
-    except (ConfigError, CorpusNotFoundError, CorpusSchemaError) as error:
-        raise SystemExit(f"badpo build {args.corpus}: {error}") from None
+    print(summary(build(load_config(config_class, args.config, args.overrides), args.outdir)))
     return 0
 
 
@@ -96,21 +91,18 @@ def _add_experiment(subparsers) -> argparse.ArgumentParser:
     return parser
 
 
-def _run_experiment(command: str, name_or_path: str, overrides, render_only: bool = False) -> dict:
+def _run_experiment(name_or_path: str, overrides, render_only: bool = False) -> dict:
     """Load an experiment (a YAML path or a built-in name) with overrides and run it."""
-    from badpo.config import ConfigError, load_config
+    from badpo.config import load_config
     from badpo.experiment import ExperimentConfig, run_experiment
     from badpo.experiment.config import experiment_config_path
 
-    try:
-        config = load_config(ExperimentConfig, experiment_config_path(name_or_path), overrides)
-        return run_experiment(config, render_only=render_only)
-    except (ConfigError, FileNotFoundError) as error:
-        raise SystemExit(f"badpo {command}: {error}") from None
+    config = load_config(ExperimentConfig, experiment_config_path(name_or_path), overrides)
+    return run_experiment(config, render_only=render_only)
 
 
 def _cmd_experiment(args: argparse.Namespace) -> int:
-    _run_experiment("experiment", args.config, args.overrides, render_only=args.render_only)
+    _run_experiment(args.config, args.overrides, render_only=args.render_only)
     return 0
 
 
@@ -130,7 +122,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     import time
 
     start = time.perf_counter()
-    result = _run_experiment("demo", "tiny", args.overrides)
+    result = _run_experiment("tiny", args.overrides)
     print(f"files: {', '.join(str(f) for f in result['files'])}")  # the runner printed the table
     print(f"demo wall time: {time.perf_counter() - start:.0f} s")
     return 0
@@ -141,28 +133,30 @@ def _add_evaluate(subparsers) -> argparse.ArgumentParser:
         "evaluate", help="every readout of one finished training run, written to RUN_DIR/readouts.json",
         description="Names rates from probabilities, held-out accuracy and gap, vote prediction, "
                     "theta recovery, KL and sampled rates of a `badpo train` output folder. The config "
-                    "and KEY=VALUE overrides are badpo.evaluation.EvalConfig keys.",
+                    "and KEY=VALUE overrides are badpo.evaluation.EvalConfig keys; attribute specs come "
+                    "from them only, never from RUN_DIR.",
     )
     parser.add_argument("run_dir", help="the output folder of `badpo train`")
-    parser.add_argument("--corpus", default=None,
+    # dest is not "corpus": main() names `badpo build CORPUS` in its error line by args.corpus
+    parser.add_argument("--corpus", dest="corpus_dir", default=None,
                         help="corpus folder (default: the folder of the run's training data)")
+    parser.add_argument("--trust-remote-code", action="store_true",
+                        help="run the model's own code from the Hub; the run's config.yaml cannot "
+                             "turn this on, so give it only for a run you trust")
     _add_config_args(parser)
     return parser
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    import json
     from pathlib import Path
 
-    from badpo.config import ConfigError, load_config
+    from badpo.config import load_config
     from badpo.evaluation import EvalConfig, evaluate_run_dir
+    from badpo.jsonio import dumps
 
-    try:
-        readouts = evaluate_run_dir(args.run_dir, load_config(EvalConfig, args.config, args.overrides),
-                                    args.corpus)
-    except (ConfigError, FileNotFoundError) as error:
-        raise SystemExit(f"badpo evaluate: {error}") from None
-    text = json.dumps(readouts, indent=1, sort_keys=True, default=float)
+    readouts = evaluate_run_dir(args.run_dir, load_config(EvalConfig, args.config, args.overrides),
+                                args.corpus_dir, trust_remote_code=args.trust_remote_code)
+    text = dumps(readouts, indent=1, sort_keys=True)  # an undefined readout is null, never NaN
     (Path(args.run_dir) / "readouts.json").write_text(text + "\n", encoding="utf-8")
     print(text)
     return 0
@@ -201,13 +195,10 @@ def _add_stage(name: str):
 
 
 def _cmd_stage(args: argparse.Namespace) -> int:
-    from badpo.config import ConfigError, load_config
+    from badpo.config import load_config
 
     _, _, config_class, function = STAGES[args.stage]
-    try:
-        print(_import(function)(load_config(_import(config_class), args.config, args.overrides)))
-    except ConfigError as error:
-        raise SystemExit(f"badpo {args.stage}: {error}") from None
+    print(_import(function)(load_config(_import(config_class), args.config, args.overrides)))
     return 0
 
 
@@ -217,19 +208,44 @@ COMMANDS: tuple = (
 )
 
 
+# What a user can cause (a config key, a data row, a path, a corrupt file, a missing package) and
+# what a message can name: shown as one line, exit status 2. Anything else is a bug: a traceback.
+USER_ERRORS = (ValueError, OSError, ImportError)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="badpo", description="Bias-adjusted preference optimization (BA-DPO)."
     )
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of an error instead of one line")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for add, run in COMMANDS:
-        add(subparsers).set_defaults(run=run)
+        command = add(subparsers)
+        if command.get_default("label") is None:  # what an error line names: the command
+            command.set_defaults(label=lambda args: args.command)
+        command.set_defaults(run=run)
     return parser
+
+
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    return f"badpo: warning: {message}\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.run(args) or 0
+    if args.debug:
+        return args.run(args) or 0
+    saved_format = warnings.formatwarning
+    warnings.formatwarning = _one_line_warning
+    try:
+        return args.run(args) or 0
+    except USER_ERRORS as error:
+        message = str(error).strip() or type(error).__name__
+        print(f"badpo {args.label(args)}: {message} (--debug for the traceback)", file=sys.stderr)
+        return 2
+    finally:
+        warnings.formatwarning = saved_format
 
 
 if __name__ == "__main__":

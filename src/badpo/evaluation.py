@@ -7,7 +7,8 @@ What is read (Appendix Readouts): the names rate from probabilities with the ans
 the reference on the policy's own generations, mean token count (the length readout), the
 markdown rate reweighted onto the reference's lengths when markdown is declared, held-out
 accuracy on same- and cross-group judgments and the gap, vote prediction with the run's own
-theta_k (and the planted ceiling), and theta recovery against planted values.
+theta_k (and the planted ceiling), theta recovery against planted values, and with a judge its
+score RM and, when a declared attribute can be stripped from a text, RM⁻ on the stripped texts.
 """
 
 from __future__ import annotations
@@ -22,14 +23,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from badpo.attributes import has_markdown, resolve_attributes
+from badpo.attributes import attribute_stripper, has_markdown, resolve_attributes
 from badpo.bias import BiasChannel
+from badpo.config import ConfigError
 from badpo.data.judgments import Judgment, read_judgments
 from badpo.data.names import NAME_ATTRIBUTES, read_signature, strip_signature
+from badpo.engine.run_folder import interrupted_commit
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.readouts import (heldout_accuracy, reweighted_rate, sampled_signature_rates, theta_recovery,
                              vote_prediction)
-from badpo.readouts_model import (SIGNATURE_PREFIX, Generations, generate, generation_kl, heldout_margins, judge_scores,
+from badpo.readouts_model import (Generations, cut_at_eos, generate, generation_kl, heldout_margins, judge_scores,
                                   load_judge, names_readout, plain_decoding)
 
 
@@ -49,7 +52,12 @@ class EvalConfig:
     max_new_tokens: int = 512
     seed: int = 0  # sampling seed (same for every arm)
     judge: str | None = None  # reward model id or path for RM / RM- (null: no judge)
+    judge_max_tokens: int = 2048  # the judge reads the first this many tokens of prompt + answer
     batch_size: int = 16
+
+    def __post_init__(self) -> None:
+        if self.judge_max_tokens < 1:
+            raise ConfigError(f"judge_max_tokens: must be >= 1, got {self.judge_max_tokens}")
 
 
 @dataclass(frozen=True)
@@ -86,20 +94,28 @@ class Corpus:
         return sorted(found)
 
 
+def answer_body(answer: str) -> str:
+    """The answer without the signature line that ends it, where the names are read. Only a
+    ``--- First Last`` last line is a signature: a ``---`` rule inside the answer is content."""
+    return strip_signature(answer).strip()
+
+
 def reference_bodies(reference: nn.Module, tokenizer, prompts: Sequence[str],
                      tokenization: TokenizationConfig, max_new_tokens: int) -> list[str]:
-    """The reference's greedy answer to each prompt with its signature cut off: the fixed body
-    after which every arm's name probabilities are read (one body for all arms)."""
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    """The reference's greedy answer to each prompt, through its first EOS, with its signature
+    cut off (:func:`answer_body`): the fixed body after which every arm's name probabilities are
+    read (one body for all arms). Text after EOS is not part of the answer."""
+    eos = tokenizer.eos_token_id
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
     device = next(reference.parameters()).device
     bodies = []
     for ids in encode_prompts(tokenizer, prompts, tokenization):
         ids = torch.tensor([ids[-tokenization.max_prompt_tokens:]], device=device)
         with plain_decoding(reference):
             out = reference.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                                     max_new_tokens=max_new_tokens, pad_token_id=pad)
-        text = tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
-        bodies.append(strip_signature(text.split(SIGNATURE_PREFIX)[0]).strip())
+                                     max_new_tokens=max_new_tokens, pad_token_id=pad, eos_token_id=eos)
+        answer = cut_at_eos(out[0, ids.shape[1]:].tolist(), eos)
+        bodies.append(answer_body(tokenizer.decode(answer, skip_special_tokens=True)))
     return bodies
 
 
@@ -239,11 +255,26 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
                                               tokenization))
             result["markdown"] = _markdown_readout(samples, reference_samples)
         if config.judge is not None:
-            judge, judge_tokenizer = load_judge(config.judge, next(policy.parameters()).device)
-            texts = list(samples.texts)
-            result["rm"] = float(np.mean(judge_scores(judge, prompts, texts, tokenizer=judge_tokenizer)))
-            result["rm_minus"] = float(np.mean(judge_scores(judge, prompts, texts, tokenizer=judge_tokenizer,
-                                                            strip=strip_signature)))
+            result.update(judge_readouts(config.judge, prompts, list(samples.texts), attributes.names,
+                                         config.judge_max_tokens, next(policy.parameters()).device))
+    return result
+
+
+def judge_readouts(judge_name: str, prompts: Sequence[str], texts: Sequence[str], names: Sequence[str],
+                   max_tokens: int = 2048, device: torch.device | None = None) -> dict:
+    """Mean judge score RM and, when a declared attribute (``names``, as in AttributeSet.names)
+    has a stripper, RM⁻ on the texts with it removed; under length (none has) RM⁻ is left out,
+    as in the paper."""
+    judge, judge_tokenizer = load_judge(judge_name, device)
+
+    def mean_score(strip) -> float:
+        return float(np.mean(judge_scores(judge, prompts, texts, strip=strip, tokenizer=judge_tokenizer,
+                                          max_tokens=max_tokens)))
+
+    result = {"rm": mean_score(None)}
+    strip = attribute_stripper(names)
+    if strip is not None:
+        result["rm_minus"] = mean_score(strip)
     return result
 
 
@@ -265,26 +296,40 @@ def load_causal_lm(path: str | Path, model_settings: dict, base: str | Path | No
     return model.to("cuda" if torch.cuda.is_available() else "cpu").eval()
 
 
-def evaluate_run_dir(run_dir: str | Path, config: EvalConfig, corpus_dir: str | Path | None = None) -> dict:
+def evaluate_run_dir(run_dir: str | Path, config: EvalConfig, corpus_dir: str | Path | None = None,
+                     trust_remote_code: bool = False) -> dict:
     """Every readout of a finished ``badpo train`` run, from its folder alone.
 
     The run's resolved ``config.yaml`` gives the reference (``model.name_or_path``), the
     tokenization and beta; ``policy/`` and ``theta.json`` are the trained policy and bias. The
     corpus folder (``eval_prompts.jsonl``, ``heldout.jsonl``, ``planted.json`` when planted) is the
     one holding the training data unless ``corpus_dir`` says otherwise.
+
+    A run folder may come from someone else, so nothing in it decides what code runs: model code
+    from the Hub runs only with the caller's ``trust_remote_code`` (the run's own value is ignored,
+    and a run trained with it is refused without it), and the attribute specs, ``module:function``
+    included, are ``config.attributes`` alone, never the run's.
     """
     from badpo.config import from_dict, load_config
     from badpo.engine.config import TrainConfig
     from badpo.engine.runtime import load_tokenizer
 
     run_dir = Path(run_dir)
+    if interrupted_commit(run_dir):
+        raise FileNotFoundError(f"{run_dir}: the run was stopped while writing its final files; run "
+                                "the same `badpo train` again to complete them")
     if not (run_dir / "config.yaml").exists() or not (run_dir / "policy").exists():
         raise FileNotFoundError(f"{run_dir}: not a finished run (config.yaml and policy/ are needed)")
     train_config = load_config(TrainConfig, run_dir / "config.yaml")
-    model_settings = {"trust_remote_code": train_config.model.trust_remote_code}
+    if train_config.model.trust_remote_code and not trust_remote_code:
+        raise ConfigError(f"{run_dir}: the run was trained with model.trust_remote_code, which runs the "
+                          "model's own code; pass --trust-remote-code (trust_remote_code=True) if you "
+                          "trust this run")
+    model_settings = {"trust_remote_code": trust_remote_code}
     reference_path = train_config.model.name_or_path
-    tokenizer = load_tokenizer(from_dict(type(train_config.model), {"name_or_path": reference_path,
-                                                                    "tokenizer": train_config.model.tokenizer}))
+    tokenizer = load_tokenizer(from_dict(type(train_config.model), {
+        "name_or_path": reference_path, "tokenizer": train_config.model.tokenizer,
+        "trust_remote_code": trust_remote_code}))
     reference = load_causal_lm(reference_path, model_settings)
     policy = load_causal_lm(run_dir / "policy", model_settings, base=reference_path)
     theta_file = run_dir / "theta.json"

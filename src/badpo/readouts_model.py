@@ -12,7 +12,8 @@ the tokenizer has one, the prompt's last ``max_prompt_tokens`` tokens kept).
 - :func:`generate`: sampled generations (temperature 0.7, top-p 0.9, <= 512 new tokens).
 - :func:`generation_kl`: KL(pi || pi_ref) per token on those generations.
 - :func:`heldout_margins`: the implicit-reward margin u of held-out judgments.
-- :func:`judge_scores`: a sequence-classification reward model's score, RM or RM- (stripped).
+- :func:`judge_scores`: a sequence-classification reward model's score, RM or RM- (stripped),
+  on inputs truncated to 2048 tokens as in the paper.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from badpo.readouts import kl_per_token, mean_attribute_rate, mean_whole_signatu
 
 __all__ = [
     "SIGNATURE_PREFIX", "Generations", "name_logprobs", "signature_logprobs", "names_readout",
-    "generate", "generation_kl", "heldout_margins", "judge_scores",
+    "generate", "generation_kl", "heldout_margins", "judge_scores", "cut_at_eos",
 ]
 
 SIGNATURE_PREFIX = "\n\n---"
@@ -192,7 +193,8 @@ def _max_positions(model: nn.Module) -> int | None:
     return None
 
 
-def _cut_at_eos(row: list[int], eos_id: int | None) -> list[int]:
+def cut_at_eos(row: list[int], eos_id: int | None) -> list[int]:
+    """The ids through the first EOS: what a batched ``generate`` pads after it is not the answer."""
     return row[: row.index(eos_id) + 1] if eos_id is not None and eos_id in row else row
 
 
@@ -257,7 +259,7 @@ def generate(model: nn.Module, tokenizer, prompts: Sequence[str], temperature: f
                                      device=device)
             output = model.generate(input_ids=input_ids, attention_mask=attention,
                                     generation_config=decoding)
-            completions += [_cut_at_eos(row, tokenizer.eos_token_id) for row in output[:, width:].tolist()]
+            completions += [cut_at_eos(row, tokenizer.eos_token_id) for row in output[:, width:].tolist()]
     model.train(was_training)
     eos = tokenizer.eos_token_id
     counts = [len(c) - (1 if c and c[-1] == eos else 0) for c in completions]
@@ -346,9 +348,12 @@ def load_judge(reward_model: str, device: str | torch.device | None = None):
 @torch.no_grad()
 def judge_scores(reward_model: str | nn.Module, prompts: Sequence[str], responses: Sequence[str],
                  strip: Callable[[str], str] | None = None, tokenizer=None, batch_size: int = 8,
-                 device: str | torch.device | None = None) -> list[float]:
+                 device: str | torch.device | None = None, max_tokens: int = 2048) -> list[float]:
     """Reward-model scores of (prompt, response) pairs: RM, or RM- with ``strip`` applied to every
-    response alike (e.g. :func:`badpo.data.names.strip_signature`).
+    response alike (e.g. :func:`badpo.attributes.attribute_stripper` of the declared attributes).
+
+    Each input is cut to its first ``max_tokens`` tokens (the paper truncates the judge to 2048
+    without saying which end it keeps; the start is kept: the prompt and the answer's beginning).
 
     ``reward_model`` is a Hugging Face id or path of an ``AutoModelForSequenceClassification``
     with one output (e.g. Skywork/Skywork-Reward-V2-Qwen3-1.7B), or a model from
@@ -357,6 +362,8 @@ def judge_scores(reward_model: str | nn.Module, prompts: Sequence[str], response
     """
     if len(prompts) != len(responses):
         raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses")
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
     if isinstance(reward_model, str):
         reward_model, tokenizer = load_judge(reward_model)
     if tokenizer is None:
@@ -378,6 +385,7 @@ def judge_scores(reward_model: str | nn.Module, prompts: Sequence[str], response
     else:
         encoded = [p + r for p, r in zip(tokenizer(list(prompts))["input_ids"],
                                          tokenizer(texts, add_special_tokens=False)["input_ids"])]
+    encoded = [ids[:max_tokens] for ids in encoded]
     scores: list[float] = []
     for start in range(0, len(encoded), batch_size):
         batch = _padded_batch([(ids, []) for ids in encoded[start:start + batch_size]], pad_id, device)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from badpo.engine.config import ReportConfig
+from badpo.jsonio import dumps
 
 
 def _flat(record: dict[str, Any], prefix: str = "") -> dict[str, float]:
@@ -62,7 +63,7 @@ class RunLog:
         if not self.is_main:
             return
         record = {"step": step, **record}
-        self.file.write(json.dumps(record) + "\n")
+        self.file.write(dumps(record) + "\n")
         self.file.flush()
         scalars = _flat(record)
         if self.tensorboard is not None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 import os
 import shutil
@@ -29,6 +28,7 @@ from badpo.engine.logprobs import LogprobModel
 from badpo.engine.reporting import RunLog
 from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
 from badpo.engine.tokenize import build_token_store
+from badpo.jsonio import dumps
 
 
 def sft_rows(config: SFTConfig) -> tuple[list[tuple[str, str]], list[str]]:
@@ -88,7 +88,7 @@ def sft(config: SFTConfig) -> Path:
                    "truncated_prompts": store.truncated_prompts,
                    "truncated_responses": store.truncated_responses,
                    "wall_s": round(time.perf_counter() - started, 2)}
-        (output / "sft.json").write_text(json.dumps(summary, indent=1) + "\n")
+        (output / "sft.json").write_text(dumps(summary, indent=1) + "\n")
     return output
 
 

@@ -38,11 +38,12 @@ def plot_rates(layout, records: Mapping[str, Mapping], path: Path) -> None:
     offsets = np.linspace(-0.15, 0.15, len(specs)) if len(specs) > 1 else [0.0]
     for spec, colour, offset in zip(specs, colours, offsets):
         reference = metric_value(records[layout.reference_key], spec.metric)
-        if reference is not ABSENT:
+        if reference is not ABSENT and not np.isnan(reference):
             axes.axhline(reference, color=colour, linestyle="--", linewidth=1)
         for index, arm in enumerate(layout.arms):
             values = arm_values(arm, records, spec.metric)
-            if values is None:  # not measured for this arm (e.g. a rate the arm does not have)
+            # not measured for this arm, or undefined at some seed (the table says nan): no point
+            if values is None or np.isnan(list(values.values())).any():
                 continue
             stats = mean_ci(list(values.values()), layout.level)
             error = 0.0 if np.isnan(stats["half_width"]) else stats["half_width"]

@@ -29,6 +29,7 @@ import numpy as np
 
 from badpo.config import ConfigError, to_dict
 from badpo.experiment.config import ExperimentConfig, merge_settings
+from badpo.jsonio import dumps
 
 __all__ = [
     "SCHEMA", "UNKEYED", "Stages", "RunTask", "PlannedRun", "Plan", "canonical_json", "stable_hash",
@@ -161,8 +162,8 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def write_record(path: Path, record: Mapping[str, Any]) -> None:
-    """Write a run record as JSON, atomically."""
-    atomic_write_text(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    """Write a run record as strict JSON, atomically: an undefined readout (NaN) is null."""
+    atomic_write_text(path, dumps(record, indent=2, sort_keys=True) + "\n")
 
 
 def read_records(runs_dir: str | Path) -> dict[str, dict]:

@@ -23,6 +23,7 @@ from typing import Any
 from badpo.config import ConfigError, from_dict, to_dict
 from badpo.data.builders import build_corpus
 from badpo.experiment.runner import RunTask, Stages
+from badpo.jsonio import dumps
 
 __all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation",
            "theta_summary", "evaluate_run", "engine_stages"]
@@ -102,7 +103,7 @@ def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_fil
         if config.body == "reference":
             prompts = [row["prompt"] for row in corpus.eval_prompts[: config.max_prompts]]
             bodies = reference_bodies(reference, tokenizer, prompts, tokenization, config.max_new_tokens)
-            (task.work_dir / BODIES_FILE).write_text(json.dumps(bodies, indent=1) + "\n", encoding="utf-8")
+            (task.work_dir / BODIES_FILE).write_text(dumps(bodies, indent=1) + "\n", encoding="utf-8")
     else:
         policy = load_causal_lm(policy_dir, model_settings, base=reference_dir)
         saved = (task.reference or {}).get("artifacts", {}).get("bodies")

@@ -13,7 +13,9 @@ Cells (paper, Section "Experimental settings" and Appendix "Readouts"):
 - a ceiling row (vote prediction with the planted theta_k) is the mean of the column's
   ``ceiling`` readout over every run of the table's arms and seeds.
 A readout an arm does not have at any seed (KL of the reference, theta recovery of DPO) shows
-as an em dash; one it has at some seeds only is an error naming the runs.
+as an em dash; one it has at some seeds only is an error naming the runs. A readout that is
+null (undefined, e.g. a share over no signed samples: records hold null for NaN) is there but
+nan: its cell reads "nan" and the note names the seeds.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 
 from badpo.config import from_dict, to_dict
 from badpo.experiment.config import ColumnSpec, ExperimentConfig, PlotSpec, TableSpec
+from badpo.jsonio import dumps
 from badpo.readouts import mean_ci, removal_per_seed
 
 __all__ = ["LayoutArm", "LayoutRun", "TableLayout", "build_layout", "render_tables",
@@ -92,14 +95,15 @@ ABSENT = _Absent()
 
 
 def metric_value(record: Mapping[str, Any], path: str) -> float | _Absent:
-    """The readout at dotted ``path`` of a run record; ABSENT when missing or null."""
+    """The readout at dotted ``path`` of a run record; ABSENT when the record lacks it, nan when
+    it is null (measured but undefined: the record writer turns NaN into null)."""
     node: Any = record.get("readouts", {})
     for part in path.split("."):
         if not isinstance(node, Mapping) or part not in node:
             return ABSENT
         node = node[part]
     if node is None:
-        return ABSENT
+        return math.nan
     if isinstance(node, bool) or not isinstance(node, (int, float)):
         raise ValueError(f"run {record.get('key')}: readout {path!r} is {type(node).__name__}, "
                          "not a number; name a leaf")
@@ -343,7 +347,7 @@ def write_outputs(out: Path, layout: TableLayout, records: Mapping[str, Mapping]
     from badpo.experiment.plots import write_plots
     from badpo.experiment.runner import atomic_write_text
 
-    atomic_write_text(out / "layout.json", json.dumps(to_dict(layout), indent=2) + "\n")
+    atomic_write_text(out / "layout.json", dumps(to_dict(layout), indent=2) + "\n")
     markdown, csv_text = render_tables(records, layout)
     atomic_write_text(out / "table.md", markdown)
     atomic_write_text(out / "table.csv", csv_text)
