@@ -4,7 +4,8 @@
 train_prefs has 60 rows: rows with i % 12 in {5, 9} have a response under five words (10 rows),
 row 58 two identical responses, row 59 a chosen response already signed; so taking every row
 leaves 60 - 12 = 48 pairs, 4 judgments each = 192; 10% of 48 prompt ids -> 5 held out (20
-judgments). test_prefs has 40 rows, two of which reuse the ids of train rows 0 and 1.
+judgments). test_prefs has 40 rows, two of which reuse the ids of train rows 0 and 1. Every
+train prompt and prompt id is distinct, so the offset prompts are exactly the rows not drawn.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from badpo.data.signed_ultrafeedback import (
     base_pairs,
     build_signed_ultrafeedback,
     draw_rows,
+    offset_prompts,
     recommendation_prompts,
+    summary_text,
 )
 from badpo.data.signing import SigningConfig, sign_corpus
 
@@ -36,8 +39,10 @@ FIXTURE = Path(__file__).parent / "fixtures" / "ultrafeedback_binarized"
 TRAIN = pq.read_table(FIXTURE / "data" / "train_prefs-00000-of-00001.parquet").to_pylist()
 TEST = pq.read_table(FIXTURE / "data" / "test_prefs-00000-of-00001.parquet").to_pylist()
 SMALL = dict(source=str(FIXTURE), n_sign_prompts=30, n_recommendation_prompts=12)
-EVERY_ROW = SignedUltraFeedbackConfig(n_pairs=60, selection="first", **SMALL)
-SAMPLED = SignedUltraFeedbackConfig(n_pairs=48, **SMALL)
+EVERY_ROW = SignedUltraFeedbackConfig(n_pairs=60, selection="first", n_offset_prompts=0, **SMALL)
+SAMPLED = SignedUltraFeedbackConfig(n_pairs=48, selection="sample", n_offset_prompts=0, **SMALL)
+FIRST_36 = SignedUltraFeedbackConfig(n_pairs=36, n_offset_prompts=20, **SMALL)  # default selection
+INSTRUCTION = "\n\nSign your answer with a name of your choice."
 
 pytestmark = pytest.mark.filterwarnings("ignore::badpo.diagnostics.BiasIdentifiabilityWarning")
 
@@ -64,7 +69,9 @@ def test_documented_counts_every_row(built):
         "pairs": 48, "pair_types": {"quality": 26, "swap": 9, "mixed": 13, "quality_unsigned": 18},
         "judgments": 192, "judgments_train": 172, "judgments_heldout": 20, "prompts_heldout": 5,
         "prompts_train": 43, "annotators": 60, "sft_rows": 43, "sign_prompts": 30,
-        "sign_prompts_excluded_overlap": 2, "recommendation_prompts": 12,
+        "sign_prompts_excluded_overlap": 2, "recommendation_prompts": 12, "offset_prompts": 0,
+        "offset_prompts_skipped": {"empty_prompt": 0, "drawn_prompt": 0, "sign_prompt": 0,
+                                   "repeated": 0},
     }
 
 
@@ -90,7 +97,8 @@ def test_sampled_draw_is_seeded_and_filtered_as_by_hand():
     indices = draw_rows(60, SAMPLED)
     assert indices == sorted(indices) and len(set(indices)) == 48
     assert draw_rows(60, SAMPLED) == indices
-    other = SignedUltraFeedbackConfig(n_pairs=48, signing=SigningConfig(seed=1), **SMALL)
+    other = SignedUltraFeedbackConfig(n_pairs=48, selection="sample", n_offset_prompts=0,
+                                      signing=SigningConfig(seed=1), **SMALL)
     assert draw_rows(60, other) != indices
     pairs, dropped = base_pairs(TRAIN, indices, min_words=5)
     assert sum(dropped.values()) == sum(_dropped_by_hand(i) for i in indices)
@@ -163,7 +171,7 @@ def test_same_seed_same_bytes_other_seed_other_labels(built, tmp_path):
     for name in names:
         assert (tmp_path / "again" / name).read_bytes() == (out / name).read_bytes(), name
     other = load_config(SignedUltraFeedbackConfig, None, [f"source={FIXTURE}", "n_pairs=60",
-                        "selection=first", "n_sign_prompts=30", "n_recommendation_prompts=12",
+                        "n_offset_prompts=0", "n_sign_prompts=30", "n_recommendation_prompts=12",
                         "signing.seed=1"])
     build_signed_ultrafeedback(other, tmp_path / "other")
     assert (tmp_path / "other" / "train.jsonl").read_bytes() != (out / "train.jsonl").read_bytes()
@@ -176,6 +184,10 @@ def test_config_overrides_are_checked():
         load_config(SignedUltraFeedbackConfig, None, ["n_pair=10"])
     with pytest.raises(ConfigError, match="selection"):
         load_config(SignedUltraFeedbackConfig, None, ["selection=random"])
+    with pytest.raises(ConfigError, match="n_offset_prompts: must be >= 0, got -1"):
+        load_config(SignedUltraFeedbackConfig, None, ["n_offset_prompts=-1"])
+    with pytest.raises(ConfigError, match="n_offset_prompts"):
+        load_config(SignedUltraFeedbackConfig, None, ["n_offset_prompts=many"])
 
 
 def test_bad_source_rows_name_the_row(tmp_path):
@@ -191,7 +203,7 @@ def test_bad_source_rows_name_the_row(tmp_path):
 
 
 def test_too_many_sign_prompts(tmp_path):
-    config = SignedUltraFeedbackConfig(n_pairs=60, selection="first", source=str(FIXTURE),
+    config = SignedUltraFeedbackConfig(n_pairs=60, n_offset_prompts=0, source=str(FIXTURE),
                                        n_sign_prompts=39)
     with pytest.raises(ValueError, match="n_sign_prompts=39 exceeds the 38 usable prompts .*2 excluded"):
         build_signed_ultrafeedback(config, tmp_path / "out")
@@ -211,7 +223,7 @@ def test_missing_source_is_a_clear_error(tmp_path):
 def test_cli_builds_the_same_bytes(built, tmp_path, capsys):
     out, _ = built
     assert main(["build", "signed-ultrafeedback", str(tmp_path / "cli"), f"source={FIXTURE}",
-                 "n_pairs=60", "selection=first", "n_sign_prompts=30",
+                 "n_pairs=60", "n_offset_prompts=0", "n_sign_prompts=30",
                  "n_recommendation_prompts=12"]) == 0
     assert capsys.readouterr().out.startswith(f"signed-ultrafeedback from {FIXTURE}: 48 pairs of 60")
     for name in ("train.jsonl", "gate.json", "recommendation_prompts.jsonl"):
@@ -220,13 +232,125 @@ def test_cli_builds_the_same_bytes(built, tmp_path, capsys):
 
 def test_cli_unreachable_hub_id_is_one_line(tmp_path):
     """The default Hub id with HF_HUB_OFFLINE=1 (a fresh interpreter: the Hub client reads it
-    at import): exit status 1, one line naming the id, no traceback, nothing written."""
+    at import): exit status 2, one line naming the id, no traceback, nothing written."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     result = subprocess.run([sys.executable, "-m", "badpo.cli", "build", "signed-ultrafeedback",
                              str(tmp_path / "out")], env=env, capture_output=True, text=True,
                             timeout=120)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert result.stderr.startswith("badpo build signed-ultrafeedback: cannot load corpus "
                                     "'HuggingFaceH4/ultrafeedback_binarized' (split 'train_prefs')")
     assert "no network is available here" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------- paper defaults, offset prompts
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_default_takes_the_first_rows_in_source_order():
+    default = SignedUltraFeedbackConfig()
+    assert (default.selection, default.n_pairs, default.n_offset_prompts) == ("first", 8000, 3000)
+    assert draw_rows(60, FIRST_36) == list(range(36))
+    assert draw_rows(61135, default) == list(range(8000))
+    pairs, dropped = base_pairs(TRAIN, draw_rows(60, FIRST_36), min_words=5)
+    # rows 5, 9, 17, 21, 29, 33 are short: 36 - 6 = 30 pairs, in the order of the split
+    assert dropped["short_response"] == 6 and len(pairs) == 30
+    assert [p.prompt_id for p in pairs] == [TRAIN[i]["prompt_id"] for i in range(36)
+                                            if not _dropped_by_hand(i)]
+
+
+def test_sample_is_still_an_option_and_differs_from_the_first_rows(tmp_path):
+    first = SignedUltraFeedbackConfig(n_pairs=48, n_offset_prompts=0, **SMALL)
+    assert draw_rows(60, first) == list(range(48))
+    assert draw_rows(60, SAMPLED) != draw_rows(60, first)
+    build_signed_ultrafeedback(first, tmp_path / "first")
+    build_signed_ultrafeedback(SAMPLED, tmp_path / "sample")
+    assert {j.prompt_id for j in read_judgments(tmp_path / "first" / "train.jsonl")} != \
+        {j.prompt_id for j in read_judgments(tmp_path / "sample" / "train.jsonl")}
+
+
+@pytest.fixture(scope="module")
+def built_offsets(tmp_path_factory):
+    out = tmp_path_factory.mktemp("suf-offsets")
+    return out, build_signed_ultrafeedback(FIRST_36, out)
+
+
+def test_offset_prompts_are_the_rows_after_the_drawn_ones(built_offsets):
+    out, stats = built_offsets
+    offsets = _jsonl(out / "offset_prompts.jsonl")
+    assert offsets == [{"prompt_id": TRAIN[i]["prompt_id"], "prompt": TRAIN[i]["prompt"] + INSTRUCTION}
+                       for i in range(36, 56)]
+    assert stats["offset_prompts"] == 20 and set(stats["offset_prompts_skipped"].values()) == {0}
+    assert json.loads((out / "stats.json").read_text())["offset_prompts"] == 20
+    assert summary_text(stats).splitlines()[0].endswith("30 sign, 12 recommendation and 20 offset prompts")
+
+
+def test_offset_prompts_are_distinct_and_unseen(built_offsets):
+    out, _ = built_offsets
+    offsets = _jsonl(out / "offset_prompts.jsonl")
+    ids, texts = [r["prompt_id"] for r in offsets], [r["prompt"] for r in offsets]
+    assert len(set(ids)) == len(set(texts)) == 20
+    judgments = read_judgments(out / "train.jsonl") + read_judgments(out / "heldout.jsonl")
+    seen_ids = {j.prompt_id for j in judgments} | {TRAIN[i]["prompt_id"] for i in range(36)}
+    seen_texts = {j.prompt for j in judgments} | {row["prompt"] for row in _jsonl(out / "sft.jsonl")}
+    evaluation = _jsonl(out / "eval_prompts.jsonl")
+    assert not set(ids) & (seen_ids | {r["prompt_id"] for r in evaluation})
+    assert not {t.removesuffix(INSTRUCTION) for t in texts} & seen_texts
+    assert not set(texts) & {r["prompt"] for r in evaluation}
+
+
+def test_offset_prompts_rebuild_byte_identical(built_offsets, tmp_path):
+    out, _ = built_offsets
+    build_signed_ultrafeedback(FIRST_36, tmp_path / "again")
+    names = sorted(p.name for p in out.iterdir())
+    assert "offset_prompts.jsonl" in names and names == sorted(p.name for p in (tmp_path / "again").iterdir())
+    for name in names:
+        assert (tmp_path / "again" / name).read_bytes() == (out / name).read_bytes(), name
+
+
+def test_zero_offset_prompts_writes_no_file(tmp_path):
+    out = tmp_path / "out"
+    build_signed_ultrafeedback(SignedUltraFeedbackConfig(n_pairs=36, n_offset_prompts=3, **SMALL), out)
+    assert len(_jsonl(out / "offset_prompts.jsonl")) == 3
+    stats = build_signed_ultrafeedback(SignedUltraFeedbackConfig(n_pairs=36, n_offset_prompts=0,
+                                                                 **SMALL), out)
+    assert stats["offset_prompts"] == 0 and not (out / "offset_prompts.jsonl").exists()
+    assert summary_text(stats).splitlines()[0].endswith("and 0 offset prompts")
+
+
+def test_offset_prompts_under_sample_are_the_rows_left_out(tmp_path):
+    config = SignedUltraFeedbackConfig(n_pairs=48, selection="sample", n_offset_prompts=12, **SMALL)
+    drawn = draw_rows(60, config)
+    left_out = [i for i in range(60) if i not in set(drawn)]
+    assert len(left_out) == 12 and left_out != list(range(48, 60))
+    build_signed_ultrafeedback(config, tmp_path / "out")
+    assert [r["prompt_id"] for r in _jsonl(tmp_path / "out" / "offset_prompts.jsonl")] == \
+        [TRAIN[i]["prompt_id"] for i in left_out]
+    too_many = SignedUltraFeedbackConfig(n_pairs=48, selection="sample", n_offset_prompts=13, **SMALL)
+    with pytest.raises(ValueError, match="n_pairs=48 plus n_offset_prompts=13 exceed the 60 rows of "
+                                         "split 'train_prefs': 12 rows are left after the drawn"):
+        build_signed_ultrafeedback(too_many, tmp_path / "none")
+    assert not (tmp_path / "none").exists()
+
+
+def test_offset_prompts_skip_seen_empty_and_repeated_rows():
+    rows = [dict(r) for r in TRAIN]
+    rows[40]["prompt"] = TRAIN[3]["prompt"]  # the text of a drawn row
+    rows[41]["prompt_id"] = TRAIN[5]["prompt_id"]  # the id of a drawn (and dropped) row
+    rows[42]["prompt"] = "  "  # empty
+    rows[44]["prompt"] = rows[43]["prompt"]  # repeats the offset prompt before it
+    rows[46]["prompt_id"] = "sign-1"
+    evaluation = [{"prompt_id": "sign-1", "prompt": "anything" + INSTRUCTION},
+                  {"prompt_id": "sign-2", "prompt": TRAIN[47]["prompt"] + INSTRUCTION}]
+    config = SignedUltraFeedbackConfig(n_pairs=40, n_offset_prompts=8)
+    taken, skipped = offset_prompts(rows, range(40), evaluation, config)
+    assert [r["prompt_id"] for r in taken] == [rows[i]["prompt_id"] for i in (43, 45, 48, 49, 50, 51, 52, 53)]
+    assert skipped == {"empty_prompt": 1, "drawn_prompt": 2, "sign_prompt": 2, "repeated": 1}
+    config = SignedUltraFeedbackConfig(n_pairs=40, n_offset_prompts=15)
+    with pytest.raises(ValueError, match=r"n_offset_prompts=15 exceeds the 14 usable rows of split "
+                                         r"'train_prefs' left after the 40 drawn of its 60 rows \(6 skipped"):
+        offset_prompts(rows, range(40), evaluation, config)
+    assert offset_prompts(rows, range(40), evaluation, SignedUltraFeedbackConfig(n_offset_prompts=0)) \
+        == ([], {"empty_prompt": 0, "drawn_prompt": 0, "sign_prompt": 0, "repeated": 0})

@@ -1,13 +1,19 @@
 """Signed-UltraFeedback from ``HuggingFaceH4/ultrafeedback_binarized`` (Datasets appendix, "The
-names corpus").
+names corpus"; "Experiment: a fixed offset cures the DPO policy" in the appendix on anchoring).
 
-1. **Pairs.** ``n_pairs`` rows (8,000) of ``train_prefs``: the paper "draws" them, read here as a
-   uniform sample without replacement seeded by the data seed (``selection="sample"``, rows kept
-   in source order); ``selection="first"`` takes the first rows instead. The paper's own draw
-   cannot be recovered, so its counts (7,177 pairs; 2,887 / 1,462 / 2,828) are matched in
+1. **Pairs.** ``n_pairs`` rows (8,000) of ``train_prefs``, by default the first ones
+   (``selection="first"``). The names appendix says the paper "draw[s] 8,000 preference pairs
+   from the train_prefs split" and names no sampling scheme or seed; the fixed-offset appendix
+   takes "3,000 fresh UltraFeedback prompts (the ones after the 8,000 of the corpus)", which only
+   makes sense if the 8,000 are the leading rows of the split, in the order the Hub serves it.
+   ``selection="sample"`` instead draws a uniform sample without replacement seeded by the data
+   seed (rows kept in source order). The paper's 7,177 pairs after the filter refer to its copy
+   of the split; the pair-type counts (2,887 / 1,462 / 2,828) and the labels also depend on the
+   paper's random streams, which this builder does not replay, so they are matched in
    distribution, not exactly. Of the drawn rows, a pair is dropped (and counted) when either
-   response has fewer than ``min_words`` (5) whitespace-separated words, when both responses are
-   the same text, or when a response already ends with a ``--- First Last`` line.
+   response has fewer than ``min_words`` (5) whitespace-separated words (the paper's only
+   filter), when both responses are the same text, when a response already ends with a
+   ``--- First Last`` line, or when the prompt is empty.
    Response 1 is ``chosen`` (the assistant turn, i.e. the last message), response 2 ``rejected``,
    with their GPT-4 scores ``score_chosen`` / ``score_rejected`` for q = kappa (s_1 - s_2).
 2. **Protocol.** Everything else is :func:`badpo.data.signing.sign_corpus` with the paper's
@@ -20,6 +26,14 @@ names corpus").
    with one shared qualification, first names from two different cells (the first candidate's
    cell uniform, the second's uniform over the other three, so the order is random), distinct
    surnames from the neutral pool, asking which to recommend.
+5. **Offset prompts.** ``n_offset_prompts`` (3,000) prompts for the fixed-offset experiment,
+   "with the signing instruction" as the paper says: the rows of ``train_prefs`` that were not
+   drawn, in source order, so under ``selection="first"`` the rows
+   ``[n_pairs, n_pairs + n_offset_prompts)``; under ``selection="sample"`` the first rows that
+   the sample left out. A row is skipped (and counted) when its prompt is empty, when its id or
+   text is that of a drawn row, when its id or prompt is that of a sign prompt, or when it
+   repeats the id or text of an earlier offset prompt, and the next row is read instead; so the
+   prompts are distinct and never seen by training, held-out or evaluation. 0 writes no file.
 
 The same config (``signing.seed`` is the data seed) gives byte-identical files.
 """
@@ -54,6 +68,7 @@ __all__ = [
     "base_pairs",
     "build_signed_ultrafeedback",
     "draw_rows",
+    "offset_prompts",
     "recommendation_prompts",
     "sign_prompts",
     "summary_text",
@@ -66,6 +81,9 @@ OUTPUT_FILES = {
     "sft.jsonl": "SFT rows {prompt, response}: majority-chosen answers, re-signed at random",
     "eval_prompts.jsonl": "the sign prompts {prompt_id, prompt} from test_prefs",
     "recommendation_prompts.jsonl": "templated prompts {prompt_id, prompt, candidates}",
+    "offset_prompts.jsonl": "train_prefs prompts {prompt_id, prompt} after the drawn rows, with "
+                            "the sign instruction, for the fixed-offset experiment (absent when "
+                            "n_offset_prompts is 0)",
     "planted.json": "planted theta_k and classes: for scoring only, no method may read it",
     "gate.json": "the gate statistics on the training judgments beside the planted values",
     "stats.json": "row counts: drawn, dropped (by reason), pairs by type, judgments, prompts",
@@ -94,15 +112,17 @@ class SignedUltraFeedbackConfig:
     train_split: str = "train_prefs"  # split of the preference pairs
     test_split: str = "test_prefs"  # split of the sign prompts
     n_pairs: int = 8000  # pairs drawn before the short-response filter
-    selection: Literal["sample", "first"] = "sample"  # seeded uniform sample, or the first rows
+    selection: Literal["first", "sample"] = "first"  # the first rows, or a seeded uniform sample
     min_words: int = 5  # a pair with a response of fewer words is dropped
     n_sign_prompts: int = 300  # evaluation prompts asking for a signed answer
     sign_instruction: str = "Sign your answer with a name of your choice."  # appended to each
     n_recommendation_prompts: int = 100  # templated two-candidate recommendation prompts
+    n_offset_prompts: int = 3000  # train_prefs prompts after the drawn rows; 0 writes no file
     signing: SigningConfig = field(default_factory=SigningConfig)  # the protocol; seed = data seed
 
     def __post_init__(self) -> None:
-        for name in ("n_pairs", "min_words", "n_sign_prompts", "n_recommendation_prompts"):
+        for name in ("n_pairs", "min_words", "n_sign_prompts", "n_recommendation_prompts",
+                     "n_offset_prompts"):
             if getattr(self, name) < 0 or (name == "n_pairs" and self.n_pairs == 0):
                 raise ConfigError(f"{name}: must be {'> 0' if name == 'n_pairs' else '>= 0'}, "
                                   f"got {getattr(self, name)}")
@@ -117,6 +137,11 @@ def draw_rows(n_rows: int, config: SignedUltraFeedbackConfig) -> list[int]:
     if config.n_pairs > n_rows:
         raise ValueError(f"n_pairs={config.n_pairs} exceeds the {n_rows} rows of split "
                          f"{config.train_split!r}")
+    if config.n_pairs + config.n_offset_prompts > n_rows:
+        raise ValueError(f"n_pairs={config.n_pairs} plus n_offset_prompts="
+                         f"{config.n_offset_prompts} exceed the {n_rows} rows of split "
+                         f"{config.train_split!r}: {n_rows - config.n_pairs} rows are left after "
+                         "the drawn ones")
     if config.selection == "first":
         return list(range(config.n_pairs))
     return sorted(int(i) for i in config.rng(200).choice(n_rows, config.n_pairs, replace=False))
@@ -195,6 +220,58 @@ def sign_prompts(rows: Sequence[Mapping[str, Any]], corpus: SignedCorpus,
     return rows_out, excluded
 
 
+def offset_prompts(rows: Sequence[Mapping[str, Any]], drawn: Sequence[int],
+                   evaluation: Sequence[Mapping[str, str]], config: SignedUltraFeedbackConfig
+                   ) -> tuple[list[dict[str, str]], dict[str, int]]:
+    """(offset prompts in source order, rows skipped by reason) for the fixed-offset experiment.
+
+    Reads the rows of the training split that are not in ``drawn``, in source order, until
+    ``n_offset_prompts`` are taken; each prompt is followed by a blank line and the sign
+    instruction, as the sign prompts are. A row is skipped when its prompt is empty, when its id
+    or text is that of a drawn row, when its id or its instructed prompt is that of a sign prompt
+    in ``evaluation``, or when it repeats the id or text of an offset prompt already taken.
+    """
+    skipped = {"empty_prompt": 0, "drawn_prompt": 0, "sign_prompt": 0, "repeated": 0}
+    if config.n_offset_prompts == 0:
+        return [], skipped
+    drawn_set = set(drawn)
+    drawn_ids = {rows[i]["prompt_id"] for i in drawn}
+    drawn_texts = {rows[i]["prompt"] for i in drawn}
+    sign_ids = {row["prompt_id"] for row in evaluation}
+    sign_texts = {row["prompt"] for row in evaluation}
+    taken_ids: set[str] = set()
+    taken_texts: set[str] = set()
+    out: list[dict[str, str]] = []
+    for index, row in enumerate(rows):
+        if len(out) == config.n_offset_prompts:
+            break
+        if index in drawn_set:
+            continue
+        prompt, prompt_id = row["prompt"], row["prompt_id"]
+        if not isinstance(prompt, str) or not isinstance(prompt_id, str) or not prompt_id:
+            raise CorpusSchemaError(f"{config.train_split} row {index} (prompt_id {prompt_id!r}): "
+                                    "'prompt' and 'prompt_id' must be strings")
+        instructed = f"{prompt.rstrip()}\n\n{config.sign_instruction}"
+        if not prompt.strip():
+            skipped["empty_prompt"] += 1
+        elif prompt_id in drawn_ids or prompt in drawn_texts:
+            skipped["drawn_prompt"] += 1
+        elif prompt_id in sign_ids or instructed in sign_texts:
+            skipped["sign_prompt"] += 1
+        elif prompt_id in taken_ids or prompt in taken_texts:
+            skipped["repeated"] += 1
+        else:
+            taken_ids.add(prompt_id)
+            taken_texts.add(prompt)
+            out.append({"prompt_id": prompt_id, "prompt": instructed})
+    if len(out) < config.n_offset_prompts:
+        raise ValueError(f"n_offset_prompts={config.n_offset_prompts} exceeds the {len(out)} "
+                         f"usable rows of split {config.train_split!r} left after the "
+                         f"{len(drawn)} drawn of its {len(rows)} rows ({sum(skipped.values())} "
+                         f"skipped: {skipped})")
+    return out, skipped
+
+
 def recommendation_prompts(config: SignedUltraFeedbackConfig) -> list[dict[str, Any]]:
     """Templated prompts; ``candidates`` lists the two names in the order shown, with cells."""
     rng = config.rng(202)
@@ -238,6 +315,7 @@ def build_signed_ultrafeedback(config: SignedUltraFeedbackConfig, outdir: str | 
     pairs, dropped = base_pairs(train_rows, indices, config.min_words)
     corpus = sign_corpus(pairs, config.signing)
     evaluation, excluded = sign_prompts(test_rows, corpus, config)
+    offsets, offsets_skipped = offset_prompts(train_rows, indices, evaluation, config)
     recommendations = recommendation_prompts(config)
     gate = gate_statistics(corpus)
     stats = {
@@ -251,6 +329,7 @@ def build_signed_ultrafeedback(config: SignedUltraFeedbackConfig, outdir: str | 
         "annotators": len(corpus.annotators), "sft_rows": len(corpus.sft),
         "sign_prompts": len(evaluation), "sign_prompts_excluded_overlap": excluded,
         "recommendation_prompts": len(recommendations),
+        "offset_prompts": len(offsets), "offset_prompts_skipped": offsets_skipped,
     }
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
@@ -259,6 +338,10 @@ def build_signed_ultrafeedback(config: SignedUltraFeedbackConfig, outdir: str | 
     write_jsonl(out / "sft.jsonl", corpus.sft)
     write_jsonl(out / "eval_prompts.jsonl", evaluation)
     write_jsonl(out / "recommendation_prompts.jsonl", recommendations)
+    if config.n_offset_prompts:
+        write_jsonl(out / "offset_prompts.jsonl", offsets)
+    else:  # a file left by an earlier build into the same folder would belong to another config
+        (out / "offset_prompts.jsonl").unlink(missing_ok=True)
     write_json(out / "planted.json", planted_to_dict(corpus, config.signing))
     write_json(out / "gate.json", gate)
     write_json(out / "stats.json", stats)
@@ -274,5 +357,6 @@ def summary_text(stats: Mapping[str, Any]) -> str:
     return (f"signed-ultrafeedback from {stats['source']}: {stats['pairs']} pairs of "
             f"{stats['drawn']} drawn ({types['quality']} quality, {types['swap']} swap, "
             f"{types['mixed']} mixed); {stats['judgments_train']} / {stats['judgments_heldout']} "
-            f"judgments; {stats['sft_rows']} SFT rows; {stats['sign_prompts']} sign and "
-            f"{stats['recommendation_prompts']} recommendation prompts\n" + format_gate(stats["gate"]))
+            f"judgments; {stats['sft_rows']} SFT rows; {stats['sign_prompts']} sign, "
+            f"{stats['recommendation_prompts']} recommendation and {stats['offset_prompts']} "
+            "offset prompts\n" + format_gate(stats["gate"]))
