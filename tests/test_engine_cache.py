@@ -24,7 +24,7 @@ def test_cached_reference_equals_recomputed_and_full_logits(tmp_path, store, mon
     model = build_model("gpt2")
     kwargs = dict(identity={"model": "tiny"}, cache_dir=str(tmp_path), batch_size=3, chunk_size=5,
                   accelerator=accelerator)
-    first, parts = cache.reference_logprobs(model, store, **kwargs)
+    first, _, parts = cache.reference_logprobs(model, store, **kwargs)
     assert len(list(tmp_path.iterdir())) == 1 and first.shape == (len(store),)
     with torch.no_grad():
         expected = full_logit_token_logprobs(model, store.batch(torch.arange(len(store)))).sum(-1)
@@ -35,9 +35,9 @@ def test_cached_reference_equals_recomputed_and_full_logits(tmp_path, store, mon
 
     with monkeypatch.context() as patch:
         patch.setattr(cache, "compute_logprobs", refuse)
-        loaded, loaded_parts = cache.reference_logprobs(model, store, **kwargs)
+        loaded, _, loaded_parts = cache.reference_logprobs(model, store, **kwargs)
     assert torch.equal(loaded, first) and loaded_parts == parts
-    recomputed = cache.compute_logprobs(model, store, 7, 1024, accelerator)
+    recomputed, _ = cache.compute_logprobs(model, store, 7, 1024, accelerator)
     # another batch size pads and sums differently: equal to fp32 rounding of values ~10-20 nats
     torch.testing.assert_close(recomputed, loaded, rtol=2e-7, atol=1e-6)
 
@@ -46,15 +46,15 @@ def test_the_key_changes_with_weights_tokens_and_identity(tmp_path, store):
     accelerator = make_accelerator("fp32", num_threads=1)
     model = build_model("gpt2")
     kwargs = dict(cache_dir=str(tmp_path), batch_size=8, chunk_size=64, accelerator=accelerator)
-    _, base = cache.reference_logprobs(model, store, identity={"model": "tiny"}, **kwargs)
+    _, _, base = cache.reference_logprobs(model, store, identity={"model": "tiny"}, **kwargs)
     with torch.no_grad():
         model.transformer.h[1].mlp.c_fc.weight[3, 5] += 1e-3  # one weight of one layer
-    _, moved = cache.reference_logprobs(model, store, identity={"model": "tiny"}, **kwargs)
+    _, _, moved = cache.reference_logprobs(model, store, identity={"model": "tiny"}, **kwargs)
     assert moved["weights"] != base["weights"] and moved["tokens"] == base["tokens"]
     short = build_token_store(build_tokenizer(), [("write code", "yes")], TokenizationConfig())
-    _, other = cache.reference_logprobs(model, short, identity={"model": "tiny"}, **kwargs)
+    _, _, other = cache.reference_logprobs(model, short, identity={"model": "tiny"}, **kwargs)
     assert other["tokens"] != moved["tokens"]
-    _, renamed = cache.reference_logprobs(model, short, identity={"model": "tiny2"}, **kwargs)
+    _, _, renamed = cache.reference_logprobs(model, short, identity={"model": "tiny2"}, **kwargs)
     keys = {cache.cache_key(p) for p in (base, moved, other, renamed)}
     assert len(keys) == 4 and len(list(tmp_path.glob("*.pt"))) == 4
 
@@ -65,7 +65,7 @@ def test_a_damaged_cache_file_is_named_discarded_and_recomputed(tmp_path, store,
     model = build_model("gpt2")
     kwargs = dict(identity={"model": "tiny"}, cache_dir=str(tmp_path), batch_size=8, chunk_size=64,
                   accelerator=accelerator)
-    values, parts = cache.reference_logprobs(model, store, **kwargs)
+    values, _, parts = cache.reference_logprobs(model, store, **kwargs)
     path = tmp_path / f"{cache.cache_key(parts)}.pt"
     saved = torch.load(path, weights_only=True)
     if damage == "truncated":  # a kill or a full disk while copying the file
@@ -80,7 +80,7 @@ def test_a_damaged_cache_file_is_named_discarded_and_recomputed(tmp_path, store,
     compute = cache.compute_logprobs
     monkeypatch.setattr(cache, "compute_logprobs", lambda *a: calls.append(1) or compute(*a))
     with pytest.warns(UserWarning, match=f"reference cache {path}: .*discarded, recomputing"):
-        again, _ = cache.reference_logprobs(model, store, **kwargs)
+        again, _, _ = cache.reference_logprobs(model, store, **kwargs)
     assert calls == [1] and torch.equal(again, values)
-    healed, _ = cache.reference_logprobs(model, store, **kwargs)  # the file was rewritten
+    healed, _, _ = cache.reference_logprobs(model, store, **kwargs)  # the file was rewritten
     assert calls == [1] and torch.equal(healed, values)

@@ -208,8 +208,8 @@ def test_warm_start_shuffled_ids_and_option_errors(world):
     assert float(channel.mean()[0]) != 0.0
     with pytest.raises(ConfigError, match="bias.warm_start"):
         train(make_config(world, "bad", "method=dpo", "bias.warm_start=true"))
-    with pytest.raises(ConfigError, match="method: unknown method 'ipo'"):
-        train(make_config(world, "bad", "method=ipo"))
+    with pytest.raises(ConfigError, match="method: unknown method 'ipo2'"):
+        train(make_config(world, "bad", "method=ipo2"))
     with pytest.raises(ConfigError, match="batch_size"):
         train(make_config(world, "bad", "batch_size=12", "micro_batch_size=8"))
 

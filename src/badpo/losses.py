@@ -129,11 +129,12 @@ def ipo_loss(
     reference_chosen_logps: Tensor,
     reference_rejected_logps: Tensor,
     tau: float,
+    bias_logit: Tensor | float = 0.0,
 ) -> Tensor:
-    """Per-example IPO loss (h - 1/(2 tau))^2 with h the log-ratio difference (u at beta = 1); ``[B]``.
-
+    """Per-example IPO loss (h + b - 1/(2 tau))^2 with h the log-ratio difference (u at beta = 1); ``[B]``.
     IPO regresses the margin to a finite target instead of pushing it to infinity, so it
     needs no bias term to stop: it is the squared form the DESIGN lists among the baselines.
+    ``bias_logit`` b enters the margin as in BA-DPO (b = 0: IPO).
     """
     if tau <= 0:
         raise ValueError(f"tau must be > 0, got {tau}")
@@ -141,4 +142,4 @@ def ipo_loss(
         policy_chosen_logps, policy_rejected_logps,
         reference_chosen_logps, reference_rejected_logps, 1.0,
     )
-    return (log_ratio_margin - 1.0 / (2.0 * tau)) ** 2
+    return (log_ratio_margin + bias_logit - 1.0 / (2.0 * tau)) ** 2

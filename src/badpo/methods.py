@@ -1,38 +1,249 @@
-"""Preference methods as data: each arm of the paper is one entry of ``METHODS``.
+"""Preference methods as data: each arm of the paper is one row of ``METHODS``.
 
-An arm is the per-judgment loss it optimises, the bias variant it learns, and whether the
-annotator ids are replaced by random ones (Appendix "Arms"). The training loop reads these
-fields and never branches on the method's name. Options that mean the same for every arm with
-a learned theta (warm start, declared subset, fixed offset) live in ``TrainConfig.bias``.
+A method is a component with a documented contract (the training loop reads these fields and
+never branches on a method's name):
+
+* ``loss(batch, params) -> LossTerms``: a pure function of one micro-batch's
+  :class:`JudgmentBatch` — summed policy and reference log-probs, the bias logit, and only the
+  extra views the method lists in ``needs`` — returning one loss per judgment.
+* ``params``: a frozen dataclass of its typed parameters, read from ``method_params`` in the
+  config and checked like every other section (``method_params.alpha`` ...).
+* ``weighting``: optional loss weights per judgment with state (Group-DRO's group weights),
+  updated after each optimizer step, logged and checkpointed (:class:`GroupWeights`).
+* ``bias_variant``: the :mod:`badpo.bias` variant it learns (``none``: theta frozen at 0), and
+  ``shuffle_annotators`` for the shuffled-ids control.
+
+Options that mean the same for every arm with a learned theta (warm start, declared subset,
+fixed offset) live in ``TrainConfig.bias``. Every loss adds the bias logit to its DPO logit, so
+each method runs with every bias variant; where that makes no sense it is said in the row.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, Literal
 
+import torch
 from torch import Tensor
 
-from badpo.config import ConfigError
-from badpo.losses import ba_dpo_loss
+from badpo.config import ConfigError, from_dict
+from badpo.losses import ba_dpo_loss, ipo_loss, rdpo_length_term
 
-# (policy_chosen, policy_rejected, reference_chosen, reference_rejected, bias_logit, beta)
-#   -> (losses [B], chosen_rewards [B], rejected_rewards [B]); see badpo.losses.ba_dpo_loss.
-LossFn = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor, float], tuple[Tensor, Tensor, Tensor]]
+# the optional views of a JudgmentBatch, named by what a method lists in ``needs``
+NEEDS = ("lengths", "token_logratios")
 
 
 @dataclass(frozen=True)
+class JudgmentBatch:
+    """The J judgments of one micro-batch as a method's loss sees them (all ``[J]`` on one device).
+
+    ``chosen_lengths`` / ``rejected_lengths`` (response tokens, ``needs: lengths``) and
+    ``chosen_token_logratios`` / ``rejected_token_logratios`` (per judgment, the response's
+    per-token log pi - log pi_ref, ``needs: token_logratios``) are None unless asked for.
+    ``sample_seeds`` gives each judgment a seed that depends only on the run's seed, the step and
+    the judgment, so sampling is the same whatever the micro-batch split and after a resume.
+    """
+
+    policy_chosen: Tensor
+    policy_rejected: Tensor
+    reference_chosen: Tensor
+    reference_rejected: Tensor
+    bias_logit: Tensor
+    beta: float
+    sample_seeds: Tensor
+    chosen_lengths: Tensor | None = None
+    rejected_lengths: Tensor | None = None
+    chosen_token_logratios: tuple[Tensor, ...] | None = None
+    rejected_token_logratios: tuple[Tensor, ...] | None = None
+
+
+@dataclass(frozen=True)
+class LossTerms:
+    """Per-judgment losses and the detached implicit rewards logged beside them, each ``[J]``."""
+
+    losses: Tensor
+    chosen_rewards: Tensor
+    rejected_rewards: Tensor
+
+
+# --------------------------------------------------------------------------------- parameters
+@dataclass(frozen=True)
+class NoParams:
+    """A method without parameters of its own."""
+
+
+@dataclass(frozen=True)
+class RDPOParams:
+    alpha: float = 0.005  # length term per token (the paper's value; R-DPO published 0.02)
+
+
+@dataclass(frozen=True)
+class IPOParams:
+    tau: float = 0.1  # IPO's regularisation: the margin is regressed to 1 / (2 tau)
+
+    def __post_init__(self) -> None:
+        if not self.tau > 0:
+            raise ConfigError(f"method_params.tau: must be > 0, got {self.tau}")
+
+
+@dataclass(frozen=True)
+class GroupParams:
+    groups: Literal["classes", "annotators"] = "classes"  # one loss weight per class or annotator
+    eta: float = 0.5  # exponentiated-gradient step of the group weights
+
+    def __post_init__(self) -> None:
+        if not self.eta > 0:
+            raise ConfigError(f"method_params.eta: must be > 0, got {self.eta}")
+
+
+@dataclass(frozen=True)
+class CrowdParams(GroupParams):
+    groups: Literal["classes", "annotators"] = "annotators"
+
+
+# --------------------------------------------------------------------------------------- losses
+def ba_dpo_terms(batch: JudgmentBatch, params: Any = None) -> LossTerms:
+    """-log sigmoid(u + b): DPO with the bias logit (eq. barp_dpo_loss)."""
+    return LossTerms(*ba_dpo_loss(batch.policy_chosen, batch.policy_rejected, batch.reference_chosen,
+                                  batch.reference_rejected, batch.bias_logit, batch.beta))
+
+
+def r_dpo_terms(batch: JudgmentBatch, params: RDPOParams) -> LossTerms:
+    """R-DPO: -log sigmoid(u + alpha (|y_w| - |y_l|) + b), lengths in response tokens (EOS
+    included); alpha = 0 is BA-DPO (DPO without a bias)."""
+    term = rdpo_length_term(batch.chosen_lengths, batch.rejected_lengths, params.alpha)
+    return ba_dpo_terms(dataclasses.replace(batch, bias_logit=batch.bias_logit + term.to(batch.bias_logit)))
+
+
+def ipo_terms(batch: JudgmentBatch, params: IPOParams) -> LossTerms:
+    """IPO: (h + b - 1 / (2 tau))^2 with h the log-ratio margin (u at beta = 1); the bias logit
+    enters the margin (b = 0 under ``ipo``: plain IPO). Rewards are logged at the config's beta."""
+    losses = ipo_loss(batch.policy_chosen, batch.policy_rejected, batch.reference_chosen,
+                      batch.reference_rejected, params.tau, bias_logit=batch.bias_logit)
+    return LossTerms(losses, batch.beta * (batch.policy_chosen - batch.reference_chosen).detach(),
+                     batch.beta * (batch.policy_rejected - batch.reference_rejected).detach())
+
+
+def sampo_terms(batch: JudgmentBatch, params: Any = None) -> LossTerms:
+    """SamPO: the longer response's per-token log-ratios are down-sampled, without replacement, to
+    the shorter response's token count (positions drawn with the judgment's ``sample_seeds``), so
+    both contribute equally many terms to u; then -log sigmoid(u + b). Equal lengths: DPO."""
+    chosen, rejected = [], []
+    for i, (c, r) in enumerate(zip(batch.chosen_token_logratios, batch.rejected_token_logratios)):
+        c, r = _down_sample(c, r, int(batch.sample_seeds[i]))
+        chosen.append(c.sum())
+        rejected.append(r.sum())
+    chosen_ratio, rejected_ratio = torch.stack(chosen), torch.stack(rejected)
+    zeros = torch.zeros_like(chosen_ratio)
+    losses, chosen_rewards, rejected_rewards = ba_dpo_loss(
+        chosen_ratio, rejected_ratio, zeros, zeros, batch.bias_logit, batch.beta)
+    return LossTerms(losses, chosen_rewards, rejected_rewards)
+
+
+def _down_sample(chosen: Tensor, rejected: Tensor, seed: int) -> tuple[Tensor, Tensor]:
+    """Keep every term of the shorter side and ``len(shorter)`` terms of the longer, drawn
+    uniformly without replacement (kept in their order)."""
+    if len(chosen) == len(rejected):
+        return chosen, rejected
+    generator = torch.Generator().manual_seed(seed)
+    longer, shorter = (chosen, rejected) if len(chosen) > len(rejected) else (rejected, chosen)
+    keep = torch.randperm(len(longer), generator=generator)[: len(shorter)].sort().values
+    sampled = longer[keep.to(longer.device)]
+    return (sampled, rejected) if longer is chosen else (chosen, sampled)
+
+
+# ------------------------------------------------------------------------------ group weights
+class GroupWeights:
+    """Loss weights q_g over groups, moved by exponentiated gradient after every optimizer step.
+
+    Step objective: sum over the groups present in the step of q'_g L_g, with L_g the group's
+    mean loss in the step and q' the weights renormalised over those groups, so a judgment of
+    group g weighs q'_g N / n_g (N judgments in the step, n_g of them in g; the weights of a step
+    sum to N, so one group gives every judgment weight 1: DPO). After the step
+    q_g <- q_g exp(direction * eta * L_g) for the groups present, then q is renormalised:
+    direction +1 moves weight toward the highest-loss group (Group-DRO), -1 away from it
+    (Crowd-PrefRL). The state is q (checkpointed); the step's loss sums are scratch.
+    """
+
+    def __init__(self, judgment_group: Tensor, names: tuple[str, ...], eta: float, direction: int):
+        self.judgment_group, self.names = judgment_group.long(), names
+        self.eta, self.direction = eta, direction
+        self.q = torch.full((len(names),), 1.0 / len(names), dtype=torch.float64)
+        self._loss_sums = torch.zeros(len(names), dtype=torch.float64)
+        self._counts = torch.zeros(len(names), dtype=torch.float64)
+
+    def weights(self, judgments: Tensor, step_judgments: Tensor) -> Tensor:
+        """``[J]`` float32 weights of ``judgments`` (on their device) within the step."""
+        counts = torch.bincount(self.judgment_group[step_judgments.cpu()], minlength=len(self.names))
+        present = counts > 0
+        q = torch.where(present, self.q, torch.zeros_like(self.q))
+        per_judgment = q / q.sum() * len(step_judgments) / counts.clamp(min=1)
+        return per_judgment[self.judgment_group[judgments.cpu()]].float().to(judgments.device)
+
+    def observe(self, judgments: Tensor, losses: Tensor) -> None:
+        groups = self.judgment_group[judgments.cpu()]
+        self._loss_sums.index_add_(0, groups, losses.detach().double().cpu())
+        self._counts.index_add_(0, groups, torch.ones(len(groups), dtype=torch.float64))
+
+    def update(self, reduce: Callable[[Tensor], Tensor]) -> dict[str, Any]:
+        """Apply the step's group losses (summed over processes by ``reduce``); returns the log."""
+        sums, counts = reduce(self._loss_sums), reduce(self._counts)
+        present = counts > 0
+        mean_loss = torch.where(present, sums / counts.clamp(min=1), torch.zeros_like(sums))
+        logits = self.q.log() + self.direction * self.eta * mean_loss
+        self.q = torch.softmax(logits, dim=0)
+        self._loss_sums.zero_()
+        self._counts.zero_()
+        if len(self.names) > 12:  # per annotator: the spread, not every weight
+            return {"group_weight_max": float(self.q.max()), "group_weight_min": float(self.q.min())}
+        return {"group_weight": dict(zip(self.names, self.q.tolist()))}
+
+    def state_dict(self) -> dict[str, Tensor]:
+        return {"q": self.q.clone()}
+
+    def load_state_dict(self, state: Mapping[str, Tensor]) -> None:
+        self.q = state["q"].to(torch.float64).clone()
+
+
+def _group_weights(direction: int):
+    def build(params: GroupParams, annotator_index: Tensor, annotators: tuple[str, ...],
+              classes: Mapping[str, str] | None) -> GroupWeights:
+        if params.groups == "annotators":
+            return GroupWeights(annotator_index, annotators, params.eta, direction)
+        if classes is None:
+            raise ConfigError("method_params.groups: 'classes' needs an annotator_class on every "
+                              "judgment; use groups=annotators")
+        names = tuple(sorted(set(classes.values())))
+        of_annotator = torch.tensor([names.index(classes[a]) for a in annotators])
+        return GroupWeights(of_annotator[annotator_index], names, params.eta, direction)
+
+    return build
+
+
+# ----------------------------------------------------------------------------------- the table
+@dataclass(frozen=True)
 class Method:
-    """One arm: its loss, the bias variant it learns, and the shuffled-ids control switch."""
+    """One arm: its loss, typed parameters, extra views, weighting, and bias variant."""
 
     bias_variant: str  # a badpo.bias.VARIANTS entry; "none" learns no theta
     description: str
-    loss: LossFn = ba_dpo_loss
+    loss: Callable[[JudgmentBatch, Any], LossTerms] = ba_dpo_terms
+    params: type = NoParams
+    needs: frozenset[str] = frozenset()
+    weighting: Callable[..., GroupWeights] | None = None  # (params, annotator_index, annotators, classes)
     shuffle_annotators: bool = False  # reassign every judgment to a uniformly random annotator
 
     @property
     def learns_theta(self) -> bool:
         return self.bias_variant != "none"
+
+    def parse_params(self, values: Mapping[str, Any]) -> Any:
+        """``method_params`` as this method's typed parameters; unknown keys name the method."""
+        if self.params is NoParams and values:
+            raise ConfigError(f"method_params: this method takes no parameters, got {sorted(values)}")
+        return from_dict(self.params, values, prefix="method_params")
 
 
 METHODS: dict[str, Method] = {
@@ -52,6 +263,24 @@ METHODS: dict[str, Method] = {
         "control: free theta_k, each judgment assigned a uniformly random annotator index",
         shuffle_annotators=True,
     ),
+    "r_dpo": Method(
+        "none", "R-DPO: alpha (|y_w| - |y_l|) in tokens added to the DPO logit (Park et al. 2024)",
+        loss=r_dpo_terms, params=RDPOParams, needs=frozenset({"lengths"}),
+    ),
+    "sampo": Method(
+        "none", "SamPO: the longer response's token log-ratios down-sampled to the shorter's count "
+        "(Lu et al. 2024)", loss=sampo_terms, needs=frozenset({"token_logratios"}),
+    ),
+    "group_dro_dpo": Method(
+        "none", "Group-DRO DPO: group loss weights moved toward the highest-loss group (eta 0.5)",
+        params=GroupParams, weighting=_group_weights(+1),
+    ),
+    "crowd_prefrl": Method(
+        "none", "Crowd-PrefRL: annotator loss weights moved away from the highest-loss annotator",
+        params=CrowdParams, weighting=_group_weights(-1),
+    ),
+    "ipo": Method("none", "IPO: (h - 1/(2 tau))^2, h the log-ratio margin (Azar et al. 2024)",
+                  loss=ipo_terms, params=IPOParams),
 }
 
 
@@ -60,3 +289,14 @@ def get_method(name: str) -> Method:
     if name not in METHODS:
         raise ConfigError(f"method: unknown method {name!r}; choose one of {sorted(METHODS)}")
     return METHODS[name]
+
+
+def sample_seeds(seed: int, step: int, judgments: Tensor) -> Tensor:
+    """One int64 seed per judgment from (run seed, step, judgment index): a fixed affine hash, so
+    a judgment's draw does not depend on its micro-batch or on resuming."""
+    base = (seed * 1_000_003 + step * 97_409) % (2**31 - 1)
+    return (judgments.long().cpu() * 2_654_435_761 + base) % (2**31 - 1)
+
+
+__all__ = ["METHODS", "NEEDS", "Method", "JudgmentBatch", "LossTerms", "GroupWeights", "get_method",
+           "sample_seeds", "ba_dpo_terms", "r_dpo_terms", "ipo_terms", "sampo_terms"]

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from badpo.engine.logprobs import response_logprobs
+from badpo.engine.logprobs import response_token_logprobs
 from badpo.engine.runtime import reference_mode
 from badpo.engine.tokenize import TokenStore
 
@@ -55,68 +55,98 @@ def cache_key(parts: dict) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
 
+def token_offsets(store: TokenStore) -> Tensor:
+    """``[S + 1]``: the tokens of store row s sit at ``[offsets[s], offsets[s + 1])`` of a ragged
+    per-token tensor."""
+    return torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(store.response_lengths(), 0)])
+
+
 def compute_logprobs(model: nn.Module, store: TokenStore, batch_size: int, chunk_size: int,
-                     accelerator) -> Tensor:
-    """Reference log-probs of every sequence of ``store``: ``[S]`` float32 on the CPU.
+                     accelerator, per_token: bool = False) -> tuple[Tensor, Tensor | None]:
+    """Reference log-probs of every sequence of ``store``: ``[S]`` float32 on the CPU, and with
+    ``per_token`` every response token's log-prob in the ragged layout of :func:`token_offsets`.
 
     Sequences are batched by length (little padding); with several processes each computes a
     strided share and the shares are summed (every other entry is exactly 0).
     """
     order = torch.argsort(store.lengths, descending=True, stable=True)
     share = order[accelerator.process_index :: accelerator.num_processes]
-    values = torch.zeros(len(store), dtype=torch.float32, device=accelerator.device)
+    device = accelerator.device
+    values = torch.zeros(len(store), dtype=torch.float32, device=device)
+    offsets = token_offsets(store)
+    tokens = torch.zeros(int(offsets[-1]), dtype=torch.float32, device=device) if per_token else None
     with reference_mode(model), accelerator.autocast():
         for rows in share.split(batch_size):
-            batch = store.batch(rows, accelerator.device)
-            values[rows.to(accelerator.device)] = response_logprobs(model, batch, chunk_size).float()
+            batch = store.batch(rows, device)
+            summed, flat = response_token_logprobs(model, batch, chunk_size)
+            values[rows.to(device)] = summed.float()
+            if per_token:
+                spans = [torch.arange(offsets[r], offsets[r + 1]) for r in rows.tolist()]
+                tokens[torch.cat(spans).to(device)] = flat.float()
     if accelerator.num_processes > 1:
         values = accelerator.reduce(values, reduction="sum")
-    return values.cpu()
+        tokens = accelerator.reduce(tokens, reduction="sum") if per_token else None
+    return values.cpu(), tokens.cpu() if per_token else None
 
 
 def reference_logprobs(model: nn.Module, store: TokenStore, *, identity: dict, cache_dir: str | None,
-                       batch_size: int, chunk_size: int, accelerator) -> tuple[Tensor, dict]:
+                       batch_size: int, chunk_size: int, accelerator, per_token: bool = False
+                       ) -> tuple[Tensor, Tensor | None, dict]:
     """Load the cached reference log-probs of ``store`` or compute (and cache) them.
 
     ``identity`` holds the model name/revision, tokenization settings and precision; the weights
-    and token fingerprints are added here. Returns (log-probs ``[S]``, the key's parts).
+    and token fingerprints are added here. ``per_token`` (a method that reads per-token
+    log-ratios) also keeps every token's log-prob, in a file of its own; other runs neither
+    compute nor read them. Returns (log-probs ``[S]``, per-token ``[N]`` or None, the key's parts).
     """
     parts = {"format": FORMAT, **identity, "weights": weights_fingerprint(model),
              "tokens": tokens_fingerprint(store), "sequences": len(store)}
+    if per_token:
+        parts["per_token"] = True
     path = Path(cache_dir) / f"{cache_key(parts)}.pt" if cache_dir is not None else None
     if path is not None and path.exists():
-        cached = _read_cache(path, parts, len(store))
+        cached = _read_cache(path, parts, len(store), int(token_offsets(store)[-1]) if per_token else None)
         if cached is not None:
-            return cached, parts
-    values = compute_logprobs(model, store, batch_size, chunk_size, accelerator)
+            return (*cached, parts)
+    values, tokens = compute_logprobs(model, store, batch_size, chunk_size, accelerator, per_token)
     if path is not None and accelerator.is_main_process:
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(f".tmp{os.getpid()}")
-        torch.save({"parts": parts, "logps": values, "sha256": _checksum(values)}, temporary)
+        saved = {"parts": parts, "logps": values, "sha256": _checksum(values, tokens)}
+        if per_token:
+            saved["token_logps"] = tokens
+        torch.save(saved, temporary)
         os.replace(temporary, path)
     accelerator.wait_for_everyone()
-    return values, parts
+    return values, tokens, parts
 
 
-def _checksum(values: Tensor) -> str:
-    return hashlib.sha256(values.contiguous().numpy().tobytes()).hexdigest()
+def _checksum(values: Tensor, tokens: Tensor | None) -> str:
+    digest = hashlib.sha256(values.contiguous().numpy().tobytes())
+    if tokens is not None:
+        digest.update(tokens.contiguous().numpy().tobytes())
+    return digest.hexdigest()
 
 
-def _read_cache(path: Path, parts: dict, sequences: int) -> Tensor | None:
-    """The cached log-probs, or None (with a warning naming the file, which is then replaced)
-    when the file is truncated, altered or not for this key."""
+def _read_cache(path: Path, parts: dict, sequences: int, n_tokens: int | None
+                ) -> tuple[Tensor, Tensor | None] | None:
+    """The cached (log-probs, per-token log-probs or None), or None (with a warning naming the
+    file, which is then replaced) when the file is truncated, altered or not for this key."""
     try:
         saved = torch.load(path, map_location="cpu", weights_only=True)
+        tokens = saved.get("token_logps") if isinstance(saved, dict) else None
         problem = None
         if not isinstance(saved, dict) or saved.get("parts") != parts:
             problem = "its key does not match"
         elif not isinstance(saved.get("logps"), Tensor) or saved["logps"].shape != (sequences,):
             problem = "it holds the wrong number of values"
-        elif saved.get("sha256") != _checksum(saved["logps"]):
+        elif n_tokens is not None and (not isinstance(tokens, Tensor) or tokens.shape != (n_tokens,)):
+            problem = "it holds the wrong number of token values"
+        elif saved.get("sha256") != _checksum(saved["logps"], tokens if n_tokens is not None else None):
             problem = "its values do not match their checksum"
     except Exception as error:  # noqa: BLE001 - any unreadable file is a corrupt cache
         problem = f"it cannot be read ({type(error).__name__}: {error})"
     if problem is None:
-        return saved["logps"]
+        return saved["logps"], tokens if n_tokens is not None else None
     warnings.warn(f"reference cache {path}: {problem}; discarded, recomputing", stacklevel=3)
     return None

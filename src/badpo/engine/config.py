@@ -10,10 +10,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from badpo.config import ConfigError
 from badpo.engine.tokenize import TokenizationConfig
+from badpo.methods import get_method
 
 SFT_LR = {False: 1e-5, True: 1e-4}  # keyed by "LoRA?"
 PREFERENCE_LR = {False: 5e-7, True: 5e-6}
@@ -92,6 +93,7 @@ class TrainConfig:
     """``badpo train``: a preference run of one method at one seed."""
 
     method: str = "dpo"  # a key of badpo.methods.METHODS
+    method_params: dict[str, Any] = field(default_factory=dict)  # the method's own parameters
     data: str = ""  # training judgments: a .jsonl file or a saved datasets directory
     attributes: list[str] = field(default_factory=list)  # attribute specs, one per coordinate
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -217,6 +219,7 @@ def check_common(model: ModelConfig, lora: LoraSettings, optim: OptimConfig, run
 def check_train(config: TrainConfig) -> None:
     check_common(config.model, config.lora, config.optim, config.runtime, config.report, config.data,
                  config.batch_size, config.micro_batch_size)
+    get_method(config.method).parse_params(config.method_params)
     _positive(config.beta, "beta")  # beta < 0 would learn the reverse preference
     _positive(config.steps, "steps")
     _positive(config.bias.lr, "bias.lr")

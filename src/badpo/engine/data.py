@@ -60,12 +60,19 @@ class ItemTable:
     def judgment_counts(self, items: Tensor) -> Tensor:
         return self.offsets[items + 1] - self.offsets[items]
 
-    def micro_batch(self, items: Tensor) -> MicroBatch:
+    def _judgments(self, items: Tensor) -> tuple[Tensor, Tensor]:
+        """(judgment indices of ``items``, grouped by item; the position in ``items`` of each)."""
         counts = self.judgment_counts(items)
         item_of = torch.repeat_interleave(torch.arange(len(items)), counts)
         first = torch.cumsum(counts, 0) - counts  # position of each item's first judgment in J
         within = torch.arange(int(counts.sum())) - first[item_of]
-        judgments = self.order[self.offsets[items][item_of] + within]
+        return self.order[self.offsets[items][item_of] + within], item_of
+
+    def judgments_of(self, items: Tensor) -> Tensor:
+        return self._judgments(items)[0]
+
+    def micro_batch(self, items: Tensor) -> MicroBatch:
+        judgments, item_of = self._judgments(items)
         side = self.chosen_side[judgments]
         return MicroBatch(
             sequence_rows=self.sequences[items].reshape(-1),

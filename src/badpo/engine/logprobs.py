@@ -105,10 +105,19 @@ def response_logprobs(
     model: nn.Module, batch: Mapping[str, Tensor], chunk_size: int = DEFAULT_CHUNK_SIZE
 ) -> Tensor:
     """log pi(response | prompt) summed over response tokens only: ``[B]`` float32."""
+    return response_token_logprobs(model, batch, chunk_size)[0]
+
+
+def response_token_logprobs(
+    model: nn.Module, batch: Mapping[str, Tensor], chunk_size: int = DEFAULT_CHUNK_SIZE
+) -> tuple[Tensor, Tensor]:
+    """(summed log-probs ``[B]``, every response token's log-prob ``[N]``): the tokens of row 0,
+    then of row 1, ... (row b has its response length of them), a ragged layout with no padding.
+    The sums are the same numbers :func:`response_logprobs` gives."""
     logps, targets = _scored_tokens(model, batch, chunk_size)
     rows = targets.nonzero()[:, 0]
     total = torch.zeros(targets.shape[0], dtype=logps.dtype, device=logps.device)
-    return total.index_add(0, rows, logps)
+    return total.index_add(0, rows, logps), logps
 
 
 class LogprobModel(nn.Module):
@@ -125,10 +134,13 @@ class LogprobModel(nn.Module):
         # FSDP's transformer auto-wrap policy looks for the layer classes here.
         self._no_split_modules = getattr(model, "_no_split_modules", None)
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor, response_mask: Tensor) -> Tensor:
+    def forward(self, input_ids: Tensor, attention_mask: Tensor, response_mask: Tensor,
+                per_token: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """Summed response log-probs ``[B]``; with ``per_token`` also the ragged per-token ones."""
         batch = {"input_ids": input_ids, "attention_mask": attention_mask,
                  "response_mask": response_mask}
-        return response_logprobs(self.model, batch, self.chunk_size)
+        summed, tokens = response_token_logprobs(self.model, batch, self.chunk_size)
+        return (summed, tokens) if per_token else summed
 
 
 def continuation_logprobs(

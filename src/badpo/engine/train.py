@@ -26,7 +26,7 @@ from badpo.bias import BiasChannel
 from badpo.config import ConfigError, dump_yaml, to_dict
 from badpo.data.judgments import read_judgments
 from badpo.diagnostics import Audit, audit
-from badpo.engine.cache import reference_logprobs
+from badpo.engine.cache import reference_logprobs, token_offsets
 from badpo.engine.checkpoint import (
     TrainingState, install_policy_hooks, list_checkpoints, resolve_resume, save_checkpoint,
 )
@@ -42,7 +42,7 @@ from badpo.engine.run_folder import CONFIG_FILE, check_checkpoint, claim, commit
 from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
 from badpo.engine.tokenize import settings_dict
 from badpo.jsonio import dumps
-from badpo.methods import Method, get_method
+from badpo.methods import GroupWeights, JudgmentBatch, LossTerms, Method, get_method, sample_seeds
 
 STATS = ("loss", "reward_margin", "reward_accuracy", "chosen_reward", "rejected_reward")
 
@@ -92,14 +92,23 @@ class Run:
     reference: Tensor  # [S] reference log-probs, on the device
     annotator_index: Tensor  # [N], on the device
     attr_diff: Tensor  # [N, q], on the device
+    params: object = None  # the method's typed parameters (method_params)
+    weighting: GroupWeights | None = None  # the method's loss weights with state, if any
+    reference_tokens: Tensor | None = None  # [tokens] per-token reference log-probs (ragged)
+    token_offsets: Tensor | None = None  # [S + 1] where each store row's tokens start
     labels: Audit | None = None  # the label audit of the learned attributes
 
 
-def judgment_losses(run: Run, micro) -> tuple[Tensor, Tensor, Tensor]:
-    """Per-judgment (losses, chosen_rewards, rejected_rewards) of one micro-batch, each ``[J]``."""
+def judgment_losses(run: Run, micro, step: int) -> LossTerms:
+    """The method's per-judgment loss terms of one micro-batch, each ``[J]``."""
     device = run.accelerator.device
     batch = run.data.store.batch(micro.sequence_rows, device)
-    logps = run.policy(batch["input_ids"], batch["attention_mask"], batch["response_mask"])
+    needs = run.method.needs
+    if "token_logratios" in needs:
+        logps, policy_tokens = run.policy(batch["input_ids"], batch["attention_mask"],
+                                          batch["response_mask"], per_token=True)
+    else:
+        logps = run.policy(batch["input_ids"], batch["attention_mask"], batch["response_mask"])
     reference = run.reference[micro.sequence_rows.to(device)]
     chosen, rejected = micro.chosen_slot.to(device), micro.rejected_slot.to(device)
     judgments = micro.judgments.to(device)
@@ -107,28 +116,55 @@ def judgment_losses(run: Run, micro) -> tuple[Tensor, Tensor, Tensor]:
         bias_logit = torch.zeros(len(judgments), device=device)
     else:
         bias_logit = run.bias(run.annotator_index[judgments], run.attr_diff[judgments])
-    return run.method.loss(logps[chosen], logps[rejected], reference[chosen], reference[rejected],
-                           bias_logit, run.config.beta)
+    views = {}
+    if "lengths" in needs:
+        lengths = run.data.store.response_lengths()[micro.sequence_rows].to(device)
+        views.update(chosen_lengths=lengths[chosen], rejected_lengths=lengths[rejected])
+    if "token_logratios" in needs:
+        ratios = _token_logratios(run, micro.sequence_rows, policy_tokens)
+        views.update(chosen_token_logratios=tuple(ratios[i] for i in micro.chosen_slot.tolist()),
+                     rejected_token_logratios=tuple(ratios[i] for i in micro.rejected_slot.tolist()))
+    view = JudgmentBatch(
+        policy_chosen=logps[chosen], policy_rejected=logps[rejected], reference_chosen=reference[chosen],
+        reference_rejected=reference[rejected], bias_logit=bias_logit, beta=run.config.beta,
+        sample_seeds=sample_seeds(run.config.runtime.seed, step, micro.judgments), **views)
+    return run.method.loss(view, run.params)
 
 
-def train_step(run: Run, step: int) -> tuple[Tensor, dict[str, Tensor]]:
+def _token_logratios(run: Run, rows: Tensor, policy_tokens: Tensor) -> list[Tensor]:
+    """log pi - log pi_ref per response token of each of the micro-batch's sequences."""
+    spans = [(int(run.token_offsets[r]), int(run.token_offsets[r + 1])) for r in rows.tolist()]
+    pieces = policy_tokens.split([end - start for start, end in spans])
+    return [piece - run.reference_tokens[start:end] for piece, (start, end) in zip(pieces, spans)]
+
+
+def train_step(run: Run, step: int) -> tuple[Tensor, dict[str, float]]:
     """One optimizer step (0-based ``step``); returns (summed stats [5] of this process, the
-    gradient norms before clipping: ``grad_norm`` of the policy, ``theta_grad_norm``)."""
+    gradient norms before clipping — ``grad_norm`` of the policy, ``theta_grad_norm`` — and what
+    the method's weighting logs)."""
     config, accelerator = run.config, run.accelerator
     micros = run.schedule.micro_batches(step, accelerator.process_index,
                                         accelerator.num_processes, config.micro_batch_size)
-    total = int(run.items.judgment_counts(run.schedule.step_items(step)).sum())
+    step_judgments = run.items.judgments_of(run.schedule.step_items(step))
+    if run.weighting is None:
+        total = float(len(step_judgments))
+    else:  # the step's weights sum to the loss's normaliser
+        total = float(run.weighting.weights(step_judgments, step_judgments).sum())
     normaliser = total / accelerator.num_processes  # DDP averages over processes
     stats = torch.zeros(len(STATS), device=accelerator.device)
     for index, items in enumerate(micros):
         micro = run.items.micro_batch(items)
         last = index == len(micros) - 1
         with contextlib.nullcontext() if last else accelerator.no_sync(run.policy):
-            losses, chosen_rewards, rejected_rewards = judgment_losses(run, micro)
+            terms = judgment_losses(run, micro, step)
+            losses = terms.losses
+            if run.weighting is not None:
+                run.weighting.observe(micro.judgments, losses)
+                losses = losses * run.weighting.weights(micro.judgments, step_judgments)
             accelerator.backward(losses.sum() / normaliser)
-        margin = chosen_rewards - rejected_rewards
-        stats += torch.stack([losses.detach().sum(), margin.sum(), (margin > 0).float().sum(),
-                              chosen_rewards.sum(), rejected_rewards.sum()])
+        margin = terms.chosen_rewards - terms.rejected_rewards
+        stats += torch.stack([terms.losses.detach().sum(), margin.sum(), (margin > 0).float().sum(),
+                              terms.chosen_rewards.sum(), terms.rejected_rewards.sum()])
     norms = {}
     if run.theta_optimizer is not None:
         grads = []
@@ -148,11 +184,22 @@ def train_step(run: Run, step: int) -> tuple[Tensor, dict[str, Tensor]]:
     if run.theta_optimizer is not None:
         run.theta_optimizer.step()
         run.theta_optimizer.zero_grad(set_to_none=True)
+    norms = {name: float(value) for name, value in norms.items()}
+    if run.weighting is not None:
+        norms.update(run.weighting.update(_summed_over_processes(accelerator)))
     return stats, norms
 
 
-def _record(run: Run, step: int, stats: Tensor, norms: dict[str, Tensor], lr: float,
-            started: float) -> dict:
+def _summed_over_processes(accelerator):
+    def reduce(values: Tensor) -> Tensor:
+        if accelerator.num_processes == 1:
+            return values
+        return accelerator.reduce(values.to(accelerator.device), reduction="sum").cpu()
+
+    return reduce
+
+
+def _record(run: Run, step: int, stats: Tensor, norms: dict, lr: float, started: float) -> dict:
     """The log record of 0-based ``step``: means over the step's judgments, theta_bar, lrs."""
     stats = run.accelerator.reduce(stats, reduction="sum").tolist()
     judgments = int(run.items.judgment_counts(run.schedule.step_items(step)).sum())
@@ -162,7 +209,7 @@ def _record(run: Run, step: int, stats: Tensor, norms: dict[str, Tensor], lr: fl
     record["lr"] = lr
     if run.theta_optimizer is not None:
         record["theta_lr"] = run.theta_optimizer.param_groups[0]["lr"]
-    record.update({name: float(value) for name, value in norms.items()})
+    record.update(norms)
     record.update(judgments=judgments, elapsed_s=round(time.perf_counter() - started, 3))
     return record
 
@@ -192,6 +239,7 @@ def prepare_run(config: TrainConfig, accelerator=None) -> tuple[Run, dict, objec
     """Load data and model, audit the labels, cache the reference, build optimizers; returns
     (run, cache key, tokenizer)."""
     method = get_method(config.method)
+    method_params = method.parse_params(config.method_params)
     if accelerator is None:
         accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
     accumulation_steps(config.batch_size, config.micro_batch_size, accelerator.num_processes)
@@ -209,10 +257,11 @@ def prepare_run(config: TrainConfig, accelerator=None) -> tuple[Run, dict, objec
     identity = {"model": config.model.name_or_path, "revision": config.model.revision,
                 "tokenization": settings_dict(tokenizer, config.tokenization),
                 "precision": accelerator.mixed_precision, "dtype": str(next(model.parameters()).dtype)}
-    reference, cache_parts = reference_logprobs(
+    per_token = "token_logratios" in method.needs
+    reference, reference_tokens, cache_parts = reference_logprobs(
         model, data.store, identity=identity, cache_dir=config.cache_dir,
         batch_size=config.runtime.eval_batch_size, chunk_size=config.runtime.logprob_chunk_size,
-        accelerator=accelerator,
+        accelerator=accelerator, per_token=per_token,
     )
     policy = LogprobModel(model, config.runtime.logprob_chunk_size)
     optimizer, scheduler = policy_optimizer(policy, config.optim, _lr(config), config.steps)
@@ -230,7 +279,11 @@ def prepare_run(config: TrainConfig, accelerator=None) -> tuple[Run, dict, objec
         items=items, schedule=Schedule(len(items), config.batch_size, config.runtime.seed),
         reference=reference.to(accelerator.device),
         annotator_index=data.annotator_index.to(accelerator.device),
-        attr_diff=data.attr_diff.to(accelerator.device), labels=labels,
+        attr_diff=data.attr_diff.to(accelerator.device), params=method_params, labels=labels,
+        weighting=(method.weighting(method_params, data.annotator_index, data.annotators, data.annotator_classes)
+                   if method.weighting is not None else None),
+        reference_tokens=reference_tokens.to(accelerator.device) if per_token else None,
+        token_offsets=token_offsets(data.store) if per_token else None,
     )
     return run, cache_parts, tokenizer
 
@@ -303,6 +356,8 @@ def _train_in_folder(config: TrainConfig, output: Path, accelerator, resume: Pat
     objects = [run.scheduler, state]
     if run.theta_optimizer is not None:
         objects += [run.bias, run.theta_optimizer]
+    if run.weighting is not None:
+        objects.append(run.weighting)
     accelerator.register_for_checkpointing(*objects)
     if resume is not None:
         accelerator.load_state(str(resume))
