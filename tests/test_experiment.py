@@ -451,8 +451,8 @@ def test_cli_reports_config_errors_and_render_only_on_an_empty_folder(tmp_path, 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
-@pytest.mark.parametrize("path", [experiment_config_path("tiny"),
-                                  CONFIGS / "experiment_signed_ultrafeedback.yaml"])
+@pytest.mark.parametrize("path", [experiment_config_path("tiny"), *sorted(CONFIGS.glob("experiment_*.yaml"))],
+                         ids=lambda p: p.name)
 def test_shipped_configs_resolve_against_the_engine(path, tmp_path):
     from badpo.experiment.stages import resolve_arm, resolve_reference
 
