@@ -1,4 +1,5 @@
-"""Tiny models, tokenizers and judgments for the engine tests (built locally, nothing downloaded).
+"""Tiny models, tokenizers and judgments for the engine tests (built locally, nothing downloaded),
+and the checks several engine test files share (full-logit log-probs, two runs compared).
 
 A WordLevel tokenizer over a fixed word list (wrapped in ``PreTrainedTokenizerFast``), a variant of
 it with a chat template, and tiny GPT-2 / Llama / Qwen2 models built from configs with dropout 0,
@@ -10,7 +11,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
+from safetensors.torch import load_file
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import (
     GPT2Config,
@@ -22,6 +25,7 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
+from badpo.bias import BiasChannel
 from badpo.config import apply_overrides, from_dict
 from badpo.engine.config import TrainConfig
 
@@ -130,3 +134,31 @@ def make_config(world: Path, name: str, *overrides: str) -> TrainConfig:
 
 def log_records(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+
+
+def full_logit_token_logprobs(model, batch) -> torch.Tensor:
+    """The independent path: materialise [B, T, V] logits and read log_softmax at the labels."""
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    logps = torch.log_softmax(logits.float(), dim=-1)[:, :-1]
+    picked = logps.gather(-1, batch["input_ids"][:, 1:, None]).squeeze(-1)
+    return torch.nn.functional.pad(picked * batch["response_mask"][:, 1:], (1, 0))
+
+
+def policy_weights(out: Path) -> dict[str, torch.Tensor]:
+    return load_file(out / "policy" / "model.safetensors")
+
+
+def assert_same_run(a: Path, b: Path, atol: float = 2e-5) -> None:
+    """Same gradient norms (Adam would hide a wrong gradient scale) and the same weights and theta.
+
+    Weights to 2e-5 = 2% of one step at lr 1e-3: Adam's step g / (sqrt(v) + eps) turns float noise
+    in a near-zero gradient coordinate into a visible difference."""
+    for ra, rb in zip(log_records(a), log_records(b), strict=True):
+        for key in ("loss", "grad_norm", "theta_grad_norm"):
+            assert ra[key] == pytest.approx(rb[key], rel=1e-5, abs=1e-7), (key, ra["step"])
+    wa, wb = policy_weights(a), policy_weights(b)
+    assert wa.keys() == wb.keys()
+    for name in wa:
+        torch.testing.assert_close(wa[name], wb[name], rtol=0, atol=atol, msg=name)
+    theta_a, theta_b = BiasChannel.load(a / "theta.json"), BiasChannel.load(b / "theta.json")
+    torch.testing.assert_close(theta_a.theta(), theta_b.theta(), rtol=0, atol=atol)

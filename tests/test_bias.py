@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from badpo.bias import VARIANTS, BiasChannel
+from badpo.bias import VARIANT_FACTS, VARIANTS, BiasChannel, variant_facts
 from badpo.losses import ba_dpo_loss
 
 NAMES = ["woman", "black"]
@@ -163,6 +163,42 @@ def test_default_start_is_zero_in_float32() -> None:
         channel = make(variant)
         assert torch.equal(channel.theta(), torch.zeros(3, 2))
         assert all(p.dtype == torch.float32 for p in channel.parameters())
+
+
+def test_the_variant_table_matches_the_channel_each_variant_builds() -> None:
+    """The rest of the library reads VARIANT_FACTS instead of comparing variant names, so every
+    fact must be what the channel of that variant does."""
+    assert VARIANTS == tuple(VARIANT_FACTS) == ("none", "pooled", "per_annotator", "shared_mean",
+                                                "class_offsets")
+    for variant, facts in VARIANT_FACTS.items():
+        channel = make(variant)
+        assert facts.name == variant and channel.facts is facts is variant_facts(variant)
+        assert {name for name, _ in channel.named_parameters()} == set(facts.parameters)
+        assert facts.learns_theta == bool(facts.parameters)
+        assert list(channel.to_dict()["parameters"]) == list(facts.parameters)
+        if facts.per_annotator:  # theta_k differs by annotator: ids needed, and read in forward
+            with pytest.raises(ValueError, match="annotator_index"):
+                channel(None, ATTR_DIFF)
+            with pytest.raises(ValueError, match="needs at least one annotator"):
+                BiasChannel(variant, NAMES)
+        else:
+            assert channel(None, ATTR_DIFF).shape == (4,)
+            BiasChannel(variant, NAMES)
+        if facts.class_offsets:
+            with pytest.raises(ValueError, match="needs a class per annotator"):
+                BiasChannel(variant, NAMES, ANNOTATORS)
+            assert set(channel.class_offsets()) == {"x", "y"}
+        else:
+            with pytest.raises(ValueError, match="has no class offsets"):
+                channel.class_offsets()
+        if facts.shared_parameter is None:
+            with pytest.raises(ValueError, match="has no shared parameter"):
+                channel.shared_parameter()
+        else:
+            assert facts.separate_mean or not facts.per_annotator
+            assert torch.equal(channel.shared_parameter(), torch.zeros(2))
+    with pytest.raises(ValueError, match="unknown bias variant 'bogus'"):
+        variant_facts("bogus")
 
 
 # ------------------------------------------------------------------------------------ save/load

@@ -14,12 +14,11 @@ from scipy.sparse.csgraph import connected_components
 
 from badpo.attributes import resolve_attributes
 from badpo.cli import main
+from badpo.data.example import example_report
 from badpo.data.judgments import Judgment, read_judgments, validate_judgments, write_judgments
 from badpo.data.signing import SigningConfig, implied_log_odds, sign_corpus
 from badpo.data.tiny import TinyWorldConfig, tiny_base_pairs
-from badpo.diagnostics import (
-    BiasIdentifiabilityWarning, audit, example_report, format_audit, offline_log_odds,
-)
+from badpo.diagnostics import BiasIdentifiabilityWarning, audit, format_audit, offline_log_odds
 
 AB = resolve_attributes(["given:a", "given:b"])
 

@@ -12,8 +12,9 @@ import socket
 
 import torch
 import torch.multiprocessing as mp
-from engine_fixtures import judgment_rows, save_model_dir, write_jsonl
-from test_engine_train import assert_same_run, log_records, make_config
+from engine_fixtures import (
+    assert_same_run, judgment_rows, log_records, make_config, save_model_dir, write_jsonl,
+)
 
 from badpo.engine.train import train
 

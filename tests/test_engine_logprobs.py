@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from engine_fixtures import VOCAB, build_model, build_tokenizer
+from engine_fixtures import VOCAB, build_model, build_tokenizer, full_logit_token_logprobs
 
 from badpo.config import ConfigError
 from badpo.engine.logprobs import continuation_logprobs, response_logprobs, token_logprobs
@@ -19,14 +19,6 @@ SEQUENCES = [
 
 def ids(text: str) -> list[int]:
     return [VOCAB.index(w) for w in text.split()]
-
-
-def full_logit_token_logprobs(model, batch) -> torch.Tensor:
-    """The independent path: materialise [B, T, V] logits and read log_softmax at the labels."""
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-    logps = torch.log_softmax(logits.float(), dim=-1)[:, :-1]
-    picked = logps.gather(-1, batch["input_ids"][:, 1:, None]).squeeze(-1)
-    return torch.nn.functional.pad(picked * batch["response_mask"][:, 1:], (1, 0))
 
 
 def test_plain_encoding_and_truncation_rules():

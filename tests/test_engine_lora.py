@@ -6,14 +6,14 @@ import json
 
 import pytest
 import torch
-from engine_fixtures import judgment_rows, save_model_dir, write_jsonl
-from test_engine_train import log_records, make_config
+from engine_fixtures import (
+    full_logit_token_logprobs, judgment_rows, log_records, make_config, save_model_dir, write_jsonl,
+)
 
 from badpo.data.judgments import read_judgments
 from badpo.engine.data import build_preference_data
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.engine.train import train
-from test_engine_logprobs import full_logit_token_logprobs
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,7 @@ import json
 
 import pytest
 import torch
-from engine_fixtures import judgment_rows, save_model_dir, write_jsonl
-from test_engine_logprobs import full_logit_token_logprobs
+from engine_fixtures import full_logit_token_logprobs, judgment_rows, save_model_dir, write_jsonl
 
 from badpo.config import apply_overrides, from_dict
 from badpo.data.judgments import read_judgments

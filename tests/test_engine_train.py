@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from engine_fixtures import judgment_rows, log_records, make_config, save_model_dir, write_jsonl
-from safetensors.torch import load_file
+from engine_fixtures import (
+    assert_same_run, full_logit_token_logprobs, judgment_rows, log_records, make_config, policy_weights,
+    save_model_dir, write_jsonl,
+)
 
 from badpo.bias import BiasChannel
 from badpo.config import ConfigError, apply_overrides, from_dict
@@ -25,7 +27,6 @@ from badpo.engine.tokenize import TokenizationConfig
 import badpo.engine.train as engine_train
 from badpo.engine.train import train
 from badpo.losses import ba_dpo_loss
-from test_engine_logprobs import full_logit_token_logprobs
 
 
 @pytest.fixture(scope="module")
@@ -34,26 +35,6 @@ def world(tmp_path_factory) -> Path:
     save_model_dir(root / "model", "gpt2")
     write_jsonl(root / "judgments.jsonl", judgment_rows())
     return root
-
-
-def policy_weights(out: Path) -> dict[str, torch.Tensor]:
-    return load_file(out / "policy" / "model.safetensors")
-
-
-def assert_same_run(a: Path, b: Path, atol: float = 2e-5) -> None:
-    """Same gradient norms (Adam would hide a wrong gradient scale) and the same weights and theta.
-
-    Weights to 2e-5 = 2% of one step at lr 1e-3: Adam's step g / (sqrt(v) + eps) turns float noise
-    in a near-zero gradient coordinate into a visible difference."""
-    for ra, rb in zip(log_records(a), log_records(b), strict=True):
-        for key in ("loss", "grad_norm", "theta_grad_norm"):
-            assert ra[key] == pytest.approx(rb[key], rel=1e-5, abs=1e-7), (key, ra["step"])
-    wa, wb = policy_weights(a), policy_weights(b)
-    assert wa.keys() == wb.keys()
-    for name in wa:
-        torch.testing.assert_close(wa[name], wb[name], rtol=0, atol=atol, msg=name)
-    theta_a, theta_b = BiasChannel.load(a / "theta.json"), BiasChannel.load(b / "theta.json")
-    torch.testing.assert_close(theta_a.theta(), theta_b.theta(), rtol=0, atol=atol)
 
 
 def sequence_logprobs(model_dir: Path, prompts: list[str], responses: list[str]) -> torch.Tensor:

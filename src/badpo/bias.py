@@ -14,6 +14,10 @@ class_offsets    theta_bar + delta_c(k) + eps_k        ``shared_mean``, ``class_
                                                        ``deviation``
 ===============  ====================================  =======================================
 
+What the rest of the library needs to know of a variant (does it learn theta, does theta differ
+by annotator, does it need annotator classes, ...) is read from :data:`VARIANT_FACTS`, never
+from its name.
+
 q is the number of attributes (binary or continuous); d <= q the number *declared*: undeclared
 coordinates have no parameter at all, so theta is 0 there and nothing can move it. A
 ``fixed_offset`` [q] is a non-trainable buffer added to every theta_k (target anchoring and the
@@ -32,7 +36,9 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -41,11 +47,43 @@ from torch import Tensor, nn
 
 from badpo.jsonio import dumps
 
-__all__ = ["VARIANTS", "FILE_FORMAT", "BiasChannel"]
+__all__ = ["VARIANTS", "VARIANT_FACTS", "FILE_FORMAT", "Variant", "variant_facts", "BiasChannel"]
 
-VARIANTS = ("none", "pooled", "per_annotator", "shared_mean", "class_offsets")
+
+@dataclass(frozen=True)
+class Variant:
+    """What a bias variant is, so that no code elsewhere branches on its name."""
+
+    name: str
+    learns_theta: bool  # False: theta is 0 (DPO); only a fixed offset applies
+    per_annotator: bool  # theta_k differs by annotator: needs annotator ids and reads them in forward
+    separate_mean: bool  # theta_bar is its own parameter, with a deviation eps_k per annotator
+    class_offsets: bool  # a delta_c per annotator class: needs a class for every annotator
+    parameters: tuple[str, ...]  # the trainable parameters (attribute names), in file order
+    shared_parameter: str | None  # the raw shared theta (pooled theta or theta_bar), if any
+
+
+VARIANT_FACTS: Mapping[str, Variant] = MappingProxyType({v.name: v for v in (
+    Variant("none", learns_theta=False, per_annotator=False, separate_mean=False, class_offsets=False,
+            parameters=(), shared_parameter=None),
+    Variant("pooled", learns_theta=True, per_annotator=False, separate_mean=False, class_offsets=False,
+            parameters=("pooled_theta",), shared_parameter="pooled_theta"),
+    Variant("per_annotator", learns_theta=True, per_annotator=True, separate_mean=False, class_offsets=False,
+            parameters=("annotator_theta",), shared_parameter=None),
+    Variant("shared_mean", learns_theta=True, per_annotator=True, separate_mean=True, class_offsets=False,
+            parameters=("shared_mean", "deviation"), shared_parameter="shared_mean"),
+    Variant("class_offsets", learns_theta=True, per_annotator=True, separate_mean=True, class_offsets=True,
+            parameters=("shared_mean", "class_offset", "deviation"), shared_parameter="shared_mean"),
+)})
+VARIANTS = tuple(VARIANT_FACTS)
 FILE_FORMAT = "badpo.bias/1"
-_NEEDS_ANNOTATORS = ("per_annotator", "shared_mean", "class_offsets")
+
+
+def variant_facts(variant: str) -> Variant:
+    """The :class:`Variant` of a variant name; an unknown name is a ValueError listing the known ones."""
+    if variant not in VARIANT_FACTS:
+        raise ValueError(f"variant: unknown bias variant {variant!r}; choose one of {VARIANTS}")
+    return VARIANT_FACTS[variant]
 
 
 def _names(values: Sequence[str], option: str) -> tuple[str, ...]:
@@ -77,14 +115,13 @@ class BiasChannel(nn.Module):
         fixed_offset: Sequence[float] | None = None,
     ) -> None:
         super().__init__()
-        if variant not in VARIANTS:
-            raise ValueError(f"variant: unknown bias variant {variant!r}; choose one of {VARIANTS}")
+        self.facts = variant_facts(variant)
         self.variant = variant
         self.attribute_names = _names(attribute_names, "attribute_names")
         if not self.attribute_names:
             raise ValueError("attribute_names: the bias channel needs at least one attribute")
         self.annotators = _names(annotators, "annotators")
-        if variant in _NEEDS_ANNOTATORS and not self.annotators:
+        if self.facts.per_annotator and not self.annotators:
             raise ValueError(f"annotators: variant {variant!r} needs at least one annotator id")
         self._position = {name: i for i, name in enumerate(self.annotators)}
         self.declared = self._resolve_declared(declared)
@@ -101,14 +138,15 @@ class BiasChannel(nn.Module):
 
         start = self._initial_mean(init_mean)  # [d]
         m, d = len(self.annotators), len(self.declared)
-        if variant == "pooled":
+        facts = self.facts
+        if facts.learns_theta and not facts.per_annotator:
             self.pooled_theta = nn.Parameter(start)
-        elif variant == "per_annotator":
+        elif facts.per_annotator and not facts.separate_mean:
             self.annotator_theta = nn.Parameter(start.repeat(m, 1))
-        elif variant in ("shared_mean", "class_offsets"):
+        elif facts.separate_mean:
             self.shared_mean = nn.Parameter(start)
             self.deviation = nn.Parameter(torch.zeros(m, d))
-            if variant == "class_offsets":
+            if facts.class_offsets:
                 self.class_offset = nn.Parameter(torch.zeros(len(self.classes), d))
 
     # ----------------------------------------------------------------------------- construction
@@ -130,7 +168,7 @@ class BiasChannel(nn.Module):
         self, annotator_classes: Mapping[str, str] | None
     ) -> tuple[dict[str, str] | None, tuple[str, ...]]:
         if annotator_classes is None:
-            if self.variant == "class_offsets":
+            if self.facts.class_offsets:
                 raise ValueError("annotator_classes: variant 'class_offsets' needs a class per annotator")
             return None, ()
         for annotator in annotator_classes:
@@ -168,8 +206,8 @@ class BiasChannel(nn.Module):
         vector = self._vector(init_mean, "init_mean")
         if vector is None:
             return torch.zeros(len(self.declared))
-        if self.variant == "none":
-            raise ValueError("init_mean: variant 'none' has no trainable theta to warm-start")
+        if not self.facts.learns_theta:
+            raise ValueError(f"init_mean: variant {self.variant!r} has no trainable theta to warm-start")
         for name, value in zip(self.attribute_names, vector.tolist()):
             if name not in self.declared and value != 0.0:
                 raise ValueError(
@@ -186,15 +224,15 @@ class BiasChannel(nn.Module):
     def _declared_theta(self) -> Tensor:
         """Effective theta_k on the declared coordinates, [m, d]."""
         m, d = len(self.annotators), len(self.declared)
-        if self.variant == "none":
+        if not self.facts.learns_theta:
             return self.fixed_offset.new_zeros(m, d)
-        if self.variant == "pooled":
+        if not self.facts.per_annotator:
             return self.pooled_theta.expand(m, d)
-        if self.variant == "per_annotator":
+        if not self.facts.separate_mean:
             return self.annotator_theta
-        if self.variant == "shared_mean":
-            return self.shared_mean + self.deviation
-        return self.shared_mean + self.class_offset[self.class_index] + self.deviation
+        if self.facts.class_offsets:
+            return self.shared_mean + self.class_offset[self.class_index] + self.deviation
+        return self.shared_mean + self.deviation
 
     def theta(self) -> Tensor:
         """Effective theta_k without the fixed offset, [m, q], rows in ``annotators`` order."""
@@ -202,9 +240,9 @@ class BiasChannel(nn.Module):
 
     def mean(self) -> Tensor:
         """theta_bar = mean of the effective theta_k, [q] (pooled: theta; none: 0)."""
-        if self.variant == "none":
+        if not self.facts.learns_theta:
             return self.fixed_offset.new_zeros(len(self.attribute_names))
-        if self.variant == "pooled":
+        if not self.facts.per_annotator:
             return self._scatter(self.pooled_theta)
         return self.theta().mean(dim=0)
 
@@ -214,15 +252,13 @@ class BiasChannel(nn.Module):
 
     def shared_parameter(self) -> Tensor:
         """The raw shared parameter, [q]: theta_bar of shared_mean/class_offsets, theta of pooled."""
-        if self.variant == "pooled":
-            return self._scatter(self.pooled_theta)
-        if self.variant in ("shared_mean", "class_offsets"):
-            return self._scatter(self.shared_mean)
-        raise ValueError(f"variant {self.variant!r} has no shared parameter")
+        if self.facts.shared_parameter is None:
+            raise ValueError(f"variant {self.variant!r} has no shared parameter")
+        return self._scatter(getattr(self, self.facts.shared_parameter))
 
     def class_offsets(self) -> dict[str, Tensor]:
         """delta_c per class, [q] each (variant class_offsets only)."""
-        if self.variant != "class_offsets":
+        if not self.facts.class_offsets:
             raise ValueError(f"variant {self.variant!r} has no class offsets")
         return {c: self._scatter(self.class_offset[i]) for i, c in enumerate(self.classes)}
 
@@ -248,7 +284,7 @@ class BiasChannel(nn.Module):
                 f"attr_diff must have shape [B, {q}] for attributes {list(self.attribute_names)}, "
                 f"got {tuple(attr_diff.shape)}"
             )
-        if self.variant in ("none", "pooled"):
+        if not self.facts.per_annotator:
             per_example = self.mean() + self.fixed_offset  # [q], same for every judgment
         else:
             if annotator_index is None or annotator_index.shape != attr_diff.shape[:1]:
@@ -275,19 +311,18 @@ class BiasChannel(nn.Module):
 
     def _raw_parameters(self) -> dict[str, Any]:
         """The trainable parameters, declared coordinates only, keyed by attribute/annotator/class."""
-        if self.variant == "none":
-            return {}
-        if self.variant == "pooled":
-            return {"pooled_theta": self._named_declared(self.pooled_theta)}
-        if self.variant == "per_annotator":
-            rows = self.annotator_theta
-            return {"annotator_theta": {a: self._named_declared(r) for a, r in zip(self.annotators, rows)}}
-        raw: dict[str, Any] = {"shared_mean": self._named_declared(self.shared_mean)}
-        if self.variant == "class_offsets":
-            offsets = zip(self.classes, self.class_offset)
-            raw["class_offset"] = {c: self._named_declared(r) for c, r in offsets}
-        raw["deviation"] = {a: self._named_declared(r) for a, r in zip(self.annotators, self.deviation)}
+        raw: dict[str, Any] = {}
+        for name in self.facts.parameters:
+            value = getattr(self, name)
+            if value.dim() == 1:
+                raw[name] = self._named_declared(value)
+            else:
+                raw[name] = {k: self._named_declared(r) for k, r in zip(self._row_keys(name), value)}
         return raw
+
+    def _row_keys(self, parameter: str) -> tuple[str, ...]:
+        """What the rows of a [rows, d] parameter stand for: classes or annotators."""
+        return self.classes if parameter == "class_offset" else self.annotators
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready description: the readable theta_k / theta_bar / deviations and the raw parameters."""
@@ -349,7 +384,7 @@ class BiasChannel(nn.Module):
                     values = _entry(value, declared, f"parameters.{name}")
                     target.copy_(torch.tensor(values, dtype=target.dtype))
                     continue
-                keys = self.classes if name == "class_offset" else self.annotators
+                keys = self._row_keys(name)
                 if set(value) != set(keys):
                     raise ValueError(
                         f"parameters.{name}: expected entries for {list(keys)}, got {list(value)}"

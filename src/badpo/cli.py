@@ -2,17 +2,28 @@
 
 Each command is a pair ``_add_<name>(subparsers)`` / ``_cmd_<name>(args)`` registered in
 ``COMMANDS``; the training stages (``sft``, ``train``) share one pair, driven by ``STAGES``.
-Heavy imports happen inside the command so that ``badpo --help`` is instant.
+Two imports happen inside their command, so that ``badpo --help`` does not load torch:
+:mod:`badpo.evaluation` and :mod:`badpo.experiment.pipeline` (the training stages are named by
+string in ``STAGES``). This is the top layer, so nothing imports this module and a late import
+here cannot hide a cycle; ``tests/test_layering.py`` reads them too.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+import time
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
-from badpo.data.builders import CORPORA
+from badpo.config import ConfigError, load_config
+from badpo.data.builders import CORPORA, corpus_builder
+from badpo.data.example import example_report
+from badpo.diagnostics import BiasIdentifiabilityWarning, report
+from badpo.experiment.config import ExperimentConfig, experiment_config_path
+from badpo.jsonio import dumps
 
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -38,11 +49,6 @@ def _add_audit(subparsers) -> argparse.ArgumentParser:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from badpo.config import ConfigError
-    from badpo.diagnostics import BiasIdentifiabilityWarning, example_report, report
-
     if args.example and (args.data or args.attribute):
         raise ConfigError("--example audits the built-in corpus; give no DATA or --attribute")
     if not args.example and not (args.data and args.attribute):
@@ -69,9 +75,6 @@ def _add_build(subparsers) -> argparse.ArgumentParser:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from badpo.config import load_config
-    from badpo.data.builders import corpus_builder
-
     config_class, build, summary = corpus_builder(args.corpus)
     print(summary(build(load_config(config_class, args.config, args.overrides), args.outdir)))
     return 0
@@ -93,9 +96,7 @@ def _add_experiment(subparsers) -> argparse.ArgumentParser:
 
 def _run_experiment(name_or_path: str, overrides, render_only: bool = False) -> dict:
     """Load an experiment (a YAML path or a built-in name) with overrides and run it."""
-    from badpo.config import load_config
-    from badpo.experiment import ExperimentConfig, run_experiment
-    from badpo.experiment.config import experiment_config_path
+    from badpo.experiment.pipeline import run_experiment  # loads torch and the engine
 
     config = load_config(ExperimentConfig, experiment_config_path(name_or_path), overrides)
     return run_experiment(config, render_only=render_only)
@@ -119,8 +120,6 @@ def _add_demo(subparsers) -> argparse.ArgumentParser:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    import time
-
     start = time.perf_counter()
     result = _run_experiment("tiny", args.overrides)
     print(f"files: {', '.join(str(f) for f in result['files'])}")  # the runner printed the table
@@ -148,11 +147,7 @@ def _add_evaluate(subparsers) -> argparse.ArgumentParser:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from badpo.config import load_config
-    from badpo.evaluation import EvalConfig, evaluate_run_dir
-    from badpo.jsonio import dumps
+    from badpo.evaluation import EvalConfig, evaluate_run_dir  # loads torch
 
     readouts = evaluate_run_dir(args.run_dir, load_config(EvalConfig, args.config, args.overrides),
                                 args.corpus_dir, trust_remote_code=args.trust_remote_code)
@@ -175,8 +170,6 @@ STAGES: dict[str, tuple[str, str, str, str]] = {
 
 
 def _import(spec: str):
-    import importlib
-
     module, name = spec.split(":")
     return getattr(importlib.import_module(module), name)
 
@@ -195,8 +188,6 @@ def _add_stage(name: str):
 
 
 def _cmd_stage(args: argparse.Namespace) -> int:
-    from badpo.config import load_config
-
     _, _, config_class, function = STAGES[args.stage]
     print(_import(function)(load_config(_import(config_class), args.config, args.overrides)))
     return 0

@@ -24,8 +24,8 @@ A disconnected graph is the theorem's condition, sufficient and not necessary: w
 response-level attributes the offsets of two components can still be tied through the reward
 when their compared pairs share responses (tests/test_theory.py has such a case).
 
-``example_report`` audits a built-in corpus with planted biases: the tiny world's prompts
-(``badpo.data.tiny``) signed by the Signed-UltraFeedback protocol (``badpo.data.signing``).
+The audit of a built-in corpus with planted biases (``badpo audit --example``) needs the data
+layer and lives there: :func:`badpo.data.example.example_report`.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from badpo.data.judgments import Judgment, pair_key, read_judgments
 
 __all__ = [
     "BiasIdentifiabilityWarning", "LogOdds", "AnnotatorGraph", "CoordinateAudit", "Audit",
-    "offline_log_odds", "audit", "format_audit", "report", "example_report",
+    "offline_log_odds", "audit", "format_audit", "format_estimate", "report",
 ]
 
 MISSING = "(none)"  # slice key for rows without an annotator class / pair type
@@ -354,7 +354,8 @@ def _percent(share: float | None) -> str:
     return "-" if share is None else f"{100 * share:.1f}%"
 
 
-def _estimate(counts: LogOdds) -> tuple[str, str]:
+def format_estimate(counts: LogOdds) -> tuple[str, str]:
+    """(log-odds, standard error) of one slice as the audit table prints them."""
     if counts.cross == 0:
         return "-", "-"
     if counts.divergent:
@@ -391,7 +392,7 @@ def format_audit(result: Audit) -> str:
     lines += [header, "-" * len(header)]
     for c in result.coordinates:
         for label, counts in _rows(c):
-            estimate, se = _estimate(counts)
+            estimate, se = format_estimate(counts)
             lines.append(f"{c.name:<{width}}  {label:<{slice_width}}  {counts.judgments:>9}  "
                          f"{counts.cross:>7}  {_percent(counts.share_cross):>6}  {counts.wins:>7}  "
                          f"{estimate:>8}  {se:>6}")
@@ -417,38 +418,3 @@ def report(source: Any, specs: Sequence[str]) -> tuple[Audit, str]:
     attributes = resolve_attributes(specs)  # a bad spec fails before the data is read
     result = audit(read_judgments(source), attributes)
     return result, format_audit(result)
-
-
-def example_report(seed: int = 0, n_pairs: int = 3000) -> tuple[Audit, str]:
-    """Audit a built-in corpus with planted biases; the table is followed by what its theta_k imply.
-
-    The corpus: ``n_pairs`` base pairs of the tiny world signed by the Signed-UltraFeedback
-    protocol with its default configuration (60 annotators, 40/20/40 pair types, 4 judgments
-    per pair), data seed ``seed``, every prompt kept (no held-out split); attributes ``names``.
-    The implied value of a slice is logit(mean over its swap judgments of sigma(theta_k . dg)),
-    dg oriented toward the attribute side (``signing.implied_log_odds``): what the audit
-    estimates up to sampling error. It is not the class mean of theta_k (a logit of a mean of
-    sigmoids is pulled toward 0), which is shown beside it.
-    """
-    from badpo.data.signing import SigningConfig, implied_log_odds, sign_corpus  # numpy, no torch
-    from badpo.data.tiny import TinyWorldConfig, tiny_base_pairs  # transformers only when building a model
-
-    world = TinyWorldConfig(n_pairs=n_pairs, signing=SigningConfig(seed=seed, heldout_share=0.0))
-    corpus = sign_corpus(tiny_base_pairs(world)[0], world.signing)
-    result = audit(corpus.train, resolve_attributes(["names"]))
-    implied = implied_log_odds(corpus, corpus.train, ("swap",))
-    lines = ["", f"planted corpus (seed {seed}, {n_pairs} pairs, tiny-world prompts signed as in "
-             "Signed-UltraFeedback): swap pairs, audit vs planted theta_k",
-             f"{'attribute':<12}  {'slice':<6}  {'cross':>6}  {'audit':>7}  {'s.e.':>6}  "
-             f"{'implied':>7}  {'mean theta_k':>12}"]
-    empty = LogOdds(0, 0, 0)
-    for i, c in enumerate(result.coordinates):
-        for key, value in implied[c.name].items():
-            counts = (c.by_pair_type.get("swap", empty) if key == "all"
-                      else c.by_pair_type_class.get("swap", {}).get(key, empty))
-            estimate, se = _estimate(counts)
-            members = [a.theta[i] for a in corpus.annotators if key in ("all", a.annotator_class)]
-            shown = "-" if value is None else f"{value:+.3f}"
-            lines.append(f"{c.name:<12}  {key:<6}  {counts.cross:>6}  {estimate:>7}  {se:>6}  "
-                         f"{shown:>7}  {float(np.mean(members)):>+12.3f}")
-    return result, format_audit(result) + "\n".join(lines) + "\n"

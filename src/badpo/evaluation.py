@@ -25,10 +25,12 @@ from torch import nn
 
 from badpo.attributes import attribute_stripper, has_markdown, resolve_attributes
 from badpo.bias import BiasChannel
-from badpo.config import ConfigError
+from badpo.config import ConfigError, from_dict, load_config
 from badpo.data.judgments import Judgment, read_judgments
 from badpo.data.names import NAME_ATTRIBUTES, read_signature, strip_signature
+from badpo.engine.config import TrainConfig
 from badpo.engine.run_folder import interrupted_commit
+from badpo.engine.runtime import load_tokenizer
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.readouts import (heldout_accuracy, reweighted_rate, sampled_signature_rates, theta_recovery,
                              vote_prediction)
@@ -137,7 +139,7 @@ def _own_bias_logits(bias: BiasChannel, heldout: Sequence[Judgment], diff: torch
     columns = diff[:, [list(names).index(name) for name in bias.attribute_names]]
     with torch.no_grad():
         mean = bias.mean().double()
-        position = {a: i for i, a in enumerate(bias.annotators)} if bias.variant not in ("none", "pooled") else {}
+        position = {a: i for i, a in enumerate(bias.annotators)} if bias.facts.per_annotator else {}
         theta = bias.theta().double() if position else None
         rows = [theta[position[j.annotator]] if j.annotator in position else mean for j in heldout]
         per_judgment = torch.stack(rows) + bias.fixed_offset.double()
@@ -189,7 +191,7 @@ def _theta_readouts(bias: BiasChannel, planted: dict | None) -> dict:
     """theta_bar per attribute and, against planted values, the recovery of every learned theta_k."""
     names = list(bias.attribute_names)
     result = {"theta_mean": dict(zip(names, bias.mean().tolist()))}
-    if planted is not None and bias.variant not in ("none", "pooled"):
+    if planted is not None and bias.facts.per_annotator:
         theta, classes = _planted_theta(planted)
         # over the planted attributes, and the annotators the run learned (one absent from
         # training has no theta to recover)
@@ -237,7 +239,7 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
     result["heldout"] = {name: heldout_accuracy(margins, g_w[:, [a]], g_l[:, [a]])
                          for a, name in enumerate(attributes.names)}
     result.update(_vote_readouts(margins, corpus.heldout, g_w, g_l, attributes.names, bias, corpus.planted))
-    if bias is not None and bias.variant != "none":
+    if bias is not None and bias.facts.learns_theta:
         result.update(_theta_readouts(bias, corpus.planted))
 
     if config.generations:
@@ -310,10 +312,6 @@ def evaluate_run_dir(run_dir: str | Path, config: EvalConfig, corpus_dir: str | 
     and a run trained with it is refused without it), and the attribute specs, ``module:function``
     included, are ``config.attributes`` alone, never the run's.
     """
-    from badpo.config import from_dict, load_config
-    from badpo.engine.config import TrainConfig
-    from badpo.engine.runtime import load_tokenizer
-
     run_dir = Path(run_dir)
     if interrupted_commit(run_dir):
         raise FileNotFoundError(f"{run_dir}: the run was stopped while writing its final files; run "

@@ -30,6 +30,7 @@ gives byte-identical files.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,9 +38,12 @@ from typing import Any
 
 import numpy as np
 
-from badpo.data.hub import CorpusSchemaError, load_split, require_columns
+from badpo.attributes import resolve_attributes
+from badpo.config import dump_yaml
 from badpo.data.files import write_json, write_jsonl
+from badpo.data.hub import CorpusSchemaError, load_split, require_columns
 from badpo.data.judgments import Judgment, write_judgments
+from badpo.diagnostics import BiasIdentifiabilityWarning, audit
 
 __all__ = [
     "ANNOTATION_COLUMNS",
@@ -242,11 +246,6 @@ def _eval_prompts(comparisons, heldout_ids: frozenset[str], config: MultiPrefCon
 def _audit_summary(corpus: MultiPrefCorpus, specs: Sequence[str]) -> tuple[dict, dict]:
     """(spec -> {"train", "all", "warnings"} -> short summary, spec -> full audit of the training
     rows). The audit's warnings are kept in the result rather than raised."""
-    import warnings
-
-    from badpo.attributes import resolve_attributes
-    from badpo.diagnostics import BiasIdentifiabilityWarning, audit
-
     def short(result) -> dict:
         return {c.name: {"judgments": c.overall.judgments, "cross": c.overall.cross,
                          "share_cross": c.overall.share_cross, "wins": c.overall.wins,
@@ -274,8 +273,6 @@ def build_multipref(config: MultiPrefConfig, outdir: str | Path) -> dict[str, An
     judgments by spec),
     ``config.yaml``. Raises CorpusNotFoundError when the source cannot be read.
     """
-    from badpo.config import dump_yaml
-
     rows = load_split(config.source, config.split, config.subset)
     require_columns(rows, REQUIRED_COLUMNS, config.source, config.split)
     corpus = multipref_corpus(rows, config)

@@ -29,17 +29,20 @@ inputs and config give the same output on every run, and changing one stage's pa
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from badpo.attributes import resolve_attributes
 from badpo.config import ConfigError
 from badpo.data.judgments import Judgment
 from badpo.data.names import (
     CELL_NAMES, CELLS, NAME_ATTRIBUTES, NAME_POOL, SIGNATURE_RE, read_signature, sign,
     strip_signature,
 )
+from badpo.diagnostics import BiasIdentifiabilityWarning, audit
 
 __all__ = [
     "PAIR_TYPES", "SURNAMES", "BasePair", "PlantedAnnotator", "SignedPair",
@@ -374,11 +377,6 @@ def gate_statistics(corpus: SignedCorpus, judgments: Sequence[Judgment] | None =
     """The paper's gate, read from the labels (the training judgments by default) with
     :func:`badpo.diagnostics.audit`: cross-group shares, offline log-odds on swap pairs and on
     all cross-group rows, overall and by class, each beside the value the planted theta imply."""
-    import warnings
-
-    from badpo.attributes import resolve_attributes
-    from badpo.diagnostics import BiasIdentifiabilityWarning, audit
-
     judgments = list(corpus.train if judgments is None else judgments)
     with warnings.catch_warnings():  # recorded in the result's "warnings" instead
         warnings.simplefilter("ignore", BiasIdentifiabilityWarning)

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from badpo.config import dump_yaml, to_dict
+from badpo.data.judgments import read_judgments
 from badpo.engine.config import SFT_LR, SFTConfig, accumulation_steps, check_sft, resolved_lr
 from badpo.engine.data import Schedule, majority_chosen, read_sft_rows
 from badpo.engine.logprobs import LogprobModel
@@ -35,8 +36,6 @@ def sft_rows(config: SFTConfig) -> tuple[list[tuple[str, str]], list[str]]:
     """(prompt, response) rows and the pair keys skipped for want of a majority."""
     if config.source == "sft_rows":
         return read_sft_rows(config.data), []
-    from badpo.data.judgments import read_judgments
-
     rows, ties = majority_chosen(read_judgments(config.data), config.tie_break)
     if not rows:
         raise ValueError(f"data: no pair of {config.data!r} has a majority-chosen response")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from badpo.experiment.tables import ABSENT, arm_values, metric_value
 from badpo.readouts import mean_ci
 
 __all__ = ["plot_rates", "plot_theta", "write_plots"]
@@ -29,8 +30,6 @@ def _figure(width: float, height: float):
 def plot_rates(layout, records: Mapping[str, Mapping], path: Path) -> None:
     """One marker per (arm, rate) at the mean over seeds with its interval; the reference as a
     dashed line per rate."""
-    from badpo.experiment.tables import ABSENT, arm_values, metric_value
-
     specs = layout.plots.rates
     figure = _figure(1.6 + 1.3 * len(layout.arms), 3.6)
     axes = figure.add_subplot(1, 1, 1)

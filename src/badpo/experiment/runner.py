@@ -8,6 +8,8 @@ key whose JSON exists: nothing is run twice. The tables are then rendered from t
 
 The runner knows nothing of models. It calls the functions of a :class:`Stages` bundle: the real
 one wraps the engine and the readouts (:mod:`badpo.experiment.stages`), tests pass fakes.
+:func:`badpo.experiment.pipeline.run_experiment` puts the corpus, the plan, this sweep, the
+tables and the plots together.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ from badpo.jsonio import dumps
 
 __all__ = [
     "SCHEMA", "UNKEYED", "Stages", "RunTask", "PlannedRun", "Plan", "canonical_json", "stable_hash",
-    "run_key", "corpus_fingerprint", "atomic_write_text", "write_record", "read_records", "plan_experiment",
-    "run_experiment",
+    "run_key", "corpus_fingerprint", "atomic_write_text", "write_record", "read_records", "read_records_for",
+    "prepare_corpus", "plan_experiment", "run_all",
 ]
 
 SCHEMA = 1  # version of the run record
@@ -391,35 +393,3 @@ def read_records_for(runs_dir: Path, keys: Iterable[str]) -> dict[str, dict]:
         raise FileNotFoundError(f"{runs_dir}: no record for {missing}")
     records = read_records(runs_dir)
     return {k: records[k] for k in wanted}
-
-
-def run_experiment(config: ExperimentConfig, stages: Stages | None = None,
-                   log: Callable[[str], None] | None = None, render_only: bool = False) -> dict:
-    """Build or find the corpus, run what is not logged yet (unless ``render_only``), then write
-    ``OUT/layout.json``, ``OUT/table.md``, ``OUT/table.csv`` and the plots from the records.
-
-    Returns {"markdown", "csv", "records", "files"}.
-    """
-    from badpo.experiment.tables import build_layout, write_outputs
-
-    if stages is None:
-        from badpo.experiment.stages import engine_stages
-
-        stages = engine_stages()
-    out = Path(config.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-
-    def say(message: str) -> None:
-        line = f"[{config.name} {time.perf_counter() - start:7.1f}s] {message}"
-        (log or (lambda text: print(text, flush=True)))(line)
-
-    corpus_dir = prepare_corpus(config, stages, out, say, build=not render_only)
-    plan = plan_experiment(config, stages, corpus_dir)
-    if render_only:
-        records = read_records_for(out / "runs", [p.key for p in (plan.reference, *plan.runs)])
-    else:
-        records = run_all(config, stages, plan, out, say)
-    layout = build_layout(config, plan)
-    markdown, csv_text, files = write_outputs(out, layout, records, corpus_dir, say)
-    return {"markdown": markdown, "csv": csv_text, "records": records, "files": files}

@@ -20,15 +20,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from badpo.bias import BiasChannel, variant_facts
 from badpo.config import ConfigError, from_dict, to_dict
 from badpo.data.builders import build_corpus
+from badpo.engine.config import ModelConfig, SFTConfig, TrainConfig
+from badpo.engine.runtime import load_tokenizer
+from badpo.engine.sft import sft
+from badpo.engine.tokenize import TokenizationConfig
+from badpo.engine.train import train
+from badpo.evaluation import Corpus, EvalConfig, evaluate_policy, load_causal_lm, reference_bodies
 from badpo.experiment.runner import RunTask, Stages
 from badpo.jsonio import dumps
+from badpo.methods import get_method
 
 __all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation",
            "theta_summary", "evaluate_run", "engine_stages"]
-
-PER_ANNOTATOR_VARIANTS = ("per_annotator", "shared_mean", "class_offsets")
 
 # evaluate(task, policy_dir, reference_dir, theta_file or None) -> readouts (nested mapping of
 # numbers). For the reference, policy_dir == reference_dir and theta_file is None.
@@ -40,16 +46,11 @@ BODIES_FILE = "bodies.json"
 
 def resolve_reference(settings: dict) -> dict:
     """SFT settings -> the complete ``SFTConfig`` as a dict (unknown keys are ConfigErrors)."""
-    from badpo.engine.config import SFTConfig
-
     return to_dict(from_dict(SFTConfig, settings))
 
 
 def resolve_arm(settings: dict) -> dict:
     """Preference settings -> the complete ``TrainConfig`` as a dict; the method must exist."""
-    from badpo.engine.config import TrainConfig
-    from badpo.methods import get_method
-
     config = from_dict(TrainConfig, settings)
     get_method(config.method)
     return to_dict(config)
@@ -57,8 +58,6 @@ def resolve_arm(settings: dict) -> dict:
 
 def resolve_evaluation(settings: dict) -> dict:
     """Readout settings -> the complete ``EvalConfig`` as a dict (checked before anything trains)."""
-    from badpo.evaluation import EvalConfig
-
     return to_dict(from_dict(EvalConfig, settings))
 
 
@@ -71,7 +70,7 @@ def theta_summary(theta_file: Path) -> dict | None:
     names = list(data["attribute_names"])
     summary: dict[str, Any] = {"variant": data["variant"], "attribute_names": names,
                                "mean": [data["theta_bar"][a] for a in names]}
-    if data["variant"] in PER_ANNOTATOR_VARIANTS:
+    if variant_facts(data["variant"]).per_annotator:
         summary["per_annotator"] = {annotator: [entry["theta"][a] for a in names]
                                     for annotator, entry in data["annotators"].items()}
     return summary
@@ -84,12 +83,6 @@ def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_fil
     from the run's own settings. For the reference, the readouts relative to itself
     (:data:`RELATIVE_TO_REFERENCE`) are left out and listed under ``omitted``.
     """
-    from badpo.bias import BiasChannel
-    from badpo.engine.config import ModelConfig
-    from badpo.engine.runtime import load_tokenizer
-    from badpo.engine.tokenize import TokenizationConfig
-    from badpo.evaluation import Corpus, EvalConfig, evaluate_policy, load_causal_lm, reference_bodies
-
     config = from_dict(EvalConfig, task.evaluation, prefix="evaluation")
     tokenization = from_dict(TokenizationConfig, task.settings.get("tokenization", {}), "tokenization")
     model_settings = {k: v for k, v in task.settings.get("model", {}).items()
@@ -129,10 +122,6 @@ def engine_stages(evaluate: Evaluate | None = evaluate_run) -> Stages:
     With ``evaluate=None`` the corpus, the plan and ``--render-only`` work, and a run fails before
     it trains.
     """
-    from badpo.engine.config import SFTConfig, TrainConfig
-    from badpo.engine.sft import sft
-    from badpo.engine.train import train
-
     def require_evaluation(task: RunTask) -> None:
         """Checked before training: a run without readouts would be logged with nothing in it."""
         if evaluate is None:

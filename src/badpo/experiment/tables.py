@@ -24,18 +24,18 @@ import csv
 import io
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from badpo.config import from_dict, to_dict
+from badpo.config import from_dict
 from badpo.experiment.config import ColumnSpec, ExperimentConfig, PlotSpec, TableSpec
-from badpo.jsonio import dumps
+from badpo.experiment.runner import Plan, read_records
 from badpo.readouts import mean_ci, removal_per_seed
 
 __all__ = ["LayoutArm", "LayoutRun", "TableLayout", "build_layout", "render_tables",
-           "read_layout", "render_from_disk", "write_outputs", "metric_value", "arm_values"]
+           "read_layout", "render_from_disk", "metric_value", "arm_values"]
 
 DASH = "—"
 CSV_FIELDS = ("table", "row", "column", "metric", "kind", "interval", "n", "mean", "plus_minus", "low", "high",
@@ -70,8 +70,8 @@ class TableLayout:
     plots: PlotSpec = field(default_factory=PlotSpec)
 
 
-def build_layout(config: ExperimentConfig, plan) -> TableLayout:
-    """The layout of ``config`` with the run keys of ``plan`` (a runner.Plan)."""
+def build_layout(config: ExperimentConfig, plan: Plan) -> TableLayout:
+    """The layout of ``config`` with the run keys of ``plan``."""
     arms = []
     for arm in config.arms:
         runs = [LayoutRun(r.seed, r.key) for r in plan.runs if r.arm == arm.name]
@@ -335,25 +335,5 @@ def render_tables(run_records: Iterable[Mapping] | Mapping[str, Mapping], layout
 
 def render_from_disk(out_dir: str | Path) -> tuple[str, str]:
     """Re-render OUT/table.md and OUT/table.csv from OUT/layout.json and OUT/runs/*.json."""
-    from badpo.experiment.runner import read_records
-
     out = Path(out_dir)
     return render_tables(read_records(out / "runs"), read_layout(out / "layout.json"))
-
-
-def write_outputs(out: Path, layout: TableLayout, records: Mapping[str, Mapping], corpus_dir: Path,
-                  log: Callable[[str], None]) -> tuple[str, str, list[str]]:
-    """Write layout.json, table.md, table.csv and the plots; print the tables."""
-    from badpo.experiment.plots import write_plots
-    from badpo.experiment.runner import atomic_write_text
-
-    atomic_write_text(out / "layout.json", dumps(to_dict(layout), indent=2) + "\n")
-    markdown, csv_text = render_tables(records, layout)
-    atomic_write_text(out / "table.md", markdown)
-    atomic_write_text(out / "table.csv", csv_text)
-    print(markdown, flush=True)
-    files = [str(out / name) for name in ("layout.json", "table.md", "table.csv")]
-    planted = corpus_dir / "planted.json"
-    files += write_plots(out, layout, records, planted if planted.exists() else None, log)
-    log("wrote " + ", ".join(files))
-    return markdown, csv_text, files
