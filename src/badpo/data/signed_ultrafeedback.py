@@ -48,7 +48,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from badpo.config import ConfigError
+from badpo.config import ConfigError, dump_yaml
 from badpo.data.hub import CorpusSchemaError, load_split, require_columns
 from badpo.data.files import write_json, write_jsonl
 from badpo.data.judgments import write_judgments
@@ -57,6 +57,7 @@ from badpo.data.signing import (
     BasePair,
     SignedCorpus,
     SigningConfig,
+    format_gate,
     gate_statistics,
     planted_to_dict,
     sign_corpus,
@@ -305,7 +306,6 @@ def build_signed_ultrafeedback(config: SignedUltraFeedbackConfig, outdir: str | 
 
     Raises CorpusNotFoundError when a split cannot be read; nothing is written then.
     """
-    from badpo.config import dump_yaml
 
     train_rows = load_split(config.source, config.train_split, config.subset)
     require_columns(train_rows, REQUIRED_COLUMNS, config.source, config.train_split)
@@ -351,7 +351,6 @@ def build_signed_ultrafeedback(config: SignedUltraFeedbackConfig, outdir: str | 
 
 def summary_text(stats: Mapping[str, Any]) -> str:
     """What ``badpo build signed-ultrafeedback`` prints: the counts and the gate."""
-    from badpo.data.signing import format_gate
 
     types = stats["pair_types"]
     return (f"signed-ultrafeedback from {stats['source']}: {stats['pairs']} pairs of "
