@@ -118,7 +118,8 @@ def main() -> None:
     times = {key: [] for key in timed}
     for round_index in range(args.rounds):
         first = args.warmup + round_index * args.block
-        for version, name in timed:
+        shift = round_index % len(timed)  # each configuration takes every place in the order
+        for version, name in timed[shift:] + timed[:shift]:
             times[(version, name)].append(
                 workers[version].ask(do="block", name=name, first=first, steps=args.block)["seconds"])
     for worker in workers.values():

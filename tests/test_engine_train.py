@@ -83,8 +83,8 @@ def test_theta_frozen_at_zero_is_dpo(world, monkeypatch):
     dpo = train(make_config(world, "dpo", "method=dpo"))
     prepare = engine_train.prepare_run
 
-    def with_frozen_theta(config, accelerator=None):
-        run, parts, tokenizer = prepare(config, accelerator)
+    def with_frozen_theta(config, accelerator=None, **options):
+        run, parts, tokenizer = prepare(config, accelerator, **options)
         for param in run.bias.parameters():
             param.requires_grad_(False)
         return dataclasses.replace(run, theta_optimizer=None), parts, tokenizer

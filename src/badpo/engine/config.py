@@ -219,12 +219,16 @@ def check_common(model: ModelConfig, lora: LoraSettings, optim: OptimConfig, run
 def check_train(config: TrainConfig) -> None:
     check_common(config.model, config.lora, config.optim, config.runtime, config.report, config.data,
                  config.batch_size, config.micro_batch_size)
-    get_method(config.method).parse_params(config.method_params)
+    method = get_method(config.method)
+    params = method.parse_params(config.method_params)
     _positive(config.beta, "beta")  # beta < 0 would learn the reverse preference
     _positive(config.steps, "steps")
     _positive(config.bias.lr, "bias.lr")
-    if config.stop_after_steps is not None and not 0 < config.stop_after_steps <= config.steps:
-        raise ConfigError(f"stop_after_steps: must lie in [1, steps={config.steps}], "
+    # an arm of several policies counts stop_after_steps over all of its steps (badpo.engine.mixture)
+    total, what = ((params.total_steps(config.steps), "the arm's total steps") if method.type_policies
+                   else (config.steps, "steps"))
+    if config.stop_after_steps is not None and not 0 < config.stop_after_steps <= total:
+        raise ConfigError(f"stop_after_steps: must lie in [1, {what}={total}], "
                           f"got {config.stop_after_steps}")
     _within(config.save_every, 0, float("inf"), "save_every")
     _positive(config.keep_checkpoints, "keep_checkpoints")

@@ -71,6 +71,20 @@ class ItemTable:
     def judgments_of(self, items: Tensor) -> Tensor:
         return self._judgments(items)[0]
 
+    def restrict(self, keep: Tensor) -> ItemTable:
+        """The same items holding only the judgments where ``keep`` (``[N]`` bool) is true; items
+        left without a judgment are dropped. Judgment indices (and so weights, annotators, the
+        bias) are unchanged: a run on the table trains on a subset of the same data."""
+        kept = keep.bool()[self.order]
+        item_of = torch.repeat_interleave(torch.arange(len(self)), self.offsets[1:] - self.offsets[:-1])
+        counts = torch.bincount(item_of[kept], minlength=len(self))
+        nonempty = counts > 0
+        return ItemTable(
+            sequences=self.sequences[nonempty],
+            offsets=torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(counts[nonempty], 0)]),
+            order=self.order[kept], chosen_side=self.chosen_side,
+        )
+
     def micro_batch(self, items: Tensor) -> MicroBatch:
         judgments, item_of = self._judgments(items)
         side = self.chosen_side[judgments]

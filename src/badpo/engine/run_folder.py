@@ -8,11 +8,11 @@ its own copy, so that
   first), and a checkpoint is resumed only by the run that wrote it;
 * a second process training into the same folder at once is refused by an ``flock`` on
   ``.lock`` (the kernel releases it when a process dies, so a crash leaves no stale lock);
-* the final outputs (``policy/``, ``theta.json``, ``run.json``) are written into a staging folder
-  that is renamed to ``.final-commit`` in one step — the commit point — and then moved into
-  place. :func:`recover_final_commit` completes an interrupted move, so a kill at any point
-  leaves the previous complete state or the new complete state. ``run.json`` exists only in a
-  finished run's state.
+* the final outputs (``policy/``, ``theta.json``, ``run.json``; ``mixture.json`` for an arm of
+  several policies) are written into a staging folder that is renamed to ``.final-commit`` in one
+  step — the commit point — and then moved into place. :func:`recover_final_commit` completes an
+  interrupted move, so a kill at any point leaves the previous complete state or the new complete
+  state. ``run.json`` exists only in a finished run's state.
 """
 
 from __future__ import annotations
@@ -31,11 +31,12 @@ from badpo.config import ConfigError, load_config, to_dict
 from badpo.engine.config import RUN_CONTROL_KEYS
 
 CONFIG_FILE = "config.yaml"
-FINAL_NAMES = ("policy", "theta.json", "run.json")  # the finished run's outputs
+FINAL_NAMES = ("policy", "theta.json", "mixture.json", "run.json")  # the finished run's outputs
 _STAGING, _COMMIT, _MANIFEST, _LOCK = ".final-staging", ".final-commit", "MANIFEST", ".lock"
-# what a run writes into its folder; overwrite deletes these and nothing else
+# what a run writes into its folder; overwrite deletes these and nothing else (em/ and types/
+# hold the parts of an arm of several policies, badpo.engine.mixture)
 RUN_FILES = (*FINAL_NAMES, CONFIG_FILE, "log.jsonl", "audit.json", "checkpoints", "tensorboard",
-             "wandb", _STAGING, _COMMIT)
+             "wandb", "em", "types", _STAGING, _COMMIT)
 
 
 def identity(config: Any) -> dict:

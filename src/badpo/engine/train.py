@@ -37,6 +37,7 @@ from badpo.engine.data import (
     ItemTable, PreferenceData, Schedule, build_preference_data, offline_estimate,
 )
 from badpo.engine.logprobs import LogprobModel
+from badpo.engine.mixture import train_type_policies
 from badpo.engine.reporting import RunLog
 from badpo.engine.run_folder import CONFIG_FILE, check_checkpoint, claim, commit_final, is_finished, run_lock
 from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
@@ -93,7 +94,7 @@ class Run:
     annotator_index: Tensor  # [N], on the device
     attr_diff: Tensor  # [N, q], on the device
     params: object = None  # the method's typed parameters (method_params)
-    weighting: GroupWeights | None = None  # the method's loss weights with state, if any
+    weighting: GroupWeights | None = None  # the loss weights with state, if any (GroupWeights' protocol)
     reference_tokens: Tensor | None = None  # [tokens] per-token reference log-probs (ragged)
     token_offsets: Tensor | None = None  # [S + 1] where each store row's tokens start
     labels: Audit | None = None  # the label audit of the learned attributes
@@ -124,10 +125,11 @@ def judgment_losses(run: Run, micro, step: int) -> LossTerms:
         ratios = _token_logratios(run, micro.sequence_rows, policy_tokens)
         views.update(chosen_token_logratios=tuple(ratios[i] for i in micro.chosen_slot.tolist()),
                      rejected_token_logratios=tuple(ratios[i] for i in micro.rejected_slot.tolist()))
+    if "sample_seeds" in needs:
+        views["sample_seeds"] = sample_seeds(run.config.runtime.seed, step, micro.judgments)
     view = JudgmentBatch(
         policy_chosen=logps[chosen], policy_rejected=logps[rejected], reference_chosen=reference[chosen],
-        reference_rejected=reference[rejected], bias_logit=bias_logit, beta=run.config.beta,
-        sample_seeds=sample_seeds(run.config.runtime.seed, step, micro.judgments), **views)
+        reference_rejected=reference[rejected], bias_logit=bias_logit, beta=run.config.beta, **views)
     return run.method.loss(view, run.params)
 
 
@@ -138,7 +140,7 @@ def _token_logratios(run: Run, rows: Tensor, policy_tokens: Tensor) -> list[Tens
     return [piece - run.reference_tokens[start:end] for piece, (start, end) in zip(pieces, spans)]
 
 
-def train_step(run: Run, step: int) -> tuple[Tensor, dict[str, float]]:
+def train_step(run: Run, step: int) -> tuple[Tensor, dict]:
     """One optimizer step (0-based ``step``); returns (summed stats [5] of this process, the
     gradient norms before clipping — ``grad_norm`` of the policy, ``theta_grad_norm`` — and what
     the method's weighting logs)."""
@@ -184,7 +186,6 @@ def train_step(run: Run, step: int) -> tuple[Tensor, dict[str, float]]:
     if run.theta_optimizer is not None:
         run.theta_optimizer.step()
         run.theta_optimizer.zero_grad(set_to_none=True)
-    norms = {name: float(value) for name, value in norms.items()}
     if run.weighting is not None:
         norms.update(run.weighting.update(_summed_over_processes(accelerator)))
     return stats, norms
@@ -209,7 +210,8 @@ def _record(run: Run, step: int, stats: Tensor, norms: dict, lr: float, started:
     record["lr"] = lr
     if run.theta_optimizer is not None:
         record["theta_lr"] = run.theta_optimizer.param_groups[0]["lr"]
-    record.update(norms)
+    record.update({name: float(value) if isinstance(value, Tensor) else value
+                   for name, value in norms.items()})
     record.update(judgments=judgments, elapsed_s=round(time.perf_counter() - started, 3))
     return record
 
@@ -235,9 +237,15 @@ def audit_labels(method: Method, config: TrainConfig, judgments, attributes) -> 
     return result
 
 
-def prepare_run(config: TrainConfig, accelerator=None) -> tuple[Run, dict, object]:
+def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
+                judgment_mask: Tensor | None = None) -> tuple[Run, dict, object]:
     """Load data and model, audit the labels, cache the reference, build optimizers; returns
-    (run, cache key, tokenizer)."""
+    (run, cache key, tokenizer).
+
+    A caller that trains several policies (``badpo.engine.mixture``) may give the ``weighting``
+    (in place of the method's) and a ``judgment_mask`` (``[N]`` bool): the run then trains on
+    those judgments only, indices unchanged.
+    """
     method = get_method(config.method)
     method_params = method.parse_params(config.method_params)
     if accelerator is None:
@@ -273,6 +281,11 @@ def prepare_run(config: TrainConfig, accelerator=None) -> tuple[Run, dict, objec
         if params:  # theta: its own Adam, constant lr, no weight decay, never scheduled or clipped
             theta_optimizer = torch.optim.Adam(params, lr=config.bias.lr, weight_decay=0.0)
     items = data.items(config.batching)
+    if judgment_mask is not None:
+        items = items.restrict(judgment_mask)
+    if weighting is None and method.weighting is not None:
+        weighting = method.weighting(method_params, data.annotator_index, data.annotators,
+                                     data.annotator_classes)
     run = Run(
         config=config, method=method, accelerator=accelerator, policy=policy, bias=bias,
         optimizer=optimizer, scheduler=scheduler, theta_optimizer=theta_optimizer, data=data,
@@ -280,8 +293,7 @@ def prepare_run(config: TrainConfig, accelerator=None) -> tuple[Run, dict, objec
         reference=reference.to(accelerator.device),
         annotator_index=data.annotator_index.to(accelerator.device),
         attr_diff=data.attr_diff.to(accelerator.device), params=method_params, labels=labels,
-        weighting=(method.weighting(method_params, data.annotator_index, data.annotators, data.annotator_classes)
-                   if method.weighting is not None else None),
+        weighting=weighting,
         reference_tokens=reference_tokens.to(accelerator.device) if per_token else None,
         token_offsets=token_offsets(data.store) if per_token else None,
     )
@@ -337,6 +349,8 @@ def train(config: TrainConfig) -> Path:
             _notice(accelerator, f"{output} holds this run, finished; its results are kept "
                                  "(overwrite=true trains it again)")
             return output
+        if get_method(config.method).type_policies:  # several policies, each trained by the loop below
+            return train_type_policies(config, output, accelerator, _train_in_folder)
         resume = resolve_resume(config.resume_from, output)
         if resume is None and list_checkpoints(output):
             raise ConfigError(
@@ -348,8 +362,13 @@ def train(config: TrainConfig) -> Path:
         return _train_in_folder(config, output, accelerator, resume)
 
 
-def _train_in_folder(config: TrainConfig, output: Path, accelerator, resume: Path | None) -> Path:
-    run, cache_parts, tokenizer = prepare_run(config, accelerator)
+def _train_in_folder(config: TrainConfig, output: Path, accelerator, resume: Path | None, *,
+                     weighting=None, judgment_mask: Tensor | None = None, on_finished=None) -> Path:
+    """Train (or resume) one policy in ``output``. ``weighting`` and ``judgment_mask`` go to
+    :func:`prepare_run`; ``on_finished(run)``, if given, is called once the last step is done,
+    before the final outputs are committed."""
+    run, cache_parts, tokenizer = prepare_run(config, accelerator, weighting=weighting,
+                                              judgment_mask=judgment_mask)
     _report_input(accelerator, run.data.input_report)
     state = TrainingState()
     install_policy_hooks(accelerator)
@@ -386,6 +405,8 @@ def _train_in_folder(config: TrainConfig, output: Path, accelerator, resume: Pat
     finally:
         log.close()
     if state.step == config.steps:
+        if on_finished is not None:
+            on_finished(run)
         _write_outputs(run, tokenizer, output, cache_parts, last_record, time.perf_counter() - started)
     return output
 

@@ -1,0 +1,380 @@
+"""EM-DPO with MinMax-DPO (Chidambaram et al. 2024; the paper's Baselines appendix): K type policies
+and a mixture over them, orchestrated above the one-policy loop of ``badpo.engine.train``.
+
+``method: em_dpo``, ``method_params``: ``types`` K (3), ``rounds`` R (4), ``round_steps`` s (200);
+``steps`` T is the final phase's budget per type. With the ``badpo.methods`` maths:
+
+1. Start: every annotator a holds type probabilities gamma_a, a flat Dirichlet draw seeded by
+   ``runtime.seed`` (equal gammas would train K equal policies that no E-step could separate); each
+   annotator's votes are split at random (same seed) into two halves (``vote_halves``).
+2. Round r = 0 .. R-1. M-step: each type k trains a policy for s steps on the votes of half
+   r mod 2, each vote weighted by its annotator's gamma_{a,k} (``TypeWeights``). E-step: each type
+   policy scores the other half, and gamma_{a,k} is proportional to
+   prior_k exp(sum over a's held-out votes of log sigmoid(u_k)), prior = the mean gamma of the
+   previous round (EM's mixing proportions; ``type_log_posterior``).
+3. Final phase: each type trains T steps on all votes with the final gammas.
+4. MinMax-DPO: U[k, j], the mean log sigmoid(u_j) of the last round's policy j over type k's
+   held-out votes (``type_utilities``); w minimises max_k [max_j U[k, j] - sum_j w_j U[k, j]]
+   over the simplex, exactly (``minimax_weights``).
+
+Choices. Every policy, round or final, starts from the reference with its own warmup and cosine
+schedule: a round's M-step is the weighted DPO fit of that round's gammas (not a continuation of
+the previous round's policy), and the final phase is a full run, so K = 1 is DPO exactly. The
+arm costs K (R s + T) steps: 3 (4 x 200 + 1000) = 5,400, the paper's "five times the steps". U is
+read on held-out votes, which only the last round's policies have (the final ones train on every
+vote, and their fit to their own training votes would flatter each type's own policy); those
+policies stand in for the final ones of the same type.
+
+The run folder (the caller holds its lock and has checked its identity)::
+
+    config.yaml, log.jsonl     the arm's config; one record per E-step, then the mixture
+    em/round-R/type-K/         one M-step: a single-policy run folder (no policy kept)
+    em/round-R/heldout-type-K.pt   its margins on the held-out half (written when it finishes)
+    em/round-R/estep.json      the E-step: held-out log-likelihoods, prior, new log gammas
+    types/type-K/              a final type policy: policy/ (HF format), log.jsonl, run.json, ...
+    mixture.json, run.json     the mixture (w, type probabilities, U, regrets, policy paths) and
+                               the summary, committed together, run.json last: a finished run
+
+Every part is a run of the one-policy loop in its own folder, so its policy and run.json are
+committed as one unit (``run_folder.commit_final``), and mixture.json with the top run.json after
+the last part. Resume (``resume_from: latest``) keeps finished parts and E-steps, resumes the part
+in progress from its latest checkpoint (``save_every``; ``stop_after_steps`` counts the steps of
+the whole arm) and restarts a part killed before its first checkpoint: a stopped and resumed arm
+equals the uninterrupted one. The one-policy loop is passed in by ``train.train`` (``train_one``),
+so that this module needs nothing from ``train.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from badpo.config import ConfigError, dump_yaml
+from badpo.data.judgments import read_judgments
+from badpo.engine.checkpoint import CHECKPOINTS, list_checkpoints
+from badpo.engine.data import build_preference_data
+from badpo.engine.run_folder import (
+    CONFIG_FILE, check_checkpoint, claim, commit_final, holds_run, is_finished, remove_run,
+)
+from badpo.engine.runtime import load_tokenizer, make_accelerator
+from badpo.jsonio import dumps
+from badpo.losses import dpo_margin
+from badpo.methods import (
+    EMParams, TypeWeights, annotator_loglik, get_method, initial_type_probabilities, minimax_weights,
+    type_log_posterior, type_utilities, vote_halves,
+)
+
+EM_DIR, TYPES_DIR, MIXTURE_FILE, ESTEP_FILE = "em", "types", "mixture.json", "estep.json"
+FORMAT = "badpo.mixture/1"
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """One single-policy run of the arm: a round's M-step of one type, or a final type policy."""
+
+    folder: str  # relative to the run folder
+    type: int
+    round: int | None  # None: the final phase
+    steps: int
+    offset: int  # steps of the arm before this part (stop_after_steps counts over the arm)
+
+
+def arm_parts(params: EMParams, steps: int) -> list[Part]:
+    """The arm's parts in training order: round 0 type 0 .. K-1, ..., then the final types."""
+    found, offset = [], 0
+    for r in range(params.rounds):
+        for k in range(params.types):
+            found.append(Part(f"{EM_DIR}/round-{r}/type-{k}", k, r, params.round_steps, offset))
+            offset += params.round_steps
+    for k in range(params.types):
+        found.append(Part(f"{TYPES_DIR}/type-{k}", k, None, steps, offset))
+        offset += steps
+    return found
+
+
+@dataclasses.dataclass(frozen=True)
+class Votes:
+    """Who cast each of the N judgments, indexed as every part's run indexes them, and its half."""
+
+    annotators: tuple[str, ...]
+    annotator_index: Tensor  # [N]
+    half: Tensor  # [N] 0 / 1
+
+
+def _votes(config) -> Votes:
+    """The judgments as the parts will index them (the same reading, tokenization and dropping of
+    identical pairs as ``train.prepare_run``; the attributes do not change the indices)."""
+    data = build_preference_data(read_judgments(config.data), None, load_tokenizer(config.model),
+                                 config.tokenization, drop_identical_pairs=config.drop_identical_pairs,
+                                 source=config.data)
+    return Votes(data.annotators, data.annotator_index,
+                 vote_halves(data.annotator_index, len(data.annotators), config.runtime.seed))
+
+
+def train_type_policies(config, output: Path, accelerator, train_one: Callable[..., Path]) -> Path:
+    """Run (or resume) the arm of ``config`` in ``output``; returns ``output`` (finished when it
+    holds run.json). ``train_one`` is ``badpo.engine.train._train_in_folder``."""
+    params: EMParams = get_method(config.method).parse_params(config.method_params)
+    if config.resume_from not in (None, "latest"):
+        raise ConfigError(f"resume_from: method {config.method!r} resumes from its own folder; use "
+                          "resume_from=latest")
+    if config.resume_from is None and any((output / name).exists() for name in (EM_DIR, TYPES_DIR)):
+        raise ConfigError(f"output_dir: {output} holds an unfinished run of this config; set "
+                          "resume_from=latest to continue it, or overwrite=true to start again")
+    started = time.perf_counter()
+    if accelerator.is_main_process:
+        dump_yaml(config, output / CONFIG_FILE)
+    votes = _votes(config)
+    log_gamma = initial_type_probabilities(len(votes.annotators), params.types, config.runtime.seed).log()
+    parts, total = arm_parts(params, config.steps), params.total_steps(config.steps)
+    esteps: list[dict] = []
+    for r in range(params.rounds):
+        estep = _read_estep(output / EM_DIR / f"round-{r}" / ESTEP_FILE, votes, params.types)
+        if estep is None:
+            trained_on = votes.half == r % 2
+            for part in (p for p in parts if p.round == r):
+                score = _heldout_scorer(_margins_file(output, r, part.type),
+                                        torch.nonzero(~trained_on).flatten(), votes)
+                if not _run_part(part, config, output, train_one, total, score=score,
+                                 weighting=TypeWeights(log_gamma[votes.annotator_index, part.type]),
+                                 judgment_mask=trained_on):
+                    return output
+            estep = _e_step(output, r, votes, log_gamma, params.types, accelerator)
+        esteps.append(estep)
+        log_gamma = torch.tensor(estep["log_type_probabilities"], dtype=torch.float64)
+        if accelerator.is_main_process:
+            _write_log(output, params, esteps, total)
+    for part in (p for p in parts if p.round is None):
+        if not _run_part(part, config, output, train_one, total, score=None,
+                         weighting=TypeWeights(log_gamma[votes.annotator_index, part.type])):
+            return output
+    mixture = _mixture(config, params, votes, log_gamma, esteps[-1])
+    if accelerator.is_main_process:
+        _write_log(output, params, esteps, total, mixture)
+        summary = _summary(config, params, votes, output, parts, mixture, time.perf_counter() - started)
+
+        def write(staging: Path) -> None:
+            (staging / MIXTURE_FILE).write_text(dumps(mixture, indent=1) + "\n", encoding="utf-8")
+            (staging / "run.json").write_text(dumps(summary, indent=1) + "\n", encoding="utf-8")
+
+        commit_final(output, write)
+    accelerator.wait_for_everyone()
+    return output
+
+
+def _margins_file(output: Path, r: int, k: int) -> Path:
+    return output / EM_DIR / f"round-{r}" / f"heldout-type-{k}.pt"
+
+
+def _run_part(part: Part, config, output: Path, train_one, total: int, *, score, weighting,
+              judgment_mask: Tensor | None = None) -> bool:
+    """Train, resume or skip one part (on a fresh accelerator); True when it is done: a round's
+    part when its held-out margins are saved, a final part when its run is finished."""
+    folder = output / part.folder
+
+    def done() -> bool:
+        if part.round is not None:
+            return _margins_file(output, part.round, part.type).exists()
+        return is_finished(folder)
+
+    sub = dataclasses.replace(config, steps=part.steps, output_dir=str(folder), resume_from=None,
+                              stop_after_steps=None, overwrite=False,
+                              save_policy=config.save_policy and part.round is None)
+    accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
+    main = accelerator.is_main_process
+    if main:
+        claim(folder, sub, overwrite=False)  # another run's files here are refused
+    accelerator.wait_for_everyone()
+    if done():
+        if main and part.round is not None:  # a round's checkpoints serve nothing once it is scored
+            shutil.rmtree(folder / CHECKPOINTS, ignore_errors=True)
+        return True
+    stop = config.stop_after_steps
+    if stop is not None and stop <= part.offset:
+        return False
+    checkpoints = list_checkpoints(folder)
+    resume = checkpoints[-1] if checkpoints else None
+    if resume is not None:
+        check_checkpoint(resume, sub)
+        sub = dataclasses.replace(sub, resume_from=str(resume))
+    elif main and holds_run(folder):  # killed before its first checkpoint: start it again
+        remove_run(folder)
+    if stop is not None and stop < part.offset + part.steps:
+        sub = dataclasses.replace(sub, stop_after_steps=stop - part.offset)
+    if main:
+        folder.mkdir(parents=True, exist_ok=True)
+        print(f"badpo train: {config.method}: {part.folder} (the arm's steps {part.offset}-"
+              f"{part.offset + part.steps} of {total})", file=sys.stderr)
+    accelerator.wait_for_everyone()
+    try:
+        train_one(sub, folder, accelerator, resume, weighting=weighting, judgment_mask=judgment_mask,
+                  on_finished=score)
+    finally:
+        accelerator.free_memory()
+    accelerator.wait_for_everyone()  # the main process has committed the part's outputs
+    if done() and main and part.round is not None:
+        shutil.rmtree(folder / CHECKPOINTS, ignore_errors=True)
+    return done()
+
+
+def policy_margins(run, judgments: Tensor) -> Tensor:
+    """u + b of ``judgments`` under ``run``'s policy as trained, against the cached reference:
+    ``[H]`` float64 on the CPU. Each distinct sequence is scored once through the run's prepared
+    ``LogprobModel`` (the log-prob code training uses), longest first, ``eval_batch_size`` at a
+    time, the rows shared out over the processes."""
+    data, accelerator, device = run.data, run.accelerator, run.accelerator.device
+    chosen, rejected = data.chosen_row[judgments], data.rejected_row[judgments]
+    rows = torch.unique(torch.cat([chosen, rejected]))
+    rows = rows[torch.argsort(data.store.lengths[rows], descending=True, stable=True)]
+    logps = torch.zeros(len(data.store), device=device)
+    share = rows[accelerator.process_index :: accelerator.num_processes]
+    was_training = run.policy.training
+    run.policy.eval()
+    try:
+        with torch.no_grad():
+            for batch_rows in share.split(run.config.runtime.eval_batch_size):
+                batch = data.store.batch(batch_rows, device)
+                logps[batch_rows.to(device)] = run.policy(
+                    batch["input_ids"], batch["attention_mask"], batch["response_mask"]).float()
+            if accelerator.num_processes > 1:
+                logps = accelerator.reduce(logps, reduction="sum")
+            c, r = chosen.to(device), rejected.to(device)
+            margins = dpo_margin(logps[c], logps[r], run.reference[c], run.reference[r], run.config.beta)
+            if run.bias is not None:  # a bias.fixed_offset: the vote's logit is u + b, as in the loss
+                index = judgments.to(device)
+                margins = margins + run.bias(run.annotator_index[index], run.attr_diff[index])
+    finally:
+        run.policy.train(was_training)
+    return margins.double().cpu()
+
+
+def _heldout_scorer(path: Path, heldout: Tensor, votes: Votes) -> Callable:
+    """``on_finished`` of a round's part: save its policy's margins on the held-out votes."""
+
+    def score(run) -> None:
+        if run.data.annotators != votes.annotators or not torch.equal(
+                run.data.annotator_index.cpu(), votes.annotator_index):
+            raise RuntimeError(f"{path.parent}: the run indexes the judgments otherwise than the arm")
+        margins = policy_margins(run, heldout)
+        if run.accelerator.is_main_process:
+            temporary = path.with_name(f".tmp-{path.name}")
+            torch.save({"judgments": heldout, "margins": margins}, temporary)
+            os.replace(temporary, path)
+        run.accelerator.wait_for_everyone()
+
+    return score
+
+
+def _e_step(output: Path, r: int, votes: Votes, log_gamma: Tensor, types: int, accelerator) -> dict:
+    """The E-step after round ``r``: new log gammas from the K policies' held-out margins, written
+    to ``em/round-r/estep.json`` (atomically) and returned."""
+    folder = output / EM_DIR / f"round-{r}"
+    heldout = torch.nonzero(votes.half != r % 2).flatten()
+    margins = []
+    for k in range(types):
+        path = _margins_file(output, r, k)
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        if not torch.equal(saved["judgments"], heldout):
+            raise RuntimeError(f"{path}: scored other judgments than the held-out half")
+        margins.append(saved["margins"])
+    loglik, counts = annotator_loglik(torch.stack(margins, dim=1), votes.annotator_index[heldout],
+                                      len(votes.annotators))
+    prior = log_gamma.exp().mean(dim=0)
+    estep = {"round": r, "trained_on_half": r % 2, "annotators": list(votes.annotators),
+             "prior": prior.tolist(), "heldout_votes": counts.tolist(), "heldout_loglik": loglik.tolist(),
+             "log_type_probabilities": type_log_posterior(loglik, prior).tolist()}
+    if accelerator.is_main_process:
+        _write_atomic(folder / ESTEP_FILE, dumps(estep) + "\n")
+    accelerator.wait_for_everyone()
+    return estep
+
+
+def _read_estep(path: Path, votes: Votes, types: int) -> dict | None:
+    if not path.exists():
+        return None
+    estep = json.loads(path.read_text(encoding="utf-8"))
+    shape = (len(estep["log_type_probabilities"]), len(estep["log_type_probabilities"][0]))
+    if estep["annotators"] != list(votes.annotators) or shape != (len(votes.annotators), types):
+        raise RuntimeError(f"{path}: an E-step of other annotators or types; overwrite=true starts again")
+    return estep
+
+
+def _mixture(config, params: EMParams, votes: Votes, log_gamma: Tensor, last: dict) -> dict:
+    """mixture.json: MinMax-DPO's weights over the type policies and every annotator's gamma."""
+    gamma = log_gamma.exp()
+    utilities = type_utilities(torch.tensor(last["heldout_loglik"], dtype=torch.float64),
+                               torch.tensor(last["heldout_votes"], dtype=torch.float64), gamma)
+    weights, regrets = minimax_weights(utilities.numpy())
+    return {
+        "format": FORMAT, "method": config.method, "types": params.types,
+        "weights": weights.tolist(), "max_regret": float(regrets.max()), "regrets": regrets.tolist(),
+        "utilities": utilities.tolist(),
+        "utility": "U[k][j]: mean log sigmoid(u_j) of the last round's policy j over type k's held-out "
+                   "votes (an annotator's counted with its probability of type k); regret_k(w) = "
+                   "max_j U[k][j] - sum_j w_j U[k][j]",
+        "priors": gamma.mean(dim=0).tolist(),
+        "type_probabilities": {a: row for a, row in zip(votes.annotators, gamma.tolist())},
+        "policies": ([f"{TYPES_DIR}/type-{k}/policy" for k in range(params.types)]
+                     if config.save_policy else None),
+        "type_runs": [f"{TYPES_DIR}/type-{k}" for k in range(params.types)],
+    }
+
+
+def _write_log(output: Path, params: EMParams, esteps: list[dict], total: int,
+               mixture: dict | None = None) -> None:
+    """log.jsonl of the arm, rewritten whole: one record per E-step (step = the arm's steps done),
+    then the mixture; each part's steps are logged in its own folder."""
+    records = []
+    for estep in esteps:
+        r = estep["round"]
+        gamma = torch.tensor(estep["log_type_probabilities"], dtype=torch.float64).exp()
+        loglik, votes = torch.tensor(estep["heldout_loglik"]), sum(estep["heldout_votes"])
+        records.append({
+            "step": (r + 1) * params.types * params.round_steps, "round": r,
+            "prior": gamma.mean(dim=0).tolist(),
+            "annotators_per_type": torch.bincount(gamma.argmax(dim=1), minlength=params.types).tolist(),
+            "mean_max_probability": float(gamma.max(dim=1).values.mean()),
+            "heldout_loglik_per_vote": (loglik.sum(dim=0) / max(votes, 1)).tolist(),
+        })
+    if mixture is not None:
+        records.append({"step": total, "weights": mixture["weights"],
+                        "max_regret": mixture["max_regret"]})
+    (output / "log.jsonl").write_text("".join(dumps(r) + "\n" for r in records), encoding="utf-8")
+
+
+def _summary(config, params: EMParams, votes: Votes, output: Path, parts: list[Part], mixture: dict,
+             seconds: float) -> dict:
+    """run.json of the arm: its settings, counts, each part's wall time and last record."""
+    runs = {p.folder: json.loads((output / p.folder / "run.json").read_text(encoding="utf-8"))
+            for p in parts if (output / p.folder / "run.json").exists()}
+    return {
+        "method": config.method, "seed": config.runtime.seed, "steps": config.steps,
+        "types": params.types, "rounds": params.rounds, "round_steps": params.round_steps,
+        "total_steps": params.total_steps(config.steps), "batching": config.batching,
+        "judgments": len(votes.annotator_index), "annotators": len(votes.annotators),
+        "weights": mixture["weights"], "max_regret": mixture["max_regret"],
+        "parts_wall_s": {name: run["wall_s"] for name, run in runs.items()},
+        "final": {p.folder: runs[p.folder]["final"] for p in parts if p.round is None and p.folder in runs},
+        "wall_s": round(seconds, 2),
+    }
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    temporary = path.with_name(f".tmp-{path.name}")
+    with open(temporary, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+__all__ = ["train_type_policies", "arm_parts", "policy_margins", "Part", "FORMAT"]
