@@ -22,7 +22,8 @@ from badpo.readouts import (
     attribute_logodds, attribute_probabilities, attribute_rate, candidate_probabilities,
     heldout_accuracy, kl_per_token, mean_attribute_rate, mean_ci, mean_whole_signature_rate,
     removal, removal_per_seed, reweighted_rate, sampled_signature_rates, student_t_quantile,
-    theta_recovery, vote_prediction, whole_signature_rate,
+    mixture_vote_logits, theta_recovery, type_class_agreement, vote_prediction, weighted_mean_readouts,
+    whole_signature_rate,
 )
 
 NAMES = ("woman_coded", "black_coded")
@@ -278,3 +279,46 @@ def test_sampled_signature_rates_hand_worked():
     assert math.isnan(sampled_signature_rates(["no signature"])["woman_share"])
     with pytest.raises(ValueError, match="not a single string"):
         sampled_signature_rates("a\n\n--- Emily Reed")
+
+
+# -------------------------------------------------------------------- a mixture of type policies
+def test_weighted_mean_readouts_by_hand():
+    """w = (0.25, 0.75): a = 0.25*1 + 0.75*3 = 2.5, b.c = 0.25*0.5 + 0.75*1.0 = 0.875; a string the
+    two share is kept, one they do not is left out, as is a key only one has; null stays null."""
+    first = {"a": 1, "b": {"c": 0.5}, "label": "x", "other": "p", "only": 1.0, "none": None}
+    second = {"a": 3, "b": {"c": 1.0}, "label": "x", "other": "q", "none": 2.0}
+    assert weighted_mean_readouts([first, second], [0.25, 0.75]) == {
+        "a": 2.5, "b": {"c": 0.875}, "label": "x", "none": None}
+    assert math.isnan(weighted_mean_readouts([{"a": math.nan}, {"a": 1.0}], [0.5, 0.5])["a"])
+    with pytest.raises(ValueError, match="sum to 1"):
+        weighted_mean_readouts([first, second], [0.5, 0.6])
+    with pytest.raises(ValueError, match="K = 2"):
+        weighted_mean_readouts([first, second], [1.0])
+
+
+def test_mixture_vote_logits_by_hand_and_for_one_type():
+    """u = (2, -1), gamma = (1/2, 1/2): p = (sigmoid 2 + sigmoid -1) / 2 = (0.880797 + 0.268941) / 2
+    = 0.5748692, logit ln(0.5748692 / 0.4251308) = 0.3017459. A voter certain of one type gets that
+    type's own u back; huge margins do not overflow."""
+    logits = mixture_vote_logits([[2.0, 2.0, 40.0], [-1.0, -1.0, -40.0]],
+                                 [[0.5, 0.5], [0.0, 1.0], [0.5, 0.5]])
+    assert logits[0].item() == pytest.approx(0.3017459, abs=1e-6)
+    assert logits[1].item() == pytest.approx(-1.0, abs=1e-12)
+    # p = (sigmoid 40 + sigmoid -40) / 2 = 1/2 exactly: logit 0
+    assert abs(logits[2].item()) < 1e-12
+    independent = [math.log(p / (1 - p)) for p in
+                   [0.3 / (1 + math.exp(-0.4)) + 0.7 / (1 + math.exp(1.3))]]
+    assert mixture_vote_logits([[0.4], [-1.3]], [[0.3, 0.7]])[0].item() == pytest.approx(independent[0], abs=1e-12)
+    with pytest.raises(ValueError, match="sum to 1"):
+        mixture_vote_logits([[1.0], [2.0]], [[0.5, 0.6]])
+
+
+def test_type_class_agreement_by_hand():
+    """types (0, 0, 1, 1) against classes (A, A, B, A): purity (2 + 1) / 4; pairs together in both:
+    1 (the two type-0 A's); by type 1 + 1 = 2, by class 3 + 0 = 3, of 6 pairs: expected 2*3/6 = 1,
+    max (2 + 3) / 2 = 2.5, ARI (1 - 1) / (2.5 - 1) = 0. The same partition under other labels is 1."""
+    gamma = {"a": [0.9, 0.1], "b": [0.6, 0.4], "c": [0.2, 0.8], "d": [0.4, 0.6]}
+    assert type_class_agreement(gamma, {"a": "A", "b": "A", "c": "B", "d": "A"}) == {
+        "n": 4, "purity": 0.75, "adjusted_rand": 0.0}
+    same = type_class_agreement(gamma, {"a": "B", "b": "B", "c": "A", "d": "A", "e": "C"})
+    assert same == {"n": 4, "purity": 1.0, "adjusted_rand": 1.0}

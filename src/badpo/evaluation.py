@@ -9,6 +9,7 @@ markdown rate reweighted onto the reference's lengths when markdown is declared,
 accuracy on same- and cross-group judgments and the gap, vote prediction with the run's own
 theta_k (and the planted ceiling), theta recovery against planted values, and with a judge its
 score RM and, when a declared attribute can be stripped from a text, RM⁻ on the stripped texts.
+``evaluate_mixture`` reads a mixture of type policies (EM-DPO + MinMax-DPO) through the same readouts.
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ from badpo.config import ConfigError, from_dict, load_config
 from badpo.data.judgments import Judgment, read_judgments
 from badpo.data.names import NAME_ATTRIBUTES, read_signature, strip_signature
 from badpo.engine.config import TrainConfig
+from badpo.engine.mixture import MIXTURE_FILE
 from badpo.engine.run_folder import interrupted_commit
 from badpo.engine.runtime import load_tokenizer
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
-from badpo.readouts import (heldout_accuracy, reweighted_rate, sampled_signature_rates, theta_recovery,
-                             vote_prediction)
+from badpo.readouts import (heldout_accuracy, mixture_vote_logits, reweighted_rate, sampled_signature_rates,
+                             theta_recovery, type_class_agreement, vote_prediction, weighted_mean_readouts)
 from badpo.readouts_model import (Generations, cut_at_eos, generate, generation_kl, heldout_margins, judge_scores,
                                   load_judge, names_readout, plain_decoding)
 
@@ -215,11 +217,13 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
                     bias: BiasChannel | None = None, beta: float = 0.1,
                     tokenization: TokenizationConfig = TokenizationConfig(),
                     bodies: Sequence[str] | None = None,
-                    reference_samples: Generations | None = None) -> dict:
+                    reference_samples: Generations | None = None,
+                    margins: torch.Tensor | None = None) -> dict:
     """Every readout of one policy, as a flat JSON-ready dict (see the module docstring).
 
     ``reference_samples`` (the reference's generations, same prompts and decoder) are needed by
     the markdown readout when ``markdown`` is declared; they are sampled here when not given.
+    ``margins`` are the policy's held-out u (:func:`heldout_margins`) when already computed.
     """
     rows = corpus.eval_prompts[: config.max_prompts]
     prompts = [row["prompt"] for row in rows]
@@ -234,8 +238,9 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
     values = [attributes.judgment_values(j) for j in corpus.heldout]
     g_w = np.array([v[0] for v in values])
     g_l = np.array([v[1] for v in values])
-    margins = heldout_margins(policy, reference, tokenizer, corpus.heldout, beta, tokenization,
-                              config.batch_size)
+    if margins is None:
+        margins = heldout_margins(policy, reference, tokenizer, corpus.heldout, beta, tokenization,
+                                  config.batch_size)
     result["heldout"] = {name: heldout_accuracy(margins, g_w[:, [a]], g_l[:, [a]])
                          for a, name in enumerate(attributes.names)}
     result.update(_vote_readouts(margins, corpus.heldout, g_w, g_l, attributes.names, bias, corpus.planted))
@@ -259,6 +264,76 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
         if config.judge is not None:
             result.update(judge_readouts(config.judge, prompts, list(samples.texts), attributes.names,
                                          config.judge_max_tokens, next(policy.parameters()).device))
+    return result
+
+
+@dataclass(frozen=True)
+class Mixture:
+    """A trained mixture of type policies (EM-DPO + MinMax-DPO), as its ``mixture.json`` states it."""
+
+    weights: tuple[float, ...]  # w over the K type policies
+    type_probabilities: dict[str, list[float]]  # annotator -> gamma [K]
+    priors: tuple[float, ...]  # the mixing proportions: the gamma of an annotator never seen
+    policies: tuple[Path, ...]  # the K policy folders
+
+    @classmethod
+    def load(cls, run_dir: str | Path) -> Mixture | None:
+        """The mixture of a finished run folder, or None for a run of one policy."""
+        path = Path(run_dir) / MIXTURE_FILE
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("policies") is None:
+            raise FileNotFoundError(f"{path}: the type policies were not saved (save_policy: false); "
+                                    "nothing to evaluate")
+        return cls(tuple(data["weights"]), data["type_probabilities"], tuple(data["priors"]),
+                   tuple(Path(run_dir) / p for p in data["policies"]))
+
+
+def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokenizer, corpus: Corpus,
+                     config: EvalConfig, beta: float = 0.1,
+                     tokenization: TokenizationConfig = TokenizationConfig(),
+                     bodies: Sequence[str] | None = None) -> dict:
+    """Every readout of a mixture of type policies (Baselines appendix, EM-DPO + MinMax-DPO).
+
+    Each readout is the w-weighted mean of the type policies' readouts
+    (:func:`badpo.readouts.weighted_mean_readouts`), except vote prediction: a held-out vote is
+    predicted by its own annotator's mixture, p = sum_k gamma_k sigmoid(u_k)
+    (:func:`badpo.readouts.mixture_vote_logits`; an annotator absent from training gets the
+    priors). With planted classes, ``type_recovery`` says whether the most probable types are the
+    classes. ``load_policy(path)`` loads one type policy; one is held in memory at a time.
+    """
+    rows = corpus.eval_prompts[: config.max_prompts]
+    attributes = resolve_attributes(config.attributes)
+    if bodies is None and any(name in NAME_ATTRIBUTES for name in attributes.names):
+        bodies = _bodies(rows, config, reference, tokenizer, tokenization)  # once for all K
+    reference_samples = None
+    if config.generations and "markdown" in attributes.names:
+        reference_samples = generate(reference, tokenizer, [row["prompt"] for row in rows], config.temperature,
+                                     config.top_p, config.max_new_tokens, config.seed, config.batch_size,
+                                     tokenization)
+    type_readouts, type_margins = [], []
+    for path in mixture.policies:
+        policy = load_policy(path)
+        margins = heldout_margins(policy, reference, tokenizer, corpus.heldout, beta, tokenization,
+                                  config.batch_size)
+        type_readouts.append(evaluate_policy(policy, reference, tokenizer, corpus, config, beta=beta,
+                                             tokenization=tokenization, bodies=bodies,
+                                             reference_samples=reference_samples, margins=margins))
+        type_margins.append(margins)
+        del policy
+    result = weighted_mean_readouts(type_readouts, mixture.weights)
+    gamma = [mixture.type_probabilities.get(j.annotator, list(mixture.priors)) for j in corpus.heldout]
+    logits = mixture_vote_logits(torch.stack(type_margins).numpy(), gamma)
+    values = [attributes.judgment_values(j) for j in corpus.heldout]
+    g_w, g_l = np.array([v[0] for v in values]), np.array([v[1] for v in values])
+    result.update(_vote_readouts(logits, corpus.heldout, g_w, g_l, attributes.names, None, corpus.planted))
+    result["votes_unseen_annotator_judgments"] = sum(
+        1 for j in corpus.heldout if j.annotator not in mixture.type_probabilities)
+    result["mixture"] = {"weights": list(mixture.weights), "types": type_readouts}
+    if corpus.planted is not None:
+        _, classes = _planted_theta(corpus.planted)
+        result["type_recovery"] = type_class_agreement(mixture.type_probabilities, classes)
     return result
 
 
@@ -316,8 +391,10 @@ def evaluate_run_dir(run_dir: str | Path, config: EvalConfig, corpus_dir: str | 
     if interrupted_commit(run_dir):
         raise FileNotFoundError(f"{run_dir}: the run was stopped while writing its final files; run "
                                 "the same `badpo train` again to complete them")
-    if not (run_dir / "config.yaml").exists() or not (run_dir / "policy").exists():
-        raise FileNotFoundError(f"{run_dir}: not a finished run (config.yaml and policy/ are needed)")
+    mixture = Mixture.load(run_dir)
+    if not (run_dir / "config.yaml").exists() or not (mixture is not None or (run_dir / "policy").exists()):
+        raise FileNotFoundError(f"{run_dir}: not a finished run (config.yaml and policy/ or "
+                                f"{MIXTURE_FILE} are needed)")
     train_config = load_config(TrainConfig, run_dir / "config.yaml")
     if train_config.model.trust_remote_code and not trust_remote_code:
         raise ConfigError(f"{run_dir}: the run was trained with model.trust_remote_code, which runs the "
@@ -329,9 +406,13 @@ def evaluate_run_dir(run_dir: str | Path, config: EvalConfig, corpus_dir: str | 
         "name_or_path": reference_path, "tokenizer": train_config.model.tokenizer,
         "trust_remote_code": trust_remote_code}))
     reference = load_causal_lm(reference_path, model_settings)
+    corpus = Corpus.load(corpus_dir if corpus_dir is not None else Path(train_config.data).parent)
+    if mixture is not None:
+        return evaluate_mixture(lambda path: load_causal_lm(path, model_settings, base=reference_path),
+                                mixture, reference, tokenizer, corpus, config, beta=train_config.beta,
+                                tokenization=train_config.tokenization)
     policy = load_causal_lm(run_dir / "policy", model_settings, base=reference_path)
     theta_file = run_dir / "theta.json"
     bias = BiasChannel.load(theta_file) if theta_file.exists() else None
-    corpus = Corpus.load(corpus_dir if corpus_dir is not None else Path(train_config.data).parent)
     return evaluate_policy(policy, reference, tokenizer, corpus, config, bias=bias, beta=train_config.beta,
                            tokenization=train_config.tokenization)

@@ -28,7 +28,8 @@ from badpo.engine.runtime import load_tokenizer
 from badpo.engine.sft import sft
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.engine.train import train
-from badpo.evaluation import Corpus, EvalConfig, evaluate_policy, load_causal_lm, reference_bodies
+from badpo.evaluation import (Corpus, EvalConfig, Mixture, evaluate_mixture, evaluate_policy, load_causal_lm,
+                              reference_bodies)
 from badpo.experiment.runner import RunTask, Stages
 from badpo.jsonio import dumps
 from badpo.methods import get_method
@@ -37,7 +38,8 @@ __all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation",
            "theta_summary", "evaluate_run", "engine_stages"]
 
 # evaluate(task, policy_dir, reference_dir, theta_file or None) -> readouts (nested mapping of
-# numbers). For the reference, policy_dir == reference_dir and theta_file is None.
+# numbers). For the reference, policy_dir == reference_dir and theta_file is None. A mixture of type
+# policies (EM-DPO) has no policy_dir: its run folder, policy_dir.parent, holds mixture.json.
 Evaluate = Callable[[RunTask, Path, Path, "Path | None"], dict]
 # Readouts measured against the reference itself (KL 0, every margin u 0): not reported for it.
 RELATIVE_TO_REFERENCE = ("kl", "heldout", "votes/", "votes_ceiling/")
@@ -98,13 +100,19 @@ def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_fil
             bodies = reference_bodies(reference, tokenizer, prompts, tokenization, config.max_new_tokens)
             (task.work_dir / BODIES_FILE).write_text(dumps(bodies, indent=1) + "\n", encoding="utf-8")
     else:
-        policy = load_causal_lm(policy_dir, model_settings, base=reference_dir)
         saved = (task.reference or {}).get("artifacts", {}).get("bodies")
         if config.body == "reference":
             if saved is None:
                 raise ValueError(f"{task.key}: evaluation.body is 'reference' but the reference "
                                  "record has no bodies artifact")
             bodies = json.loads((task.out_dir / saved).read_text(encoding="utf-8"))
+        mixture = Mixture.load(policy_dir.parent)  # a run of several type policies (EM-DPO)
+        if mixture is not None:
+            return evaluate_mixture(lambda path: load_causal_lm(path, model_settings, base=reference_dir),
+                                    mixture, reference, tokenizer, corpus, config,
+                                    beta=task.settings.get("beta", 0.1), tokenization=tokenization,
+                                    bodies=bodies)
+        policy = load_causal_lm(policy_dir, model_settings, base=reference_dir)
     bias = BiasChannel.load(theta_file) if theta_file is not None else None
     readouts = evaluate_policy(policy, reference, tokenizer, corpus, config, bias=bias,
                                beta=task.settings.get("beta", 0.1), tokenization=tokenization,
@@ -146,8 +154,10 @@ def engine_stages(evaluate: Evaluate | None = evaluate_run) -> Stages:
         theta_file = run_dir / "theta.json"
         readouts = evaluate(task, run_dir / "policy", Path(settings["model"]["name_or_path"]),
                             theta_file if theta_file.exists() else None)
-        return {"readouts": readouts, "theta": theta_summary(theta_file),
-                "artifacts": {"run": run_dir, "policy": run_dir / "policy"}}
+        artifacts = {"run": run_dir}
+        if (run_dir / "policy").exists():  # a mixture of type policies has types/type-K/policy instead
+            artifacts["policy"] = run_dir / "policy"
+        return {"readouts": readouts, "theta": theta_summary(theta_file), "artifacts": artifacts}
 
     return Stages(build_corpus, resolve_reference, resolve_arm, run_reference, run_arm,
                   resolve_evaluation)
