@@ -12,12 +12,14 @@ from badpo.attributes import (
     BUILTIN_SPECS,
     STRIPPERS,
     Attribute,
+    AttributeNameNotice,
     AttributeSet,
     attribute_stripper,
     has_markdown,
     length_values,
     markdown_constructs,
     resolve_attributes,
+    split_name,
     strip_markdown,
 )
 from badpo.data import Judgment
@@ -200,7 +202,8 @@ def test_names_spec_reads_the_signature_cells():
 
 
 def test_regex_markdown_and_order_of_coordinates():
-    attributes = resolve_attributes([r"regex:(?i)\bsorry\b", "markdown", "length"])
+    with pytest.warns(AttributeNameNotice, match=r"write NAME=regex:\(\?i\)"):
+        attributes = resolve_attributes([r"regex:(?i)\bsorry\b", "markdown", "length"])
     assert attributes.names == (r"regex:(?i)\bsorry\b", "markdown", "length")
     assert len(attributes) == 3
     g_a, g_b = attributes.pair_values("p", "Sorry, I can't.\n- one\n- two", "ok")
@@ -297,8 +300,11 @@ def test_spec_list_errors():
         resolve_attributes("markdown")
     with pytest.raises(ValueError, match="no attribute declared"):
         resolve_attributes([])
-    with pytest.raises(ValueError, match=r"duplicate attribute names \['woman_coded'\]"):
+    with pytest.raises(ValueError, match=r"attribute spec 'names.woman_coded': the name 'woman_coded' is "
+                       r"already declared by 'names'; names must be unique"):
         resolve_attributes(["names", "names.woman_coded"])
+    with pytest.raises(ValueError, match=r"duplicate attribute names \['m'\]"):
+        AttributeSet((Attribute("m", "response", len), Attribute("m", "response", len)))
     with pytest.raises(TypeError, match="attribute spec must be a string, got int"):
         resolve_attributes([3])
     assert "markdown" in BUILTIN_SPECS
@@ -310,3 +316,91 @@ def test_attribute_dataclass_is_frozen_and_set_validates():
         attribute.name = "other"  # type: ignore[misc]
     with pytest.raises(ValueError, match="at least one attribute"):
         AttributeSet(())
+
+
+# --- NAME=SPEC ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("spec, expected", [
+    ("signoff=regex:-- (cheers|thanks|best)$", ("signoff", "regex:-- (cheers|thanks|best)$")),
+    ("regex:a=b", (None, "regex:a=b")),                 # starts as a spec: "a=b" is the pattern
+    ("tag=regex:a=b", ("tag", "regex:a=b")),            # the first "=" splits, the rest is the pattern
+    ("regex:x=regex:y", (None, "regex:x=regex:y")),
+    ("given:a=b", (None, "given:a=b")),                 # a precomputed column called "a=b"
+    ("fmt=markdown", ("fmt", "markdown")),
+    ("w=names.woman_coded", ("w", "names.woman_coded")),
+    ("long=length:2", ("long", "length:2")),
+    ("x=length", ("x", "length")),
+    ("polite=my_attrs:polite", ("polite", "my_attrs:polite")),
+    ("_a.b-c9=markdown", ("_a.b-c9", "markdown")),
+    ("a=b", (None, "a=b")),                             # no spec after "=": an unknown spec
+    ("x=y=regex:z", (None, "x=y=regex:z")),
+    ("markdown", (None, "markdown")),
+    ("length:2", (None, "length:2")),
+])
+def test_split_name_grammar(spec, expected):
+    assert split_name(spec) == expected
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("sign off=regex:x", r"attribute spec 'sign off=regex:x': the name 'sign off' must match"),
+    ("=markdown", r"attribute spec '=markdown': the name '' must match"),
+    ("9lives=markdown", r"the name '9lives' must match"),
+    ("a=b", r"unknown attribute spec 'a=b'; .*; a name goes first, NAME=SPEC"),
+    ("x=names", r"attribute spec 'x=names': 'names' declares 2 coordinates \['woman_coded', "
+                r"'black_coded'\]; name one at a time, e.g. x=names.woman_coded"),
+    ("x=regex:(", r"attribute 'x': attribute spec 'regex:\(': invalid regular expression"),
+    ("x=length:1", r"attribute 'x': attribute spec 'length:1': the word-count ratio"),
+    ("markdown=regex:#", r"attribute spec 'markdown=regex:#': 'markdown' names a built-in attribute"),
+    ("woman_coded=names.black_coded", r"'woman_coded' names a built-in attribute"),
+])
+def test_bad_names_are_one_line_errors_naming_the_spec(spec, message):
+    with pytest.raises(ValueError, match=message) as error:
+        resolve_attributes([spec])
+    assert "\n" not in str(error.value)
+
+
+def test_a_name_replaces_the_spec_everywhere_and_keeps_the_kind():
+    """The coordinate is called NAME, computes what SPEC computes, and is still found by kind
+    (the RM- stripper of a renamed markdown)."""
+    attributes = resolve_attributes(["signoff=regex:-- (cheers|thanks|best)$", "fmt=markdown",
+                                     "long=length:2", "length", "x=given:flag"])
+    assert attributes.names == ("signoff", "fmt", "long", "length", "x")
+    assert attributes.kinds == ("regex", "markdown", "length", "length", "given")
+    g_a, g_b = attributes.judgment_values(Judgment(
+        "p", "# Hi there friend\n-- cheers", "ok", "k",
+        g_chosen={"flag": 1.0}, g_rejected={"flag": 0.0}))
+    np.testing.assert_array_equal(g_a, [1.0, 1.0, 1.0, 1.0, 1.0])   # 6 words vs 1: both ratios met
+    np.testing.assert_array_equal(g_b, [0.0, 0.0, 0.0, 0.0, 0.0])
+    assert attribute_stripper(attributes.attributes)("**a**") == "a"
+    assert attribute_stripper(attributes.names) is None  # by name, "fmt" is no built-in
+    assert resolve_attributes(["length=length:2"]).names == ("length",)  # a built-in keeps its own name
+
+
+def test_names_must_be_unique_across_named_and_default_specs():
+    with pytest.raises(ValueError, match=r"attribute spec 'x=length': the name 'x' is already declared "
+                       r"by 'x=regex:a'"):
+        resolve_attributes(["x=regex:a", "x=length"])
+    with pytest.raises(ValueError, match=r"the name 'length' is already declared by 'length'"):
+        resolve_attributes(["length", "length=length:2"])
+
+
+def test_only_an_unnamed_regex_raises_the_name_notice(user_module, recwarn):
+    resolve_attributes(["s=regex:x", "markdown", "given:f", "my_attrs:polite", "length:2"])
+    assert not [w for w in recwarn if issubclass(w.category, AttributeNameNotice)]
+    with pytest.warns(AttributeNameNotice, match=r"attribute 'regex:x' is named by its whole spec"):
+        assert resolve_attributes(["regex:x"]).names == ("regex:x",)
+
+
+def test_differences_match_judgment_values_and_name_the_row(user_module):
+    """AttributeSet.differences computes a text attribute once per distinct pair text; its rows
+    equal g_w - g_l from judgment_values, given values included; an error names the row."""
+    attributes = resolve_attributes(["s=regex:sorry", "length", "f=given:flag"])
+    rows = [Judgment("p", "sorry, no", "yes indeed it is", "a", g_chosen={"flag": 2.0}, g_rejected={"flag": 0.5}),
+            Judgment("p", "sorry, no", "yes indeed it is", "b", g_chosen={"flag": 0.0}, g_rejected={"flag": 1.0}),
+            Judgment("p", "yes indeed it is", "sorry, no", "c", g_chosen={"flag": 1.0}, g_rejected={"flag": 1.0})]
+    expected = np.array([np.subtract(*attributes.judgment_values(j)) for j in rows])
+    np.testing.assert_array_equal(attributes.differences(rows), expected)
+    np.testing.assert_array_equal(expected, [[1.0, -1.0, 1.5], [1.0, -1.0, -1.0], [-1.0, 1.0, 0.0]])
+    broken = resolve_attributes(["my_attrs:broken"])
+    with pytest.raises(ValueError, match=r"row 0: attribute 'my_attrs:broken': value nan is not finite"):
+        broken.differences(rows[:1])

@@ -18,6 +18,7 @@ CORE = [
     "badpo.attributes",
     "badpo.diagnostics",
     "badpo.readouts",
+    "badpo.readouts_mixture",
     "badpo.anchoring",
 ]
 HEAVY = ["transformers", "datasets", "accelerate", "peft", "tokenizers", "scipy"]

@@ -22,9 +22,9 @@ from badpo.readouts import (
     attribute_logodds, attribute_probabilities, attribute_rate, candidate_probabilities,
     heldout_accuracy, kl_per_token, mean_attribute_rate, mean_ci, mean_whole_signature_rate,
     removal, removal_per_seed, reweighted_rate, sampled_signature_rates, student_t_quantile,
-    mixture_vote_logits, theta_recovery, type_class_agreement, vote_prediction, weighted_mean_readouts,
-    whole_signature_rate,
+    theta_recovery, vote_prediction, whole_signature_rate,
 )
+from badpo.readouts_mixture import mixture_vote_logits, type_class_agreement, weighted_mean_readouts
 
 NAMES = ("woman_coded", "black_coded")
 LABELS = [[1, 0], [0, 1], [1, 1]]

@@ -325,3 +325,118 @@ def test_one_sgd_step_moves_the_shared_mean_m_times_further():
     torch.testing.assert_close(moves["shared"][0], m * moves["naive"][0], rtol=1e-12, atol=1e-14)
     torch.testing.assert_close(moves["shared"][1], moves["naive"][1], rtol=0, atol=1e-14)
     assert moves["naive"][0].abs().min() > 1e-6  # a real step on both coordinates, far above atol
+
+
+# ----------------------------------------------------------------- trusted annotators
+def population_world(groups: list[list[int]], seed: int, trusted: tuple[int, ...]):
+    """(world, weights [B], planted r* [P, R], planted theta* [m]) for the *expected* loss: every
+    (annotator, pair) cell of ``world_with_groups`` appears once in each orientation, weighted by
+    its planted probability sigma(+-(r*_w - r*_l + theta*_k dg)); theta* is 0 for ``trusted``.
+    The model is then well specified and its minimisers are exactly the planted values up to the
+    null directions that the labels leave."""
+    base = world_with_groups(groups, prompts_per_group=3, seed=seed)
+    cells = sorted({(int(a), int(p), min(int(w), int(l)), max(int(w), int(l)))
+                    for a, p, w, l in zip(base.annotator, base.prompt, base.win, base.lose)})
+    judgments = [(a, p, w, l) for a, p, w, l in cells] + [(a, p, l, w) for a, p, w, l in cells]
+    world = World(base.g, judgments, len(base.annotators), seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    r_star = torch.randn(world.P, world.R, generator=gen, dtype=F64)
+    theta_star = 1.5 * torch.randn(len(world.annotators), generator=gen, dtype=F64)
+    theta_star[list(trusted)] = 0.0
+    margin = (r_star[world.prompt, world.win] - r_star[world.prompt, world.lose]
+              + theta_star[world.annotator] * world.attr_diff[:, 0])
+    return world, torch.sigmoid(margin), r_star, theta_star
+
+
+def fit(world: World, channel: BiasChannel, seed: int, weights: torch.Tensor | None = None):
+    """(r [P, R], effective theta [m], the weighted loss fn of one flat vector, the minimiser) from
+    a random start, by the pseudo-inverse Newton of this module."""
+    shapes = {name: p.shape for name, p in channel.named_parameters()}
+    n = world.P * world.R + sum(s.numel() for s in shapes.values())
+
+    def unflatten(flat):
+        r, offset, params = flat[: world.P * world.R].view(world.P, world.R), world.P * world.R, {}
+        for name, shape in shapes.items():
+            params[name] = flat[offset: offset + shape.numel()].view(shape)
+            offset += shape.numel()
+        return r, params
+
+    def total(flat):
+        r, params = unflatten(flat)
+        losses = world.losses(r, channel, params)
+        return (losses if weights is None else weights * losses).sum()
+
+    start = 3.0 * torch.randn(n, generator=torch.Generator().manual_seed(seed), dtype=F64)
+    best = newton(total, start, tol=1e-11)
+    r, params = unflatten(best)
+    with torch.no_grad():
+        for name, value in params.items():
+            getattr(channel, name).copy_(value)
+        theta = channel.theta()[:, 0].clone()
+    return r, theta, total, best
+
+
+def flat_direction(world: World, c: float = 1.0) -> torch.Tensor:
+    """The flat direction of Corollary prop:degeneracy in (r, annotator_theta) coordinates: every
+    reward moves by -c g(y), every raw theta_k (trusted rows included) by +c."""
+    m = len(world.annotators)
+    return torch.cat([-c * world.g[..., 0].flatten(), torch.full((m,), c, dtype=F64)])
+
+
+def test_a_trusted_annotator_leaves_no_flat_direction_and_one_minimiser():
+    """Connected pool of 4 annotators, k0 trusted at 0 (channel ``trusted=["k0"]``).
+
+    Without it, v = (-c g on r, +c on every theta_k) is flat: v' H v = 0 at the minimiser. With it,
+    theta_k0 cannot move, so v changes k0's logits (by -c dg) and v' H v > 0: the loss curves along
+    the former flat direction. Two random starts then reach the same theta_k for every k (1e-6),
+    where without a trusted annotator they differ by a shared c (test above).
+    """
+    world = world_with_groups([[0, 1, 2, 3]], prompts_per_group=4, seed=5)
+    v = flat_direction(world)
+    free = world.channel("per_annotator")
+    _, _, total, best = fit(world, free, seed=40)
+    assert abs(float(v @ hessian(total, best) @ v)) < 1e-10
+    runs = []
+    for seed in (41, 42):
+        channel = BiasChannel("per_annotator", ["g0"], world.annotators, trusted=["k0"]).to(F64)
+        _, theta, total, best = fit(world, channel, seed)
+        assert float(v @ hessian(total, best) @ v) > 0.1
+        runs.append(theta)
+    assert runs[0][0] == 0.0
+    torch.testing.assert_close(runs[0], runs[1], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("variant", ["per_annotator", "shared_mean"])
+def test_with_exact_probabilities_a_trusted_annotator_recovers_every_absolute_theta(variant):
+    """The expected loss (each cell weighted by its planted probability) of a connected pool with
+    k2 trusted at its planted 0: every theta_k equals the planted theta*_k absolutely, to 1e-6,
+    and r equals r* up to one constant per prompt (compared within each prompt). Under
+    shared_mean the trusted row replaces theta_bar + eps_k2, and theta_bar is learned."""
+    world, weights, r_star, theta_star = population_world([[0, 1, 2, 3]], seed=7, trusted=(2,))
+    channel = BiasChannel(variant, ["g0"], world.annotators, trusted=["k2"]).to(F64)
+    r, theta, _, _ = fit(world, channel, seed=50, weights=weights)
+    torch.testing.assert_close(theta, theta_star, rtol=0, atol=1e-6)
+    torch.testing.assert_close(r - r[:, :1], r_star - r_star[:, :1], rtol=0, atol=1e-6)
+    assert (theta_star[[0, 1, 3]].abs() > 0.05).all()  # absolute values, far from the trusted 0
+
+
+def test_a_trusted_annotator_pins_only_its_own_component():
+    """Two components {k0, k1} and {k2, k3} on disjoint prompts, k0 trusted, exact probabilities.
+
+    Component A is pinned: theta_k1 = theta*_k1 from both starts (1e-6). Component B keeps a free
+    offset: theta_k2 - theta_k3 is the planted difference at both starts, while theta_k2 itself
+    differs between the starts. The audit with ``trusted=["k0"]`` names {k2, k3} as unpinned.
+    """
+    world, weights, _, theta_star = population_world([[0, 1], [2, 3]], seed=8, trusted=(0,))
+    thetas = []
+    for seed in (60, 61):
+        channel = BiasChannel("per_annotator", ["g0"], world.annotators, trusted=["k0"]).to(F64)
+        thetas.append(fit(world, channel, seed, weights=weights)[1])
+    for theta in thetas:
+        assert abs(float(theta[1] - theta_star[1])) < 1e-6
+        assert abs(float((theta[2] - theta[3]) - (theta_star[2] - theta_star[3]))) < 1e-6
+    assert abs(float(thetas[0][2] - thetas[1][2])) > 0.1
+    with pytest.warns(BiasIdentifiabilityWarning) as record:
+        result = audit(world.judgment_rows(), resolve_attributes(["given:g0"]), trusted=["k0"])
+    assert result.unpinned() == (("k2", "k3"),)
+    assert any("1 of 2 connected component(s) hold no trusted annotator" in str(w.message) for w in record)

@@ -14,6 +14,8 @@ Spec strings (:func:`resolve_attributes`): ``markdown``; ``names`` (two coordina
 / ``names.black_coded``; ``length`` or ``length:RATIO`` (default 1.5); ``regex:PATTERN``;
 ``given:NAME``; ``package.module:function`` for a user callable. A ``module:function`` spec
 imports that module and runs the function on every response: resolve only specs you trust.
+Any one-coordinate spec may carry a short name, ``NAME=SPEC`` (:func:`split_name` gives the
+grammar), which then names the coordinate everywhere (theta.json, logs, audit, readouts).
 Only numpy and the standard library (and ``badpo.data``) are imported.
 
 :data:`STRIPPERS` says which attributes can be removed from a text alike for every arm (the
@@ -22,11 +24,13 @@ signature, the markup) for the judge's RM⁻ score; :func:`attribute_stripper` c
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import math
 import numbers
 import re
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -37,7 +41,9 @@ from badpo.data.judgments import Judgment, pair_key
 from badpo.data.names import NAME_ATTRIBUTES, signature_attributes, strip_signature
 
 __all__ = [
+    "ATTRIBUTE_NAME",
     "BUILTIN_SPECS",
+    "AttributeNameNotice",
     "DEFAULT_LENGTH_RATIO",
     "STRIPPERS",
     "Attribute",
@@ -47,6 +53,7 @@ __all__ = [
     "length_values",
     "markdown_constructs",
     "resolve_attributes",
+    "split_name",
     "strip_markdown",
     "word_count",
 ]
@@ -232,16 +239,18 @@ STRIPPERS: dict[str, Callable[[str], str]] = {
     **dict.fromkeys(NAME_ATTRIBUTES, strip_signature),
     "markdown": strip_markdown,
 }
-"""Attribute name -> the transform that removes it from a response (the paper's RM⁻: the
+"""Built-in attribute (its ``Attribute.kind``) -> the transform that removes it from a response (the paper's RM⁻: the
 signature under names, the markup under formatting). Length, regex, given and user attributes
 have none: no transform removes them without changing the answer, so the judge scores raw."""
 
 
-def attribute_stripper(names: Sequence[str]) -> Callable[[str], str] | None:
+def attribute_stripper(names: Sequence[str | Attribute]) -> Callable[[str], str] | None:
     """One transform removing every declared attribute that :data:`STRIPPERS` knows, each once,
     in that table's order (the signature, appended last, first); None when none of ``names``
-    has one."""
-    strippers = list(dict.fromkeys(strip for name, strip in STRIPPERS.items() if name in names))
+    has one. Pass the :class:`Attribute` objects (``AttributeSet.attributes``) to find a renamed
+    built-in (``fmt=markdown``) by its kind; a plain string is read as a built-in's name."""
+    kinds = {item.kind if isinstance(item, Attribute) else item for item in names}
+    strippers = list(dict.fromkeys(strip for kind, strip in STRIPPERS.items() if kind in kinds))
     if not strippers:
         return None
 
@@ -259,11 +268,15 @@ def attribute_stripper(names: Sequence[str]) -> Callable[[str], str] | None:
 class Attribute:
     """One coordinate of g. ``fn`` is ``f(prompt, response) -> float`` (level ``response``),
     ``f(prompt, a, b) -> (float, float)`` (``pair``) or ``f(judgment) -> (float, float)``
-    (``given``). Values must be finite reals; bools count as 0/1."""
+    (``given``). Values must be finite reals; bools count as 0/1. ``kind`` says what the
+    attribute is whatever it is called: a built-in coordinate's default name (``markdown``,
+    ``woman_coded``, ``black_coded``, ``length``), else ``regex``, ``given`` or ``callable``;
+    "" for one built by hand."""
 
     name: str
     level: Level
     fn: Callable
+    kind: str = ""
 
     def values(self, prompt: str, a: str, b: str) -> tuple[float, float]:
         """(g(a), g(b)) for two responses to ``prompt``."""
@@ -315,6 +328,11 @@ class AttributeSet:
     def names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.attributes)
 
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """``Attribute.kind`` per coordinate: find a built-in by what it is, not by its name."""
+        return tuple(a.kind for a in self.attributes)
+
     def __len__(self) -> int:
         return len(self.attributes)
 
@@ -326,6 +344,32 @@ class AttributeSet:
         """(g_w [q], g_l [q]) of one judgment: ``given:NAME`` from the row, the rest from text."""
         return self._stack([attr.judgment_values(j) for attr in self.attributes])
 
+    def differences(self, judgments: Sequence[Judgment]) -> np.ndarray:
+        """g(y_w) - g(y_l) of every judgment, ``[N, q]`` float64, as :meth:`judgment_values` gives.
+
+        Text attributes are computed once per distinct (prompt, chosen, rejected), so a pair
+        judged by several annotators costs one evaluation (the functions must be pure, as the
+        spec strings' are); an error names the row (0-based)."""
+        columns = np.empty((len(self.attributes), len(judgments)), dtype=np.float64)
+        for column, attribute in enumerate(self.attributes):
+            seen: dict[tuple[str, str, str], float] = {}
+            row = 0
+            try:
+                for row, j in enumerate(judgments):
+                    if attribute.level == "given":
+                        chosen, rejected = attribute.judgment_values(j)
+                        columns[column, row] = chosen - rejected
+                        continue
+                    key = (j.prompt, j.chosen, j.rejected)
+                    difference = seen.get(key)
+                    if difference is None:
+                        chosen, rejected = attribute.values(j.prompt, j.chosen, j.rejected)
+                        difference = seen[key] = chosen - rejected
+                    columns[column, row] = difference
+            except ValueError as error:
+                raise ValueError(f"row {row}: {error}") from error
+        return columns.T.copy()
+
     @staticmethod
     def _stack(pairs: list[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
         values = np.array(pairs, dtype=np.float64).reshape(-1, 2)
@@ -336,46 +380,115 @@ class AttributeSet:
 
 _CALLABLE_SPEC = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 _NO_ARGUMENT = ("markdown", *_NAME_SPECS)
+ATTRIBUTE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+"""What ``NAME`` in ``NAME=SPEC`` must fully match: safe in a JSON key, a tracker tag, a file name."""
+_BUILTIN_NAMES = ("markdown", *NAME_ATTRIBUTES, "length")  # a built-in's coordinate name = its kind
+
+
+class AttributeNameNotice(UserWarning):
+    """A ``regex:`` attribute without ``NAME=`` is named by its whole pattern everywhere."""
+
+
+def _has_spec_shape(text: str) -> bool:
+    """True for text shaped as a spec without a name (which kind it is, not whether it is valid)."""
+    return (text.startswith(("regex:", "given:", "length:")) or text in ("markdown", "length", *_NAME_SPECS)
+            or _CALLABLE_SPEC.fullmatch(text) is not None)
+
+
+def split_name(spec: str) -> tuple[str | None, str]:
+    """``(NAME, SPEC)`` of ``NAME=SPEC``; ``(None, spec)`` for a spec without a name.
+
+    The grammar: a spec that already has the shape of an unnamed spec (it starts with
+    ``regex:``, ``given:`` or ``length:``, or is ``markdown``, ``names``, ``names.X``,
+    ``length`` or ``module:function``) has no name, whatever ``=`` it holds. Otherwise it is
+    named when the text after its first ``=`` has that shape; the text before must then match
+    :data:`ATTRIBUTE_NAME` (else a ``ValueError`` naming the spec). The two readings cannot
+    overlap, because a NAME holds no ``:``. So ``regex:a=b`` is the pattern ``a=b``,
+    ``tag=regex:a=b`` is that pattern named ``tag``, and ``a=b`` is an unknown spec.
+    """
+    if _has_spec_shape(spec) or "=" not in spec:
+        return None, spec
+    name, _, body = spec.partition("=")
+    if not _has_spec_shape(body):
+        return None, spec
+    if not ATTRIBUTE_NAME.fullmatch(name):
+        raise ValueError(f"attribute spec {spec!r}: the name {name!r} must match "
+                         f"{ATTRIBUTE_NAME.pattern} (a letter or _, then letters, digits, _ . -)")
+    return name, body
 
 
 def resolve_attributes(specs: Sequence[str]) -> AttributeSet:
-    """Turn spec strings into an :class:`AttributeSet`; an unknown or malformed spec raises
-    ``ValueError`` naming it (and listing the built-ins)."""
+    """Turn spec strings (each ``SPEC`` or ``NAME=SPEC``) into an :class:`AttributeSet`; an
+    unknown or malformed spec, a bad or repeated name raises ``ValueError`` naming the spec.
+
+    An unnamed ``regex:`` spec keeps its whole spec as its name and raises an
+    :class:`AttributeNameNotice` suggesting ``NAME=``; unnamed built-ins, ``given:NAME`` and
+    ``module:function`` keep their readable default names silently.
+    """
     if isinstance(specs, str):
         raise TypeError(f"resolve_attributes expects a sequence of specs, got the string {specs!r}; "
                         f"write [{specs!r}]")
     attributes: list[Attribute] = []
+    taken: dict[str, str] = {}  # coordinate name -> the spec that declared it
     for spec in specs:
-        attributes.extend(_resolve_one(spec))
+        for attribute in _resolve_named(spec):
+            if attribute.name in taken:
+                raise ValueError(f"attribute spec {spec!r}: the name {attribute.name!r} is already "
+                                 f"declared by {taken[attribute.name]!r}; names must be unique")
+            taken[attribute.name] = spec
+            attributes.append(attribute)
     if not attributes:
         raise ValueError(f"no attribute declared; give at least one of {list(BUILTIN_SPECS)}")
     return AttributeSet(tuple(attributes))
 
 
-def _resolve_one(spec: str) -> list[Attribute]:
+def _resolve_named(spec: str) -> list[Attribute]:
     if not isinstance(spec, str):
         raise TypeError(f"attribute spec must be a string, got {type(spec).__name__} {spec!r}")
+    name, body = split_name(spec)
+    if name is None:
+        found = _resolve_one(spec)
+        if found[0].kind == "regex":
+            warnings.warn(f"attribute {spec!r} is named by its whole spec in theta.json, logs and "
+                          f"plots; write NAME={spec} for a short name",
+                          AttributeNameNotice, stacklevel=3)
+        return found
+    try:
+        found = _resolve_one(body)
+    except ValueError as error:
+        raise ValueError(f"attribute {name!r}: {error}") from error
+    if len(found) != 1:
+        raise ValueError(f"attribute spec {spec!r}: {body!r} declares {len(found)} coordinates "
+                         f"{[a.name for a in found]}; name one at a time, e.g. {name}={body}.{found[0].name}")
+    if name in _BUILTIN_NAMES and name != found[0].kind:
+        raise ValueError(f"attribute spec {spec!r}: {name!r} names a built-in attribute; "
+                         "choose another name")
+    return [dataclasses.replace(found[0], name=name)]
+
+
+def _resolve_one(spec: str) -> list[Attribute]:
     head, colon, argument = spec.partition(":")
     if head == "regex" and colon:
         return [_regex_attribute(spec, argument)]
     if head == "given" and colon:
         if not argument:
             raise ValueError(f"attribute spec {spec!r}: give the precomputed name, e.g. given:formatted")
-        return [Attribute(argument, "given", functools.partial(_given_values, argument))]
+        return [Attribute(argument, "given", functools.partial(_given_values, argument), "given")]
     if head == "length":
         return [_length_attribute(spec, argument if colon else None)]
     if head in _NO_ARGUMENT and colon:
         raise ValueError(f"attribute spec {spec!r}: {head!r} takes no argument")
     if spec == "markdown":
-        return [Attribute("markdown", "response", _markdown_value)]
+        return [Attribute("markdown", "response", _markdown_value, "markdown")]
     if spec in _NAME_SPECS:
         wanted = NAME_ATTRIBUTES if spec == "names" else (spec.split(".")[1],)
         return [Attribute(name, "response",
-                          functools.partial(_name_coordinate, NAME_ATTRIBUTES.index(name)))
+                          functools.partial(_name_coordinate, NAME_ATTRIBUTES.index(name)), name)
                 for name in wanted]
     if _CALLABLE_SPEC.fullmatch(spec):
         return [_user_attribute(spec)]
-    raise ValueError(f"unknown attribute spec {spec!r}; the built-ins are {list(BUILTIN_SPECS)}")
+    hint = "; a name goes first, NAME=SPEC" if "=" in spec else ""
+    raise ValueError(f"unknown attribute spec {spec!r}; the built-ins are {list(BUILTIN_SPECS)}{hint}")
 
 
 def _regex_attribute(spec: str, pattern: str) -> Attribute:
@@ -385,12 +498,12 @@ def _regex_attribute(spec: str, pattern: str) -> Attribute:
         compiled = re.compile(pattern)
     except re.error as error:
         raise ValueError(f"attribute spec {spec!r}: invalid regular expression ({error})") from error
-    return Attribute(spec, "response", functools.partial(_regex_value, compiled))
+    return Attribute(spec, "response", functools.partial(_regex_value, compiled), "regex")
 
 
 def _length_attribute(spec: str, argument: str | None) -> Attribute:
     if argument is None:
-        return Attribute("length", "pair", length_values)
+        return Attribute("length", "pair", length_values, "length")
     try:
         ratio = float(argument)
     except ValueError:
@@ -399,7 +512,7 @@ def _length_attribute(spec: str, argument: str | None) -> Attribute:
         raise ValueError(f"attribute spec {spec!r}: the word-count ratio must be a number > 1, "
                          f"got {argument!r}")
     name = "length" if ratio == DEFAULT_LENGTH_RATIO else f"length:{ratio:g}"
-    return Attribute(name, "pair", functools.partial(length_values, ratio=ratio))
+    return Attribute(name, "pair", functools.partial(length_values, ratio=ratio), "length")
 
 
 def _user_attribute(spec: str) -> Attribute:
@@ -417,4 +530,4 @@ def _user_attribute(spec: str) -> Attribute:
     level = getattr(fn, "level", "response")
     if level not in ("response", "pair"):
         raise ValueError(f"attribute spec {spec!r}: level must be 'response' or 'pair', got {level!r}")
-    return Attribute(spec, level, fn)
+    return Attribute(spec, level, fn, "callable")

@@ -23,6 +23,19 @@ coordinates have no parameter at all, so theta is 0 there and nothing can move i
 ``fixed_offset`` [q] is a non-trainable buffer added to every theta_k (target anchoring and the
 fixed-offset cure, Appendix "Target anchoring"); it also applies to ``none``.
 
+Trusted annotators (``trusted``: ids, or id -> [q] values): annotators known to be unbiased, whose
+theta_k is fixed at 0 (or at the given value) instead of learned. The labels fix every theta_k only
+up to one shared constant per connected component of the annotator graph (Theorem "thm:identif");
+a trusted annotator removes that constant for its component, so the shared level is learned from
+the data instead of chosen. For ``per_annotator`` the trusted rows are fixed; for ``shared_mean``
+and ``class_offsets`` theta_bar (+ delta_c) + eps_k is replaced by the value for them, so theta_bar
+is learned from the others' judgments only. ``pooled`` refuses trusted annotators: one theta for
+every judgment cannot hold a fixed value for some annotators without becoming per-annotator
+(use ``shared_mean``); ``none`` has no theta to fix. The trusted rows get no gradient (their
+raw parameters never move), ``theta()`` reports the fixed values, and ``fixed_offset`` still adds
+to every theta_k. Trusted values are configuration, not state: they are buffers outside
+``state_dict`` and are written to the JSON file under ``trusted``.
+
 Reported mean. The paper's theta_bar is the mean of the theta_k (Corollary "Reward-bias
 degeneracy": theta_bar := (1/m) sum_k theta_k), and ``mean()`` returns exactly that for every
 variant, with ``deviations()`` = theta_k - mean(). Under ``shared_mean`` the decomposition is not
@@ -113,6 +126,7 @@ class BiasChannel(nn.Module):
         declared: Sequence[str] | None = None,
         init_mean: Sequence[float] | None = None,
         fixed_offset: Sequence[float] | None = None,
+        trusted: Mapping[str, Sequence[float]] | Sequence[str] | None = None,
     ) -> None:
         super().__init__()
         self.facts = variant_facts(variant)
@@ -138,11 +152,16 @@ class BiasChannel(nn.Module):
 
         start = self._initial_mean(init_mean)  # [d]
         m, d = len(self.annotators), len(self.declared)
+        self.trusted, trusted_theta = self._resolve_trusted(trusted)
+        self.register_buffer("trusted_mask", torch.tensor([a in self.trusted for a in self.annotators],
+                                                          dtype=torch.bool), persistent=False)
+        self.register_buffer("trusted_theta", trusted_theta, persistent=False)  # [m, d]
         facts = self.facts
         if facts.learns_theta and not facts.per_annotator:
             self.pooled_theta = nn.Parameter(start)
         elif facts.per_annotator and not facts.separate_mean:
-            self.annotator_theta = nn.Parameter(start.repeat(m, 1))
+            rows = torch.where(self.trusted_mask[:, None], trusted_theta, start.repeat(m, 1))
+            self.annotator_theta = nn.Parameter(rows)  # trusted rows hold their fixed value
         elif facts.separate_mean:
             self.shared_mean = nn.Parameter(start)
             self.deviation = nn.Parameter(torch.zeros(m, d))
@@ -201,6 +220,35 @@ class BiasChannel(nn.Module):
             raise ValueError(f"{option}: values must be finite, got {vector.tolist()}")
         return vector
 
+    def _resolve_trusted(
+        self, trusted: Mapping[str, Sequence[float]] | Sequence[str] | None
+    ) -> tuple[dict[str, tuple[float, ...]], Tensor]:
+        """({id: [q] fixed theta}, [m, d] fixed theta on the declared coordinates, 0 elsewhere)."""
+        m, d = len(self.annotators), len(self.declared)
+        if trusted is None or len(trusted) == 0:
+            return {}, torch.zeros(m, d)
+        if not (self.facts.learns_theta and self.facts.per_annotator):
+            reason = ("learns no theta" if not self.facts.learns_theta else
+                      "has one theta for every judgment, so no annotator can be fixed apart from the "
+                      "others; use shared_mean (theta_bar + eps_k)")
+            raise ValueError(f"trusted: variant {self.variant!r} {reason}")
+        if isinstance(trusted, Mapping):
+            ids = _names(list(trusted), "trusted")
+            values = {a: self._vector(trusted[a], f"trusted.{a}") for a in ids}
+        else:
+            ids = _names(trusted, "trusted")
+            values = {a: torch.zeros(len(self.attribute_names)) for a in ids}
+        rows = torch.zeros(m, d)
+        for annotator, vector in values.items():
+            if annotator not in self._position:
+                raise ValueError(f"trusted: annotator {annotator!r} is not among the annotators")
+            for name, value in zip(self.attribute_names, vector.tolist()):
+                if name not in self.declared and value != 0.0:
+                    raise ValueError(f"trusted.{annotator}: {name!r} is undeclared (fixed at 0) but "
+                                     f"the trusted value gives it {value}")
+            rows[self._position[annotator]] = vector[self.declared_index]
+        return {a: tuple(values[a].tolist()) for a in ids}, rows
+
     def _initial_mean(self, init_mean: Sequence[float] | None) -> Tensor:
         """The warm start of theta_bar / pooled theta / every theta_k, on the declared coordinates."""
         vector = self._vector(init_mean, "init_mean")
@@ -229,10 +277,15 @@ class BiasChannel(nn.Module):
         if not self.facts.per_annotator:
             return self.pooled_theta.expand(m, d)
         if not self.facts.separate_mean:
-            return self.annotator_theta
-        if self.facts.class_offsets:
-            return self.shared_mean + self.class_offset[self.class_index] + self.deviation
-        return self.shared_mean + self.deviation
+            learned = self.annotator_theta
+        elif self.facts.class_offsets:
+            learned = self.shared_mean + self.class_offset[self.class_index] + self.deviation
+        else:
+            learned = self.shared_mean + self.deviation
+        if not self.trusted:
+            return learned
+        # where() passes no gradient to the trusted rows: their raw parameters never move
+        return torch.where(self.trusted_mask[:, None], self.trusted_theta.to(learned.dtype), learned)
 
     def theta(self) -> Tensor:
         """Effective theta_k without the fixed offset, [m, q], rows in ``annotators`` order."""
@@ -342,7 +395,8 @@ class BiasChannel(nn.Module):
                 for i, a in enumerate(self.annotators)
             },
             "parameters": self._raw_parameters(),
-        }
+        } | ({"trusted": {a: dict(zip(self.attribute_names, v)) for a, v in self.trusted.items()}}
+             if self.trusted else {})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BiasChannel:
@@ -360,7 +414,9 @@ class BiasChannel(nn.Module):
         names = list(data["attribute_names"])
         annotators = data["annotators"]
         classes = {a: entry["class"] for a, entry in annotators.items() if entry.get("class") is not None}
-        channel = cls(data["variant"], names, list(annotators), classes or None, data["declared"])
+        trusted = {a: _entry(v, names, f"trusted.{a}") for a, v in data.get("trusted", {}).items()}
+        channel = cls(data["variant"], names, list(annotators), classes or None, data["declared"],
+                      trusted=trusted or None)
         dtype = getattr(torch, str(data["dtype"]), None)
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise ValueError(f"dtype: {data['dtype']!r} is not a torch floating dtype")

@@ -20,6 +20,12 @@ per-coordinate check is sufficient for divergence, while a separation along a mi
 of several coordinates is not searched for). Each problem is also raised as a
 ``BiasIdentifiabilityWarning``.
 
+Trusted annotators (``audit(..., trusted=ids)``: theta_k known, e.g. 0) pin the free offset of
+their component: differences are identified within a component, so one known theta_k there
+gives every other its absolute value. With trusted ids the graph warning names the components
+(with cross-group judgments) that contain no trusted annotator and so keep a free offset;
+components that all hold one are pinned even when the graph is split.
+
 A disconnected graph is the theorem's condition, sufficient and not necessary: with
 response-level attributes the offsets of two components can still be tied through the reward
 when their compared pairs share responses (tests/test_theory.py has such a case).
@@ -35,6 +41,7 @@ import math
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any, Protocol
 
 import numpy as np
@@ -44,7 +51,7 @@ from badpo.data.judgments import Judgment, pair_key, read_judgments
 
 __all__ = [
     "BiasIdentifiabilityWarning", "LogOdds", "AnnotatorGraph", "CoordinateAudit", "Audit",
-    "offline_log_odds", "audit", "format_audit", "format_estimate", "report",
+    "offline_log_odds", "penalised_log_odds", "penalised_p_value", "audit", "format_audit", "format_estimate", "report",
 ]
 
 MISSING = "(none)"  # slice key for rows without an annotator class / pair type
@@ -75,6 +82,61 @@ def offline_log_odds(wins: int, total: int) -> float:
     if wins == 0:
         return -math.inf
     return math.log(wins / (total - wins))
+
+
+def _jeffreys_loglik(log_odds: np.ndarray, wins: np.ndarray, losses: np.ndarray) -> np.ndarray:
+    """a log sigmoid(t) + b log sigmoid(-t) with a = wins + 1/2, b = losses + 1/2."""
+    return -(wins + 0.5) * np.logaddexp(0.0, -log_odds) - (losses + 0.5) * np.logaddexp(0.0, log_odds)
+
+
+def penalised_log_odds(wins: Any, total: Any, level: float = 0.95
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(estimate, low, high) of the log-odds that the attribute side wins, finite for any counts.
+
+    The estimate is ``log((w + 1/2) / (n - w + 1/2))``: the mode, on the log-odds scale, of the
+    posterior under the Jeffreys prior Beta(1/2, 1/2) (the likelihood penalised by that prior),
+    so it stays finite where the MLE ``log(w / (n - w))`` is infinite (w = 0 or n), and n = 0
+    gives 0 with a wide interval. The interval is the profile (likelihood-ratio) interval of that
+    penalised log-likelihood ``l(t) = a log sigmoid(t) + b log sigmoid(-t)`` (a = w + 1/2,
+    b = n - w + 1/2): every t with ``2 (l(estimate) - l(t)) <= z^2``, z the normal quantile of
+    ``level``; it is asymmetric where the counts are lopsided. Exact binomial coverage of the
+    95% interval for a true |theta| <= 3: 0.956 on average and 0.91 at worst for n = 5..60,
+    0.86 at worst for n <= 3 (tests/test_diagnostics.py enumerates it). Vectorised over arrays.
+    """
+    wins, total = np.asarray(wins, dtype=np.float64), np.asarray(total, dtype=np.float64)
+    if np.any(total < 0) or np.any(wins < 0) or np.any(wins > total):
+        raise ValueError("penalised_log_odds: need 0 <= wins <= total")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"penalised_log_odds: level must lie in (0, 1), got {level}")
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    losses = total - wins
+    estimate = np.log((wins + 0.5) / (losses + 0.5))
+    target = _jeffreys_loglik(estimate, wins, losses) - z * z / 2
+    bounds = []
+    for side in (-1.0, 1.0):  # bisection on [estimate, estimate + side * width], width doubled until it brackets
+        width = np.ones_like(estimate)
+        while np.any(outside := _jeffreys_loglik(estimate + side * width, wins, losses) > target):
+            width = np.where(outside, 2 * width, width)
+        inner, outer = estimate.copy(), estimate + side * width
+        for _ in range(64):
+            middle = (inner + outer) / 2
+            kept = _jeffreys_loglik(middle, wins, losses) >= target
+            inner, outer = np.where(kept, middle, inner), np.where(kept, outer, middle)
+        bounds.append(inner)
+    return estimate, bounds[0], bounds[1]
+
+
+def penalised_p_value(wins: Any, total: Any, log_odds: float) -> np.ndarray:
+    """Two-sided p-value of "the annotator's log-odds equals ``log_odds``": the penalised
+    likelihood-ratio statistic of :func:`penalised_log_odds` against chi-square(1), so that
+    ``p < 1 - level`` exactly when ``log_odds`` lies outside that function's interval."""
+    wins, total = np.asarray(wins, dtype=np.float64), np.asarray(total, dtype=np.float64)
+    losses = total - wins
+    estimate = np.log((wins + 0.5) / (losses + 0.5))
+    statistic = 2 * (_jeffreys_loglik(estimate, wins, losses)
+                     - _jeffreys_loglik(np.full_like(estimate, log_odds), wins, losses))
+    return np.array([math.erfc(math.sqrt(max(s, 0.0) / 2)) for s in statistic.ravel().tolist()]
+                    ).reshape(statistic.shape)
 
 
 @dataclass(frozen=True)
@@ -180,6 +242,7 @@ class Audit:
     graph: AnnotatorGraph  # edge: a common pair cross-group on any coordinate
     unidentified: tuple[str, ...]  # no cross-group judgment on any coordinate
     warnings: tuple[str, ...]
+    trusted: tuple[str, ...] = ()  # annotators whose theta_k is known (pins their component)
 
     def coordinate(self, name: str) -> CoordinateAudit:
         for coordinate in self.coordinates:
@@ -198,7 +261,13 @@ class Audit:
             "graph": self.graph.to_dict(),
             "unidentified": list(self.unidentified),
             "warnings": list(self.warnings),
-        }
+        } | ({"trusted": list(self.trusted), "unpinned": [list(c) for c in self.unpinned()]}
+             if self.trusted else {})
+
+    def unpinned(self) -> tuple[tuple[str, ...], ...]:
+        """Components of the "any attribute" graph that have cross-group judgments and no trusted
+        annotator: each keeps a free theta offset. Without trusted ids, every such component."""
+        return _unpinned(self.graph, set(self.trusted), set(self.annotators) - set(self.unidentified))
 
     def to_json(self) -> str:
         """Canonical JSON text: sorted keys, two-space indent, inf/NaN refused."""
@@ -208,6 +277,8 @@ class Audit:
 # ------------------------------------------------------------------------------------- audit
 def _attribute_differences(judgments: Sequence[Judgment], attributes: _AttributeValues) -> np.ndarray:
     """g(y_w) - g(y_l) per judgment, [N, q]; a wrong length or a non-finite value names the row."""
+    if hasattr(attributes, "differences"):  # an AttributeSet: one evaluation per distinct pair text
+        return attributes.differences(judgments)
     q = len(attributes.names)
     diffs = np.empty((len(judgments), q), dtype=np.float64)
     for row, judgment in enumerate(judgments):
@@ -272,7 +343,23 @@ def _graph_warning(graph: AnnotatorGraph, scope: str) -> str:
             f"within a component, each component has its own free offset")
 
 
-def _coordinate_warnings(c: CoordinateAudit) -> list[str]:
+def _unpinned(graph: AnnotatorGraph, trusted: set[str], identified: set[str]) -> tuple[tuple[str, ...], ...]:
+    return tuple(c for c in graph.components if set(c) & identified and not set(c) & trusted)
+
+
+def _level_warning(graph: AnnotatorGraph, scope: str, trusted: set[str], identified: set[str]) -> str | None:
+    """Without trusted ids: the split-graph warning. With them: the components left unpinned."""
+    if not trusted:
+        return None if graph.connected else _graph_warning(graph, scope)
+    unpinned = _unpinned(graph, trusted, identified)
+    if not unpinned:
+        return None
+    shown = [f"{{{', '.join(c[:_LISTED])}{', ...' if len(c) > _LISTED else ''}}}" for c in unpinned]
+    return (f"{scope}: {len(unpinned)} of {graph.n_components} connected component(s) hold no trusted "
+            f"annotator, so their theta level is not pinned (a free offset each): {_listed(shown)}")
+
+
+def _coordinate_warnings(c: CoordinateAudit, trusted: set[str]) -> list[str]:
     if c.overall.cross == 0:
         return [f"{c.name}: no cross-group judgments; theta is not identified on this attribute"]
     found = []
@@ -285,13 +372,16 @@ def _coordinate_warnings(c: CoordinateAudit) -> list[str]:
     if c.diverge_down:
         found.append(f"{c.name}: {len(c.diverge_down)} annotator(s) never chose the attribute side "
                      f"(theta_k -> -inf for a fixed policy): {_listed(c.diverge_down)}")
-    if not c.graph.connected:
-        found.append(_graph_warning(c.graph, c.name))
+    level = _level_warning(c.graph, c.name, trusted, set(c.by_annotator) - set(c.unidentified))
+    if level is not None:
+        found.append(level)
     return found
 
 
-def audit(judgments: Sequence[Judgment], attributes: _AttributeValues) -> Audit:
-    """Audit ``judgments`` on the coordinates of ``attributes`` (an ``AttributeSet``).
+def audit(judgments: Sequence[Judgment], attributes: _AttributeValues,
+          trusted: Sequence[str] = ()) -> Audit:
+    """Audit ``judgments`` on the coordinates of ``attributes`` (an ``AttributeSet``); ``trusted``
+    are the annotators whose theta_k is known (an id without a judgment is a ValueError).
 
     Problems are returned in ``Audit.warnings`` and raised as ``BiasIdentifiabilityWarning``.
     """
@@ -303,10 +393,16 @@ def audit(judgments: Sequence[Judgment], attributes: _AttributeValues) -> Audit:
     cross, won = diffs != 0, diffs > 0  # [N, q]; won implies cross
     annotators = tuple(sorted({j.annotator for j in judgments}))
     position = {a: i for i, a in enumerate(annotators)}
+    for annotator in trusted:
+        if annotator not in position:
+            raise ValueError(f"trusted: annotator {annotator!r} has no judgment to audit")
+    pins = set(trusted)
     vertex = np.array([position[j.annotator] for j in judgments], dtype=np.int64)
     key_index: dict[str, int] = {}
-    pairs = np.array([key_index.setdefault(pair_key(j), len(key_index)) for j in judgments],
-                     dtype=np.int64)
+    pair_of: dict[tuple, int] = {}  # the same texts and pair_id have the same pair_key: hash them once
+    pairs = np.array([pair_of[t] if (t := (j.pair_id, j.prompt, j.chosen, j.rejected)) in pair_of
+                      else pair_of.setdefault(t, key_index.setdefault(pair_key(j), len(key_index)))
+                      for j in judgments], dtype=np.int64)
     classes = [j.annotator_class for j in judgments]
     pair_types = [j.pair_type for j in judgments]
     everyone = np.ones(len(judgments), dtype=bool)
@@ -337,16 +433,17 @@ def audit(judgments: Sequence[Judgment], attributes: _AttributeValues) -> Audit:
     graph = _components(annotators, vertex, pairs, any_cross)
     seen = set(vertex[any_cross].tolist())
     unidentified = tuple(a for k, a in enumerate(annotators) if k not in seen)
-    found = [w for c in coordinates for w in _coordinate_warnings(c)]
+    found = [w for c in coordinates for w in _coordinate_warnings(c, pins)]
     if unidentified and len(unidentified) < len(annotators):
         found.append(f"{len(unidentified)} annotator(s) with no cross-group judgment on any attribute "
                      f"(theta_k not identified): {_listed(unidentified)}")
-    if any_cross.any() and not graph.connected:
-        found.append(_graph_warning(graph, "any attribute"))
+    level = _level_warning(graph, "any attribute", pins, set(annotators) - set(unidentified))
+    if any_cross.any() and level is not None:
+        found.append(level)
     for message in found:
         warnings.warn(message, BiasIdentifiabilityWarning, stacklevel=2)
     return Audit(names, len(judgments), annotators, int(any_cross.sum()), tuple(coordinates),
-                 graph, unidentified, tuple(found))
+                 graph, unidentified, tuple(found), tuple(trusted))
 
 
 # -------------------------------------------------------------------------------- the table

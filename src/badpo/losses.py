@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["dpo_margin", "ba_dpo_loss", "dpo_loss", "rdpo_length_term", "ipo_loss"]
+__all__ = ["dpo_margin", "ba_dpo_loss", "dpo_loss", "rdpo_length_term", "ipo_loss", "bt_loss"]
 
 
 def _check_logps(**logps: Tensor) -> torch.Size:
@@ -143,3 +143,22 @@ def ipo_loss(
         reference_chosen_logps, reference_rejected_logps, 1.0,
     )
     return (log_ratio_margin + bias_logit - 1.0 / (2.0 * tau)) ** 2
+
+
+def bt_loss(chosen_rewards: Tensor, rejected_rewards: Tensor, bias_logit: Tensor | float = 0.0) -> Tensor:
+    """Per-example Bradley-Terry loss of a reward model with the bias term, ``[B]``:
+    -log sigmoid(r(x, y_w) - r(x, y_l) + b_k), b_k = theta_k . (g(y_w) - g(y_l)).
+
+    ``chosen_rewards`` / ``rejected_rewards`` are ``[B]`` scalar rewards; ``bias_logit`` is ``[B]``
+    or broadcasts to it without growing it. The bias term is additive to the reward (paper,
+    Conclusion), so the bias is explained by theta instead of being scored as quality; with
+    r = beta * (log pi - log pi_ref) this is the BA-DPO loss (eq. barp_dpo_loss) exactly.
+    """
+    if chosen_rewards.dim() != 1 or chosen_rewards.shape != rejected_rewards.shape:
+        raise ValueError(f"chosen_rewards {tuple(chosen_rewards.shape)} and rejected_rewards "
+                         f"{tuple(rejected_rewards.shape)} must be [B] tensors of the same shape")
+    shape = chosen_rewards.shape
+    if isinstance(bias_logit, Tensor) and torch.broadcast_shapes(shape, bias_logit.shape) != shape:
+        raise ValueError(f"bias_logit of shape {tuple(bias_logit.shape)} does not broadcast to the batch "
+                         f"shape {tuple(shape)}; pass one logit per judgment")
+    return -F.logsigmoid(chosen_rewards - rejected_rewards + bias_logit)

@@ -311,6 +311,12 @@ METHODS: dict[str, Method] = {
     ),
     "ipo": Method("none", "IPO: (h - 1/(2 tau))^2, h the log-ratio margin (Azar et al. 2024)",
                   loss=ipo_terms, params=IPOParams),
+    # BA-IPO: IPO's squared loss with the bias logit inside the margin, one row per learned
+    # variant as for BA-DPO, so that `method=` alone names the arm (its theta is on the scale of
+    # IPO's log-ratio margin h, not of a Bradley-Terry logit: docs/training.md)
+    **{f"ba_ipo_{variant}": Method(
+        variant, f"BA-IPO ({variant}): (h + theta_k . dg - 1/(2 tau))^2", loss=ipo_terms,
+        params=IPOParams) for variant in ("pooled", "shared_mean", "per_annotator", "class_offsets")},
     "em_dpo": Method(
         "none", "EM-DPO + MinMax-DPO: K type policies, annotator type probabilities by EM, mixture "
         "weights minimising the largest regret (Chidambaram et al. 2024)",

@@ -26,15 +26,15 @@ from torch import Tensor
 from badpo._checks import (
     ArrayLike, as_float64, check_candidate_logprobs, check_finite, check_labels,
 )
+from badpo.attributes import has_markdown, word_count
 from badpo.data.names import NAME_POOL, read_signature
 
 __all__ = [
     "candidate_probabilities", "attribute_probabilities", "attribute_logodds", "attribute_rate",
     "mean_attribute_rate", "whole_signature_rate", "mean_whole_signature_rate",
     "removal", "removal_per_seed", "student_t_quantile", "mean_ci",
-    "heldout_accuracy", "vote_prediction", "theta_recovery", "kl_per_token",
-    "reweighted_rate", "sampled_signature_rates",
-    "weighted_mean_readouts", "mixture_vote_logits", "type_class_agreement",
+    "heldout_accuracy", "reward_tilt", "vote_prediction", "theta_recovery", "kl_per_token",
+    "reweighted_rate", "sampled_signature_rates", "candidate_readout", "sampled_text_rates",
 ]
 
 
@@ -307,6 +307,20 @@ def heldout_accuracy(margins: ArrayLike, g_w: ArrayLike, g_l: ArrayLike) -> dict
             "n_same": int((~cross).sum()), "n_cross": int(cross.sum())}
 
 
+def reward_tilt(attribute_rewards: ArrayLike, counterpart_rewards: ArrayLike) -> dict[str, float]:
+    """A reward model's tilt toward an attribute on counterfactual pairs: the same response with
+    the attribute (signed with a woman-coded name, say) and with its counterpart (a man-coded one).
+
+    ``[N]`` rewards of each side, pair i in row i. Returns the mean difference attribute minus
+    counterpart, the share of pairs where the attribute side scores higher (a tie counts one
+    half, so a model blind to the attribute reads 0.5) and the count.
+    """
+    with_attribute = _check_rows(attribute_rewards, "attribute_rewards")
+    difference = with_attribute - _check_rows(counterpart_rewards, "counterpart_rewards", with_attribute.shape[0])
+    mean = float(difference.mean()) if difference.numel() else math.nan
+    return {"mean_difference": mean, "share_higher": _sign_accuracy(difference), "n": int(difference.numel())}
+
+
 def vote_prediction(margins: ArrayLike, bias_logits: ArrayLike, cross_mask: ArrayLike,
                     classes: Sequence[str] | None = None) -> dict:
     """Share of held-out cross-group votes predicted by the sign of u + b (Appendix on votes).
@@ -485,94 +499,82 @@ def sampled_signature_rates(texts: Sequence[str], token_counts: ArrayLike | None
     return result
 
 
-# -------------------------------------------------------------------- a mixture of type policies
-_DISAGREE = object()  # a non-numeric value the K readouts do not share: left out of their mean
+# ------------------------------------------------------------ length and format with the body fixed
+def candidate_readout(candidate_logprobs: ArrayLike, values: Mapping[str, ArrayLike],
+                      running_logprobs: ArrayLike | None = None, stops: ArrayLike | None = None) -> dict[str, float]:
+    """What a policy's distribution over a fixed set of whole responses says, averaged over prompts.
 
+    ``candidate_logprobs`` [P, C] is log p(candidate + EOS | prompt) of C whole responses to each
+    prompt that share one body and differ in what the readout measures (a markdown bullet in front,
+    an ending after). ``values`` maps a name to each candidate's number, [P, C] or [C] for every
+    prompt alike (a word count, a 0/1 flag). Returns, as means over the prompts, "mass" (the
+    policy's probability on the set: a run-on policy leaves it, and the other readouts then
+    describe a shrinking part of it), "log_mass", and each value's expectation under the candidate
+    probabilities renormalised over the set (:func:`candidate_probabilities`).
 
-def weighted_mean_readouts(readouts: Sequence[Mapping], weights: ArrayLike) -> dict:
-    """The w-weighted mean of K policies' readouts (EM-DPO's mixture, Baselines appendix), key by key.
+    With ``running_logprobs`` [P, C] (log p(candidate | prompt), no EOS) and ``stops`` [P, C] or [C]
+    (1 at the candidates where a shorter answer ends and a longer one goes on), also
+    "eos_at_stops": p(EOS | the response so far is a stop point) = sum over stops of p(c + EOS) /
+    sum over stops of p(c), the stop points weighted by how likely the policy writes them.
 
-    ``readouts`` are K nested mappings of the same shape; a number is averaged with ``weights``
-    [K] (non-negative, summing to 1); a nested mapping recursively; any other value (a string, a
-    list) is kept when all K agree and left out otherwise; a key some policy lacks is left out.
-    Counts (``n``) are averaged like any number, so they are kept only when equal. A ``None``
-    (a JSON null, e.g. an undefined rate) in any policy gives ``None``. Example: readouts
-    {"a": 1, "b": {"c": 0.5}} and {"a": 3, "b": {"c": 1.0}}, w = (0.25, 0.75) -> {"a": 2.5,
-    "b": {"c": 0.875}}.
+    Example, two prompts, three candidates with words (2, 4, 9), markdown (0, 1, 1), stops (1, 1, 0):
+    lp = log (0.1, 0.3, 0.1) has mass 0.5 and renormalised p = (0.2, 0.6, 0.2), words 0.4 + 2.4 +
+    1.8 = 4.6, markdown 0.8, and with running log (0.4, 0.5, 0.3) a stop rate (0.1 + 0.3) / (0.4 +
+    0.5) = 4/9; lp = log (0.2, 0.2, 0.4) has mass 0.8, p = (0.25, 0.25, 0.5), words 6.0, markdown
+    0.75, and with running log (0.8, 0.2, 0.5) a stop rate 0.4 / 1.0. Means: mass 0.65, log_mass
+    (log 0.5 + log 0.8) / 2 = -0.4581, words 5.3, markdown 0.775, eos_at_stops 0.4222.
     """
-    w = as_float64(weights, "weights")
-    if w.ndim != 1 or len(w) != len(readouts) or len(w) == 0:
-        raise ValueError(f"weights must be [K] with K = {len(readouts)} readouts, got shape {w.shape}")
-    if (w < 0).any() or abs(float(w.sum()) - 1.0) > 1e-9:
-        raise ValueError(f"weights must be non-negative and sum to 1, got {w.tolist()}")
+    logps = check_candidate_logprobs(candidate_logprobs)
+    if logps.dim() != 2:
+        raise ValueError(f"candidate_logprobs must be [P, C], got {tuple(logps.shape)}")
+    probabilities = candidate_probabilities(logps)
 
-    def mean(values: list):
-        if all(isinstance(v, Mapping) for v in values):
-            shared = [k for k in values[0] if all(k in v for v in values[1:])]
-            merged = {k: mean([v[k] for v in values]) for k in shared}
-            return {k: v for k, v in merged.items() if v is not _DISAGREE}
-        if any(v is None for v in values):
-            return None
-        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-            if any(isinstance(v, float) and math.isnan(v) for v in values):
-                return math.nan
-            return math.fsum(float(wk) * float(v) for wk, v in zip(w, values))
-        return values[0] if all(v == values[0] for v in values[1:]) else _DISAGREE
+    def per_candidate(value: ArrayLike, name: str) -> Tensor:
+        array = as_float64(value, name)
+        if array.shape == logps.shape[-1:]:
+            array = array.expand_as(logps)
+        if array.shape != logps.shape:
+            raise ValueError(f"{name} must be [C] or [P, C] = {tuple(logps.shape)}, got {tuple(array.shape)}")
+        check_finite(array, name, allow_minus_inf=name == "running_logprobs")
+        return array
 
-    return mean(list(readouts))
+    log_mass = torch.logsumexp(logps, dim=-1)
+    result = {"mass": float(log_mass.exp().mean()), "log_mass": float(log_mass.mean())}
+    for name, value in values.items():
+        result[name] = float((probabilities * per_candidate(value, f"values[{name!r}]")).sum(dim=-1).mean())
+    if (running_logprobs is None) != (stops is None):
+        raise ValueError("running_logprobs and stops come together")
+    if running_logprobs is not None:
+        running = per_candidate(running_logprobs, "running_logprobs")
+        if (running < logps - 1e-9).any():
+            raise ValueError("running_logprobs: a candidate is less likely without its EOS than with it")
+        marks = per_candidate(stops, "stops")
+        if not ((marks == 0) | (marks == 1)).all() or not marks.bool().any(dim=-1).all():
+            raise ValueError("stops: 0/1 marks with at least one stop point per prompt")
+        off = ~marks.bool()
+        rate = (torch.logsumexp(logps.masked_fill(off, -math.inf), dim=-1)
+                - torch.logsumexp(running.masked_fill(off, -math.inf), dim=-1)).exp()
+        result["eos_at_stops"] = float(rate.mean())
+    return result
 
 
-def mixture_vote_logits(type_margins: ArrayLike, type_probabilities: ArrayLike) -> Tensor:
-    """The logit of a voter's probability of the recorded vote under its own mixture of types.
+def sampled_text_rates(texts: Sequence[str], ended: ArrayLike, token_counts: ArrayLike) -> dict:
+    """Length and format as the samples show them, beside :func:`candidate_readout`: a tiny policy
+    that learned to avoid EOS runs on to the token limit, and then its sampled length measures the
+    collapse, not the bias; the EOS rate says how far that went.
 
-    ``type_margins`` [K, N] are u_k of each type policy on each judgment; ``type_probabilities``
-    [N, K] the voter's gamma (rows sum to 1). p = sum_k gamma_k sigmoid(u_k), returned as
-    log p - log(1 - p) [N], so that its sign predicts the vote as u does for one policy. Example:
-    u = (2, -1), gamma = (0.5, 0.5) -> p = (0.88080 + 0.26894) / 2 = 0.57487, logit 0.30175.
+    ``ended`` [N] is 1 where the sample stopped with EOS (0: cut at the token limit), ``token_counts``
+    [N] its tokens without EOS. Returns {"n", "eos_rate", "markdown_rate" (raw share with
+    :func:`badpo.attributes.has_markdown`), "mean_words" (whitespace words, as the length attribute
+    counts), "mean_tokens"}. Example: "1 2", "- 1 2 as asked", "1 2 1 2 1 2" ended (1, 1, 0) with
+    2, 5, 6 tokens: eos_rate 2/3, markdown_rate 1/3, mean_words (2 + 5 + 6)/3 = 13/3, mean_tokens 13/3.
     """
-    u = torch.as_tensor(np.asarray(type_margins, dtype=np.float64))
-    gamma = torch.as_tensor(np.asarray(type_probabilities, dtype=np.float64))
-    if u.ndim != 2 or gamma.shape != (u.shape[1], u.shape[0]):
-        raise ValueError(f"type_margins must be [K, N] and type_probabilities [N, K], got "
-                         f"{tuple(u.shape)} and {tuple(gamma.shape)}")
-    check_finite(u, "type_margins")
-    if (gamma < 0).any() or not torch.allclose(gamma.sum(dim=1), torch.ones(gamma.shape[0], dtype=torch.float64)):
-        raise ValueError("type_probabilities: every row must be non-negative and sum to 1")
-    # log p and log(1 - p) each as a log-sum-exp, exact for margins of any size
-    log_p = torch.logsumexp(gamma.T.log() + torch.nn.functional.logsigmoid(u), dim=0)
-    log_q = torch.logsumexp(gamma.T.log() + torch.nn.functional.logsigmoid(-u), dim=0)
-    return log_p - log_q
-
-
-def type_class_agreement(type_probabilities: Mapping[str, ArrayLike], classes: Mapping[str, str]) -> dict:
-    """Whether EM's types recover the annotator classes: each annotator's most probable type
-    against its (planted) class, over the annotators in both mappings.
-
-    Returns {"n", "purity", "adjusted_rand"}: purity = the share of annotators whose type's
-    majority class is their own; the adjusted Rand index (Hubert and Arabie 1985) is 1 for the
-    same partition and about 0 for an unrelated one. Example: types (0, 0, 1, 1), classes
-    (A, A, B, A) -> purity 3/4; pairs agreeing beyond chance give ARI 0.0 here (index 1, expected
-    1, max 2.5).
-    """
-    shared = [a for a in type_probabilities if a in classes]
-    if len(shared) < 2:
-        raise ValueError("type_class_agreement needs at least two annotators with a type and a class")
-    types = [int(np.argmax(np.asarray(type_probabilities[a], dtype=np.float64))) for a in shared]
-    labels = [classes[a] for a in shared]
-    table: dict[tuple, int] = {}
-    for t, c in zip(types, labels):
-        table[(t, c)] = table.get((t, c), 0) + 1
-    majority = {}
-    for (t, c), count in table.items():
-        majority[t] = max(majority.get(t, 0), count)
-
-    def pairs(count: int) -> float:
-        return count * (count - 1) / 2
-
-    index = sum(pairs(c) for c in table.values())
-    by_type = sum(pairs(types.count(t)) for t in set(types))
-    by_class = sum(pairs(labels.count(c)) for c in set(labels))
-    expected = by_type * by_class / pairs(len(shared))
-    top = (by_type + by_class) / 2
-    adjusted = (index - expected) / (top - expected) if top != expected else 1.0
-    return {"n": len(shared), "purity": sum(majority.values()) / len(shared), "adjusted_rand": adjusted}
+    if isinstance(texts, str) or not len(texts):
+        raise ValueError("texts: give a non-empty sequence of generations")
+    stops = _check_rows(ended, "ended", len(texts))
+    if not ((stops == 0) | (stops == 1)).all():
+        raise ValueError("ended: every entry must be 0 or 1")
+    counts = _check_rows(token_counts, "token_counts", len(texts))
+    return {"n": len(texts), "eos_rate": float(stops.mean()),
+            "markdown_rate": float(np.mean([has_markdown(t) for t in texts])),
+            "mean_words": float(np.mean([word_count(t) for t in texts])), "mean_tokens": float(counts.mean())}
