@@ -17,6 +17,7 @@ from badpo.config import ConfigError, from_dict
 # corpus name -> (module, config class, build function)
 CORPORA: dict[str, tuple[str, str, str]] = {
     "tiny-signed": ("badpo.data.tiny", "TinyWorldConfig", "build_tiny_world"),
+    "tiny-multipref": ("badpo.data.tiny_multipref", "TinyMultiPrefConfig", "build_tiny_multipref"),
     "signed-ultrafeedback": (
         "badpo.data.signed_ultrafeedback", "SignedUltraFeedbackConfig", "build_signed_ultrafeedback"),
     "multipref": ("badpo.data.multipref", "MultiPrefConfig", "build_multipref"),

@@ -80,10 +80,12 @@ def validate_judgments(rows: Iterable[Mapping[str, Any] | Judgment]) -> list[Jud
     The first invalid row raises :class:`JudgmentError`; nothing is dropped or coerced
     except ints in ``g_chosen``/``g_rejected``, which become floats.
     """
-    return _validate_labelled(((i, None, None), row) for i, row in enumerate(rows))
+    return validate_labelled(((i, None, None), row) for i, row in enumerate(rows))
 
 
-def _validate_labelled(labelled: Iterable[tuple[tuple, Any]]) -> list[Judgment]:
+def validate_labelled(labelled: Iterable[tuple[tuple, Any]]) -> list[Judgment]:
+    """:func:`validate_judgments` of rows labelled ``((index, line or None, source or None), row)``,
+    so that an error names the file and its line (JSONL) or row (any other source)."""
     out: list[Judgment] = []
     attribute_keys: tuple[str, ...] | None = None  # keys of the first row that has them
     first_with: int | None = None  # index of that row
@@ -91,7 +93,7 @@ def _validate_labelled(labelled: Iterable[tuple[tuple, Any]]) -> list[Judgment]:
     for (index, line, source), row in labelled:
         if isinstance(row, Judgment):
             row = {name: getattr(row, name) for name in FIELDS}
-        where = _where(index, line, source, row)
+        where = describe_row(index, line, source, row)
         if not isinstance(row, Mapping):
             raise JudgmentError(f"{where}: expected a mapping of fields, got {type(row).__name__}",
                                 row=index)
@@ -122,13 +124,16 @@ def _validate_labelled(labelled: Iterable[tuple[tuple, Any]]) -> list[Judgment]:
     return out
 
 
-def _where(index: int, line: int | None, source: str | None, row: Any) -> str:
+def describe_row(index: int, line: int | None, source: str | None, row: Any) -> str:
+    """How an error names a row: ``FILE line L: row i (pair_id ...)``, or ``SOURCE: row i``."""
     text = f"row {index}"
     pair_id = row.get("pair_id") if isinstance(row, Mapping) else None
     if isinstance(pair_id, str) and pair_id:
         text += f" (pair_id {pair_id!r})"
     if line is not None:
         text = f"{source or 'JSONL'} line {line}: {text}"
+    elif source is not None:
+        text = f"{source}: {text}"
     return text
 
 
@@ -241,7 +246,7 @@ def read_judgments(source: Any) -> list[Judgment]:
             raise FileNotFoundError(f"no judgment file or dataset directory at {str(path)!r}")
         if path.suffix != ".jsonl":
             raise ValueError(f"{str(path)!r}: expected a .jsonl file or a saved dataset directory")
-        return _validate_labelled(_jsonl_rows(path))
+        return validate_labelled(jsonl_rows(path))
     if type(source).__module__.split(".")[0] == "datasets":
         return _from_dataset(source, type(source).__name__)
     raise TypeError(f"read_judgments: expected a .jsonl path, a saved dataset directory or a "
@@ -260,8 +265,9 @@ def _from_dataset(dataset: Any, origin: str) -> list[Judgment]:
     return validate_judgments(dataset.to_list())
 
 
-def _jsonl_rows(path: Path) -> Iterator[tuple[tuple, Any]]:
-    """(label, parsed object) per non-blank line; malformed JSON or UTF-8 names the line."""
+def jsonl_rows(path: Path) -> Iterator[tuple[tuple, Any]]:
+    """(label, parsed object) per non-blank line, labelled for :func:`validate_labelled`;
+    malformed JSON or UTF-8 names the line."""
     index = 0
     with open(path, "rb") as handle:
         for line_number, raw in enumerate(handle, start=1):

@@ -54,6 +54,7 @@ __all__ = [
     "multipref_corpus",
     "split_prompt_ids",
     "summary_text",
+    "write_multipref",
 ]
 
 OVERALL_PREFS: dict[str, str | None] = {  # overall_pref -> the winning side; None is a tie
@@ -275,9 +276,16 @@ def build_multipref(config: MultiPrefConfig, outdir: str | Path) -> dict[str, An
     """
     rows = load_split(config.source, config.split, config.subset)
     require_columns(rows, REQUIRED_COLUMNS, config.source, config.split)
-    corpus = multipref_corpus(rows, config)
+    return write_multipref(multipref_corpus(rows, config), config, outdir)
+
+
+def write_multipref(corpus: MultiPrefCorpus, config: MultiPrefConfig, outdir: str | Path,
+                    corpus_name: str = "multipref") -> dict[str, Any]:
+    """Audit ``corpus`` and write the files of :func:`build_multipref` to ``outdir``; return the
+    statistics. The tiny length-and-format world (:mod:`badpo.data.tiny_multipref`) writes its
+    corpus through here too, so both give the same files in the same format."""
     summary, full = _audit_summary(corpus, config.audit_attributes)
-    stats = {"corpus": "multipref", "source": config.source, **corpus.counts, "audit": summary}
+    stats = {"corpus": corpus_name, "source": config.source, **corpus.counts, "audit": summary}
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     write_judgments(out / "train.jsonl", corpus.train)
@@ -292,7 +300,7 @@ def build_multipref(config: MultiPrefConfig, outdir: str | Path) -> dict[str, An
 
 def summary_text(stats: Mapping[str, Any]) -> str:
     """What ``badpo build multipref`` prints: the counts and the audit on all kept judgments."""
-    lines = [f"multipref from {stats['source']}: {stats['judgments']} judgments "
+    lines = [f"{stats['corpus']} from {stats['source']}: {stats['judgments']} judgments "
              f"({stats['judgments_train']} train / {stats['judgments_heldout']} held-out) on "
              f"{stats['comparisons_kept']} comparisons over {stats['prompts']} prompts; "
              f"{stats['ties_dropped']} ties dropped ({100 * (stats['tie_share'] or 0):.1f}%); "

@@ -34,11 +34,20 @@ encode(prefix + rest)`` whenever the prefix ends with ``"\\n"`` or ``"---"``.
 parameters), randomly initialised from ``model.seed``; tokenizer and model are saved with
 ``save_pretrained`` and load with ``AutoTokenizer`` / ``AutoModelForCausalLM``.
 
+**Unbiased annotators** (``unbiased``, off by default): a few extra annotators with theta_k = 0,
+the candidates for ``bias.trusted``. Each casts ``judgments_each`` extra judgments on pairs drawn
+uniformly without replacement from all pairs (its own random stream), preferring response 1 with
+probability sigmoid(q). The planted annotators' judgments, the SFT rows and the model are those of
+the same world without them: the extra judgments are appended after the others, and with the
+option off every file is byte-identical to a world built before it existed (``world.yaml`` omits
+the key).
+
 Files written by :func:`build_tiny_world` are listed in :data:`OUTPUT_FILES`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,18 +55,20 @@ from typing import Literal
 
 import numpy as np
 
-from badpo.config import ConfigError, dump_yaml
+import yaml
+
+from badpo.config import ConfigError, to_dict
 from badpo.data.files import write_json, write_jsonl
-from badpo.data.judgments import write_judgments
+from badpo.data.judgments import Judgment, write_judgments
 from badpo.data.names import POOL_NAMES
 from badpo.data.signing import (
-    BasePair, SignedCorpus, SigningConfig, format_gate, gate_statistics, planted_to_dict,
-    sign_corpus,
+    BasePair, PlantedAnnotator, SignedCorpus, SigningConfig, format_gate, gate_statistics,
+    planted_to_dict, sign_corpus,
 )
 
 __all__ = [
     "NAME_PIECES", "OUTPUT_FILES", "PROMPT_TEMPLATE", "SPECIAL_TOKENS", "TinyModelConfig",
-    "TinyWorldConfig", "answer_quality", "build_model", "build_tiny_world", "build_tokenizer",
+    "TinyWorldConfig", "UnbiasedAnnotators", "add_unbiased_annotators", "answer_quality", "build_model", "build_tiny_world", "build_tokenizer",
     "correct_answer", "name_tokens", "summary_text", "tiny_base_pairs",
 ]
 
@@ -110,6 +121,21 @@ class TinyModelConfig:
     seed: int = 0  # torch seed of the random initialisation
 
 @dataclass(frozen=True)
+class UnbiasedAnnotators:
+    """Extra annotators with theta_k = 0 (known unbiased: candidates for ``bias.trusted``)."""
+
+    count: int = 5  # how many; ids <annotator_class><index:02d>
+    judgments_each: int = 200  # judgments per unbiased annotator, on distinct uniformly drawn pairs
+    annotator_class: str = "U"  # their class label (must differ from the planted classes)
+
+    def __post_init__(self) -> None:
+        if self.count < 1 or self.judgments_each < 1:
+            raise ConfigError(f"unbiased: count and judgments_each must be >= 1, got {self.count}, "
+                              f"{self.judgments_each}")
+        if not self.annotator_class:
+            raise ConfigError("unbiased.annotator_class: must be a non-empty string")
+
+@dataclass(frozen=True)
 class TinyWorldConfig:
     """The tiny world: the task, the signing protocol and the model."""
 
@@ -120,6 +146,7 @@ class TinyWorldConfig:
     error_rate: float = 0.25  # probability that each digit of a candidate answer is wrong
     signing: SigningConfig = field(default_factory=SigningConfig)  # protocol; signing.seed seeds the data
     model: TinyModelConfig = field(default_factory=TinyModelConfig)
+    unbiased: UnbiasedAnnotators | None = None  # extra annotators with theta_k = 0; null = none
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_digits <= self.max_digits:
@@ -134,6 +161,13 @@ class TinyWorldConfig:
         if not 0.0 < self.error_rate <= 1.0:
             raise ConfigError(f"error_rate: must lie in (0, 1] (two different candidates are "
                               f"needed), got {self.error_rate}")
+        if self.unbiased is not None:
+            if self.unbiased.annotator_class in self.signing.class_means:
+                raise ConfigError(f"unbiased.annotator_class: {self.unbiased.annotator_class!r} is "
+                                  "already a planted class in signing.class_means")
+            if self.unbiased.judgments_each > self.n_pairs:
+                raise ConfigError(f"unbiased.judgments_each: at most n_pairs ({self.n_pairs}) "
+                                  f"distinct pairs, got {self.unbiased.judgments_each}")
 
 # ------------------------------------------------------------------------------------ the task
 def correct_answer(task: str, digits: Sequence[int]) -> str:
@@ -276,6 +310,50 @@ def _readme(corpus: SignedCorpus, tokenizer, n_parameters: int) -> str:
     lines += [f"- `{name}`: {what}" for name, what in OUTPUT_FILES.items()]
     return "\n".join(lines) + "\n"
 
+def add_unbiased_annotators(corpus: SignedCorpus, unbiased: UnbiasedAnnotators,
+                            seed: int) -> SignedCorpus:
+    """The corpus with ``unbiased.count`` annotators of theta_k = 0 appended, their judgments after
+    the others (train and held-out split by prompt id as before); the SFT rows are unchanged."""
+    rng = np.random.default_rng([seed, 200])  # a stream of its own: the signed corpus is untouched
+    pairs = corpus.pairs
+    added, judgments = [], []
+    for i in range(unbiased.count):
+        annotator = PlantedAnnotator(f"{unbiased.annotator_class}{i:02d}", unbiased.annotator_class,
+                                     (0.0,) * len(pairs[0].g_1))
+        added.append(annotator)
+        chosen_pairs = rng.choice(len(pairs), size=unbiased.judgments_each, replace=False)
+        first_wins = rng.random(unbiased.judgments_each) < [
+            1.0 / (1.0 + np.exp(-pairs[k].quality_margin)) for k in chosen_pairs]
+        for k, first in zip(chosen_pairs.tolist(), first_wins.tolist()):
+            pair = pairs[k]
+            chosen, rejected = ((pair.response_1, pair.response_2) if first
+                                else (pair.response_2, pair.response_1))
+            judgments.append(Judgment(
+                prompt=pair.prompt, chosen=chosen, rejected=rejected, annotator=annotator.annotator,
+                annotator_class=annotator.annotator_class, prompt_id=pair.prompt_id,
+                pair_id=pair.pair_id, pair_type=pair.pair_type))
+    heldout = corpus.heldout_prompt_ids
+    return dataclasses.replace(
+        corpus, annotators=corpus.annotators + tuple(added),
+        train=corpus.train + tuple(j for j in judgments if j.prompt_id not in heldout),
+        heldout=corpus.heldout + tuple(j for j in judgments if j.prompt_id in heldout))
+
+def _planted(corpus: SignedCorpus, config: TinyWorldConfig) -> dict:
+    """planted.json; unbiased annotators enter as a class whose mean is 0."""
+    planted = planted_to_dict(corpus, config.signing)
+    if config.unbiased is not None:
+        zero = [0.0] * len(planted["attribute_names"])
+        planted["class_means"][config.unbiased.annotator_class] = zero
+        planted["realised_class_means"][config.unbiased.annotator_class] = zero
+    return planted
+
+def _world_yaml(config: TinyWorldConfig, path: Path) -> None:
+    """The resolved config; ``unbiased`` is left out when off, so that file stays as it was."""
+    data = to_dict(config)
+    if config.unbiased is None:
+        del data["unbiased"]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
 def build_tiny_world(config: TinyWorldConfig, outdir: str | Path) -> dict:
     """Build the world into ``outdir`` (created if needed; files listed in :data:`OUTPUT_FILES`
     are overwritten). The same config gives byte-identical files. Returns a summary with the
@@ -284,6 +362,8 @@ def build_tiny_world(config: TinyWorldConfig, outdir: str | Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     base_pairs, exact = tiny_base_pairs(config)
     corpus = sign_corpus(base_pairs, config.signing)
+    if config.unbiased is not None:
+        corpus = add_unbiased_annotators(corpus, config.unbiased, config.signing.seed)
     tokenizer = build_tokenizer(config.signing.surnames, config.model.n_positions)
     _check_coverage(tokenizer, corpus, config.model.n_positions)
     model = build_model(config.model, tokenizer)
@@ -296,10 +376,10 @@ def build_tiny_world(config: TinyWorldConfig, outdir: str | Path) -> dict:
     write_jsonl(out / "eval_prompts.jsonl",
                  [{"prompt_id": i, "prompt": prompts[i], "body": exact[i]}
                   for i in sorted(corpus.heldout_prompt_ids)])
-    write_json(out / "planted.json", planted_to_dict(corpus, config.signing))
+    write_json(out / "planted.json", _planted(corpus, config))
     gate = gate_statistics(corpus)
     write_json(out / "gate.json", gate)
-    dump_yaml(config, out / "world.yaml")
+    _world_yaml(config, out / "world.yaml")
     tokenizer.save_pretrained(out / "tokenizer")
     model.save_pretrained(out / "model")
     tokenizer.save_pretrained(out / "model")

@@ -1,0 +1,392 @@
+"""Training data as users hold it: a file, a saved dataset, a Hub id or a ``datasets.Dataset``.
+
+``data`` (with ``data_split``) is read here, in this order:
+
+* a name registered by :func:`in_memory` (a ``datasets.Dataset`` given to the Python API);
+* a ``.jsonl`` file: read line by line by :func:`badpo.data.judgments.jsonl_rows`, so that an
+  error names the file's line and a key that is missing stays distinct from a null;
+* a ``.parquet``, ``.csv`` or ``.json`` file: ``datasets.load_dataset(<format>, data_files=...)``
+  (CSV cells are read as text: an id column of digits stays an id);
+* a folder written by ``save_to_disk``: ``datasets.load_from_disk``;
+* anything else that does not look like a path: a Hub dataset id,
+  ``datasets.load_dataset(data, split=data_split or "train")``.
+
+A ``DatasetDict`` (a saved folder with splits) gives the split ``data_split``, or its only split.
+An error in a row names the file's line (JSONL) or the 0-based row of the dataset (anything else).
+
+Each row then goes through the column mapping (:class:`ColumnMap`), loses the columns badpo does
+not read (named once in an :class:`IgnoredColumnsWarning`; no row is dropped), and has its
+chat-format fields rendered (:func:`render_chat`) before the core validator sees it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from badpo.config import ConfigError
+from badpo.data.judgments import (
+    FIELDS, TIE_FIELD, JudgmentError, describe_row, jsonl_rows, validate_labelled,
+)
+
+__all__ = ["ColumnMap", "IgnoredColumnsWarning", "Loaded", "in_memory", "read_judgment_source",
+           "read_sft_source", "render_chat"]
+
+JUDGMENT_FIELDS = (*FIELDS, TIE_FIELD)
+SFT_FIELDS = ("prompt", "response")
+DATASET_FORMATS = {".parquet": "parquet", ".csv": "csv", ".json": "json"}
+TEXT_FIELDS = ("prompt", "chosen", "rejected", "response")  # may hold lists of chat messages
+
+
+@dataclass(frozen=True)
+class ColumnMap:
+    """The column that holds each field, when it is not the field's own name (``columns.annotator:
+    worker_id``). A column mapped here and a field named there are the same field; any other
+    column is ignored with a warning."""
+
+    prompt: str | None = None
+    chosen: str | None = None
+    rejected: str | None = None
+    response: str | None = None  # sft rows only
+    annotator: str | None = None
+    annotator_class: str | None = None
+    prompt_id: str | None = None
+    pair_id: str | None = None
+    pair_type: str | None = None
+    g_chosen: str | None = None
+    g_rejected: str | None = None
+    tie: str | None = None
+
+    def renames(self, fields: tuple[str, ...], what: str) -> dict[str, str]:
+        """{column: field} of the mapped fields; a field the reader does not use is a ConfigError."""
+        out: dict[str, str] = {}
+        for item in dataclasses.fields(self):
+            column = getattr(self, item.name)
+            if column is None:
+                continue
+            if item.name not in fields:
+                raise ConfigError(f"columns.{item.name}: not a field of {what} (the fields are "
+                                  f"{list(fields)})")
+            if column in out:
+                raise ConfigError(f"columns.{item.name}: column {column!r} is already mapped to "
+                                  f"{out[column]!r}")
+            out[column] = item.name
+        return out
+
+
+class IgnoredColumnsWarning(UserWarning):
+    """The data has columns that badpo does not read; they are named once, and no row is dropped."""
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """Validated rows, and whether their prompts were rendered with a chat template (so that the
+    tokenizer must not wrap them again, nor add its special tokens)."""
+
+    rows: list
+    rendered_prompts: bool
+    origin: str
+
+
+_IN_MEMORY: dict[str, Any] = {}
+_IN_MEMORY_PREFIX = "datasets.Dataset:"
+
+
+@contextlib.contextmanager
+def in_memory(dataset: Any) -> Iterator[str]:
+    """Make a ``datasets.Dataset`` readable under a name that a config's ``data`` key can hold
+    (written to ``config.yaml``; it names the dataset's fingerprint) for the block."""
+    import datasets
+
+    if not isinstance(dataset, datasets.Dataset):
+        raise TypeError(f"data: expected a datasets.Dataset, got {type(dataset).__name__}"
+                        + ("; pass one split" if isinstance(dataset, datasets.DatasetDict) else ""))
+    name = f"{_IN_MEMORY_PREFIX}{dataset._fingerprint}"
+    _IN_MEMORY[name] = dataset
+    try:
+        yield name
+    finally:
+        _IN_MEMORY.pop(name, None)
+
+
+def read_judgment_source(data: Any, split: str | None = None, columns: ColumnMap = ColumnMap(),
+                         tokenizer=None) -> Loaded:
+    """Judgments from any source (module docstring). Chat-format prompts are rendered with the
+    tokenizer's chat template; with no tokenizer (the label audit) a conversation is kept as its
+    JSON text, which only has to tell prompts apart."""
+    renames = columns.renames(JUDGMENT_FIELDS, "a judgment")
+    labelled, origin, present = _labelled_rows(data, split)
+    _check_mapped_columns(renames, present, origin)
+    chat = _ChatRows(tokenizer)
+    ignored: dict[str, None] = {}
+    judgments = validate_labelled((label, chat.render(label, _mapped(row, renames, JUDGMENT_FIELDS,
+                                                                      ignored)))
+                                  for label, row in labelled)
+    _warn_ignored(ignored, origin)
+    return Loaded(judgments, chat.rendered, origin)
+
+
+def read_sft_source(data: Any, split: str | None = None, columns: ColumnMap = ColumnMap(),
+                    tokenizer=None) -> Loaded:
+    """(prompt, response) rows with non-empty string fields ``prompt`` and ``response`` (either
+    may be chat messages, as for judgments)."""
+    renames = columns.renames(SFT_FIELDS, "an sft row")
+    labelled, origin, present = _labelled_rows(data, split)
+    _check_mapped_columns(renames, present, origin)
+    chat = _ChatRows(tokenizer)
+    ignored: dict[str, None] = {}
+    rows = []
+    for label, raw in labelled:
+        index, line, source = label
+        where = f"{source} line {line}" if line is not None else f"{source}: row {index}"
+        if not isinstance(raw, Mapping):
+            raise ValueError(f"{where}: expected a JSON object with 'prompt' and 'response', got "
+                             f"{type(raw).__name__}")
+        row = chat.render(label, _mapped(raw, renames, SFT_FIELDS, ignored))
+        for name in SFT_FIELDS:
+            if name not in row:
+                raise ValueError(f"{where}: {name!r} is missing")
+            if not isinstance(row[name], str) or not row[name]:
+                raise ValueError(f"{where}: {name!r} must be a non-empty string, got {row[name]!r}")
+        rows.append((row["prompt"], row["response"]))
+    if not rows:
+        raise ValueError(f"{origin}: no sft rows")
+    _warn_ignored(ignored, origin)
+    return Loaded(rows, chat.rendered, origin)
+
+
+# ------------------------------------------------------------------------------ loading
+def _labelled_rows(data: Any, split: str | None) -> tuple[Iterable[tuple[tuple, Any]], str, list | None]:
+    """(rows labelled for :func:`validate_labelled`, the origin an error names, the column names
+    when the source has a schema)."""
+    dataset, origin = _open(data, split)
+    if dataset is None:  # JSONL: read here, line by line
+        return jsonl_rows(Path(origin)), origin, None
+    return ([((i, None, origin), row) for i, row in enumerate(dataset.to_list())], origin,
+            list(dataset.column_names))
+
+
+def _open(data: Any, split: str | None):
+    """(a datasets.Dataset, its origin), or (None, path) for a JSONL file."""
+    if type(data).__module__.split(".")[0] == "datasets":
+        return _one_split(data, split, type(data).__name__), type(data).__name__
+    if not isinstance(data, (str, os.PathLike)) or not str(data).strip():
+        raise ConfigError(f"data: expected a path, a Hub dataset id or a datasets.Dataset, got {data!r}")
+    data = str(data)
+    if data in _IN_MEMORY:
+        _no_split(split, data)
+        return _IN_MEMORY[data], data
+    if data.startswith(_IN_MEMORY_PREFIX):
+        raise ConfigError(f"data: {data!r} was a datasets.Dataset given to the Python API; give the "
+                          "same dataset again (badpo.train(..., data=dataset)) to read it")
+    path = Path(os.path.expanduser(data))
+    if path.is_dir():
+        import datasets
+
+        if not ((path / "dataset_dict.json").is_file() or (path / "state.json").is_file()):
+            raise FileNotFoundError(f"data: {data!r} is a folder but not one written by "
+                                    "datasets' save_to_disk")
+        return _one_split(datasets.load_from_disk(str(path)), split, data), data
+    if path.is_file():
+        _no_split(split, data)
+        if path.suffix == ".jsonl":
+            return None, data
+        if path.suffix not in DATASET_FORMATS:
+            raise ValueError(f"data: {data!r} has an unknown suffix; use .jsonl, "
+                             f"{', '.join(DATASET_FORMATS)}, a save_to_disk folder or a Hub id")
+        import datasets
+
+        options = {"features": _text_features(path)} if path.suffix == ".csv" else {}
+        return datasets.load_dataset(DATASET_FORMATS[path.suffix], data_files=str(path), split="train",
+                                     **options), data
+    if data.startswith(("/", ".", "~")) or path.suffix in (".jsonl", *DATASET_FORMATS) \
+            or data.count("/") > 1:
+        raise FileNotFoundError(f"data: no file or folder at {data!r}")
+    return _from_hub(data, split or "train"), f"{data} (split {split or 'train'})"
+
+
+def _text_features(path: Path):
+    """Every column of a CSV file as text (an empty cell is null), its names from the header."""
+    import csv
+
+    import datasets
+
+    with open(path, newline="", encoding="utf-8") as handle:
+        header = next(csv.reader(handle), None)
+    if not header:
+        raise ValueError(f"data: {str(path)!r} is an empty CSV file")
+    return datasets.Features({name: datasets.Value("string") for name in header})
+
+
+def _from_hub(name: str, split: str):
+    import datasets
+
+    try:
+        return datasets.load_dataset(name, split=split)
+    except (OSError, ConnectionError, ValueError) as error:  # not found, offline, no such split
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise FileNotFoundError(f"data: cannot load Hub dataset {name!r} split {split!r} "
+                                f"({reason}); no local file or folder has that name") from None
+
+
+def _one_split(dataset: Any, split: str | None, origin: str):
+    import datasets
+
+    if isinstance(dataset, datasets.DatasetDict):
+        if split is None and len(dataset) == 1:
+            return next(iter(dataset.values()))
+        if split not in dataset:
+            raise ConfigError(f"data_split: {origin!r} has the splits {list(dataset)}; "
+                              + ("name one" if split is None else f"not {split!r}"))
+        return dataset[split]
+    if not isinstance(dataset, datasets.Dataset):
+        raise TypeError(f"data: expected a datasets.Dataset, got {type(dataset).__name__}")
+    if split is not None and dataset.split is not None and str(dataset.split) != split:
+        raise ConfigError(f"data_split: {origin!r} holds the split {str(dataset.split)!r}, not {split!r}")
+    return dataset
+
+
+def _no_split(split: str | None, data: str) -> None:
+    if split is not None:
+        raise ConfigError(f"data_split: {split!r} given, but {data!r} is one table; data_split picks "
+                          "a split of a Hub dataset or of a saved DatasetDict")
+
+
+# ------------------------------------------------------------------------------ columns
+def _check_mapped_columns(renames: dict[str, str], present: list | None, origin: str) -> None:
+    if present is None:
+        return
+    for column, name in renames.items():
+        if column not in present:
+            raise ConfigError(f"columns.{name}: {origin} has no column {column!r}; it has {present}")
+
+
+def _mapped(row: Any, renames: dict[str, str], fields: tuple[str, ...],
+            ignored: dict[str, None]) -> Any:
+    """The row under badpo's field names, without the columns no field reads (collected)."""
+    if not isinstance(row, Mapping):
+        return row  # the validator names it
+    out = {}
+    mapped_fields = set(renames.values())
+    for column, value in row.items():
+        name = renames.get(column, column)
+        if column in renames or (name in fields and name not in mapped_fields):
+            out[name] = value
+        else:
+            ignored.setdefault(str(column))
+    return out
+
+
+def _warn_ignored(ignored: dict[str, None], origin: str) -> None:
+    if ignored:
+        warnings.warn(f"{origin}: ignoring column(s) {list(ignored)}, which badpo does not read "
+                      "(map one to a field with columns.FIELD=COLUMN)", IgnoredColumnsWarning,
+                      stacklevel=3)
+
+
+# ------------------------------------------------------------------------------ chat format
+def render_chat(tokenizer, messages: list[dict[str, str]]) -> str:
+    """The prompt a model sees before its answer: the conversation rendered with the tokenizer's
+    chat template and ``add_generation_prompt=True``."""
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+def _messages(value: Any) -> list[dict[str, str]] | None:
+    """``[{role, content}, ...]`` with string roles and contents, or None if ``value`` is not a
+    list (a list of anything else is an error for the caller to name)."""
+    if not isinstance(value, list):
+        return None
+    out = []
+    for message in value:
+        if not (isinstance(message, Mapping) and isinstance(message.get("role"), str)
+                and isinstance(message.get("content"), str)):
+            raise ValueError(f"expected chat messages {{'role': str, 'content': str}}, got {message!r}")
+        out.append({"role": message["role"], "content": message["content"]})
+    if not out:
+        raise ValueError("an empty list of messages")
+    return out
+
+
+class _ChatRows:
+    """Renders the chat-format fields of rows, and holds that every row has the same format.
+
+    A conversation prompt becomes its rendered text (:func:`render_chat`); a response that is a
+    list of messages becomes the text of its last message, which must be the assistant's (the
+    messages before it, if any, must repeat the prompt, as in TRL's conversational format). A row
+    whose ``prompt`` is missing takes the conversation before the chosen answer as its prompt.
+    Attributes are then computed on the assistant's text alone.
+    """
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.rendered: bool = False
+        self.first: tuple | None = None  # label and format of the first row
+
+    def render(self, label: tuple, row: Any) -> Any:
+        if not isinstance(row, Mapping):
+            return row
+        where = describe_row(*label, row)
+        parsed = {}
+        for name in TEXT_FIELDS:
+            try:
+                parsed[name] = _messages(row.get(name))
+            except ValueError as error:
+                raise JudgmentError(f"{where}, field {name!r}: {error}", row=label[0],
+                                    field=name) from None
+        chat = parsed["prompt"] is not None or (row.get("prompt") is None and parsed["chosen"] is not None)
+        self._check_format(label, where, chat)
+        if not any(parsed.values()):
+            return row
+        out = dict(row)
+        prompt = parsed["prompt"]
+        if prompt is None and row.get("prompt") is None and parsed["chosen"] is not None:
+            prompt = parsed["chosen"][:-1]  # TRL's implicit prompt: the conversation so far
+            if not prompt:
+                raise JudgmentError(f"{where}, field 'prompt': missing, and 'chosen' holds no "
+                                    "conversation before its answer", row=label[0], field="prompt")
+        context = prompt if prompt is not None else [{"role": "user", "content": row.get("prompt")}]
+        for name in ("chosen", "rejected", "response"):
+            if parsed[name] is not None:
+                out[name] = _answer(parsed[name], context, where, name, label[0])
+        if prompt is not None:
+            out["prompt"] = self._render(prompt)
+        return out
+
+    def _render(self, messages: list[dict[str, str]]) -> str:
+        if self.tokenizer is None:
+            return json.dumps(messages, ensure_ascii=False)
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise ConfigError(f"data: the prompts are chat messages but the tokenizer "
+                              f"{getattr(self.tokenizer, 'name_or_path', '')!r} has no chat template")
+        return render_chat(self.tokenizer, messages)
+
+    def _check_format(self, label: tuple, where: str, chat: bool) -> None:
+        if self.first is None:
+            self.first = (label, chat)
+            self.rendered = chat and self.tokenizer is not None
+        elif self.first[1] != chat:
+            kinds = {True: "chat messages", False: "text"}
+            raise JudgmentError(f"{where}, field 'prompt': {kinds[chat]}, but row {self.first[0][0]} "
+                                f"has {kinds[self.first[1]]}; one dataset holds one format",
+                                row=label[0], field="prompt")
+
+
+def _answer(messages: list[dict[str, str]], context: list[dict[str, str]], where: str, name: str,
+            index: int) -> str:
+    """The assistant's text of a response given as messages (module docstring of :class:`_ChatRows`)."""
+    *before, last = messages
+    if last["role"] != "assistant":
+        raise JudgmentError(f"{where}, field {name!r}: the last message is the {last['role']!r}'s, "
+                            "not the assistant's answer", row=index, field=name)
+    if before and before != context:
+        raise JudgmentError(f"{where}, field {name!r}: the messages before the answer differ from "
+                            "the prompt", row=index, field=name)
+    return last["content"]
+

@@ -1,0 +1,426 @@
+"""The built-in tiny length-and-format world: the analogue of MultiPref (Datasets appendix, "The
+MultiPref corpus and the length attribute") as :mod:`badpo.data.tiny` is of Signed-UltraFeedback.
+
+**The task.** A prompt asks to copy or reverse 3-6 digits, ``"reverse 3 1 4 1\\n"``. A response is
+an answer whose every digit is wrong (a uniformly drawn other digit) with probability
+``error_rate``, formatted as a markdown bullet (``"- "`` in front, :func:`badpo.attributes.has_markdown`
+reads it) with probability ``markdown_share``, and followed by no ending, a short one or a long one
+(``ending_shares``)::
+
+    "1 4 1 3"        "- 1 4 1 3 as asked"        "1 4 1 3 as asked because reverse flips the order"
+
+so the two responses of a comparison differ at once in quality, length and markdown, as real pairs
+do, and the three are drawn independently. Quality is ``1 + 9 * right / n`` as in the tiny signed
+world and ``q = kappa (s_a - s_b)``. At least 3 digits: a bullet alone (one word) never makes a
+side 1.5 times longer, while the endings (2 and 7 words) make the length attribute cross-group on
+about half the judgments, with same-group pairs that still differ in length.
+
+**Annotators** come in MultiPref's two pools, ``crowd`` and ``expert`` (ids ``crowd-00``, ...,
+no overlap), each with a planted ``theta_k = mu_pool + sigma * N(0, I)`` on the two attributes
+(``length``: the pair attribute of :mod:`badpo.attributes` at ratio 1.5; ``markdown``). The
+default pool means (crowd 1.3 / 1.2, expert 0.7 / 0.8) average 1.0 on both, near the paper's
+offline 0.99 and 0.98. Each comparison is judged by ``votes_per_pool`` distinct annotators of
+each pool (two and two, as in MultiPref) through Davidson's tie model: with
+``z = q + theta_k . (g_a - g_b)``, ``P(A) = e^(z/2) / D``, ``P(B) = e^(-z/2) / D``,
+``P(tie) = nu / D``, ``D = e^(z/2) + e^(-z/2) + nu``. A tie is likelier between close responses,
+and a vote that is not a tie follows the Bradley-Terry likelihood ``sigmoid(z)`` exactly, so the
+builder's dropping of ties leaves the planted model intact. The vote's strength ("clearly" when
+``|z| >= 1``) is written but, as in the real builder, not read.
+
+**One protocol with MultiPref.** The comparisons are written as MultiPref source rows
+(``source.jsonl``, the real nested schema) and turned into judgments, split, SFT rows, evaluation
+prompts and audit by :func:`badpo.data.multipref.multipref_corpus` and
+:func:`~badpo.data.multipref.write_multipref`, so ``badpo build multipref OUT
+source=WORLD/source.jsonl`` rebuilds the same judgment files (tested). The world adds the planted
+truth (``planted.json``, scoring only), the audit beside the values the planted theta imply
+(``gate.json``), and to each evaluation prompt its ``body`` (the exact answer) and ``candidates``:
+the six responses with that body (plain or bullet, times no, short or long ending), over which
+:func:`badpo.readouts_model.format_readout` reads length and markdown from the policy's
+probabilities, a readout that run-on repetition in samples cannot fake.
+
+**Tokenizer and model**: a WordPiece vocabulary of the specials, the newline, the digits, the task
+words, ``-`` and the ending words (``▁`` marks a word after a space, as in :mod:`badpo.data.tiny`),
+and the tiny GPT-2 of :func:`badpo.data.tiny.build_model`. Files: :data:`OUTPUT_FILES`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from badpo.attributes import resolve_attributes
+from badpo.config import ConfigError, dump_yaml
+from badpo.data.files import write_json, write_jsonl
+from badpo.data.judgments import Judgment
+from badpo.data.multipref import MultiPrefConfig, multipref_corpus, write_multipref
+from badpo.data.multipref import summary_text as multipref_summary
+from badpo.data.tiny import SPACE, SPECIAL_TOKENS, TinyModelConfig, answer_quality, build_model, correct_answer
+from badpo.diagnostics import BiasIdentifiabilityWarning, audit
+
+__all__ = [
+    "ATTRIBUTES", "ENDINGS", "MARKDOWN_PREFIX", "OUTPUT_FILES", "POOLS", "PROMPT_TEMPLATE",
+    "TinyMultiPrefConfig", "WorldTruth", "build_tiny_multipref", "build_tokenizer", "candidate_responses",
+    "gate_statistics", "implied_log_odds", "response_text", "summary_text", "tiny_multipref_rows",
+]
+
+PROMPT_TEMPLATE = "{task} {digits}\n"
+MARKDOWN_PREFIX = "- "  # a bullet item: markdown under badpo.attributes.has_markdown
+ENDINGS: dict[str, tuple[str, str, str]] = {  # task -> (none, short, long)
+    "copy": ("", " as asked", " as asked because copy keeps the order"),
+    "reverse": ("", " as asked", " as asked because reverse flips the order"),
+}
+ATTRIBUTES = ("length", "markdown")  # the attribute specs the labels are planted on, in theta order
+POOLS = {"normal_worker_annotations": "crowd", "expert_worker_annotations": "expert"}  # as MultiPref's
+OUTPUT_FILES = {
+    "train.jsonl": "training judgments (badpo.data.judgments format), as badpo build multipref writes them",
+    "heldout.jsonl": "judgments on the held-out prompts",
+    "sft.jsonl": "SFT rows {prompt_id, pair_id, prompt, response}: the majority-chosen completion",
+    "eval_prompts.jsonl": "held-out prompts {prompt_id, prompt, body, candidates}; body = the exact "
+                          "answer, candidates = the six responses with that body",
+    "stats.json": "the MultiPref builder's counts (ties dropped, ...) and its audit summary",
+    "audit.json": "the full audit of the training judgments, by attribute",
+    "config.yaml": "the MultiPrefConfig the judgments were built with (source: source.jsonl here)",
+    "source.jsonl": "the comparisons as MultiPref source rows (badpo build multipref reads them)",
+    "planted.json": "planted theta_k and pools: for scoring only, no method may read it",
+    "gate.json": "the audit's cross-group log-odds beside the values the planted theta imply",
+    "world.yaml": "the resolved TinyMultiPrefConfig",
+    "tokenizer/": "the tiny WordPiece tokenizer (PreTrainedTokenizerFast)",
+    "model/": "the tiny GPT-2 (random init) and a copy of the tokenizer",
+    "README.md": "this list",
+}
+_STAGES = {"prompts": 1, "responses": 2, "annotators": 3, "votes": 4}
+
+
+def _default_pool_means() -> dict[str, list[float]]:
+    return {"crowd": [1.3, 1.2], "expert": [0.7, 0.8]}
+
+
+@dataclass(frozen=True)
+class TinyMultiPrefConfig:
+    """The tiny length-and-format world: task, responses, annotators, votes, split and model."""
+
+    n_prompts: int = 1000  # distinct prompts
+    comparisons_per_prompt: int = 2  # MultiPref has about two (10,461 over 5,323 prompts)
+    min_digits: int = 3  # shortest digit string (>= 3: a bullet alone never makes a side 1.5x longer)
+    max_digits: int = 6  # longest digit string
+    tasks: list[Literal["copy", "reverse"]] = field(default_factory=lambda: ["copy", "reverse"])
+    error_rate: float = 0.25  # probability that each digit of a response is wrong
+    kappa: float = 0.5  # quality scale: q = kappa * (score_a - score_b)
+    markdown_share: float = 0.3  # share of responses formatted as a bullet ("- " in front)
+    ending_shares: list[float] = field(default_factory=lambda: [0.4, 0.3, 0.3])  # none / short / long ending
+    crowd_annotators: int = 40  # annotators in the crowd pool
+    expert_annotators: int = 30  # annotators in the expert pool
+    votes_per_pool: int = 2  # votes of each pool on each comparison (MultiPref: two and two)
+    pool_means: dict[str, list[float]] = field(default_factory=_default_pool_means)  # mu_pool (length, markdown)
+    sigma: float = 0.5  # per-annotator spread of theta_k around its pool mean (each coordinate)
+    tie_strength: float = 1.0  # Davidson's nu: P(tie) = nu / (2 cosh(z/2) + nu), 1/3 at z = 0
+    heldout_fraction: float = 0.1  # share of prompt ids held out (the MultiPref builder's split)
+    n_eval_prompts: int = 100  # evaluation prompts, drawn from the held-out prompts
+    seed: int = 0  # data seed: every draw of the world, the split and the evaluation prompts
+    model: TinyModelConfig = field(default_factory=TinyModelConfig)
+
+    def __post_init__(self) -> None:
+        if not 3 <= self.min_digits <= self.max_digits:
+            raise ConfigError(f"min_digits/max_digits: need 3 <= min_digits <= max_digits (below 3 a "
+                              f"bullet alone makes a side 1.5x longer), got {self.min_digits}, {self.max_digits}")
+        if not self.tasks or len(set(self.tasks)) != len(self.tasks):
+            raise ConfigError(f"tasks: give one or more distinct tasks, got {self.tasks}")
+        capacity = len(self.tasks) * sum(10 ** n for n in range(self.min_digits, self.max_digits + 1))
+        if not 1 <= self.n_prompts <= capacity // 2:
+            raise ConfigError(f"n_prompts: must lie in [1, {capacity // 2}], got {self.n_prompts}")
+        for name in ("comparisons_per_prompt", "votes_per_pool"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        for name in ("crowd_annotators", "expert_annotators"):
+            if getattr(self, name) < self.votes_per_pool:
+                raise ConfigError(f"{name}: a comparison needs {self.votes_per_pool} distinct annotators "
+                                  f"of the pool (votes_per_pool), got {getattr(self, name)}")
+        for name in ("error_rate", "markdown_share"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"{name}: must lie in [0, 1], got {getattr(self, name)}")
+        shares = self.ending_shares
+        if len(shares) != 3 or min(shares) < 0 or not math.isclose(sum(shares), 1.0, abs_tol=1e-9):
+            raise ConfigError(f"ending_shares: three non-negative shares (none, short, long) summing "
+                              f"to 1, got {shares}")
+        if sorted(self.pool_means) != ["crowd", "expert"]:
+            raise ConfigError(f"pool_means: give the pools crowd and expert, got {sorted(self.pool_means)}")
+        for pool, mean in self.pool_means.items():
+            if len(mean) != len(ATTRIBUTES) or not all(map(math.isfinite, mean)):
+                raise ConfigError(f"pool_means.{pool}: expected {len(ATTRIBUTES)} finite numbers "
+                                  f"{ATTRIBUTES}, got {mean}")
+        for name in ("kappa", "sigma", "tie_strength"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
+                raise ConfigError(f"{name}: must be finite and >= 0, got {getattr(self, name)}")
+        if self.seed < 0:
+            raise ConfigError(f"seed: must be >= 0, got {self.seed}")
+
+    def rng(self, stage: str) -> np.random.Generator:
+        """The generator of one stage: changing a later stage leaves the earlier draws alone."""
+        return np.random.default_rng([self.seed, _STAGES[stage]])
+
+    def pool_size(self, pool: str) -> int:
+        return self.crowd_annotators if pool == "crowd" else self.expert_annotators
+
+
+@dataclass(frozen=True)
+class WorldTruth:
+    """What generated the labels (scoring only)."""
+
+    theta: dict[str, tuple[float, ...]]  # annotator -> planted theta (ATTRIBUTES order)
+    pool: dict[str, str]  # annotator -> crowd / expert
+    comparisons: dict[str, tuple[float, str, np.ndarray]]  # comparison_id -> (q, completion_a, g_a - g_b)
+    answers: dict[str, tuple[str, str]]  # prompt_id -> (task, exact answer)
+
+
+# ------------------------------------------------------------------------------------ responses
+def response_text(answer: str, markdown: bool, ending: str) -> str:
+    """``"- "`` (when formatted) + the answer + the ending."""
+    return (MARKDOWN_PREFIX if markdown else "") + answer + ending
+
+
+def candidate_responses(task: str, answer: str) -> list[str]:
+    """The six responses with one body: plain then bullet, each with no, short and long ending."""
+    return [response_text(answer, markdown, ending) for markdown in (False, True) for ending in ENDINGS[task]]
+
+
+def _response(task: str, correct: list[int], config: TinyMultiPrefConfig, rng: np.random.Generator
+              ) -> tuple[str, float]:
+    """One response and its quality score."""
+    wrong = rng.random(len(correct)) < config.error_rate
+    shift = rng.integers(1, 10, size=len(correct))
+    answer = " ".join(str((d + int(s)) % 10 if w else d) for d, w, s in zip(correct, wrong, shift))
+    markdown = bool(rng.random() < config.markdown_share)
+    ending = ENDINGS[task][int(rng.choice(3, p=config.ending_shares))]
+    exact = " ".join(map(str, correct))
+    return response_text(answer, markdown, ending), answer_quality(answer, exact)
+
+
+def _prompts(config: TinyMultiPrefConfig) -> list[tuple[str, str, list[int]]]:
+    """(prompt_id, task, digits) of ``n_prompts`` distinct prompts."""
+    rng = config.rng("prompts")
+    seen: set[tuple[str, tuple[int, ...]]] = set()
+    prompts = []
+    while len(prompts) < config.n_prompts:
+        task = config.tasks[int(rng.integers(len(config.tasks)))]
+        digits = tuple(int(d) for d in rng.integers(10, size=int(rng.integers(config.min_digits,
+                                                                                config.max_digits + 1))))
+        if (task, digits) not in seen:
+            seen.add((task, digits))
+            prompts.append((f"tmp{len(prompts):05d}", task, list(digits)))
+    return prompts
+
+
+def _annotators(config: TinyMultiPrefConfig) -> dict[str, list[tuple[str, np.ndarray]]]:
+    """pool -> [(annotator id, planted theta)]."""
+    rng = config.rng("annotators")
+    planted = {}
+    for pool in ("crowd", "expert"):
+        n = config.pool_size(pool)
+        thetas = np.asarray(config.pool_means[pool]) + config.sigma * rng.standard_normal((n, len(ATTRIBUTES)))
+        planted[pool] = [(f"{pool}-{i:02d}", theta) for i, theta in enumerate(thetas)]
+    return planted
+
+
+def _vote(z: float, tie_strength: float, u: float) -> str:
+    """MultiPref's ``overall_pref`` under Davidson's model at logit z, from a uniform draw u."""
+    a, b = math.exp(z / 2), math.exp(-z / 2)
+    total = a + b + tie_strength
+    strength = "clearly" if abs(z) >= 1.0 else "slightly"
+    if u < a / total:
+        return f"A-is-{strength}-better"
+    if u < (a + b) / total:
+        return f"B-is-{strength}-better"
+    return "Tie"
+
+
+def tiny_multipref_rows(config: TinyMultiPrefConfig) -> tuple[list[dict[str, Any]], WorldTruth]:
+    """The comparisons as MultiPref source rows, and the truth that generated their votes (pure)."""
+    attributes = resolve_attributes(ATTRIBUTES)
+    annotators = _annotators(config)
+    response_rng, vote_rng = config.rng("responses"), config.rng("votes")
+    rows, comparisons, answers = [], {}, {}
+    for prompt_id, task, digits in _prompts(config):
+        prompt = PROMPT_TEMPLATE.format(task=task, digits=" ".join(map(str, digits)))
+        correct = [int(c) for c in correct_answer(task, digits).split()]
+        answers[prompt_id] = (task, correct_answer(task, digits))
+        for c in range(config.comparisons_per_prompt):
+            text_a, score_a = _response(task, correct, config, response_rng)
+            text_b, score_b = _response(task, correct, config, response_rng)
+            while text_b == text_a:  # a judgment needs two different responses
+                text_b, score_b = _response(task, correct, config, response_rng)
+            g_a, g_b = attributes.pair_values(prompt, text_a, text_b)
+            quality = config.kappa * (score_a - score_b)
+            comparison_id = f"{prompt_id}-{c}"
+            comparisons[comparison_id] = (quality, text_a, g_a - g_b)
+            row: dict[str, Any] = {"comparison_id": comparison_id, "prompt_id": prompt_id, "text": prompt,
+                                   "completion_a": text_a, "completion_b": text_b}
+            for column, pool in POOLS.items():
+                chosen = vote_rng.choice(len(annotators[pool]), config.votes_per_pool, replace=False)
+                row[column] = []
+                for index in chosen:
+                    annotator, theta = annotators[pool][int(index)]
+                    z = quality + float(theta @ (g_a - g_b))
+                    row[column].append({"evaluator": annotator,
+                                        "overall_pref": _vote(z, config.tie_strength, float(vote_rng.random()))})
+            rows.append(row)
+    theta = {a: tuple(float(x) for x in t) for pool in annotators.values() for a, t in pool}
+    pools = {a: pool for pool, members in annotators.items() for a, _ in members}
+    return rows, WorldTruth(theta, pools, comparisons, answers)
+
+
+# ------------------------------------------------------------------------------- planted truth
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+
+def implied_log_odds(judgments: Sequence[Judgment], truth: WorldTruth) -> dict[str, dict[str, float | None]]:
+    """attribute -> slice ("all", "crowd", "expert") -> logit(mean p) over the judgments cross-group
+    on the attribute, p the planted probability that its carrying side wins the (non-tie) vote:
+    ``sigmoid(+-(q + theta_k . (g_a - g_b)))``. This is what the audit's offline log-odds of the
+    same slice estimate, given who judged which comparison."""
+    probabilities: dict[str, dict[str, list[float]]] = {name: {"all": []} for name in ATTRIBUTES}
+    for j in judgments:
+        quality, text_a, diff = truth.comparisons[j.pair_id]
+        a_wins = _sigmoid(quality + float(np.dot(truth.theta[j.annotator], diff)))
+        for i, name in enumerate(ATTRIBUTES):
+            if diff[i] != 0:
+                p = a_wins if diff[i] > 0 else 1.0 - a_wins
+                probabilities[name]["all"].append(p)
+                probabilities[name].setdefault(truth.pool[j.annotator], []).append(p)
+    return {name: {key: math.log(np.mean(ps) / (1.0 - np.mean(ps))) if ps else None for key, ps in by.items()}
+            for name, by in probabilities.items()}
+
+
+def gate_statistics(judgments: Sequence[Judgment], truth: WorldTruth) -> dict:
+    """The audit of the judgments (cross-group count, wins, offline log-odds and its s.e., overall
+    and by pool) beside the values the planted theta imply, per attribute."""
+    with warnings.catch_warnings():  # recorded in the result instead
+        warnings.simplefilter("ignore", BiasIdentifiabilityWarning)
+        result = audit(judgments, resolve_attributes(ATTRIBUTES))
+    implied = implied_log_odds(judgments, truth)
+    gate: dict[str, Any] = {"judgments": len(judgments), "warnings": list(result.warnings)}
+    for coordinate in result.coordinates:
+        slices = {"all": coordinate.overall, **coordinate.by_class}
+        gate[coordinate.name] = {
+            "share_cross": coordinate.overall.share_cross,
+            **{key: {**{k: v for k, v in counts.to_dict().items() if k in ("cross", "wins", "log_odds", "se")},
+                     "implied": implied[coordinate.name].get(key)} for key, counts in slices.items()}}
+    return gate
+
+
+def _planted(truth: WorldTruth, config: TinyMultiPrefConfig) -> dict:
+    """planted.json, in the tiny signed world's format (classes are the pools)."""
+    realised = {pool: np.mean([truth.theta[a] for a, p in truth.pool.items() if p == pool], axis=0).tolist()
+                for pool in ("crowd", "expert")}
+    return {"attribute_names": list(ATTRIBUTES), "class_means": {k: list(v) for k, v in config.pool_means.items()},
+            "realised_class_means": realised, "sigma": config.sigma, "tie_strength": config.tie_strength,
+            "annotators": [{"annotator": a, "annotator_class": truth.pool[a], "theta": list(t)}
+                           for a, t in truth.theta.items()]}
+
+
+# -------------------------------------------------------------------------- tokenizer and files
+def _vocabulary(config: TinyMultiPrefConfig) -> list[str]:
+    """Every token, in a fixed order: specials, newline, digits, task words, bullet, ending words."""
+    tokens = [*SPECIAL_TOKENS.values(), "\n"]
+    tokens += [str(d) for d in range(10)] + [SPACE + str(d) for d in range(10)]
+    tokens += list(config.tasks) + [MARKDOWN_PREFIX.strip()]
+    for task in config.tasks:
+        tokens += [SPACE + word for word in ENDINGS[task][-1].split()]
+    return list(dict.fromkeys(tokens))
+
+
+def build_tokenizer(config: TinyMultiPrefConfig):
+    """The world's WordPiece tokenizer as a ``PreTrainedTokenizerFast`` (no chat template)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: i for i, token in enumerate(_vocabulary(config))}
+    core = Tokenizer(models.WordPiece(vocab, unk_token=SPECIAL_TOKENS["unk"]))
+    core.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split("\n", behavior="isolated"),
+        pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="never", split=True)])
+    core.decoder = decoders.Sequence([decoders.Replace(SPACE, " "), decoders.Fuse()])
+    return PreTrainedTokenizerFast(
+        tokenizer_object=core, model_max_length=config.model.n_positions, clean_up_tokenization_spaces=False,
+        **{f"{role}_token": token for role, token in SPECIAL_TOKENS.items()})
+
+
+def _check_coverage(tokenizer, texts: Sequence[str], max_length: int) -> None:
+    """Every text encodes without <unk> and fits the context with room for EOS."""
+    for text, ids in zip(texts, tokenizer(list(texts), add_special_tokens=False)["input_ids"]):
+        if tokenizer.unk_token_id in ids:
+            raise ValueError(f"tiny-multipref tokenizer: {text!r} has a token outside the vocabulary")
+        if len(ids) + 1 > max_length:
+            raise ConfigError(f"model.n_positions: {text!r} needs {len(ids) + 1} positions, more than {max_length}")
+
+
+def _readme(stats: Mapping, vocab_size: int, n_parameters: int) -> str:
+    lines = ["# The badpo tiny length-and-format world", "",
+             "Built by `badpo build tiny-multipref`; see `badpo.data.tiny_multipref` for the task, the",
+             "annotators and the votes. Prompts end with \"\\n\"; a sequence is `prompt + response` + EOS.", "",
+             f"{stats['judgments_train']} training / {stats['judgments_heldout']} held-out judgments "
+             f"({stats['ties_dropped']} ties dropped), {stats['sft_rows']} SFT rows, {stats['eval_prompts']} "
+             f"evaluation prompts, {stats['annotators']} annotators; vocabulary {vocab_size} tokens, model "
+             f"{n_parameters} parameters.", ""]
+    lines += [f"- `{name}`: {what}" for name, what in OUTPUT_FILES.items()]
+    return "\n".join(lines) + "\n"
+
+
+def build_tiny_multipref(config: TinyMultiPrefConfig, outdir: str | Path) -> dict[str, Any]:
+    """Build the world into ``outdir`` (created if needed; its files are overwritten). The same
+    config gives byte-identical files. Returns the MultiPref builder's statistics with the gate
+    (also in ``stats.json`` / ``gate.json``), the vocabulary size and the parameter count."""
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    rows, truth = tiny_multipref_rows(config)
+    protocol = MultiPrefConfig(source="source.jsonl", heldout_fraction=config.heldout_fraction,
+                               n_eval_prompts=config.n_eval_prompts, seed=config.seed, audit_attributes=ATTRIBUTES)
+    corpus = multipref_corpus(rows, protocol)
+    eval_prompts = []
+    for row in corpus.eval_prompts:
+        task, answer = truth.answers[row["prompt_id"]]
+        eval_prompts.append({**row, "body": answer, "candidates": candidate_responses(task, answer)})
+    corpus = dataclasses.replace(corpus, eval_prompts=eval_prompts)
+    tokenizer = build_tokenizer(config)
+    _check_coverage(tokenizer, sorted({r["text"] + r[f"completion_{side}"] for r in rows for side in "ab"}
+                                      | {p["prompt"] + c for p in eval_prompts for c in p["candidates"]}),
+                    config.model.n_positions)
+    model = build_model(config.model, tokenizer)
+    n_parameters = sum(p.numel() for p in model.parameters())
+
+    stats = write_multipref(corpus, protocol, out, corpus_name="tiny-multipref")
+    write_jsonl(out / "source.jsonl", rows)
+    write_json(out / "planted.json", _planted(truth, config))
+    gate = gate_statistics(corpus.train, truth)
+    write_json(out / "gate.json", gate)
+    dump_yaml(config, out / "world.yaml")
+    tokenizer.save_pretrained(out / "tokenizer")
+    model.save_pretrained(out / "model")
+    tokenizer.save_pretrained(out / "model")
+    (out / "README.md").write_text(_readme(stats, len(tokenizer), n_parameters), encoding="utf-8")
+    return {**stats, "outdir": str(out), "vocab_size": len(tokenizer), "parameters": n_parameters, "gate": gate}
+
+
+def summary_text(summary: Mapping[str, Any]) -> str:
+    """What ``badpo build tiny-multipref`` prints: the builder's counts and audit, then the gate."""
+    def number(x: float | None) -> str:
+        return "-" if x is None else f"{x:+.2f}"
+
+    lines = [multipref_summary(summary),
+             f"in {summary['outdir']}: vocabulary {summary['vocab_size']}, model {summary['parameters']} parameters",
+             f"gate on {summary['gate']['judgments']} training judgments: offline log-odds (s.e.) vs planted-implied"]
+    for name in ATTRIBUTES:
+        for key in ("all", "crowd", "expert"):
+            row = summary["gate"][name].get(key)
+            if row is not None:
+                se = "-" if row["se"] is None else f"{row['se']:.2f}"
+                lines.append(f"  {name:<9} {key:<6} cross {row['cross']:>5}  {number(row['log_odds'])} ({se})"
+                             f"  implied {number(row['implied'])}")
+    return "\n".join(lines)
