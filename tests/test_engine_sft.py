@@ -10,8 +10,9 @@ from engine_fixtures import full_logit_token_logprobs, judgment_rows, save_model
 
 from badpo.config import apply_overrides, from_dict
 from badpo.data.judgments import read_judgments
+from badpo.data.sources import read_sft_source
 from badpo.engine.config import SFTConfig
-from badpo.engine.data import majority_chosen, read_sft_rows
+from badpo.engine.data import majority_chosen
 from badpo.engine.sft import sft
 from badpo.engine.tokenize import TokenizationConfig, build_token_store
 
@@ -109,6 +110,6 @@ def test_sft_rows_are_checked(tmp_path, second, message):
     path = tmp_path / "sft.jsonl"
     path.write_text('{"prompt": "write code", "response": "yes"}\n' + second + "\n")
     with pytest.raises(ValueError, match=rf"sft\.jsonl {message}"):
-        read_sft_rows(path)
+        read_sft_source(path)
     path.write_text('{"prompt": "write code", "response": "yes"}\n\n')
-    assert read_sft_rows(path) == [("write code", "yes")]
+    assert read_sft_source(path).rows == [("write code", "yes")]

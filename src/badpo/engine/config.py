@@ -13,11 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from badpo.config import ConfigError
+from badpo.data.sources import ColumnMap
 from badpo.engine.tokenize import TokenizationConfig
+from badpo.bias import variant_facts
 from badpo.methods import get_method
 
 SFT_LR = {False: 1e-5, True: 1e-4}  # keyed by "LoRA?"
 PREFERENCE_LR = {False: 5e-7, True: 5e-6}
+REWARD_LR = {False: 1e-5, True: 1e-4}  # a reward model's head and backbone learn like SFT
 
 
 @dataclass(frozen=True)
@@ -65,14 +68,23 @@ class BiasSettings:
     warm_start: bool = False  # start theta_bar / pooled theta at the offline log-odds
     declared: list[str] | None = None  # attributes with a trainable theta; null = all
     fixed_offset: list[float] | None = None  # non-trainable offset added to every theta_k
+    # trusted annotators, theta_k fixed instead of learned: a list of ids (fixed at 0) or a mapping
+    # id -> [one value per attribute]; pins the shared level (per_annotator, shared_mean, class_offsets)
+    trusted: list[str] | dict[str, list[float]] | None = None
+
+    def trusted_values(self, n_attributes: int) -> dict[str, list[float]]:
+        """{id: [q] fixed theta}: the list form fixes every coordinate at 0."""
+        if isinstance(self.trusted, dict):
+            return dict(self.trusted)
+        return {annotator: [0.0] * n_attributes for annotator in self.trusted or ()}
 
 
 @dataclass(frozen=True)
 class ReportConfig:
     """Where a run reports besides ``log.jsonl``."""
 
-    report_to: list[Literal["tensorboard", "wandb"]] = field(default_factory=list)
-    wandb_project: str = "badpo"  # used when report_to has wandb
+    report_to: list[str] = field(default_factory=list)  # accelerate trackers: tensorboard, wandb, mlflow, ...
+    wandb_project: str = "badpo"  # project of the trackers that log to a server (wandb, mlflow, ...)
     progress_bar: bool = True  # a tqdm bar on the terminal (main process)
     log_every: int = 1  # write a log record every this many steps
 
@@ -94,7 +106,9 @@ class TrainConfig:
 
     method: str = "dpo"  # a key of badpo.methods.METHODS
     method_params: dict[str, Any] = field(default_factory=dict)  # the method's own parameters
-    data: str = ""  # training judgments: a .jsonl file or a saved datasets directory
+    data: str = ""  # judgments: .jsonl/.parquet/.csv/.json, a save_to_disk folder or a Hub id
+    data_split: str | None = None  # split of a Hub dataset / saved DatasetDict; null = train / the only one
+    columns: ColumnMap = field(default_factory=ColumnMap)  # field -> the data's column, e.g. annotator: worker_id
     attributes: list[str] = field(default_factory=list)  # attribute specs, one per coordinate
     model: ModelConfig = field(default_factory=ModelConfig)
     lora: LoraSettings = field(default_factory=LoraSettings)
@@ -123,7 +137,9 @@ class TrainConfig:
 class SFTConfig:
     """``badpo sft``: the reference, fine-tuned on one response per pair."""
 
-    data: str = ""  # sft rows (.jsonl with prompt, response) or judgments (see source)
+    data: str = ""  # sft rows (prompt, response) or judgments (see source); any format of train's data
+    data_split: str | None = None  # as for train
+    columns: ColumnMap = field(default_factory=ColumnMap)  # as for train (sft rows: prompt, response)
     source: Literal["sft_rows", "judgments"] = "sft_rows"  # judgments: majority-chosen side
     tie_break: Literal["first_judgment", "skip"] = "first_judgment"  # pairs with tied votes
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -137,6 +153,40 @@ class SFTConfig:
     micro_batch_size: int = 4  # sequences per forward on one process
     merge_lora: bool = True  # save base + adapter merged, so the reference is a plain model
     output_dir: str = "runs/sft"  # the reference in Hugging Face format
+
+
+@dataclass(frozen=True)
+class RMConfig:
+    """``badpo rm``: a Bradley-Terry reward model (scalar head) with a bias variant, at one seed."""
+
+    variant: str = "shared_mean"  # bias variant (badpo.bias.VARIANTS); none = a plain Bradley-Terry model
+    data: str = ""  # judgments, any format of train's data
+    data_split: str | None = None  # as for train
+    columns: ColumnMap = field(default_factory=ColumnMap)  # as for train
+    attributes: list[str] = field(default_factory=list)  # attribute specs, one per coordinate
+    model: ModelConfig = field(default_factory=ModelConfig)  # the backbone (a score head is added)
+    lora: LoraSettings = field(default_factory=LoraSettings)  # merged into the saved model
+    tokenization: TokenizationConfig = field(default_factory=TokenizationConfig)
+    bias: BiasSettings = field(default_factory=BiasSettings)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
+    steps: int = 1000  # optimizer steps
+    batch_size: int = 32  # items per step = micro_batch_size x accumulation x processes
+    micro_batch_size: int = 2  # items per forward on one process
+    batching: Literal["per_judgment", "pair_grouped"] = "per_judgment"  # what an item is
+    output_dir: str = "runs/{method}-seed{seed}"  # {method} (rm_<variant>) and {seed} are filled in
+    save_every: int = 0  # checkpoint every this many steps; 0 = only at stop_after_steps
+    keep_checkpoints: int = 2  # newest checkpoints kept
+    resume_from: str | None = None  # a checkpoint folder, or "latest" in output_dir
+    stop_after_steps: int | None = None  # stop (with a checkpoint) after this many steps
+    overwrite: bool = False  # replace a different run found in output_dir (it is deleted first)
+    drop_identical_pairs: bool = False  # drop judgments whose two sides tokenize alike; else an error
+
+    @property
+    def method(self) -> str:
+        """The run's name in logs and output_dir (not a config key)."""
+        return f"rm_{self.variant}"
 
 
 def resolved_lr(optim: OptimConfig, lora: LoraSettings, defaults: dict[bool, float]) -> float:
@@ -159,8 +209,9 @@ def accumulation_steps(batch_size: int, micro_batch_size: int, processes: int) -
 RUN_CONTROL_KEYS = ("output_dir", "cache_dir", "resume_from", "stop_after_steps", "save_every",
                     "keep_checkpoints", "overwrite", "report", "runtime.num_threads")
 
-# report_to entry -> (module that must be importable, the extra that installs it)
-TRACKERS = {"tensorboard": ("tensorboard", "tensorboard"), "wandb": ("wandb", "wandb")}
+# report_to entries that an extra of badpo installs; any other tracker accelerate supports is
+# installed by its own package, of the same name as the tracker
+TRACKER_EXTRAS = ("tensorboard", "wandb")
 
 
 def _positive(value: float, key: str) -> None:
@@ -174,15 +225,20 @@ def _within(value: float, low: float, high: float, key: str, closed_high: bool =
 
 
 def check_trackers(report: ReportConfig) -> None:
-    """Every tracker in ``report.report_to`` is importable: checked when the config is read, not
-    after minutes of reference log-probs."""
+    """Every tracker in ``report.report_to`` is one accelerate supports and is importable: checked
+    when the config is read, not after minutes of reference log-probs."""
     import importlib.util
 
+    from accelerate.tracking import LOGGER_TYPE_TO_CLASS
+
     for name in report.report_to:
-        module, extra = TRACKERS[name]
-        if importlib.util.find_spec(module) is None:
+        if name not in LOGGER_TYPE_TO_CLASS:
+            raise ConfigError(f"report.report_to: {name!r} is not a tracker accelerate supports; "
+                              f"choose from {sorted(LOGGER_TYPE_TO_CLASS)}")
+        if importlib.util.find_spec(name) is None:
+            how = f"pip install 'badpo[{name}]'" if name in TRACKER_EXTRAS else f"pip install {name}"
             raise ConfigError(f"report.report_to: {name} is not installed; "
-                              f"pip install 'badpo[{extra}]' (or drop {name} from report_to)")
+                              f"{how} (or drop {name} from report_to)")
     if report.log_every < 1:
         raise ConfigError(f"report.log_every: must be >= 1, got {report.log_every}")
 
@@ -193,7 +249,8 @@ def check_common(model: ModelConfig, lora: LoraSettings, optim: OptimConfig, run
     if not model.name_or_path:
         raise ConfigError("model.name_or_path: required (a Hub id or a local path)")
     if not data:
-        raise ConfigError("data: required (a .jsonl file or a saved datasets directory)")
+        raise ConfigError("data: required (a .jsonl/.parquet/.csv/.json file, a save_to_disk folder "
+                          "or a Hub dataset id)")
     _within(optim.warmup_ratio, 0.0, 1.0, "optim.warmup_ratio")
     if optim.lr is not None:
         _positive(optim.lr, "optim.lr")
@@ -223,7 +280,6 @@ def check_train(config: TrainConfig) -> None:
     params = method.parse_params(config.method_params)
     _positive(config.beta, "beta")  # beta < 0 would learn the reverse preference
     _positive(config.steps, "steps")
-    _positive(config.bias.lr, "bias.lr")
     # an arm of several policies counts stop_after_steps over all of its steps (badpo.engine.mixture)
     total, what = ((params.total_steps(config.steps), "the arm's total steps") if method.type_policies
                    else (config.steps, "steps"))
@@ -232,8 +288,34 @@ def check_train(config: TrainConfig) -> None:
                           f"got {config.stop_after_steps}")
     _within(config.save_every, 0, float("inf"), "save_every")
     _positive(config.keep_checkpoints, "keep_checkpoints")
-    if config.bias.fixed_offset is not None and not all(map(math.isfinite, config.bias.fixed_offset)):
-        raise ConfigError(f"bias.fixed_offset: must be finite, got {config.bias.fixed_offset}")
+    check_bias(config.bias)
+
+
+def check_bias(bias: BiasSettings) -> None:
+    _positive(bias.lr, "bias.lr")
+    if bias.fixed_offset is not None and not all(map(math.isfinite, bias.fixed_offset)):
+        raise ConfigError(f"bias.fixed_offset: must be finite, got {bias.fixed_offset}")
+    trusted = bias.trusted or []
+    if len(set(trusted)) != len(trusted):
+        raise ConfigError(f"bias.trusted: an annotator id appears twice in {trusted}")
+    for annotator, values in (trusted.items() if isinstance(trusted, dict) else ()):
+        if not all(map(math.isfinite, values)):
+            raise ConfigError(f"bias.trusted.{annotator}: must be finite, got {values}")
+
+
+def check_rm(config: RMConfig) -> None:
+    check_common(config.model, config.lora, config.optim, config.runtime, config.report, config.data,
+                 config.batch_size, config.micro_batch_size)
+    try:
+        variant_facts(config.variant)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    _positive(config.steps, "steps")
+    if config.stop_after_steps is not None and not 0 < config.stop_after_steps <= config.steps:
+        raise ConfigError(f"stop_after_steps: must lie in [1, steps={config.steps}], got {config.stop_after_steps}")
+    _within(config.save_every, 0, float("inf"), "save_every")
+    _positive(config.keep_checkpoints, "keep_checkpoints")
+    check_bias(config.bias)
 
 
 def check_sft(config: SFTConfig) -> None:
@@ -242,7 +324,7 @@ def check_sft(config: SFTConfig) -> None:
     _positive(config.epochs, "epochs")
 
 
-def format_output_dir(config: TrainConfig) -> TrainConfig:
-    """Fill ``{method}`` and ``{seed}`` in output_dir."""
+def format_output_dir(config):
+    """Fill ``{method}`` and ``{seed}`` in output_dir (a TrainConfig or an RMConfig)."""
     output_dir = config.output_dir.format(method=config.method, seed=config.runtime.seed)
     return dataclasses.replace(config, output_dir=output_dir)

@@ -17,11 +17,9 @@ one pair always share a step instead of being spread over the epoch.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -158,7 +156,7 @@ def _annotator_classes(judgments: Sequence[Judgment]) -> dict[str, str] | None:
 
 def build_preference_data(
     judgments: Sequence[Judgment], attributes, tokenizer, tokenization: TokenizationConfig,
-    drop_identical_pairs: bool = False, source: str = "data",
+    drop_identical_pairs: bool = False, source: str = "data", rendered_prompts: bool = False,
 ) -> PreferenceData:
     """Tokenize the judgments' distinct sequences once and index everything else.
 
@@ -168,11 +166,12 @@ def build_preference_data(
     up to whitespace) teaches the policy nothing but would still train theta on its attribute
     difference: it is an error naming the row (``source`` row i, 0-based), or, with
     ``drop_identical_pairs``, dropped and counted. ``input_report`` counts truncations, dropped
-    rows and exact duplicate judgments (kept: a repeated vote is a vote).
+    rows and exact duplicate judgments (kept: a repeated vote is a vote). ``rendered_prompts``:
+    the prompts were rendered from chat messages (:func:`badpo.engine.tokenize.encode_prompts`).
     """
     if not judgments:
         raise ValueError(f"{source}: no judgments")
-    data = _index_judgments(judgments, attributes, tokenizer, tokenization)
+    data = _index_judgments(judgments, attributes, tokenizer, tokenization, rendered_prompts)
     identical = _identical_sides(data)
     if identical and not drop_identical_pairs:
         i = identical[0]
@@ -185,7 +184,7 @@ def build_preference_data(
         kept = [j for i, j in enumerate(judgments) if i not in dropped]
         if not kept:
             raise ValueError(f"{source}: every judgment has identical sides after tokenization")
-        data = _index_judgments(kept, attributes, tokenizer, tokenization)
+        data = _index_judgments(kept, attributes, tokenizer, tokenization, rendered_prompts)
     seen: set[Judgment] = set()
     duplicates = 0
     for j in judgments:
@@ -216,7 +215,7 @@ def _why_identical(data: PreferenceData, judgment: Judgment, i: int) -> str:
 
 
 def _index_judgments(judgments: Sequence[Judgment], attributes, tokenizer,
-                     tokenization: TokenizationConfig) -> PreferenceData:
+                     tokenization: TokenizationConfig, rendered_prompts: bool) -> PreferenceData:
     rows: dict[tuple[str, str], int] = {}
     pairs: dict[str, int] = {}
     pair_texts: list[tuple[str, str, str]] = []
@@ -232,7 +231,7 @@ def _index_judgments(judgments: Sequence[Judgment], attributes, tokenizer,
         chosen.append(rows.setdefault((j.prompt, j.chosen), len(rows)))
         rejected.append(rows.setdefault((j.prompt, j.rejected), len(rows)))
         pair_of.append(pairs[key])
-    store = build_token_store(tokenizer, list(rows), tokenization)
+    store = build_token_store(tokenizer, list(rows), tokenization, rendered_prompts)
     annotators = tuple(sorted({j.annotator for j in judgments}))
     position = {a: k for k, a in enumerate(annotators)}
     if attributes is None:
@@ -312,37 +311,6 @@ class Schedule:
     def micro_batches(self, step: int, process: int, processes: int, micro: int) -> list[Tensor]:
         chunks = self.step_items(step).split(micro)
         return list(chunks[process::processes])
-
-
-def read_sft_rows(path: str | Path) -> list[tuple[str, str]]:
-    """(prompt, response) rows of a .jsonl file with string fields ``prompt`` and ``response``."""
-    rows = []
-    with open(path, "rb") as handle:
-        for line_number, raw in enumerate(handle, start=1):
-            where = f"{path} line {line_number}"
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise ValueError(f"{where}: not UTF-8 text (byte {raw[error.start]:#04x} at "
-                                 f"column {error.start + 1})") from None
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{where}: not valid JSON ({error.msg}, column {error.colno})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{where}: expected a JSON object with 'prompt' and 'response', "
-                                 f"got {type(row).__name__}")
-            for name in ("prompt", "response"):
-                if name not in row:
-                    raise ValueError(f"{where}: {name!r} is missing")
-                if not isinstance(row[name], str) or not row[name]:
-                    raise ValueError(f"{where}: {name!r} must be a non-empty string, got {row[name]!r}")
-            rows.append((row["prompt"], row["response"]))
-    if not rows:
-        raise ValueError(f"{path}: no sft rows")
-    return rows
 
 
 def majority_chosen(judgments: Sequence[Judgment], tie_break: str = "first_judgment"

@@ -59,7 +59,7 @@ import torch
 from torch import Tensor
 
 from badpo.config import ConfigError, dump_yaml
-from badpo.data.judgments import read_judgments
+from badpo.data.sources import read_judgment_source
 from badpo.engine.checkpoint import CHECKPOINTS, list_checkpoints
 from badpo.engine.data import build_preference_data
 from badpo.engine.run_folder import (
@@ -113,9 +113,11 @@ class Votes:
 def _votes(config) -> Votes:
     """The judgments as the parts will index them (the same reading, tokenization and dropping of
     identical pairs as ``train.prepare_run``; the attributes do not change the indices)."""
-    data = build_preference_data(read_judgments(config.data), None, load_tokenizer(config.model),
-                                 config.tokenization, drop_identical_pairs=config.drop_identical_pairs,
-                                 source=config.data)
+    tokenizer = load_tokenizer(config.model)
+    loaded = read_judgment_source(config.data, config.data_split, config.columns, tokenizer)
+    data = build_preference_data(loaded.rows, None, tokenizer, config.tokenization,
+                                 drop_identical_pairs=config.drop_identical_pairs, source=config.data,
+                                 rendered_prompts=loaded.rendered_prompts)
     return Votes(data.annotators, data.annotator_index,
                  vote_halves(data.annotator_index, len(data.annotators), config.runtime.seed))
 

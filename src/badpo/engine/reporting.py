@@ -1,4 +1,10 @@
-"""The per-step log of a run: ``log.jsonl``, a tqdm bar, and tensorboard / wandb when asked.
+"""The per-step log of a run: ``log.jsonl``, a tqdm bar, and the trackers of ``report.report_to``.
+
+The trackers are accelerate's own (``accelerate.tracking``: tensorboard, wandb, mlflow, aim,
+comet_ml, ...), built here per run folder rather than once per ``Accelerator(log_with=...)``: one
+accelerator trains every policy of an arm of several policies, each into its own folder. A tracker
+that writes files gets ``OUTPUT/<tracker name>`` (``OUTPUT/tensorboard``); the others log to the
+project ``report.wandb_project`` under the run folder's name.
 
 Only the main process writes. On resume the log is cut back to the checkpoint's step, so that
 steps replayed after a crash are not listed twice.
@@ -15,7 +21,7 @@ from badpo.jsonio import dumps
 
 
 def _flat(record: dict[str, Any], prefix: str = "") -> dict[str, float]:
-    """{"theta_bar": {"x": 1}} -> {"theta_bar/x": 1}: scalars for tensorboard and wandb."""
+    """{"theta_bar": {"x": 1}} -> {"theta_bar/x": 1}: the scalars a tracker plots."""
     out: dict[str, float] = {}
     for key, value in record.items():
         if isinstance(value, dict):
@@ -31,7 +37,8 @@ class RunLog:
     def __init__(self, output_dir: Path, report: ReportConfig, total_steps: int, start_step: int,
                  is_main: bool, run_config: dict[str, Any], description: str) -> None:
         self.report, self.total_steps, self.is_main = report, total_steps, is_main
-        self.tensorboard = self.wandb = self.bar = self.file = None
+        self.trackers: list = []
+        self.bar = self.file = None
         if not is_main:
             return
         path = output_dir / "log.jsonl"
@@ -41,15 +48,7 @@ class RunLog:
                     if line.strip() and json.loads(line)["step"] <= start_step]
         path.write_text("".join(line + "\n" for line in kept))
         self.file = open(path, "a", encoding="utf-8")
-        if "tensorboard" in report.report_to:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self.tensorboard = SummaryWriter(str(output_dir / "tensorboard"))
-        if "wandb" in report.report_to:
-            import wandb
-
-            self.wandb = wandb.init(project=report.wandb_project, config=run_config,
-                                    dir=str(output_dir), name=output_dir.name)
+        self.trackers = _start_trackers(report, output_dir, run_config)
         if report.progress_bar:
             from tqdm.auto import tqdm
 
@@ -66,11 +65,8 @@ class RunLog:
         self.file.write(dumps(record) + "\n")
         self.file.flush()
         scalars = _flat(record)
-        if self.tensorboard is not None:
-            for key, value in scalars.items():
-                self.tensorboard.add_scalar(key, value, step)
-        if self.wandb is not None:
-            self.wandb.log(scalars, step=step)
+        for tracker in self.trackers:
+            tracker.log(scalars, step=step)
         if self.bar is not None:
             self.bar.set_postfix(loss=f"{record.get('loss', float('nan')):.4f}", refresh=False)
 
@@ -79,8 +75,40 @@ class RunLog:
             self.bar.update(1)
 
     def close(self) -> None:
-        for sink in (self.file, self.tensorboard, self.bar):
+        for sink in (self.file, self.bar):
             if sink is not None:
                 sink.close()
-        if self.wandb is not None:
-            self.wandb.finish()
+        for tracker in self.trackers:
+            tracker.finish()
+
+
+def _start_trackers(report: ReportConfig, output_dir: Path, run_config: dict[str, Any]) -> list:
+    """accelerate's tracker of each ``report_to`` name, started, with the run's config as its
+    hyperparameters (flattened: dotted keys, lists as text, as every tracker accepts)."""
+    from accelerate.tracking import LOGGER_TYPE_TO_CLASS
+
+    hyperparameters = {key: value if isinstance(value, (int, float, str, bool)) or value is None
+                       else str(value) for key, value in _flat_config(run_config).items()}
+    trackers = []
+    for name in report.report_to:
+        tracker_class = LOGGER_TYPE_TO_CLASS[name]
+        if tracker_class.requires_logging_directory:
+            tracker = tracker_class(name, str(output_dir))
+        elif name == "wandb":
+            tracker = tracker_class(report.wandb_project, name=output_dir.name, dir=str(output_dir))
+        else:
+            tracker = tracker_class(report.wandb_project)
+        tracker.start()
+        tracker.store_init_configuration(hyperparameters)
+        trackers.append(tracker)
+    return trackers
+
+
+def _flat_config(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and value:
+            out.update(_flat_config(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out

@@ -31,7 +31,7 @@ from badpo.config import ConfigError, load_config, to_dict
 from badpo.engine.config import RUN_CONTROL_KEYS
 
 CONFIG_FILE = "config.yaml"
-FINAL_NAMES = ("policy", "theta.json", "mixture.json", "run.json")  # the finished run's outputs
+FINAL_NAMES = ("policy", "reward_model", "theta.json", "mixture.json", "run.json")  # a finished run's outputs
 _STAGING, _COMMIT, _MANIFEST, _LOCK = ".final-staging", ".final-commit", "MANIFEST", ".lock"
 # what a run writes into its folder; overwrite deletes these and nothing else (em/ and types/
 # hold the parts of an arm of several policies, badpo.engine.mixture)
@@ -47,7 +47,7 @@ def identity(config: Any) -> dict:
         node = plain
         for part in parents:
             node = node[part]
-        node.pop(leaf)
+        node.pop(leaf, None)  # a stage without the key (a reward model has no cache_dir)
     return plain
 
 

@@ -78,16 +78,23 @@ def load_tokenizer(config: ModelConfig):
     return tokenizer
 
 
-def load_model(config: ModelConfig, lora: LoraSettings, mixed: str) -> nn.Module:
-    """The causal LM, fp32 (bf16 base under LoRA with bf16 autocast), LoRA-wrapped if asked."""
-    from transformers import AutoModelForCausalLM
+def load_model(config: ModelConfig, lora: LoraSettings, mixed: str, task: str = "CAUSAL_LM",
+               **model_kwargs) -> nn.Module:
+    """The causal LM, fp32 (bf16 base under LoRA with bf16 autocast), LoRA-wrapped if asked.
 
+    ``task="SEQ_CLS"`` loads an ``AutoModelForSequenceClassification`` instead (a reward model;
+    ``model_kwargs`` such as ``num_labels`` go to ``from_pretrained``); under LoRA peft then also
+    trains its score head."""
+    import transformers
+
+    loader = {"CAUSAL_LM": transformers.AutoModelForCausalLM,
+              "SEQ_CLS": transformers.AutoModelForSequenceClassification}[task]
     dtype = torch.bfloat16 if lora.enabled and mixed == "bf16" else torch.float32
     kwargs = {"revision": config.revision, "trust_remote_code": config.trust_remote_code,
-              "dtype": dtype}
+              "dtype": dtype, **model_kwargs}
     if config.attn_implementation is not None:
         kwargs["attn_implementation"] = config.attn_implementation
-    model = from_pretrained(AutoModelForCausalLM, config.name_or_path, "model.name_or_path", **kwargs)
+    model = from_pretrained(loader, config.name_or_path, "model.name_or_path", **kwargs)
     if config.disable_dropout:
         disable_dropout(model)
     if config.gradient_checkpointing:
@@ -96,7 +103,7 @@ def load_model(config: ModelConfig, lora: LoraSettings, mixed: str) -> nn.Module
         from peft import LoraConfig, get_peft_model
 
         adapter = LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                             target_modules=lora.target_modules, task_type="CAUSAL_LM")
+                             target_modules=lora.target_modules, task_type=task)
         model = get_peft_model(model, adapter)  # adapters in fp32 on a bf16 base
     model.train()  # from_pretrained returns eval mode; gradient checkpointing needs train mode
     return model

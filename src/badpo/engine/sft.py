@@ -22,9 +22,9 @@ from pathlib import Path
 import torch
 
 from badpo.config import dump_yaml, to_dict
-from badpo.data.judgments import read_judgments
+from badpo.data.sources import read_judgment_source, read_sft_source
 from badpo.engine.config import SFT_LR, SFTConfig, accumulation_steps, check_sft, resolved_lr
-from badpo.engine.data import Schedule, majority_chosen, read_sft_rows
+from badpo.engine.data import Schedule, majority_chosen
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.reporting import RunLog
 from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
@@ -32,14 +32,17 @@ from badpo.engine.tokenize import build_token_store
 from badpo.jsonio import dumps
 
 
-def sft_rows(config: SFTConfig) -> tuple[list[tuple[str, str]], list[str]]:
-    """(prompt, response) rows and the pair keys skipped for want of a majority."""
+def sft_rows(config: SFTConfig, tokenizer) -> tuple[list[tuple[str, str]], list[str], bool]:
+    """(prompt, response) rows, the pair keys skipped for want of a majority, and whether the
+    prompts were rendered from chat messages (badpo.data.sources)."""
     if config.source == "sft_rows":
-        return read_sft_rows(config.data), []
-    rows, ties = majority_chosen(read_judgments(config.data), config.tie_break)
+        loaded = read_sft_source(config.data, config.data_split, config.columns, tokenizer)
+        return loaded.rows, [], loaded.rendered_prompts
+    loaded = read_judgment_source(config.data, config.data_split, config.columns, tokenizer)
+    rows, ties = majority_chosen(loaded.rows, config.tie_break)
     if not rows:
         raise ValueError(f"data: no pair of {config.data!r} has a majority-chosen response")
-    return rows, ties
+    return rows, ties, loaded.rendered_prompts
 
 
 def sft(config: SFTConfig) -> Path:
@@ -54,8 +57,8 @@ def sft(config: SFTConfig) -> Path:
     set_seed(config.runtime.seed)
     output = Path(config.output_dir)
     tokenizer = load_tokenizer(config.model)
-    rows, ties = sft_rows(config)
-    store = build_token_store(tokenizer, rows, config.tokenization)
+    rows, ties, rendered_prompts = sft_rows(config, tokenizer)
+    store = build_token_store(tokenizer, rows, config.tokenization, rendered_prompts)
     model = load_model(config.model, config.lora, accelerator.mixed_precision)
     policy = LogprobModel(model, config.runtime.logprob_chunk_size)
     steps = math.ceil(len(rows) * config.epochs / config.batch_size)

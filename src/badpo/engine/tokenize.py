@@ -7,6 +7,8 @@ Encoding rule (one place, used by SFT, preference training, the cache and the re
   (``apply_chat_template(..., add_generation_prompt=True)``) and tokenized without adding special
   tokens (the template carries them). Otherwise the prompt is tokenized as plain text with the
   tokenizer's own special tokens (e.g. a BOS).
+* Prompts given as chat messages were rendered by :mod:`badpo.data.sources` with the same call
+  (the whole conversation); they are tokenized as they are, without special tokens.
 * The response is tokenized as plain text without special tokens and followed by the EOS token.
 * Truncation: a prompt longer than ``max_prompt_tokens`` keeps its *last* tokens (the end of the
   question and the generation prompt matter most); the response is then cut from the right so
@@ -63,8 +65,16 @@ def uses_chat_template(tokenizer, config: TokenizationConfig) -> bool:
     return has_template and config.chat_template != "never"
 
 
-def encode_prompts(tokenizer, prompts: Sequence[str], config: TokenizationConfig) -> list[list[int]]:
-    """Token ids of each prompt (chat-rendered or plain), before truncation."""
+def encode_prompts(tokenizer, prompts: Sequence[str], config: TokenizationConfig,
+                   rendered: bool = False) -> list[list[int]]:
+    """Token ids of each prompt (chat-rendered or plain), before truncation. ``rendered`` prompts
+    were rendered from chat messages already (:mod:`badpo.data.sources`): they are tokenized as
+    they are, without special tokens, since the template wrote them."""
+    if rendered:
+        if config.chat_template == "never":
+            raise ConfigError("tokenization.chat_template: 'never', but the prompts are chat messages, "
+                              "which only a chat template can render")
+        return tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
     if uses_chat_template(tokenizer, config):
         texts = [
             tokenizer.apply_chat_template(
@@ -138,12 +148,14 @@ class TokenStore:
 
 
 def build_token_store(
-    tokenizer, sequences: Sequence[tuple[str, str]], config: TokenizationConfig
+    tokenizer, sequences: Sequence[tuple[str, str]], config: TokenizationConfig,
+    rendered_prompts: bool = False,
 ) -> TokenStore:
-    """Tokenize each distinct prompt and response once and pad all sequences into a TokenStore."""
+    """Tokenize each distinct prompt and response once and pad all sequences into a TokenStore
+    (``rendered_prompts``: see :func:`encode_prompts`)."""
     prompts = sorted({p for p, _ in sequences})
     responses = sorted({r for _, r in sequences})
-    prompt_ids = dict(zip(prompts, encode_prompts(tokenizer, prompts, config)))
+    prompt_ids = dict(zip(prompts, encode_prompts(tokenizer, prompts, config, rendered_prompts)))
     response_ids = dict(zip(responses, encode_responses(tokenizer, responses)))
     rows, prompt_lengths, prompt_cut, response_cut = [], [], [], []
     for prompt, response in sequences:

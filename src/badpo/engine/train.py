@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -24,7 +26,7 @@ from torch import Tensor
 from badpo.attributes import AttributeSet, resolve_attributes
 from badpo.bias import BiasChannel
 from badpo.config import ConfigError, dump_yaml, to_dict
-from badpo.data.judgments import read_judgments
+from badpo.data.sources import read_judgment_source
 from badpo.diagnostics import Audit, audit
 from badpo.engine.cache import reference_logprobs, token_offsets
 from badpo.engine.checkpoint import (
@@ -56,7 +58,7 @@ def build_bias(method: Method, config: TrainConfig, data: PreferenceData):
                 f"attributes: method {config.method!r} / bias options need at least one")
         return None
     if not method.learns_theta:
-        for key in ("warm_start", "declared"):
+        for key in ("warm_start", "declared", "trusted"):
             if getattr(config.bias, key) not in (False, None):
                 raise ConfigError(f"bias.{key}: method {config.method!r} learns no theta")
     declared = config.bias.declared or list(data.attribute_names)
@@ -69,10 +71,30 @@ def build_bias(method: Method, config: TrainConfig, data: PreferenceData):
         columns = [data.attribute_names.index(n) for n in declared]
         estimate = dict(zip(declared, offline_estimate(data.attr_diff[:, columns], declared)))
         init_mean = [estimate.get(n, 0.0) for n in data.attribute_names]
-    return BiasChannel(
-        method.bias_variant, data.attribute_names, data.annotators, data.annotator_classes,
-        declared=config.bias.declared, init_mean=init_mean, fixed_offset=config.bias.fixed_offset,
-    )
+    trusted = config.bias.trusted_values(len(data.attribute_names))
+    check_trusted_ids(config, data.annotators)
+    for annotator, values in trusted.items():
+        if len(values) != len(data.attribute_names):
+            raise ConfigError(f"bias.trusted.{annotator}: expected {len(data.attribute_names)} values, "
+                              f"one per attribute {list(data.attribute_names)}, got {len(values)}")
+    try:
+        return BiasChannel(
+            method.bias_variant, data.attribute_names, data.annotators, data.annotator_classes,
+            declared=config.bias.declared, init_mean=init_mean, fixed_offset=config.bias.fixed_offset,
+            trusted=trusted or None,
+        )
+    except ValueError as error:  # a trusted value the variant cannot hold: name the config key
+        if str(error).startswith("trusted"):
+            raise ConfigError(f"bias.{error} (method {config.method!r})") from None
+        raise
+
+
+def check_trusted_ids(config: TrainConfig, annotators) -> None:
+    """Every ``bias.trusted`` id must be an annotator of the training data."""
+    known = set(annotators)
+    for annotator in config.bias.trusted or ():
+        if annotator not in known:
+            raise ConfigError(f"bias.trusted: annotator {annotator!r} has no judgment in {config.data}")
 
 
 @dataclasses.dataclass
@@ -90,7 +112,7 @@ class Run:
     data: PreferenceData
     items: ItemTable
     schedule: Schedule
-    reference: Tensor  # [S] reference log-probs, on the device
+    reference: Tensor | None  # [S] reference log-probs, on the device (None: a reward model)
     annotator_index: Tensor  # [N], on the device
     attr_diff: Tensor  # [N, q], on the device
     params: object = None  # the method's typed parameters (method_params)
@@ -98,6 +120,9 @@ class Run:
     reference_tokens: Tensor | None = None  # [tokens] per-token reference log-probs (ragged)
     token_offsets: Tensor | None = None  # [S + 1] where each store row's tokens start
     labels: Audit | None = None  # the label audit of the learned attributes
+    # (run, micro-batch, step) -> LossTerms [J]; None: judgment_losses (the method on policy
+    # log-probs). badpo.engine.reward gives a reward model's Bradley-Terry terms here.
+    losses: Callable[..., LossTerms] | None = None
 
 
 def judgment_losses(run: Run, micro, step: int) -> LossTerms:
@@ -112,11 +137,7 @@ def judgment_losses(run: Run, micro, step: int) -> LossTerms:
         logps = run.policy(batch["input_ids"], batch["attention_mask"], batch["response_mask"])
     reference = run.reference[micro.sequence_rows.to(device)]
     chosen, rejected = micro.chosen_slot.to(device), micro.rejected_slot.to(device)
-    judgments = micro.judgments.to(device)
-    if run.bias is None:
-        bias_logit = torch.zeros(len(judgments), device=device)
-    else:
-        bias_logit = run.bias(run.annotator_index[judgments], run.attr_diff[judgments])
+    bias_logit = bias_logits(run, micro.judgments.to(device))
     views = {}
     if "lengths" in needs:
         lengths = run.data.store.response_lengths()[micro.sequence_rows].to(device)
@@ -131,6 +152,13 @@ def judgment_losses(run: Run, micro, step: int) -> LossTerms:
         policy_chosen=logps[chosen], policy_rejected=logps[rejected], reference_chosen=reference[chosen],
         reference_rejected=reference[rejected], bias_logit=bias_logit, beta=run.config.beta, **views)
     return run.method.loss(view, run.params)
+
+
+def bias_logits(run: Run, judgments: Tensor) -> Tensor:
+    """b = theta_k . (g_w - g_l) of each of the ``[J]`` judgments (zeros without a bias channel)."""
+    if run.bias is None:
+        return torch.zeros(len(judgments), device=judgments.device)
+    return run.bias(run.annotator_index[judgments], run.attr_diff[judgments])
 
 
 def _token_logratios(run: Run, rows: Tensor, policy_tokens: Tensor) -> list[Tensor]:
@@ -158,7 +186,7 @@ def train_step(run: Run, step: int) -> tuple[Tensor, dict]:
         micro = run.items.micro_batch(items)
         last = index == len(micros) - 1
         with contextlib.nullcontext() if last else accelerator.no_sync(run.policy):
-            terms = judgment_losses(run, micro, step)
+            terms = (run.losses or judgment_losses)(run, micro, step)
             losses = terms.losses
             if run.weighting is not None:
                 run.weighting.observe(micro.judgments, losses)
@@ -227,7 +255,8 @@ def audit_labels(method: Method, config: TrainConfig, judgments, attributes) -> 
         return None
     declared = set(config.bias.declared or attributes.names)
     learned = AttributeSet(tuple(a for a in attributes.attributes if a.name in declared))
-    result = audit(judgments, learned)
+    check_trusted_ids(config, {j.annotator for j in judgments})
+    result = audit(judgments, learned, trusted=list(config.bias.trusted or ()))
     for coordinate in result.coordinates:
         if coordinate.overall.cross == 0:
             raise ConfigError(
@@ -254,10 +283,12 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
     set_seed(config.runtime.seed)
     tokenizer = load_tokenizer(config.model)
     attributes = resolve_attributes(config.attributes) if config.attributes else None
-    judgments = read_judgments(config.data)
+    loaded = read_judgment_source(config.data, config.data_split, config.columns, tokenizer)
+    judgments = loaded.rows
     labels = audit_labels(method, config, judgments, attributes)
     data = build_preference_data(judgments, attributes, tokenizer, config.tokenization,
-                                 drop_identical_pairs=config.drop_identical_pairs, source=config.data)
+                                 drop_identical_pairs=config.drop_identical_pairs, source=config.data,
+                                 rendered_prompts=loaded.rendered_prompts)
     if method.shuffle_annotators:
         data = data.with_shuffled_annotators(config.runtime.seed)
     bias = build_bias(method, config, data)
@@ -274,12 +305,7 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
     policy = LogprobModel(model, config.runtime.logprob_chunk_size)
     optimizer, scheduler = policy_optimizer(policy, config.optim, _lr(config), config.steps)
     policy, optimizer = accelerator.prepare(policy, optimizer)
-    theta_optimizer = None
-    if bias is not None:
-        bias.to(accelerator.device)
-        params = [p for p in bias.parameters() if p.requires_grad]
-        if params:  # theta: its own Adam, constant lr, no weight decay, never scheduled or clipped
-            theta_optimizer = torch.optim.Adam(params, lr=config.bias.lr, weight_decay=0.0)
+    theta_optimizer = theta_adam(bias, config.bias.lr, accelerator.device)
     items = data.items(config.batching)
     if judgment_mask is not None:
         items = items.restrict(judgment_mask)
@@ -298,6 +324,16 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
         token_offsets=token_offsets(data.store) if per_token else None,
     )
     return run, cache_parts, tokenizer
+
+
+def theta_adam(bias: BiasChannel | None, lr: float, device) -> torch.optim.Optimizer | None:
+    """theta's own Adam: constant lr, no weight decay, never scheduled or clipped (None when the
+    channel has nothing to learn). Moves the channel to ``device``."""
+    if bias is None:
+        return None
+    bias.to(device)
+    params = [p for p in bias.parameters() if p.requires_grad]
+    return torch.optim.Adam(params, lr=lr, weight_decay=0.0) if params else None
 
 
 def _lr(config: TrainConfig) -> float:
@@ -321,7 +357,7 @@ def _report_input(accelerator, report: dict) -> None:
 
 
 @contextlib.contextmanager
-def _own_folder(output: Path, config: TrainConfig, accelerator):
+def own_folder(output: Path, config, accelerator):
     """The main process locks and claims ``output`` (see badpo.engine.run_folder) for the block."""
     lock = run_lock(output) if accelerator.is_main_process else contextlib.nullcontext()
     with lock:
@@ -344,31 +380,40 @@ def train(config: TrainConfig) -> Path:
     check_train(config)
     output = Path(config.output_dir)
     accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
-    with _own_folder(output, config, accelerator):
+    with own_folder(output, config, accelerator):
         if is_finished(output):
             _notice(accelerator, f"{output} holds this run, finished; its results are kept "
                                  "(overwrite=true trains it again)")
             return output
         if get_method(config.method).type_policies:  # several policies, each trained by the loop below
             return train_type_policies(config, output, accelerator, _train_in_folder)
-        resume = resolve_resume(config.resume_from, output)
-        if resume is None and list_checkpoints(output):
-            raise ConfigError(
-                f"output_dir: {output} holds an unfinished run of this config (checkpoints up to "
-                f"{list_checkpoints(output)[-1].name}); set resume_from=latest to continue it, or "
-                "overwrite=true to start again")
-        if resume is not None:
-            check_checkpoint(resume, config)
-        return _train_in_folder(config, output, accelerator, resume)
+        return _train_in_folder(config, output, accelerator, resume_point(config, output))
+
+
+def resume_point(config, output: Path) -> Path | None:
+    """The checkpoint this run resumes from (``resume_from``), checked to be this run's; None to
+    start afresh. An unfinished run's checkpoints without ``resume_from`` are an error."""
+    resume = resolve_resume(config.resume_from, output)
+    if resume is None and list_checkpoints(output):
+        raise ConfigError(
+            f"output_dir: {output} holds an unfinished run of this config (checkpoints up to "
+            f"{list_checkpoints(output)[-1].name}); set resume_from=latest to continue it, or "
+            "overwrite=true to start again")
+    if resume is not None:
+        check_checkpoint(resume, config)
+    return resume
 
 
 def _train_in_folder(config: TrainConfig, output: Path, accelerator, resume: Path | None, *,
-                     weighting=None, judgment_mask: Tensor | None = None, on_finished=None) -> Path:
+                     weighting=None, judgment_mask: Tensor | None = None, on_finished=None,
+                     prepare=None, write_outputs=None) -> Path:
     """Train (or resume) one policy in ``output``. ``weighting`` and ``judgment_mask`` go to
     :func:`prepare_run`; ``on_finished(run)``, if given, is called once the last step is done,
-    before the final outputs are committed."""
-    run, cache_parts, tokenizer = prepare_run(config, accelerator, weighting=weighting,
-                                              judgment_mask=judgment_mask)
+    before the final outputs are committed. Another stage on the same loop (a reward model,
+    badpo.engine.reward) gives its own ``prepare(config, accelerator) -> (run, cache parts,
+    tokenizer)`` and ``write_outputs`` (the signature of :func:`_write_outputs`)."""
+    prepare = prepare or functools.partial(prepare_run, weighting=weighting, judgment_mask=judgment_mask)
+    run, cache_parts, tokenizer = prepare(config, accelerator)
     _report_input(accelerator, run.data.input_report)
     state = TrainingState()
     install_policy_hooks(accelerator)
@@ -407,7 +452,8 @@ def _train_in_folder(config: TrainConfig, output: Path, accelerator, resume: Pat
     if state.step == config.steps:
         if on_finished is not None:
             on_finished(run)
-        _write_outputs(run, tokenizer, output, cache_parts, last_record, time.perf_counter() - started)
+        (write_outputs or _write_outputs)(run, tokenizer, output, cache_parts, last_record,
+                                          time.perf_counter() - started)
     return output
 
 
@@ -440,4 +486,5 @@ def _write_outputs(run: Run, tokenizer, output: Path, cache_parts: dict, last: d
     commit_final(output, write)
 
 
-__all__ = ["train", "prepare_run", "train_step", "judgment_losses", "build_bias", "Run", "STATS"]
+__all__ = ["train", "prepare_run", "train_step", "judgment_losses", "bias_logits", "build_bias", "own_folder",
+           "resume_point", "theta_adam", "Run", "STATS"]

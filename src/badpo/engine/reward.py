@@ -1,0 +1,171 @@
+"""``badpo rm``: a Bradley-Terry reward model with the bias channel, trained on the preference loop.
+
+    loss = -log sigmoid( r(x, y_w) - r(x, y_l) + theta_k . (g(y_w) - g(y_l)) )      (losses.bt_loss)
+
+The bias term is additive to the reward, so the bias shared by the annotators is explained by theta
+instead of being scored as quality. The reward model is any ``AutoModelForSequenceClassification``
+with one output (a causal LM checkpoint gets a fresh score head); LoRA is optional and merged into
+the saved model, so that ``reward_model/`` loads with ``from_pretrained`` alone.
+
+Everything but two pieces is the preference stage's (:mod:`badpo.engine.train`): the data (judgments,
+pairs, both batching modes, the identical-sides check), the label audit, the bias channel and its
+options, theta's own Adam, the loop (accumulation, clipping of the model only, checkpoints, resume,
+logging) and the run folder (lock, identity, atomic commit). This stage's own pieces are how a
+micro-batch is scored (:func:`reward_losses`, the loop's ``Run.losses``) and what is saved.
+
+Where the reward is read: transformers' sequence-classification models pool the last token that is
+not padding. Sequences are encoded as for a policy (:mod:`badpo.engine.tokenize`) but without the
+closing EOS, so the reward sits on the response's last token: exactly what ``badpo evaluate``'s judge
+(:func:`badpo.readouts_model.judge_scores`) feeds a tokenizer without a chat template. With a chat
+template the judge renders the answer as an assistant turn, whose closing tokens the training
+encoding does not have (docs/reward_models.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import torch
+from accelerate.utils import set_seed
+from torch import Tensor, nn
+
+from badpo.attributes import resolve_attributes
+from badpo.data.sources import read_judgment_source
+from badpo.engine.config import REWARD_LR, RMConfig, accumulation_steps, check_rm, format_output_dir, resolved_lr
+from badpo.engine.data import Schedule, build_preference_data
+from badpo.engine.run_folder import commit_final, is_finished
+from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
+from badpo.engine.tokenize import TokenStore
+from badpo.engine.train import (
+    Run, _train_in_folder, audit_labels, bias_logits, build_bias, own_folder, resume_point, theta_adam,
+)
+from badpo.jsonio import dumps
+from badpo.losses import bt_loss
+from badpo.methods import LossTerms, Method
+
+MODEL_FOLDER = "reward_model"
+
+
+class RewardScorer(nn.Module):
+    """``forward(input_ids, attention_mask) -> [B]`` float32 rewards, as a module accelerate wraps."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        self._no_split_modules = getattr(model, "_no_split_modules", None)  # for FSDP auto-wrap
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        return self.model(input_ids=input_ids, attention_mask=attention_mask).logits[:, 0].float()
+
+
+def without_final_eos(store: TokenStore) -> TokenStore:
+    """The store with each sequence's closing EOS padded over (a response cut by max_length has
+    none), so that the head reads the reward on the response's last token (module docstring)."""
+    ends = ~store.response_cut if store.response_cut is not None else torch.ones(len(store), dtype=torch.bool)
+    lengths = store.lengths - ends.long()
+    ids = store.ids.clone()
+    rows = ends.nonzero().flatten()
+    ids[rows, lengths[rows]] = store.pad_id
+    return dataclasses.replace(store, ids=ids, lengths=lengths)
+
+
+def reward_losses(run: Run, micro, step: int) -> LossTerms:
+    """Bradley-Terry terms of one micro-batch: each sequence scored once, ``[J]`` losses and rewards."""
+    device = run.accelerator.device
+    batch = run.data.store.batch(micro.sequence_rows, device)
+    rewards = run.policy(batch["input_ids"], batch["attention_mask"])
+    chosen, rejected = rewards[micro.chosen_slot.to(device)], rewards[micro.rejected_slot.to(device)]
+    losses = bt_loss(chosen, rejected, bias_logits(run, micro.judgments.to(device)))
+    return LossTerms(losses, chosen.detach(), rejected.detach())
+
+
+def reward_method(config: RMConfig) -> Method:
+    """The arm as the engine's bias and audit code read it: the variant; the loss is reward_losses."""
+    return Method(config.variant, "Bradley-Terry reward model")
+
+
+def prepare_reward_run(config: RMConfig, accelerator) -> tuple[Run, dict, object]:
+    """Data, label audit, bias channel, reward model and optimizers: (run, {}, tokenizer)."""
+    method = reward_method(config)
+    accumulation_steps(config.batch_size, config.micro_batch_size, accelerator.num_processes)
+    set_seed(config.runtime.seed)
+    tokenizer = load_tokenizer(config.model)
+    attributes = resolve_attributes(config.attributes) if config.attributes else None
+    loaded = read_judgment_source(config.data, config.data_split, config.columns, tokenizer)
+    labels = audit_labels(method, config, loaded.rows, attributes)
+    data = build_preference_data(loaded.rows, attributes, tokenizer, config.tokenization,
+                                 drop_identical_pairs=config.drop_identical_pairs, source=config.data,
+                                 rendered_prompts=loaded.rendered_prompts)
+    data = dataclasses.replace(data, store=without_final_eos(data.store))
+    bias = build_bias(method, config, data)
+    model = load_model(config.model, config.lora, accelerator.mixed_precision, task="SEQ_CLS",
+                       num_labels=1, pad_token_id=tokenizer.pad_token_id)
+    scorer = RewardScorer(model.to(accelerator.device))
+    optimizer, scheduler = policy_optimizer(scorer, config.optim, config.optim.lr, config.steps)
+    scorer, optimizer = accelerator.prepare(scorer, optimizer)
+    items = data.items(config.batching)
+    run = Run(
+        config=config, method=method, accelerator=accelerator, policy=scorer, bias=bias,
+        optimizer=optimizer, scheduler=scheduler,
+        theta_optimizer=theta_adam(bias, config.bias.lr, accelerator.device), data=data, items=items,
+        schedule=Schedule(len(items), config.batch_size, config.runtime.seed), reference=None,
+        annotator_index=data.annotator_index.to(accelerator.device),
+        attr_diff=data.attr_diff.to(accelerator.device), labels=labels, losses=reward_losses,
+    )
+    return run, {}, tokenizer
+
+
+def write_reward_outputs(run: Run, tokenizer, output: Path, cache_parts: dict, last: dict,
+                         seconds: float) -> None:
+    """reward_model/ (HF format, LoRA merged, tokenizer with its pad token), theta.json and run.json,
+    committed as one unit."""
+    accelerator = run.accelerator
+    state = accelerator.get_state_dict(run.policy)  # on every process: gathers FSDP / DeepSpeed shards
+    if not accelerator.is_main_process:
+        return
+    config = run.config
+    summary = {"method": config.method, "variant": config.variant, "seed": config.runtime.seed,
+               "steps": config.steps, "batching": config.batching, "judgments": len(run.data),
+               "pairs": int(run.data.pair_rows.shape[0]), "input": run.data.input_report,
+               "audit_warnings": list(run.labels.warnings) if run.labels is not None else [],
+               "wall_s": round(seconds, 2), "final": last}
+
+    def write(staging: Path) -> None:
+        model = accelerator.unwrap_model(run.policy).model
+        model.load_state_dict({k.removeprefix("model."): v for k, v in state.items()})
+        if config.lora.enabled:
+            model = model.merge_and_unload()
+        model.config.pad_token_id = tokenizer.pad_token_id
+        model.save_pretrained(staging / MODEL_FOLDER, safe_serialization=True)
+        tokenizer.save_pretrained(staging / MODEL_FOLDER)
+        if run.bias is not None:
+            run.bias.save(staging / "theta.json")
+        (staging / "run.json").write_text(dumps(summary, indent=1) + "\n", encoding="utf-8")
+
+    commit_final(output, write)
+
+
+def train_reward_model(config: RMConfig) -> Path:
+    """Train (or resume) one reward model; returns its folder: ``reward_model/``, ``theta.json``,
+    ``config.yaml``, ``log.jsonl``, ``audit.json``, ``run.json``, ``checkpoints/``. A folder holding
+    another run is refused (``overwrite: true`` replaces it); a finished run is left as it is."""
+    config = format_output_dir(config)
+    lr = resolved_lr(config.optim, config.lora, REWARD_LR)
+    config = dataclasses.replace(config, optim=dataclasses.replace(config.optim, lr=lr))
+    check_rm(config)
+    output = Path(config.output_dir)
+    accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
+    with own_folder(output, config, accelerator):
+        if is_finished(output):
+            if accelerator.is_main_process:
+                print(f"badpo rm: {output} holds this run, finished; its results are kept "
+                      "(overwrite=true trains it again)", file=sys.stderr)
+            return output
+        return _train_in_folder(config, output, accelerator, resume_point(config, output),
+                                prepare=prepare_reward_run, write_outputs=write_reward_outputs)
+
+
+__all__ = ["train_reward_model", "prepare_reward_run", "reward_losses", "RewardScorer", "without_final_eos",
+           "MODEL_FOLDER"]

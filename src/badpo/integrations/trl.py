@@ -1,0 +1,250 @@
+"""BA-DPO inside TRL: :class:`BADPOTrainer` is TRL's ``DPOTrainer`` with a learned bias logit.
+
+A TRL user changes three lines (README, "Using badpo with TRL"): the import, the class name, and
+the declared ``attributes`` (plus the bias variant). The data gains an ``annotator`` column
+(optional ``annotator_class``, ``g_chosen``/``g_rejected`` for ``given:`` attributes; the other
+judgment fields of ``docs/data-format.md`` are read too).
+
+How the annotator reaches the loss. TRL tokenizes ``prompt``/``chosen``/``rejected`` and its
+trainer drops every column the model does not take. Before TRL sees the data, each judgment's
+attribute difference g(y_w) - g(y_l) (computed on the raw texts, before TRL appends EOS) and its
+annotator's row in the bias channel are added as two columns; ``remove_unused_columns`` is set to
+False so that they survive, and the collator is wrapped to turn them into tensors beside TRL's.
+
+The loss is badpo's :func:`~badpo.losses.ba_dpo_loss` on the summed completion log-probs that
+TRL's fused LM head returns (the same forward as ``DPOTrainer``'s) and TRL's reference log-probs
+(live, or precomputed with ``precompute_ref_log_probs``): ``-log sigmoid(u + b_k)``, averaged over
+the batch. With b = 0 it is TRL's ``sigmoid`` loss; TRL options that change the loss
+(other loss types, ``ld_alpha``, f-divergences, WPO weighting) are refused.
+
+theta trains on its own ``torch.optim.Adam`` (constant lr, 1e-2 by default, no weight decay),
+stepped after each optimizer step of the policy through a ``TrainerCallback``: TRL's scheduler,
+clipping and weight decay never touch it. ``theta_bar/<attribute>`` is added to every log, and
+``save_model`` writes ``theta.json`` (:meth:`BiasChannel.save`, the engine's format) beside the
+model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import torch
+from transformers import TrainerCallback
+
+from badpo.attributes import AttributeSet, resolve_attributes
+from badpo.bias import BiasChannel
+from badpo.data.judgments import FIELDS, Judgment, validate_judgments
+from badpo.losses import ba_dpo_loss
+
+try:
+    from trl import DPOConfig, DPOTrainer
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError("badpo.integrations.trl needs TRL: pip install 'badpo[trl]'") from error
+
+__all__ = ["BADPOTrainer", "INDEX_COLUMN", "DIFF_COLUMN", "with_bias_columns"]
+
+INDEX_COLUMN = "badpo_annotator_index"  # the annotator's row in the bias channel
+DIFF_COLUMN = "badpo_attr_diff"  # g(y_w) - g(y_l), one value per attribute
+_NOT_MODEL_INPUTS = ("completion_mask", "ref_chosen_logps", "ref_rejected_logps", INDEX_COLUMN, DIFF_COLUMN)
+# DPOConfig fields whose non-default value changes TRL's loss away from -log sigmoid(beta * delta).
+_LOSS_OPTIONS = {"loss_type": ["sigmoid"], "ld_alpha": None, "f_divergence_type": "reverse_kl",
+                 "use_weighting": False}
+
+
+def _judgments(dataset, name: str) -> list[Judgment]:
+    """The dataset's rows as validated judgments (the badpo fields only; other columns are TRL's)."""
+    import datasets
+
+    if not isinstance(dataset, datasets.Dataset):
+        raise TypeError(f"{name}: BADPOTrainer needs a datasets.Dataset (map-style), got "
+                        f"{type(dataset).__name__}")
+    for column in (INDEX_COLUMN, DIFF_COLUMN):
+        if column in dataset.column_names:
+            raise ValueError(f"{name}: column {column!r} is reserved for BADPOTrainer")
+    fields = [f for f in FIELDS if f in dataset.column_names]
+    try:
+        return validate_judgments(dataset.select_columns(fields).to_list())
+    except ValueError as error:
+        raise ValueError(f"{name}: {error}") from None
+
+
+def _annotator_classes(judgments: Sequence[Judgment]) -> dict[str, str] | None:
+    """annotator -> class when rows give one; an annotator with two classes is an error."""
+    classes: dict[str, str] = {}
+    for i, j in enumerate(judgments):
+        if j.annotator_class is not None and classes.setdefault(j.annotator, j.annotator_class) != j.annotator_class:
+            raise ValueError(f"train_dataset row {i}: annotator {j.annotator!r} has class "
+                             f"{j.annotator_class!r} here but {classes[j.annotator]!r} earlier")
+    return classes or None
+
+
+def with_bias_columns(dataset, judgments: Sequence[Judgment], attributes: AttributeSet,
+                      bias: BiasChannel, name: str):
+    """``dataset`` with the two columns the bias logit reads: the annotator's row and g_w - g_l."""
+    index = []
+    for i, j in enumerate(judgments):
+        try:
+            index.append(int(bias.annotator_index([j.annotator])[0]))
+        except KeyError:
+            raise ValueError(f"{name} row {i}: annotator {j.annotator!r} is not in the bias channel "
+                             f"(its annotators come from train_dataset)") from None
+    diffs = [(g_w - g_l).tolist() for g_w, g_l in map(attributes.judgment_values, judgments)]
+    return dataset.add_column(INDEX_COLUMN, index).add_column(DIFF_COLUMN, diffs)
+
+
+class _BiasColumnsCollator:
+    """TRL's collator (which reads only its own keys), plus the bias columns as tensors."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    def __call__(self, examples: list[dict]) -> dict:
+        batch = self.inner(examples)
+        batch[INDEX_COLUMN] = torch.tensor([e[INDEX_COLUMN] for e in examples], dtype=torch.long)
+        batch[DIFF_COLUMN] = torch.tensor([e[DIFF_COLUMN] for e in examples], dtype=torch.float32)
+        return batch
+
+
+class _ThetaStep(TrainerCallback):
+    """After each optimizer step of the policy: average theta's gradient over processes (theta
+    is outside DDP), step theta's own Adam, clear its gradient."""
+
+    def __init__(self, trainer: BADPOTrainer) -> None:
+        self.trainer = trainer
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        trainer = self.trainer
+        accelerator = trainer.accelerator
+        for param in trainer.theta_parameters:
+            grad = param.grad if param.grad is not None else torch.zeros_like(param)
+            if accelerator.num_processes > 1:
+                grad = accelerator.reduce(grad, reduction="mean")
+            param.grad = grad
+        trainer.theta_optimizer.step()
+        trainer.theta_optimizer.zero_grad(set_to_none=True)
+
+
+class BADPOTrainer(DPOTrainer):
+    """TRL's ``DPOTrainer`` with the BA-DPO bias logit b_k = theta_k . (g(y_w) - g(y_l)).
+
+    ``attributes``: badpo attribute specs (``["names"]``, ``["signoff=regex:..."]``, ...) or an
+    :class:`AttributeSet`. ``bias``: a variant of :data:`badpo.bias.VARIANTS` (the channel is built
+    on the training annotators, sorted as the engine sorts them, with their classes) or a ready
+    :class:`BiasChannel` (warm start, fixed offset, trusted annotators; parameters with
+    ``requires_grad=False`` stay frozen). ``theta_lr``: theta's constant Adam learning rate.
+    Every other argument is ``DPOTrainer``'s.
+    """
+
+    def __init__(self, model, ref_model=None, args: DPOConfig | None = None, data_collator=None,
+                 train_dataset=None, eval_dataset=None, *, attributes: Sequence[str] | AttributeSet,
+                 bias: str | BiasChannel = "shared_mean", theta_lr: float = 1e-2, **kwargs) -> None:
+        if not theta_lr > 0:
+            raise ValueError(f"theta_lr: must be > 0, got {theta_lr}")
+        self.attributes = attributes if isinstance(attributes, AttributeSet) else resolve_attributes(attributes)
+        judgments = _judgments(train_dataset, "train_dataset")
+        self.bias = self._channel(bias, judgments)
+        train_dataset = with_bias_columns(train_dataset, judgments, self.attributes, self.bias,
+                                          "train_dataset")
+        if isinstance(eval_dataset, Mapping):
+            eval_dataset = {key: self._with_columns(value, f"eval_dataset[{key!r}]")
+                            for key, value in eval_dataset.items()}
+        elif eval_dataset is not None:
+            eval_dataset = self._with_columns(eval_dataset, "eval_dataset")
+        args = args if args is not None else DPOConfig()
+        for option, default in _LOSS_OPTIONS.items():
+            if getattr(args, option) != default:
+                raise ValueError(f"args.{option}: BADPOTrainer adds its bias to the DPO logit "
+                                 f"(TRL's {_LOSS_OPTIONS['loss_type']} loss); {option} must be "
+                                 f"{default!r}, got {getattr(args, option)!r}")
+        args.remove_unused_columns = False  # the bias columns must reach the collator
+        super().__init__(model, ref_model, args, data_collator, train_dataset, eval_dataset, **kwargs)
+        if self.aux_loss_enabled:
+            raise ValueError("args.router_aux_loss_coef: BADPOTrainer does not add a MoE auxiliary "
+                             "loss; set it to 0.0")
+        # Wrapped after TRL's own setup, so its reference precompute sees its plain collator.
+        self.data_collator = _BiasColumnsCollator(self.data_collator)
+        self.bias.to(self.accelerator.device)
+        self.theta_parameters = [p for p in self.bias.parameters() if p.requires_grad]
+        self.theta_optimizer = None
+        if self.theta_parameters:  # constant lr, no weight decay; TRL's scheduler never sees it
+            self.theta_optimizer = torch.optim.Adam(self.theta_parameters, lr=theta_lr, weight_decay=0.0)
+            self.add_callback(_ThetaStep(self))
+        self._bias_metrics = {"train": {}, "eval": {}}
+
+    def _channel(self, bias: str | BiasChannel, judgments: Sequence[Judgment]) -> BiasChannel:
+        names = tuple(self.attributes.names)
+        if isinstance(bias, BiasChannel):
+            if tuple(bias.attribute_names) != names:
+                raise ValueError(f"bias: the channel's attributes {list(bias.attribute_names)} are not "
+                                 f"the declared attributes {list(names)}")
+            return bias
+        annotators = sorted({j.annotator for j in judgments})
+        return BiasChannel(bias, names, annotators, _annotator_classes(judgments))
+
+    def _with_columns(self, dataset, name: str):
+        return with_bias_columns(dataset, _judgments(dataset, name), self.attributes, self.bias, name)
+
+    def compute_ref_log_probs(self, model, inputs):
+        """TRL's reference log-probs, without the bias columns (they are not model inputs)."""
+        return super().compute_ref_log_probs(
+            model, {k: v for k, v in inputs.items() if k not in (INDEX_COLUMN, DIFF_COLUMN)})
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        """Mean over the batch of -log sigmoid(u + b_k); the batch is [chosen; rejected] rows."""
+        device = self.accelerator.device
+        model_inputs = {k: v for k, v in inputs.items() if k not in _NOT_MODEL_INPUTS}
+        completion_mask = inputs["completion_mask"]
+        labels = inputs["input_ids"].masked_fill(completion_mask == 0, -100)
+        outputs = model(**model_inputs, labels=labels, use_cache=False, fused_lm_head=True)
+        positions = completion_mask.shape[1] - 1  # log-probs of tokens 1.. (each predicted by the one before)
+        policy_chosen, policy_rejected = outputs.log_probs[:, -positions:].sum(dim=1).chunk(2)
+        if self.precompute_ref_logps:
+            reference_chosen, reference_rejected = inputs["ref_chosen_logps"], inputs["ref_rejected_logps"]
+        else:  # the PEFT base (adapter off) when there is no separate reference model
+            reference = self.ref_model if self.ref_model is not None else self.model
+            reference_chosen, reference_rejected = self.compute_ref_log_probs(reference, inputs)
+        bias_logit = self.bias(inputs[INDEX_COLUMN].to(device), inputs[DIFF_COLUMN].to(device))
+        losses, chosen_rewards, rejected_rewards = ba_dpo_loss(
+            policy_chosen, policy_rejected, reference_chosen.to(device), reference_rejected.to(device),
+            bias_logit, self.beta)
+        self._remember(chosen_rewards, rejected_rewards, bias_logit.detach())
+        loss = losses.mean()
+        if not return_outputs:
+            return loss
+        with torch.no_grad():  # Trainer.prediction_step reads logits: score them apart
+            return loss, model(**model_inputs)
+
+    def _remember(self, chosen_rewards, rejected_rewards, bias_logit) -> None:
+        mode = "train" if self.model.training else "eval"
+        gather = self.accelerator.gather_for_metrics
+        margin = chosen_rewards - rejected_rewards
+        values = {"rewards/chosen": chosen_rewards, "rewards/rejected": rejected_rewards,
+                  "rewards/margins": margin, "rewards/accuracies": (margin > 0).float(),
+                  "bias_logit": bias_logit}
+        for key, value in values.items():
+            self._bias_metrics[mode].setdefault(key, []).append(gather(value).float().mean().item())
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        """TRL's log plus the reward statistics of the BA-DPO logit and theta_bar per attribute."""
+        mode = "train" if self.model.training else "eval"
+        prefix = "" if mode == "train" else "eval_"
+        logs.update({prefix + k: sum(v) / len(v) for k, v in self._bias_metrics[mode].items() if v})
+        self._bias_metrics[mode] = {}
+        logs.update({f"theta_bar/{name}": value
+                     for name, value in zip(self.bias.attribute_names, self.bias.mean().tolist())})
+        super().log(logs, start_time)
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """The model as TRL saves it, and ``theta.json`` beside it (checkpoints included)."""
+        super().save_model(output_dir, _internal_call)
+        if self.args.should_save:
+            folder = Path(output_dir if output_dir is not None else self.args.output_dir)
+            folder.mkdir(parents=True, exist_ok=True)
+            self.bias.save(folder / "theta.json")
+
+    def train(self, resume_from_checkpoint=None, *args, **kwargs):
+        if resume_from_checkpoint:
+            raise ValueError("resume_from_checkpoint: BADPOTrainer does not restore theta's Adam "
+                             "state from a checkpoint yet; start the run again")
+        return super().train(None, *args, **kwargs)
