@@ -65,7 +65,7 @@ def fake_stages(calls: list[str], crash_at: int | None = None) -> Stages:
         calls.append(task.key)
         if crash_at is not None and sum(not c.startswith(("corpus", "reference")) for c in calls) == crash_at:
             raise Crash(task.key)
-        assert task.settings["model"] == str(task.out_dir.resolve() / "work" / task.reference["key"] / "model")
+        assert task.settings["model"] == str(task.out_dir.resolve() / "work" / task.reference["training_key"] / "model")
         woman, black, kl = RATES[(task.method, task.seed)]
         theta = None
         if task.method == "ba_dpo_shared_mean":
@@ -386,9 +386,42 @@ def test_record_holds_the_run_and_plots_are_pngs(tmp_path):
     assert record["theta"]["per_annotator"]["a1"] == [0.9, 1.7000000000000002]
     assert record["wall_time_s"] >= 0 and record["reference"].startswith("reference-")
     reference = result["records"][record["reference"]]
-    assert reference["artifacts"] == {"model": f"work/{reference['key']}/model"}  # relative to OUT
+    assert reference["artifacts"] == {"model": f"work/{reference['training_key']}/model"}  # relative to OUT
     for name in ("rates.png", "theta.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_theta_plot_draws_each_arm_in_the_panels_of_the_attributes_it_declared(tmp_path, monkeypatch):
+    """Two planted attributes (length, markdown); arm A declared both, arm B only length. The
+    plot has two panels: length with A and B, markdown with A alone (B used to raise)."""
+    from types import SimpleNamespace
+
+    from badpo.experiment.plots import plot_theta
+
+    planted = tmp_path / "planted.json"
+    planted.write_text(json.dumps({"attribute_names": ["length", "markdown"], "annotators": [
+        {"annotator": "a", "theta": [1.0, 0.5]}, {"annotator": "b", "theta": [2.0, -0.5]},
+        {"annotator": "c", "theta": [3.0, 0.0]}]}))
+    both = {"key": "A", "theta": {"attribute_names": ["markdown", "length"],
+                                  "per_annotator": {"a": [0.4, 1.1], "b": [-0.6, 2.2], "c": [0.1, 2.9]}}}
+    length = {"key": "B", "theta": {"attribute_names": ["length"],
+                                    "per_annotator": {"a": [0.9], "b": [2.1], "c": [3.3]}}}
+    layout = SimpleNamespace(title="t", arms=[
+        SimpleNamespace(name="A", runs=[SimpleNamespace(key="A")]),
+        SimpleNamespace(name="B", runs=[SimpleNamespace(key="B")])])
+    import matplotlib.figure
+    drawn = []
+    savefig = matplotlib.figure.Figure.savefig
+
+    def record_axes(figure, path, *args, **kwargs):
+        drawn.extend((axes.get_xlabel(), sorted(text.get_text()[0] for text in axes.get_legend().get_texts()))
+                     for axes in figure.axes)
+        return savefig(figure, path, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", record_axes)
+    assert plot_theta(layout, {"A": both, "B": length}, planted, tmp_path / "theta.png")
+    assert drawn == [("planted theta_k (length)", ["A", "B"]), ("planted theta_k (markdown)", ["A"])]
+    assert (tmp_path / "theta.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_an_undefined_readout_is_null_on_disk_and_nan_in_the_table(tmp_path):
@@ -451,7 +484,8 @@ def test_cli_reports_config_errors_and_render_only_on_an_empty_folder(tmp_path, 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
-@pytest.mark.parametrize("path", [experiment_config_path("tiny"), *sorted(CONFIGS.glob("experiment_*.yaml"))],
+@pytest.mark.parametrize("path", [experiment_config_path("tiny"), *sorted(
+    p for p in CONFIGS.glob("experiment_*.yaml") if "kind: fixed_offset_cure" not in p.read_text())],  # test_cure
                          ids=lambda p: p.name)
 def test_shipped_configs_resolve_against_the_engine(path, tmp_path):
     from badpo.experiment.stages import resolve_arm, resolve_reference
@@ -495,3 +529,61 @@ def test_the_real_stages_end_to_end_on_a_small_tiny_world(tmp_path):
     again = run_experiment(config, Stages(untouched.build_corpus, engine_stages().resolve_reference,
                                           engine_stages().resolve_arm, must_not_run, must_not_run), log=quiet)
     assert again["markdown"] == result["markdown"]
+
+
+# ------------------------------------------------------------------ readouts keyed apart from training
+def test_other_readout_settings_are_new_records_of_the_same_trained_runs(tmp_path):
+    """A readout setting is in every record's key but in no training key: re-reading out gives
+    ten new records whose stages run in the same work folders (where the engine finds each
+    finished run and trains nothing)."""
+    seen: dict[str, list[Path]] = {"first": [], "second": []}
+
+    def recording(label):
+        stages = fake_stages([])
+
+        def run_reference(task):
+            seen[label].append(task.work_dir)
+            return stages.run_reference(task)
+
+        def run_arm(task):
+            seen[label].append(task.work_dir)
+            return stages.run_arm(task)
+
+        return Stages(stages.build_corpus, stages.resolve_reference, stages.resolve_arm, run_reference, run_arm)
+
+    first = run_experiment(make_config(tmp_path), recording("first"), log=quiet)["records"]
+    second = run_experiment(make_config(tmp_path, evaluation={"n_prompts": 10}), recording("second"),
+                            log=quiet)["records"]
+    assert not set(first) & set(second) and len(second) == 10  # every record is new ...
+    assert seen["second"] == seen["first"]  # ... read from the same training folders
+    assert {r["training_key"] for r in first.values()} == {r["training_key"] for r in second.values()}
+    assert all(p.name == r["training_key"] for p, r in zip(seen["first"], first.values()))
+
+
+def test_a_table_of_a_readout_the_settings_turn_off_is_refused_before_anything_runs(tmp_path):
+    def unavailable(evaluation, metric):
+        return "set evaluation.generations: true" if metric == "kl" and not evaluation.get("generations") else None
+
+    calls: list[str] = []
+    stages = fake_stages(calls)
+    stages = Stages(stages.build_corpus, stages.resolve_reference, stages.resolve_arm, stages.run_reference,
+                    stages.run_arm, dict, unavailable)
+    with pytest.raises(ConfigError, match=r"tables\[0\].columns\[4\] \(KL\): readout 'kl' is not written "
+                                          r"under this experiment's evaluation settings: set evaluation.generations"):
+        run_experiment(make_config(tmp_path), stages, log=quiet)
+    assert calls == ["corpus"]  # the corpus is built, nothing trained
+    run_experiment(make_config(tmp_path, evaluation={"generations": True}), stages, log=quiet)
+
+
+def test_the_engines_readout_check_names_the_setting():
+    from badpo.evaluation import EvalConfig, readout_unavailable
+
+    config = EvalConfig(attributes=("names",), whole_signature=False, generations=False)
+    assert readout_unavailable(config, "names.first_name.woman_coded") is None
+    assert readout_unavailable(config, "votes/black_coded.accuracy") is None
+    assert "whole_signature: true" in readout_unavailable(config, "names.whole_signature.woman_coded")
+    assert "generations: true" in readout_unavailable(config, "kl")
+    assert "'length' is not a declared attribute" in readout_unavailable(config, "heldout.length.gap")
+    with_judge = EvalConfig(attributes=("names",), generations=True)
+    assert "evaluation.judge" in readout_unavailable(with_judge, "rm")
+    assert "markdown is declared" in readout_unavailable(with_judge, "markdown.rate")

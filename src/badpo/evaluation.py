@@ -4,12 +4,16 @@
 runner stores it keyed by (method, params, seed) and tables are rendered from those files only.
 What is read (Appendix Readouts): the names rate from probabilities with the answer body fixed
 (first name and whole signature) when a names attribute is declared, sampled signatures, KL to
-the reference on the policy's own generations, mean token count (the length readout), the
+the reference on the policy's own generations, mean token count (the length readout) beside the
+samples' EOS rate, raw markdown rate and words, length and markdown from probabilities with the
+body fixed when the evaluation prompts carry ``candidates`` (the tiny length-and-format world), the
 markdown rate reweighted onto the reference's lengths when markdown is declared, held-out
 accuracy on same- and cross-group judgments and the gap, vote prediction with the run's own
 theta_k (and the planted ceiling), theta recovery against planted values, and with a judge its
 score RM and, when a declared attribute can be stripped from a text, RM⁻ on the stripped texts.
-``evaluate_mixture`` reads a mixture of type policies (EM-DPO + MinMax-DPO) through the same readouts.
+``evaluate_mixture`` reads a mixture of type policies (EM-DPO + MinMax-DPO) through the same readouts;
+``evaluate_reward_model`` reads a reward model (``badpo rm``): its tilt toward each name attribute on
+counterfactual signatures and its held-out same/cross accuracy.
 """
 
 from __future__ import annotations
@@ -28,16 +32,18 @@ from badpo.attributes import attribute_stripper, has_markdown, resolve_attribute
 from badpo.bias import BiasChannel
 from badpo.config import ConfigError, from_dict, load_config
 from badpo.data.judgments import Judgment, read_judgments
-from badpo.data.names import NAME_ATTRIBUTES, read_signature, strip_signature
-from badpo.engine.config import TrainConfig
+from badpo.data.names import NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES, read_signature, sign, strip_signature
+from badpo.engine.config import RMConfig, TrainConfig
 from badpo.engine.mixture import MIXTURE_FILE
+from badpo.engine.reward import MODEL_FOLDER as REWARD_MODEL_FOLDER
 from badpo.engine.run_folder import interrupted_commit
 from badpo.engine.runtime import load_tokenizer
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
-from badpo.readouts import (heldout_accuracy, mixture_vote_logits, reweighted_rate, sampled_signature_rates,
-                             theta_recovery, type_class_agreement, vote_prediction, weighted_mean_readouts)
-from badpo.readouts_model import (Generations, cut_at_eos, generate, generation_kl, heldout_margins, judge_scores,
-                                  load_judge, names_readout, plain_decoding)
+from badpo.readouts import (heldout_accuracy, reward_tilt, reweighted_rate, sampled_signature_rates,
+                             theta_recovery, vote_prediction)
+from badpo.readouts_mixture import mixture_vote_logits, type_class_agreement, weighted_mean_readouts
+from badpo.readouts_model import (Generations, cut_at_eos, format_readout, generate, generation_kl, heldout_margins,
+                                  judge_scores, load_judge, names_readout, plain_decoding, sampled_text_readout)
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,37 @@ class EvalConfig:
     def __post_init__(self) -> None:
         if self.judge_max_tokens < 1:
             raise ConfigError(f"judge_max_tokens: must be >= 1, got {self.judge_max_tokens}")
+
+
+# Readouts that exist only under some settings: the first part of a readout's path -> what
+# evaluate_policy needs to write it, and the setting that turns it on.
+GENERATED = ("kl", "sampled", "sampled_text", "tokens", "markdown", "rm", "rm_minus")
+PER_ATTRIBUTE = ("heldout", "votes", "votes_ceiling")
+
+
+def readout_unavailable(config: EvalConfig, metric: str) -> str | None:
+    """Why ``evaluate_policy`` under ``config`` writes no readout at ``metric`` (a dotted path
+    such as ``names.whole_signature.black_coded`` or ``votes/black_coded.accuracy``), or None when
+    it may: an experiment refuses such a table column when it is planned, not after training."""
+    head, _, rest = metric.partition(".")
+    head, _, attribute = head.partition("/")
+    attributes = resolve_attributes(config.attributes)
+    if head in GENERATED and not config.generations:
+        return f"{head} is read on the policy's generations: set evaluation.generations: true"
+    if head in ("rm", "rm_minus") and config.judge is None:
+        return f"{head} is the judge's score: set evaluation.judge"
+    if head == "markdown" and "markdown" not in attributes.kinds:
+        return "markdown is read when markdown is declared: add it to evaluation.attributes"
+    if head == "names":
+        if not any(kind == "names" or kind in NAME_ATTRIBUTES for kind in attributes.kinds):
+            return "names readouts need a names attribute in evaluation.attributes"
+        if rest.startswith("whole_signature") and not config.whole_signature:
+            return "set evaluation.whole_signature: true"
+    if head in PER_ATTRIBUTE:
+        name = attribute or rest.partition(".")[0]
+        if name not in attributes.names:
+            return f"{name!r} is not a declared attribute ({list(attributes.names)}) of evaluation.attributes"
+    return None
 
 
 @dataclass(frozen=True)
@@ -234,6 +271,8 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
         surnames = corpus.surnames[: config.surnames] if config.whole_signature else None
         result["names"] = names_readout(policy, tokenizer, prompts, bodies, surnames, tokenization,
                                         whole_signature_prompts=config.whole_signature_prompts)
+    if rows and all("candidates" in row for row in rows):  # length and markdown with the body fixed
+        result["candidates"] = format_readout(policy, tokenizer, rows, tokenization, config.batch_size)
 
     values = [attributes.judgment_values(j) for j in corpus.heldout]
     g_w = np.array([v[0] for v in values])
@@ -254,6 +293,7 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
         result["kl"] = generation_kl(policy, reference, samples, pad, config.batch_size)
         result["sampled"] = sampled_signature_rates(list(samples.texts))
         result["tokens"] = float(np.mean(samples.token_counts))
+        result["sampled_text"] = sampled_text_readout(samples, tokenizer.eos_token_id)
         if "markdown" in attributes.names:
             if reference_samples is None:
                 reference_samples = (samples if policy is reference else
@@ -297,9 +337,9 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
     """Every readout of a mixture of type policies (Baselines appendix, EM-DPO + MinMax-DPO).
 
     Each readout is the w-weighted mean of the type policies' readouts
-    (:func:`badpo.readouts.weighted_mean_readouts`), except vote prediction: a held-out vote is
+    (:func:`badpo.readouts_mixture.weighted_mean_readouts`), except vote prediction: a held-out vote is
     predicted by its own annotator's mixture, p = sum_k gamma_k sigmoid(u_k)
-    (:func:`badpo.readouts.mixture_vote_logits`; an annotator absent from training gets the
+    (:func:`badpo.readouts_mixture.mixture_vote_logits`; an annotator absent from training gets the
     priors). With planted classes, ``type_recovery`` says whether the most probable types are the
     classes. ``load_policy(path)`` loads one type policy; one is held in memory at a time.
     """
@@ -355,6 +395,85 @@ def judge_readouts(judge_name: str, prompts: Sequence[str], texts: Sequence[str]
     return result
 
 
+def counterfactual_signatures(responses: Sequence[str], surnames: Sequence[str], seed: int = 0
+                              ) -> dict[str, tuple[list[int], list[str], list[str]]]:
+    """Per name attribute, each response signed with a first name carrying the attribute and with
+    one that does not, the other attribute and the surname the same on both sides: twice per
+    response and attribute (e.g. woman_coded: white woman vs white man, black woman vs black man),
+    names drawn uniformly from their cells with ``seed``. Returns {attribute: (response index,
+    attribute-side texts, counterpart texts)}."""
+    if not surnames:
+        raise ValueError("counterfactual signatures need surnames; the corpus's held-out judgments have no signature")
+    cells: dict[tuple[int, ...], list[str]] = {}
+    for name in POOL_NAMES:
+        cells.setdefault(tuple(NAME_POOL[name]), []).append(name)
+    rng = np.random.default_rng([seed, 0xC0F])
+    result = {}
+    for a, attribute in enumerate(NAME_ATTRIBUTES):
+        index, with_attribute, counterpart = [], [], []
+        for i, response in enumerate(responses):
+            for values in sorted(v for v in cells if v[a] == 1):
+                other = values[:a] + (0,) + values[a + 1:]
+                last = surnames[rng.integers(len(surnames))]
+                firsts = (cells[values][rng.integers(len(cells[values]))], cells[other][rng.integers(len(cells[other]))])
+                index.append(i)
+                with_attribute.append(sign(response, firsts[0], last))
+                counterpart.append(sign(response, firsts[1], last))
+        result[attribute] = (index, with_attribute, counterpart)
+    return result
+
+
+def evaluate_reward_model(judge: nn.Module, tokenizer, corpus: Corpus, config: EvalConfig,
+                          bias: BiasChannel | None = None) -> dict:
+    """The readouts of a reward model, scored as ``badpo evaluate``'s judge scores (judge_scores).
+
+    ``heldout``: accuracy of r(y_w) - r(y_l) on the held-out judgments, same- vs cross-group per
+    attribute, and the gap. ``tilt`` (names attributes): :func:`badpo.readouts.reward_tilt` on the
+    held-out responses (their signatures stripped; the first ``max_prompts`` distinct ones) signed
+    counterfactually (:func:`counterfactual_signatures`). With a learned theta, ``theta_mean``
+    and, against planted values, ``theta_recovery``.
+    """
+    def score(prompts: Sequence[str], texts: Sequence[str]) -> np.ndarray:
+        return np.array(judge_scores(judge, prompts, texts, tokenizer=tokenizer, batch_size=config.batch_size,
+                                     max_tokens=config.judge_max_tokens))
+
+    attributes = resolve_attributes(config.attributes)
+    heldout = corpus.heldout
+    prompts = [j.prompt for j in heldout]
+    margins = torch.tensor(score(prompts, [j.chosen for j in heldout]) - score(prompts, [j.rejected for j in heldout]))
+    values = [attributes.judgment_values(j) for j in heldout]
+    g_w, g_l = np.array([v[0] for v in values]), np.array([v[1] for v in values])
+    result: dict = {"heldout": {name: heldout_accuracy(margins, g_w[:, [a]], g_l[:, [a]])
+                                for a, name in enumerate(attributes.names)}}
+    names = [name for name in attributes.names if name in NAME_ATTRIBUTES]
+    if names:
+        responses = list(dict.fromkeys((j.prompt, answer_body(text)) for j in heldout
+                                       for text in (j.chosen, j.rejected)))[: config.max_prompts]
+        pairs = counterfactual_signatures([body for _, body in responses], corpus.surnames, config.seed)
+        result["tilt"] = {}
+        for name in names:
+            index, with_attribute, counterpart = pairs[name]
+            pair_prompts = [responses[i][0] for i in index]
+            result["tilt"][name] = reward_tilt(score(pair_prompts, with_attribute), score(pair_prompts, counterpart))
+    if bias is not None and bias.facts.learns_theta:
+        result.update(_theta_readouts(bias, corpus.planted))
+    return result
+
+
+def evaluate_reward_run(run_dir: Path, config: EvalConfig, corpus_dir: str | Path | None = None,
+                        trust_remote_code: bool = False) -> dict:
+    """:func:`evaluate_reward_model` of a finished ``badpo rm`` run folder (see evaluate_run_dir)."""
+    rm_config = load_config(RMConfig, run_dir / "config.yaml")
+    if rm_config.model.trust_remote_code and not trust_remote_code:
+        raise ConfigError(f"{run_dir}: the reward model was trained with model.trust_remote_code; pass "
+                          "--trust-remote-code (trust_remote_code=True) if you trust this run")
+    judge, tokenizer = load_judge(str(run_dir / REWARD_MODEL_FOLDER), "cuda" if torch.cuda.is_available() else "cpu")
+    corpus = Corpus.load(corpus_dir if corpus_dir is not None else Path(rm_config.data).parent)
+    theta_file = run_dir / "theta.json"
+    bias = BiasChannel.load(theta_file) if theta_file.exists() else None
+    return evaluate_reward_model(judge, tokenizer, corpus, config, bias)
+
+
 def load_causal_lm(path: str | Path, model_settings: dict, base: str | Path | None = None) -> nn.Module:
     """A saved policy (full weights, or a LoRA adapter on ``base``) in eval mode, fp32, on the GPU
     when there is one."""
@@ -375,7 +494,8 @@ def load_causal_lm(path: str | Path, model_settings: dict, base: str | Path | No
 
 def evaluate_run_dir(run_dir: str | Path, config: EvalConfig, corpus_dir: str | Path | None = None,
                      trust_remote_code: bool = False) -> dict:
-    """Every readout of a finished ``badpo train`` run, from its folder alone.
+    """Every readout of a finished ``badpo train`` run, from its folder alone (a ``badpo rm`` run:
+    :func:`evaluate_reward_run`).
 
     The run's resolved ``config.yaml`` gives the reference (``model.name_or_path``), the
     tokenization and beta; ``policy/`` and ``theta.json`` are the trained policy and bias. The
@@ -391,6 +511,8 @@ def evaluate_run_dir(run_dir: str | Path, config: EvalConfig, corpus_dir: str | 
     if interrupted_commit(run_dir):
         raise FileNotFoundError(f"{run_dir}: the run was stopped while writing its final files; run "
                                 "the same `badpo train` again to complete them")
+    if (run_dir / REWARD_MODEL_FOLDER).is_dir() and (run_dir / "config.yaml").exists():
+        return evaluate_reward_run(run_dir, config, corpus_dir, trust_remote_code)
     mixture = Mixture.load(run_dir)
     if not (run_dir / "config.yaml").exists() or not (mixture is not None or (run_dir / "policy").exists()):
         raise FileNotFoundError(f"{run_dir}: not a finished run (config.yaml and policy/ or "

@@ -26,16 +26,19 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from badpo.attributes import has_markdown, length_values, word_count
 from badpo.data.judgments import Judgment
 from badpo.data.names import NAME_POOL, POOL_NAMES
 from badpo.engine.logprobs import continuation_logprobs, response_logprobs, token_logprobs
 from badpo.engine.tokenize import TokenizationConfig, build_token_store, encode_prompts
 from badpo.losses import dpo_margin
-from badpo.readouts import kl_per_token, mean_attribute_rate, mean_whole_signature_rate
+from badpo.readouts import (candidate_readout, kl_per_token, mean_attribute_rate, mean_whole_signature_rate,
+                            sampled_text_rates)
 
 __all__ = [
     "SIGNATURE_PREFIX", "Generations", "name_logprobs", "signature_logprobs", "names_readout",
     "generate", "generation_kl", "heldout_margins", "judge_scores", "cut_at_eos",
+    "ended_and_running_logprobs", "format_readout", "sampled_text_readout",
 ]
 
 SIGNATURE_PREFIX = "\n\n---"
@@ -333,6 +336,73 @@ def heldout_margins(policy: nn.Module, reference: nn.Module, tokenizer,
     policy_logps, reference_logps = logps(policy), logps(reference)
     return dpo_margin(policy_logps[:, 0], policy_logps[:, 1], reference_logps[:, 0],
                       reference_logps[:, 1], beta)
+
+
+@torch.no_grad()
+def ended_and_running_logprobs(model: nn.Module, tokenizer, sequences: Sequence[tuple[str, str]],
+                               config: TokenizationConfig = TokenizationConfig(), batch_size: int = 64
+                               ) -> tuple[Tensor, Tensor]:
+    """(log p(response + EOS | prompt), log p(response | prompt)) of each (prompt, response),
+    ``[N]`` float64 each, encoded and scored as training scores them (the engine's token store and
+    per-token log-probs), in batches of ``batch_size``. A response cut by ``config.max_length``
+    is an error: it has no EOS to read."""
+    if not sequences:
+        raise ValueError("sequences: none to score")
+    store = build_token_store(tokenizer, sequences, config)
+    if store.response_cut.any():
+        index = int(store.response_cut.nonzero()[0])
+        raise ValueError(f"response {sequences[index][1]!r} does not fit tokenization.max_length="
+                         f"{config.max_length} with its prompt")
+    ended, running = [], []
+    for start in range(0, len(store), batch_size):
+        rows = torch.arange(start, min(start + batch_size, len(store)))
+        per_token = token_logprobs(model, store.batch(rows, _device(model))).double().cpu()
+        total = per_token.sum(dim=1)
+        ended.append(total)
+        running.append(total - per_token[torch.arange(len(rows)), store.lengths[rows] - 1])  # drop the EOS
+    return torch.cat(ended), torch.cat(running)
+
+
+@torch.no_grad()
+def format_readout(model: nn.Module, tokenizer, rows: Sequence[dict],
+                   config: TokenizationConfig = TokenizationConfig(), batch_size: int = 64) -> dict:
+    """Length and markdown from the policy's probabilities with the answer body fixed, averaged over
+    the evaluation prompts (:func:`badpo.readouts.candidate_readout`).
+
+    Each row holds a ``prompt`` and its ``candidates``: whole responses with one body that differ
+    in format and ending (the same number for every row). Read per candidate: its words
+    ("expected_words"), markdown ("markdown"), whether the length attribute marks it longer than
+    the shortest candidate ("long", ratio 1.5); the policy's mass on the set; and "eos_at_stops",
+    p(EOS) at the candidates that another candidate extends (where a shorter answer ends). Samples
+    of a tiny policy that learned to avoid EOS run on, so their length measures the collapse;
+    these readouts do not sample.
+    """
+    if not rows:
+        raise ValueError("format_readout: no evaluation prompts")
+    sizes = {len(row["candidates"]) for row in rows}
+    if len(sizes) != 1 or 0 in sizes:
+        raise ValueError(f"format_readout: every evaluation prompt needs the same non-zero number of candidates, "
+                         f"got {sorted(sizes)}")
+    ended, running = ended_and_running_logprobs(
+        model, tokenizer, [(row["prompt"], c) for row in rows for c in row["candidates"]], config, batch_size)
+    words, markdown, long, stops = [], [], [], []
+    for row in rows:
+        candidates = list(row["candidates"])
+        shortest = min(candidates, key=word_count)
+        words.append([word_count(c) for c in candidates])
+        markdown.append([float(has_markdown(c)) for c in candidates])
+        long.append([length_values(row["prompt"], c, shortest)[0] for c in candidates])
+        stops.append([float(any(o != c and o.startswith(c) for o in candidates)) for c in candidates])
+    shape = (len(rows), sizes.pop())
+    return candidate_readout(ended.reshape(shape), {"expected_words": words, "markdown": markdown, "long": long},
+                             running.reshape(shape), stops)
+
+
+def sampled_text_readout(generations: Generations, eos_id: int | None) -> dict:
+    """:func:`badpo.readouts.sampled_text_rates` of sampled generations: EOS rate, raw markdown
+    rate, mean words and tokens."""
+    ended = [float(bool(ids) and ids[-1] == eos_id) for ids in generations.completion_ids]
+    return sampled_text_rates(list(generations.texts), ended, generations.token_counts)
 
 
 def load_judge(reward_model: str, device: str | torch.device | None = None):

@@ -57,44 +57,50 @@ def plot_rates(layout, records: Mapping[str, Mapping], path: Path) -> None:
     figure.savefig(path)
 
 
-def _theta_points(record: Mapping, planted: Mapping[str, list[float]], planted_names: list[str]
+def _theta_points(record: Mapping, planted: Mapping[str, list[float]], column: int, name: str
                   ) -> tuple[np.ndarray, np.ndarray]:
-    """Planted and learned theta_k [m, q] (attributes in planted order) of one run."""
+    """Planted and learned theta_k [m] on one attribute (planted ``column``, learned ``name``)."""
     theta = record["theta"]
-    learned_names = list(theta["attribute_names"])
-    missing = [name for name in planted_names if name not in learned_names]
-    if missing:
-        raise ValueError(f"run {record['key']}: learned theta lacks attributes {missing}")
-    columns = [learned_names.index(name) for name in planted_names]
+    learned_column = list(theta["attribute_names"]).index(name)
     ids = sorted(theta["per_annotator"])
     unknown = [a for a in ids if a not in planted]
     if unknown:
         raise ValueError(f"run {record['key']}: annotators {unknown[:5]} have no planted theta")
-    learned = np.array([[theta["per_annotator"][a][c] for c in columns] for a in ids], dtype=float)
-    return np.array([planted[a] for a in ids], dtype=float), learned
+    learned = np.array([theta["per_annotator"][a][learned_column] for a in ids], dtype=float)
+    return np.array([planted[a][column] for a in ids], dtype=float), learned
+
+
+def _declares(record: Mapping, name: str) -> bool:
+    theta = record.get("theta") or {}
+    return bool(theta.get("per_annotator")) and name in theta.get("attribute_names", ())
 
 
 def plot_theta(layout, records: Mapping[str, Mapping], planted_file: Path, path: Path) -> bool:
-    """Learned vs planted theta_k, one panel per attribute, every per-annotator arm and seed.
+    """Learned vs planted theta_k, one panel per planted attribute that some arm declared, with
+    every per-annotator arm and seed that declared it (an arm declaring only some of the planted
+    attributes appears in those panels only).
 
     Returns False (and draws nothing) when no run logged a theta per annotator.
     """
     data = json.loads(planted_file.read_text(encoding="utf-8"))
-    names = list(data["attribute_names"])
     planted = {row["annotator"]: row["theta"] for row in data["annotators"]}
-    arms = [arm for arm in layout.arms
-            if all((records[r.key].get("theta") or {}).get("per_annotator") for r in arm.runs)]
-    if not arms:
+    panels = []  # (planted column, attribute name, arms that declared it)
+    for column, name in enumerate(data["attribute_names"]):
+        arms = [arm for arm in layout.arms if all(_declares(records[r.key], name) for r in arm.runs)]
+        if arms:
+            panels.append((column, name, arms))
+    if not panels:
         return False
-    figure = _figure(4.2 * len(names), 4.0)
-    for j, name in enumerate(names):
-        axes = figure.add_subplot(1, len(names), j + 1)
-        for colour, arm in zip((f"C{i}" for i in range(len(arms))), arms):
+    colours = {arm.name: f"C{i}" for i, arm in enumerate(layout.arms)}
+    figure = _figure(4.2 * len(panels), 4.0)
+    for j, (column, name, arms) in enumerate(panels):
+        axes = figure.add_subplot(1, len(panels), j + 1)
+        for arm in arms:
             rs = []
             for run in arm.runs:
-                truth, learned = _theta_points(records[run.key], planted, names)
-                rs.append(float(np.corrcoef(truth[:, j], learned[:, j])[0, 1]))
-                axes.scatter(truth[:, j], learned[:, j], s=10, alpha=0.6, color=colour,
+                truth, learned = _theta_points(records[run.key], planted, column, name)
+                rs.append(float(np.corrcoef(truth, learned)[0, 1]))
+                axes.scatter(truth, learned, s=10, alpha=0.6, color=colours[arm.name],
                              label=f"{arm.name} (r = {np.mean(rs):.2f})" if run is arm.runs[-1] else None)
         low, high = axes.get_xlim()
         axes.plot([low, high], [low, high], color="grey", linewidth=1, linestyle=":")

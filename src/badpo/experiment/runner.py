@@ -1,10 +1,14 @@
 """The sweep: one corpus, one reference, then every (arm, seed), each logged once as JSON.
 
-Every run is keyed by a stable hash of (method, resolved parameters, seed) with a readable
-prefix, ``dpo-seed42-1f0c9a2b7d3e``. Its record (readouts, learned theta, wall time, the resolved
-settings) is written to ``OUT/runs/<key>.json`` atomically (a temporary file, then
-``os.replace``) and only once the run has finished, so a crashed sweep resumes by skipping every
-key whose JSON exists: nothing is run twice. The tables are then rendered from those files alone.
+Every run is keyed twice, by stable hashes with a readable prefix (``dpo-seed42-1f0c9a2b7d3e``):
+its *training* key hashes what trains it (method, resolved settings, seed, corpus, the
+reference's training key) and names its folder ``OUT/work/<training key>``; its *record* key adds
+the readout settings. The record (readouts, learned theta, wall time, the resolved settings) is
+written to ``OUT/runs/<record key>.json`` atomically (a temporary file, then ``os.replace``) and
+only once the run has finished, so a crashed sweep resumes by skipping every key whose JSON
+exists: nothing is run twice. A run read out under other settings gets a new record from the
+same folder, where training finds its finished run and trains nothing (``badpo.engine`` keeps a
+finished run): re-scoring never retrains. The tables are rendered from the records alone.
 
 The runner knows nothing of models. It calls the functions of a :class:`Stages` bundle: the real
 one wraps the engine and the readouts (:mod:`badpo.experiment.stages`), tests pass fakes.
@@ -72,6 +76,9 @@ class Stages:
       checked settings (defaults filled; an unknown key or bad value raises ConfigError).
     - ``resolve_evaluation(settings) -> dict``: the complete, checked readout settings (by
       default taken as they are).
+    - ``readout_unavailable(evaluation, metric) -> str | None``: why no run read out under the
+      resolved ``evaluation`` has the readout at ``metric`` (None: it may have it); a table or
+      plot that names such a metric is refused when the experiment is planned.
     - ``run_reference(task) -> dict`` / ``run_arm(task) -> dict``: train and evaluate; return
       {"readouts": {...}, "theta": {...} or None, "artifacts": {name: path}}. The reference must
       return ``artifacts["model"]`` when an arm's settings use ``{reference}``. ``theta`` is
@@ -85,17 +92,19 @@ class Stages:
     run_reference: Callable[[RunTask], Mapping]
     run_arm: Callable[[RunTask], Mapping]
     resolve_evaluation: Callable[[dict], dict] = dict
+    readout_unavailable: Callable[[dict, str], "str | None"] = lambda evaluation, metric: None
 
 
 @dataclass(frozen=True)
 class PlannedRun:
-    key: str
+    key: str  # the record's key: what trains the run and how it is read out
     kind: Literal["reference", "arm"]
     arm: str | None
     method: str | None
     seed: int | None
     settings: dict  # resolved, placeholders unfilled
     keyed: dict  # exactly what the key hashes (besides method and seed)
+    training_key: str  # what trains it alone: the name of its folder under OUT/work
 
 
 @dataclass(frozen=True)
@@ -240,11 +249,13 @@ def plan_experiment(config: ExperimentConfig, stages: Stages, corpus_dir: Path) 
     """Resolve and key every run before anything trains, so a bad setting fails at once."""
     corpus_id = corpus_fingerprint(corpus_dir)
     evaluation = _resolve(stages.resolve_evaluation, to_dict(config.evaluation), "evaluation")
+    _check_metrics(config, stages, evaluation)
     settings = _resolve(stages.resolve_reference, merge_settings({}, config.reference, "reference"),
                         "reference")
-    keyed = {"settings": _keyed(settings), "corpus": corpus_id, "evaluation": evaluation}
+    trained = {"settings": _keyed(settings), "corpus": corpus_id}
+    keyed = {**trained, "evaluation": evaluation}
     reference = PlannedRun(run_key("reference", keyed, None), "reference", None, None, None,
-                           settings, keyed)
+                           settings, keyed, run_key("reference", trained, None))
     runs, owners = [], {}
     for seed in config.seeds:
         for index, arm in enumerate(config.arms):
@@ -252,28 +263,45 @@ def plan_experiment(config: ExperimentConfig, stages: Stages, corpus_dir: Path) 
             merged = merge_settings(config.train, arm.params, where)
             merged = merge_settings(merged, {"method": arm.method, "runtime.seed": seed}, where)
             settings = _resolve(stages.resolve_arm, merged, where)
-            keyed = {"settings": _keyed(settings), "corpus": corpus_id, "reference": reference.key,
-                     "evaluation": evaluation}
+            trained = {"settings": _keyed(settings), "corpus": corpus_id,
+                       "reference": reference.training_key}
+            keyed = {**trained, "evaluation": evaluation}
             key = run_key(arm.method, keyed, seed)
             if key in owners:
                 raise ConfigError(f"{where}: the same method and settings as {owners[key]}; "
                                   "two rows would be one run")
             owners[key] = where
-            runs.append(PlannedRun(key, "arm", arm.name, arm.method, seed, settings, keyed))
+            runs.append(PlannedRun(key, "arm", arm.name, arm.method, seed, settings, keyed,
+                                   run_key(arm.method, trained, seed)))
     return Plan(corpus_dir, corpus_id, reference, tuple(runs))
 
 
+def _check_metrics(config: ExperimentConfig, stages: Stages, evaluation: dict) -> None:
+    """Every readout a table or plot names must be one the readout settings produce."""
+    named = [(f"tables[{t}].columns[{c}] ({column.header})", metric)
+             for t, table in enumerate(config.tables) for c, column in enumerate(table.columns)
+             for metric in (column.metric, column.ceiling) if metric is not None]
+    named += [(f"plots.rates[{i}] ({column.header})", column.metric)
+              for i, column in enumerate(config.plots.rates)]
+    for where, metric in named:
+        reason = stages.readout_unavailable(evaluation, metric)
+        if reason is not None:
+            raise ConfigError(f"{where}: readout {metric!r} is not written under this experiment's "
+                              f"evaluation settings: {reason}")
+
+
 # --------------------------------------------------------------------------------------- run
-def _fill(value: Any, replacements: Mapping[str, str]) -> Any:
-    """Replace ``{corpus}`` / ``{reference}`` in every string of a settings tree."""
+def fill_placeholders(value: Any, replacements: Mapping[str, str]) -> Any:
+    """Replace ``{name}`` (``{corpus}``, ``{reference}``, ``{source}``…) by its text in every string
+    of a settings tree."""
     if isinstance(value, str):
         for name, replacement in replacements.items():
             value = value.replace("{" + name + "}", replacement)
         return value
     if isinstance(value, dict):
-        return {k: _fill(v, replacements) for k, v in value.items()}
+        return {k: fill_placeholders(v, replacements) for k, v in value.items()}
     if isinstance(value, list):
-        return [_fill(v, replacements) for v in value]
+        return [fill_placeholders(v, replacements) for v in value]
     return value
 
 
@@ -334,10 +362,10 @@ def _execute(planned: PlannedRun, plan: Plan, config: ExperimentConfig, stages: 
         replacements["reference"] = str((out / model).resolve())
     elif _uses(planned.settings, "{reference}"):
         raise ConfigError("reference: its own settings cannot use {reference}")
-    work_dir = out / "work" / planned.key
+    work_dir = out / "work" / planned.training_key
     work_dir.mkdir(parents=True, exist_ok=True)
     task = RunTask(planned.key, planned.kind, planned.arm, planned.method, planned.seed,
-                   _fill(planned.settings, replacements), to_dict(config.evaluation),
+                   fill_placeholders(planned.settings, replacements), to_dict(config.evaluation),
                    plan.corpus_dir, work_dir, out, reference)
     stage = stages.run_reference if planned.kind == "reference" else stages.run_arm
     start = time.perf_counter()
@@ -346,7 +374,8 @@ def _execute(planned: PlannedRun, plan: Plan, config: ExperimentConfig, stages: 
     return {
         "schema": SCHEMA, "key": planned.key, "kind": planned.kind, "arm": planned.arm,
         "method": planned.method, "seed": planned.seed, "settings": planned.settings,
-        "corpus": plan.corpus_id, "reference": planned.keyed.get("reference"),
+        "corpus": plan.corpus_id, "reference": (reference or {}).get("key"),
+        "training_key": planned.training_key,
         "evaluation": planned.keyed["evaluation"],
         "readouts": _jsonable(result["readouts"], f"{planned.key}: readouts"),
         "theta": _jsonable(result.get("theta"), f"{planned.key}: theta"),

@@ -29,13 +29,13 @@ from badpo.engine.sft import sft
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.engine.train import train
 from badpo.evaluation import (Corpus, EvalConfig, Mixture, evaluate_mixture, evaluate_policy, load_causal_lm,
-                              reference_bodies)
+                              readout_unavailable, reference_bodies)
 from badpo.experiment.runner import RunTask, Stages
 from badpo.jsonio import dumps
 from badpo.methods import get_method
 
 __all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation",
-           "theta_summary", "evaluate_run", "engine_stages"]
+           "theta_summary", "evaluate_run", "engine_stages", "unavailable_readout", "bodies_file"]
 
 # evaluate(task, policy_dir, reference_dir, theta_file or None) -> readouts (nested mapping of
 # numbers). For the reference, policy_dir == reference_dir and theta_file is None. A mixture of type
@@ -43,7 +43,13 @@ __all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation",
 Evaluate = Callable[[RunTask, Path, Path, "Path | None"], dict]
 # Readouts measured against the reference itself (KL 0, every margin u 0): not reported for it.
 RELATIVE_TO_REFERENCE = ("kl", "heldout", "votes/", "votes_ceiling/")
-BODIES_FILE = "bodies.json"
+SFT_DONE = "sft.json"  # written last by badpo.engine.sft: the reference in the folder is finished
+
+
+def bodies_file(task: RunTask) -> Path:
+    """The reference's answer bodies under one record's readout settings: the training folder is
+    shared by every readout of the reference, so the file is named after the record."""
+    return task.work_dir / f"bodies-{task.key}.json"
 
 
 def resolve_reference(settings: dict) -> dict:
@@ -56,6 +62,11 @@ def resolve_arm(settings: dict) -> dict:
     config = from_dict(TrainConfig, settings)
     get_method(config.method)
     return to_dict(config)
+
+
+def unavailable_readout(evaluation: dict, metric: str) -> str | None:
+    """:func:`badpo.evaluation.readout_unavailable` on resolved readout settings."""
+    return readout_unavailable(from_dict(EvalConfig, evaluation, prefix="evaluation"), metric)
 
 
 def resolve_evaluation(settings: dict) -> dict:
@@ -98,7 +109,7 @@ def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_fil
         if config.body == "reference":
             prompts = [row["prompt"] for row in corpus.eval_prompts[: config.max_prompts]]
             bodies = reference_bodies(reference, tokenizer, prompts, tokenization, config.max_new_tokens)
-            (task.work_dir / BODIES_FILE).write_text(dumps(bodies, indent=1) + "\n", encoding="utf-8")
+            bodies_file(task).write_text(dumps(bodies, indent=1) + "\n", encoding="utf-8")
     else:
         saved = (task.reference or {}).get("artifacts", {}).get("bodies")
         if config.body == "reference":
@@ -138,12 +149,14 @@ def engine_stages(evaluate: Evaluate | None = evaluate_run) -> Stages:
 
     def run_reference(task: RunTask) -> dict:
         require_evaluation(task)
-        settings = {**task.settings, "output_dir": str(task.work_dir / "model")}
-        model_dir = Path(sft(from_dict(SFTConfig, settings)))
+        model_dir = task.work_dir / "model"
+        if not (model_dir / SFT_DONE).exists():  # the folder is named by what trains it: a
+            # finished reference there is this one, read out again under other settings
+            sft(from_dict(SFTConfig, {**task.settings, "output_dir": str(model_dir)}))
         readouts = evaluate(task, model_dir, model_dir, None)
         artifacts = {"model": model_dir}
-        if (task.work_dir / BODIES_FILE).exists():
-            artifacts["bodies"] = task.work_dir / BODIES_FILE
+        if bodies_file(task).exists():
+            artifacts["bodies"] = bodies_file(task)
         return {"readouts": readouts, "artifacts": artifacts}
 
     def run_arm(task: RunTask) -> dict:
@@ -160,4 +173,4 @@ def engine_stages(evaluate: Evaluate | None = evaluate_run) -> Stages:
         return {"readouts": readouts, "theta": theta_summary(theta_file), "artifacts": artifacts}
 
     return Stages(build_corpus, resolve_reference, resolve_arm, run_reference, run_arm,
-                  resolve_evaluation)
+                  resolve_evaluation, unavailable_readout)

@@ -1,0 +1,562 @@
+"""The fixed-offset cure (paper, Appendix "Experiment: a fixed offset cures the DPO policy").
+
+A biased DPO policy (the *source*: one arm of a logged experiment, one policy per seed) is moved
+to a target attribute rate t by one more DPO stage on its own answers, with the source as
+reference and a frozen offset b = -beta * s in the bias logit. The steps:
+
+1. the source answers fresh prompts that ask for a signature (``prompts``); the answers signed
+   with a pool first name are kept and each gives one counterfactual pair per attribute in both
+   orders, same surname (:func:`badpo.anchoring.fixed_offset_pairs`); 10% of the answers are
+   held out (:mod:`badpo.experiment.cure_stages`);
+2. s*(t), the log-odds shift that brings the source's first-name rates to t, is found by
+   bisection on the evaluation prompts (:func:`badpo.anchoring.solve_shift_for_rate`), one
+   coordinate at a time;
+3. calibration: at one seed the stage is trained at ``calibration.scales`` x s*(t_cal); the
+   *achieved* shift of each run is the shift that, applied to the source at sampling time, gives
+   the rate the trained policy reads (the sampling-time tilt of the same size), and the line
+   achieved = slope * intended + intercept is fitted per coordinate
+   (:func:`badpo.anchoring.fit_calibration`);
+4. every other run trains at the intended shift the line says achieves s*(t)
+   (:func:`badpo.anchoring.invert_calibration`): each target at the calibration seed, and
+   ``all_seed_targets`` at every seed, with the line unchanged.
+
+Every source preparation and every trained run is logged once as ``OUT/runs/<key>.json`` (the
+runner's record format and atomic writes), so a second invocation trains nothing. The table
+(``OUT/table.md``, ``table.csv``) is rendered from those records and ``OUT/calibration.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from badpo.anchoring import fit_calibration, invert_calibration, solve_shift_for_rate, tilt_logprobs
+from badpo.config import ConfigError, load_config, to_dict
+from badpo.data.names import NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES
+from badpo.experiment.config import ExperimentConfig, _check_runner_keys, merge_settings
+from badpo.experiment.runner import (SCHEMA, Stages, UNKEYED, atomic_write_text, fill_placeholders,
+                                     plan_experiment, prepare_corpus, read_records, read_records_for, run_all,
+                                     run_key, write_record)
+from badpo.jsonio import dumps
+from badpo.readouts import mean_attribute_rate, mean_ci
+
+__all__ = ["CURE_KIND", "SourceSpec", "PromptSpec", "AnswerSpec", "CalibrationSpec", "CureConfig",
+           "is_cure_config", "CureStages", "SourceRun", "resolve_sources", "intended_shifts",
+           "target_shifts", "achieved_shifts", "tilt_readout", "run_cure_experiment", "render_cure_table",
+           "load_cure_config"]
+
+CURE_KIND = "fixed_offset_cure"  # the top-level ``kind`` of a cure config
+# Train settings the cure sets itself (per run), on top of the runner's own.
+CURE_OWNED = ("data", "model.name_or_path", "bias.fixed_offset", "method")
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """Where the biased policies come from: one arm of a logged ``badpo experiment``."""
+
+    experiment: str = ""  # that experiment's YAML (its output_dir holds the records)
+    arm: str = "DPO"  # the arm whose policy is cured, one per seed
+    run_missing: bool = False  # train the source arm's missing seeds (and its reference) first
+    match: Literal["key", "arm_seed"] = "key"  # find its records by planned key, or by arm and seed
+
+
+@dataclass(frozen=True)
+class PromptSpec:
+    """The fresh prompts the source answers: a file, or fresh prompts of the tiny world."""
+
+    file: str | None = "{corpus}/offset_prompts.jsonl"  # {prompt_id, prompt} rows; {corpus} filled
+    fresh_tiny: int | None = None  # instead: draw this many tiny-world prompts absent from the corpus
+    seed: int = 0  # the tiny draw's seed
+
+
+@dataclass(frozen=True)
+class AnswerSpec:
+    """How the source answers (the paper's decoder) and how its answers become pairs."""
+
+    temperature: float = 0.7
+    top_p: float = 0.9
+    max_new_tokens: int = 512
+    seed: int = 0  # sampling seed
+    batch_size: int = 16  # prompts per generate call
+    heldout_share: float = 0.1  # answers (with all their rows) held out from training
+
+
+@dataclass(frozen=True)
+class CalibrationSpec:
+    """The line achieved = slope * intended + intercept, fitted at one seed."""
+
+    seed: int = 42  # the source seed the line is fitted at
+    target: float = 0.5  # the scales multiply s*(target)
+    scales: list[float] = field(default_factory=lambda: [1.0, 1.3, 1.5])  # intended = scale * s*
+
+
+@dataclass(frozen=True)
+class CureConfig:
+    """``badpo experiment`` on a config whose ``kind`` is ``fixed_offset_cure``."""
+
+    kind: Literal["fixed_offset_cure"] = CURE_KIND
+    name: str = "fixed-offset cure"  # progress lines and the title of table.md
+    output_dir: str = "runs/offset"  # OUT: work/, runs/<key>.json, calibration.json, table.*
+    source: SourceSpec = field(default_factory=SourceSpec)
+    prompts: PromptSpec = field(default_factory=PromptSpec)
+    answers: AnswerSpec = field(default_factory=AnswerSpec)
+    method: str = "dpo"  # the stage's objective (the paper: DPO)
+    train: dict[str, Any] = field(default_factory=dict)  # TrainConfig keys of the cure stage
+    targets: list[float] = field(default_factory=lambda: [0.5, 0.3, 0.7])  # each at calibration.seed
+    all_seed_targets: list[float] = field(default_factory=lambda: [0.5])  # also at every seed
+    seeds: list[int] = field(default_factory=lambda: [42, 123, 456])  # source seeds
+    calibration: CalibrationSpec = field(default_factory=CalibrationSpec)
+    evaluation: dict[str, Any] = field(default_factory=dict)  # EvalConfig keys
+    compare_arms: list[str] = field(default_factory=list)  # source-experiment arms shown below, read only
+    level: float = 0.95  # coverage of the interval of the all-seed rows
+
+    def __post_init__(self) -> None:
+        if self.source.match == "arm_seed" and self.source.run_missing:
+            raise ConfigError("source.run_missing: runs by planned key; it cannot be used with match: arm_seed")
+        if not self.source.experiment:
+            raise ConfigError("source.experiment: give the YAML of the experiment whose arm is cured")
+        if (self.prompts.file is None) == (self.prompts.fresh_tiny is None):
+            raise ConfigError("prompts: give exactly one of prompts.file and prompts.fresh_tiny")
+        if self.prompts.fresh_tiny is not None and self.prompts.fresh_tiny < 1:
+            raise ConfigError(f"prompts.fresh_tiny: must be >= 1, got {self.prompts.fresh_tiny}")
+        if not 0.0 < self.answers.heldout_share < 1.0:
+            raise ConfigError(f"answers.heldout_share: must lie in (0, 1), got {self.answers.heldout_share}")
+        for key, values in (("targets", self.targets), ("all_seed_targets", self.all_seed_targets),
+                            ("calibration.target", [self.calibration.target])):
+            for i, t in enumerate(values):
+                if not 0.0 < t < 1.0:
+                    raise ConfigError(f"{key}[{i}]: a target rate must lie in (0, 1), got {t}")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise ConfigError(f"seeds: list one or more distinct seeds, got {self.seeds}")
+        if self.calibration.seed not in self.seeds:
+            raise ConfigError(f"calibration.seed: {self.calibration.seed} is not one of seeds {self.seeds}")
+        scales = self.calibration.scales
+        if len(set(scales)) < 2 or not all(math.isfinite(s) and s != 0 for s in scales):
+            raise ConfigError(f"calibration.scales: give two or more distinct non-zero scales, got {scales}")
+        _check_runner_keys("train", self.train, ("output_dir", "cache_dir", "resume_from",
+                                                 "runtime.seed", *CURE_OWNED))
+        if not 0.0 < self.level < 1.0:
+            raise ConfigError(f"level: must lie in (0, 1), got {self.level}")
+
+
+def is_cure_config(path: str | Path) -> bool:
+    """Whether a YAML file is a cure config (top-level ``kind: fixed_offset_cure``)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return False  # the experiment loader reports it with its own error
+    return isinstance(data, dict) and data.get("kind") == CURE_KIND
+
+
+# ------------------------------------------------------------------------------------ stages
+@dataclass(frozen=True)
+class SourceRun:
+    """One source policy and what reading it needs (from the source experiment's records)."""
+
+    seed: int
+    key: str  # the source arm's run key
+    policy: Path
+    reference: Path  # the SFT reference of the source experiment
+    corpus_dir: Path
+    settings: dict  # the source arm's resolved train settings (model, tokenization, beta)
+    bodies: Path | None  # the reference's answer bodies, when the evaluation reads after them
+
+
+@dataclass(frozen=True)
+class CureStages:
+    """The model-facing functions (:func:`badpo.experiment.cure_stages.cure_stages`; tests fake them).
+
+    - ``prepare_source(source, prompts, config, work_dir) -> dict``: the source's answers, its
+      offset pairs (``{"train", "heldout"}`` paths under ``artifacts``), its readouts, and
+      ``name_logprobs`` [P, 89] on the evaluation prompts (pool order).
+    - ``run_cure(source, settings, pairs_dir, config, work_dir) -> dict``: train the stage with
+      ``settings`` (a complete TrainConfig mapping) and return {"readouts", "artifacts"}.
+    - ``resolve_train(settings) -> dict``: the complete, checked TrainConfig mapping.
+    """
+
+    prepare_source: Callable[..., Mapping]
+    run_cure: Callable[..., Mapping]
+    resolve_train: Callable[[dict], dict]
+    resolve_evaluation: Callable[[dict], dict] = dict
+
+
+def _records_by_arm_seed(runs_dir: Path, arm: str, seeds: list[int], corpus_id: str) -> dict[int, dict]:
+    """The logged records of ``arm`` at each seed, whatever their key (``source.match: arm_seed``)."""
+    found: dict[int, dict] = {}
+    for key, record in read_records(runs_dir).items():
+        if record.get("arm") == arm and record.get("seed") in seeds:
+            if record["seed"] in found:
+                raise ConfigError(f"source.match: arm_seed: {runs_dir} holds two records of {arm!r} at "
+                                  f"seed {record['seed']} ({found[record['seed']]['key']}, {key}); use match: key")
+            if record.get("corpus") != corpus_id:
+                raise ConfigError(f"source.match: arm_seed: {key} was trained on another corpus")
+            found[record["seed"]] = record
+    missing = sorted(set(seeds) - set(found))
+    if missing:
+        raise FileNotFoundError(f"{runs_dir}: no record of arm {arm!r} at seeds {missing}")
+    return found
+
+
+def resolve_sources(config: CureConfig, stages: Stages, log: Callable[[str], None]) -> tuple[dict, dict]:
+    """{seed: SourceRun} of the source arm, and {label: [records]} of the reference and compare arms.
+
+    The source experiment is planned exactly as ``badpo experiment`` plans it. With ``source.match:
+    key`` its records are those of the planned keys (with ``source.run_missing`` the reference and
+    the source arm's missing seeds are run first, else a missing record is an error naming the
+    command that makes it). With ``match: arm_seed`` they are the logged records of each arm and
+    seed on the same corpus, whatever their key: a record logged before a settings field was
+    added to the engine (which changes every key) is still found; a warning line says so.
+    """
+    source = load_config(ExperimentConfig, config.source.experiment)
+    arms = {arm.name: arm for arm in source.arms}
+    for name in (config.source.arm, *config.compare_arms):
+        if name not in arms:
+            raise ConfigError(f"source.arm/compare_arms: {name!r} is not an arm of "
+                              f"{config.source.experiment} ({list(arms)})")
+    missing_seeds = sorted(set(config.seeds) - set(source.seeds))
+    if missing_seeds:
+        raise ConfigError(f"seeds: {missing_seeds} are not seeds of {config.source.experiment} ({source.seeds})")
+    wanted = [arms[config.source.arm], *(arms[n] for n in config.compare_arms)]
+    narrowed = replace(source, arms=wanted, seeds=list(config.seeds), tables=[],
+                       baseline=config.source.arm)
+    out = Path(source.output_dir)
+    runs_dir = out / "runs"
+    corpus_dir = prepare_corpus(narrowed, stages, out, log, build=config.source.run_missing)
+    plan = plan_experiment(narrowed, stages, corpus_dir)
+    if config.source.run_missing:
+        sub = replace(narrowed, arms=[arms[config.source.arm]])
+        run_all(sub, stages, plan_experiment(sub, stages, corpus_dir), out, log)
+
+    def arm_records(name: str) -> dict[int, dict]:
+        if config.source.match == "arm_seed":
+            found = _records_by_arm_seed(runs_dir, name, list(config.seeds), plan.corpus_id)
+            planned = {p.seed: p.key for p in plan.runs if p.arm == name}
+            drifted = [r["key"] for s, r in found.items() if planned[s] != r["key"]]
+            if drifted:
+                log(f"source: {drifted} are not the keys the current settings give ({sorted(planned.values())}): "
+                    "logged before a settings change; used as logged (match: arm_seed)")
+            return found
+        keys = {p.seed: p.key for p in plan.runs if p.arm == name}
+        try:
+            records = read_records_for(runs_dir, list(keys.values()))
+        except FileNotFoundError as error:
+            raise FileNotFoundError(f"{error}; run `badpo experiment {config.source.experiment}` first "
+                                    "(or set source.run_missing: true)") from None
+        return {seed: records[key] for seed, key in keys.items()}
+
+    found = arm_records(config.source.arm)
+    reference_keys = {r["reference"] for r in found.values()}
+    if len(reference_keys) != 1:
+        raise ConfigError(f"source: the seeds of {config.source.arm!r} have different references {reference_keys}")
+    reference = read_records_for(runs_dir, reference_keys)[reference_keys.pop()]
+    bodies = reference.get("artifacts", {}).get("bodies")
+    sources = {seed: SourceRun(seed, record["key"], out / record["artifacts"]["policy"],
+                               out / reference["artifacts"]["model"], corpus_dir, record["settings"],
+                               out / bodies if bodies is not None else None)
+               for seed, record in sorted(found.items())}
+    compare: dict[str, list[dict]] = {source.reference_label: [reference]}
+    for name in config.compare_arms:
+        compare[name] = [record for _, record in sorted(arm_records(name).items())]
+    return sources, compare
+
+
+# ---------------------------------------------------------------------------------- the maths
+def _logodds(source_record: Mapping) -> np.ndarray:
+    """[P, q] per-prompt log-odds of each name attribute under the source (its logged readout)."""
+    return np.array([source_record["readouts"]["logodds"][a] for a in NAME_ATTRIBUTES]).T
+
+
+def target_shifts(source_record: Mapping, target: float) -> dict[str, float]:
+    """s*(t) per attribute: the bisection on the source's per-prompt log-odds."""
+    logodds = _logodds(source_record)
+    return {a: solve_shift_for_rate(logodds[:, j], target) for j, a in enumerate(NAME_ATTRIBUTES)}
+
+
+def achieved_shifts(source_record: Mapping, rates: Mapping[str, float]) -> dict[str, float]:
+    """The sampling-time tilt of the source that reads the same rates as a trained policy: the
+    shift s with mean_i sigmoid(l_i + s) = rate, per attribute."""
+    logodds = _logodds(source_record)
+    return {a: solve_shift_for_rate(logodds[:, j], rates[a]) for j, a in enumerate(NAME_ATTRIBUTES)}
+
+
+def intended_shifts(wanted: Mapping[str, float], line: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """The intended shift per attribute whose achieved shift, on the fitted line, is ``wanted``."""
+    return {a: invert_calibration(wanted[a], line[a]["slope"], line[a]["intercept"]) for a in NAME_ATTRIBUTES}
+
+
+def tilt_readout(name_logprobs: Any, shifts: Mapping[str, float]) -> dict[str, float]:
+    """Rates of the source tilted at sampling time by ``shifts`` on both attributes at once (each
+    marginal moves by exactly its own shift only when the attributes are independent)."""
+    labels = [list(NAME_POOL[name]) for name in POOL_NAMES]
+    tilted = tilt_logprobs(name_logprobs, labels, [shifts[a] for a in NAME_ATTRIBUTES])
+    return mean_attribute_rate(tilted, labels, NAME_ATTRIBUTES)
+
+
+# ------------------------------------------------------------------------------------ pipeline
+@dataclass(frozen=True)
+class _Run:
+    key: str
+    role: Literal["calibration", "calibrated"]
+    seed: int
+    target: float
+    intended: dict[str, float]
+    settings: dict  # resolved train settings, placeholders unfilled
+
+
+def _keyed(settings: Mapping) -> dict:
+    return {k: v for k, v in settings.items() if k not in UNKEYED}
+
+
+def _plan_run(config: CureConfig, stages: CureStages, source_key: str, role: str, seed: int,
+              target: float, intended: Mapping[str, float], evaluation: dict) -> _Run:
+    beta = float(merge_settings({}, config.train).get("beta", 0.1))
+    offset = [-beta * intended[a] for a in NAME_ATTRIBUTES]  # fixed_offset_for_shift, per coordinate
+    merged = merge_settings(config.train, {
+        "method": config.method, "data": "{pairs}/train.jsonl", "model.name_or_path": "{source}",
+        "bias.fixed_offset": offset, "runtime.seed": seed})
+    settings = stages.resolve_train(merged)
+    if list(settings.get("attributes", [])) != ["names"]:
+        raise ConfigError(f"train.attributes: the cure's offset is on {list(NAME_ATTRIBUTES)}; declare "
+                          f"[names], got {settings.get('attributes')}")
+    keyed = {"source": source_key, "settings": _keyed(settings), "evaluation": evaluation}
+    return _Run(run_key(f"offset_{role}", keyed, seed), role, seed, target, dict(intended), settings)
+
+
+def _record(kind: str, key: str, seed: int, readouts: Mapping, extra: Mapping) -> dict:
+    return {"schema": SCHEMA, "key": key, "kind": kind, "seed": seed, "readouts": dict(readouts), **extra}
+
+
+def _relative(path: Any, out: Path) -> str:
+    resolved = Path(path).resolve()
+    try:
+        return resolved.relative_to(out.resolve()).as_posix()
+    except ValueError:
+        return str(resolved)
+
+
+def run_cure_experiment(config: CureConfig, stages: CureStages, source_stages: Stages,
+                        log: Callable[[str], None] | None = None, render_only: bool = False) -> dict:
+    """Run what is not logged yet (unless ``render_only``) and write ``calibration.json``,
+    ``table.md`` and ``table.csv`` under ``output_dir``. Returns {"markdown", "csv", "records",
+    "calibration"}. ``source_stages`` plan (and with ``source.run_missing`` run) the source
+    experiment; :func:`badpo.experiment.cure_stages.run_cure_config` passes the real ones."""
+    out = Path(config.output_dir)
+    runs_dir = out / "runs"
+    start = time.perf_counter()
+
+    def say(message: str) -> None:
+        (log or (lambda text: print(text, flush=True)))(f"[{config.name} {time.perf_counter() - start:7.1f}s] {message}")
+
+    evaluation = stages.resolve_evaluation(to_dict(config.evaluation))
+    sources, compare = resolve_sources(config, source_stages, say)
+    prompts_spec = to_dict(config.prompts)
+    records: dict[str, dict] = {}
+
+    def logged(key: str, label: str, produce: Callable[[], dict]) -> dict:
+        path = runs_dir / f"{key}.json"
+        if not path.exists():
+            if render_only:
+                raise FileNotFoundError(f"{path}: {label} is not logged (render-only trains nothing)")
+            say(f"{label} ({key}): running ...")
+            began = time.perf_counter()
+            record = produce()
+            record["wall_time_s"] = round(time.perf_counter() - began, 3)
+            write_record(path, record)
+            say(f"{label}: done in {record['wall_time_s']:.1f} s")
+        else:
+            say(f"{label} ({key}): logged, skipped")
+        records[key] = read_records_for(runs_dir, [key])[key]
+        return records[key]
+
+    # 1. each source: answers, pairs, readouts, log-odds on the evaluation prompts
+    prepared: dict[int, dict] = {}
+    for seed in config.seeds:
+        source = sources[seed]
+        keyed = {"source": source.key, "prompts": prompts_spec, "answers": to_dict(config.answers),
+                 "evaluation": evaluation}
+        key = run_key("offset_source", keyed, seed)
+        work = out / "work" / key
+
+        def prepare(source=source, key=key, work=work) -> dict:
+            work.mkdir(parents=True, exist_ok=True)
+            result = stages.prepare_source(source, config, work)
+            logps_file = work / "name_logprobs.json"
+            atomic_write_text(logps_file, dumps(np.asarray(result["name_logprobs"]).tolist()) + "\n")
+            artifacts = {**result["artifacts"], "name_logprobs": logps_file}
+            extra = {"source": source.key, "source_policy": str(source.policy), "pairs": result["pairs"],
+                     "artifacts": {k: _relative(v, out) for k, v in artifacts.items()},
+                     "evaluation": evaluation}
+            return _record("source", key, source.seed, result["readouts"], extra)
+
+        prepared[seed] = logged(key, f"source seed {seed}", prepare)
+
+    def train_run(run: _Run) -> dict:
+        source, record = sources[run.seed], prepared[run.seed]
+
+        def produce() -> dict:
+            work = out / "work" / run.key
+            work.mkdir(parents=True, exist_ok=True)
+            pairs_dir = out / Path(record["artifacts"]["train"]).parent
+            settings = fill_placeholders(run.settings, {"source": str(source.policy.resolve()),
+                                            "pairs": str(pairs_dir.resolve())})
+            settings = {**settings, "output_dir": str(work), "cache_dir": str(out / "reference_cache"),
+                        "resume_from": "latest"}
+            result = stages.run_cure(source, settings, pairs_dir, config, work)
+            readouts = dict(result["readouts"])
+            rates = readouts["names"]["first_name"]
+            extra = {"role": run.role, "target": run.target, "source": source.key, "intended": run.intended,
+                     "achieved": achieved_shifts(record, rates), "settings": run.settings,
+                     "artifacts": {k: _relative(v, out) for k, v in result.get("artifacts", {}).items()},
+                     "evaluation": evaluation}
+            return _record("cure", run.key, run.seed, readouts, extra)
+
+        label = f"{run.role} t={run.target} seed {run.seed} shift " + "/".join(
+            f"{run.intended[a]:+.3f}" for a in NAME_ATTRIBUTES)
+        return logged(run.key, label, produce)
+
+    # 2-3. calibration at one seed: intended = scale x s*(t_cal), achieved read back
+    cal = config.calibration
+    exact = target_shifts(prepared[cal.seed], cal.target)
+    calibration_records = []
+    for scale in cal.scales:
+        intended = {a: scale * exact[a] for a in NAME_ATTRIBUTES}
+        calibration_records.append(train_run(_plan_run(config, stages, sources[cal.seed].key, "calibration",
+                                                       cal.seed, cal.target, intended, evaluation)))
+    line = {}
+    for a in NAME_ATTRIBUTES:
+        slope, intercept = fit_calibration([r["intended"][a] for r in calibration_records],
+                                           [r["achieved"][a] for r in calibration_records])
+        line[a] = {"slope": slope, "intercept": intercept}
+    calibration = {"seed": cal.seed, "target": cal.target, "scales": list(cal.scales), "line": line,
+                   "points": [{"key": r["key"], "intended": r["intended"], "achieved": r["achieved"]}
+                              for r in calibration_records]}
+    atomic_write_text(out / "calibration.json", dumps(calibration, indent=2) + "\n")
+    say("calibration line: " + "; ".join(f"{a}: achieved = {v['slope']:.3f} intended {v['intercept']:+.3f}"
+                                         for a, v in line.items()))
+
+    # 4. calibrated runs: every target at the calibration seed, all_seed_targets at every seed
+    wanted_runs = [(cal.seed, t) for t in config.targets]
+    wanted_runs += [(s, t) for t in config.all_seed_targets for s in config.seeds if (s, t) not in wanted_runs]
+    calibrated = []
+    for seed, target in wanted_runs:
+        intended = intended_shifts(target_shifts(prepared[seed], target), line)
+        calibrated.append(train_run(_plan_run(config, stages, sources[seed].key, "calibrated", seed, target,
+                                              intended, evaluation)))
+    tilts = {seed: {t: tilt_readout(json.loads((out / prepared[seed]["artifacts"]["name_logprobs"])
+                                                 .read_text(encoding="utf-8")), target_shifts(prepared[seed], t))
+                    for t in sorted({*config.targets, *config.all_seed_targets})}
+             for seed in config.seeds}
+    markdown, csv_text = render_cure_table(config, prepared, calibration_records, calibrated, calibration,
+                                           tilts, compare)
+    atomic_write_text(out / "table.md", markdown)
+    atomic_write_text(out / "table.csv", csv_text)
+    print(markdown, flush=True)
+    say(f"wrote {out / 'calibration.json'}, {out / 'table.md'}, {out / 'table.csv'}")
+    return {"markdown": markdown, "csv": csv_text, "records": records, "calibration": calibration}
+
+
+# ---------------------------------------------------------------------------------------- table
+COLUMNS = ("t", "seeds", "shift intended", "shift achieved", "p(woman)", "p(black)", "Signed", "Tokens",
+           "KL src", "KL SFT", "Gap (woman)", "Gap (black)", "Pair shift (held-out)")
+
+
+def _get(readouts: Mapping, dotted: str) -> float | None:
+    node: Any = readouts
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return None if node is None else float(node)
+
+
+def _cell(values: list[float | None], digits: int, level: float) -> str:
+    present = [v for v in values if v is not None and math.isfinite(v)]
+    if not present:
+        return "—"
+    if len(present) != len(values):
+        return "partial"
+    if len(present) == 1:
+        return f"{present[0]:.{digits}f}"
+    summary = mean_ci(present, level)
+    return f"{summary['mean']:.{digits}f} ± {summary['half_width']:.{digits}f}"
+
+
+def _pair(values: list[Mapping | None], digits: int, level: float) -> str:
+    if any(v is None for v in values):
+        return "—"
+    return " / ".join(_cell([v[a] for v in values], digits, level) for a in NAME_ATTRIBUTES)
+
+
+def _row(label: str, target: str, records: list[Mapping], level: float, kl_source: bool = True) -> list[str]:
+    readouts = [r["readouts"] for r in records]
+
+    def col(dotted: str, digits: int = 3) -> str:
+        return _cell([_get(x, dotted) for x in readouts], digits, level)
+
+    return [label, target, ", ".join(str(r.get("seed")) for r in records if r.get("seed") is not None) or "—",
+            _pair([r.get("intended") for r in records], 2, level),
+            _pair([r.get("achieved") for r in records], 2, level),
+            col("names.first_name.woman_coded"), col("names.first_name.black_coded"),
+            col("sampled.signing_rate", 2), col("tokens", 1),
+            col("kl_source") if kl_source else "—", col("kl"),
+            col("heldout.woman_coded.gap"), col("heldout.black_coded.gap"),
+            _pair([r["readouts"].get("pair_shift") for r in records], 2, level)]
+
+
+def render_cure_table(config: CureConfig, prepared: Mapping[int, Mapping], calibration_records: list[Mapping],
+                      calibrated: list[Mapping], calibration: Mapping, tilts: Mapping, compare: Mapping) -> tuple[str, str]:
+    """The table of the cure (the analogue of Table tab:offset), as Markdown and CSV."""
+    cal = calibration["seed"]
+    rows = [_row(f"{config.source.arm} (source)", "—", [prepared[cal]], config.level, kl_source=False)]
+    for record, scale in zip(calibration_records, calibration["scales"]):
+        label = "+ offset, exact tilt" if scale == 1.0 else f"+ offset, calibration x{scale:g}"
+        rows.append(_row(label, f"{record['target']:g}", [record], config.level))
+    targets = list(dict.fromkeys([*config.targets, *config.all_seed_targets]))
+    for target in targets:
+        at_cal = [r for r in calibrated if r["target"] == target and r["seed"] == cal]
+        if at_cal:
+            rows.append(_row("+ offset, calibrated", f"{target:g}", at_cal, config.level))
+        every = [r for r in calibrated if r["target"] == target]
+        if target in config.all_seed_targets and len(config.seeds) > 1:
+            rows.append(_row(f"+ offset, calibrated, {len(every)} seeds", f"{target:g}", every, config.level))
+    for target in targets:
+        seeds = [cal] if target not in config.all_seed_targets else list(config.seeds)
+        tilted = [{"seed": s, "readouts": {"names": {"first_name": tilts[s][target]}},
+                   "intended": target_shifts(prepared[s], target)} for s in seeds]
+        rows.append(_row("source + sampling-time tilt", f"{target:g}", tilted, config.level, kl_source=False))
+    if len(config.seeds) > 1:
+        rows.append(_row(f"{config.source.arm} (source), {len(config.seeds)} seeds", "—",
+                         [prepared[s] for s in config.seeds], config.level, kl_source=False))
+    for label, records in compare.items():
+        rows.append(_row(label, "—", records, config.level, kl_source=False))
+    line = calibration["line"]
+    header = ["Policy", *COLUMNS]
+    lines = [f"# {config.name}", "", "| " + " | ".join(header) + " |",
+             "|:--|" + "--:|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    lines += ["", f"Rates: first-name probability readout on the evaluation prompts; shifts in log-odds, "
+              f"woman / black; intended = the offset's shift -b/beta, achieved = the sampling-time tilt of "
+              f"the source that reads the same rate; pair shift = u / (beta (g_w - g_l)) on the held-out "
+              f"offset pairs, against the source. KL per token on the policy's own samples, to the source "
+              f"and to the SFT reference; gaps against the SFT reference. Several seeds: mean ± "
+              f"{config.level:.0%} Student-t half-width. Calibration at seed {cal}, target "
+              f"{calibration['target']:g}, scales {calibration['scales']}: "
+              + "; ".join(f"{a}: achieved = {v['slope']:.3f} x intended {v['intercept']:+.3f}"
+                          for a, v in line.items()) + "."]
+    csv_lines = [",".join(header)] + [",".join(f'"{c}"' if "," in c else c for c in row) for row in rows]
+    return "\n".join(lines) + "\n", "\n".join(csv_lines) + "\n"
+
+
+def load_cure_config(path: str | Path, overrides=()) -> CureConfig:
+    """A cure config from YAML with dotted overrides (checked: unknown keys are ConfigErrors)."""
+    return load_config(CureConfig, path, overrides)
+
