@@ -117,7 +117,7 @@ def interleaved(args, model: str, cache: str) -> dict:
     return result
 
 
-def _status_mib(field: str) -> float | None:
+def status_mib(field: str) -> float | None:
     """A Vm* line of /proc/self/status in MiB (None off Linux)."""
     try:
         lines = Path("/proc/self/status").read_text().splitlines()
@@ -153,7 +153,7 @@ def memory_child(args) -> None:
     method, batching = CONFIGS[args.child]
     run = prepare_run(make_config(args.world, args.model, method, batching, args.items, args.threads,
                                   args.cache))[0]
-    peak = {"rss_after_setup_mib": _status_mib("VmRSS")}
+    peak = {"rss_after_setup_mib": status_mib("VmRSS")}
     try:
         Path("/proc/self/clear_refs").write_text("5")  # reset the peak RSS (VmHWM) to now
         reset = True
@@ -162,7 +162,7 @@ def memory_child(args) -> None:
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     timed_block(run, 0, args.warmup)
-    peak["peak_rss_while_stepping_mib"] = _status_mib("VmHWM") if reset else None
+    peak["peak_rss_while_stepping_mib"] = status_mib("VmHWM") if reset else None
     peak["peak_rss_process_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if torch.cuda.is_available():
         peak["cuda_peak_allocated_mib"] = torch.cuda.max_memory_allocated() / 2**20

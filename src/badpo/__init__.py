@@ -7,3 +7,19 @@ is explained by theta and not learned by the policy.
 """
 
 __version__ = "0.1.0"
+
+# The Python API (badpo.api) loads torch, transformers and accelerate: it is imported on first use
+# of one of these names, so that ``import badpo.losses`` (or the audit) stays light.
+_API = ("train", "sft", "evaluate", "TrainResult", "SFTResult", "EvalResult")
+
+
+def __getattr__(name: str):
+    if name in _API:
+        import importlib
+
+        return getattr(importlib.import_module("badpo.api"), name)
+    raise AttributeError(f"module 'badpo' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API])

@@ -1,7 +1,7 @@
 """``badpo <command>``: argv -> config -> one library call. Nothing else lives here.
 
 Each command is a pair ``_add_<name>(subparsers)`` / ``_cmd_<name>(args)`` registered in
-``COMMANDS``; the training stages (``sft``, ``train``) share one pair, driven by ``STAGES``.
+``COMMANDS``; the training stages (``sft``, ``train``, ``rm``) share one pair, driven by ``STAGES``.
 Two imports happen inside their command, so that ``badpo --help`` does not load torch:
 :mod:`badpo.evaluation` and :mod:`badpo.experiment.pipeline` (the training stages are named by
 string in ``STAGES``). This is the top layer, so nothing imports this module and a late import
@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from badpo.config import ConfigError, load_config
+from badpo.audit_report import audit_with_report
+from badpo.config import ConfigError, from_dict, load_config
 from badpo.data.builders import CORPORA, corpus_builder
 from badpo.data.example import example_report
-from badpo.diagnostics import BiasIdentifiabilityWarning, report
+from badpo.data.sources import ColumnMap
+from badpo.diagnostics import BiasIdentifiabilityWarning
 from badpo.experiment.config import ExperimentConfig, experiment_config_path
 from badpo.jsonio import dumps
 
@@ -38,28 +41,69 @@ def _add_audit(subparsers) -> argparse.ArgumentParser:
         "audit", help="label audit: cross-group shares, offline log-odds, annotator graph",
         description="Read from the labels, before training, what they identify about the bias.",
     )
-    parser.add_argument("data", nargs="?", help="judgments: a .jsonl file or a saved datasets directory")
-    parser.add_argument("--attribute", "-a", action="append", default=[], metavar="SPEC",
-                        help="declared attribute spec (repeatable), e.g. markdown, names, length:1.5")
+    parser.add_argument("data", nargs="?",
+                        help="judgments: a .jsonl/.parquet/.csv/.json file, a save_to_disk folder or a "
+                             "Hub dataset id (see docs/data-format.md)")
+    parser.add_argument("--split", default=None,
+                        help="split of a Hub dataset or saved DatasetDict (default: train / the only one)")
+    parser.add_argument("--column", action="append", default=[], metavar="FIELD=COLUMN",
+                        help="the data's column holding a field (repeatable), e.g. annotator=worker_id")
+    parser.add_argument("--attribute", "-a", action="append", default=[], metavar="[NAME=]SPEC",
+                        help="declared attribute spec (repeatable), e.g. markdown, names, length:1.5, "
+                             "'signoff=regex:-- (cheers|thanks)$' (NAME= gives it a short name)")
     parser.add_argument("--json", metavar="OUT", help="also write the audit as JSON to OUT")
     parser.add_argument("--example", action="store_true",
                         help="audit the built-in corpus with planted annotator biases instead of DATA")
     parser.add_argument("--seed", type=int, default=0, help="seed of the --example corpus")
+    parser.add_argument("--report", metavar="DIR",
+                        help="write the per-annotator report to DIR: annotators.csv, audit.json, "
+                             "forest-<attribute>.png, README.md")
+    parser.add_argument("--run", metavar="RUN_DIR", dest="run_dir",
+                        help="with --report: show the learned theta_k of this training run beside the estimates")
+    parser.add_argument("--pseudonymise", action="store_true",
+                        help="replace annotator ids by keyed hashes (HMAC-SHA256) in every output")
+    parser.add_argument("--pseudonym-key", metavar="KEY",
+                        help="the secret key of --pseudonymise (default: $BADPO_PSEUDONYM_KEY); the "
+                             "same key gives the same pseudonyms on every run")
     return parser
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
-    if args.example and (args.data or args.attribute):
-        raise ConfigError("--example audits the built-in corpus; give no DATA or --attribute")
+    if args.example and (args.data or args.attribute or args.split or args.column):
+        raise ConfigError("--example audits the built-in corpus; give no DATA, --attribute, --split "
+                          "or --column")
     if not args.example and not (args.data and args.attribute):
         raise ConfigError("give DATA and at least one --attribute SPEC (or --example)")
+    if args.example and (args.report or args.run_dir or args.pseudonymise):
+        raise ConfigError("--report, --run and --pseudonymise apply to DATA, not to --example")
+    if args.run_dir and not args.report:
+        raise ConfigError("--run RUN_DIR needs --report DIR (the learned theta_k are shown in the report)")
+    key = (args.pseudonym_key or os.environ.get("BADPO_PSEUDONYM_KEY")) if args.pseudonymise else None
+    if args.pseudonym_key and not args.pseudonymise:
+        raise ConfigError("--pseudonym-key is the key of --pseudonymise; give both")
+    if args.pseudonymise and not key:
+        raise ConfigError("--pseudonymise needs a secret key: --pseudonym-key KEY or $BADPO_PSEUDONYM_KEY "
+                          "(an unkeyed hash of a short id is reversed by hashing every candidate id)")
     with warnings.catch_warnings():  # the table lists them; do not print them twice
         warnings.simplefilter("ignore", BiasIdentifiabilityWarning)
-        result, text = example_report(args.seed) if args.example else report(args.data, args.attribute)
+        if args.example:
+            result, text = example_report(args.seed)
+        else:
+            result, text, _ = audit_with_report(args.data, args.attribute, args.report, args.run_dir, key,
+                                                data_split=args.split, columns=_columns(args.column))
     print(text, end="")
     if args.json:
         Path(args.json).write_text(result.to_json(), encoding="utf-8")
     return 0
+
+
+def _columns(items: Sequence[str]) -> ColumnMap:
+    """``--column FIELD=COLUMN`` options as the ``columns`` section of a config."""
+    pairs = [item.split("=", 1) for item in items]
+    bad = [item for item, pair in zip(items, pairs) if len(pair) != 2 or not all(pair)]
+    if bad:
+        raise ConfigError(f"--column {bad[0]!r}: expected FIELD=COLUMN, e.g. annotator=worker_id")
+    return from_dict(ColumnMap, dict(pairs), prefix="columns")
 
 
 def _add_build(subparsers) -> argparse.ArgumentParser:
@@ -103,6 +147,14 @@ def _run_experiment(name_or_path: str, overrides, render_only: bool = False) -> 
 
 
 def _cmd_experiment(args: argparse.Namespace) -> int:
+    from badpo.experiment.cure import is_cure_config, load_cure_config
+
+    path = experiment_config_path(args.config)
+    if is_cure_config(path):  # kind: fixed_offset_cure, the table of the fixed-offset cure
+        from badpo.experiment.cure_stages import run_cure_config
+
+        run_cure_config(load_cure_config(path, args.overrides), render_only=args.render_only)
+        return 0
     _run_experiment(args.config, args.overrides, render_only=args.render_only)
     return 0
 
@@ -135,7 +187,8 @@ def _add_evaluate(subparsers) -> argparse.ArgumentParser:
                     "and KEY=VALUE overrides are badpo.evaluation.EvalConfig keys; attribute specs come "
                     "from them only, never from RUN_DIR.",
     )
-    parser.add_argument("run_dir", help="the output folder of `badpo train`")
+    parser.add_argument("run_dir", help="the output folder of `badpo train` (or of `badpo rm`: the reward "
+                                        "model's tilt on counterfactual signatures and held-out accuracy)")
     # dest is not "corpus": main() names `badpo build CORPUS` in its error line by args.corpus
     parser.add_argument("--corpus", dest="corpus_dir", default=None,
                         help="corpus folder (default: the folder of the run's training data)")
@@ -166,6 +219,10 @@ STAGES: dict[str, tuple[str, str, str, str]] = {
               "Preference stage from the SFT reference; see configs/train_*.yaml and badpo.methods "
               "for the methods.",
               "badpo.engine.config:TrainConfig", "badpo.engine.train:train"),
+    "rm": ("train a Bradley-Terry reward model, plain or bias-adjusted (a bias variant)",
+           "Reward model (scalar head on any sequence-classification backbone) on judgments, with "
+           "theta_k . dg added to the reward margin; see configs/rm_*.yaml and docs/reward_models.md.",
+           "badpo.engine.config:RMConfig", "badpo.engine.reward:train_reward_model"),
 }
 
 
@@ -195,7 +252,8 @@ def _cmd_stage(args: argparse.Namespace) -> int:
 
 COMMANDS: tuple = (
     (_add_audit, _cmd_audit), (_add_build, _cmd_build), (_add_experiment, _cmd_experiment), (_add_demo, _cmd_demo),
-    (_add_stage("sft"), _cmd_stage), (_add_stage("train"), _cmd_stage), (_add_evaluate, _cmd_evaluate),
+    (_add_stage("sft"), _cmd_stage), (_add_stage("train"), _cmd_stage), (_add_stage("rm"), _cmd_stage),
+    (_add_evaluate, _cmd_evaluate),
 )
 
 

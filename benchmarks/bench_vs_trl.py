@@ -1,0 +1,456 @@
+"""badpo's engine against TRL's DPOTrainer, side by side in one run (a benchmark, not a test).
+
+Four configurations train the same model on the same judgments with the same batch (32
+judgments per step), threads, precision and optimizer settings:
+
+* ``trl/live``: TRL ``DPOTrainer``, reference model kept and run every step;
+* ``trl/precomputed``: TRL with ``precompute_ref_log_probs=True`` (reference log-probs once, before training);
+* ``badpo/per_judgment``: badpo's engine (``ba_dpo_shared_mean``, reference log-probs cached once),
+  32 judgments per step, each scoring its two sequences;
+* ``badpo/pair_grouped``: the engine with ``batching: pair_grouped``, 32 / (judgments per pair)
+  pairs per step, each pair's two sequences scored once for all its judgments.
+
+Each configuration lives in a worker process of its own, so that its peak RSS is its own. The
+parent asks each worker in turn for a block of steps, round after round, in a rotating order, so
+that load on a shared machine hits all alike. TRL runs its own ``Trainer.train`` loop (a callback
+pauses it between blocks); the engine runs ``train_step``, as ``bench_engine.py`` does. Both have
+gradient checkpointing off (TRL's default is on), fp32 on CPU, AdamW at the same lr, clipping 1.0.
+
+Reported per size and configuration: judgments per second (all timed blocks), median block time,
+setup seconds, the process's peak RSS (whole life: setup included) and the peak RSS while stepping
+(reset after setup through /proc/self/clear_refs); the ratios against TRL-precomputed and the goals.
+
+    nice -n 5 python benchmarks/bench_vs_trl.py --out runs/bench_vs_trl.json     # full run
+    python benchmarks/bench_vs_trl.py --judgments 960 --rounds 2 --block 2 --warmup 1   # a check
+
+Data: ``--world`` (default ``runs/tiny_names_v3/corpus`` if present, else a tiny world built at
+``runs/tiny/world``); ``--judgments N`` keeps the first N rows' whole pairs; ``--repeat K`` makes
+every text K times longer. Sizes: ``tiny`` is the world's own model; ``gpt2-19m`` a GPT-2 of 19M
+parameters and ``qwen2.5-0.5b-shape`` a Qwen2 of Qwen2.5-0.5B's shape, both built from a config
+with random weights over the world's tokenizer. On a GPU both trainers run bf16 autocast over
+fp32 weights, e.g. with ~600-token sequences:
+
+    python benchmarks/bench_vs_trl.py --sizes qwen2.5-0.5b-shape --repeat 30 --max-length 1024 \
+        --micro-batch 8 --judgments 256 --sequential --out runs/bench_vs_trl_gpu.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench_engine import status_mib  # benchmarks/ is on sys.path when this file runs as a script
+
+CONFIGS = ("trl/live", "trl/precomputed", "badpo/per_judgment", "badpo/pair_grouped")
+SIZES = {  # name -> (architecture, config values over the world's model config / tokenizer)
+    "tiny": None,
+    "gpt2-19m": ("gpt2", {"n_embd": 512, "n_layer": 6, "n_head": 8}),
+    # Qwen2.5-0.5B's shape (494M parameters with its 151,936-row vocabulary), random weights
+    "qwen2.5-0.5b-shape": ("qwen2", {"vocab_size": 151936, "hidden_size": 896, "intermediate_size": 4864,
+                                     "num_hidden_layers": 24, "num_attention_heads": 14,
+                                     "num_key_value_heads": 2, "max_position_embeddings": 32768,
+                                     "rope_theta": 1000000.0, "tie_word_embeddings": True}),
+}
+METHOD = "ba_dpo_shared_mean"
+LR = 2e-4
+
+
+# ------------------------------------------------------------------------------------ parent
+def pick_world(world: Path | None) -> Path:
+    if world is None:
+        reused = Path("runs/tiny_names_v3/corpus")
+        world = reused if (reused / "train.jsonl").exists() else Path("runs/tiny/world")
+    if not (world / "train.jsonl").exists():
+        from badpo.data.tiny import TinyWorldConfig, build_tiny_world
+
+        build_tiny_world(TinyWorldConfig(), world)
+    return world
+
+
+def subset(world: Path, judgments: int | None, repeat: int, out: Path) -> tuple[Path, float]:
+    """The first ``judgments`` rows' pairs, every judgment of each (JSONL), and judgments per pair.
+    ``repeat`` > 1 makes every text that many times longer (responses joined by newlines, so a
+    signature stays the last line)."""
+    rows = [json.loads(line) for line in (world / "train.jsonl").read_text().splitlines() if line.strip()]
+    keep: list[str] = []
+    for row in rows:
+        if judgments is not None and len(keep) >= judgments:
+            break
+        keep.append(row["pair_id"])
+    pairs = set(keep)
+    chosen = [row for row in rows if row["pair_id"] in pairs]
+    for row in chosen:
+        row.update(prompt=row["prompt"] * repeat, chosen="\n".join([row["chosen"]] * repeat),
+                   rejected="\n".join([row["rejected"]] * repeat))
+    out.write_text("".join(json.dumps(row) + "\n" for row in chosen))
+    return out, len(chosen) / len(pairs)
+
+
+def build_model(world: Path, size: str, folder: Path) -> str:
+    """The world's model (``tiny``), or a model of another size for the world's tokenizer, built
+    from a config with random weights (seed 0)."""
+    if SIZES[size] is None:
+        return str(world / "model")
+    import torch
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel, Qwen2Config, Qwen2ForCausalLM
+
+    arch, values = SIZES[size]
+    tokenizer = AutoTokenizer.from_pretrained(world / "model")
+    if arch == "gpt2":
+        config = GPT2Config.from_pretrained(world / "model")
+        for key, value in values.items():
+            setattr(config, key, value)
+        model_class = GPT2LMHeadModel
+    else:
+        config = Qwen2Config(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                             pad_token_id=tokenizer.pad_token_id, **values)
+        model_class = Qwen2ForCausalLM
+    torch.manual_seed(0)
+    model_class(config).save_pretrained(folder)
+    return str(folder)
+
+
+class Worker:
+    """One configuration in a process of its own, driven by JSON lines."""
+
+    def __init__(self, config: str, settings: dict, env: dict):
+        self.config = config
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--worker", json.dumps({"config": config, **settings})],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self.ready = self.read()
+
+    def read(self) -> dict:
+        while True:  # libraries may print to stdout: our replies are the JSON lines tagged "bench"
+            line = self.process.stdout.readline()
+            if not line:
+                raise RuntimeError(f"worker {self.config} died (exit {self.process.wait()})")
+            if line.startswith('{"bench"'):
+                return json.loads(line)["bench"]
+
+    def ask(self, **command) -> dict:
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+        return self.read()
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def measure_size(args, world: Path, data: Path, size: str, scratch: Path) -> dict:
+    model = build_model(world, size, scratch / f"model-{size}")
+    # Both load the world's tokenizer from the world's folder: AutoTokenizer may pick another
+    # class for a folder whose config names another architecture.
+    settings = {"model": model, "tokenizer": str(world / "model"), "data": str(data), "threads": args.threads,
+                "judgments_per_step": args.judgments_per_step, "pairs_per_step": args.pairs_per_step,
+                "micro_judgments": args.micro_batch, "micro_pairs": args.micro_pairs,
+                "max_length": args.max_length, "logprob_chunk_size": args.logprob_chunk_size,
+                "max_steps": args.warmup + args.rounds * args.block + 2, "cache": str(scratch / "cache"),
+                "scratch": str(scratch / size)}
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "TQDM_DISABLE": "1",
+           "HF_DATASETS_CACHE": str(scratch / "hf_datasets"), "TOKENIZERS_PARALLELISM": "false"}
+    times = {c: [] for c in CONFIGS}
+    judgments = {c: 0 for c in CONFIGS}
+    ready, memory = {}, {}
+
+    def timed(config: str, worker: Worker) -> None:
+        reply = worker.ask(do="block", steps=args.block)
+        times[config].append(reply["seconds"])
+        judgments[config] += reply["judgments"]
+
+    if args.sequential:  # one GPU cannot hold four trainers: each configuration runs alone
+        for config in CONFIGS:
+            worker = Worker(config, settings, env)
+            try:
+                ready[config] = worker.ready
+                worker.ask(do="block", steps=args.warmup)
+                for _ in range(args.rounds):
+                    timed(config, worker)
+                memory[config] = worker.ask(do="memory")
+            finally:
+                worker.close()
+    else:
+        workers = {}
+        try:
+            for config in CONFIGS:  # one at a time: setups do not compete
+                workers[config] = Worker(config, settings, env)
+                ready[config] = workers[config].ready
+            for worker in workers.values():
+                worker.ask(do="block", steps=args.warmup)
+            for round_index in range(args.rounds):
+                shift = round_index % len(CONFIGS)  # each configuration takes every place in the order
+                for config in CONFIGS[shift:] + CONFIGS[:shift]:
+                    timed(config, workers[config])
+            memory = {c: w.ask(do="memory") for c, w in workers.items()}
+        finally:
+            for worker in workers.values():
+                worker.close()
+    result = {}
+    for config in CONFIGS:
+        result[config] = {
+            "judgments_per_s": judgments[config] / sum(times[config]),
+            "median_block_s": statistics.median(times[config]), "block_s": times[config],
+            "judgments_per_step": judgments[config] / (args.rounds * args.block),
+            **ready[config], **memory[config]}
+    return result
+
+
+def ratios(result: dict) -> dict:
+    base = result["trl/precomputed"]
+    out = {f"{c}_over_trl_precomputed_judgments_per_s": result[c]["judgments_per_s"] / base["judgments_per_s"]
+           for c in CONFIGS if c != "trl/precomputed"}
+    for c in ("badpo/per_judgment", "badpo/pair_grouped"):
+        for memory in ("peak_rss_mib", "cuda_peak_allocated_mib"):
+            if memory in result[c]:
+                out[f"{c}_{memory.removesuffix('_mib')}_over_trl_min"] = result[c][memory] / min(
+                    result[t][memory] for t in CONFIGS if t.startswith("trl/"))
+    return out
+
+
+def goals(by_size: dict) -> dict:
+    """The issue's goals, each True/False as measured."""
+    out = {}
+    for size, entry in by_size.items():
+        r, params = entry["ratios"], entry["results"]["trl/precomputed"]["parameters"]
+        out[f"{size}: per_judgment >= 1.0x trl/precomputed"] = (
+            r["badpo/per_judgment_over_trl_precomputed_judgments_per_s"] >= 1.0)
+        pair = r["badpo/pair_grouped_over_trl_precomputed_judgments_per_s"]
+        out[f"{size}: pair_grouped ahead of trl/precomputed"] = pair > 1.0
+        if params >= 10_000_000:
+            out[f"{size}: pair_grouped >= 3x trl/precomputed (>= 10M parameters)"] = pair >= 3.0
+        for c in ("badpo/per_judgment", "badpo/pair_grouped"):
+            out[f"{size}: {c} peak RSS <= TRL's"] = r[f"{c}_peak_rss_over_trl_min"] <= 1.0
+            if f"{c}_cuda_peak_allocated_over_trl_min" in r:
+                out[f"{size}: {c} peak CUDA memory <= TRL's"] = r[f"{c}_cuda_peak_allocated_over_trl_min"] <= 1.0
+    return out
+
+
+# ------------------------------------------------------------------------------------ worker
+SETUP_PEAK = {"mib": None}  # VmHWM at the end of setup, counted from the worker's start
+
+
+def _reset_peak_rss() -> bool:
+    import torch
+
+    SETUP_PEAK["mib"] = status_mib("VmHWM")
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
+        return True
+    except OSError:
+        return False
+
+
+def _say(payload: dict) -> None:
+    print(json.dumps({"bench": payload}), flush=True)
+
+
+def _commands():
+    for line in sys.stdin:
+        yield json.loads(line)
+
+
+def _memory(reset: bool) -> dict:
+    """Peak RSS of the worker's life (setup or stepping) and while stepping. ru_maxrss is not
+    used: a process inherits its parent's peak through fork and exec."""
+    import torch
+
+    stepping = status_mib("VmHWM") if reset else None
+    whole = (max(SETUP_PEAK["mib"], stepping) if reset and SETUP_PEAK["mib"] is not None
+             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    out = {"peak_rss_mib": whole, "peak_rss_stepping_mib": stepping}
+    if torch.cuda.is_available():
+        out["cuda_peak_allocated_mib"] = torch.cuda.max_memory_allocated() / 2**20
+    return out
+
+
+def badpo_worker(s: dict, started: float) -> None:
+    import torch
+
+    from badpo.config import from_dict
+    from badpo.engine.config import TrainConfig
+    from badpo.engine.train import prepare_run, train_step
+
+    batching = s["config"].split("/")[1]
+    per_judgment = batching == "per_judgment"
+    items = s["judgments_per_step"] if per_judgment else s["pairs_per_step"]
+    micro = s["micro_judgments"] if per_judgment else s["micro_pairs"]
+    config = from_dict(TrainConfig, {
+        "method": METHOD, "batching": batching, "data": s["data"], "attributes": ["names"],
+        "model": {"name_or_path": s["model"], "tokenizer": s["tokenizer"]}, "steps": s["max_steps"], "batch_size": items,
+        "micro_batch_size": micro, "optim": {"lr": LR, "warmup_ratio": 0.1},
+        "tokenization": {"max_prompt_tokens": s["max_length"] // 2, "max_length": s["max_length"]},
+        "runtime": {"num_threads": s["threads"], "precision": "auto",
+                    "logprob_chunk_size": s["logprob_chunk_size"]},
+        "report": {"progress_bar": False}, "output_dir": "unused", "cache_dir": s["cache"]})
+    run = prepare_run(config)[0]
+    parameters = sum(p.numel() for p in run.policy.parameters())
+    _say({"setup_s": time.perf_counter() - started, "parameters": parameters,
+          "threads": torch.get_num_threads(), "rss_after_setup_mib": status_mib("VmRSS"),
+          "mean_sequence_tokens": float(run.data.store.lengths.float().mean())})
+    reset = _reset_peak_rss()
+    step = 0
+    for command in _commands():
+        if command["do"] == "memory":
+            _say(_memory(reset))
+            continue
+        held, begin = 0, time.perf_counter()
+        for _ in range(command["steps"]):
+            train_step(run, step)
+            held += int(run.items.judgment_counts(run.schedule.step_items(step)).sum())
+            step += 1
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        _say({"seconds": time.perf_counter() - begin, "judgments": held})
+
+
+def trl_worker(s: dict, started: float) -> None:
+    """TRL's own training loop, paused by a callback at the end of each block of steps."""
+    import datasets
+    import torch
+    from transformers import AutoTokenizer, TrainerCallback
+    from trl import DPOConfig, DPOTrainer
+
+    torch.set_num_threads(s["threads"])
+    # from a file (memory-mapped), as a TRL user loads data; TRL reads prompt/chosen/rejected only
+    data = datasets.Dataset.from_json(s["data"]).select_columns(["prompt", "chosen", "rejected"])
+    tokenizer = AutoTokenizer.from_pretrained(s["tokenizer"])
+    cuda = torch.cuda.is_available()
+    args = DPOConfig(
+        output_dir=s["scratch"], per_device_train_batch_size=s["micro_judgments"],
+        gradient_accumulation_steps=s["judgments_per_step"] // s["micro_judgments"], max_steps=s["max_steps"],
+        learning_rate=LR, warmup_steps=0.1, lr_scheduler_type="cosine", weight_decay=0.0, max_grad_norm=1.0,
+        beta=0.1, max_length=s["max_length"], bf16=cuda and torch.cuda.is_bf16_supported(), use_cpu=not cuda,
+        gradient_checkpointing=False, precompute_ref_log_probs=s["config"] == "trl/precomputed",
+        precompute_ref_batch_size=16, logging_steps=10**9, save_strategy="no", report_to="none",
+        disable_tqdm=True, dataloader_num_workers=0, dataloader_drop_last=True, seed=42)
+
+    class Gate(TrainerCallback):
+        """Between blocks: answer the parent's commands; a block ends after its last step."""
+
+        def __init__(self):
+            self.left, self.held, self.begin, self.reset = 0, 0, 0.0, False
+
+        def wait(self, control):
+            for command in _commands():
+                if command["do"] == "memory":
+                    _say(_memory(self.reset))
+                    continue
+                self.left, self.held, self.begin = command["steps"], 0, time.perf_counter()
+                return
+            control.should_training_stop = True  # the parent closed stdin
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            torch.set_num_threads(s["threads"])
+            _say({"setup_s": time.perf_counter() - started, "parameters": parameters,
+                  "threads": torch.get_num_threads(), "rss_after_setup_mib": status_mib("VmRSS")})
+            self.reset = _reset_peak_rss()
+            self.wait(control)
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.held += s["judgments_per_step"]
+            self.left -= 1
+            if self.left == 0:
+                if cuda:
+                    torch.cuda.synchronize()
+                _say({"seconds": time.perf_counter() - self.begin, "judgments": self.held})
+                self.wait(control)
+
+    trainer = DPOTrainer(s["model"], args=args, train_dataset=data, processing_class=tokenizer,
+                         callbacks=[Gate()])
+    parameters = sum(p.numel() for p in trainer.model.parameters())
+    trainer.train()
+
+
+def worker(settings: str) -> None:
+    started = time.perf_counter()
+    try:  # forget the peak inherited from the parent: count from here
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+    s = json.loads(settings)
+    (badpo_worker if s["config"].startswith("badpo/") else trl_worker)(s, started)
+
+
+# -------------------------------------------------------------------------------------- main
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--world", type=Path, default=None, help="tiny world folder (see above)")
+    parser.add_argument("--judgments", type=int, default=None, help="keep the first N rows' pairs")
+    parser.add_argument("--sizes", nargs="+", choices=list(SIZES), default=["tiny", "gpt2-19m"])
+    parser.add_argument("--judgments-per-step", type=int, default=32)
+    parser.add_argument("--micro-batch", type=int, default=None,
+                        help="judgments per forward (default: the whole step); the rest accumulates. "
+                             "Pair-grouped forwards take as many pairs (the same sequences), up to the step")
+    parser.add_argument("--repeat", type=int, default=1, help="make every text this many times longer")
+    parser.add_argument("--max-length", type=int, default=64,
+                        help="tokens per sequence (TRL max_length; badpo max_length, prompt <= half)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps per configuration")
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--block", type=int, default=5, help="steps per timed block")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--logprob-chunk-size", type=int, default=1024,
+                        help="badpo's runtime.logprob_chunk_size (response positions per LM-head chunk)")
+    parser.add_argument("--sequential", action="store_true",
+                        help="run the configurations one after another, not interleaved (a GPU "
+                             "that cannot hold all four at once)")
+    parser.add_argument("--out", type=Path, default=Path("runs/bench_vs_trl.json"))
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        return worker(args.worker)
+    import torch
+    import trl
+    import transformers
+
+    world = pick_world(args.world)
+    with tempfile.TemporaryDirectory() as folder:
+        scratch = Path(folder)
+        data, per_pair = subset(world, args.judgments, args.repeat, scratch / "train.jsonl")
+        args.micro_batch = args.micro_batch or args.judgments_per_step
+        pairs_per_step = args.judgments_per_step // per_pair
+        for option in ("judgments_per_step", "micro_batch"):
+            if (getattr(args, option) % per_pair or args.judgments_per_step % args.micro_batch
+                    or (args.micro_batch < pairs_per_step and pairs_per_step % args.micro_batch)):
+                raise SystemExit(f"--{option.replace('_', '-')} {getattr(args, option)}: must be a multiple "
+                                 f"of the {per_pair:g} judgments per pair of {world} and divide a step")
+        args.pairs_per_step = int(args.judgments_per_step // per_pair)
+        # pair-grouped forwards hold as many sequences as per-judgment ones (2 per pair, 2 per
+        # judgment), up to the step: fewer would leave a GPU idle for want of a batch
+        args.micro_pairs = min(args.pairs_per_step, args.micro_batch)
+        by_size = {}
+        for size in args.sizes:
+            results = measure_size(args, world, data, size, scratch)
+            by_size[size] = {"results": results, "ratios": ratios(results)}
+            print(json.dumps({size: by_size[size]["ratios"]}, indent=1), flush=True)
+        judgments = sum(1 for _ in data.open())
+    report = {
+        "settings": {"world": str(world), "judgments": judgments, "judgments_per_pair": per_pair,
+                     "judgments_per_step": args.judgments_per_step, "pairs_per_step": args.pairs_per_step,
+                     "micro_batch": args.micro_batch, "repeat": args.repeat, "max_length": args.max_length,
+                     "sequential": args.sequential,
+                     "logprob_chunk_size": args.logprob_chunk_size, "warmup": args.warmup, "rounds": args.rounds, "block": args.block,
+                     "threads": args.threads, "method": METHOD,
+                     "device": "cuda" if torch.cuda.is_available() else "cpu",
+                     "torch": torch.__version__, "transformers": transformers.__version__,
+                     "trl": trl.__version__, "machine": platform.processor() or platform.machine(),
+                     "load_average_at_end": os.getloadavg()},
+        "sizes": by_size, "goals": goals(by_size)}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    print(json.dumps({"goals": report["goals"]}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

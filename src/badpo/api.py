@@ -1,0 +1,130 @@
+"""The Python API: ``badpo.train``, ``badpo.sft`` and ``badpo.evaluate``, each one call.
+
+A config is a YAML path, a dict or a config object, with keyword overrides on top (a dict value
+updates that section: ``optim={"lr": 1e-3}`` keeps the other ``optim`` keys). ``data`` may also be
+a ``datasets.Dataset``: it is read in memory and ``config.yaml`` records its fingerprint
+(``datasets.Dataset:<fingerprint>``), so that the same call with the same dataset resumes or finds
+the same run. These functions are reached through ``badpo.<name>``, which imports this module (and
+torch, transformers, accelerate) only when one is first used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from badpo.config import ConfigError, from_dict, load_config, to_dict
+from badpo.data.sources import in_memory
+from badpo.engine.config import SFTConfig, TrainConfig
+
+__all__ = ["EvalResult", "SFTResult", "TrainResult", "evaluate", "sft", "train"]
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """A finished preference run: its folder, ``theta.json`` as a dict (None when the method learns
+    no theta), and the last log record (loss, theta_bar, ...)."""
+
+    run_dir: Path
+    theta: dict | None
+    final: dict
+
+
+@dataclass(frozen=True)
+class SFTResult:
+    """The reference's folder (Hugging Face format) and its ``sft.json`` summary."""
+
+    model_dir: Path
+    summary: dict
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """The readouts of a run, as written to ``run_dir/readouts.json``."""
+
+    run_dir: Path
+    readouts: dict
+
+
+def train(config: Any = None, **overrides: Any) -> TrainResult:
+    """Run (or resume, or find finished) one preference run; see ``badpo train``."""
+    from badpo.engine.train import train as train_stage
+
+    with _resolved(TrainConfig, config, overrides) as resolved:
+        run_dir = Path(train_stage(resolved))
+    summary = _read_json(run_dir / "run.json") or {}
+    theta = _read_json(run_dir / "theta.json")
+    return TrainResult(run_dir=run_dir, theta=theta, final=summary.get("final", {}))
+
+
+def sft(config: Any = None, **overrides: Any) -> SFTResult:
+    """Train the SFT reference; see ``badpo sft``."""
+    from badpo.engine.sft import sft as sft_stage
+
+    with _resolved(SFTConfig, config, overrides) as resolved:
+        model_dir = Path(sft_stage(resolved))
+    return SFTResult(model_dir=model_dir, summary=_read_json(model_dir / "sft.json") or {})
+
+
+def evaluate(run_dir: str | os.PathLike, config: Any = None, *, corpus: str | os.PathLike | None = None,
+             trust_remote_code: bool = False, **overrides: Any) -> EvalResult:
+    """Every readout of a finished run (``badpo evaluate``), also written to ``readouts.json``.
+    ``config`` and ``overrides`` are :class:`badpo.evaluation.EvalConfig` keys."""
+    from badpo.evaluation import EvalConfig, evaluate_run_dir
+    from badpo.jsonio import dumps
+
+    eval_config = from_dict(EvalConfig, _as_dict(EvalConfig, config, overrides))
+    readouts = evaluate_run_dir(run_dir, eval_config, corpus, trust_remote_code=trust_remote_code)
+    run_dir = Path(run_dir)
+    (run_dir / "readouts.json").write_text(dumps(readouts, indent=1, sort_keys=True) + "\n",
+                                           encoding="utf-8")
+    return EvalResult(run_dir=run_dir, readouts=readouts)
+
+
+@contextlib.contextmanager
+def _resolved(config_class: type, config: Any, overrides: dict[str, Any]):
+    """The typed config, with a ``datasets.Dataset`` in ``data`` readable for the block."""
+    data = _as_dict(config_class, config, overrides)
+    dataset = data.get("data")
+    if isinstance(dataset, os.PathLike):
+        data["data"] = os.fspath(dataset)
+    elif dataset is not None and not isinstance(dataset, str):
+        with in_memory(dataset) as name:
+            yield from_dict(config_class, {**data, "data": name})
+        return
+    yield from_dict(config_class, data)
+
+
+def _as_dict(config_class: type, config: Any, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    if config is None:
+        base: dict[str, Any] = {}
+    elif isinstance(config, config_class):
+        base = to_dict(config)
+    elif isinstance(config, (str, os.PathLike)):
+        base = to_dict(load_config(config_class, config))
+    elif isinstance(config, Mapping):
+        base = dict(config)
+    else:
+        raise ConfigError(f"config: expected a YAML path, a dict or a {config_class.__name__}, "
+                          f"got {type(config).__name__}")
+    return _merged(base, overrides)
+
+
+def _merged(base: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``overrides`` on top; a dict updates a dict section key by key."""
+    out = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merged(dict(out[key]), value)
+        else:
+            out[key] = value
+    return out
+
+
+def _read_json(path: Path) -> dict | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
