@@ -332,3 +332,22 @@ def test_run_control_keys_exist_in_the_config():
             assert part in node, dotted
             node = node[part]
     assert "beta" in run_folder.identity(TrainConfig()) and "resume_from" not in run_folder.identity(TrainConfig())
+
+
+def test_sides_equal_up_to_whitespace_that_tokenize_apart_are_counted_and_kept():
+    """The tiny world's tokenizer keeps whitespace: '1 4 1 3' is 4 tokens, '1 4 1 3  ' 6 (two
+    space tokens). Such a pair is not token-identical, so it trains (on whitespace alone): kept,
+    and counted as whitespace_only_pairs (1 of 2 judgments; the other pair differs in words)."""
+    from badpo.data.judgments import validate_judgments
+    from badpo.data.tiny import build_tokenizer
+    from badpo.engine.config import TokenizationConfig
+    from badpo.engine.data import build_preference_data
+
+    rows = [{"pair_id": "p0", "prompt": "reverse 3 1 4 1\n", "chosen": "1 4 1 3", "rejected": "1 4 1 3  ",
+             "annotator": "a"},
+            {"pair_id": "p1", "prompt": "reverse 3 1 4 1\n", "chosen": "1 4 1 3", "rejected": "3 1 4 1",
+             "annotator": "a"}]
+    data = build_preference_data(validate_judgments(rows), None, build_tokenizer(["Smith"], 64),
+                                 TokenizationConfig(max_prompt_tokens=16, max_length=32))
+    assert data.input_report["whitespace_only_pairs"] == 1
+    assert data.input_report["identical_pairs_dropped"] == 0 and len(data.chosen_row) == 2

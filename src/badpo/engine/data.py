@@ -166,7 +166,8 @@ def build_preference_data(
     up to whitespace) teaches the policy nothing but would still train theta on its attribute
     difference: it is an error naming the row (``source`` row i, 0-based), or, with
     ``drop_identical_pairs``, dropped and counted. ``input_report`` counts truncations, dropped
-    rows and exact duplicate judgments (kept: a repeated vote is a vote). ``rendered_prompts``:
+    rows, exact duplicate judgments (kept: a repeated vote is a vote) and judgments whose sides
+    differ only in whitespace yet tokenize apart (kept, but all they teach is whitespace). ``rendered_prompts``:
     the prompts were rendered from chat messages (:func:`badpo.engine.tokenize.encode_prompts`).
     """
     if not judgments:
@@ -186,12 +187,14 @@ def build_preference_data(
             raise ValueError(f"{source}: every judgment has identical sides after tokenization")
         data = _index_judgments(kept, attributes, tokenizer, tokenization, rendered_prompts)
     seen: set[Judgment] = set()
-    duplicates = 0
-    for j in judgments:
+    duplicates = whitespace_only = 0
+    identical_rows = set(identical)
+    for i, j in enumerate(judgments):
         duplicates += j in seen
         seen.add(j)
+        whitespace_only += i not in identical_rows and j.chosen.split() == j.rejected.split()
     report = {"judgments_read": len(judgments), "identical_pairs_dropped": len(identical),
-              "exact_duplicate_judgments": duplicates,
+              "exact_duplicate_judgments": duplicates, "whitespace_only_pairs": whitespace_only,
               "truncated_prompts": data.store.truncated_prompts,
               "truncated_responses": data.store.truncated_responses}
     return dataclasses.replace(data, input_report=report)

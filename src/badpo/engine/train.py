@@ -350,7 +350,9 @@ def _report_input(accelerator, report: dict) -> None:
     counts = [(report["truncated_prompts"], "prompt(s) cut to tokenization.max_prompt_tokens"),
               (report["truncated_responses"], "response(s) cut by tokenization.max_length"),
               (report["identical_pairs_dropped"], "judgment(s) with identical sides dropped"),
-              (report["exact_duplicate_judgments"], "exact duplicate judgment(s), kept")]
+              (report["exact_duplicate_judgments"], "exact duplicate judgment(s), kept"),
+              (report["whitespace_only_pairs"], "judgment(s) whose sides differ only in whitespace, kept "
+               "(their tokens differ, so they train the policy on whitespace alone)")]
     for count, what in counts:
         if count:
             _notice(accelerator, f"{count} {what}")
