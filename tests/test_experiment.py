@@ -496,7 +496,6 @@ def test_shipped_configs_resolve_against_the_engine(path, tmp_path):
     stages = Stages(fake.build_corpus, resolve_reference, resolve_arm, fake.run_reference, fake.run_arm)
     plan = plan_experiment(config, stages, prepare_corpus(config, stages, tmp_path, quiet))
     assert len(plan.runs) == len(config.arms) * len(config.seeds) == len({r.key for r in plan.runs})
-    assert config.seeds == [42, 123, 456]
 
 
 @pytest.mark.slow

@@ -76,6 +76,8 @@ class TableSpec:
     reference_row: bool = True  # a first row for the reference (trained once: no interval)
     ceiling_row: str | None = None  # label of a row with each column's `ceiling`, mean over all runs
     arms: list[str] | None = None  # arm names shown, in this order; null: every arm
+    baseline: str | None = None  # the arm its removed columns measure against; null: the experiment's
+                                 # (a table per training setting, each against its own DPO)
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,6 @@ class ExperimentConfig:
         _check_runner_keys("train", self.train, RUNNER_KEYS)
         for index, arm in enumerate(self.arms):
             _check_runner_keys(f"arms[{index}].params", arm.params, RUNNER_KEYS)
-        removal_used = False
         for t, table in enumerate(self.tables):
             for a, arm_name in enumerate(table.arms or []):
                 if arm_name not in names:
@@ -126,12 +127,14 @@ class ExperimentConfig:
             for c, column in enumerate(table.columns):
                 if column.digits < 0:
                     raise ConfigError(f"tables[{t}].columns[{c}].digits: must be >= 0")
-                removal_used |= column.kind == "removed"
                 if column.ceiling is not None and table.ceiling_row is None:
                     raise ConfigError(f"tables[{t}].columns[{c}].ceiling: the table has no ceiling_row")
-        if removal_used and self.baseline not in names:
-            raise ConfigError(f"baseline: {self.baseline!r} is not an arm ({names}); a removed "
-                              "column needs the arm it measures against")
+            removal_used = any(column.kind == "removed" for column in table.columns)
+            if table.baseline is not None and table.baseline not in names:
+                raise ConfigError(f"tables[{t}].baseline: {table.baseline!r} is not an arm ({names})")
+            if removal_used and table.baseline is None and self.baseline not in names:
+                raise ConfigError(f"baseline: {self.baseline!r} is not an arm ({names}); a removed "
+                                  f"column (tables[{t}]) needs the arm it measures against")
 
 
 def _no_duplicates(key: str, values: list) -> None:

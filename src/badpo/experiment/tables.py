@@ -185,19 +185,25 @@ def _value_cell(arm: LayoutArm, column: ColumnSpec, records: Mapping, table: Tab
                  _nan_note(values))
 
 
+def _baseline(table: TableSpec, layout: TableLayout) -> str:
+    """The arm the table's removed columns measure against: its own, else the experiment's."""
+    return table.baseline if table.baseline is not None else layout.baseline
+
+
 def _removed_cell(arm: LayoutArm, column: ColumnSpec, records: Mapping, layout: TableLayout,
                   table: TableSpec) -> _Cell:
-    if arm.name == layout.baseline:
+    name = _baseline(table, layout)
+    if arm.name == name:
         return _empty("the baseline")
-    baseline = next((a for a in layout.arms if a.name == layout.baseline), None)
+    baseline = next((a for a in layout.arms if a.name == name), None)
     if baseline is None:
-        raise ValueError(f"column {column.header!r}: the baseline arm {layout.baseline!r} is not in the layout")
+        raise ValueError(f"column {column.header!r}: the baseline arm {name!r} is not in the layout")
     reference = metric_value(_record(records, layout.reference_key, "reference"), column.metric)
     values = arm_values(arm, records, column.metric)
     dpo_values = arm_values(baseline, records, column.metric)
     if reference is ABSENT or values is None or dpo_values is None:
         raise ValueError(f"column {column.header!r}: removal of {column.metric!r} needs it for the "
-                         f"reference, {layout.baseline} and {arm.name}")
+                         f"reference, {name} and {arm.name}")
     try:
         removal = removal_per_seed(dpo_values, values, reference, layout.level)
     except ValueError as error:
@@ -270,8 +276,9 @@ def _footnote(table: TableSpec, layout: TableLayout) -> str:
     if table.reference_row:
         parts.append("the reference is trained once (no interval)")
     if any(c.kind == "removed" for c in table.columns):
-        parts.append(f"Removed = (rate_{layout.baseline} − rate_arm) / (rate_{layout.baseline} − "
-                     f"rate_ref), per seed against {layout.baseline} of the same seed, then averaged")
+        name = _baseline(table, layout)
+        parts.append(f"Removed = (rate_{name} − rate_arm) / (rate_{name} − "
+                     f"rate_ref), per seed against {name} of the same seed, then averaged")
     if table.ceiling_row is not None:
         parts.append(f"{table.ceiling_row}: the same readout with the planted theta_k, "
                      "mean over every run of the table")
