@@ -198,11 +198,29 @@ def test_group_weights_move_and_survive_stop_and_resume_bit_exactly(world):
     _same(whole, resumed, exact=True)
 
 
-@pytest.mark.parametrize("method", ["r_dpo", "sampo", "group_dro_dpo", "crowd_prefrl", "ipo"])
-def test_every_baseline_trains_and_combines_with_a_bias_variant(world, method):
+@pytest.mark.parametrize("method", ["r_dpo", "sampo", "group_dro_dpo", "crowd_prefrl", "ipo",
+                                    "sampo_ba_pooled", "crowd_prefrl_ba_per_annotator"])
+def test_every_baseline_trains_alone_and_with_a_learned_bias(world, method):
     out = train(make_config(world, f"short-{method}", f"method={method}", "steps=2"))
     record = log_records(out)[-1]
     assert math.isfinite(record["loss"]) and json.loads((out / "run.json").read_text())["method"] == method
+    theta = json.loads((out / "theta.json").read_text())
+    assert (theta["variant"] != "none") == ("_ba_" in method)
+
+
+@pytest.mark.parametrize("method, params, data", [
+    ("r_dpo_ba_shared_mean", "{alpha: 0.0}", "judgments.jsonl"),
+    ("group_dro_dpo_ba_shared_mean", "{}", "one_class.jsonl"),
+])
+def test_a_baseline_with_a_learned_bias_reduces_to_ba_dpo(world, method, params, data):
+    """alpha = 0, or a single group, leaves BA-DPO's loss: the same run to the bit, theta included."""
+    ba_dpo = train(make_config(world, f"ba-{data}-{method}", "method=ba_dpo_shared_mean",
+                               f"data={world / data}", "method_params={}"))
+    other = train(make_config(world, f"{method}-{data}", f"method={method}",
+                              f"data={world / data}", f"method_params={params}"))
+    _same(ba_dpo, other, exact=True)
+    assert (ba_dpo / "theta.json").read_text() == (other / "theta.json").read_text()
+    assert all(value != 0.0 for value in json.loads((other / "theta.json").read_text())["theta_bar"].values())
 
 
 def test_unknown_method_params_are_refused_before_loading(world):

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from badpo.bias import VARIANT_FACTS
 from badpo.config import ConfigError, from_dict
 from badpo.losses import ba_dpo_loss, ipo_loss, rdpo_length_term
 
@@ -276,6 +277,8 @@ class Method:
         return from_dict(self.params, values, prefix="method_params")
 
 
+LEARNED_VARIANTS = tuple(v.name for v in VARIANT_FACTS.values() if v.learns_theta)
+
 METHODS: dict[str, Method] = {
     "dpo": Method(
         "none", "DPO: BA-DPO with every theta_k frozen at 0 (a bias.fixed_offset still applies)"
@@ -316,13 +319,23 @@ METHODS: dict[str, Method] = {
     # IPO's log-ratio margin h, not of a Bradley-Terry logit: docs/training.md)
     **{f"ba_ipo_{variant}": Method(
         variant, f"BA-IPO ({variant}): (h + theta_k . dg - 1/(2 tau))^2", loss=ipo_terms,
-        params=IPOParams) for variant in ("pooled", "shared_mean", "per_annotator", "class_offsets")},
+        params=IPOParams) for variant in LEARNED_VARIANTS},
     "em_dpo": Method(
         "none", "EM-DPO + MinMax-DPO: K type policies, annotator type probabilities by EM, mixture "
         "weights minimising the largest regret (Chidambaram et al. 2024)",
         params=EMParams, type_policies=True,
     ),
 }
+# Each single-policy baseline with a learned bias: its loss already adds the bias logit, so the
+# combination is the baseline's row with a learned variant (e.g. r_dpo_ba_shared_mean corrects
+# length by alpha and explains a declared name bias by theta). em_dpo has none: its type policies
+# would each need their own theta, which the paper's EM-DPO does not have.
+METHODS.update({
+    f"{name}_ba_{variant}": dataclasses.replace(
+        METHODS[name], bias_variant=variant, description=f"{METHODS[name].description}; plus BA-DPO's "
+        f"bias logit ({variant})")
+    for name in ("r_dpo", "sampo", "group_dro_dpo", "crowd_prefrl") for variant in LEARNED_VARIANTS
+})
 
 
 def get_method(name: str) -> Method:
