@@ -374,6 +374,33 @@ def test_ceiling_row_is_the_mean_over_every_run_of_the_table(tmp_path):
     assert cells_by_table(csv_text)[("votes", "Ceiling (planted θ_k)")]["n"] == "6"
 
 
+def test_amplification_in_sd_units_and_a_corpus_statistic_on_the_reference_row(tmp_path):
+    """DPO woman 0.90 / 0.70 / 0.80 over a reference at 0.50: mean 0.80, shift +0.30, per-seed sd
+    0.1, so +0.300 (3.0σ); BA-DPO pooled 0.60 / 0.50 / 0.55: +0.050, sd 0.05, (1.0σ). The share
+    of cross-group judgments, 0.587, is read from the corpus statistics onto the reference row."""
+    import dataclasses
+
+    from badpo.experiment.config import ColumnSpec, TableSpec
+
+    records, layout = _records_and_layout(tmp_path)
+    table = TableSpec("attributes", [ColumnSpec("Cross-group", "audit.length.share_cross", kind="corpus"),
+                                     ColumnSpec("Amplification", "rate.woman", kind="amplification")],
+                      interval="sd", arms=["DPO", "BA-DPO (pooled)"])
+    stats = {"audit": {"length": {"share_cross": 0.587}}}
+    markdown, csv_text = render_tables(records, dataclasses.replace(layout, tables=[table], corpus_stats=stats))
+    assert "| Reference (SFT) | 0.587 | — |" in markdown
+    assert "| DPO | — | +0.300 (3.0σ) |" in markdown
+    assert "| BA-DPO (pooled) | — | +0.050 (1.0σ) |" in markdown
+    cell = cells_by_table(csv_text)[("attributes", "DPO")]
+    assert float(cell["mean"]) == pytest.approx(0.30, abs=1e-12) and float(cell["plus_minus"]) == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="corpus/stats.json has no 'audit.markdown.share_cross'"):
+        render_tables(records, dataclasses.replace(layout, corpus_stats=stats, tables=[dataclasses.replace(
+            table, columns=[ColumnSpec("Md", "audit.markdown.share_cross", kind="corpus")])]))
+    with pytest.raises(ConfigError, match=r"tables\[0\].columns\[0\].kind: a corpus statistic"):
+        make_config(tmp_path, tables=[{"title": "x", "reference_row": False, "columns": [
+            {"header": "c", "metric": "audit.x", "kind": "corpus"}]}])
+
+
 # ------------------------------------------------------------------------------- records, plots
 def test_record_holds_the_run_and_plots_are_pngs(tmp_path):
     result = run_experiment(make_config(tmp_path), fake_stages([]), log=quiet)

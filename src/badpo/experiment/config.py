@@ -61,7 +61,11 @@ class ColumnSpec:
 
     header: str  # the column title
     metric: str  # dotted path into a run's readouts, e.g. names.first_name.woman_coded
-    kind: Literal["value", "removed"] = "value"  # removed: per-seed removal of `metric` vs the baseline
+    kind: Literal["value", "removed", "amplification", "corpus"] = "value"
+    # value: the readout, mean +- interval over seeds; removed: per-seed removal of `metric` against
+    # the baseline; amplification: the arm's mean minus the reference's, and that difference in
+    # units of the arm's per-seed sd; corpus: `metric` is a dotted path into OUT/corpus/stats.json
+    # (a statistic of the labels, shown on the reference row)
     digits: int = 3  # decimals shown (removal is shown in percent with `digits` - 3 decimals)
     ceiling: str | None = None  # dotted path of the same readout with the planted theta_k
 
@@ -129,6 +133,9 @@ class ExperimentConfig:
                     raise ConfigError(f"tables[{t}].columns[{c}].digits: must be >= 0")
                 if column.ceiling is not None and table.ceiling_row is None:
                     raise ConfigError(f"tables[{t}].columns[{c}].ceiling: the table has no ceiling_row")
+                if column.kind == "corpus" and not table.reference_row:
+                    raise ConfigError(f"tables[{t}].columns[{c}].kind: a corpus statistic is shown on "
+                                      "the reference row; set reference_row: true")
             removal_used = any(column.kind == "removed" for column in table.columns)
             if table.baseline is not None and table.baseline not in names:
                 raise ConfigError(f"tables[{t}].baseline: {table.baseline!r} is not an arm ({names})")

@@ -68,17 +68,25 @@ class TableLayout:
     level: float = 0.95
     tables: list[TableSpec] = field(default_factory=list)
     plots: PlotSpec = field(default_factory=PlotSpec)
+    corpus_stats: dict = field(default_factory=dict)  # OUT/corpus/stats.json, for corpus columns
 
 
 def build_layout(config: ExperimentConfig, plan: Plan) -> TableLayout:
-    """The layout of ``config`` with the run keys of ``plan``."""
+    """The layout of ``config`` with the run keys of ``plan`` (and the corpus statistics, when a
+    table shows one, so that layout.json alone renders the tables)."""
     arms = []
     for arm in config.arms:
         runs = [LayoutRun(r.seed, r.key) for r in plan.runs if r.arm == arm.name]
         arms.append(LayoutArm(arm.name, arm.method, runs))
+    corpus_stats = {}
+    if any(c.kind == "corpus" for table in config.tables for c in table.columns):
+        path = Path(plan.corpus_dir) / "stats.json"
+        if not path.is_file():
+            raise ValueError(f"{path}: missing; a corpus column reads its statistics from it")
+        corpus_stats = json.loads(path.read_text(encoding="utf-8"))
     return TableLayout(config.name, config.reference_label, plan.reference.key, arms,
                        list(config.seeds), config.baseline, config.level, list(config.tables),
-                       config.plots)
+                       config.plots, corpus_stats)
 
 
 def read_layout(path: str | Path) -> TableLayout:
@@ -97,7 +105,10 @@ ABSENT = _Absent()
 def metric_value(record: Mapping[str, Any], path: str) -> float | _Absent:
     """The readout at dotted ``path`` of a run record; ABSENT when the record lacks it, nan when
     it is null (measured but undefined: the record writer turns NaN into null)."""
-    node: Any = record.get("readouts", {})
+    return _leaf(record.get("readouts", {}), path, f"run {record.get('key')}: readout")
+
+
+def _leaf(node: Any, path: str, where: str) -> float | _Absent:
     for part in path.split("."):
         if not isinstance(node, Mapping) or part not in node:
             return ABSENT
@@ -105,8 +116,7 @@ def metric_value(record: Mapping[str, Any], path: str) -> float | _Absent:
     if node is None:
         return math.nan
     if isinstance(node, bool) or not isinstance(node, (int, float)):
-        raise ValueError(f"run {record.get('key')}: readout {path!r} is {type(node).__name__}, "
-                         "not a number; name a leaf")
+        raise ValueError(f"{where} {path!r} is {type(node).__name__}, not a number; name a leaf")
     return float(node)
 
 
@@ -214,8 +224,52 @@ def _removed_cell(arm: LayoutArm, column: ColumnSpec, records: Mapping, layout: 
     return _Cell(_pm(percent["mean"], percent["plus_minus"], column.digits, "%"), stats, per_seed)
 
 
-def _reference_cell(column: ColumnSpec, records: Mapping, layout: TableLayout) -> _Cell:
+def _amplification_cell(arm: LayoutArm, column: ColumnSpec, records: Mapping, layout: TableLayout) -> _Cell:
+    """mean_arm - rate_ref, and that in units of the arm's per-seed sd: "+0.034 (1.6σ)"."""
+    reference = metric_value(_record(records, layout.reference_key, "reference"), column.metric)
+    values = arm_values(arm, records, column.metric)
+    if values is None:
+        return _empty("not measured for this arm")
+    if reference is ABSENT:
+        raise ValueError(f"column {column.header!r}: amplification of {column.metric!r} needs it "
+                         "for the reference")
+    if math.isnan(reference) or any(math.isnan(v) for v in values.values()):
+        return _Cell("nan", {"n": len(values)}, values, _nan_note(values) or "nan for the reference")
+    stats = mean_ci(list(values.values()), layout.level)
+    shift = stats["mean"] - reference
+    in_sd = shift / stats["sd"] if stats["sd"] > 0 else math.nan  # nan: one seed, or no spread
+    sign = "+" if shift > 0 else ""
+    text = f"{sign}{_fixed(shift, column.digits)}"
+    if not math.isnan(in_sd):
+        text += f" ({in_sd:.0f}σ)" if abs(in_sd) >= 10 else f" ({in_sd:.1f}σ)"
+    cell_stats = {"n": stats["n"], "mean": shift, "plus_minus": stats["sd"], "low": math.nan, "high": math.nan}
+    return _Cell(text, cell_stats, {s: v - reference for s, v in values.items()},
+                 "no sd: one seed or equal values" if math.isnan(in_sd) else f"{in_sd!r} sd")
+
+
+def _corpus_cell(column: ColumnSpec, layout: TableLayout) -> _Cell:
+    value = _leaf(layout.corpus_stats, column.metric, "corpus/stats.json:")
+    if value is ABSENT:
+        raise ValueError(f"column {column.header!r}: corpus/stats.json has no {column.metric!r}")
+    stats = {"n": 1, "mean": value, "plus_minus": math.nan, "low": math.nan, "high": math.nan}
+    return _Cell(_pm(value, math.nan, column.digits), stats, {}, "a statistic of the labels")
+
+
+def _arm_cell(arm: LayoutArm, column: ColumnSpec, records: Mapping, layout: TableLayout,
+              table: TableSpec) -> _Cell:
     if column.kind == "removed":
+        return _removed_cell(arm, column, records, layout, table)
+    if column.kind == "amplification":
+        return _amplification_cell(arm, column, records, layout)
+    if column.kind == "corpus":
+        return _empty("a statistic of the labels: on the reference row")
+    return _value_cell(arm, column, records, table, layout.level)
+
+
+def _reference_cell(column: ColumnSpec, records: Mapping, layout: TableLayout) -> _Cell:
+    if column.kind == "corpus":
+        return _corpus_cell(column, layout)
+    if column.kind in ("removed", "amplification"):
         return _empty("the reference")
     value = metric_value(_record(records, layout.reference_key, "reference"), column.metric)
     if value is ABSENT:
@@ -257,8 +311,7 @@ def _table_rows(table: TableSpec, layout: TableLayout, records: Mapping) -> list
     if table.ceiling_row is not None:
         rows.append((table.ceiling_row, [_ceiling_cell(c, arms, records) for c in table.columns]))
     for arm in arms:
-        cells = [_removed_cell(arm, c, records, layout, table) if c.kind == "removed"
-                 else _value_cell(arm, c, records, table, layout.level) for c in table.columns]
+        cells = [_arm_cell(arm, c, records, layout, table) for c in table.columns]
         rows.append((arm.name, cells))
     for index, column in enumerate(table.columns):
         if all(cells[index].text == DASH for _, cells in rows):
@@ -279,6 +332,11 @@ def _footnote(table: TableSpec, layout: TableLayout) -> str:
         name = _baseline(table, layout)
         parts.append(f"Removed = (rate_{name} − rate_arm) / (rate_{name} − "
                      f"rate_ref), per seed against {name} of the same seed, then averaged")
+    if any(c.kind == "amplification" for c in table.columns):
+        parts.append("Amplification = mean_arm − rate_ref, and in parentheses that difference in "
+                     "units of the arm's per-seed sd")
+    if any(c.kind == "corpus" for c in table.columns):
+        parts.append("corpus columns are statistics of the training labels (corpus/stats.json)")
     if table.ceiling_row is not None:
         parts.append(f"{table.ceiling_row}: the same readout with the planted theta_k, "
                      "mean over every run of the table")
