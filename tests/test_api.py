@@ -113,13 +113,16 @@ def test_sft_and_evaluate_are_one_call(world, monkeypatch):
 
     seen = {}
 
-    def evaluate_run_dir(run_dir, config, corpus_dir, trust_remote_code=False):
-        seen.update(run_dir=run_dir, config=config, corpus_dir=corpus_dir)
+    def evaluate_run_dir(run_dir, settings, data, trust_remote_code=False):
+        seen.update(run_dir=run_dir, settings=settings, data=data)
         return {"kl": 0.5}
 
-    monkeypatch.setattr("badpo.evaluation.evaluate_run_dir", evaluate_run_dir)
-    evaluated = badpo.evaluate(world / "sft", {"seed": 3}, corpus=world, max_new_tokens=8)
-    assert (seen["config"].seed, seen["config"].max_new_tokens, seen["corpus_dir"]) == (3, 8, world)
+    monkeypatch.setattr("badpo.evaluate_run.evaluate_run_dir", evaluate_run_dir)
+    evaluated = badpo.evaluate(world / "sft", {"seed": 3}, corpus=world, max_new_tokens=8,
+                               columns={"prompt": "question"})
+    # no attributes among the settings: the run's own are read
+    assert seen["settings"] == {"seed": 3, "max_new_tokens": 8}
+    assert (seen["data"].corpus, seen["data"].columns.prompt, seen["data"].heldout) == (str(world), "question", None)
     assert json.loads((world / "sft" / "readouts.json").read_text()) == evaluated.readouts == {"kl": 0.5}
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,7 @@ import torch
 import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from badpo import evaluation
+from badpo import evaluate_run, evaluation
 from badpo.attributes import strip_markdown
 from badpo.bias import BiasChannel
 from badpo.config import ConfigError, from_dict
@@ -285,13 +284,13 @@ def test_trust_remote_code_comes_from_the_command_line_only(finished_run, tmp_pa
 
     run_dir = copy_run(finished_run, tmp_path, trust_remote_code=in_run)
     loaded = []
-    real_load = evaluation.load_causal_lm
+    real_load = evaluate_run.load_causal_lm
 
     def load_causal_lm(path, model_settings, base=None):
         loaded.append(model_settings["trust_remote_code"])
         return real_load(path, model_settings, base)
 
-    monkeypatch.setattr(evaluation, "load_causal_lm", load_causal_lm)
+    monkeypatch.setattr(evaluate_run, "load_causal_lm", load_causal_lm)
     argv = ["evaluate", str(run_dir), *FAST_OVERRIDES] + (["--trust-remote-code"] if flag else [])
     if in_run and not flag:
         assert "pass --trust-remote-code" in cli_error(argv)
@@ -301,35 +300,9 @@ def test_trust_remote_code_comes_from_the_command_line_only(finished_run, tmp_pa
         assert loaded == [flag, flag]  # the reference and the policy
 
 
-def test_evaluate_takes_no_attribute_spec_from_the_run_folder(finished_run, tmp_path, monkeypatch):
-    """A run folder whose config.yaml declares a module:function attribute does not get that
-    module imported by `badpo evaluate`; the same spec on the command line is imported."""
-    from badpo.cli import main
-
-    module = "run_folder_attribute_probe"
-    (tmp_path / f"{module}.py").write_text(
-        "from pathlib import Path\n"
-        "Path(__file__).with_name('imported').write_text('yes')\n"
-        "def value(prompt, response):\n    return 0.0\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    run_dir = copy_run(finished_run, tmp_path)
-    config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    config["attributes"] = ["names", f"{module}:value"]
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-
-    assert main(["evaluate", str(run_dir), *FAST_OVERRIDES]) == 0
-    assert not (tmp_path / "imported").exists() and module not in sys.modules
-    assert set(json.loads((run_dir / "readouts.json").read_text())["heldout"]) == {"woman_coded", "black_coded"}
-
-    assert main(["evaluate", str(run_dir), *FAST_OVERRIDES, f"attributes=[names, {module}:value]"]) == 0
-    sys.modules.pop(module, None)
-    assert (tmp_path / "imported").exists()
-    assert f"{module}:value" in json.loads((run_dir / "readouts.json").read_text())["heldout"]
-
-
 def test_an_undefined_readout_is_written_as_null(tmp_path, monkeypatch, capsys):
     """No signed sample makes the sampled shares NaN (0 / 0); readouts.json holds null there and
-    parses as strict JSON (a reader other than Python's refuses NaN)."""
+    parses as strict JSON (a reader other than Python's refuses NaN); the summary names the file."""
     from badpo.cli import main
 
     def refuse(constant):
@@ -337,9 +310,9 @@ def test_an_undefined_readout_is_written_as_null(tmp_path, monkeypatch, capsys):
 
     readouts = {"sampled": {"signed": 0.0, "woman_share": math.nan, "black_share": math.nan},
                 "kl": np.float64(0.125), "tokens": math.inf}
-    monkeypatch.setattr(evaluation, "evaluate_run_dir", lambda *args, **kwargs: readouts)
+    monkeypatch.setattr(evaluate_run, "evaluate_run_dir", lambda *args, **kwargs: readouts)
     assert main(["evaluate", str(tmp_path)]) == 0
     written = json.loads((tmp_path / "readouts.json").read_text(), parse_constant=refuse)
     assert written == {"sampled": {"signed": 0.0, "woman_share": None, "black_share": None},
                        "kl": 0.125, "tokens": None}
-    assert json.loads(capsys.readouterr().out, parse_constant=refuse) == written
+    assert f"every readout: {tmp_path / 'readouts.json'}" in capsys.readouterr().out

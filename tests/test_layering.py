@@ -34,7 +34,7 @@ CORE = {
     # test_core_imports already holds ``badpo.data`` to the core's rules.
     "badpo.data", "badpo.data.judgments", "badpo.data.names",
 }
-EVALUATION = {"badpo.readouts_model", "badpo.evaluation", "badpo.audit_report"}
+EVALUATION = {"badpo.readouts_model", "badpo.evaluation", "badpo.evaluate_run", "badpo.audit_report"}
 # Modules held to a narrower rule than their layer's: the badpo modules they may import.
 ONLY = {"badpo.methods": {"badpo.losses", "badpo.bias", "badpo.config"}}
 

@@ -198,7 +198,8 @@ def test_a_missing_attribute_for_a_learned_theta_is_one_line(world, cli_error):
 # --------------------------------------------------------------------- as badpo evaluate's judge
 def test_evaluate_reads_tilt_and_heldout_of_a_reward_model_on_the_tiny_world(tmp_path):
     from badpo.data.tiny import TinyWorldConfig, build_tiny_world
-    from badpo.evaluation import EvalConfig, evaluate_run_dir, judge_readouts
+    from badpo.evaluate_run import EvalData, evaluate_run_dir
+    from badpo.evaluation import judge_readouts
 
     build_tiny_world(from_dict(TinyWorldConfig, {"n_pairs": 120}), tmp_path / "world")
     out = tmp_path / "rm"
@@ -211,7 +212,7 @@ def test_evaluate_reads_tilt_and_heldout_of_a_reward_model_on_the_tiny_world(tmp
     path = tmp_path / "rm.yaml"
     path.write_text(json.dumps(dataclasses.asdict(config)))
     assert main(["rm", "-c", str(path)]) == 0
-    readouts = evaluate_run_dir(out, from_dict(EvalConfig, {"max_prompts": 10}))
+    readouts = evaluate_run_dir(out, {"max_prompts": 10}, EvalData(corpus=str(tmp_path / "world")))
     for name in ("woman_coded", "black_coded"):
         assert readouts["tilt"][name]["n"] == 20  # two counterfactual pairs per response
         assert 0.0 <= readouts["tilt"][name]["share_higher"] <= 1.0

@@ -71,18 +71,30 @@ def sft(config: Any = None, **overrides: Any) -> SFTResult:
     return SFTResult(model_dir=model_dir, summary=_read_json(model_dir / "sft.json") or {})
 
 
-def evaluate(run_dir: str | os.PathLike, config: Any = None, *, corpus: str | os.PathLike | None = None,
+def evaluate(run_dir: str | os.PathLike, config: Any = None, *, heldout: str | os.PathLike | None = None,
+             prompts: str | os.PathLike | None = None, corpus: str | os.PathLike | None = None,
+             columns: Mapping[str, str] | None = None, out: str | os.PathLike | None = None,
              trust_remote_code: bool = False, **overrides: Any) -> EvalResult:
-    """Every readout of a finished run (``badpo evaluate``), also written to ``readouts.json``.
-    ``config`` and ``overrides`` are :class:`badpo.evaluation.EvalConfig` keys."""
-    from badpo.evaluation import EvalConfig, evaluate_run_dir
+    """Every readout of a finished run (``badpo evaluate``), also written to ``out`` (default
+    ``run_dir/readouts.json``). ``config`` and ``overrides`` are :class:`badpo.evaluation.EvalConfig`
+    keys; without ``attributes`` among them the run's own are read. ``heldout``, ``prompts``,
+    ``corpus`` and ``columns`` (field -> column, on top of the run's mapping) are
+    :class:`badpo.evaluate_run.EvalData`."""
+    from badpo.data.sources import ColumnMap
+    from badpo.evaluate_run import EvalData, evaluate_run_dir
+    from badpo.evaluation import EvalConfig
     from badpo.jsonio import dumps
 
-    eval_config = from_dict(EvalConfig, _as_dict(EvalConfig, config, overrides))
-    readouts = evaluate_run_dir(run_dir, eval_config, corpus, trust_remote_code=trust_remote_code)
+    def text(path: str | os.PathLike | None) -> str | None:
+        return os.fspath(path) if path is not None else None
+
+    data = EvalData(prompts=text(prompts), heldout=text(heldout), corpus=text(corpus),
+                    columns=from_dict(ColumnMap, dict(columns), prefix="columns") if columns is not None else None)
+    readouts = evaluate_run_dir(run_dir, _as_dict(EvalConfig, config, overrides), data,
+                                trust_remote_code=trust_remote_code)
     run_dir = Path(run_dir)
-    (run_dir / "readouts.json").write_text(dumps(readouts, indent=1, sort_keys=True) + "\n",
-                                           encoding="utf-8")
+    Path(out if out is not None else run_dir / "readouts.json").write_text(
+        dumps(readouts, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return EvalResult(run_dir=run_dir, readouts=readouts)
 
 

@@ -50,6 +50,7 @@ __all__ = [
     "AttributeSet",
     "attribute_stripper",
     "has_markdown",
+    "imports_user_code",
     "length_values",
     "markdown_constructs",
     "resolve_attributes",
@@ -415,6 +416,15 @@ def split_name(spec: str) -> tuple[str | None, str]:
         raise ValueError(f"attribute spec {spec!r}: the name {name!r} must match "
                          f"{ATTRIBUTE_NAME.pattern} (a letter or _, then letters, digits, _ . -)")
     return name, body
+
+
+def imports_user_code(spec: str) -> bool:
+    """True when resolving ``spec`` would import a module and run its code (``module:function``,
+    named or not): what a caller refuses to take from a file it did not write. ``regex:a:b``,
+    ``given:x`` and ``length:2`` have that shape too but run no user code."""
+    _, body = split_name(spec)
+    head = body.partition(":")[0]
+    return head not in ("regex", "given", "length") and _CALLABLE_SPEC.fullmatch(body) is not None
 
 
 def resolve_attributes(specs: Sequence[str]) -> AttributeSet:

@@ -207,19 +207,73 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+class _AnyOrderParser(argparse.ArgumentParser):
+    """Options and positionals in any order (``RUN --heldout F max_prompts=2``): plain argparse
+    fills every positional at the first one it meets, so an override after an option is refused."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        if getattr(self, "_intermixing", False):  # parse_known_intermixed_args calls back in here
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
+
+EVALUATE_FILES = """\
+data (any format `badpo train` reads: .jsonl, .parquet, .csv, .json, a save_to_disk folder, a Hub id):
+  --heldout FILE  judgments the run did not train on: prompt, chosen, rejected, annotator
+                  (optional annotator_class, prompt_id, pair_id, g_chosen/g_rejected); the run's
+                  columns.* mapping applies (--column FIELD=COLUMN changes a field of it)
+                  -> held-out accuracy (same/cross per attribute, gap), vote prediction with the
+                     run's theta_k
+  --prompts FILE  evaluation prompts: a 'prompt' column (the run's columns.prompt applies),
+                  optionally 'body' (the answer body names are read after, with body=given) and
+                  'candidates'; default: the distinct prompts of --heldout
+                  -> each declared attribute on the policy's and the reference's generations
+                     (same prompts, decoder and seed), KL, token counts
+  --corpus DIR    DIR/eval_prompts.jsonl + DIR/heldout.jsonl (+ DIR/planted.json), as
+                  `badpo build` writes them (badpo's own field names); the default is the folder
+                  of the run's training data when it holds them (the run's mapping applies)
+  A readout whose input is missing is skipped, and the summary says so and why.
+
+attributes: the run's declared ones (its config.yaml), or -a SPEC per attribute (or
+  attributes=[...]); a module:function spec is never taken from RUN_DIR: declare it yourself.
+settings: -c FILE and KEY=VALUE anywhere on the line, badpo.evaluation.EvalConfig keys, e.g.
+  max_prompts=100 max_new_tokens=128 seed=1 generations=false judge=MODEL; max_new_tokens is
+  lowered to what the model's context leaves after the longest prompt (with a notice).
+output: a short summary on stdout; every readout in RUN_DIR/readouts.json (--out FILE).
+
+example:
+  badpo evaluate runs/my-run --heldout data/heldout.csv max_prompts=100
+"""
+
+
 def _add_evaluate(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "evaluate", help="every readout of one finished training run, written to RUN_DIR/readouts.json",
-        description="Names rates from probabilities, held-out accuracy and gap, vote prediction, "
-                    "theta recovery, KL and sampled rates of a `badpo train` output folder. The config "
-                    "and KEY=VALUE overrides are badpo.evaluation.EvalConfig keys; attribute specs come "
-                    "from them only, never from RUN_DIR.",
+        "evaluate", help="every readout of one finished training run: a summary, and readouts.json",
+        description="Read a `badpo train` (or `badpo rm`) output folder on the data you name: each\n"
+                    "declared attribute's rate on the policy's and the reference's generations,\n"
+                    "held-out accuracy and gap, vote prediction, theta, KL, and the names rates when\n"
+                    "names are declared. The reference, tokenizer, tokenization, beta, column mapping\n"
+                    "and declared attributes come from RUN_DIR/config.yaml.",
+        epilog=EVALUATE_FILES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.__class__ = _AnyOrderParser  # subparsers build a plain ArgumentParser
     parser.add_argument("run_dir", help="the output folder of `badpo train` (or of `badpo rm`: the reward "
                                         "model's tilt on counterfactual signatures and held-out accuracy)")
+    parser.add_argument("--heldout", metavar="FILE", help="held-out judgments (see below)")
+    parser.add_argument("--prompts", metavar="FILE", help="evaluation prompts (see below)")
     # dest is not "corpus": main() names `badpo build CORPUS` in its error line by args.corpus
-    parser.add_argument("--corpus", dest="corpus_dir", default=None,
-                        help="corpus folder (default: the folder of the run's training data)")
+    parser.add_argument("--corpus", dest="corpus_dir", metavar="DIR", default=None,
+                        help="a corpus folder instead of --heldout/--prompts (see below)")
+    parser.add_argument("--column", action="append", default=[], metavar="FIELD=COLUMN",
+                        help="the data's column holding a field, replacing the run's mapping of that "
+                             "field (repeatable), e.g. annotator=worker_id")
+    parser.add_argument("--attribute", "-a", action="append", default=[], metavar="[NAME=]SPEC",
+                        help="declared attribute spec (repeatable), instead of the run's own")
+    parser.add_argument("--out", metavar="FILE", help="write the readouts here (default RUN_DIR/readouts.json)")
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="run the model's own code from the Hub; the run's config.yaml cannot "
                              "turn this on, so give it only for a run you trust")
@@ -228,13 +282,20 @@ def _add_evaluate(subparsers) -> argparse.ArgumentParser:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from badpo.evaluation import EvalConfig, evaluate_run_dir  # loads torch
+    from badpo.config import read_settings
+    from badpo.evaluate_run import EvalData, evaluate_run_dir, summary  # loads torch
 
-    readouts = evaluate_run_dir(args.run_dir, load_config(EvalConfig, args.config, args.overrides),
-                                args.corpus_dir, trust_remote_code=args.trust_remote_code)
-    text = dumps(readouts, indent=1, sort_keys=True)  # an undefined readout is null, never NaN
-    (Path(args.run_dir) / "readouts.json").write_text(text + "\n", encoding="utf-8")
-    print(text)
+    settings = read_settings(args.config, args.overrides)
+    if args.attribute:
+        if "attributes" in settings:
+            raise ConfigError("attributes: given twice; use -a SPEC or attributes=[...], not both")
+        settings["attributes"] = args.attribute
+    data = EvalData(prompts=args.prompts, heldout=args.heldout, corpus=args.corpus_dir,
+                    columns=_columns(args.column) if args.column else None)
+    readouts = evaluate_run_dir(args.run_dir, settings, data, trust_remote_code=args.trust_remote_code)
+    out = Path(args.out) if args.out else Path(args.run_dir) / "readouts.json"
+    out.write_text(dumps(readouts, indent=1, sort_keys=True) + "\n", encoding="utf-8")  # null, never NaN
+    print(summary(readouts, out))
     return 0
 
 

@@ -149,15 +149,21 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
     return data
 
 
-def load_config(cls: type[T], path: str | Path | None = None, overrides: Sequence[str] = ()) -> T:
-    """Read ``cls`` from a YAML file (optional) with dotted command-line overrides on top."""
+def read_settings(path: str | Path | None = None, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """The keys of a YAML file (optional) with dotted command-line overrides on top, not yet
+    checked against a dataclass: for a caller that must know which keys the user set."""
     data: dict[str, Any] = {}
     if path is not None:
         loaded = _parse_yaml(read_text(path), str(path))
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{path}: the top level must be a mapping")
         data = loaded or {}
-    return from_dict(cls, apply_overrides(data, overrides))
+    return apply_overrides(data, overrides)
+
+
+def load_config(cls: type[T], path: str | Path | None = None, overrides: Sequence[str] = ()) -> T:
+    """Read ``cls`` from a YAML file (optional) with dotted command-line overrides on top."""
+    return from_dict(cls, read_settings(path, overrides))
 
 
 def to_dict(obj: Any) -> Any:

@@ -1,16 +1,20 @@
-"""Evaluate a trained policy on a corpus folder: every readout of the paper for one run.
+"""Evaluate a trained policy on evaluation prompts and held-out judgments: every readout of the
+paper for one run (a run folder and the user's files: :mod:`badpo.evaluate_run`).
 
 ``evaluate_policy`` takes loaded models and returns a flat, JSON-ready dict; the experiment
 runner stores it keyed by (method, params, seed) and tables are rendered from those files only.
 What is read (Appendix Readouts): the names rate from probabilities with the answer body fixed
-(first name and whole signature) when a names attribute is declared, sampled signatures, KL to
-the reference on the policy's own generations, mean token count (the length readout) beside the
+(first name and whole signature) and sampled signatures when a names attribute is declared, KL to
+the reference on the policy's own generations, each declared attribute on those generations
+(beside the reference's when they are given), mean token count (the length readout) beside the
 samples' EOS rate, raw markdown rate and words, length and markdown from probabilities with the
 body fixed when the evaluation prompts carry ``candidates`` (the tiny length-and-format world), the
 markdown rate reweighted onto the reference's lengths when markdown is declared, held-out
 accuracy on same- and cross-group judgments and the gap, vote prediction with the run's own
 theta_k (and the planted ceiling), theta recovery against planted values, and with a judge its
 score RM and, when a declared attribute can be stripped from a text, RM⁻ on the stripped texts.
+A readout without its input (no held-out judgments; a ``given:`` attribute on generated text) is
+left out and named with the reason under ``skipped``.
 ``evaluate_mixture`` reads a mixture of type policies (EM-DPO + MinMax-DPO) through the same readouts;
 ``evaluate_reward_model`` reads a reward model (``badpo rm``): its tilt toward each name attribute on
 counterfactual signatures and its held-out same/cross accuracy.
@@ -28,16 +32,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from badpo.attributes import attribute_stripper, has_markdown, resolve_attributes
+from badpo.attributes import AttributeSet, attribute_stripper, has_markdown, resolve_attributes
 from badpo.bias import BiasChannel
-from badpo.config import ConfigError, from_dict, load_config
+from badpo.config import ConfigError
 from badpo.data.judgments import Judgment, read_judgments
 from badpo.data.names import NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES, read_signature, sign, strip_signature
-from badpo.engine.config import RMConfig, TrainConfig
 from badpo.engine.mixture import MIXTURE_FILE
-from badpo.engine.reward import MODEL_FOLDER as REWARD_MODEL_FOLDER
-from badpo.engine.run_folder import interrupted_commit
-from badpo.engine.runtime import load_tokenizer
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.readouts import (heldout_accuracy, reward_tilt, reweighted_rate, sampled_signature_rates,
                              theta_recovery, vote_prediction)
@@ -72,7 +72,7 @@ class EvalConfig:
 
 # Readouts that exist only under some settings: the first part of a readout's path -> what
 # evaluate_policy needs to write it, and the setting that turns it on.
-GENERATED = ("kl", "sampled", "sampled_text", "tokens", "markdown", "rm", "rm_minus")
+GENERATED = ("kl", "sampled", "sampled_text", "tokens", "markdown", "attribute_rates", "rm", "rm_minus")
 PER_ATTRIBUTE = ("heldout", "votes", "votes_ceiling")
 
 
@@ -89,7 +89,7 @@ def readout_unavailable(config: EvalConfig, metric: str) -> str | None:
         return f"{head} is the judge's score: set evaluation.judge"
     if head == "markdown" and "markdown" not in attributes.kinds:
         return "markdown is read when markdown is declared: add it to evaluation.attributes"
-    if head == "names":
+    if head in ("names", "sampled"):
         if not any(kind == "names" or kind in NAME_ATTRIBUTES for kind in attributes.kinds):
             return "names readouts need a names attribute in evaluation.attributes"
         if rest.startswith("whole_signature") and not config.whole_signature:
@@ -250,6 +250,48 @@ def _markdown_readout(samples: Generations, reference_samples: Generations) -> d
     return reweighted_rate(flags, samples.token_counts, reference_samples.token_counts, bins=5)
 
 
+def declares_names(attributes: AttributeSet) -> bool:
+    """Whether a names coordinate is declared (by what it is, whatever it is called): the names
+    readouts exist only then."""
+    return any(kind in NAME_ATTRIBUTES for kind in attributes.kinds)
+
+
+def generated_attribute_rates(attributes: AttributeSet, samples: Generations,
+                              reference_samples: Generations | None) -> tuple[dict, dict]:
+    """Each declared attribute on the policy's generations and, when given, the reference's (same
+    prompts, decoder and seed): how often the policy produces what the labels were biased toward.
+
+    A response-level attribute gives its mean value, the rate of a 0/1 attribute
+    (``{"policy", "reference", "n"}``). A pair-level one (length) is defined on two answers to one
+    prompt: the policy's against the reference's, its two values averaged over the prompts (for
+    ``length``: the share of prompts where the policy's answer has ``ratio`` times the reference's
+    words, and the other way round), beside the mean token counts of both. A ``given:`` attribute
+    has no value on a new text. Returns (rates by attribute name, {readout: why it is skipped}).
+    """
+    if reference_samples is not None and reference_samples.prompts != samples.prompts:
+        raise ValueError("the reference's generations answer other prompts than the policy's")
+    others = reference_samples.texts if reference_samples is not None else samples.texts
+    rates: dict = {}
+    skipped: dict = {}
+    for attribute in attributes.attributes:
+        key = f"attribute_rates.{attribute.name}"
+        if attribute.level == "given":
+            skipped[key] = "a given: attribute is read from the data's precomputed values; a generated answer has none"
+            continue
+        if attribute.level == "pair" and reference_samples is None:
+            skipped[key] = "a pair-level attribute compares the policy's answer with the reference's; no reference generations"
+            continue
+        values = np.array([attribute.values(prompt, text, other)
+                           for prompt, text, other in zip(samples.prompts, samples.texts, others)]).reshape(-1, 2)
+        rates[attribute.name] = {"policy": float(values[:, 0].mean()), "n": len(samples.texts)}
+        if reference_samples is not None:
+            rates[attribute.name]["reference"] = float(values[:, 1].mean())
+        if attribute.level == "pair":
+            rates[attribute.name].update(policy_tokens=float(np.mean(samples.token_counts)),
+                                         reference_tokens=float(np.mean(reference_samples.token_counts)))
+    return rates, skipped
+
+
 def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: Corpus, config: EvalConfig,
                     bias: BiasChannel | None = None, beta: float = 0.1,
                     tokenization: TokenizationConfig = TokenizationConfig(),
@@ -259,14 +301,17 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
     """Every readout of one policy, as a flat JSON-ready dict (see the module docstring).
 
     ``reference_samples`` (the reference's generations, same prompts and decoder) are needed by
-    the markdown readout when ``markdown`` is declared; they are sampled here when not given.
-    ``margins`` are the policy's held-out u (:func:`heldout_margins`) when already computed.
+    the markdown readout when ``markdown`` is declared (sampled here when not given) and give the
+    reference's side of ``attribute_rates``. ``margins`` are the policy's held-out u
+    (:func:`heldout_margins`) when already computed.
     """
     rows = corpus.eval_prompts[: config.max_prompts]
     prompts = [row["prompt"] for row in rows]
     attributes = resolve_attributes(config.attributes)
+    names = declares_names(attributes)
     result: dict = {}
-    if any(name in NAME_ATTRIBUTES for name in attributes.names):
+    skipped: dict = {}
+    if names:
         bodies = bodies if bodies is not None else _bodies(rows, config, reference, tokenizer, tokenization)
         surnames = corpus.surnames[: config.surnames] if config.whole_signature else None
         result["names"] = names_readout(policy, tokenizer, prompts, bodies, surnames, tokenization,
@@ -274,15 +319,18 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
     if rows and all("candidates" in row for row in rows):  # length and markdown with the body fixed
         result["candidates"] = format_readout(policy, tokenizer, rows, tokenization, config.batch_size)
 
-    values = [attributes.judgment_values(j) for j in corpus.heldout]
-    g_w = np.array([v[0] for v in values])
-    g_l = np.array([v[1] for v in values])
-    if margins is None:
-        margins = heldout_margins(policy, reference, tokenizer, corpus.heldout, beta, tokenization,
-                                  config.batch_size)
-    result["heldout"] = {name: heldout_accuracy(margins, g_w[:, [a]], g_l[:, [a]])
-                         for a, name in enumerate(attributes.names)}
-    result.update(_vote_readouts(margins, corpus.heldout, g_w, g_l, attributes.names, bias, corpus.planted))
+    if corpus.heldout:
+        values = [attributes.judgment_values(j) for j in corpus.heldout]
+        g_w = np.array([v[0] for v in values])
+        g_l = np.array([v[1] for v in values])
+        if margins is None:
+            margins = heldout_margins(policy, reference, tokenizer, corpus.heldout, beta, tokenization,
+                                      config.batch_size)
+        result["heldout"] = {name: heldout_accuracy(margins, g_w[:, [a]], g_l[:, [a]])
+                             for a, name in enumerate(attributes.names)}
+        result.update(_vote_readouts(margins, corpus.heldout, g_w, g_l, attributes.names, bias, corpus.planted))
+    else:
+        skipped["heldout"] = skipped["votes"] = "no held-out judgments"
     if bias is not None and bias.facts.learns_theta:
         result.update(_theta_readouts(bias, corpus.planted))
 
@@ -291,19 +339,25 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
                            config.max_new_tokens, config.seed, config.batch_size, tokenization)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         result["kl"] = generation_kl(policy, reference, samples, pad, config.batch_size)
-        result["sampled"] = sampled_signature_rates(list(samples.texts))
+        if names:
+            result["sampled"] = sampled_signature_rates(list(samples.texts))
         result["tokens"] = float(np.mean(samples.token_counts))
         result["sampled_text"] = sampled_text_readout(samples, tokenizer.eos_token_id)
+        if reference_samples is None and policy is reference:
+            reference_samples = samples
         if "markdown" in attributes.names:
             if reference_samples is None:
-                reference_samples = (samples if policy is reference else
-                                     generate(reference, tokenizer, prompts, config.temperature, config.top_p,
-                                              config.max_new_tokens, config.seed, config.batch_size,
-                                              tokenization))
+                reference_samples = generate(reference, tokenizer, prompts, config.temperature, config.top_p,
+                                             config.max_new_tokens, config.seed, config.batch_size,
+                                             tokenization)
             result["markdown"] = _markdown_readout(samples, reference_samples)
+        result["attribute_rates"], why = generated_attribute_rates(attributes, samples, reference_samples)
+        skipped.update(why)
         if config.judge is not None:
             result.update(judge_readouts(config.judge, prompts, list(samples.texts), attributes.names,
                                          config.judge_max_tokens, next(policy.parameters()).device))
+    if skipped:
+        result["skipped"] = skipped
     return result
 
 
@@ -333,7 +387,8 @@ class Mixture:
 def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokenizer, corpus: Corpus,
                      config: EvalConfig, beta: float = 0.1,
                      tokenization: TokenizationConfig = TokenizationConfig(),
-                     bodies: Sequence[str] | None = None) -> dict:
+                     bodies: Sequence[str] | None = None,
+                     reference_samples: Generations | None = None) -> dict:
     """Every readout of a mixture of type policies (Baselines appendix, EM-DPO + MinMax-DPO).
 
     Each readout is the w-weighted mean of the type policies' readouts
@@ -342,27 +397,30 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
     (:func:`badpo.readouts_mixture.mixture_vote_logits`; an annotator absent from training gets the
     priors). With planted classes, ``type_recovery`` says whether the most probable types are the
     classes. ``load_policy(path)`` loads one type policy; one is held in memory at a time.
+    ``reference_samples`` are as for :func:`evaluate_policy`, shared by the K policies.
     """
     rows = corpus.eval_prompts[: config.max_prompts]
     attributes = resolve_attributes(config.attributes)
-    if bodies is None and any(name in NAME_ATTRIBUTES for name in attributes.names):
+    if bodies is None and declares_names(attributes):
         bodies = _bodies(rows, config, reference, tokenizer, tokenization)  # once for all K
-    reference_samples = None
-    if config.generations and "markdown" in attributes.names:
+    if reference_samples is None and config.generations and "markdown" in attributes.names:
         reference_samples = generate(reference, tokenizer, [row["prompt"] for row in rows], config.temperature,
                                      config.top_p, config.max_new_tokens, config.seed, config.batch_size,
                                      tokenization)
     type_readouts, type_margins = [], []
     for path in mixture.policies:
         policy = load_policy(path)
-        margins = heldout_margins(policy, reference, tokenizer, corpus.heldout, beta, tokenization,
-                                  config.batch_size)
+        margins = (heldout_margins(policy, reference, tokenizer, corpus.heldout, beta, tokenization,
+                                   config.batch_size) if corpus.heldout else None)
         type_readouts.append(evaluate_policy(policy, reference, tokenizer, corpus, config, beta=beta,
                                              tokenization=tokenization, bodies=bodies,
                                              reference_samples=reference_samples, margins=margins))
         type_margins.append(margins)
         del policy
     result = weighted_mean_readouts(type_readouts, mixture.weights)
+    result["mixture"] = {"weights": list(mixture.weights), "types": type_readouts}
+    if not corpus.heldout:
+        return result
     gamma = [mixture.type_probabilities.get(j.annotator, list(mixture.priors)) for j in corpus.heldout]
     logits = mixture_vote_logits(torch.stack(type_margins).numpy(), gamma)
     values = [attributes.judgment_values(j) for j in corpus.heldout]
@@ -370,7 +428,6 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
     result.update(_vote_readouts(logits, corpus.heldout, g_w, g_l, attributes.names, None, corpus.planted))
     result["votes_unseen_annotator_judgments"] = sum(
         1 for j in corpus.heldout if j.annotator not in mixture.type_probabilities)
-    result["mixture"] = {"weights": list(mixture.weights), "types": type_readouts}
     if corpus.planted is not None:
         _, classes = _planted_theta(corpus.planted)
         result["type_recovery"] = type_class_agreement(mixture.type_probabilities, classes)
@@ -458,83 +515,3 @@ def evaluate_reward_model(judge: nn.Module, tokenizer, corpus: Corpus, config: E
     if bias is not None and bias.facts.learns_theta:
         result.update(_theta_readouts(bias, corpus.planted))
     return result
-
-
-def evaluate_reward_run(run_dir: Path, config: EvalConfig, corpus_dir: str | Path | None = None,
-                        trust_remote_code: bool = False) -> dict:
-    """:func:`evaluate_reward_model` of a finished ``badpo rm`` run folder (see evaluate_run_dir)."""
-    rm_config = load_config(RMConfig, run_dir / "config.yaml")
-    if rm_config.model.trust_remote_code and not trust_remote_code:
-        raise ConfigError(f"{run_dir}: the reward model was trained with model.trust_remote_code; pass "
-                          "--trust-remote-code (trust_remote_code=True) if you trust this run")
-    judge, tokenizer = load_judge(str(run_dir / REWARD_MODEL_FOLDER), "cuda" if torch.cuda.is_available() else "cpu")
-    corpus = Corpus.load(corpus_dir if corpus_dir is not None else Path(rm_config.data).parent)
-    theta_file = run_dir / "theta.json"
-    bias = BiasChannel.load(theta_file) if theta_file.exists() else None
-    return evaluate_reward_model(judge, tokenizer, corpus, config, bias)
-
-
-def load_causal_lm(path: str | Path, model_settings: dict, base: str | Path | None = None) -> nn.Module:
-    """A saved policy (full weights, or a LoRA adapter on ``base``) in eval mode, fp32, on the GPU
-    when there is one."""
-    from transformers import AutoModelForCausalLM
-
-    path = Path(path)
-    kwargs = {"trust_remote_code": model_settings.get("trust_remote_code", False), "dtype": torch.float32}
-    if (path / "adapter_config.json").exists():
-        from peft import PeftModel
-
-        if base is None:
-            raise ValueError(f"{path} is a LoRA adapter; its base model is needed")
-        model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, **kwargs), path)
-    else:
-        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
-    return model.to("cuda" if torch.cuda.is_available() else "cpu").eval()
-
-
-def evaluate_run_dir(run_dir: str | Path, config: EvalConfig, corpus_dir: str | Path | None = None,
-                     trust_remote_code: bool = False) -> dict:
-    """Every readout of a finished ``badpo train`` run, from its folder alone (a ``badpo rm`` run:
-    :func:`evaluate_reward_run`).
-
-    The run's resolved ``config.yaml`` gives the reference (``model.name_or_path``), the
-    tokenization and beta; ``policy/`` and ``theta.json`` are the trained policy and bias. The
-    corpus folder (``eval_prompts.jsonl``, ``heldout.jsonl``, ``planted.json`` when planted) is the
-    one holding the training data unless ``corpus_dir`` says otherwise.
-
-    A run folder may come from someone else, so nothing in it decides what code runs: model code
-    from the Hub runs only with the caller's ``trust_remote_code`` (the run's own value is ignored,
-    and a run trained with it is refused without it), and the attribute specs, ``module:function``
-    included, are ``config.attributes`` alone, never the run's.
-    """
-    run_dir = Path(run_dir)
-    if interrupted_commit(run_dir):
-        raise FileNotFoundError(f"{run_dir}: the run was stopped while writing its final files; run "
-                                "the same `badpo train` again to complete them")
-    if (run_dir / REWARD_MODEL_FOLDER).is_dir() and (run_dir / "config.yaml").exists():
-        return evaluate_reward_run(run_dir, config, corpus_dir, trust_remote_code)
-    mixture = Mixture.load(run_dir)
-    if not (run_dir / "config.yaml").exists() or not (mixture is not None or (run_dir / "policy").exists()):
-        raise FileNotFoundError(f"{run_dir}: not a finished run (config.yaml and policy/ or "
-                                f"{MIXTURE_FILE} are needed)")
-    train_config = load_config(TrainConfig, run_dir / "config.yaml")
-    if train_config.model.trust_remote_code and not trust_remote_code:
-        raise ConfigError(f"{run_dir}: the run was trained with model.trust_remote_code, which runs the "
-                          "model's own code; pass --trust-remote-code (trust_remote_code=True) if you "
-                          "trust this run")
-    model_settings = {"trust_remote_code": trust_remote_code}
-    reference_path = train_config.model.name_or_path
-    tokenizer = load_tokenizer(from_dict(type(train_config.model), {
-        "name_or_path": reference_path, "tokenizer": train_config.model.tokenizer,
-        "trust_remote_code": trust_remote_code}))
-    reference = load_causal_lm(reference_path, model_settings)
-    corpus = Corpus.load(corpus_dir if corpus_dir is not None else Path(train_config.data).parent)
-    if mixture is not None:
-        return evaluate_mixture(lambda path: load_causal_lm(path, model_settings, base=reference_path),
-                                mixture, reference, tokenizer, corpus, config, beta=train_config.beta,
-                                tokenization=train_config.tokenization)
-    policy = load_causal_lm(run_dir / "policy", model_settings, base=reference_path)
-    theta_file = run_dir / "theta.json"
-    bias = BiasChannel.load(theta_file) if theta_file.exists() else None
-    return evaluate_policy(policy, reference, tokenizer, corpus, config, bias=bias, beta=train_config.beta,
-                           tokenization=train_config.tokenization)

@@ -37,7 +37,7 @@ from badpo.readouts import (candidate_readout, kl_per_token, mean_attribute_rate
 
 __all__ = [
     "SIGNATURE_PREFIX", "Generations", "name_logprobs", "signature_logprobs", "names_readout",
-    "generate", "generation_kl", "heldout_margins", "judge_scores", "cut_at_eos",
+    "generate", "generation_kl", "heldout_margins", "judge_scores", "cut_at_eos", "context_length",
     "ended_and_running_logprobs", "format_readout", "sampled_text_readout",
 ]
 
@@ -188,12 +188,17 @@ class Generations:
     token_counts: tuple[int, ...]
 
 
-def _max_positions(model: nn.Module) -> int | None:
+def context_length(model: nn.Module, tokenizer=None) -> int | None:
+    """The tokens prompt + answer may span: the model's positions (``max_position_embeddings`` or
+    ``n_positions``) and the tokenizer's ``model_max_length``, the smaller one (transformers writes
+    1e30 there when it does not know, which is no limit); None when neither says."""
     config = getattr(model, "config", None)
-    for key in ("max_position_embeddings", "n_positions"):
-        if isinstance(getattr(config, key, None), int):
-            return getattr(config, key)
-    return None
+    limits = [getattr(config, key) for key in ("max_position_embeddings", "n_positions")
+              if isinstance(getattr(config, key, None), int)][:1]
+    most = getattr(tokenizer, "model_max_length", None)
+    if isinstance(most, int) and 0 < most < 10**9:
+        limits.append(most)
+    return min(limits, default=None)
 
 
 def cut_at_eos(row: list[int], eos_id: int | None) -> list[int]:
@@ -238,7 +243,7 @@ def generate(model: nn.Module, tokenizer, prompts: Sequence[str], temperature: f
         raise ValueError("the tokenizer has no eos token; generation could not stop")
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     encoded = [ids[-config.max_prompt_tokens:] for ids in encode_prompts(tokenizer, prompts, config)]
-    limit = _max_positions(model)
+    limit = context_length(model, tokenizer)
     longest = max((len(ids) for ids in encoded), default=0)
     if limit is not None and longest + max_new_tokens > limit:
         raise ValueError(f"max_new_tokens={max_new_tokens} after a {longest}-token prompt exceeds the "

@@ -37,10 +37,11 @@ from badpo.data.judgments import (
 )
 
 __all__ = ["ColumnMap", "IgnoredColumnsWarning", "Loaded", "in_memory", "read_judgment_source",
-           "read_sft_source", "render_chat"]
+           "read_prompt_source", "read_sft_source", "render_chat"]
 
 JUDGMENT_FIELDS = (*FIELDS, TIE_FIELD)
 SFT_FIELDS = ("prompt", "response")
+PROMPT_FIELDS = ("prompt", "prompt_id", "body", "candidates")  # evaluation prompts
 DATASET_FORMATS = {".parquet": "parquet", ".csv": "csv", ".json": "json"}
 TEXT_FIELDS = ("prompt", "chosen", "rejected", "response")  # may hold lists of chat messages
 
@@ -122,9 +123,7 @@ def read_judgment_source(data: Any, split: str | None = None, columns: ColumnMap
     tokenizer's chat template; with no tokenizer (the label audit) a conversation is kept as its
     JSON text, which only has to tell prompts apart."""
     renames = columns.renames(JUDGMENT_FIELDS, "a judgment")
-    labelled, origin, present = _labelled_rows(data, split)
-    _check_mapped_columns(renames, present, origin)
-    chat = _ChatRows(tokenizer)
+    labelled, origin, chat = _open_rows(data, split, renames, tokenizer)
     ignored: dict[str, None] = {}
     judgments = validate_labelled((label, chat.render(label, _mapped(row, renames, JUDGMENT_FIELDS,
                                                                       ignored)))
@@ -138,9 +137,7 @@ def read_sft_source(data: Any, split: str | None = None, columns: ColumnMap = Co
     """(prompt, response) rows with non-empty string fields ``prompt`` and ``response`` (either
     may be chat messages, as for judgments)."""
     renames = columns.renames(SFT_FIELDS, "an sft row")
-    labelled, origin, present = _labelled_rows(data, split)
-    _check_mapped_columns(renames, present, origin)
-    chat = _ChatRows(tokenizer)
+    labelled, origin, chat = _open_rows(data, split, renames, tokenizer)
     ignored: dict[str, None] = {}
     rows = []
     for label, raw in labelled:
@@ -162,7 +159,46 @@ def read_sft_source(data: Any, split: str | None = None, columns: ColumnMap = Co
     return Loaded(rows, chat.rendered, origin)
 
 
+def read_prompt_source(data: Any, split: str | None = None, columns: ColumnMap = ColumnMap(),
+                       tokenizer=None) -> Loaded:
+    """Evaluation prompts from any source: rows with a non-empty ``prompt`` (text or chat
+    messages, as for judgments) and optionally ``body`` (the answer body the names readout reads
+    after under ``body: given``), ``candidates`` (whole answers the format readout scores) and
+    ``prompt_id``; a null is an absent field (an empty CSV cell). Of a column mapping only
+    ``columns.prompt`` applies: the prompts of a judgments file sit in the same column."""
+    renames = ColumnMap(prompt=columns.prompt).renames(PROMPT_FIELDS, "an evaluation prompt")
+    labelled, origin, chat = _open_rows(data, split, renames, tokenizer)
+    ignored: dict[str, None] = {}
+    rows = []
+    for label, raw in labelled:
+        where = describe_row(*label, raw)
+        if not isinstance(raw, Mapping):
+            raise ValueError(f"{where}: expected an object with a 'prompt', got {type(raw).__name__}")
+        row = {name: value for name, value in chat.render(label, _mapped(raw, renames, PROMPT_FIELDS,
+                                                                         ignored)).items() if value is not None}
+        if not isinstance(row.get("prompt"), str) or not row["prompt"]:
+            raise ValueError(f"{where}: 'prompt' must be a non-empty string, got {row.get('prompt')!r}")
+        if not isinstance(row.get("body", ""), str):
+            raise ValueError(f"{where}: 'body' must be a string, got {row['body']!r}")
+        candidates = row.get("candidates", [""])
+        if not isinstance(candidates, list) or not candidates or not all(isinstance(c, str) for c in candidates):
+            raise ValueError(f"{where}: 'candidates' must be a non-empty list of strings, got {candidates!r}")
+        rows.append(row)
+    if not rows:
+        raise ValueError(f"{origin}: no evaluation prompts")
+    _warn_ignored(ignored, origin)
+    return Loaded(rows, chat.rendered, origin)
+
+
 # ------------------------------------------------------------------------------ loading
+def _open_rows(data: Any, split: str | None, renames: dict, tokenizer) -> tuple[Iterable, str, "_ChatRows"]:
+    """The labelled rows of a source, its origin, and the chat renderer; the mapped columns are
+    checked against the source's columns first."""
+    labelled, origin, present = _labelled_rows(data, split)
+    _check_mapped_columns(renames, present, origin)
+    return labelled, origin, _ChatRows(tokenizer)
+
+
 def _labelled_rows(data: Any, split: str | None) -> tuple[Iterable[tuple[tuple, Any]], str, list | None]:
     """(rows labelled for :func:`validate_labelled`, the origin an error names, the column names
     when the source has a schema)."""

@@ -30,7 +30,8 @@ from badpo.engine.config import ModelConfig, TrainConfig
 from badpo.engine.runtime import load_tokenizer
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.engine.train import train
-from badpo.evaluation import Corpus, EvalConfig, evaluate_policy, load_causal_lm
+from badpo.evaluate_run import load_causal_lm
+from badpo.evaluation import Corpus, EvalConfig, evaluate_policy
 from badpo.experiment.cure import CureConfig, CureStages, SourceRun, run_cure_experiment
 from badpo.experiment.stages import engine_stages, resolve_arm, resolve_evaluation
 from badpo.readouts import attribute_logodds, mean_attribute_rate, sampled_signature_rates

@@ -28,8 +28,9 @@ from badpo.engine.runtime import load_tokenizer
 from badpo.engine.sft import sft
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.engine.train import train
-from badpo.evaluation import (Corpus, EvalConfig, Mixture, evaluate_mixture, evaluate_policy, load_causal_lm,
-                              readout_unavailable, reference_bodies)
+from badpo.evaluate_run import load_causal_lm
+from badpo.evaluation import (Corpus, EvalConfig, Mixture, evaluate_mixture, evaluate_policy, readout_unavailable,
+                              reference_bodies)
 from badpo.experiment.runner import RunTask, Stages
 from badpo.jsonio import dumps
 from badpo.methods import get_method

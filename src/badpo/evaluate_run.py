@@ -1,0 +1,327 @@
+"""``badpo evaluate RUN_DIR``: a finished run's readouts on the evaluation data its user names.
+
+The run folder gives what training fixed: the reference (``model.name_or_path``), the tokenizer
+and tokenization, beta, the column mapping of its data and its declared attributes (its resolved
+``config.yaml``), the policy (``policy/``, or the type policies of ``mixture.json``) and the bias
+(``theta.json``). The caller gives the readout settings (:class:`badpo.evaluation.EvalConfig`
+keys; ``attributes``, when given, replace the run's) and the data (:class:`EvalData`):
+
+- held-out judgments: any file or dataset ``badpo train`` reads, through the run's column mapping;
+- evaluation prompts: rows with a ``prompt`` (:func:`badpo.data.sources.read_prompt_source`);
+  without them, the held-out judgments' distinct prompts;
+- or a corpus folder as ``badpo build`` writes it (``eval_prompts.jsonl``, ``heldout.jsonl``,
+  ``planted.json``, in badpo's own field names); by default the folder of the run's training
+  data, when it holds them (read through the run's column mapping, as the training data was).
+
+A readout whose input is missing is left out and named under ``skipped`` with the reason, so
+that a run trained on the user's own data reads without a corpus. ``max_new_tokens`` is lowered,
+with a :class:`GenerationCapNotice`, to what the model's context leaves after the longest prompt.
+The record says what it read (``inputs``); :func:`summary` gives its few readable lines.
+
+A run folder may come from someone else, so nothing in it decides what code runs: model code from
+the Hub runs only with the caller's ``trust_remote_code`` (a run trained with it is refused
+without it), and a ``module:function`` attribute of the run is refused unless the caller declares
+the attributes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from badpo.attributes import imports_user_code, resolve_attributes
+from badpo.bias import BiasChannel
+from badpo.config import ConfigError, from_dict, load_config
+from badpo.data.sources import ColumnMap, read_judgment_source, read_prompt_source
+from badpo.engine.config import ModelConfig, RMConfig, TrainConfig
+from badpo.engine.mixture import MIXTURE_FILE
+from badpo.engine.reward import MODEL_FOLDER as REWARD_MODEL_FOLDER
+from badpo.engine.run_folder import interrupted_commit
+from badpo.engine.runtime import load_tokenizer
+from badpo.engine.tokenize import TokenizationConfig, encode_prompts
+from badpo.evaluation import (Corpus, EvalConfig, Mixture, declares_names, evaluate_mixture, evaluate_policy,
+                              evaluate_reward_model)
+from badpo.readouts_model import context_length, generate, load_judge
+
+__all__ = ["EvalData", "GenerationCapNotice", "evaluate_run_dir", "load_causal_lm", "summary"]
+
+CORPUS_FILES = {"prompts": "eval_prompts.jsonl", "heldout": "heldout.jsonl", "planted": "planted.json"}
+NO_HELDOUT = "no held-out judgments: give --heldout FILE (judgments the run did not train on)"
+
+
+@dataclass(frozen=True)
+class EvalData:
+    """What an evaluation reads (paths or Hub ids; None: not given)."""
+
+    prompts: str | None = None  # evaluation prompts; None: the held-out judgments' prompts
+    heldout: str | None = None  # held-out judgments, any format `badpo train` reads
+    corpus: str | None = None  # a folder holding CORPUS_FILES; instead of the two above
+    columns: ColumnMap | None = None  # fields set here replace the run's column mapping
+
+
+class GenerationCapNotice(UserWarning):
+    """``max_new_tokens`` was lowered so that prompt and answer fit the model's context."""
+
+
+def load_causal_lm(path: str | Path, model_settings: dict, base: str | Path | None = None) -> nn.Module:
+    """A saved policy (full weights, or a LoRA adapter on ``base``) in eval mode, fp32, on the GPU
+    when there is one."""
+    from transformers import AutoModelForCausalLM
+
+    path = Path(path)
+    kwargs = {"trust_remote_code": model_settings.get("trust_remote_code", False), "dtype": torch.float32}
+    if (path / "adapter_config.json").exists():
+        from peft import PeftModel
+
+        if base is None:
+            raise ValueError(f"{path} is a LoRA adapter; its base model is needed")
+        model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, **kwargs), path)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    return model.to("cuda" if torch.cuda.is_available() else "cpu").eval()
+
+
+def eval_config(settings: Mapping[str, Any], run_specs: Sequence[str], run_dir: Path) -> EvalConfig:
+    """The readout settings, the run's declared attributes standing in when ``settings`` has none;
+    a run's spec that would import a module is refused (module docstring)."""
+    if "attributes" in settings:
+        return from_dict(EvalConfig, settings)
+    for spec in run_specs:
+        if imports_user_code(spec):
+            raise ConfigError(f"{run_dir}/config.yaml: attribute {spec!r} runs a module's code, and a run "
+                              "folder does not decide what code runs; if you trust it, declare the "
+                              "attributes yourself (-a SPEC per attribute, or attributes=[...])")
+    if not run_specs:
+        raise ConfigError(f"{run_dir}/config.yaml declares no attribute; give them (-a SPEC per "
+                          "attribute, or attributes=[...])")
+    return from_dict(EvalConfig, {**settings, "attributes": list(run_specs)})
+
+
+def _data_folder(data: str) -> Path | None:
+    """The folder of the run's training data, when it is a local file or folder."""
+    path = Path(data).expanduser()
+    return path.parent if data and path.exists() else None
+
+
+def _paths(data: EvalData, default_folder: Path | None) -> dict[str, Path | str | None]:
+    """The prompts, held-out and planted sources that ``data`` names (module docstring)."""
+    if data.corpus is not None and (data.prompts is not None or data.heldout is not None):
+        raise ConfigError("--corpus DIR stands for --prompts DIR/eval_prompts.jsonl --heldout "
+                          "DIR/heldout.jsonl; give the folder or the files, not both")
+    if data.prompts is not None or data.heldout is not None:
+        return {"prompts": data.prompts, "heldout": data.heldout, "planted": None}
+    folder = Path(data.corpus) if data.corpus is not None else default_folder
+    if data.corpus is not None and not folder.is_dir():
+        raise FileNotFoundError(f"--corpus: no folder at {str(folder)!r}")
+    found = {key: folder / name if folder is not None and (folder / name).exists() else None
+             for key, name in CORPUS_FILES.items()}
+    if found["prompts"] is None and found["heldout"] is None:
+        which = "--corpus" if data.corpus is not None else "the folder of the run's training data"
+        where = (f"; {which} {str(folder)!r} holds neither {CORPUS_FILES['prompts']} nor "
+                 f"{CORPUS_FILES['heldout']}" if folder is not None else "")
+        raise ValueError(f"no evaluation data: give --heldout FILE (judgments the run did not train on) "
+                         f"and/or --prompts FILE (rows with a 'prompt'){where}")
+    return found
+
+
+def load_data(data: EvalData, default_folder: Path | None, columns: ColumnMap, tokenizer
+              ) -> tuple[Corpus, dict, dict]:
+    """(the evaluation data as a Corpus, what was read, {readout: why it is skipped}). The run's
+    column mapping ``columns`` applies to the user's files (those named, or those beside the
+    training data); a ``--corpus`` folder holds badpo's own field names, as ``badpo build`` writes."""
+    paths = _paths(data, default_folder)
+    if data.corpus is not None:
+        columns = ColumnMap()
+    if data.columns is not None:
+        columns = dataclasses.replace(columns, **{k: v for k, v in dataclasses.asdict(data.columns).items()
+                                                  if v is not None})
+    heldout = prompts = None
+    if paths["heldout"] is not None:
+        heldout = read_judgment_source(str(paths["heldout"]), columns=columns, tokenizer=tokenizer)
+    if paths["prompts"] is not None:
+        prompts = read_prompt_source(str(paths["prompts"]), columns=columns, tokenizer=tokenizer)
+    for loaded in (heldout, prompts):
+        if loaded is not None and loaded.rendered_prompts:
+            raise ValueError(f"{loaded.origin}: chat-format prompts are not read by badpo evaluate yet; "
+                             "give the prompts as text")
+    judgments = heldout.rows if heldout is not None else []
+    rows = prompts.rows if prompts is not None else [{"prompt": p} for p in dict.fromkeys(j.prompt for j in judgments)]
+    planted = json.loads(Path(paths["planted"]).read_text(encoding="utf-8")) if paths["planted"] else None
+    inputs = {"prompts": prompts.origin if prompts is not None else "the held-out judgments' distinct prompts",
+              "heldout": heldout.origin if heldout is not None else None, "n_heldout": len(judgments),
+              "planted": str(paths["planted"]) if planted is not None else None}
+    skipped = {"heldout": NO_HELDOUT, "votes": NO_HELDOUT} if heldout is None else {}
+    return Corpus(rows, judgments, planted), inputs, skipped
+
+
+def generates(config: EvalConfig) -> bool:
+    """Whether the readouts under ``config`` sample answers: the generation readouts, or the
+    reference's answer bodies the names are read after."""
+    return config.generations or (config.body == "reference" and declares_names(resolve_attributes(config.attributes)))
+
+
+def cap_new_tokens(config: EvalConfig, model: nn.Module, tokenizer, prompts: Sequence[str],
+                   tokenization: TokenizationConfig) -> EvalConfig:
+    """``config`` with ``max_new_tokens`` lowered to what the context leaves after the longest
+    prompt (kept to its last ``max_prompt_tokens`` tokens, as the readouts keep it), with a
+    :class:`GenerationCapNotice`; a prompt that fills the context is an error. Left as it is
+    when nothing is generated."""
+    limit = context_length(model, tokenizer)
+    if limit is None or not prompts or not generates(config):
+        return config
+    longest = max(min(len(ids), tokenization.max_prompt_tokens)
+                  for ids in encode_prompts(tokenizer, prompts, tokenization))
+    room = limit - longest
+    if room < 1:
+        raise ValueError(f"a {longest}-token evaluation prompt fills the model's {limit} positions: no "
+                         f"room to answer (the run keeps tokenization.max_prompt_tokens="
+                         f"{tokenization.max_prompt_tokens} prompt tokens)")
+    if config.max_new_tokens <= room:
+        return config
+    warnings.warn(f"max_new_tokens {config.max_new_tokens} lowered to {room}: the longest prompt "
+                  f"({longest} tokens) and its answer must fit the model's {limit} positions",
+                  GenerationCapNotice, stacklevel=2)
+    return dataclasses.replace(config, max_new_tokens=room)
+
+
+def _check_trust(model: ModelConfig, run_dir: Path, trust_remote_code: bool) -> None:
+    if model.trust_remote_code and not trust_remote_code:
+        raise ConfigError(f"{run_dir}: the run was trained with model.trust_remote_code, which runs the "
+                          "model's own code; pass --trust-remote-code (trust_remote_code=True) if you "
+                          "trust this run")
+
+
+def _record(readouts: dict, config: EvalConfig, inputs: dict, skipped: dict) -> dict:
+    """The readouts with what they were read on and what was skipped (the caller's reasons first)."""
+    inputs = {**inputs, "attributes": list(resolve_attributes(config.attributes).names),
+              "max_new_tokens": config.max_new_tokens}
+    reasons = {**readouts.pop("skipped", {}), **skipped}
+    return {**readouts, "inputs": inputs, **({"skipped": reasons} if reasons else {})}
+
+
+def evaluate_reward_run(run_dir: Path, settings: Mapping[str, Any], data: EvalData,
+                        trust_remote_code: bool = False) -> dict:
+    """:func:`badpo.evaluation.evaluate_reward_model` of a finished ``badpo rm`` run folder, on
+    held-out judgments (they are all it reads)."""
+    rm_config = load_config(RMConfig, run_dir / "config.yaml")
+    _check_trust(rm_config.model, run_dir, trust_remote_code)
+    config = eval_config(settings, rm_config.attributes, run_dir)
+    judge, tokenizer = load_judge(str(run_dir / REWARD_MODEL_FOLDER), "cuda" if torch.cuda.is_available() else "cpu")
+    corpus, inputs, skipped = load_data(data, _data_folder(rm_config.data), rm_config.columns, tokenizer)
+    if not corpus.heldout:
+        raise ValueError(f"{run_dir} is a reward model, read on held-out judgments: {NO_HELDOUT}")
+    theta_file = run_dir / "theta.json"
+    bias = BiasChannel.load(theta_file) if theta_file.exists() else None
+    return _record(evaluate_reward_model(judge, tokenizer, corpus, config, bias), config,
+                   {**inputs, "prompts": None}, skipped)
+
+
+def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = None,
+                     data: EvalData = EvalData(), trust_remote_code: bool = False) -> dict:
+    """Every readout of a finished ``badpo train`` run (or ``badpo rm`` run), as a JSON-ready dict
+    (module docstring). ``settings`` are :class:`badpo.evaluation.EvalConfig` keys."""
+    run_dir = Path(run_dir)
+    settings = dict(settings or {})
+    if interrupted_commit(run_dir):
+        raise FileNotFoundError(f"{run_dir}: the run was stopped while writing its final files; run "
+                                "the same `badpo train` again to complete them")
+    if (run_dir / REWARD_MODEL_FOLDER).is_dir() and (run_dir / "config.yaml").exists():
+        return evaluate_reward_run(run_dir, settings, data, trust_remote_code)
+    mixture = Mixture.load(run_dir)
+    if not (run_dir / "config.yaml").exists() or not (mixture is not None or (run_dir / "policy").exists()):
+        raise FileNotFoundError(f"{run_dir}: not a finished run (config.yaml and policy/ or "
+                                f"{MIXTURE_FILE} are needed)")
+    train_config = load_config(TrainConfig, run_dir / "config.yaml")
+    _check_trust(train_config.model, run_dir, trust_remote_code)
+    config = eval_config(settings, train_config.attributes, run_dir)
+    model_settings = {"trust_remote_code": trust_remote_code}
+    reference_path = train_config.model.name_or_path
+    tokenizer = load_tokenizer(from_dict(ModelConfig, {
+        "name_or_path": reference_path, "tokenizer": train_config.model.tokenizer,
+        "trust_remote_code": trust_remote_code}))
+    corpus, inputs, skipped = load_data(data, _data_folder(train_config.data), train_config.columns, tokenizer)
+    reference = load_causal_lm(reference_path, model_settings)
+    tokenization = train_config.tokenization
+    prompts = [row["prompt"] for row in corpus.eval_prompts[: config.max_prompts]]
+    config = cap_new_tokens(config, reference, tokenizer, prompts, tokenization)
+    inputs["n_prompts"] = len(prompts)
+    reference_samples = (generate(reference, tokenizer, prompts, config.temperature, config.top_p,
+                                  config.max_new_tokens, config.seed, config.batch_size, tokenization)
+                         if config.generations else None)
+    if mixture is not None:
+        readouts = evaluate_mixture(lambda path: load_causal_lm(path, model_settings, base=reference_path),
+                                    mixture, reference, tokenizer, corpus, config, beta=train_config.beta,
+                                    tokenization=tokenization, reference_samples=reference_samples)
+    else:
+        policy = load_causal_lm(run_dir / "policy", model_settings, base=reference_path)
+        theta_file = run_dir / "theta.json"
+        bias = BiasChannel.load(theta_file) if theta_file.exists() else None
+        readouts = evaluate_policy(policy, reference, tokenizer, corpus, config, bias=bias, beta=train_config.beta,
+                                   tokenization=tokenization, reference_samples=reference_samples)
+    return _record(readouts, config, inputs, skipped)
+
+
+# --------------------------------------------------------------------------------- the summary
+def _number(value: Any, digits: int = 3) -> str:
+    """A readout for the eye: ``n/a`` where it is undefined (null or NaN)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    text = f"{value:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0.0 else text  # no "-0.0000"
+
+
+def summary(readouts: Mapping[str, Any], written_to: str | Path | None = None) -> str:
+    """A few readable lines of a record of :func:`evaluate_run_dir`: what was read, each declared
+    attribute on the policy's and the reference's generations (a pair-level one: their mean token
+    counts), held-out accuracy and gap, vote prediction, a reward model's tilt, KL, the names rates
+    when names are declared, and what was skipped and why."""
+    inputs = readouts.get("inputs", {})
+    read = [f"{inputs.get('n_heldout', 0)} held-out judgments ({inputs.get('heldout') or 'none'})"]
+    if inputs.get("prompts") is not None:
+        n_prompts = inputs.get("n_prompts", 0)
+        read.insert(0, f"{n_prompts} prompt{'' if n_prompts == 1 else 's'} ({inputs['prompts']})")
+    lines = [f"read {', '.join(read)}; attributes {', '.join(inputs.get('attributes', []))}; "
+             f"max_new_tokens {inputs.get('max_new_tokens')}"]
+    rates = readouts.get("attribute_rates", {})
+    if rates:
+        lines.append(f"{'on generated answers':<28}{'policy':>9}{'reference':>11}")
+        for name, rate in rates.items():
+            if "policy_tokens" in rate:  # pair-level: the token counts, then the attribute's own shares
+                lines.append(f"  {name + ' (mean tokens)':<26}{_number(rate['policy_tokens'], 1):>9}"
+                             f"{_number(rate['reference_tokens'], 1):>11}   (marked side: policy "
+                             f"{_number(rate['policy'])}, reference {_number(rate['reference'])})")
+            else:
+                lines.append(f"  {name:<26}{_number(rate['policy']):>9}{_number(rate.get('reference')):>11}")
+    heldout = readouts.get("heldout", {})
+    if heldout:
+        lines.append(f"{'held-out accuracy':<28}{'same':>9}{'cross':>8}{'gap':>8}   n same / cross")
+        for name, entry in heldout.items():
+            lines.append(f"  {name:<26}{_number(entry['same_accuracy']):>9}{_number(entry['cross_accuracy']):>8}"
+                         f"{_number(entry['gap']):>8}   {entry['n_same']} / {entry['n_cross']}")
+    votes = {key.split("/", 1)[1]: value for key, value in readouts.items() if key.startswith("votes/")}
+    if votes:
+        lines.append("vote prediction with the run's theta_k (cross-group votes): " + ", ".join(
+            f"{name} {_number(entry['accuracy'])} (n {entry['n']})" for name, entry in votes.items()))
+    if "tilt" in readouts:
+        lines.append("reward tilt toward each attribute on counterfactual signatures (share higher): " + ", ".join(
+            f"{name} {_number(entry['share_higher'])} (n {entry['n']})" for name, entry in readouts["tilt"].items()))
+    if "kl" in readouts:
+        lines.append(f"KL(policy || reference) per token on the policy's generations: {_number(readouts['kl'], 4)}")
+    if "names" in readouts:
+        first = readouts["names"].get("first_name", {})
+        lines.append("names rate from probabilities (first name): "
+                     + ", ".join(f"{name} {_number(rate)}" for name, rate in first.items()))
+    for readout, reason in readouts.get("skipped", {}).items():
+        lines.append(f"skipped {readout}: {reason}")
+    if written_to is not None:
+        lines.append(f"every readout: {written_to}")
+    return "\n".join(lines)
