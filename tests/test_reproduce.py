@@ -70,6 +70,7 @@ def test_a_sweep_counts_shared_runs_once_and_writes_one_report(sweep, tmp_path):
     report = Path(result["report"]).read_text()
     assert report.index("## first") < report.index("## second") < report.index("### The paper's table")
     assert "| DPO | 0.96 |" in report and "## other" not in report
+    assert "\n### second\n" in report and "\n#### second\n" in report  # table.md's title and table, nested
     assert "| BA-DPO (pooled) | 0.525" in report  # (0.55 + 0.5) / 2, from the logged records
     for table in ("first", "second"):
         assert (tmp_path / "report" / table / "table.md").exists()

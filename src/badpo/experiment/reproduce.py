@@ -218,6 +218,12 @@ def paper_sections(path: str | Path) -> dict[str, str]:
     return {name: "\n".join(lines).strip() for name, lines in sections.items()}
 
 
+def _nested(markdown: str) -> str:
+    """A table.md under its table's ``##`` section: its ``#`` title and ``##`` tables go two levels
+    down (``###``, ``####``), beside the ``### The paper's table`` that follows."""
+    return re.sub(r"(?m)^(#{1,4}) ", lambda m: "#" * (len(m.group(1)) + 2) + " ", markdown)
+
+
 def _readme(config: ReproduceConfig, tables: dict, progress: SweepProgress) -> str:
     paper = paper_sections(config.paper_tables) if config.paper_tables else {}
     lines = ["# badpo reproduce", "",
@@ -228,7 +234,7 @@ def _readme(config: ReproduceConfig, tables: dict, progress: SweepProgress) -> s
                   f"`badpo experiment {' '.join([entry.config, *entry.overrides])}` "
                   f"(runs in `{done['output_dir']}`; {done['wall_s']:.0f} s in this sweep)", ""]
         table = Path(config.output_dir) / entry.table / "table.md"
-        lines += [table.read_text(encoding="utf-8").strip() if table.exists() else "(no table.md)", ""]
+        lines += [_nested(table.read_text(encoding="utf-8").strip()) if table.exists() else "(no table.md)", ""]
         if entry.table in paper:
             lines += ["### The paper's table", "", paper[entry.table], ""]
     return "\n".join(lines) + "\n"
