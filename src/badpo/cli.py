@@ -164,7 +164,7 @@ def _add_demo(subparsers) -> argparse.ArgumentParser:
         "demo", help="the whole effect on a laptop: DPO absorbs a planted bias, BA-DPO removes it",
         description="Build the tiny signed world, train the reference, run DPO, BA-DPO pooled and "
                     "BA-DPO theta_bar+eps_k at three seeds, evaluate, and print the table "
-                    "(the built-in experiment 'tiny'; about 5 minutes on two CPU cores).",
+                    "(the built-in experiment 'tiny'; about 5 minutes on two CPU cores, 6 with the install).",
     )
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="dotted overrides of the tiny experiment, e.g. output_dir=runs/mine")
