@@ -613,3 +613,22 @@ def test_the_engines_readout_check_names_the_setting():
     with_judge = EvalConfig(attributes=("names",), generations=True)
     assert "evaluation.judge" in readout_unavailable(with_judge, "rm")
     assert "markdown is declared" in readout_unavailable(with_judge, "markdown.rate")
+
+
+@pytest.mark.parametrize("override, error", [
+    ("train.beta=-1", r"arms\[0\] \(DPO\): beta: must be > 0, got -1"),
+    ("train.bias.lr=0", r"arms\[0\] \(DPO\): bias.lr: must be > 0, got 0"),
+    ("train.batch_size=20", r"arms\[0\] \(DPO\): batch_size: 20 is not a multiple of micro_batch_size \(16\)"),
+    ("reference.epochs=0", r"reference: epochs: must be > 0, got 0"),
+])
+def test_the_engines_own_checks_run_when_the_experiment_is_planned(override, error, tmp_path):
+    """A value the engine refuses fails before the corpus's reference trains, not at the first arm."""
+    from badpo.experiment.stages import resolve_arm, resolve_reference
+
+    config = load_config(ExperimentConfig, experiment_config_path("tiny"), [f"output_dir={tmp_path}", override])
+    calls: list[str] = []
+    fake = fake_stages(calls)
+    stages = Stages(fake.build_corpus, resolve_reference, resolve_arm, fake.run_reference, fake.run_arm)
+    with pytest.raises(ConfigError, match=error):
+        plan_experiment(config, stages, prepare_corpus(config, stages, tmp_path, quiet))
+    assert "reference" not in calls

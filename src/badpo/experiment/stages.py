@@ -23,7 +23,7 @@ from typing import Any
 from badpo.bias import BiasChannel, variant_facts
 from badpo.config import ConfigError, from_dict, to_dict
 from badpo.data.builders import build_corpus
-from badpo.engine.config import ModelConfig, SFTConfig, TrainConfig
+from badpo.engine.config import ModelConfig, SFTConfig, TrainConfig, accumulation_steps, check_sft, check_train
 from badpo.engine.runtime import load_tokenizer
 from badpo.engine.sft import sft
 from badpo.engine.tokenize import TokenizationConfig
@@ -33,7 +33,6 @@ from badpo.evaluation import (Corpus, EvalConfig, Mixture, evaluate_mixture, eva
                               reference_bodies)
 from badpo.experiment.runner import RunTask, Stages
 from badpo.jsonio import dumps
-from badpo.methods import get_method
 
 __all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation",
            "theta_summary", "evaluate_run", "engine_stages", "unavailable_readout", "bodies_file"]
@@ -54,14 +53,20 @@ def bodies_file(task: RunTask) -> Path:
 
 
 def resolve_reference(settings: dict) -> dict:
-    """SFT settings -> the complete ``SFTConfig`` as a dict (unknown keys are ConfigErrors)."""
-    return to_dict(from_dict(SFTConfig, settings))
+    """SFT settings -> the complete ``SFTConfig`` as a dict, with every check ``badpo sft`` makes
+    before loading (unknown keys, ranges, trackers, the batch split on one process)."""
+    config = from_dict(SFTConfig, settings)
+    check_sft(config)
+    accumulation_steps(config.batch_size, config.micro_batch_size, processes=1)
+    return to_dict(config)
 
 
 def resolve_arm(settings: dict) -> dict:
-    """Preference settings -> the complete ``TrainConfig`` as a dict; the method must exist."""
+    """Preference settings -> the complete ``TrainConfig`` as a dict, with every check
+    ``badpo train`` makes before loading, so a bad value fails before the reference trains."""
     config = from_dict(TrainConfig, settings)
-    get_method(config.method)
+    check_train(config)
+    accumulation_steps(config.batch_size, config.micro_batch_size, processes=1)
     return to_dict(config)
 
 
