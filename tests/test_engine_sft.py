@@ -8,7 +8,7 @@ import pytest
 import torch
 from engine_fixtures import full_logit_token_logprobs, judgment_rows, save_model_dir, write_jsonl
 
-from badpo.config import apply_overrides, from_dict
+from badpo.config import ConfigError, apply_overrides, from_dict, load_config
 from badpo.data.judgments import read_judgments
 from badpo.data.sources import read_sft_source
 from badpo.engine.config import SFTConfig
@@ -113,3 +113,64 @@ def test_sft_rows_are_checked(tmp_path, second, message):
         read_sft_source(path)
     path.write_text('{"prompt": "write code", "response": "yes"}\n\n')
     assert read_sft_source(path).rows == [("write code", "yes")]
+
+
+# ---------------------------------------------------------------- one reference per output folder
+def _files(folder):
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.name != ".lock"}
+
+
+def test_another_sft_run_in_the_folder_is_refused_and_the_same_one_finished_is_kept(world, capsys):
+    out = sft(make_config(world, "sft_identity"))
+    before = _files(out)
+    with pytest.raises(ConfigError, match=r"output_dir: .*sft_identity belongs to another run "
+                                          r"\(runtime.seed: 42 -> 7\); .*overwrite=true"):
+        sft(make_config(world, "sft_identity", "runtime.seed=7"))
+    capsys.readouterr()
+    assert sft(make_config(world, "sft_identity", "report.log_every=2")) == out  # reporting is not identity
+    assert "holds this reference, finished; it is kept" in capsys.readouterr().err
+    assert _files(out) == before
+
+
+def test_overwrite_deletes_the_previous_reference_files_that_the_new_one_does_not_write(world):
+    """An unmerged LoRA reference leaves adapter files; a full reference written over it must not
+    keep them, or Hugging Face would load the folder as an adapter of the wrong base."""
+    from transformers import AutoModelForCausalLM
+
+    out = sft(make_config(world, "sft_replaced", "lora.enabled=true", "lora.rank=4", "merge_lora=false"))
+    assert (out / "adapter_config.json").exists()
+    sft(make_config(world, "sft_replaced", "overwrite=true"))
+    assert not (out / "adapter_config.json").exists() and not (out / "adapter_model.safetensors").exists()
+    assert load_config(SFTConfig, out / "config.yaml").lora.enabled is False
+    AutoModelForCausalLM.from_pretrained(out)  # a plain model again
+    listed = set((out / ".model-files").read_text().split())
+    assert listed and listed <= {p.name for p in out.iterdir()}
+
+
+def test_a_killed_reference_is_trained_again_by_its_own_config_only(world, monkeypatch):
+    import badpo.engine.sft as stage
+
+    class Killed(BaseException):
+        pass
+
+    def killed(*args, **kwargs):
+        raise Killed
+
+    with monkeypatch.context() as patched:
+        patched.setattr(stage, "_save_reference", killed)
+        with pytest.raises(Killed):
+            sft(make_config(world, "sft_killed"))
+    out = world / "sft_killed"
+    assert (out / "config.yaml").exists() and not (out / "sft.json").exists()
+    with pytest.raises(ConfigError, match=r"belongs to another run \(epochs: 4.0 -> 2.0\)"):
+        sft(make_config(world, "sft_killed", "epochs=2"))
+    assert sft(make_config(world, "sft_killed")) == out
+    assert json.loads((out / "sft.json").read_text())["steps"] == 4
+
+
+def test_a_model_folder_no_run_wrote_and_the_base_models_own_folder_are_refused(world, tmp_path):
+    foreign = save_model_dir(tmp_path / "someone_elses_model")
+    with pytest.raises(ConfigError, match=r"someone_elses_model holds run files but no config.yaml"):
+        sft(make_config(world, "unused", f"output_dir={foreign}"))
+    with pytest.raises(ConfigError, match=r"output_dir: .* is the folder of the model being fine-tuned"):
+        sft(make_config(world, "unused", f"output_dir={world / 'model'}"))

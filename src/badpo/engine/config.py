@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -153,6 +154,7 @@ class SFTConfig:
     micro_batch_size: int = 4  # sequences per forward on one process
     merge_lora: bool = True  # save base + adapter merged, so the reference is a plain model
     output_dir: str = "runs/sft"  # the reference in Hugging Face format
+    overwrite: bool = False  # delete another run's reference in output_dir first (else refused)
 
 
 @dataclass(frozen=True)
@@ -322,6 +324,9 @@ def check_sft(config: SFTConfig) -> None:
     check_common(config.model, config.lora, config.optim, config.runtime, config.report, config.data,
                  config.batch_size, config.micro_batch_size)
     _positive(config.epochs, "epochs")
+    if os.path.realpath(config.output_dir) == os.path.realpath(config.model.name_or_path):
+        raise ConfigError(f"output_dir: {config.output_dir} is the folder of the model being fine-tuned "
+                          "(model.name_or_path); choose another output_dir")
 
 
 def format_output_dir(config):

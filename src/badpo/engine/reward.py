@@ -35,11 +35,11 @@ from badpo.attributes import resolve_attributes
 from badpo.data.sources import read_judgment_source
 from badpo.engine.config import REWARD_LR, RMConfig, accumulation_steps, check_rm, format_output_dir, resolved_lr
 from badpo.engine.data import Schedule, build_preference_data
-from badpo.engine.run_folder import commit_final, is_finished
+from badpo.engine.run_folder import commit_final, is_finished, own_folder
 from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
 from badpo.engine.tokenize import TokenStore
 from badpo.engine.train import (
-    Run, _train_in_folder, audit_labels, bias_logits, build_bias, own_folder, resume_point, theta_adam,
+    Run, _train_in_folder, audit_labels, bias_logits, build_bias, resume_point, theta_adam,
 )
 from badpo.jsonio import dumps
 from badpo.losses import bt_loss

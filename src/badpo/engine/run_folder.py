@@ -37,6 +37,7 @@ _STAGING, _COMMIT, _MANIFEST, _LOCK = ".final-staging", ".final-commit", "MANIFE
 # hold the parts of an arm of several policies, badpo.engine.mixture)
 RUN_FILES = (*FINAL_NAMES, CONFIG_FILE, "log.jsonl", "audit.json", "checkpoints", "tensorboard",
              "wandb", "em", "types", _STAGING, _COMMIT)
+RunFiles = Callable[[Path], tuple[str, ...]]  # folder -> the names a stage's run writes there
 
 
 def identity(config: Any) -> dict:
@@ -83,22 +84,23 @@ def identity_mismatch(recorded: dict | str, current: dict, what: Path) -> str | 
     return f"{what} belongs to another run ({shown})"
 
 
-def holds_run(folder: Path) -> bool:
-    return any((folder / name).exists() for name in RUN_FILES)
+def preference_run_files(folder: Path) -> tuple[str, ...]:
+    """What a preference or reward-model run writes into ``folder``."""
+    return RUN_FILES
+
+
+def holds_run(folder: Path, run_files: RunFiles = preference_run_files) -> bool:
+    return any((folder / name).exists() for name in run_files(folder))
 
 
 def is_finished(folder: Path) -> bool:
     return (folder / "run.json").exists()
 
 
-def remove_run(folder: Path) -> None:
+def remove_run(folder: Path, run_files: RunFiles = preference_run_files) -> None:
     """Delete what a run wrote into ``folder`` (and nothing else the folder holds)."""
-    for name in RUN_FILES:
-        path = folder / name
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
+    for name in run_files(folder):
+        _remove(folder / name)
 
 
 @contextlib.contextmanager
@@ -123,19 +125,31 @@ def run_lock(folder: Path) -> Iterator[None]:
         handle.close()  # releases the lock
 
 
-def claim(folder: Path, config: Any, overwrite: bool) -> None:
+def claim(folder: Path, config: Any, overwrite: bool, run_files: RunFiles = preference_run_files) -> None:
     """Make ``folder`` this run's (call under :func:`run_lock`): complete an interrupted final
     commit, then refuse a folder holding another run, or delete it when ``overwrite``."""
     recover_final_commit(folder)
-    if not holds_run(folder):
+    if not holds_run(folder, run_files):
         return
     if overwrite:
-        remove_run(folder)
+        remove_run(folder, run_files)
         return
     reason = identity_mismatch(recorded_identity(folder, type(config)), identity(config), folder)
     if reason is not None:
         raise ConfigError(f"output_dir: {reason}; choose another output_dir, or set overwrite=true "
                           "to delete that run")
+
+
+@contextlib.contextmanager
+def own_folder(output: Path, config: Any, accelerator, run_files: RunFiles = preference_run_files) -> Iterator[None]:
+    """The main process locks and claims ``output`` for the block (``config.overwrite`` decides
+    what happens to another run there); the other processes wait for it."""
+    lock = run_lock(output) if accelerator.is_main_process else contextlib.nullcontext()
+    with lock:
+        if accelerator.is_main_process:
+            claim(output, config, config.overwrite, run_files)
+        accelerator.wait_for_everyone()
+        yield
 
 
 def check_checkpoint(checkpoint: Path, config: Any) -> None:

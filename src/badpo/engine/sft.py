@@ -7,6 +7,11 @@ response of each pair (a pair with an equal count takes the response its first j
 or is skipped with ``tie_break: skip``; the number of ties is written to ``sft.json``). The
 loss is the mean negative log-likelihood per response token over the step (prompt tokens are not
 trained), the same value for any micro-batch split.
+
+The output folder is the reference itself (Hugging Face format, loadable by its path), so it
+holds one run: another SFT run there is refused unless ``overwrite`` (which deletes what that run
+wrote, its model files included), the same run finished is kept, and ``sft.json`` is written last,
+after the model, so its presence means the reference is complete.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import dataclasses
 import math
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -27,9 +33,23 @@ from badpo.engine.config import SFT_LR, SFTConfig, accumulation_steps, check_sft
 from badpo.engine.data import Schedule, majority_chosen
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.reporting import RunLog
+from badpo.engine.run_folder import CONFIG_FILE, own_folder
 from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
 from badpo.engine.tokenize import build_token_store
 from badpo.jsonio import dumps
+
+FINISHED = "sft.json"  # written last: the reference in the folder is complete
+MODEL_FILES = ".model-files"  # the saved model's file names, written before they are moved in
+_TEMPORARY = ".tmp-model"
+_RUN_FILES = (CONFIG_FILE, "log.jsonl", "tensorboard", "wandb", FINISHED, MODEL_FILES, _TEMPORARY, "config.json")
+
+
+def sft_run_files(folder: Path) -> tuple[str, ...]:
+    """What an SFT run wrote into ``folder``: its own files and the model files it listed (a
+    ``config.json`` alone marks a model folder that no listed run wrote)."""
+    listing = folder / MODEL_FILES
+    listed = listing.read_text(encoding="utf-8").split() if listing.exists() else []
+    return (*_RUN_FILES, *listed)
 
 
 def sft_rows(config: SFTConfig, tokenizer) -> tuple[list[tuple[str, str]], list[str], bool]:
@@ -52,10 +72,20 @@ def sft(config: SFTConfig) -> Path:
     check_sft(config)
     accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
     accumulation_steps(config.batch_size, config.micro_batch_size, accelerator.num_processes)
+    output = Path(config.output_dir)
+    with own_folder(output, config, accelerator, sft_run_files):
+        if (output / FINISHED).exists():
+            if accelerator.is_main_process:
+                print(f"badpo sft: {output} holds this reference, finished; it is kept "
+                      "(overwrite=true trains it again)", file=sys.stderr)
+            return output
+        return _sft_in_folder(config, output, accelerator, lr)
+
+
+def _sft_in_folder(config: SFTConfig, output: Path, accelerator, lr: float) -> Path:
     from accelerate.utils import set_seed
 
     set_seed(config.runtime.seed)
-    output = Path(config.output_dir)
     tokenizer = load_tokenizer(config.model)
     rows, ties, rendered_prompts = sft_rows(config, tokenizer)
     store = build_token_store(tokenizer, rows, config.tokenization, rendered_prompts)
@@ -90,7 +120,9 @@ def sft(config: SFTConfig) -> Path:
                    "truncated_prompts": store.truncated_prompts,
                    "truncated_responses": store.truncated_responses,
                    "wall_s": round(time.perf_counter() - started, 2)}
-        (output / "sft.json").write_text(dumps(summary, indent=1) + "\n")
+        finished = output / f".{FINISHED}.tmp"
+        finished.write_text(dumps(summary, indent=1) + "\n")
+        os.replace(finished, output / FINISHED)
     return output
 
 
@@ -128,10 +160,12 @@ def _save_reference(accelerator, policy, tokenizer, output: Path, config: SFTCon
     model.load_state_dict({k.removeprefix("model."): v for k, v in state.items()})
     if config.lora.enabled and config.merge_lora:
         model = model.merge_and_unload()
-    temporary = output / ".tmp-model"
+    temporary = output / _TEMPORARY
     shutil.rmtree(temporary, ignore_errors=True)
     model.save_pretrained(temporary, safe_serialization=True)
     tokenizer.save_pretrained(temporary)
-    for item in temporary.iterdir():
-        os.replace(item, output / item.name)
+    names = sorted(item.name for item in temporary.iterdir())
+    (output / MODEL_FILES).write_text("".join(f"{name}\n" for name in names), encoding="utf-8")
+    for name in names:  # listed first, so an overwrite after a kill here still finds them all
+        os.replace(temporary / name, output / name)
     temporary.rmdir()

@@ -41,7 +41,7 @@ from badpo.engine.data import (
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.mixture import train_type_policies
 from badpo.engine.reporting import RunLog
-from badpo.engine.run_folder import CONFIG_FILE, check_checkpoint, claim, commit_final, is_finished, run_lock
+from badpo.engine.run_folder import CONFIG_FILE, check_checkpoint, commit_final, is_finished, own_folder
 from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
 from badpo.engine.tokenize import settings_dict
 from badpo.jsonio import dumps
@@ -358,17 +358,6 @@ def _report_input(accelerator, report: dict) -> None:
             _notice(accelerator, f"{count} {what}")
 
 
-@contextlib.contextmanager
-def own_folder(output: Path, config, accelerator):
-    """The main process locks and claims ``output`` (see badpo.engine.run_folder) for the block."""
-    lock = run_lock(output) if accelerator.is_main_process else contextlib.nullcontext()
-    with lock:
-        if accelerator.is_main_process:
-            claim(output, config, config.overwrite)
-        accelerator.wait_for_everyone()
-        yield
-
-
 def train(config: TrainConfig) -> Path:
     """Run (or resume) one preference run; returns its output folder.
 
@@ -488,5 +477,5 @@ def _write_outputs(run: Run, tokenizer, output: Path, cache_parts: dict, last: d
     commit_final(output, write)
 
 
-__all__ = ["train", "prepare_run", "train_step", "judgment_losses", "bias_logits", "build_bias", "own_folder",
+__all__ = ["train", "prepare_run", "train_step", "judgment_losses", "bias_logits", "build_bias",
            "resume_point", "theta_adam", "Run", "STATS"]

@@ -45,7 +45,8 @@ __all__ = [
 
 SCHEMA = 1  # version of the run record
 # Bookkeeping settings that do not change a run's result: left out of its key.
-UNKEYED = ("output_dir", "cache_dir", "report", "save_every", "keep_checkpoints", "resume_from")
+UNKEYED = ("output_dir", "cache_dir", "report", "save_every", "keep_checkpoints", "resume_from",
+           "overwrite")
 CORPUS_MARKER = ".badpo-corpus.json"  # written into OUT/corpus once a build has finished
 RESULT_KEYS = frozenset({"readouts", "theta", "artifacts"})
 

@@ -25,6 +25,7 @@ from badpo.config import ConfigError, from_dict, to_dict
 from badpo.data.builders import build_corpus
 from badpo.engine.config import ModelConfig, SFTConfig, TrainConfig, accumulation_steps, check_sft, check_train
 from badpo.engine.runtime import load_tokenizer
+from badpo.engine.sft import FINISHED as SFT_FINISHED
 from badpo.engine.sft import sft
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.engine.train import train
@@ -43,7 +44,6 @@ __all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation",
 Evaluate = Callable[[RunTask, Path, Path, "Path | None"], dict]
 # Readouts measured against the reference itself (KL 0, every margin u 0): not reported for it.
 RELATIVE_TO_REFERENCE = ("kl", "heldout", "votes/", "votes_ceiling/")
-SFT_DONE = "sft.json"  # written last by badpo.engine.sft: the reference in the folder is finished
 
 
 def bodies_file(task: RunTask) -> Path:
@@ -156,7 +156,7 @@ def engine_stages(evaluate: Evaluate | None = evaluate_run) -> Stages:
     def run_reference(task: RunTask) -> dict:
         require_evaluation(task)
         model_dir = task.work_dir / "model"
-        if not (model_dir / SFT_DONE).exists():  # the folder is named by what trains it: a
+        if not (model_dir / SFT_FINISHED).exists():  # the folder is named by what trains it: a
             # finished reference there is this one, read out again under other settings
             sft(from_dict(SFTConfig, {**task.settings, "output_dir": str(model_dir)}))
         readouts = evaluate(task, model_dir, model_dir, None)
