@@ -140,6 +140,7 @@ def test_no_nan_and_no_names_readouts_without_a_names_attribute(evaluated):
     assert not all_keys(readouts) & NAME_ONLY  # readouts.json was parsed refusing NaN / Infinity
     assert "nan" not in out.lower() and "names" not in out
     assert set(readouts["heldout"]) == {"signoff"} and "votes/signoff" in readouts
+    assert readouts["votes/signoff"]["per_class"] == {}  # the CSV has no annotator classes
 
 
 def test_a_missing_heldout_file_skips_its_readouts_and_says_why(user_run, capsys):

@@ -182,6 +182,11 @@ def test_vote_prediction_overall_and_per_class():
                              np.array([True, True, True, True, False]), ["A", "A", "B", "B", "A"])
     assert result["accuracy"] == pytest.approx(0.625) and result["n"] == 4
     assert result["per_class"] == {"A": {"accuracy": 0.5, "n": 2}, "B": {"accuracy": 0.75, "n": 2}}
+    # a voter without a class (a corpus with no annotator_class) counts overall only, never as "null"
+    unclassed = vote_prediction([0.5, -0.5, 0.0, 1.0, -9.0], [-1.0, 1.0, 0.0, 1.0, 0.0],
+                                np.array([True, True, True, True, False]), [None, "A", None, "B", "A"])
+    assert unclassed["accuracy"] == pytest.approx(0.625) and unclassed["n"] == 4
+    assert unclassed["per_class"] == {"A": {"accuracy": 1.0, "n": 1}, "B": {"accuracy": 1.0, "n": 1}}
     with pytest.raises(ValueError, match="cross_mask must be a boolean"):
         vote_prediction([0.5], [0.0], [1])
 

@@ -327,7 +327,8 @@ def vote_prediction(margins: ArrayLike, bias_logits: ArrayLike, cross_mask: Arra
 
     ``bias_logits`` [N] is b = theta_k . (g_w - g_l) with the arm's own theta_k (zeros for DPO;
     the planted theta_k for the ceiling). Only rows with ``cross_mask`` true are scored.
-    ``classes`` [N] (the voter's class) adds a per-class accuracy.
+    ``classes`` [N] (the voter's class) adds a per-class accuracy; rows whose class is None count
+    in the overall figure only.
     Returns {"accuracy", "n", "per_class": {class: {"accuracy", "n"}}}.
     """
     u = _check_rows(margins, "margins")
@@ -342,7 +343,7 @@ def vote_prediction(margins: ArrayLike, bias_logits: ArrayLike, cross_mask: Arra
         if isinstance(classes, str) or len(classes) != u.shape[0]:
             raise ValueError(f"classes must give one class per judgment ({u.shape[0]})")
         labels = np.asarray(classes, dtype=object)
-        for label in sorted(set(labels[mask.numpy()].tolist()), key=str):
+        for label in sorted(set(labels[mask.numpy()].tolist()) - {None}, key=str):
             rows = mask & torch.as_tensor(labels == label)
             result["per_class"][label] = {"accuracy": _sign_accuracy(logits[rows]), "n": int(rows.sum())}
     return result
