@@ -76,3 +76,29 @@ def test_cli_train_and_sft_run_from_a_yaml_with_overrides(tmp_path, capsys, cli_
     assert load_config(TrainConfig, out / "config.yaml").optim.lr == 5e-7  # resolved default
     assert re.match("badpo sft: .*model.name_or_path: required",
                     cli_error(["sft", f"data={tmp_path / 'judgments.jsonl'}", "source=judgments"]))
+
+
+def test_each_commands_override_example_is_a_key_of_its_own_config():
+    """The KEY=VALUE help of every config-taking command shows keys that command accepts (it once
+    showed ``train.steps=200`` everywhere, a key no stage has)."""
+    import argparse
+    import importlib
+
+    from badpo.cli import STAGES, build_parser
+    from badpo.config import apply_overrides, from_dict
+    from badpo.data.builders import CORPORA
+    from badpo.evaluation import EvalConfig
+
+    def config_class(path: str):
+        module, name = path.split(":")
+        return getattr(importlib.import_module(module), name)
+
+    module, name, _ = CORPORA["tiny-signed"]
+    classes = {"build": getattr(importlib.import_module(module), name), "evaluate": EvalConfig,
+               **{stage: config_class(STAGES[stage][2]) for stage in STAGES}}
+    subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for command, cls in classes.items():
+        overrides = next(a for a in subparsers.choices[command]._actions if a.dest == "overrides")
+        example = re.findall(r"\S+=\S+", overrides.help.split("e.g.")[1])
+        assert example, command
+        from_dict(cls, apply_overrides({}, example))  # an unknown key is a ConfigError

@@ -29,11 +29,10 @@ from badpo.experiment.config import ExperimentConfig, experiment_config_path
 from badpo.jsonio import dumps
 
 
-def _add_config_args(parser: argparse.ArgumentParser) -> None:
+def _add_config_args(parser: argparse.ArgumentParser, example: str) -> None:
     parser.add_argument("--config", "-c", default=None, help="YAML config file")
-    parser.add_argument(
-        "overrides", nargs="*", metavar="KEY=VALUE", help="dotted overrides, e.g. train.steps=200"
-    )
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                        help=f"dotted overrides of this command's config keys, e.g. {example}")
 
 
 def _add_audit(subparsers) -> argparse.ArgumentParser:
@@ -114,7 +113,7 @@ def _add_build(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("corpus", choices=list(CORPORA), help="which corpus to build")
     parser.add_argument("outdir", help="output directory (created if needed)")
     parser.set_defaults(label=lambda args: f"build {args.corpus}")
-    _add_config_args(parser)
+    _add_config_args(parser, "n_pairs=2000 (tiny-signed)")
     return parser
 
 
@@ -277,7 +276,7 @@ def _add_evaluate(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="run the model's own code from the Hub; the run's config.yaml cannot "
                              "turn this on, so give it only for a run you trust")
-    _add_config_args(parser)
+    _add_config_args(parser, "max_prompts=200 generations=false")
     return parser
 
 
@@ -313,6 +312,8 @@ STAGES: dict[str, tuple[str, str, str, str]] = {
            "theta_k . dg added to the reward margin; see configs/rm_*.yaml and docs/reward_models.md.",
            "badpo.engine.config:RMConfig", "badpo.engine.reward:train_reward_model"),
 }
+OVERRIDE_EXAMPLES = {"sft": "epochs=2 output_dir=runs/my_sft", "train": "steps=200 runtime.seed=7",
+                     "rm": "variant=pooled steps=200"}
 
 
 def _import(spec: str):
@@ -326,7 +327,7 @@ def _add_stage(name: str):
     def add(subparsers) -> argparse.ArgumentParser:
         help_text, description, _, _ = STAGES[name]
         parser = subparsers.add_parser(name, help=help_text, description=description)
-        _add_config_args(parser)
+        _add_config_args(parser, OVERRIDE_EXAMPLES[name])
         parser.set_defaults(stage=name)
         return parser
 
