@@ -160,6 +160,7 @@ def test_audit_summary_matches_a_direct_count(built, corpus):
     assert (markdown["cross"], markdown["wins"]) == (65, 33)
     assert length["share_cross"] == 122 / 256
     assert length["theta_hat"] == pytest.approx(-0.0327898228)  # log(60 / 62)
+    assert length["odds"] == pytest.approx(60 / 62)  # the paper's Odds column restates theta-hat
     on_train = stats["audit"]["length"]["train"]["length"]
     train_w = sum(word_count(j.chosen) >= 1.5 * word_count(j.rejected) for j in corpus.train)
     train_l = sum(word_count(j.rejected) >= 1.5 * word_count(j.chosen) for j in corpus.train)

@@ -248,10 +248,14 @@ def _audit_summary(corpus: MultiPrefCorpus, specs: Sequence[str]) -> tuple[dict,
     """(spec -> {"train", "all", "warnings"} -> short summary, spec -> full audit of the training
     rows). The audit's warnings are kept in the result rather than raised."""
     def short(result) -> dict:
-        return {c.name: {"judgments": c.overall.judgments, "cross": c.overall.cross,
-                         "share_cross": c.overall.share_cross, "wins": c.overall.wins,
-                         "theta_hat": c.overall.to_dict()["log_odds"]}
-                for c in result.coordinates}
+        summary = {}
+        for c in result.coordinates:
+            theta_hat = c.overall.to_dict()["log_odds"]
+            summary[c.name] = {"judgments": c.overall.judgments, "cross": c.overall.cross,
+                               "share_cross": c.overall.share_cross, "wins": c.overall.wins,
+                               "theta_hat": theta_hat,  # the odds restate it, as the paper's table does
+                               "odds": None if theta_hat is None else math.exp(theta_hat)}
+        return summary
 
     summary, full = {}, {}
     for spec in specs:
@@ -308,7 +312,7 @@ def summary_text(stats: Mapping[str, Any]) -> str:
              f"{stats['eval_prompts']} evaluation prompts"]
     for spec, by_rows in stats["audit"].items():
         for name, row in by_rows["all"].items():
-            theta = "-" if row["theta_hat"] is None else f"{row['theta_hat']:+.2f}"
+            theta = "-" if row["theta_hat"] is None else f"{row['theta_hat']:+.2f} (odds {row['odds']:.2f} : 1)"
             lines.append(f"  {name}: cross-group {100 * row['share_cross']:.1f}% "
                          f"({row['cross']}), theta-hat {theta}")
         lines += [f"  warning (training judgments): {w}" for w in by_rows["warnings"]]

@@ -250,7 +250,8 @@ def _amplification_cell(arm: LayoutArm, column: ColumnSpec, records: Mapping, la
 def _corpus_cell(column: ColumnSpec, layout: TableLayout) -> _Cell:
     value = _leaf(layout.corpus_stats, column.metric, "corpus/stats.json:")
     if value is ABSENT:
-        raise ValueError(f"column {column.header!r}: corpus/stats.json has no {column.metric!r}")
+        raise ValueError(f"column {column.header!r}: corpus/stats.json has no {column.metric!r} (a "
+                         "misspelled metric, or a corpus built by an earlier badpo: rebuild it)")
     stats = {"n": 1, "mean": value, "plus_minus": math.nan, "low": math.nan, "high": math.nan}
     return _Cell(_pm(value, math.nan, column.digits), stats, {}, "a statistic of the labels")
 
