@@ -240,8 +240,14 @@ def _open(data: Any, split: str | None):
         import datasets
 
         options = {"features": _text_features(path)} if path.suffix == ".csv" else {}
-        return datasets.load_dataset(DATASET_FORMATS[path.suffix], data_files=str(path), split="train",
-                                     **options), data
+        shown = datasets.is_progress_bar_enabled()
+        datasets.disable_progress_bars()  # a local file: "Generating train split" is noise on stderr
+        try:
+            return datasets.load_dataset(DATASET_FORMATS[path.suffix], data_files=str(path), split="train",
+                                         **options), data
+        finally:
+            if shown:
+                datasets.enable_progress_bars()
     if data.startswith(("/", ".", "~")) or path.suffix in (".jsonl", *DATASET_FORMATS) \
             or data.count("/") > 1:
         raise FileNotFoundError(f"data: no file or folder at {data!r}")
