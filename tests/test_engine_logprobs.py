@@ -47,6 +47,11 @@ def test_chat_template_renders_a_user_turn_and_generation_prompt():
     assert never.prompt_lengths.tolist() == [2]
     with pytest.raises(ValueError, match="no chat template"):
         build_token_store(build_tokenizer(), SEQUENCES[1:2], TokenizationConfig(chat_template="always"))
+    # rendered: the prompt is text a template already wrote, so it is taken as it is (not templated
+    # a second time): the same 4 prompt tokens as 'write code' templated above
+    rendered = build_token_store(build_tokenizer(chat_template=True), [("<|user|> write code <|assistant|>", "yes")],
+                                 TokenizationConfig(chat_template="rendered"))
+    assert rendered.ids[0].tolist() == expected and rendered.prompt_lengths.tolist() == [4]
 
 
 def test_bad_limits_and_empty_prompt_are_errors():

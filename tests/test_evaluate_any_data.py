@@ -224,3 +224,45 @@ def test_the_summary_reads_a_pair_attribute_by_tokens_a_reward_tilt_and_null_as_
     assert lines[4].split() == ["length", "0.500", "n/a", "n/a", "6", "/", "0"]
     assert "woman_coded 0.625 (n 4)" in lines[5]
     assert lines[-2:] == ["skipped attribute_rates.flag: a given: attribute ...", "every readout: out.json"]
+
+
+@pytest.fixture(scope="module")
+def templated_run(user_run, tmp_path_factory):
+    """The user run read through a reference whose tokenizer has a one-turn chat template
+    (``<|user|> p <|assistant|>``), with its prompts as text and as chat messages."""
+    folder = tmp_path_factory.mktemp("templated")
+    shutil.copytree(user_run / "model", folder / "model")
+    build_tokenizer(chat_template=True).save_pretrained(folder / "model")
+    shutil.copytree(user_run / "run", folder / "run")
+    config = yaml.safe_load((folder / "run" / "config.yaml").read_text())
+    config["model"]["name_or_path"] = str(folder / "model")
+    (folder / "run" / "config.yaml").write_text(yaml.safe_dump(config))
+    for name, prompt in (("text", lambda p: p), ("chat", lambda p: [{"role": "user", "content": p}])):
+        (folder / f"{name}.jsonl").write_text("".join(json.dumps({"question": prompt(p)}) + "\n" for p in PROMPTS))
+    return folder
+
+
+def test_chat_prompts_give_the_readouts_of_the_text_they_render_to(templated_run):
+    """A one-turn conversation [user: p] renders to the text the template makes of the plain
+    prompt p, so every readout (rates, tokens, KL) is the same number. Tokenized a second time with
+    the template, or with a BOS, the prompt would change and KL with it."""
+    def evaluate(prompts: str) -> dict:
+        out = templated_run / f"readouts-{prompts}.json"
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert main(["evaluate", str(templated_run / "run"), "--prompts", str(templated_run / f"{prompts}.jsonl"),
+                         "--out", str(out), "max_prompts=8", "seed=3"]) == 0
+        return json.loads(out.read_text())
+
+    text, chat = evaluate("text"), evaluate("chat")
+    assert (text["inputs"]["chat_prompts"], chat["inputs"]["chat_prompts"]) == (False, True)
+    assert text["inputs"]["max_new_tokens"] == chat["inputs"]["max_new_tokens"] == 55  # 64 - 9 tokens
+    assert chat["kl"] == text["kl"] and chat["attribute_rates"] == text["attribute_rates"]
+    assert {k: v for k, v in chat.items() if k != "inputs"} == {k: v for k, v in text.items() if k != "inputs"}
+
+
+def test_chat_prompts_beside_text_judgments_are_a_one_line_error(templated_run, user_run, cli_error):
+    line = cli_error(["evaluate", str(templated_run / "run"), "--prompts", str(templated_run / "chat.jsonl"),
+                      "--heldout", str(user_run / "heldout.csv")])
+    assert re.search(r"chat\.jsonl gives its prompts as chat messages and .*heldout\.csv as text; give both "
+                     r"in one form", line), line

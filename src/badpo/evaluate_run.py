@@ -134,10 +134,11 @@ def _paths(data: EvalData, default_folder: Path | None) -> dict[str, Path | str 
 
 
 def load_data(data: EvalData, default_folder: Path | None, columns: ColumnMap, tokenizer
-              ) -> tuple[Corpus, dict, dict]:
-    """(the evaluation data as a Corpus, what was read, {readout: why it is skipped}). The run's
-    column mapping ``columns`` applies to the user's files (those named, or those beside the
-    training data); a ``--corpus`` folder holds badpo's own field names, as ``badpo build`` writes."""
+              ) -> tuple[Corpus, dict, dict, bool]:
+    """(the evaluation data as a Corpus, what was read, {readout: why it is skipped}, whether its
+    prompts were chat messages, rendered with the tokenizer's template). The run's column mapping
+    ``columns`` applies to the user's files (those named, or those beside the training data); a
+    ``--corpus`` folder holds badpo's own field names, as ``badpo build`` writes."""
     paths = _paths(data, default_folder)
     if data.corpus is not None:
         columns = ColumnMap()
@@ -149,18 +150,20 @@ def load_data(data: EvalData, default_folder: Path | None, columns: ColumnMap, t
         heldout = read_judgment_source(str(paths["heldout"]), columns=columns, tokenizer=tokenizer)
     if paths["prompts"] is not None:
         prompts = read_prompt_source(str(paths["prompts"]), columns=columns, tokenizer=tokenizer)
-    for loaded in (heldout, prompts):
-        if loaded is not None and loaded.rendered_prompts:
-            raise ValueError(f"{loaded.origin}: chat-format prompts are not read by badpo evaluate yet; "
-                             "give the prompts as text")
+    read = [loaded for loaded in (heldout, prompts) if loaded is not None]
+    rendered = any(loaded.rendered_prompts for loaded in read)
+    if rendered and not all(loaded.rendered_prompts for loaded in read):
+        chat, text = sorted(read, key=lambda loaded: not loaded.rendered_prompts)
+        raise ValueError(f"{chat.origin} gives its prompts as chat messages and {text.origin} as text; "
+                         "give both in one form, so that every prompt is encoded alike")
     judgments = heldout.rows if heldout is not None else []
     rows = prompts.rows if prompts is not None else [{"prompt": p} for p in dict.fromkeys(j.prompt for j in judgments)]
     planted = json.loads(Path(paths["planted"]).read_text(encoding="utf-8")) if paths["planted"] else None
     inputs = {"prompts": prompts.origin if prompts is not None else "the held-out judgments' distinct prompts",
               "heldout": heldout.origin if heldout is not None else None, "n_heldout": len(judgments),
-              "planted": str(paths["planted"]) if planted is not None else None}
+              "planted": str(paths["planted"]) if planted is not None else None, "chat_prompts": rendered}
     skipped = {"heldout": NO_HELDOUT, "votes": NO_HELDOUT} if heldout is None else {}
-    return Corpus(rows, judgments, planted), inputs, skipped
+    return Corpus(rows, judgments, planted), inputs, skipped, rendered
 
 
 def generates(config: EvalConfig) -> bool:
@@ -216,7 +219,10 @@ def evaluate_reward_run(run_dir: Path, settings: Mapping[str, Any], data: EvalDa
     _check_trust(rm_config.model, run_dir, trust_remote_code)
     config = eval_config(settings, rm_config.attributes, run_dir)
     judge, tokenizer = load_judge(str(run_dir / REWARD_MODEL_FOLDER), "cuda" if torch.cuda.is_available() else "cpu")
-    corpus, inputs, skipped = load_data(data, _data_folder(rm_config.data), rm_config.columns, tokenizer)
+    corpus, inputs, skipped, rendered = load_data(data, _data_folder(rm_config.data), rm_config.columns, tokenizer)
+    if rendered:
+        raise ValueError(f"{inputs['heldout']}: chat-format prompts are not read for a reward model yet; "
+                         "give the prompts as text")
     if not corpus.heldout:
         raise ValueError(f"{run_dir} is a reward model, read on held-out judgments: {NO_HELDOUT}")
     theta_file = run_dir / "theta.json"
@@ -248,9 +254,15 @@ def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = N
     tokenizer = load_tokenizer(from_dict(ModelConfig, {
         "name_or_path": reference_path, "tokenizer": train_config.model.tokenizer,
         "trust_remote_code": trust_remote_code}))
-    corpus, inputs, skipped = load_data(data, _data_folder(train_config.data), train_config.columns, tokenizer)
+    corpus, inputs, skipped, rendered = load_data(data, _data_folder(train_config.data), train_config.columns,
+                                                  tokenizer)
     reference = load_causal_lm(reference_path, model_settings)
     tokenization = train_config.tokenization
+    if rendered:  # the template wrote them: every readout tokenizes them as they are, as training does
+        if tokenization.chat_template == "never":
+            raise ConfigError(f"{run_dir}: the run has tokenization.chat_template: never, but the evaluation "
+                              "prompts are chat messages, which only a chat template can render")
+        tokenization = dataclasses.replace(tokenization, chat_template="rendered")
     prompts = [row["prompt"] for row in corpus.eval_prompts[: config.max_prompts]]
     config = cap_new_tokens(config, reference, tokenizer, prompts, tokenization)
     inputs["n_prompts"] = len(prompts)

@@ -8,7 +8,8 @@ Encoding rule (one place, used by SFT, preference training, the cache and the re
   tokens (the template carries them). Otherwise the prompt is tokenized as plain text with the
   tokenizer's own special tokens (e.g. a BOS).
 * Prompts given as chat messages were rendered by :mod:`badpo.data.sources` with the same call
-  (the whole conversation); they are tokenized as they are, without special tokens.
+  (the whole conversation); they are tokenized as they are, without special tokens. So is every
+  prompt under ``chat_template: rendered`` (text that a template already wrote).
 * The response is tokenized as plain text without special tokens and followed by the EOS token.
 * Truncation: a prompt longer than ``max_prompt_tokens`` keeps its *last* tokens (the end of the
   question and the generation prompt matter most); the response is then cut from the right so
@@ -37,7 +38,9 @@ class TokenizationConfig:
 
     max_prompt_tokens: int = 384  # prompt tokens kept (from the left end: the last ones are kept)
     max_length: int = 1280  # prompt + response tokens; the response is cut from the right
-    chat_template: Literal["auto", "always", "never"] = "auto"  # auto: use it when the tokenizer has one
+    # auto: use the tokenizer's template when it has one; rendered: the prompts are text a chat
+    # template already wrote, tokenized as they are without special tokens
+    chat_template: Literal["auto", "always", "never", "rendered"] = "auto"
 
     def __post_init__(self) -> None:
         if not 0 < self.max_prompt_tokens < self.max_length:
@@ -60,6 +63,8 @@ def settings_dict(tokenizer, config: TokenizationConfig) -> dict:
 
 def uses_chat_template(tokenizer, config: TokenizationConfig) -> bool:
     has_template = bool(getattr(tokenizer, "chat_template", None))
+    if config.chat_template == "rendered":
+        return False
     if config.chat_template == "always" and not has_template:
         raise ValueError("tokenization.chat_template=always but the tokenizer has no chat template")
     return has_template and config.chat_template != "never"
@@ -69,8 +74,9 @@ def encode_prompts(tokenizer, prompts: Sequence[str], config: TokenizationConfig
                    rendered: bool = False) -> list[list[int]]:
     """Token ids of each prompt (chat-rendered or plain), before truncation. ``rendered`` prompts
     were rendered from chat messages already (:mod:`badpo.data.sources`): they are tokenized as
-    they are, without special tokens, since the template wrote them."""
-    if rendered:
+    they are, without special tokens, since the template wrote them; so are all prompts under
+    ``chat_template: rendered``."""
+    if rendered or config.chat_template == "rendered":
         if config.chat_template == "never":
             raise ConfigError("tokenization.chat_template: 'never', but the prompts are chat messages, "
                               "which only a chat template can render")
