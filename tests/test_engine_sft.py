@@ -170,7 +170,32 @@ def test_a_killed_reference_is_trained_again_by_its_own_config_only(world, monke
 
 def test_a_model_folder_no_run_wrote_and_the_base_models_own_folder_are_refused(world, tmp_path):
     foreign = save_model_dir(tmp_path / "someone_elses_model")
+    (foreign / "adapter_config.json").write_text("{}")
+    before = _files(foreign)
     with pytest.raises(ConfigError, match=r"someone_elses_model holds run files but no config.yaml"):
         sft(make_config(world, "unused", f"output_dir={foreign}"))
+    with pytest.raises(ConfigError, match=r"someone_elses_model holds a model whose files no badpo sft run "
+                                          r"listed in .model-files, so overwrite cannot tell which to delete"):
+        sft(make_config(world, "unused", f"output_dir={foreign}", "overwrite=true"))
+    assert _files(foreign) == before
     with pytest.raises(ConfigError, match=r"output_dir: .* is the folder of the model being fine-tuned"):
         sft(make_config(world, "unused", f"output_dir={world / 'model'}"))
+
+
+def test_overwrite_refuses_a_reference_without_its_file_list_and_an_unsafe_list(world, tmp_path):
+    """A reference from before .model-files (or with the list removed) cannot be overwritten: its
+    adapter or shards would survive. A list entry that is not a plain file name ('..' would delete
+    the parent folder) is refused before anything is deleted."""
+    out = sft(make_config(world, "sft_listed"))
+    (out / ".model-files").unlink()
+    with pytest.raises(ConfigError, match=r"sft_listed holds a model whose files no badpo sft run listed"):
+        sft(make_config(world, "sft_listed", "overwrite=true", "runtime.seed=3"))
+    keep = tmp_path / "beside" / "keep.txt"
+    keep.parent.mkdir()
+    keep.write_text("not badpo's")
+    listed = sft(make_config(world, "sft_unsafe", f"output_dir={keep.parent / 'sft'}"))
+    (listed / ".model-files").write_text("model.safetensors\n..\n")
+    before = _files(listed)
+    with pytest.raises(ConfigError, match=r"\.model-files lists '\.\.', which is not a file name of the folder"):
+        sft(make_config(world, "sft_unsafe", f"output_dir={listed}", "overwrite=true", "runtime.seed=3"))
+    assert keep.read_text() == "not badpo's" and _files(listed) == before

@@ -631,4 +631,13 @@ def test_the_engines_own_checks_run_when_the_experiment_is_planned(override, err
     stages = Stages(fake.build_corpus, resolve_reference, resolve_arm, fake.run_reference, fake.run_arm)
     with pytest.raises(ConfigError, match=error):
         plan_experiment(config, stages, prepare_corpus(config, stages, tmp_path, quiet))
-    assert "reference" not in calls
+    assert calls == ["corpus"]  # nothing trained
+
+
+def test_planning_checks_only_what_the_runner_uses():
+    """The runner writes the reference into work/<key>/model, so the stage's default output_dir
+    (runs/sft) equal to model.name_or_path is not an error when the experiment is planned."""
+    from badpo.experiment.stages import resolve_reference
+
+    resolved = resolve_reference({"data": "{corpus}/sft.jsonl", "model": {"name_or_path": "runs/sft"}})
+    assert resolved["output_dir"] == resolved["model"]["name_or_path"] == "runs/sft"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -324,9 +323,6 @@ def check_sft(config: SFTConfig) -> None:
     check_common(config.model, config.lora, config.optim, config.runtime, config.report, config.data,
                  config.batch_size, config.micro_batch_size)
     _positive(config.epochs, "epochs")
-    if os.path.realpath(config.output_dir) == os.path.realpath(config.model.name_or_path):
-        raise ConfigError(f"output_dir: {config.output_dir} is the folder of the model being fine-tuned "
-                          "(model.name_or_path); choose another output_dir")
 
 
 def format_output_dir(config):

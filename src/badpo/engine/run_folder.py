@@ -175,7 +175,7 @@ def commit_final(folder: Path, write: Callable[[Path], None]) -> None:
         raise RuntimeError(f"commit_final: unexpected outputs {unknown}")
     present = [name for name in FINAL_NAMES if (staging / name).exists()]
     (staging / _MANIFEST).write_text("".join(f"{name}\n" for name in present), encoding="utf-8")
-    _sync_tree(staging)
+    sync_tree(staging)
     os.replace(staging, folder / _COMMIT)  # the commit point
     recover_final_commit(folder)
 
@@ -209,7 +209,7 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-def _sync_tree(folder: Path) -> None:
+def sync_tree(folder: Path) -> None:
     """fsync every file under ``folder`` so the rename never publishes unwritten data."""
     for path in sorted(folder.rglob("*")):
         if path.is_file():

@@ -33,23 +33,51 @@ from badpo.engine.config import SFT_LR, SFTConfig, accumulation_steps, check_sft
 from badpo.engine.data import Schedule, majority_chosen
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.reporting import RunLog
-from badpo.engine.run_folder import CONFIG_FILE, own_folder
+from badpo.config import ConfigError
+from badpo.engine.run_folder import CONFIG_FILE, own_folder, sync_tree
 from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
 from badpo.engine.tokenize import build_token_store
 from badpo.jsonio import dumps
 
 FINISHED = "sft.json"  # written last: the reference in the folder is complete
 MODEL_FILES = ".model-files"  # the saved model's file names, written before they are moved in
-_TEMPORARY = ".tmp-model"
-_RUN_FILES = (CONFIG_FILE, "log.jsonl", "tensorboard", "wandb", FINISHED, MODEL_FILES, _TEMPORARY, "config.json")
+_TEMPORARY, _FINISHING = ".tmp-model", f".{FINISHED}.tmp"
+_RUN_FILES = (CONFIG_FILE, "log.jsonl", "tensorboard", "wandb", FINISHED, _FINISHING, MODEL_FILES, _TEMPORARY,
+              "config.json")  # config.json: a model folder, which only a listed run may have written
+
+
+def listed_model_files(folder: Path) -> list[str]:
+    """The names in ``folder/.model-files``; each must be a plain file name of the folder, since
+    ``overwrite`` deletes them."""
+    listing = folder / MODEL_FILES
+    if not listing.exists():
+        return []
+    names = listing.read_text(encoding="utf-8").splitlines()
+    for name in names:
+        if not name or Path(name).name != name or name in (".", ".."):
+            raise ConfigError(f"output_dir: {listing} lists {name!r}, which is not a file name of the "
+                              "folder; the folder was not written by badpo sft, so it is not touched")
+    return names
 
 
 def sft_run_files(folder: Path) -> tuple[str, ...]:
-    """What an SFT run wrote into ``folder``: its own files and the model files it listed (a
-    ``config.json`` alone marks a model folder that no listed run wrote)."""
-    listing = folder / MODEL_FILES
-    listed = listing.read_text(encoding="utf-8").split() if listing.exists() else []
-    return (*_RUN_FILES, *listed)
+    """What an SFT run wrote into ``folder``: its own files and the model files it listed."""
+    return (*_RUN_FILES, *listed_model_files(folder))
+
+
+def _check_output_folder(config: SFTConfig, output: Path) -> None:
+    """Refuse the base model's own folder, and an ``overwrite`` of a model whose files no run listed
+    (a model badpo did not write, or a reference of a badpo before the listing): deleting only
+    some of its files would leave a mix of two models."""
+    if os.path.realpath(output) == os.path.realpath(config.model.name_or_path):
+        raise ConfigError(f"output_dir: {output} is the folder of the model being fine-tuned "
+                          "(model.name_or_path); choose another output_dir")
+    unlisted = not (output / MODEL_FILES).exists() and any(
+        (output / name).exists() for name in ("config.json", FINISHED))
+    if config.overwrite and unlisted:
+        raise ConfigError(f"output_dir: {output} holds a model whose files no badpo sft run listed in "
+                          f"{MODEL_FILES}, so overwrite cannot tell which to delete; delete the folder "
+                          "yourself or choose another output_dir")
 
 
 def sft_rows(config: SFTConfig, tokenizer) -> tuple[list[tuple[str, str]], list[str], bool]:
@@ -73,6 +101,7 @@ def sft(config: SFTConfig) -> Path:
     accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
     accumulation_steps(config.batch_size, config.micro_batch_size, accelerator.num_processes)
     output = Path(config.output_dir)
+    _check_output_folder(config, output)
     with own_folder(output, config, accelerator, sft_run_files):
         if (output / FINISHED).exists():
             if accelerator.is_main_process:
@@ -120,7 +149,7 @@ def _sft_in_folder(config: SFTConfig, output: Path, accelerator, lr: float) -> P
                    "truncated_prompts": store.truncated_prompts,
                    "truncated_responses": store.truncated_responses,
                    "wall_s": round(time.perf_counter() - started, 2)}
-        finished = output / f".{FINISHED}.tmp"
+        finished = output / _FINISHING
         finished.write_text(dumps(summary, indent=1) + "\n")
         os.replace(finished, output / FINISHED)
     return output
@@ -164,6 +193,7 @@ def _save_reference(accelerator, policy, tokenizer, output: Path, config: SFTCon
     shutil.rmtree(temporary, ignore_errors=True)
     model.save_pretrained(temporary, safe_serialization=True)
     tokenizer.save_pretrained(temporary)
+    sync_tree(temporary)  # on disk before sft.json can say the reference is complete
     names = sorted(item.name for item in temporary.iterdir())
     (output / MODEL_FILES).write_text("".join(f"{name}\n" for name in names), encoding="utf-8")
     for name in names:  # listed first, so an overwrite after a kill here still finds them all
