@@ -255,6 +255,17 @@ def test_table_numbers_equal_a_hand_computation(tmp_path):
     assert "| Reference (SFT) | 0.500 | — | 0.520 | — | — |" in result["markdown"]
     assert table[("Reference (SFT)", "p(woman):rate.woman")]["plus_minus"] == "nan"
     assert table[("DPO", "Removed:rate.woman")]["note"] == "the baseline"
+    assert ("Removed = (rate_DPO − rate_arm) / (rate_DPO − rate_ref), per seed against DPO of the same "
+            "seed, then averaged") in result["markdown"]
+
+
+def test_a_baseline_named_with_a_comma_reads_as_one_name_in_the_footnote(tmp_path):
+    config = config_dict(tmp_path)
+    config["arms"][0]["name"] = "LoRA 2e-3, DPO"
+    markdown = run_experiment(from_dict(ExperimentConfig, {**config, "baseline": "LoRA 2e-3, DPO"}),
+                              fake_stages([]), log=quiet)["markdown"]
+    assert ("Removed = (rate[LoRA 2e-3, DPO] − rate_arm) / (rate[LoRA 2e-3, DPO] − rate_ref), per seed "
+            "against “LoRA 2e-3, DPO” of the same seed") in markdown
 
 
 def test_removal_uses_the_t_interval_and_sd_when_asked(tmp_path):

@@ -24,6 +24,7 @@ import csv
 import io
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -331,8 +332,10 @@ def _footnote(table: TableSpec, layout: TableLayout) -> str:
         parts.append("the reference is trained once (no interval)")
     if any(c.kind == "removed" for c in table.columns):
         name = _baseline(table, layout)
-        parts.append(f"Removed = (rate_{name} − rate_arm) / (rate_{name} − "
-                     f"rate_ref), per seed against {name} of the same seed, then averaged")
+        simple = re.fullmatch(r"[\w+-]+", name)  # else "rate[LoRA 2e-3, DPO]": a comma inside is clear
+        rate, row = (f"rate_{name}", name) if simple else (f"rate[{name}]", f"“{name}”")
+        parts.append(f"Removed = ({rate} − rate_arm) / ({rate} − rate_ref), per seed against {row} "
+                     "of the same seed, then averaged")
     if any(c.kind == "amplification" for c in table.columns):
         parts.append("Amplification = mean_arm − rate_ref, and in parentheses that difference in "
                      "units of the arm's per-seed sd")
