@@ -126,6 +126,8 @@ def test_badpo_evaluate_reads_an_em_dpo_run(tmp_path, world, capsys):
     written = json.loads((run / "mixture.json").read_text())
     assert readouts["mixture"]["weights"] == written["weights"]
     assert len(readouts["mixture"]["types"]) == 2
-    assert set(readouts["type_recovery"]) == {"n", "purity", "adjusted_rand"}
+    recovery = readouts["type_recovery"]
+    assert set(recovery) == {"n", "purity", "adjusted_rand", "type_sizes", "by_class"}
+    assert sum(recovery["type_sizes"].values()) == recovery["n"]  # every annotator in one type
     assert 0 < readouts["votes/black_coded"]["n"]
     capsys.readouterr()

@@ -324,6 +324,12 @@ def test_type_class_agreement_by_hand():
     max (2 + 3) / 2 = 2.5, ARI (1 - 1) / (2.5 - 1) = 0. The same partition under other labels is 1."""
     gamma = {"a": [0.9, 0.1], "b": [0.6, 0.4], "c": [0.2, 0.8], "d": [0.4, 0.6]}
     assert type_class_agreement(gamma, {"a": "A", "b": "A", "c": "B", "d": "A"}) == {
-        "n": 4, "purity": 0.75, "adjusted_rand": 0.0}
+        "n": 4, "purity": 0.75, "adjusted_rand": 0.0, "type_sizes": {"0": 2, "1": 2},
+        "by_class": {"A": {"0": 2, "1": 1}, "B": {"0": 0, "1": 1}}}
     same = type_class_agreement(gamma, {"a": "B", "b": "B", "c": "A", "d": "A", "e": "C"})
-    assert same == {"n": 4, "purity": 1.0, "adjusted_rand": 1.0}
+    assert same == {"n": 4, "purity": 1.0, "adjusted_rand": 1.0, "type_sizes": {"0": 2, "1": 2},
+                    "by_class": {"A": {"0": 0, "1": 2}, "B": {"0": 2, "1": 0}}}
+    # a type no annotator falls in is counted as 0, not left out
+    empty = type_class_agreement({"a": [0.9, 0.1, 0.0], "b": [0.2, 0.0, 0.8]}, {"a": "A", "b": "B"})
+    assert empty["type_sizes"] == {"0": 1, "1": 0, "2": 1}
+    assert empty["by_class"] == {"A": {"0": 1, "1": 0, "2": 0}, "B": {"0": 0, "1": 0, "2": 1}}

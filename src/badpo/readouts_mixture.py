@@ -81,17 +81,19 @@ def type_class_agreement(type_probabilities: Mapping[str, ArrayLike], classes: M
     """Whether EM's types recover the annotator classes: each annotator's most probable type
     against its (planted) class, over the annotators in both mappings.
 
-    Returns {"n", "purity", "adjusted_rand"}: purity = the share of annotators whose type's
-    majority class is their own; the adjusted Rand index (Hubert and Arabie 1985) is 1 for the
-    same partition and about 0 for an unrelated one. Example: types (0, 0, 1, 1), classes
-    (A, A, B, A) -> purity 3/4; pairs agreeing beyond chance give ARI 0.0 here (index 1, expected
-    1, max 2.5).
+    Returns {"n", "purity", "adjusted_rand", "type_sizes", "by_class"}: purity = the share of
+    annotators whose type's majority class is their own; the adjusted Rand index (Hubert and
+    Arabie 1985) is 1 for the same partition and about 0 for an unrelated one; ``type_sizes``
+    {type: count} counts the annotators of each type (types "0".."K-1", empty ones included) and
+    ``by_class`` {class: {type: count}} splits those counts by class, so an absorbing type shows. Example: types (0, 0, 1, 1), classes (A, A, B, A) ->
+    purity 3/4; pairs agreeing beyond chance give ARI 0.0 here (index 1, expected 1, max 2.5).
     """
     shared = [a for a in type_probabilities if a in classes]
     if len(shared) < 2:
         raise ValueError("type_class_agreement needs at least two annotators with a type and a class")
     types = [int(np.argmax(np.asarray(type_probabilities[a], dtype=np.float64))) for a in shared]
     labels = [classes[a] for a in shared]
+    n_types = len(np.asarray(type_probabilities[shared[0]]))
     table: dict[tuple, int] = {}
     for t, c in zip(types, labels):
         table[(t, c)] = table.get((t, c), 0) + 1
@@ -108,4 +110,6 @@ def type_class_agreement(type_probabilities: Mapping[str, ArrayLike], classes: M
     expected = by_type * by_class / pairs(len(shared))
     top = (by_type + by_class) / 2
     adjusted = (index - expected) / (top - expected) if top != expected else 1.0
-    return {"n": len(shared), "purity": sum(majority.values()) / len(shared), "adjusted_rand": adjusted}
+    return {"n": len(shared), "purity": sum(majority.values()) / len(shared), "adjusted_rand": adjusted,
+            "type_sizes": {str(t): types.count(t) for t in range(n_types)},
+            "by_class": {c: {str(t): table.get((t, c), 0) for t in range(n_types)} for c in sorted(set(labels))}}
