@@ -266,3 +266,18 @@ def test_chat_prompts_beside_text_judgments_are_a_one_line_error(templated_run, 
                       "--heldout", str(user_run / "heldout.csv")])
     assert re.search(r"chat\.jsonl gives its prompts as chat messages and .*heldout\.csv as text; give both "
                      r"in one form", line), line
+
+
+def test_a_new_attribute_alone_is_read_and_the_theta_readout_it_cannot_feed_is_skipped(user_run):
+    """-a on an attribute the run did not train on: its rates and held-out accuracy are read; vote
+    prediction needs dg on the run's own theta attribute (signoff), so it is skipped, saying why."""
+    out = user_run / "readouts-new-attribute.json"
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["evaluate", str(user_run / "run"), "-a", "polite=regex:sure|yes", "--heldout",
+                     str(user_run / "heldout.csv"), "--prompts", str(user_run / "prompts.csv"),
+                     "--out", str(out), "max_prompts=8"]) == 0
+    readouts = json.loads(out.read_text())
+    assert set(readouts["attribute_rates"]) == set(readouts["heldout"]) == {"polite"}
+    assert not any(key.startswith("votes") for key in readouts)
+    assert "theta is on ['signoff'], which evaluation.attributes does not declare" in readouts["skipped"]["votes"]

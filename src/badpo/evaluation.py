@@ -171,10 +171,6 @@ def _own_bias_logits(bias: BiasChannel, heldout: Sequence[Judgment], diff: torch
     """b = (theta_k + offset) . dg of each held-out judgment with the run's own theta, [N], and the
     number of judgments whose annotator the run never saw (they get theta_bar: pooled and DPO give
     every annotator the same theta anyway)."""
-    missing = [name for name in bias.attribute_names if name not in names]
-    if missing:
-        raise ValueError(f"the run's theta is on {list(bias.attribute_names)} but evaluation.attributes "
-                         f"gives {list(names)}: declare {missing} for evaluation too")
     columns = diff[:, [list(names).index(name) for name in bias.attribute_names]]
     with torch.no_grad():
         mean = bias.mean().double()
@@ -328,7 +324,13 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
                                       config.batch_size)
         result["heldout"] = {name: heldout_accuracy(margins, g_w[:, [a]], g_l[:, [a]])
                              for a, name in enumerate(attributes.names)}
-        result.update(_vote_readouts(margins, corpus.heldout, g_w, g_l, attributes.names, bias, corpus.planted))
+        undeclared = [name for name in (bias.attribute_names if bias is not None else ()) if name not in attributes.names]
+        if undeclared:  # u + theta_k . dg needs dg on every attribute the run's theta is on
+            skipped["votes"] = (f"the run's theta is on {undeclared}, which evaluation.attributes does not "
+                                "declare; declare them too for vote prediction")
+        else:
+            result.update(_vote_readouts(margins, corpus.heldout, g_w, g_l, attributes.names, bias,
+                                         corpus.planted))
     else:
         skipped["heldout"] = skipped["votes"] = "no held-out judgments"
     if bias is not None and bias.facts.learns_theta:
