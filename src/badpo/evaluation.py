@@ -324,7 +324,8 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
                                       config.batch_size)
         result["heldout"] = {name: heldout_accuracy(margins, g_w[:, [a]], g_l[:, [a]])
                              for a, name in enumerate(attributes.names)}
-        undeclared = [name for name in (bias.attribute_names if bias is not None else ()) if name not in attributes.names]
+        theta_names = bias.attribute_names if bias is not None else ()
+        undeclared = [name for name in theta_names if name not in attributes.names]
         if undeclared:  # u + theta_k . dg needs dg on every attribute the run's theta is on
             skipped["votes"] = (f"the run's theta is on {undeclared}, which evaluation.attributes does not "
                                 "declare; declare them too for vote prediction")
