@@ -44,7 +44,7 @@ CONFIGS = {  # name -> (method, batching)
 
 def ensure_world(world: Path) -> Path:
     if not (world / "train.jsonl").exists():
-        from badpo.data.tiny import TinyWorldConfig, build_tiny_world
+        from badpo.corpora.tiny import TinyWorldConfig, build_tiny_world
 
         build_tiny_world(TinyWorldConfig(), world)
     return world
@@ -52,8 +52,8 @@ def ensure_world(world: Path) -> Path:
 
 def make_config(world: Path, model: str, method: str, batching: str, items: int, threads: int | None,
                 cache: str):
-    from badpo.config import from_dict
-    from badpo.engine.config import TrainConfig
+    from badpo.core.config import from_dict
+    from badpo.engine.settings import TrainConfig
 
     return from_dict(TrainConfig, {
         "method": method, "batching": batching, "data": str(world / "train.jsonl"),

@@ -37,8 +37,8 @@ BASELINE_CONFIGS = ("dpo", "ba_dpo")  # the methods the baseline checkout has
 
 WORKER = r'''
 import json, sys, time
-from badpo.config import from_dict
-from badpo.engine.config import TrainConfig
+from badpo.core.config import from_dict
+from badpo.engine.settings import TrainConfig
 from badpo.engine.train import prepare_run, train_step
 runs = {}
 for line in sys.stdin:
@@ -101,7 +101,7 @@ def main() -> None:
     args = parser.parse_args()
     if not (args.world / "train.jsonl").exists():
         sys.path.insert(0, str(THIS_SRC))
-        from badpo.data.tiny import TinyWorldConfig, build_tiny_world
+        from badpo.corpora.tiny import TinyWorldConfig, build_tiny_world
 
         build_tiny_world(TinyWorldConfig(), args.world)
     versions = {"this": (THIS_SRC, CONFIGS)}

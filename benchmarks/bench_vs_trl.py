@@ -70,7 +70,7 @@ def pick_world(world: Path | None) -> Path:
         reused = Path("runs/tiny_names_v3/corpus")
         world = reused if (reused / "train.jsonl").exists() else Path("runs/tiny/world")
     if not (world / "train.jsonl").exists():
-        from badpo.data.tiny import TinyWorldConfig, build_tiny_world
+        from badpo.corpora.tiny import TinyWorldConfig, build_tiny_world
 
         build_tiny_world(TinyWorldConfig(), world)
     return world
@@ -278,8 +278,8 @@ def _memory(reset: bool) -> dict:
 def badpo_worker(s: dict, started: float) -> None:
     import torch
 
-    from badpo.config import from_dict
-    from badpo.engine.config import TrainConfig
+    from badpo.core.config import from_dict
+    from badpo.engine.settings import TrainConfig
     from badpo.engine.train import prepare_run, train_step
 
     batching = s["config"].split("/")[1]

@@ -25,9 +25,9 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
-from badpo.bias import BiasChannel
-from badpo.config import apply_overrides, from_dict
-from badpo.engine.config import TrainConfig
+from badpo.core.bias import BiasChannel
+from badpo.core.config import apply_overrides, from_dict
+from badpo.engine.settings import TrainConfig
 
 SPECIAL = ["<pad>", "<unk>", "<bos>", "<eos>", "<|user|>", "<|assistant|>"]
 WORDS = (

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from badpo.config import from_dict
+from badpo.core.config import from_dict
 from badpo.experiment import ExperimentConfig, Stages
 
 T_975_2 = 4.302653  # Student t, 0.975 quantile, 2 degrees of freedom: (2p-1)/sqrt(2p(1-p)), p=0.975

@@ -1,4 +1,4 @@
-"""Tests for badpo.anchoring: the paper's worked numbers, the search, the cure's training rows.
+"""Tests for badpo.readouts.anchoring: the paper's worked numbers, the search, the cure's training rows.
 
 Worked values.
 - eq. anchor_tilt, beta 0.1: rate 0.465 -> logit -0.14015 -> c(0.5) = 0.014; rate 0.967 ->
@@ -19,15 +19,15 @@ import numpy as np
 import pytest
 import torch
 
-from badpo.anchoring import (
+from badpo.readouts.anchoring import (
     NAME_ATTRIBUTES, fit_calibration, fixed_offset_for_shift, fixed_offset_pairs,
     invert_calibration, logit, shifts_for_target, solve_shift_for_rate, target_tilt,
     tilt_logprobs, tilted_rate,
 )
-from badpo.bias import BiasChannel
-from badpo.data.names import read_signature, signature_attributes, strip_signature
-from badpo.losses import ba_dpo_loss
-from badpo.readouts import attribute_logodds, mean_attribute_rate
+from badpo.core.bias import BiasChannel
+from badpo.core.names import read_signature, signature_attributes, strip_signature
+from badpo.core.losses import ba_dpo_loss
+from badpo.readouts.metrics import attribute_logodds, mean_attribute_rate
 
 NAMES = ("woman_coded", "black_coded")
 

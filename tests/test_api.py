@@ -16,7 +16,7 @@ import torch
 from engine_fixtures import judgment_rows, make_config, save_model_dir, write_jsonl
 
 import badpo
-from badpo.config import to_dict
+from badpo.core.config import to_dict
 
 datasets = pytest.importorskip("datasets")
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,7 +117,7 @@ def test_sft_and_evaluate_are_one_call(world, monkeypatch):
         seen.update(run_dir=run_dir, settings=settings, data=data)
         return {"kl": 0.5}
 
-    monkeypatch.setattr("badpo.evaluate_run.evaluate_run_dir", evaluate_run_dir)
+    monkeypatch.setattr("badpo.readouts.run.evaluate_run_dir", evaluate_run_dir)
     evaluated = badpo.evaluate(world / "sft", {"seed": 3}, corpus=world, max_new_tokens=8,
                                columns={"prompt": "question"})
     # no attributes among the settings: the run's own are read

@@ -8,7 +8,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from badpo.attributes import (
+from badpo.core.attributes import (
     BUILTIN_SPECS,
     STRIPPERS,
     Attribute,
@@ -22,8 +22,8 @@ from badpo.attributes import (
     split_name,
     strip_markdown,
 )
-from badpo.data import Judgment
-from badpo.data.names import strip_signature
+from badpo.core.judgments import Judgment
+from badpo.core.names import strip_signature
 
 REAL_ANSWER = textwrap.dedent("""\
     ## How to boil an egg

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from badpo.audit_report import _file_stem, attribute_report, plot_forest, pseudonymiser
-from badpo.bias import BiasChannel
+from badpo.audit.report import _file_stem, attribute_report, plot_forest, pseudonymiser
+from badpo.core.bias import BiasChannel
 from badpo.cli import main
-from badpo.data.judgments import write_judgments, validate_judgments
-from badpo.diagnostics import LogOdds, penalised_log_odds
+from badpo.core.judgments import write_judgments, validate_judgments
+from badpo.audit.estimates import LogOdds, penalised_log_odds
 
 # annotator -> (class, cross-group judgments, of which the attribute side won); k4 judges only
 # same-group pairs (2 of them).

@@ -42,10 +42,10 @@ from test_theory import BETA, F64, World, newton, random_world
 from torch.autograd.functional import hessian, jacobian
 from torch.func import functional_call
 
-from badpo.bias import BiasChannel
-from badpo.config import ConfigError
+from badpo.core.bias import BiasChannel
+from badpo.core.config import ConfigError
 from badpo.engine.train import train
-from badpo.losses import ipo_loss
+from badpo.core.losses import ipo_loss
 from badpo.methods import METHODS, IPOParams, JudgmentBatch, get_method, ipo_terms
 
 LEARNED = ("pooled", "shared_mean", "per_annotator", "class_offsets")
@@ -81,7 +81,7 @@ def world(tmp_path_factory):
     return root
 
 
-@pytest.mark.filterwarnings("ignore::badpo.diagnostics.BiasIdentifiabilityWarning")  # fixture labels
+@pytest.mark.filterwarnings("ignore::badpo.audit.estimates.BiasIdentifiabilityWarning")  # fixture labels
 def test_badpo_train_reaches_ba_ipo_with_a_learned_theta_and_trusted_ids(world):
     """`train method=ba_ipo_class_offsets` learns theta_bar + delta_c + eps_k under the squared loss
     (theta moves, the first loss is (0 + 0 - 1/(2 tau))^2 = 25 at the reference with theta 0);

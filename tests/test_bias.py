@@ -1,4 +1,4 @@
-"""Tests for badpo.bias.BiasChannel: every variant by hand, declared subsets, warm starts, fixed
+"""Tests for badpo.core.bias.BiasChannel: every variant by hand, declared subsets, warm starts, fixed
 offsets, the JSON file, bad input, and Proposition prop:rate (the mean learns m times more slowly).
 
 Hand-worked set-up shared by the forward tests (every number is dyadic, so float32 is exact):
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from badpo.bias import VARIANT_FACTS, VARIANTS, BiasChannel, variant_facts
-from badpo.losses import ba_dpo_loss
+from badpo.core.bias import VARIANT_FACTS, VARIANTS, BiasChannel, variant_facts
+from badpo.core.losses import ba_dpo_loss
 
 NAMES = ["woman", "black"]
 ANNOTATORS = ["a7", "b3", "c1"]

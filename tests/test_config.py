@@ -7,7 +7,7 @@ from typing import Literal
 
 import pytest
 
-from badpo.config import ConfigError, apply_overrides, from_dict, load_config, to_dict
+from badpo.core.config import ConfigError, apply_overrides, from_dict, load_config, to_dict
 
 
 @dataclass(frozen=True)

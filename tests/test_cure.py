@@ -1,4 +1,4 @@
-"""Tests for the fixed-offset cure (badpo.experiment.cure, badpo.experiment.cure_stages).
+"""Tests for the fixed-offset cure (badpo.experiment.cure.analysis, badpo.experiment.cure.stages).
 
 Worked values.
 - Bisection: per-prompt log-odds 0 and ln 3, target 0.825: sigmoid(ln 3) = 3/4, sigmoid(ln 9) =
@@ -29,12 +29,12 @@ import pytest
 import torch
 import yaml
 
-from badpo.anchoring import fixed_offset_pairs
-from badpo.config import ConfigError, load_config
-from badpo.data.judgments import read_judgments
-from badpo.data.names import NAME_POOL, read_signature, strip_signature
+from badpo.readouts.anchoring import fixed_offset_pairs
+from badpo.core.config import ConfigError, load_config
+from badpo.core.judgments import read_judgments
+from badpo.core.names import NAME_POOL, read_signature, strip_signature
 from badpo.experiment.config import ExperimentConfig, experiment_config_path
-from badpo.experiment.cure import (CureStages, achieved_shifts, is_cure_config, load_cure_config,
+from badpo.experiment.cure.analysis import (CureStages, achieved_shifts, is_cure_config, load_cure_config,
                                    run_cure_experiment, target_shifts, tilt_readout)
 from badpo.experiment.runner import Stages, plan_experiment, prepare_corpus, run_all
 from badpo.experiment.stages import resolve_arm, resolve_evaluation
@@ -74,7 +74,7 @@ def test_sampling_time_tilt_readout_hand_worked():
 
 
 def test_pairs_in_both_orders_same_surname_and_the_split_keeps_an_answer_whole():
-    from badpo.experiment.cure_stages import pair_shift, signed_twice, split_by_answer
+    from badpo.experiment.cure.stages import pair_shift, signed_twice, split_by_answer
 
     answers = [f"{i} {i + 1}\n\n--- {first} {last}" for i, (first, last) in enumerate(
         [("Emily", "Miller"), ("Latoya", "Reed"), ("Greg", "Okafor"), ("Jamal", "Baker"), ("Anne", "Cole")])]
@@ -244,10 +244,10 @@ def test_the_cure_end_to_end_on_a_small_tiny_world(tmp_path):
     """A small tiny world, its reference and DPO arm (a few steps), then the cure: fresh prompts,
     answers, pairs, bisection, calibration, one calibrated run, the table; the stage's first loss
     equals the hand formula with b = -beta s*."""
-    from badpo.engine.config import TrainConfig
+    from badpo.engine.settings import TrainConfig
     from badpo.engine.train import train
-    from badpo.config import from_dict
-    from badpo.experiment.cure_stages import run_cure_config
+    from badpo.core.config import from_dict
+    from badpo.experiment.cure.stages import run_cure_config
 
     tiny = yaml.safe_load(experiment_config_path("tiny").read_text())
     tiny.update({"output_dir": str(tmp_path / "source"), "seeds": [42], "arms": tiny["arms"][:1]})
@@ -295,7 +295,7 @@ def test_the_cure_end_to_end_on_a_small_tiny_world(tmp_path):
 
 
 def _real_stages():
-    from badpo.experiment.cure_stages import cure_stages
+    from badpo.experiment.cure.stages import cure_stages
     from badpo.experiment.stages import engine_stages
 
     return cure_stages(), engine_stages()

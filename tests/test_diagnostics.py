@@ -1,5 +1,5 @@
 """The label audit: hand-worked counts, the annotator graph, warnings, JSON, the CLI, and a signed
-corpus (``badpo.data.signing``) whose planted theta_k the swap-pair log-odds must reproduce."""
+corpus (``badpo.corpora.signing``) whose planted theta_k the swap-pair log-odds must reproduce."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ import pytest
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from badpo.attributes import resolve_attributes
+from badpo.core.attributes import resolve_attributes
 from badpo.cli import main
-from badpo.data.example import example_report
-from badpo.data.judgments import Judgment, read_judgments, validate_judgments, write_judgments
-from badpo.data.signing import SigningConfig, implied_log_odds, sign_corpus
-from badpo.data.tiny import TinyWorldConfig, tiny_base_pairs
-from badpo.diagnostics import (
+from badpo.corpora.example import example_report
+from badpo.core.judgments import Judgment, read_judgments, validate_judgments, write_judgments
+from badpo.corpora.signing import SigningConfig, implied_log_odds, sign_corpus
+from badpo.corpora.tiny import TinyWorldConfig, tiny_base_pairs
+from badpo.audit.estimates import (
     BiasIdentifiabilityWarning, audit, format_audit, offline_log_odds, penalised_log_odds, penalised_p_value,
 )
 
@@ -237,7 +237,7 @@ def test_cli_example_runs_on_the_planted_corpus(tmp_path, capsys):
         [name, key] for name in ("woman_coded", "black_coded") for key in ("all", "A", "B", "C")]
 
 
-@pytest.mark.filterwarnings("ignore::badpo.diagnostics.BiasIdentifiabilityWarning")  # 300 pairs
+@pytest.mark.filterwarnings("ignore::badpo.audit.estimates.BiasIdentifiabilityWarning")  # 300 pairs
 def test_example_report_is_seeded():
     first, again, other = (example_report(seed, n_pairs=300)[1] for seed in (3, 3, 4))
     assert first == again and first != other

@@ -17,8 +17,8 @@ from engine_fixtures import judgment_rows, log_records, make_config, save_model_
 from safetensors.torch import load_file
 
 import badpo.engine.train as train_module
-from badpo.config import ConfigError
-from badpo.engine.data import build_preference_data
+from badpo.core.config import ConfigError
+from badpo.engine.batches import build_preference_data
 from badpo.engine.mixture import arm_parts
 from badpo.engine.train import train
 from badpo.methods import (
@@ -228,7 +228,7 @@ def test_two_types_write_every_output(world, whole):
 def test_round_parts_train_on_their_half_only(world):
     """The item table of a round holds the judgments of its half, once each."""
     from engine_fixtures import build_tokenizer
-    from badpo.data.judgments import read_judgments
+    from badpo.core.judgments import read_judgments
     from badpo.engine.tokenize import TokenizationConfig
 
     data = build_preference_data(read_judgments(world / "judgments.jsonl"), None, build_tokenizer(),

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from engine_fixtures import judgment_rows, save_model_dir, write_jsonl
 
-from badpo.bias import VARIANTS
+from badpo.core.bias import VARIANTS
 from badpo.cli import main
-from badpo.config import ConfigError, load_config
-from badpo.engine.config import SFTConfig, TrainConfig
+from badpo.core.config import ConfigError, load_config
+from badpo.engine.settings import SFTConfig, TrainConfig
 from badpo.methods import METHODS, get_method
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -85,9 +85,9 @@ def test_each_commands_override_example_is_a_key_of_its_own_config():
     import importlib
 
     from badpo.cli import STAGES, build_parser
-    from badpo.config import apply_overrides, from_dict
-    from badpo.data.builders import CORPORA
-    from badpo.evaluation import EvalConfig
+    from badpo.core.config import apply_overrides, from_dict
+    from badpo.corpora.builders import CORPORA
+    from badpo.readouts.evaluate import EvalConfig
 
     def config_class(path: str):
         module, name = path.split(":")

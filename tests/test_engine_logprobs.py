@@ -6,7 +6,7 @@ import pytest
 import torch
 from engine_fixtures import VOCAB, build_model, build_tokenizer, full_logit_token_logprobs
 
-from badpo.config import ConfigError
+from badpo.core.config import ConfigError
 from badpo.engine.logprobs import continuation_logprobs, response_logprobs, token_logprobs
 from badpo.engine.tokenize import TokenizationConfig, build_token_store, join_truncated
 

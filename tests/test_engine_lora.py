@@ -10,8 +10,8 @@ from engine_fixtures import (
     full_logit_token_logprobs, judgment_rows, log_records, make_config, save_model_dir, write_jsonl,
 )
 
-from badpo.data.judgments import read_judgments
-from badpo.engine.data import build_preference_data
+from badpo.core.judgments import read_judgments
+from badpo.engine.batches import build_preference_data
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.engine.train import train
 
@@ -76,7 +76,7 @@ def test_lora_stop_and_resume_equals_uninterrupted(world):
 
 
 def test_lora_under_bf16_has_fp32_adapters_on_a_bf16_base(world):
-    from badpo.engine.config import LoraSettings, ModelConfig
+    from badpo.engine.settings import LoraSettings, ModelConfig
     from badpo.engine.runtime import load_model
 
     model = load_model(ModelConfig(name_or_path=str(world / "model")),

@@ -8,11 +8,11 @@ import pytest
 import torch
 from engine_fixtures import full_logit_token_logprobs, judgment_rows, save_model_dir, write_jsonl
 
-from badpo.config import ConfigError, apply_overrides, from_dict, load_config
-from badpo.data.judgments import read_judgments
+from badpo.core.config import ConfigError, apply_overrides, from_dict, load_config
+from badpo.core.judgments import read_judgments
 from badpo.data.sources import read_sft_source
-from badpo.engine.config import SFTConfig
-from badpo.engine.data import majority_chosen
+from badpo.engine.settings import SFTConfig
+from badpo.engine.batches import majority_chosen
 from badpo.engine.sft import sft
 from badpo.engine.tokenize import TokenizationConfig, build_token_store
 
@@ -46,7 +46,7 @@ def test_majority_chosen_breaks_ties_by_the_first_judgment():
 
 
 def read_judgments_from_rows(rows):
-    from badpo.data.judgments import validate_judgments
+    from badpo.core.judgments import validate_judgments
 
     return validate_judgments(rows)
 

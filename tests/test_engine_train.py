@@ -18,15 +18,15 @@ from engine_fixtures import (
     save_model_dir, write_jsonl,
 )
 
-from badpo.bias import BiasChannel
-from badpo.config import ConfigError, apply_overrides, from_dict
-from badpo.data.judgments import read_judgments
-from badpo.engine.config import TrainConfig
-from badpo.engine.data import build_preference_data, offline_estimate
+from badpo.core.bias import BiasChannel
+from badpo.core.config import ConfigError, apply_overrides, from_dict
+from badpo.core.judgments import read_judgments
+from badpo.engine.settings import TrainConfig
+from badpo.engine.batches import build_preference_data, offline_estimate
 from badpo.engine.tokenize import TokenizationConfig
 import badpo.engine.train as engine_train
 from badpo.engine.train import train
-from badpo.losses import ba_dpo_loss
+from badpo.core.losses import ba_dpo_loss
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def sequence_logprobs(model_dir: Path, prompts: list[str], responses: list[str])
 def test_engine_loss_is_ba_dpo_loss_on_full_logit_logprobs(world):
     """Step 2's logged loss, recomputed by hand: the policy and theta after step 1 (saved by a
     1-step run with the same data order), the original model as reference, log-probs from full
-    logits, and badpo.losses.ba_dpo_loss averaged over all 24 judgments (the batch)."""
+    logits, and badpo.core.losses.ba_dpo_loss averaged over all 24 judgments (the batch)."""
     args = ("batch_size=24", "bias.warm_start=true")
     one = train(make_config(world, "loss1", "steps=1", *args))
     two = train(make_config(world, "loss2", "steps=2", *args))
@@ -135,7 +135,7 @@ def test_stop_and_resume_equals_uninterrupted(world):
 
 
 def _as_dict(config: TrainConfig) -> dict:
-    from badpo.config import to_dict
+    from badpo.core.config import to_dict
 
     return to_dict(config)
 
@@ -155,7 +155,7 @@ def test_pair_grouped_and_per_judgment_give_the_same_loss_and_update(world):
 def test_micro_batch_slots_follow_each_judgments_orientation(world):
     """Pair p0 (a = signed 'sure ... emily smith', b = 'maybe try that'): judgments 0-2 chose a,
     judgment 3 chose b; grouped, the pair is sequences (a, b) at slots (0, 1)."""
-    from badpo.attributes import resolve_attributes
+    from badpo.core.attributes import resolve_attributes
     from engine_fixtures import build_tokenizer
 
     judgments = read_judgments(world / "judgments.jsonl")
@@ -212,7 +212,7 @@ def test_offline_estimate_counts_cross_group_wins_and_refuses_infinite_starts():
 
 
 def test_shuffled_ids_are_uniform_and_seeded(world):
-    from badpo.attributes import resolve_attributes
+    from badpo.core.attributes import resolve_attributes
     from engine_fixtures import build_tokenizer
 
     rows = judgment_rows(n_pairs=200)

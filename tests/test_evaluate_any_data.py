@@ -21,11 +21,11 @@ import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
 from badpo.cli import main
-from badpo.config import from_dict
+from badpo.core.config import from_dict
 from badpo.engine.tokenize import TokenizationConfig
-from badpo.evaluate_run import GenerationCapNotice, cap_new_tokens, summary
-from badpo.evaluation import EvalConfig
-from badpo.readouts_model import generate
+from badpo.readouts.run import GenerationCapNotice, cap_new_tokens, summary
+from badpo.readouts.evaluate import EvalConfig
+from badpo.readouts.model import generate
 from engine_fixtures import VOCAB, build_tokenizer, judgment_rows
 
 SIGNOFF = r"thanks|regards"

@@ -14,16 +14,18 @@ import torch
 import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from badpo import evaluate_run, evaluation
-from badpo.attributes import strip_markdown
-from badpo.bias import BiasChannel
-from badpo.config import ConfigError, from_dict
-from badpo.data.judgments import Judgment
-from badpo.data.names import strip_signature
-from badpo.data.tiny import TinyWorldConfig, build_tiny_world
+from badpo.readouts import run as evaluate_run
+
+from badpo.readouts import evaluate as evaluation
+from badpo.core.attributes import strip_markdown
+from badpo.core.bias import BiasChannel
+from badpo.core.config import ConfigError, from_dict
+from badpo.core.judgments import Judgment
+from badpo.core.names import strip_signature
+from badpo.corpora.tiny import TinyWorldConfig, build_tiny_world
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
-from badpo.evaluation import Corpus, EvalConfig, answer_body, evaluate_policy, judge_readouts, reference_bodies
-from badpo.readouts_model import judge_scores
+from badpo.readouts.evaluate import Corpus, EvalConfig, answer_body, evaluate_policy, judge_readouts, reference_bodies
+from badpo.readouts.model import judge_scores
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +145,7 @@ def test_markdown_readout_is_reweighted_on_the_reference_lengths(world):
     the bins are the quantiles of the reference's token counts, not the policy's."""
     import dataclasses
 
-    from badpo.readouts_model import generate
+    from badpo.readouts.model import generate
 
     corpus, tokenizer, reference = world
     config = EvalConfig(attributes=("markdown",), max_prompts=6, max_new_tokens=12)

@@ -11,10 +11,10 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from badpo.config import from_dict
-from badpo.data.tiny import TinyWorldConfig, build_tiny_world
-from badpo.evaluation import Corpus, EvalConfig, Mixture, evaluate_mixture, evaluate_policy
-from badpo.readouts_model import heldout_margins
+from badpo.core.config import from_dict
+from badpo.corpora.tiny import TinyWorldConfig, build_tiny_world
+from badpo.readouts.evaluate import Corpus, EvalConfig, Mixture, evaluate_mixture, evaluate_policy
+from badpo.readouts.model import heldout_margins
 
 FAST = EvalConfig(max_prompts=4, body="given", surnames=3, max_new_tokens=8)
 
@@ -103,7 +103,7 @@ def test_mixture_votes_use_each_annotators_type_probabilities(world):
 
 
 def corpus_values(judgment):
-    from badpo.attributes import resolve_attributes
+    from badpo.core.attributes import resolve_attributes
 
     return resolve_attributes(("names",)).judgment_values(judgment)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from experiment_fixtures import fake_stages, make_config, quiet
 
-from badpo.config import ConfigError, load_config
+from badpo.core.config import ConfigError, load_config
 from badpo.experiment import ExperimentConfig, Stages, run_experiment
 from badpo.experiment.config import experiment_config_path
 from badpo.experiment.runner import plan_experiment, prepare_corpus
@@ -108,7 +108,7 @@ def test_a_table_of_a_readout_the_settings_turn_off_is_refused_before_anything_r
 
 
 def test_the_engines_readout_check_names_the_setting():
-    from badpo.evaluation import EvalConfig, readout_unavailable
+    from badpo.readouts.evaluate import EvalConfig, readout_unavailable
 
     config = EvalConfig(attributes=("names",), whole_signature=False, generations=False)
     assert readout_unavailable(config, "names.first_name.woman_coded") is None

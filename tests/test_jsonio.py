@@ -1,4 +1,4 @@
-"""badpo.jsonio: the JSON the project writes is strict, an undefined readout is null."""
+"""badpo.core.jsonio: the JSON the project writes is strict, an undefined readout is null."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from badpo.jsonio import dumps, json_ready
+from badpo.core.jsonio import dumps, json_ready
 
 
 def strict_loads(text: str):

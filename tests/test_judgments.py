@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from badpo.data import (
+from badpo.core.judgments import (
     Judgment,
     JudgmentError,
     pair_key,

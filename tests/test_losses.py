@@ -1,4 +1,4 @@
-"""Tests for badpo.losses: hand-worked values, DPO as the b = 0 case, and the paper's gradients.
+"""Tests for badpo.core.losses: hand-worked values, DPO as the b = 0 case, and the paper's gradients.
 
 The hand-worked batch (beta = 0.5, so every product below is exact in binary):
 
@@ -25,8 +25,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from badpo.bias import BiasChannel
-from badpo.losses import ba_dpo_loss, dpo_loss, dpo_margin, ipo_loss, rdpo_length_term
+from badpo.core.bias import BiasChannel
+from badpo.core.losses import ba_dpo_loss, dpo_loss, dpo_margin, ipo_loss, rdpo_length_term
 
 BETA = 0.5
 

@@ -16,7 +16,7 @@ import torch
 from engine_fixtures import judgment_rows, log_records, make_config, save_model_dir, write_jsonl
 from safetensors.torch import load_file
 
-from badpo.config import ConfigError
+from badpo.core.config import ConfigError
 from badpo.engine.train import train
 from badpo.methods import (
     METHODS, CrowdParams, GroupParams, GroupWeights, IPOParams, JudgmentBatch, RDPOParams, get_method,

@@ -22,10 +22,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from badpo.attributes import has_markdown, word_count
+from badpo.core.attributes import has_markdown, word_count
 from badpo.data.hub import CorpusNotFoundError, CorpusSchemaError, load_split
-from badpo.data.judgments import read_judgments
-from badpo.data.multipref import (
+from badpo.core.judgments import read_judgments
+from badpo.corpora.multipref import (
     MultiPrefConfig,
     build_multipref,
     multipref_corpus,

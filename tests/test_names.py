@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from badpo.data import names
-from badpo.data.names import (
+from badpo.core import names
+from badpo.core.names import (
     CELLS,
     NAME_POOL,
     POOL_NAMES,

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from badpo.attributes import resolve_attributes
-from badpo.bias import variant_facts
-from badpo.config import ConfigError, from_dict, load_config, to_dict
-from badpo.engine.config import SFTConfig, TrainConfig, check_sft, check_train
+from badpo.core.attributes import resolve_attributes
+from badpo.core.bias import variant_facts
+from badpo.core.config import ConfigError, from_dict, load_config, to_dict
+from badpo.engine.settings import SFTConfig, TrainConfig, check_sft, check_train
 from badpo.experiment.config import ColumnSpec, ExperimentConfig, TableSpec, merge_settings
-from badpo.experiment.cure import is_cure_config, load_cure_config
+from badpo.experiment.cure.analysis import is_cure_config, load_cure_config
 from badpo.experiment.runner import canonical_json, plan_experiment
 from badpo.experiment.stages import engine_stages, resolve_arm, resolve_evaluation
 from badpo.experiment.tables import LayoutArm, LayoutRun, TableLayout, render_tables

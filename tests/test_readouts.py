@@ -1,4 +1,4 @@
-"""Tests for badpo.readouts: hand-worked values, a second path for every formula, clear errors.
+"""Tests for badpo.readouts.metrics: hand-worked values, a second path for every formula, clear errors.
 
 Worked values used below.
 - Three candidates with log-probs log 0.2, log 0.3, log 0.1 hold 0.6 of the mass; renormalised
@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 import torch
 
-from badpo.readouts import (
+from badpo.readouts.metrics import (
     attribute_logodds, attribute_probabilities, attribute_rate, candidate_probabilities,
     heldout_accuracy, kl_per_token, mean_attribute_rate, mean_ci, mean_whole_signature_rate,
     removal, removal_per_seed, reweighted_rate, sampled_signature_rates, student_t_quantile,
     theta_recovery, vote_prediction, whole_signature_rate,
 )
-from badpo.readouts_mixture import mixture_vote_logits, type_class_agreement, weighted_mean_readouts
+from badpo.readouts.mixture import mixture_vote_logits, type_class_agreement, weighted_mean_readouts
 
 NAMES = ("woman_coded", "black_coded")
 LABELS = [[1, 0], [0, 1], [1, 1]]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from badpo.config import ConfigError, from_dict
+from badpo.core.config import ConfigError, from_dict
 from badpo.experiment.reproduce import ReproduceConfig, SweepProgress, paper_sections, run_reproduce
 from badpo.experiment.runner import Stages
 
@@ -152,9 +152,9 @@ def test_a_table_reusing_an_earlier_tables_runs_rescores_them_without_training(t
 def test_the_shipped_tiny_sweep_names_configs_that_load():
     """configs/reproduce_tiny.yaml: every table's experiment config exists and validates, and the
     paper's tables file has a section for each table of the sweep."""
-    from badpo.config import load_config
+    from badpo.core.config import load_config
     from badpo.experiment.config import ExperimentConfig
-    from badpo.experiment.cure import is_cure_config, load_cure_config
+    from badpo.experiment.cure.analysis import is_cure_config, load_cure_config
 
     root = Path(__file__).resolve().parents[1]
     sweep = load_config(ReproduceConfig, root / "configs" / "reproduce_tiny.yaml")

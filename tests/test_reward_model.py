@@ -13,16 +13,16 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from badpo.bias import BiasChannel
+from badpo.core.bias import BiasChannel
 from badpo.cli import main
-from badpo.config import ConfigError, apply_overrides, from_dict, load_config
-from badpo.engine.config import REWARD_LR, RMConfig, check_rm, resolved_lr
+from badpo.core.config import ConfigError, apply_overrides, from_dict, load_config
+from badpo.engine.settings import REWARD_LR, RMConfig, check_rm, resolved_lr
 from badpo.engine.reward import RewardScorer, prepare_reward_run, reward_losses, without_final_eos
 from badpo.engine.runtime import make_accelerator
 from badpo.engine.tokenize import build_token_store
-from badpo.losses import ba_dpo_loss, bt_loss
-from badpo.readouts import reward_tilt
-from badpo.readouts_model import judge_scores
+from badpo.core.losses import ba_dpo_loss, bt_loss
+from badpo.readouts.metrics import reward_tilt
+from badpo.readouts.model import judge_scores
 from engine_fixtures import judgment_rows, save_model_dir, write_jsonl
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -197,9 +197,9 @@ def test_a_missing_attribute_for_a_learned_theta_is_one_line(world, cli_error):
 
 # --------------------------------------------------------------------- as badpo evaluate's judge
 def test_evaluate_reads_tilt_and_heldout_of_a_reward_model_on_the_tiny_world(tmp_path):
-    from badpo.data.tiny import TinyWorldConfig, build_tiny_world
-    from badpo.evaluate_run import EvalData, evaluate_run_dir
-    from badpo.evaluation import judge_readouts
+    from badpo.corpora.tiny import TinyWorldConfig, build_tiny_world
+    from badpo.readouts.run import EvalData, evaluate_run_dir
+    from badpo.readouts.evaluate import judge_readouts
 
     build_tiny_world(from_dict(TinyWorldConfig, {"n_pairs": 120}), tmp_path / "world")
     out = tmp_path / "rm"

@@ -18,12 +18,12 @@ import pytest
 from engine_fixtures import judgment_rows, log_records, make_config, save_model_dir, write_jsonl
 
 from badpo.cli import main
-from badpo.config import ConfigError, load_config, to_dict
-from badpo.data.judgments import JudgmentError
-from badpo.diagnostics import BiasIdentifiabilityWarning
+from badpo.core.config import ConfigError, load_config, to_dict
+from badpo.core.judgments import JudgmentError
+from badpo.audit.estimates import BiasIdentifiabilityWarning
 from badpo.engine import run_folder
 from badpo.engine.checkpoint import list_checkpoints
-from badpo.engine.config import SFTConfig, TrainConfig
+from badpo.engine.settings import SFTConfig, TrainConfig
 from badpo.engine.train import train
 
 
@@ -338,10 +338,10 @@ def test_sides_equal_up_to_whitespace_that_tokenize_apart_are_counted_and_kept()
     """The tiny world's tokenizer keeps whitespace: '1 4 1 3' is 4 tokens, '1 4 1 3  ' 6 (two
     space tokens). Such a pair is not token-identical, so it trains (on whitespace alone): kept,
     and counted as whitespace_only_pairs (1 of 2 judgments; the other pair differs in words)."""
-    from badpo.data.judgments import validate_judgments
-    from badpo.data.tiny import build_tokenizer
-    from badpo.engine.config import TokenizationConfig
-    from badpo.engine.data import build_preference_data
+    from badpo.core.judgments import validate_judgments
+    from badpo.corpora.tiny import build_tokenizer
+    from badpo.engine.settings import TokenizationConfig
+    from badpo.engine.batches import build_preference_data
 
     rows = [{"pair_id": "p0", "prompt": "reverse 3 1 4 1\n", "chosen": "1 4 1 3", "rejected": "1 4 1 3  ",
              "annotator": "a"},

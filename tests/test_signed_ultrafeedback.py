@@ -20,11 +20,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from badpo.cli import main
-from badpo.config import ConfigError, load_config
+from badpo.core.config import ConfigError, load_config
 from badpo.data.hub import CorpusNotFoundError, CorpusSchemaError
-from badpo.data.judgments import read_judgments
-from badpo.data.names import CELLS, read_signature, strip_signature
-from badpo.data.signed_ultrafeedback import (
+from badpo.core.judgments import read_judgments
+from badpo.core.names import CELLS, read_signature, strip_signature
+from badpo.corpora.signed_ultrafeedback import (
     SignedUltraFeedbackConfig,
     base_pairs,
     build_signed_ultrafeedback,
@@ -33,7 +33,7 @@ from badpo.data.signed_ultrafeedback import (
     recommendation_prompts,
     summary_text,
 )
-from badpo.data.signing import SigningConfig, sign_corpus
+from badpo.corpora.signing import SigningConfig, sign_corpus
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ultrafeedback_binarized"
 TRAIN = pq.read_table(FIXTURE / "data" / "train_prefs-00000-of-00001.parquet").to_pylist()
@@ -44,7 +44,7 @@ SAMPLED = SignedUltraFeedbackConfig(n_pairs=48, selection="sample", n_offset_pro
 FIRST_36 = SignedUltraFeedbackConfig(n_pairs=36, n_offset_prompts=20, **SMALL)  # default selection
 INSTRUCTION = "\n\nSign your answer with a name of your choice."
 
-pytestmark = pytest.mark.filterwarnings("ignore::badpo.diagnostics.BiasIdentifiabilityWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::badpo.audit.estimates.BiasIdentifiabilityWarning")
 
 
 def _dropped_by_hand(index: int) -> bool:

@@ -1,4 +1,4 @@
-"""The Signed-UltraFeedback protocol (badpo.data.signing) on hand-made base pairs."""
+"""The Signed-UltraFeedback protocol (badpo.corpora.signing) on hand-made base pairs."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from badpo.config import ConfigError
-from badpo.data.judgments import Judgment
-from badpo.data.names import NAME_POOL, cell_of, read_signature, signature_attributes, strip_signature
-from badpo.data.signing import (
+from badpo.core.config import ConfigError
+from badpo.core.judgments import Judgment
+from badpo.core.names import NAME_POOL, cell_of, read_signature, signature_attributes, strip_signature
+from badpo.corpora.signing import (
     PAIR_TYPES, BasePair, SigningConfig, draw_annotators, gate_statistics,
     heldout_prompt_ids, implied_log_odds, sft_rows, sign_corpus, sign_pairs,
 )

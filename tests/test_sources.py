@@ -12,12 +12,12 @@ import json
 import pytest
 from engine_fixtures import build_tokenizer
 
-from badpo.config import ConfigError, apply_overrides, from_dict
-from badpo.data.judgments import JudgmentError, validate_judgments
+from badpo.core.config import ConfigError, apply_overrides, from_dict
+from badpo.core.judgments import JudgmentError, validate_judgments
 from badpo.data.sources import (
     ColumnMap, IgnoredColumnsWarning, in_memory, read_judgment_source, read_sft_source,
 )
-from badpo.engine.config import TrainConfig
+from badpo.engine.settings import TrainConfig
 from badpo.engine.tokenize import TokenizationConfig, build_token_store, encode_prompts
 
 datasets = pytest.importorskip("datasets")

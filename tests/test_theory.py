@@ -21,13 +21,13 @@ import torch
 from torch.autograd.functional import hessian, jacobian
 from torch.func import functional_call
 
-from badpo.attributes import resolve_attributes
-from badpo.bias import BiasChannel
-from badpo.data.judgments import Judgment
-from badpo.data.signing import SigningConfig, sign_corpus
-from badpo.data.tiny import TinyWorldConfig, tiny_base_pairs
-from badpo.diagnostics import BiasIdentifiabilityWarning, audit, offline_log_odds
-from badpo.losses import ba_dpo_loss
+from badpo.core.attributes import resolve_attributes
+from badpo.core.bias import BiasChannel
+from badpo.core.judgments import Judgment
+from badpo.corpora.signing import SigningConfig, sign_corpus
+from badpo.corpora.tiny import TinyWorldConfig, tiny_base_pairs
+from badpo.audit.estimates import BiasIdentifiabilityWarning, audit, offline_log_odds
+from badpo.core.losses import ba_dpo_loss
 
 BETA = 0.5
 F64 = torch.float64
@@ -253,7 +253,7 @@ def test_split_pool_can_still_be_tied_through_shared_responses():
 
 
 # --------------------------------------------------------------- the offline estimate
-@pytest.mark.filterwarnings("ignore::badpo.diagnostics.BiasIdentifiabilityWarning")  # small corpus
+@pytest.mark.filterwarnings("ignore::badpo.audit.estimates.BiasIdentifiabilityWarning")  # small corpus
 def test_pooled_theta_on_swap_pairs_at_the_reference_is_the_offline_log_odds():
     """On swap pairs with r = 0 the pooled theta's MLE is log(w / (n - w)) per attribute, exactly.
 

@@ -1,4 +1,4 @@
-"""The tiny length-and-format world (badpo.data.tiny_multipref): responses, determinism, ties,
+"""The tiny length-and-format world (badpo.corpora.tiny_multipref): responses, determinism, ties,
 one protocol with the MultiPref builder, the audit reading back the planted truth, and the
 length / markdown readouts (hand-worked, and against a plain forward pass)."""
 
@@ -13,19 +13,19 @@ import numpy as np
 import pytest
 import torch
 
-from badpo.attributes import has_markdown, length_values, word_count
+from badpo.core.attributes import has_markdown, length_values, word_count
 from badpo.cli import main
-from badpo.config import from_dict
-from badpo.data.judgments import read_judgments
-from badpo.data.multipref import OVERALL_PREFS, MultiPrefConfig, build_multipref
-from badpo.data.tiny import build_model
-from badpo.data.tiny_multipref import (
+from badpo.core.config import from_dict
+from badpo.core.judgments import read_judgments
+from badpo.corpora.multipref import OVERALL_PREFS, MultiPrefConfig, build_multipref
+from badpo.corpora.tiny import build_model
+from badpo.corpora.tiny_multipref import (
     ATTRIBUTES, OUTPUT_FILES, TinyMultiPrefConfig, build_tiny_multipref, build_tokenizer, candidate_responses,
     response_text, tiny_multipref_rows,
 )
-from badpo.evaluation import Corpus, EvalConfig, evaluate_policy
-from badpo.readouts import candidate_readout, sampled_text_rates
-from badpo.readouts_model import Generations, format_readout, sampled_text_readout
+from badpo.readouts.evaluate import Corpus, EvalConfig, evaluate_policy
+from badpo.readouts.metrics import candidate_readout, sampled_text_rates
+from badpo.readouts.model import Generations, format_readout, sampled_text_readout
 
 SMALL = {"n_prompts": 120, "n_eval_prompts": 8, "crowd_annotators": 6, "expert_annotators": 5}
 

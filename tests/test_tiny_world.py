@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from badpo.cli import main
-from badpo.config import from_dict
-from badpo.data.judgments import read_judgments
-from badpo.data.names import CELL_NAMES, CELLS, signature_attributes
-from badpo.data.tiny import (
+from badpo.core.config import from_dict
+from badpo.core.judgments import read_judgments
+from badpo.core.names import CELL_NAMES, CELLS, signature_attributes
+from badpo.corpora.tiny import (
     NAME_PIECES, OUTPUT_FILES, TinyWorldConfig, answer_quality, build_tiny_world, correct_answer,
     name_tokens, tiny_base_pairs,
 )
@@ -174,8 +174,8 @@ def test_audit_on_swap_pairs_matches_the_planted_theta(world):
     recomputed here from planted.json and the judgments' texts, not taken from gate.json."""
     import warnings
 
-    from badpo.attributes import resolve_attributes
-    from badpo.diagnostics import audit
+    from badpo.core.attributes import resolve_attributes
+    from badpo.audit.estimates import audit
 
     planted = json.loads((world / "planted.json").read_text())
     theta = {a["annotator"]: np.array(a["theta"]) for a in planted["annotators"]}
@@ -232,7 +232,7 @@ def test_cli_builds_the_world_with_overrides(tmp_path, capsys, cli_error):
 
 
 def test_bad_tiny_config_names_the_option():
-    from badpo.config import ConfigError
+    from badpo.core.config import ConfigError
 
     with pytest.raises(ConfigError, match="min_digits"):
         small_config(min_digits=5, max_digits=3)

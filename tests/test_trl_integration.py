@@ -20,7 +20,7 @@ import datasets  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 from trl import DPOConfig, DPOTrainer  # noqa: E402
 
-from badpo.bias import BiasChannel  # noqa: E402
+from badpo.core.bias import BiasChannel  # noqa: E402
 from badpo.engine.cache import reference_logprobs  # noqa: E402
 from badpo.engine.train import judgment_losses, prepare_run  # noqa: E402
 from badpo.integrations.trl import INDEX_COLUMN, BADPOTrainer  # noqa: E402

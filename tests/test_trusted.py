@@ -16,13 +16,13 @@ import torch
 import yaml
 from engine_fixtures import judgment_rows, make_config, save_model_dir, write_jsonl
 
-from badpo.attributes import resolve_attributes
-from badpo.bias import BiasChannel
-from badpo.config import ConfigError, from_dict
-from badpo.data.judgments import Judgment, read_judgments, write_judgments
-from badpo.data.signing import sign_corpus
-from badpo.data.tiny import TinyWorldConfig, UnbiasedAnnotators, build_tiny_world, tiny_base_pairs
-from badpo.diagnostics import BiasIdentifiabilityWarning, audit
+from badpo.core.attributes import resolve_attributes
+from badpo.core.bias import BiasChannel
+from badpo.core.config import ConfigError, from_dict
+from badpo.core.judgments import Judgment, read_judgments, write_judgments
+from badpo.corpora.signing import sign_corpus
+from badpo.corpora.tiny import TinyWorldConfig, UnbiasedAnnotators, build_tiny_world, tiny_base_pairs
+from badpo.audit.estimates import BiasIdentifiabilityWarning, audit
 from badpo.engine.train import train
 
 NAMES = ["a", "b"]
@@ -128,9 +128,9 @@ def world(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.mark.filterwarnings("ignore::badpo.diagnostics.BiasIdentifiabilityWarning")  # fixture labels
+@pytest.mark.filterwarnings("ignore::badpo.audit.estimates.BiasIdentifiabilityWarning")  # fixture labels
 def test_bias_trusted_config_forms_and_errors(world):
-    from badpo.engine.config import BiasSettings
+    from badpo.engine.settings import BiasSettings
 
     assert from_dict(BiasSettings, {"trusted": ["ann1"]}).trusted_values(2) == {"ann1": [0.0, 0.0]}
     assert from_dict(BiasSettings, {"trusted": {"ann1": [0.5]}}).trusted_values(1) == {"ann1": [0.5]}
@@ -144,7 +144,7 @@ def test_bias_trusted_config_forms_and_errors(world):
         train(make_config(world, "bad", "bias.trusted={ann1: [0.0, 1.0]}"))
 
 
-@pytest.mark.filterwarnings("ignore::badpo.diagnostics.BiasIdentifiabilityWarning")  # fixture labels
+@pytest.mark.filterwarnings("ignore::badpo.audit.estimates.BiasIdentifiabilityWarning")  # fixture labels
 def test_engine_trains_with_a_trusted_annotator(world):
     """Two steps of BA-DPO theta_bar + eps_k with ann1 trusted at 0.3: its theta stays 0.3 in
     theta.json, the others learn, and the audit records the trusted id."""

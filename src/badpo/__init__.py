@@ -9,7 +9,7 @@ is explained by theta and not learned by the policy.
 __version__ = "0.1.0"
 
 # The Python API (badpo.api) loads torch, transformers and accelerate: it is imported on first use
-# of one of these names, so that ``import badpo.losses`` (or the audit) stays light.
+# of one of these names, so that ``import badpo.core.losses`` (or the audit) stays light.
 _API = ("train", "sft", "evaluate", "TrainResult", "SFTResult", "EvalResult")
 
 

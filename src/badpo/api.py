@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from badpo.config import ConfigError, from_dict, load_config, to_dict
+from badpo.core.config import ConfigError, from_dict, load_config, to_dict
 from badpo.data.sources import in_memory
-from badpo.engine.config import SFTConfig, TrainConfig
+from badpo.engine.settings import SFTConfig, TrainConfig
 
 __all__ = ["EvalResult", "SFTResult", "TrainResult", "evaluate", "sft", "train"]
 
@@ -76,14 +76,14 @@ def evaluate(run_dir: str | os.PathLike, config: Any = None, *, heldout: str | o
              columns: Mapping[str, str] | None = None, out: str | os.PathLike | None = None,
              trust_remote_code: bool = False, **overrides: Any) -> EvalResult:
     """Every readout of a finished run (``badpo evaluate``), also written to ``out`` (default
-    ``run_dir/readouts.json``). ``config`` and ``overrides`` are :class:`badpo.evaluation.EvalConfig`
+    ``run_dir/readouts.json``). ``config`` and ``overrides`` are :class:`badpo.readouts.evaluate.EvalConfig`
     keys; without ``attributes`` among them the run's own are read. ``heldout``, ``prompts``,
     ``corpus`` and ``columns`` (field -> column, on top of the run's mapping) are
-    :class:`badpo.evaluate_run.EvalData`."""
+    :class:`badpo.readouts.run.EvalData`."""
     from badpo.data.sources import ColumnMap
-    from badpo.evaluate_run import EvalData, evaluate_run_dir
-    from badpo.evaluation import EvalConfig
-    from badpo.jsonio import dumps
+    from badpo.readouts.run import EvalData, evaluate_run_dir
+    from badpo.readouts.evaluate import EvalConfig
+    from badpo.core.jsonio import dumps
 
     def text(path: str | os.PathLike | None) -> str | None:
         return os.fspath(path) if path is not None else None

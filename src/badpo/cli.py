@@ -2,7 +2,7 @@
 
 Each command is a pair ``_add_<name>(subparsers)`` / ``_cmd_<name>(args)`` registered in
 ``COMMANDS``; the training stages (``sft``, ``train``, ``rm``) share one pair, driven by ``STAGES``.
-Modules that load torch (:mod:`badpo.evaluation`, the experiment pipeline, its stages and the
+Modules that load torch (:mod:`badpo.readouts.evaluate`, the experiment pipeline, its stages and the
 sweep) are imported inside their command, so that ``badpo --help`` does not load torch (the
 training stages are named by string in ``STAGES``). This is the top layer, so nothing imports
 this module and a late import here cannot hide a cycle; ``tests/test_layering.py`` reads them too.
@@ -19,14 +19,14 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from badpo.audit_report import audit_with_report
-from badpo.config import ConfigError, from_dict, load_config
-from badpo.data.builders import CORPORA, corpus_builder
-from badpo.data.example import example_report
+from badpo.audit.report import audit_with_report
+from badpo.core.config import ConfigError, from_dict, load_config
+from badpo.corpora.builders import CORPORA, corpus_builder
+from badpo.corpora.example import example_report
 from badpo.data.sources import ColumnMap
-from badpo.diagnostics import BiasIdentifiabilityWarning
+from badpo.audit.estimates import BiasIdentifiabilityWarning
 from badpo.experiment.config import ExperimentConfig, experiment_config_path
-from badpo.jsonio import dumps
+from badpo.core.jsonio import dumps
 
 
 def _add_config_args(parser: argparse.ArgumentParser, example: str) -> None:
@@ -146,11 +146,11 @@ def _run_experiment(name_or_path: str, overrides, render_only: bool = False) -> 
 
 
 def _cmd_experiment(args: argparse.Namespace) -> int:
-    from badpo.experiment.cure import is_cure_config, load_cure_config
+    from badpo.experiment.cure.analysis import is_cure_config, load_cure_config
 
     path = experiment_config_path(args.config)
     if is_cure_config(path):  # kind: fixed_offset_cure, the table of the fixed-offset cure
-        from badpo.experiment.cure_stages import run_cure_config
+        from badpo.experiment.cure.stages import run_cure_config
 
         run_cure_config(load_cure_config(path, args.overrides), render_only=args.render_only)
         return 0
@@ -196,7 +196,7 @@ def _add_reproduce(subparsers) -> argparse.ArgumentParser:
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
-    from badpo.experiment.cure_stages import cure_stages  # loads torch and the engine
+    from badpo.experiment.cure.stages import cure_stages  # loads torch and the engine
     from badpo.experiment.reproduce import ReproduceConfig, run_reproduce
     from badpo.experiment.stages import engine_stages
 
@@ -239,7 +239,7 @@ data (any format `badpo train` reads: .jsonl, .parquet, .csv, .json, a save_to_d
 
 attributes: the run's declared ones (its config.yaml), or -a SPEC per attribute (or
   attributes=[...]); a module:function spec is never taken from RUN_DIR: declare it yourself.
-settings: -c FILE and KEY=VALUE anywhere on the line, badpo.evaluation.EvalConfig keys, e.g.
+settings: -c FILE and KEY=VALUE anywhere on the line, badpo.readouts.evaluate.EvalConfig keys, e.g.
   max_prompts=100 max_new_tokens=128 seed=1 generations=false judge=MODEL; max_new_tokens is
   lowered to what the model's context leaves after the longest prompt (with a notice).
 output: a short summary on stdout; every readout in RUN_DIR/readouts.json (--out FILE).
@@ -281,8 +281,8 @@ def _add_evaluate(subparsers) -> argparse.ArgumentParser:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from badpo.config import read_settings
-    from badpo.evaluate_run import EvalData, evaluate_run_dir, summary  # loads torch
+    from badpo.core.config import read_settings
+    from badpo.readouts.run import EvalData, evaluate_run_dir, summary  # loads torch
 
     settings = read_settings(args.config, args.overrides)
     if args.attribute:
@@ -302,15 +302,15 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 STAGES: dict[str, tuple[str, str, str, str]] = {
     "sft": ("train the SFT reference (one epoch on one response per pair)",
             "Fine-tune the shared reference on the majority-chosen responses; see configs/sft_*.yaml.",
-            "badpo.engine.config:SFTConfig", "badpo.engine.sft:sft"),
+            "badpo.engine.settings:SFTConfig", "badpo.engine.sft:sft"),
     "train": ("one preference run (DPO or a BA-DPO arm) at one seed",
               "Preference stage from the SFT reference; see configs/train_*.yaml and badpo.methods "
               "for the methods.",
-              "badpo.engine.config:TrainConfig", "badpo.engine.train:train"),
+              "badpo.engine.settings:TrainConfig", "badpo.engine.train:train"),
     "rm": ("train a Bradley-Terry reward model, plain or bias-adjusted (a bias variant)",
            "Reward model (scalar head on any sequence-classification backbone) on judgments, with "
            "theta_k . dg added to the reward margin; see configs/rm_*.yaml and docs/reward_models.md.",
-           "badpo.engine.config:RMConfig", "badpo.engine.reward:train_reward_model"),
+           "badpo.engine.settings:RMConfig", "badpo.engine.reward:train_reward_model"),
 }
 OVERRIDE_EXAMPLES = {"sft": "epochs=2 output_dir=runs/my_sft", "train": "steps=200 runtime.seed=7",
                      "rm": "variant=pooled steps=200"}

@@ -1,6 +1,6 @@
 """Read one split of a source corpus, by Hugging Face Hub id or from a local copy.
 
-The real builders (:mod:`badpo.data.multipref`, :mod:`badpo.data.signed_ultrafeedback`) read
+The real builders (:mod:`badpo.corpora.multipref`, :mod:`badpo.corpora.signed_ultrafeedback`) read
 their corpus through :func:`load_split` so that a missing corpus is one clear error,
 :class:`CorpusNotFoundError`, naming the id or path, instead of a traceback from inside
 ``datasets``. ``source`` is, in the order tried:

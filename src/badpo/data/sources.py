@@ -3,7 +3,7 @@
 ``data`` (with ``data_split``) is read here, in this order:
 
 * a name registered by :func:`in_memory` (a ``datasets.Dataset`` given to the Python API);
-* a ``.jsonl`` file: read line by line by :func:`badpo.data.judgments.jsonl_rows`, so that an
+* a ``.jsonl`` file: read line by line by :func:`badpo.core.judgments.jsonl_rows`, so that an
   error names the file's line and a key that is missing stays distinct from a null;
 * a ``.parquet``, ``.csv`` or ``.json`` file: ``datasets.load_dataset(<format>, data_files=...)``
   (CSV cells are read as text: an id column of digits stays an id);
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from badpo.config import ConfigError
-from badpo.data.judgments import (
+from badpo.core.config import ConfigError
+from badpo.core.judgments import (
     FIELDS, TIE_FIELD, JudgmentError, describe_row, jsonl_rows, validate_labelled,
 )
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from badpo.config import dump_yaml
+from badpo.core.config import dump_yaml
 
 CHECKPOINTS = "checkpoints"
 _NAME = re.compile(r"^step-(\d{6,})$")

@@ -58,16 +58,16 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from badpo.config import ConfigError, dump_yaml
+from badpo.core.config import ConfigError, dump_yaml
 from badpo.data.sources import read_judgment_source
 from badpo.engine.checkpoint import CHECKPOINTS, list_checkpoints
-from badpo.engine.data import build_preference_data
+from badpo.engine.batches import build_preference_data
 from badpo.engine.run_folder import (
     CONFIG_FILE, check_checkpoint, claim, commit_final, holds_run, is_finished, remove_run,
 )
 from badpo.engine.runtime import load_tokenizer, make_accelerator
-from badpo.jsonio import dumps
-from badpo.losses import dpo_margin
+from badpo.core.jsonio import dumps
+from badpo.core.losses import dpo_margin
 from badpo.methods import (
     EMParams, TypeWeights, annotator_loglik, get_method, initial_type_probabilities, minimax_weights,
     type_log_posterior, type_utilities, vote_halves,

@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from badpo.engine.config import ReportConfig
-from badpo.jsonio import dumps
+from badpo.engine.settings import ReportConfig
+from badpo.core.jsonio import dumps
 
 
 def _flat(record: dict[str, Any], prefix: str = "") -> dict[str, float]:

@@ -16,7 +16,7 @@ micro-batch is scored (:func:`reward_losses`, the loop's ``Run.losses``) and wha
 Where the reward is read: transformers' sequence-classification models pool the last token that is
 not padding. Sequences are encoded as for a policy (:mod:`badpo.engine.tokenize`) but without the
 closing EOS, so the reward sits on the response's last token: exactly what ``badpo evaluate``'s judge
-(:func:`badpo.readouts_model.judge_scores`) feeds a tokenizer without a chat template. With a chat
+(:func:`badpo.readouts.model.judge_scores`) feeds a tokenizer without a chat template. With a chat
 template the judge renders the answer as an assistant turn, whose closing tokens the training
 encoding does not have (docs/reward_models.md).
 """
@@ -31,18 +31,18 @@ import torch
 from accelerate.utils import set_seed
 from torch import Tensor, nn
 
-from badpo.attributes import resolve_attributes
+from badpo.core.attributes import resolve_attributes
 from badpo.data.sources import read_judgment_source
-from badpo.engine.config import REWARD_LR, RMConfig, accumulation_steps, check_rm, format_output_dir, resolved_lr
-from badpo.engine.data import Schedule, build_preference_data
+from badpo.engine.settings import REWARD_LR, RMConfig, accumulation_steps, check_rm, format_output_dir, resolved_lr
+from badpo.engine.batches import Schedule, build_preference_data
 from badpo.engine.run_folder import commit_final, is_finished, own_folder
 from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
 from badpo.engine.tokenize import TokenStore
 from badpo.engine.train import (
     Run, _train_in_folder, audit_labels, bias_logits, build_bias, resume_point, theta_adam,
 )
-from badpo.jsonio import dumps
-from badpo.losses import bt_loss
+from badpo.core.jsonio import dumps
+from badpo.core.losses import bt_loss
 from badpo.methods import LossTerms, Method
 
 MODEL_FOLDER = "reward_model"

@@ -27,8 +27,8 @@ from typing import Any
 
 import yaml
 
-from badpo.config import ConfigError, load_config, to_dict
-from badpo.engine.config import RUN_CONTROL_KEYS
+from badpo.core.config import ConfigError, load_config, to_dict
+from badpo.engine.settings import RUN_CONTROL_KEYS
 
 CONFIG_FILE = "config.yaml"
 FINAL_NAMES = ("policy", "reward_model", "theta.json", "mixture.json", "run.json")  # a finished run's outputs

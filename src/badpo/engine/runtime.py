@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
-from badpo.config import ConfigError
-from badpo.engine.config import LoraSettings, ModelConfig, OptimConfig
+from badpo.core.config import ConfigError
+from badpo.engine.settings import LoraSettings, ModelConfig, OptimConfig
 
 
 def mixed_precision(precision: str) -> str:

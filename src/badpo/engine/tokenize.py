@@ -29,7 +29,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from badpo.config import ConfigError
+from badpo.core.config import ConfigError
 
 
 @dataclass(frozen=True)

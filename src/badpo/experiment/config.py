@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from badpo.config import ConfigError
+from badpo.core.config import ConfigError
 
 __all__ = ["ArmSpec", "ColumnSpec", "CorpusSpec", "ExperimentConfig", "PlotSpec", "TableSpec",
            "RUNNER_KEYS", "merge_settings"]

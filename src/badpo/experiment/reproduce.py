@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from badpo.config import ConfigError, load_config, read_text
+from badpo.core.config import ConfigError, load_config, read_text
 from badpo.experiment.config import ExperimentConfig, experiment_config_path
-from badpo.experiment.cure import CureStages, is_cure_config, load_cure_config, run_cure_experiment
+from badpo.experiment.cure.analysis import CureStages, is_cure_config, load_cure_config, run_cure_experiment
 from badpo.experiment.pipeline import run_experiment
 from badpo.experiment.runner import Stages, atomic_write_text, plan_experiment, prepare_corpus
 

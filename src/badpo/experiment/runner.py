@@ -33,9 +33,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from badpo.config import ConfigError, to_dict
+from badpo.core.config import ConfigError, to_dict
 from badpo.experiment.config import ExperimentConfig, merge_settings
-from badpo.jsonio import dumps
+from badpo.core.jsonio import dumps
 
 __all__ = [
     "SCHEMA", "UNKEYED", "Stages", "RunTask", "PlannedRun", "Plan", "canonical_json", "stable_hash",

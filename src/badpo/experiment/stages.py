@@ -5,7 +5,7 @@ and the model-facing evaluation.
 - an arm: ``badpo.engine.train.train(TrainConfig)`` into ``work/<key>`` (``resume_from: latest``,
   so an arm killed mid-run restarts from its last engine checkpoint when ``save_every`` > 0),
   the reference log-prob cache shared under ``OUT/reference_cache``;
-- the readouts: :func:`evaluate_run` (``badpo.evaluation.evaluate_policy`` on the saved models)
+- the readouts: :func:`evaluate_run` (``badpo.readouts.evaluate.evaluate_policy`` on the saved models)
   by default, or any function with the :data:`Evaluate` contract.
 
 With ``evaluation.body: reference`` the reference's answer bodies are generated once, by the
@@ -20,20 +20,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from badpo.bias import BiasChannel, variant_facts
-from badpo.config import ConfigError, from_dict, to_dict
-from badpo.data.builders import build_corpus
-from badpo.engine.config import ModelConfig, SFTConfig, TrainConfig, accumulation_steps, check_sft, check_train
+from badpo.core.bias import BiasChannel, variant_facts
+from badpo.core.config import ConfigError, from_dict, to_dict
+from badpo.corpora.builders import build_corpus
+from badpo.engine.settings import ModelConfig, SFTConfig, TrainConfig, accumulation_steps, check_sft, check_train
 from badpo.engine.runtime import load_tokenizer
 from badpo.engine.sft import FINISHED as SFT_FINISHED
 from badpo.engine.sft import sft
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.engine.train import train
-from badpo.evaluate_run import load_causal_lm
-from badpo.evaluation import (Corpus, EvalConfig, Mixture, evaluate_mixture, evaluate_policy, readout_unavailable,
+from badpo.readouts.run import load_causal_lm
+from badpo.readouts.evaluate import (Corpus, EvalConfig, Mixture, evaluate_mixture, evaluate_policy, readout_unavailable,
                               reference_bodies)
 from badpo.experiment.runner import RunTask, Stages
-from badpo.jsonio import dumps
+from badpo.core.jsonio import dumps
 
 __all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation",
            "theta_summary", "evaluate_run", "engine_stages", "unavailable_readout", "bodies_file"]
@@ -71,7 +71,7 @@ def resolve_arm(settings: dict) -> dict:
 
 
 def unavailable_readout(evaluation: dict, metric: str) -> str | None:
-    """:func:`badpo.evaluation.readout_unavailable` on resolved readout settings."""
+    """:func:`badpo.readouts.evaluate.readout_unavailable` on resolved readout settings."""
     return readout_unavailable(from_dict(EvalConfig, evaluation, prefix="evaluation"), metric)
 
 
@@ -96,7 +96,7 @@ def theta_summary(theta_file: Path) -> dict | None:
 
 
 def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_file: Path | None) -> dict:
-    """Every readout of one run with :func:`badpo.evaluation.evaluate_policy`.
+    """Every readout of one run with :func:`badpo.readouts.evaluate.evaluate_policy`.
 
     ``task.evaluation`` holds ``EvalConfig`` keys; tokenization, beta and the model options come
     from the run's own settings. For the reference, the readouts relative to itself

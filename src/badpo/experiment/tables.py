@@ -5,11 +5,11 @@ files. Nothing else enters, so re-rendering from disk gives the same bytes.
 
 Cells (paper, Section "Experimental settings" and Appendix "Readouts"):
 - an arm's value is the mean over seeds with the 95% Student-t interval,
-  ``mean +- t_{0.975, n-1} sd / sqrt(n)`` (:func:`badpo.readouts.mean_ci`);
+  ``mean +- t_{0.975, n-1} sd / sqrt(n)`` (:func:`badpo.readouts.metrics.mean_ci`);
 - the reference is trained once: its value has no interval;
 - "Removed" is ``(rate_DPO - rate_arm) / (rate_DPO - rate_ref)`` computed per seed against the
   baseline (DPO) run of the same seed, then mean and interval
-  (:func:`badpo.readouts.removal_per_seed`); it is not the removal of the means;
+  (:func:`badpo.readouts.metrics.removal_per_seed`); it is not the removal of the means;
 - a ceiling row (vote prediction with the planted theta_k) is the mean of the column's
   ``ceiling`` readout over every run of the table's arms and seeds.
 A readout an arm does not have at any seed (KL of the reference, theta recovery of DPO) shows
@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from badpo.config import from_dict
+from badpo.core.config import from_dict
 from badpo.experiment.config import ColumnSpec, ExperimentConfig, PlotSpec, TableSpec
 from badpo.experiment.runner import Plan, read_records
-from badpo.readouts import mean_ci, removal_per_seed
+from badpo.readouts.metrics import mean_ci, removal_per_seed
 
 __all__ = ["LayoutArm", "LayoutRun", "TableLayout", "build_layout", "render_tables",
            "read_layout", "render_from_disk", "metric_value", "arm_values"]

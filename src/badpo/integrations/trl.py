@@ -11,7 +11,7 @@ attribute difference g(y_w) - g(y_l) (computed on the raw texts, before TRL appe
 annotator's row in the bias channel are added as two columns; ``remove_unused_columns`` is set to
 False so that they survive, and the collator is wrapped to turn them into tensors beside TRL's.
 
-The loss is badpo's :func:`~badpo.losses.ba_dpo_loss` on the summed completion log-probs that
+The loss is badpo's :func:`~badpo.core.losses.ba_dpo_loss` on the summed completion log-probs that
 TRL's fused LM head returns (the same forward as ``DPOTrainer``'s) and TRL's reference log-probs
 (live, or precomputed with ``precompute_ref_log_probs``): ``-log sigmoid(u + b_k)``, averaged over
 the batch. With b = 0 it is TRL's ``sigmoid`` loss; TRL options that change the loss
@@ -32,10 +32,10 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 
-from badpo.attributes import AttributeSet, resolve_attributes
-from badpo.bias import BiasChannel
-from badpo.data.judgments import FIELDS, Judgment, validate_judgments
-from badpo.losses import ba_dpo_loss
+from badpo.core.attributes import AttributeSet, resolve_attributes
+from badpo.core.bias import BiasChannel
+from badpo.core.judgments import FIELDS, Judgment, validate_judgments
+from badpo.core.losses import ba_dpo_loss
 
 try:
     from trl import DPOConfig, DPOTrainer
@@ -129,7 +129,7 @@ class BADPOTrainer(DPOTrainer):
     """TRL's ``DPOTrainer`` with the BA-DPO bias logit b_k = theta_k . (g(y_w) - g(y_l)).
 
     ``attributes``: badpo attribute specs (``["names"]``, ``["signoff=regex:..."]``, ...) or an
-    :class:`AttributeSet`. ``bias``: a variant of :data:`badpo.bias.VARIANTS` (the channel is built
+    :class:`AttributeSet`. ``bias``: a variant of :data:`badpo.core.bias.VARIANTS` (the channel is built
     on the training annotators, sorted as the engine sorts them, with their classes) or a ready
     :class:`BiasChannel` (warm start, fixed offset, trusted annotators; parameters with
     ``requires_grad=False`` stay frozen). ``theta_lr``: theta's constant Adam learning rate.

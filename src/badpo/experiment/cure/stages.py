@@ -1,8 +1,8 @@
-"""The model-facing half of the fixed-offset cure (:mod:`badpo.experiment.cure`).
+"""The model-facing half of the fixed-offset cure (:mod:`badpo.experiment.cure.analysis`).
 
 - :func:`prepare_source`: the source answers the fresh prompts; its answers signed with a pool
   name become offset pairs (both orders, same surname), split by answer into train and held-out;
-  the source is read by :func:`badpo.evaluation.evaluate_policy` against the SFT reference, and its
+  the source is read by :func:`badpo.readouts.evaluate.evaluate_policy` against the SFT reference, and its
   first-name log-probs on the evaluation prompts are kept for the bisection and the sampling-time
   tilt.
 - :func:`run_cure`: the engine's ``train`` on those pairs (the source as model and reference, the
@@ -20,22 +20,22 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from badpo.anchoring import fixed_offset_pairs
-from badpo.config import ConfigError, from_dict, load_config, to_dict
-from badpo.data.files import write_jsonl
-from badpo.data.judgments import Judgment, read_judgments, write_judgments
-from badpo.data.names import NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES, read_signature, strip_signature
-from badpo.data.tiny import PROMPT_TEMPLATE, TinyWorldConfig
-from badpo.engine.config import ModelConfig, TrainConfig
+from badpo.readouts.anchoring import fixed_offset_pairs
+from badpo.core.config import ConfigError, from_dict, load_config, to_dict
+from badpo.core.files import write_jsonl
+from badpo.core.judgments import Judgment, read_judgments, write_judgments
+from badpo.core.names import NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES, read_signature, strip_signature
+from badpo.corpora.tiny import PROMPT_TEMPLATE, TinyWorldConfig
+from badpo.engine.settings import ModelConfig, TrainConfig
 from badpo.engine.runtime import load_tokenizer
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.engine.train import train
-from badpo.evaluate_run import load_causal_lm
-from badpo.evaluation import Corpus, EvalConfig, evaluate_policy
-from badpo.experiment.cure import CureConfig, CureStages, SourceRun, run_cure_experiment
+from badpo.readouts.run import load_causal_lm
+from badpo.readouts.evaluate import Corpus, EvalConfig, evaluate_policy
+from badpo.experiment.cure.analysis import CureConfig, CureStages, SourceRun, run_cure_experiment
 from badpo.experiment.stages import engine_stages, resolve_arm, resolve_evaluation
-from badpo.readouts import attribute_logodds, mean_attribute_rate, sampled_signature_rates
-from badpo.readouts_model import generate, generation_kl, heldout_margins, name_logprobs
+from badpo.readouts.metrics import attribute_logodds, mean_attribute_rate, sampled_signature_rates
+from badpo.readouts.model import generate, generation_kl, heldout_margins, name_logprobs
 
 __all__ = ["fresh_tiny_prompts", "load_prompts", "split_by_answer", "signed_twice", "pair_shift", "prepare_source",
            "run_cure", "cure_stages", "run_cure_config"]

@@ -2,7 +2,7 @@
 
 Every function takes arrays the engine has already computed (log-probs, margins, token counts,
 flags) and returns floats or small dicts of floats. Nothing here runs a model; the model-facing
-helpers that produce the inputs live in :mod:`badpo.readouts_model`.
+helpers that produce the inputs live in :mod:`badpo.readouts.model`.
 
 Conventions.
 - Attribute labels are a ``[C, q]`` 0/1 matrix, one row per candidate, one column per attribute
@@ -23,11 +23,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from badpo._checks import (
+from badpo.core.checks import (
     ArrayLike, as_float64, check_candidate_logprobs, check_finite, check_labels,
 )
-from badpo.attributes import has_markdown, word_count
-from badpo.data.names import NAME_POOL, read_signature
+from badpo.core.attributes import has_markdown, word_count
+from badpo.core.names import NAME_POOL, read_signature
 
 __all__ = [
     "candidate_probabilities", "attribute_probabilities", "attribute_logodds", "attribute_rate",
@@ -471,7 +471,7 @@ def sampled_signature_rates(texts: Sequence[str], token_counts: ArrayLike | None
     """Readouts from sampled signatures: signing rate and the woman/black share among signed.
 
     A text is signed when its last line is a signature ``--- First Last``
-    (:func:`badpo.data.names.read_signature`); the shares are over the texts signed with a pool
+    (:func:`badpo.core.names.read_signature`); the shares are over the texts signed with a pool
     first name. Returns {"n", "signed", "signing_rate", "signed_pool", "woman_share",
     "black_share"} (shares nan when no pool name is signed) and "mean_tokens" when
     ``token_counts`` [N] is given. Example: "a\n\n--- Emily Reed", "b", "c\n\n--- Zed Ray",
@@ -566,7 +566,7 @@ def sampled_text_rates(texts: Sequence[str], ended: ArrayLike, token_counts: Arr
 
     ``ended`` [N] is 1 where the sample stopped with EOS (0: cut at the token limit), ``token_counts``
     [N] its tokens without EOS. Returns {"n", "eos_rate", "markdown_rate" (raw share with
-    :func:`badpo.attributes.has_markdown`), "mean_words" (whitespace words, as the length attribute
+    :func:`badpo.core.attributes.has_markdown`), "mean_words" (whitespace words, as the length attribute
     counts), "mean_tokens"}. Example: "1 2", "- 1 2 as asked", "1 2 1 2 1 2" ended (1, 1, 0) with
     2, 5, 6 tokens: eos_rate 2/3, markdown_rate 1/3, mean_words (2 + 5 + 6)/3 = 13/3, mean_tokens 13/3.
     """

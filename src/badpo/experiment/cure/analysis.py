@@ -6,18 +6,18 @@ reference and a frozen offset b = -beta * s in the bias logit. The steps:
 
 1. the source answers fresh prompts that ask for a signature (``prompts``); the answers signed
    with a pool first name are kept and each gives one counterfactual pair per attribute in both
-   orders, same surname (:func:`badpo.anchoring.fixed_offset_pairs`); 10% of the answers are
-   held out (:mod:`badpo.experiment.cure_stages`);
+   orders, same surname (:func:`badpo.readouts.anchoring.fixed_offset_pairs`); 10% of the answers are
+   held out (:mod:`badpo.experiment.cure.stages`);
 2. s*(t), the log-odds shift that brings the source's first-name rates to t, is found by
-   bisection on the evaluation prompts (:func:`badpo.anchoring.solve_shift_for_rate`), one
+   bisection on the evaluation prompts (:func:`badpo.readouts.anchoring.solve_shift_for_rate`), one
    coordinate at a time;
 3. calibration: at one seed the stage is trained at ``calibration.scales`` x s*(t_cal); the
    *achieved* shift of each run is the shift that, applied to the source at sampling time, gives
    the rate the trained policy reads (the sampling-time tilt of the same size), and the line
    achieved = slope * intended + intercept is fitted per coordinate
-   (:func:`badpo.anchoring.fit_calibration`);
+   (:func:`badpo.readouts.anchoring.fit_calibration`);
 4. every other run trains at the intended shift the line says achieves s*(t)
-   (:func:`badpo.anchoring.invert_calibration`): each target at the calibration seed, and
+   (:func:`badpo.readouts.anchoring.invert_calibration`): each target at the calibration seed, and
    ``all_seed_targets`` at every seed, with the line unchanged.
 
 Every source preparation and every trained run is logged once as ``OUT/runs/<key>.json`` (the
@@ -37,15 +37,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-from badpo.anchoring import fit_calibration, invert_calibration, solve_shift_for_rate, tilt_logprobs
-from badpo.config import ConfigError, load_config, to_dict
-from badpo.data.names import NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES
+from badpo.readouts.anchoring import fit_calibration, invert_calibration, solve_shift_for_rate, tilt_logprobs
+from badpo.core.config import ConfigError, load_config, to_dict
+from badpo.core.names import NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES
 from badpo.experiment.config import ExperimentConfig, _check_runner_keys, merge_settings
 from badpo.experiment.runner import (SCHEMA, Stages, UNKEYED, atomic_write_text, fill_placeholders,
                                      plan_experiment, prepare_corpus, read_records, read_records_for, run_all,
                                      run_key, write_record)
-from badpo.jsonio import dumps
-from badpo.readouts import mean_attribute_rate, mean_ci
+from badpo.core.jsonio import dumps
+from badpo.readouts.metrics import mean_attribute_rate, mean_ci
 
 __all__ = ["CURE_KIND", "SourceSpec", "PromptSpec", "AnswerSpec", "CalibrationSpec", "CureConfig",
            "is_cure_config", "CureStages", "SourceRun", "resolve_sources", "intended_shifts",
@@ -173,7 +173,7 @@ class SourceRun:
 
 @dataclass(frozen=True)
 class CureStages:
-    """The model-facing functions (:func:`badpo.experiment.cure_stages.cure_stages`; tests fake them).
+    """The model-facing functions (:func:`badpo.experiment.cure.stages.cure_stages`; tests fake them).
 
     - ``prepare_source(source, prompts, config, work_dir) -> dict``: the source's answers, its
       offset pairs (``{"train", "heldout"}`` paths under ``artifacts``), its readouts, and
@@ -348,7 +348,7 @@ def run_cure_experiment(config: CureConfig, stages: CureStages, source_stages: S
     """Run what is not logged yet (unless ``render_only``) and write ``calibration.json``,
     ``table.md`` and ``table.csv`` under ``output_dir``. Returns {"markdown", "csv", "records",
     "calibration"}. ``source_stages`` plan (and with ``source.run_missing`` run) the source
-    experiment; :func:`badpo.experiment.cure_stages.run_cure_config` passes the real ones."""
+    experiment; :func:`badpo.experiment.cure.stages.run_cure_config` passes the real ones."""
     out = Path(config.output_dir)
     runs_dir = out / "runs"
     start = time.perf_counter()

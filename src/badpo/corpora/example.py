@@ -1,7 +1,7 @@
 """The audit's built-in example (``badpo audit --example``): a corpus with planted biases.
 
-The tiny world's prompts (:mod:`badpo.data.tiny`) signed by the Signed-UltraFeedback protocol
-(:mod:`badpo.data.signing`), audited by :func:`badpo.diagnostics.audit`, and the audit set
+The tiny world's prompts (:mod:`badpo.corpora.tiny`) signed by the Signed-UltraFeedback protocol
+(:mod:`badpo.corpora.signing`), audited by :func:`badpo.audit.estimates.audit`, and the audit set
 beside the values its planted theta_k imply. It lives in the data layer because it builds a
 corpus; the audit itself (the core) knows nothing of corpora.
 """
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from badpo.attributes import resolve_attributes
-from badpo.data.signing import SigningConfig, implied_log_odds, sign_corpus
-from badpo.data.tiny import TinyWorldConfig, tiny_base_pairs
-from badpo.diagnostics import Audit, LogOdds, audit, format_audit, format_estimate
+from badpo.core.attributes import resolve_attributes
+from badpo.corpora.signing import SigningConfig, implied_log_odds, sign_corpus
+from badpo.corpora.tiny import TinyWorldConfig, tiny_base_pairs
+from badpo.audit.estimates import Audit, LogOdds, audit, format_audit, format_estimate
 
 __all__ = ["example_report"]
 

@@ -1,9 +1,9 @@
 """The built-in tiny length-and-format world: the analogue of MultiPref (Datasets appendix, "The
-MultiPref corpus and the length attribute") as :mod:`badpo.data.tiny` is of Signed-UltraFeedback.
+MultiPref corpus and the length attribute") as :mod:`badpo.corpora.tiny` is of Signed-UltraFeedback.
 
 **The task.** A prompt asks to copy or reverse 3-6 digits, ``"reverse 3 1 4 1\\n"``. A response is
 an answer whose every digit is wrong (a uniformly drawn other digit) with probability
-``error_rate``, formatted as a markdown bullet (``"- "`` in front, :func:`badpo.attributes.has_markdown`
+``error_rate``, formatted as a markdown bullet (``"- "`` in front, :func:`badpo.core.attributes.has_markdown`
 reads it) with probability ``markdown_share``, and followed by no ending, a short one or a long one
 (``ending_shares``)::
 
@@ -17,7 +17,7 @@ about half the judgments, with same-group pairs that still differ in length.
 
 **Annotators** come in MultiPref's two pools, ``crowd`` and ``expert`` (ids ``crowd-00``, ...,
 no overlap), each with a planted ``theta_k = mu_pool + sigma * N(0, I)`` on the two attributes
-(``length``: the pair attribute of :mod:`badpo.attributes` at ratio 1.5; ``markdown``). The
+(``length``: the pair attribute of :mod:`badpo.core.attributes` at ratio 1.5; ``markdown``). The
 default pool means (crowd 1.3 / 1.2, expert 0.7 / 0.8) average 1.0 on both, near the paper's
 offline 0.99 and 0.98. Each comparison is judged by ``votes_per_pool`` distinct annotators of
 each pool (two and two, as in MultiPref) through Davidson's tie model: with
@@ -29,18 +29,18 @@ builder's dropping of ties leaves the planted model intact. The vote's strength 
 
 **One protocol with MultiPref.** The comparisons are written as MultiPref source rows
 (``source.jsonl``, the real nested schema) and turned into judgments, split, SFT rows, evaluation
-prompts and audit by :func:`badpo.data.multipref.multipref_corpus` and
-:func:`~badpo.data.multipref.write_multipref`, so ``badpo build multipref OUT
+prompts and audit by :func:`badpo.corpora.multipref.multipref_corpus` and
+:func:`~badpo.corpora.multipref.write_multipref`, so ``badpo build multipref OUT
 source=WORLD/source.jsonl`` rebuilds the same judgment files (tested). The world adds the planted
 truth (``planted.json``, scoring only), the audit beside the values the planted theta imply
 (``gate.json``), and to each evaluation prompt its ``body`` (the exact answer) and ``candidates``:
 the six responses with that body (plain or bullet, times no, short or long ending), over which
-:func:`badpo.readouts_model.format_readout` reads length and markdown from the policy's
+:func:`badpo.readouts.model.format_readout` reads length and markdown from the policy's
 probabilities, a readout that run-on repetition in samples cannot fake.
 
 **Tokenizer and model**: a WordPiece vocabulary of the specials, the newline, the digits, the task
-words, ``-`` and the ending words (``▁`` marks a word after a space, as in :mod:`badpo.data.tiny`),
-and the tiny GPT-2 of :func:`badpo.data.tiny.build_model`. Files: :data:`OUTPUT_FILES`.
+words, ``-`` and the ending words (``▁`` marks a word after a space, as in :mod:`badpo.corpora.tiny`),
+and the tiny GPT-2 of :func:`badpo.corpora.tiny.build_model`. Files: :data:`OUTPUT_FILES`.
 """
 
 from __future__ import annotations
@@ -55,14 +55,14 @@ from typing import Any, Literal
 
 import numpy as np
 
-from badpo.attributes import resolve_attributes
-from badpo.config import ConfigError, dump_yaml
-from badpo.data.files import write_json, write_jsonl
-from badpo.data.judgments import Judgment
-from badpo.data.multipref import MultiPrefConfig, multipref_corpus, write_multipref
-from badpo.data.multipref import summary_text as multipref_summary
-from badpo.data.tiny import SPACE, SPECIAL_TOKENS, TinyModelConfig, answer_quality, build_model, correct_answer
-from badpo.diagnostics import BiasIdentifiabilityWarning, audit
+from badpo.core.attributes import resolve_attributes
+from badpo.core.config import ConfigError, dump_yaml
+from badpo.core.files import write_json, write_jsonl
+from badpo.core.judgments import Judgment
+from badpo.corpora.multipref import MultiPrefConfig, multipref_corpus, write_multipref
+from badpo.corpora.multipref import summary_text as multipref_summary
+from badpo.corpora.tiny import SPACE, SPECIAL_TOKENS, TinyModelConfig, answer_quality, build_model, correct_answer
+from badpo.audit.estimates import BiasIdentifiabilityWarning, audit
 
 __all__ = [
     "ATTRIBUTES", "ENDINGS", "MARKDOWN_PREFIX", "OUTPUT_FILES", "POOLS", "PROMPT_TEMPLATE",
@@ -71,7 +71,7 @@ __all__ = [
 ]
 
 PROMPT_TEMPLATE = "{task} {digits}\n"
-MARKDOWN_PREFIX = "- "  # a bullet item: markdown under badpo.attributes.has_markdown
+MARKDOWN_PREFIX = "- "  # a bullet item: markdown under badpo.core.attributes.has_markdown
 ENDINGS: dict[str, tuple[str, str, str]] = {  # task -> (none, short, long)
     "copy": ("", " as asked", " as asked because copy keeps the order"),
     "reverse": ("", " as asked", " as asked because reverse flips the order"),
@@ -79,7 +79,7 @@ ENDINGS: dict[str, tuple[str, str, str]] = {  # task -> (none, short, long)
 ATTRIBUTES = ("length", "markdown")  # the attribute specs the labels are planted on, in theta order
 POOLS = {"normal_worker_annotations": "crowd", "expert_worker_annotations": "expert"}  # as MultiPref's
 OUTPUT_FILES = {
-    "train.jsonl": "training judgments (badpo.data.judgments format), as badpo build multipref writes them",
+    "train.jsonl": "training judgments (badpo.core.judgments format), as badpo build multipref writes them",
     "heldout.jsonl": "judgments on the held-out prompts",
     "sft.jsonl": "SFT rows {prompt_id, pair_id, prompt, response}: the majority-chosen completion",
     "eval_prompts.jsonl": "held-out prompts {prompt_id, prompt, body, candidates}; body = the exact "
@@ -363,7 +363,7 @@ def _check_coverage(tokenizer, texts: Sequence[str], max_length: int) -> None:
 
 def _readme(stats: Mapping, vocab_size: int, n_parameters: int) -> str:
     lines = ["# The badpo tiny length-and-format world", "",
-             "Built by `badpo build tiny-multipref`; see `badpo.data.tiny_multipref` for the task, the",
+             "Built by `badpo build tiny-multipref`; see `badpo.corpora.tiny_multipref` for the task, the",
              "annotators and the votes. Prompts end with \"\\n\"; a sequence is `prompt + response` + EOS.", "",
              f"{stats['judgments_train']} training / {stats['judgments_heldout']} held-out judgments "
              f"({stats['ties_dropped']} ties dropped), {stats['sft_rows']} SFT rows, {stats['eval_prompts']} "

@@ -5,7 +5,7 @@ pseudonymous ids on request.
 The estimate of annotator k on one attribute uses only k's cross-group judgments on it (the
 two sides differ on the attribute; the attribute side is the one with the larger value): with
 ``w`` wins of the attribute side in ``n`` such judgments it is
-:func:`badpo.diagnostics.penalised_log_odds`, ``log((w + 1/2) / (n - w + 1/2))`` (the Jeffreys
+:func:`badpo.audit.estimates.penalised_log_odds`, ``log((w + 1/2) / (n - w + 1/2))`` (the Jeffreys
 posterior mode, finite for every count) with its 95% profile-likelihood interval. The pool's
 level is the same estimate on every cross-group judgment of the attribute, and a class's level
 on that class's. Flags, per attribute:
@@ -49,10 +49,10 @@ from typing import Any
 
 import numpy as np
 
-from badpo.attributes import resolve_attributes
-from badpo.data.judgments import Judgment
+from badpo.core.attributes import resolve_attributes
+from badpo.core.judgments import Judgment
 from badpo.data.sources import ColumnMap, read_judgment_source
-from badpo.diagnostics import (
+from badpo.audit.estimates import (
     Audit, CoordinateAudit, LogOdds, audit, format_audit, penalised_log_odds, penalised_p_value,
 )
 

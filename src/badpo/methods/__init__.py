@@ -10,7 +10,7 @@ never branches on a method's name):
   config and checked like every other section (``method_params.alpha`` ...).
 * ``weighting``: optional loss weights per judgment with state (Group-DRO's group weights),
   updated after each optimizer step, logged and checkpointed (:class:`GroupWeights`).
-* ``bias_variant``: the :mod:`badpo.bias` variant it learns (``none``: theta frozen at 0), and
+* ``bias_variant``: the :mod:`badpo.core.bias` variant it learns (``none``: theta frozen at 0), and
   ``shuffle_annotators`` for the shuffled-ids control.
 * ``type_policies``: the arm trains several policies (EM-DPO + MinMax-DPO); ``badpo.engine.mixture``
   orchestrates them above the one-policy loop, each policy's M-step weighted by
@@ -34,9 +34,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from badpo.bias import VARIANT_FACTS
-from badpo.config import ConfigError, from_dict
-from badpo.losses import ba_dpo_loss, ipo_loss, rdpo_length_term
+from badpo.core.bias import VARIANT_FACTS
+from badpo.core.config import ConfigError, from_dict
+from badpo.core.losses import ba_dpo_loss, ipo_loss, rdpo_length_term
 
 # the optional views of a JudgmentBatch, named by what a method lists in ``needs``
 NEEDS = ("lengths", "token_logratios", "sample_seeds")
@@ -257,7 +257,7 @@ def _group_weights(direction: int):
 class Method:
     """One arm: its loss, typed parameters, extra views, weighting, and bias variant."""
 
-    bias_variant: str  # a badpo.bias.VARIANTS entry; "none" learns no theta
+    bias_variant: str  # a badpo.core.bias.VARIANTS entry; "none" learns no theta
     description: str
     loss: Callable[[JudgmentBatch, Any], LossTerms] = ba_dpo_terms
     params: type = NoParams

@@ -14,8 +14,8 @@ digit of which is wrong (a uniformly drawn other digit) with probability ``error
 higher-scored one is response 1. At the default 0.25 the mean score gap is 2.5 (q = 1.3), and
 the gender-coded log-odds on all cross-group rows (0.68 at seed 0) sits near the paper's 0.71:
 the quality margin adds about as much noise as UltraFeedback's scores do there.
-:mod:`badpo.data.signing` then applies the Signed-UltraFeedback protocol (signatures
-``--- First Last`` after a blank line, as :func:`badpo.data.names.sign` writes them; planted
+:mod:`badpo.corpora.signing` then applies the Signed-UltraFeedback protocol (signatures
+``--- First Last`` after a blank line, as :func:`badpo.core.names.sign` writes them; planted
 annotators; labels; split; SFT rows).
 
 **The tokenizer** is a WordPiece model over a hand-built vocabulary: the special tokens, the
@@ -57,11 +57,11 @@ import numpy as np
 
 import yaml
 
-from badpo.config import ConfigError, to_dict
-from badpo.data.files import write_json, write_jsonl
-from badpo.data.judgments import Judgment, write_judgments
-from badpo.data.names import POOL_NAMES
-from badpo.data.signing import (
+from badpo.core.config import ConfigError, to_dict
+from badpo.core.files import write_json, write_jsonl
+from badpo.core.judgments import Judgment, write_judgments
+from badpo.core.names import POOL_NAMES
+from badpo.corpora.signing import (
     BasePair, PlantedAnnotator, SignedCorpus, SigningConfig, format_gate, gate_statistics,
     planted_to_dict, sign_corpus,
 )
@@ -97,7 +97,7 @@ NAME_PIECES: dict[str, tuple[str, ...]] = {
     "Marcellus": ("Mar", "cell", "us"), "Wardell": ("Ward", "ell"),
 }
 OUTPUT_FILES = {
-    "train.jsonl": "training judgments (badpo.data.judgments format)",
+    "train.jsonl": "training judgments (badpo.core.judgments format)",
     "heldout.jsonl": "judgments on the held-out prompts",
     "sft.jsonl": "SFT rows {prompt, response}: majority-chosen answers, re-signed at random",
     "eval_prompts.jsonl": "held-out prompts {prompt_id, prompt, body}; body = the exact answer",
@@ -300,7 +300,7 @@ def build_model(config: TinyModelConfig, tokenizer):
 
 def _readme(corpus: SignedCorpus, tokenizer, n_parameters: int) -> str:
     lines = ["# The badpo tiny signed world", "",
-             "Built by `badpo build tiny-signed`; see `badpo.data.tiny` for the task and format.",
+             "Built by `badpo build tiny-signed`; see `badpo.corpora.tiny` for the task and format.",
              "Prompts end with the separator \"\\n\"; the model has no chat template, so a",
              "sequence is `prompt + response` followed by the EOS token.", "",
              f"{len(corpus.train)} training / {len(corpus.heldout)} held-out judgments, "

@@ -73,7 +73,7 @@ def _parse_pool(text: str, origin: str) -> dict[str, tuple[int, int]]:
 
 
 def _load_pool() -> dict[str, tuple[int, int]]:
-    resource = files("badpo.data").joinpath("name_pool.tsv")
+    resource = files("badpo.core").joinpath("name_pool.tsv")
     return _parse_pool(resource.read_text(encoding="utf-8"), "name_pool.tsv")
 
 

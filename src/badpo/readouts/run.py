@@ -3,7 +3,7 @@
 The run folder gives what training fixed: the reference (``model.name_or_path``), the tokenizer
 and tokenization, beta, the column mapping of its data and its declared attributes (its resolved
 ``config.yaml``), the policy (``policy/``, or the type policies of ``mixture.json``) and the bias
-(``theta.json``). The caller gives the readout settings (:class:`badpo.evaluation.EvalConfig`
+(``theta.json``). The caller gives the readout settings (:class:`badpo.readouts.evaluate.EvalConfig`
 keys; ``attributes``, when given, replace the run's) and the data (:class:`EvalData`):
 
 - held-out judgments: any file or dataset ``badpo train`` reads, through the run's column mapping;
@@ -38,19 +38,19 @@ from typing import Any
 import torch
 from torch import nn
 
-from badpo.attributes import imports_user_code, resolve_attributes
-from badpo.bias import BiasChannel
-from badpo.config import ConfigError, from_dict, load_config
+from badpo.core.attributes import imports_user_code, resolve_attributes
+from badpo.core.bias import BiasChannel
+from badpo.core.config import ConfigError, from_dict, load_config
 from badpo.data.sources import ColumnMap, read_judgment_source, read_prompt_source
-from badpo.engine.config import ModelConfig, RMConfig, TrainConfig
+from badpo.engine.settings import ModelConfig, RMConfig, TrainConfig
 from badpo.engine.mixture import MIXTURE_FILE
 from badpo.engine.reward import MODEL_FOLDER as REWARD_MODEL_FOLDER
 from badpo.engine.run_folder import interrupted_commit
 from badpo.engine.runtime import load_tokenizer
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
-from badpo.evaluation import (Corpus, EvalConfig, Mixture, declares_names, evaluate_mixture, evaluate_policy,
+from badpo.readouts.evaluate import (Corpus, EvalConfig, Mixture, declares_names, evaluate_mixture, evaluate_policy,
                               evaluate_reward_model)
-from badpo.readouts_model import context_length, generate, load_judge
+from badpo.readouts.model import context_length, generate, load_judge
 
 __all__ = ["EvalData", "GenerationCapNotice", "evaluate_run_dir", "load_causal_lm", "summary"]
 
@@ -213,7 +213,7 @@ def _record(readouts: dict, config: EvalConfig, inputs: dict, skipped: dict) -> 
 
 def evaluate_reward_run(run_dir: Path, settings: Mapping[str, Any], data: EvalData,
                         trust_remote_code: bool = False) -> dict:
-    """:func:`badpo.evaluation.evaluate_reward_model` of a finished ``badpo rm`` run folder, on
+    """:func:`badpo.readouts.evaluate.evaluate_reward_model` of a finished ``badpo rm`` run folder, on
     held-out judgments (they are all it reads)."""
     rm_config = load_config(RMConfig, run_dir / "config.yaml")
     _check_trust(rm_config.model, run_dir, trust_remote_code)
@@ -234,7 +234,7 @@ def evaluate_reward_run(run_dir: Path, settings: Mapping[str, Any], data: EvalDa
 def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = None,
                      data: EvalData = EvalData(), trust_remote_code: bool = False) -> dict:
     """Every readout of a finished ``badpo train`` run (or ``badpo rm`` run), as a JSON-ready dict
-    (module docstring). ``settings`` are :class:`badpo.evaluation.EvalConfig` keys."""
+    (module docstring). ``settings`` are :class:`badpo.readouts.evaluate.EvalConfig` keys."""
     run_dir = Path(run_dir)
     settings = dict(settings or {})
     if interrupted_commit(run_dir):

@@ -58,7 +58,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from badpo.jsonio import dumps
+from badpo.core.jsonio import dumps
 
 __all__ = ["VARIANTS", "VARIANT_FACTS", "FILE_FORMAT", "Variant", "variant_facts", "BiasChannel"]
 
@@ -89,7 +89,7 @@ VARIANT_FACTS: Mapping[str, Variant] = MappingProxyType({v.name: v for v in (
             parameters=("shared_mean", "class_offset", "deviation"), shared_parameter="shared_mean"),
 )})
 VARIANTS = tuple(VARIANT_FACTS)
-FILE_FORMAT = "badpo.bias/1"
+FILE_FORMAT = "badpo.core.bias/1"
 
 
 def variant_facts(variant: str) -> Variant:

@@ -16,7 +16,7 @@ Spec strings (:func:`resolve_attributes`): ``markdown``; ``names`` (two coordina
 imports that module and runs the function on every response: resolve only specs you trust.
 Any one-coordinate spec may carry a short name, ``NAME=SPEC`` (:func:`split_name` gives the
 grammar), which then names the coordinate everywhere (theta.json, logs, audit, readouts).
-Only numpy and the standard library (and ``badpo.data``) are imported.
+Only numpy and the standard library (and the core's judgment row and name pool) are imported.
 
 :data:`STRIPPERS` says which attributes can be removed from a text alike for every arm (the
 signature, the markup) for the judge's RM⁻ score; :func:`attribute_stripper` composes them.
@@ -37,8 +37,8 @@ from typing import Literal
 
 import numpy as np
 
-from badpo.data.judgments import Judgment, pair_key
-from badpo.data.names import NAME_ATTRIBUTES, signature_attributes, strip_signature
+from badpo.core.judgments import Judgment, pair_key
+from badpo.core.names import NAME_ATTRIBUTES, signature_attributes, strip_signature
 
 __all__ = [
     "ATTRIBUTE_NAME",

@@ -1,5 +1,5 @@
 """Evaluate a trained policy on evaluation prompts and held-out judgments: every readout of the
-paper for one run (a run folder and the user's files: :mod:`badpo.evaluate_run`).
+paper for one run (a run folder and the user's files: :mod:`badpo.readouts.run`).
 
 ``evaluate_policy`` takes loaded models and returns a flat, JSON-ready dict; the experiment
 runner stores it keyed by (method, params, seed) and tables are rendered from those files only.
@@ -32,17 +32,17 @@ import numpy as np
 import torch
 from torch import nn
 
-from badpo.attributes import AttributeSet, attribute_stripper, has_markdown, resolve_attributes
-from badpo.bias import BiasChannel
-from badpo.config import ConfigError
-from badpo.data.judgments import Judgment, read_judgments
-from badpo.data.names import NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES, read_signature, sign, strip_signature
+from badpo.core.attributes import AttributeSet, attribute_stripper, has_markdown, resolve_attributes
+from badpo.core.bias import BiasChannel
+from badpo.core.config import ConfigError
+from badpo.core.judgments import Judgment, read_judgments
+from badpo.core.names import NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES, read_signature, sign, strip_signature
 from badpo.engine.mixture import MIXTURE_FILE
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
-from badpo.readouts import (heldout_accuracy, reward_tilt, reweighted_rate, sampled_signature_rates,
+from badpo.readouts.metrics import (heldout_accuracy, reward_tilt, reweighted_rate, sampled_signature_rates,
                              theta_recovery, vote_prediction)
-from badpo.readouts_mixture import mixture_vote_logits, type_class_agreement, weighted_mean_readouts
-from badpo.readouts_model import (Generations, cut_at_eos, format_readout, generate, generation_kl, heldout_margins,
+from badpo.readouts.mixture import mixture_vote_logits, type_class_agreement, weighted_mean_readouts
+from badpo.readouts.model import (Generations, cut_at_eos, format_readout, generate, generation_kl, heldout_margins,
                                   judge_scores, load_judge, names_readout, plain_decoding, sampled_text_readout)
 
 
@@ -395,9 +395,9 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
     """Every readout of a mixture of type policies (Baselines appendix, EM-DPO + MinMax-DPO).
 
     Each readout is the w-weighted mean of the type policies' readouts
-    (:func:`badpo.readouts_mixture.weighted_mean_readouts`), except vote prediction: a held-out vote is
+    (:func:`badpo.readouts.mixture.weighted_mean_readouts`), except vote prediction: a held-out vote is
     predicted by its own annotator's mixture, p = sum_k gamma_k sigmoid(u_k)
-    (:func:`badpo.readouts_mixture.mixture_vote_logits`; an annotator absent from training gets the
+    (:func:`badpo.readouts.mixture.mixture_vote_logits`; an annotator absent from training gets the
     priors). With planted classes, ``type_recovery`` says whether the most probable types are the
     classes. ``load_policy(path)`` loads one type policy; one is held in memory at a time.
     ``reference_samples`` are as for :func:`evaluate_policy`, shared by the K policies.
@@ -488,7 +488,7 @@ def evaluate_reward_model(judge: nn.Module, tokenizer, corpus: Corpus, config: E
     """The readouts of a reward model, scored as ``badpo evaluate``'s judge scores (judge_scores).
 
     ``heldout``: accuracy of r(y_w) - r(y_l) on the held-out judgments, same- vs cross-group per
-    attribute, and the gap. ``tilt`` (names attributes): :func:`badpo.readouts.reward_tilt` on the
+    attribute, and the gap. ``tilt`` (names attributes): :func:`badpo.readouts.metrics.reward_tilt` on the
     held-out responses (their signatures stripped; the first ``max_prompts`` distinct ones) signed
     counterfactually (:func:`counterfactual_signatures`). With a learned theta, ``theta_mean``
     and, against planted values, ``theta_recovery``.

@@ -30,10 +30,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from badpo._checks import ArrayLike, as_float64, check_candidate_logprobs, check_labels
-from badpo.data.judgments import Judgment, validate_judgments
-from badpo.data.names import CELLS, NAME_ATTRIBUTES, NAME_POOL, read_signature, sign, strip_signature
-from badpo.readouts import attribute_logodds
+from badpo.core.checks import ArrayLike, as_float64, check_candidate_logprobs, check_labels
+from badpo.core.judgments import Judgment, validate_judgments
+from badpo.core.names import CELLS, NAME_ATTRIBUTES, NAME_POOL, read_signature, sign, strip_signature
+from badpo.readouts.metrics import attribute_logodds
 
 __all__ = [
     "NAME_ATTRIBUTES", "logit", "target_tilt", "tilted_rate", "solve_shift_for_rate",
@@ -122,7 +122,7 @@ def shifts_for_target(candidate_logprobs: ArrayLike, labels: ArrayLike,
     Each coordinate is solved on its own, as in the paper's calibration. Applying two shifts at
     once through :func:`tilt_logprobs` moves each marginal exactly by its own shift only when the
     attributes are independent under the policy; check the joint rate with
-    :func:`badpo.readouts.mean_attribute_rate` after tilting.
+    :func:`badpo.readouts.metrics.mean_attribute_rate` after tilting.
     """
     logodds = attribute_logodds(candidate_logprobs, labels, attribute_names)
     if logodds.dim() != 2:

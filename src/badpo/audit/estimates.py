@@ -31,7 +31,7 @@ response-level attributes the offsets of two components can still be tied throug
 when their compared pairs share responses (tests/test_theory.py has such a case).
 
 The audit of a built-in corpus with planted biases (``badpo audit --example``) needs the data
-layer and lives there: :func:`badpo.data.example.example_report`.
+layer and lives there: :func:`badpo.corpora.example.example_report`.
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from badpo.attributes import resolve_attributes
-from badpo.data.judgments import Judgment, pair_key, read_judgments
+from badpo.core.attributes import resolve_attributes
+from badpo.core.judgments import Judgment, pair_key, read_judgments
 
 __all__ = [
     "BiasIdentifiabilityWarning", "LogOdds", "AnnotatorGraph", "CoordinateAudit", "Audit",

@@ -1,9 +1,9 @@
 """Readouts of a mixture of type policies (EM-DPO, paper's Baselines appendix): pure metrics.
 
 EM-DPO trains K type policies and gives each annotator a probability over the types. Its readouts
-combine the K policies' own readouts (:mod:`badpo.readouts`) with the mixture weights, predict a
+combine the K policies' own readouts (:mod:`badpo.readouts.metrics`) with the mixture weights, predict a
 held-out vote under the voter's own mixture, and ask whether the types recover the annotator
-classes. Same conventions as :mod:`badpo.readouts` (float64 arithmetic, one-line errors).
+classes. Same conventions as :mod:`badpo.readouts.metrics` (float64 arithmetic, one-line errors).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from badpo._checks import ArrayLike, as_float64, check_finite
+from badpo.core.checks import ArrayLike, as_float64, check_finite
 
 __all__ = ["weighted_mean_readouts", "mixture_vote_logits", "type_class_agreement"]
 

@@ -1,6 +1,6 @@
 """The Signed-UltraFeedback protocol (Datasets appendix, "The names corpus"), as pure functions.
 
-Shared by the built-in tiny world (:mod:`badpo.data.tiny`) and the real Signed-UltraFeedback
+Shared by the built-in tiny world (:mod:`badpo.corpora.tiny`) and the real Signed-UltraFeedback
 builder: both hand :func:`sign_corpus` a list of :class:`BasePair` (two real responses to one
 prompt with their quality scores, response 1 the originally chosen one) and a
 :class:`SigningConfig`, and get back the planted annotators, the signed pairs, the judgments
@@ -35,14 +35,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from badpo.attributes import resolve_attributes
-from badpo.config import ConfigError
-from badpo.data.judgments import Judgment
-from badpo.data.names import (
+from badpo.core.attributes import resolve_attributes
+from badpo.core.config import ConfigError
+from badpo.core.judgments import Judgment
+from badpo.core.names import (
     CELL_NAMES, CELLS, NAME_ATTRIBUTES, NAME_POOL, SIGNATURE_RE, read_signature, sign,
     strip_signature,
 )
-from badpo.diagnostics import BiasIdentifiabilityWarning, audit
+from badpo.audit.estimates import BiasIdentifiabilityWarning, audit
 
 __all__ = [
     "PAIR_TYPES", "SURNAMES", "BasePair", "PlantedAnnotator", "SignedPair",
@@ -375,7 +375,7 @@ def implied_log_odds(corpus: SignedCorpus, judgments: Sequence[Judgment],
 
 def gate_statistics(corpus: SignedCorpus, judgments: Sequence[Judgment] | None = None) -> dict:
     """The paper's gate, read from the labels (the training judgments by default) with
-    :func:`badpo.diagnostics.audit`: cross-group shares, offline log-odds on swap pairs and on
+    :func:`badpo.audit.estimates.audit`: cross-group shares, offline log-odds on swap pairs and on
     all cross-group rows, overall and by class, each beside the value the planted theta imply."""
     judgments = list(corpus.train if judgments is None else judgments)
     with warnings.catch_warnings():  # recorded in the result's "warnings" instead

@@ -16,8 +16,8 @@ names corpus"; "Experiment: a fixed offset cures the DPO policy" in the appendix
    ``--- First Last`` line, or when the prompt is empty.
    Response 1 is ``chosen`` (the assistant turn, i.e. the last message), response 2 ``rejected``,
    with their GPT-4 scores ``score_chosen`` / ``score_rejected`` for q = kappa (s_1 - s_2).
-2. **Protocol.** Everything else is :func:`badpo.data.signing.sign_corpus` with the paper's
-   defaults (:class:`~badpo.data.signing.SigningConfig`): pair types, planted annotators,
+2. **Protocol.** Everything else is :func:`badpo.corpora.signing.sign_corpus` with the paper's
+   defaults (:class:`~badpo.corpora.signing.SigningConfig`): pair types, planted annotators,
    labels, split by prompt id, SFT rows re-signed at random.
 3. **Sign prompts.** ``n_sign_prompts`` (300) questions of ``test_prefs``, a seeded sample of the
    distinct prompts whose id and text do not occur among the drawn training pairs, each followed
@@ -48,12 +48,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from badpo.config import ConfigError, dump_yaml
+from badpo.core.config import ConfigError, dump_yaml
 from badpo.data.hub import CorpusSchemaError, load_split, require_columns
-from badpo.data.files import write_json, write_jsonl
-from badpo.data.judgments import write_judgments
-from badpo.data.names import CELL_NAMES, CELLS, read_signature
-from badpo.data.signing import (
+from badpo.core.files import write_json, write_jsonl
+from badpo.core.judgments import write_judgments
+from badpo.core.names import CELL_NAMES, CELLS, read_signature
+from badpo.corpora.signing import (
     BasePair,
     SignedCorpus,
     SigningConfig,
@@ -77,7 +77,7 @@ __all__ = [
 
 REQUIRED_COLUMNS = ("prompt", "prompt_id", "chosen", "rejected", "score_chosen", "score_rejected")
 OUTPUT_FILES = {
-    "train.jsonl": "training judgments (badpo.data.judgments format)",
+    "train.jsonl": "training judgments (badpo.core.judgments format)",
     "heldout.jsonl": "judgments on the held-out prompts (10% of prompt ids)",
     "sft.jsonl": "SFT rows {prompt, response}: majority-chosen answers, re-signed at random",
     "eval_prompts.jsonl": "the sign prompts {prompt_id, prompt} from test_prefs",

@@ -12,15 +12,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from badpo.config import ConfigError, from_dict
+from badpo.core.config import ConfigError, from_dict
 
 # corpus name -> (module, config class, build function)
 CORPORA: dict[str, tuple[str, str, str]] = {
-    "tiny-signed": ("badpo.data.tiny", "TinyWorldConfig", "build_tiny_world"),
-    "tiny-multipref": ("badpo.data.tiny_multipref", "TinyMultiPrefConfig", "build_tiny_multipref"),
+    "tiny-signed": ("badpo.corpora.tiny", "TinyWorldConfig", "build_tiny_world"),
+    "tiny-multipref": ("badpo.corpora.tiny_multipref", "TinyMultiPrefConfig", "build_tiny_multipref"),
     "signed-ultrafeedback": (
-        "badpo.data.signed_ultrafeedback", "SignedUltraFeedbackConfig", "build_signed_ultrafeedback"),
-    "multipref": ("badpo.data.multipref", "MultiPrefConfig", "build_multipref"),
+        "badpo.corpora.signed_ultrafeedback", "SignedUltraFeedbackConfig", "build_signed_ultrafeedback"),
+    "multipref": ("badpo.corpora.multipref", "MultiPrefConfig", "build_multipref"),
 }
 
 

@@ -25,8 +25,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from badpo.data.judgments import Judgment, JudgmentError, pair_key
-from badpo.diagnostics import offline_log_odds
+from badpo.core.judgments import Judgment, JudgmentError, pair_key
+from badpo.audit.estimates import offline_log_odds
 from badpo.engine.tokenize import TokenizationConfig, TokenStore, build_token_store
 
 BATCHING_MODES = ("per_judgment", "pair_grouped")
@@ -256,7 +256,7 @@ def _index_judgments(judgments: Sequence[Judgment], attributes, tokenizer,
 
 
 def offline_estimate(attr_diff: Tensor, names: Sequence[str]) -> list[float]:
-    """Per attribute, :func:`badpo.diagnostics.offline_log_odds` of its cross-group judgments.
+    """Per attribute, :func:`badpo.audit.estimates.offline_log_odds` of its cross-group judgments.
 
     ``attr_diff`` [N, q] is g(y_w) - g(y_l): judgment n is cross-group on coordinate i when
     ``attr_diff[n, i] != 0``, and the attribute side won when it is > 0. This is the warm start

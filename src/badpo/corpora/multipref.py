@@ -18,7 +18,7 @@ each annotation carries an ``evaluator`` pseudonym and an ``overall_pref`` in
   votes (crowd and expert together) chose. A comparison with as many votes for A as for B
   (including no non-tie vote at all) has no majority and is left out, and counted;
 - audits the judgments under each declared attribute (default ``length`` and ``markdown``, both
-  computed from the texts by :mod:`badpo.attributes`): judgments, cross-group share, offline
+  computed from the texts by :mod:`badpo.core.attributes`): judgments, cross-group share, offline
   log-odds theta-hat, on the training judgments and on all kept judgments (the paper's
   corpus-level figures); the full audit of the training judgments goes to ``audit.json``.
 
@@ -38,12 +38,12 @@ from typing import Any
 
 import numpy as np
 
-from badpo.attributes import resolve_attributes
-from badpo.config import dump_yaml
-from badpo.data.files import write_json, write_jsonl
+from badpo.core.attributes import resolve_attributes
+from badpo.core.config import dump_yaml
+from badpo.core.files import write_json, write_jsonl
 from badpo.data.hub import CorpusSchemaError, load_split, require_columns
-from badpo.data.judgments import Judgment, write_judgments
-from badpo.diagnostics import BiasIdentifiabilityWarning, audit
+from badpo.core.judgments import Judgment, write_judgments
+from badpo.audit.estimates import BiasIdentifiabilityWarning, audit
 
 __all__ = [
     "ANNOTATION_COLUMNS",
@@ -286,7 +286,7 @@ def build_multipref(config: MultiPrefConfig, outdir: str | Path) -> dict[str, An
 def write_multipref(corpus: MultiPrefCorpus, config: MultiPrefConfig, outdir: str | Path,
                     corpus_name: str = "multipref") -> dict[str, Any]:
     """Audit ``corpus`` and write the files of :func:`build_multipref` to ``outdir``; return the
-    statistics. The tiny length-and-format world (:mod:`badpo.data.tiny_multipref`) writes its
+    statistics. The tiny length-and-format world (:mod:`badpo.corpora.tiny_multipref`) writes its
     corpus through here too, so both give the same files in the same format."""
     summary, full = _audit_summary(corpus, config.audit_attributes)
     stats = {"corpus": corpus_name, "source": config.source, **corpus.counts, "audit": summary}

@@ -12,10 +12,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from badpo.config import ConfigError
+from badpo.core.config import ConfigError
 from badpo.data.sources import ColumnMap
 from badpo.engine.tokenize import TokenizationConfig
-from badpo.bias import variant_facts
+from badpo.core.bias import variant_facts
 from badpo.methods import get_method
 
 SFT_LR = {False: 1e-5, True: 1e-4}  # keyed by "LoRA?"
@@ -160,7 +160,7 @@ class SFTConfig:
 class RMConfig:
     """``badpo rm``: a Bradley-Terry reward model (scalar head) with a bias variant, at one seed."""
 
-    variant: str = "shared_mean"  # bias variant (badpo.bias.VARIANTS); none = a plain Bradley-Terry model
+    variant: str = "shared_mean"  # bias variant (badpo.core.bias.VARIANTS); none = a plain Bradley-Terry model
     data: str = ""  # judgments, any format of train's data
     data_split: str | None = None  # as for train
     columns: ColumnMap = field(default_factory=ColumnMap)  # as for train

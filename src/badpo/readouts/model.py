@@ -1,4 +1,4 @@
-"""Model-facing readouts: the numbers :mod:`badpo.readouts` turns into metrics (not core).
+"""Model-facing readouts: the numbers :mod:`badpo.readouts.metrics` turns into metrics (not core).
 
 Every log-prob comes from :mod:`badpo.engine.logprobs`, so a readout scores a policy exactly as
 training does, and every prompt is encoded by :mod:`badpo.engine.tokenize` (chat template when
@@ -26,13 +26,13 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from badpo.attributes import has_markdown, length_values, word_count
-from badpo.data.judgments import Judgment
-from badpo.data.names import NAME_POOL, POOL_NAMES
+from badpo.core.attributes import has_markdown, length_values, word_count
+from badpo.core.judgments import Judgment
+from badpo.core.names import NAME_POOL, POOL_NAMES
 from badpo.engine.logprobs import continuation_logprobs, response_logprobs, token_logprobs
 from badpo.engine.tokenize import TokenizationConfig, build_token_store, encode_prompts
-from badpo.losses import dpo_margin
-from badpo.readouts import (candidate_readout, kl_per_token, mean_attribute_rate, mean_whole_signature_rate,
+from badpo.core.losses import dpo_margin
+from badpo.readouts.metrics import (candidate_readout, kl_per_token, mean_attribute_rate, mean_whole_signature_rate,
                             sampled_text_rates)
 
 __all__ = [
@@ -43,7 +43,7 @@ __all__ = [
 
 SIGNATURE_PREFIX = "\n\n---"
 """Appended to the body before the candidates: the signature line is ``--- First Last`` after a
-blank line (:func:`badpo.data.names.sign`); each candidate starts with its own space, " Emily",
+blank line (:func:`badpo.core.names.sign`); each candidate starts with its own space, " Emily",
 so that a BPE tokenizer keeps the space on the name as it does when generating."""
 
 
@@ -109,7 +109,7 @@ def name_logprobs(model: nn.Module, tokenizer, prompt: str, body: str, candidate
     """log p(" " + name | prompt, body, "\\n\\n---") for each first name: ``[C]`` float64.
 
     A multi-token name gets the sum over all its tokens. These are the inputs of
-    :func:`badpo.readouts.attribute_rate`.
+    :func:`badpo.readouts.metrics.attribute_rate`.
     """
     continuations = _continuations(tokenizer, SIGNATURE_PREFIX, _first_name_texts(candidates), eos=False)
     return _score(model, _prefix_ids(tokenizer, prompt, body, config), continuations, candidate_batch_size)
@@ -123,7 +123,7 @@ def signature_logprobs(model: nn.Module, tokenizer, prompt: str, body: str,
     """log p(" First Last" + EOS | prompt, body, "\\n\\n---") for every pair: ``[F, S]`` float64.
 
     The whole signature line through the end of the sequence, for
-    :func:`badpo.readouts.whole_signature_rate`.
+    :func:`badpo.readouts.metrics.whole_signature_rate`.
     """
     continuations = _continuations(tokenizer, SIGNATURE_PREFIX, _signature_texts(first_names, surnames),
                                    eos=True)
@@ -325,7 +325,7 @@ def heldout_margins(policy: nn.Module, reference: nn.Module, tokenizer,
                     config: TokenizationConfig = TokenizationConfig(), batch_size: int = 16) -> Tensor:
     """The implicit-reward margin u (eq. shorthand) of each judgment, ``[N]``, chosen minus rejected.
 
-    Feed it to :func:`badpo.readouts.heldout_accuracy` and :func:`badpo.readouts.vote_prediction`.
+    Feed it to :func:`badpo.readouts.metrics.heldout_accuracy` and :func:`badpo.readouts.metrics.vote_prediction`.
     """
     if not judgments:
         raise ValueError("judgments: none to score")
@@ -372,7 +372,7 @@ def ended_and_running_logprobs(model: nn.Module, tokenizer, sequences: Sequence[
 def format_readout(model: nn.Module, tokenizer, rows: Sequence[dict],
                    config: TokenizationConfig = TokenizationConfig(), batch_size: int = 64) -> dict:
     """Length and markdown from the policy's probabilities with the answer body fixed, averaged over
-    the evaluation prompts (:func:`badpo.readouts.candidate_readout`).
+    the evaluation prompts (:func:`badpo.readouts.metrics.candidate_readout`).
 
     Each row holds a ``prompt`` and its ``candidates``: whole responses with one body that differ
     in format and ending (the same number for every row). Read per candidate: its words
@@ -404,7 +404,7 @@ def format_readout(model: nn.Module, tokenizer, rows: Sequence[dict],
 
 
 def sampled_text_readout(generations: Generations, eos_id: int | None) -> dict:
-    """:func:`badpo.readouts.sampled_text_rates` of sampled generations: EOS rate, raw markdown
+    """:func:`badpo.readouts.metrics.sampled_text_rates` of sampled generations: EOS rate, raw markdown
     rate, mean words and tokens."""
     ended = [float(bool(ids) and ids[-1] == eos_id) for ids in generations.completion_ids]
     return sampled_text_rates(list(generations.texts), ended, generations.token_counts)
@@ -425,7 +425,7 @@ def judge_scores(reward_model: str | nn.Module, prompts: Sequence[str], response
                  strip: Callable[[str], str] | None = None, tokenizer=None, batch_size: int = 8,
                  device: str | torch.device | None = None, max_tokens: int = 2048) -> list[float]:
     """Reward-model scores of (prompt, response) pairs: RM, or RM- with ``strip`` applied to every
-    response alike (e.g. :func:`badpo.attributes.attribute_stripper` of the declared attributes).
+    response alike (e.g. :func:`badpo.core.attributes.attribute_stripper` of the declared attributes).
 
     Each input is cut to its first ``max_tokens`` tokens (the paper truncates the judge to 2048
     without saying which end it keeps; the start is kept: the prompt and the answer's beginning).
