@@ -71,7 +71,7 @@ def without_final_eos(store: TokenStore) -> TokenStore:
     return dataclasses.replace(store, ids=ids, lengths=lengths)
 
 
-def reward_losses(run: Run, micro, step: int) -> LossTerms:
+def reward_losses(run: Run, micro, step: int, statistic=None) -> LossTerms:
     """Bradley-Terry terms of one micro-batch: each sequence scored once, ``[J]`` losses and rewards."""
     device = run.accelerator.device
     batch = run.data.store.batch(micro.sequence_rows, device)

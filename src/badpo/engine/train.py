@@ -45,7 +45,7 @@ from badpo.engine.run_folder import CONFIG_FILE, check_checkpoint, commit_final,
 from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
 from badpo.engine.tokenize import settings_dict
 from badpo.core.jsonio import dumps
-from badpo.methods import GroupWeights, JudgmentBatch, LossTerms, Method, get_method, sample_seeds
+from badpo.methods import JudgmentBatch, LossTerms, Method, StepView, Weighting, get_method, sample_seeds
 
 STATS = ("loss", "reward_margin", "reward_accuracy", "chosen_reward", "rejected_reward")
 
@@ -116,21 +116,22 @@ class Run:
     annotator_index: Tensor  # [N], on the device
     attr_diff: Tensor  # [N, q], on the device
     params: object = None  # the method's typed parameters (method_params)
-    weighting: GroupWeights | None = None  # the loss weights with state, if any (GroupWeights' protocol)
+    weighting: Weighting | None = None  # the loss weights with state, if any
     reference_tokens: Tensor | None = None  # [tokens] per-token reference log-probs (ragged)
     token_offsets: Tensor | None = None  # [S + 1] where each store row's tokens start
     labels: Audit | None = None  # the label audit of the learned attributes
-    # (run, micro-batch, step) -> LossTerms [J]; None: judgment_losses (the method on policy
+    # (run, micro-batch, step, step statistic) -> LossTerms [J]; None: judgment_losses (the method on policy
     # log-probs). badpo.engine.reward gives a reward model's Bradley-Terry terms here.
     losses: Callable[..., LossTerms] | None = None
 
 
-def judgment_losses(run: Run, micro, step: int) -> LossTerms:
-    """The method's per-judgment loss terms of one micro-batch, each ``[J]``."""
+def judgment_losses(run: Run, micro, step: int, statistic=None) -> LossTerms:
+    """The method's per-judgment loss terms of one micro-batch, each ``[J]``; ``statistic`` is what
+    the method's ``step_statistic`` computed over the step (None without one)."""
     device = run.accelerator.device
     batch = run.data.store.batch(micro.sequence_rows, device)
     needs = run.method.needs
-    if "token_logratios" in needs:
+    if needs.token_logratios:
         logps, policy_tokens = run.policy(batch["input_ids"], batch["attention_mask"],
                                           batch["response_mask"], per_token=True)
     else:
@@ -139,19 +140,44 @@ def judgment_losses(run: Run, micro, step: int) -> LossTerms:
     chosen, rejected = micro.chosen_slot.to(device), micro.rejected_slot.to(device)
     bias_logit = bias_logits(run, micro.judgments.to(device))
     views = {}
-    if "lengths" in needs:
+    if needs.lengths:
         lengths = run.data.store.response_lengths()[micro.sequence_rows].to(device)
         views.update(chosen_lengths=lengths[chosen], rejected_lengths=lengths[rejected])
-    if "token_logratios" in needs:
+    if needs.token_logratios:
         ratios = _token_logratios(run, micro.sequence_rows, policy_tokens)
         views.update(chosen_token_logratios=tuple(ratios[i] for i in micro.chosen_slot.tolist()),
                      rejected_token_logratios=tuple(ratios[i] for i in micro.rejected_slot.tolist()))
-    if "sample_seeds" in needs:
+    if needs.sample_seeds:
         views["sample_seeds"] = sample_seeds(run.config.runtime.seed, step, micro.judgments)
     view = JudgmentBatch(
         policy_chosen=logps[chosen], policy_rejected=logps[rejected], reference_chosen=reference[chosen],
-        reference_rejected=reference[rejected], bias_logit=bias_logit, beta=run.config.beta, **views)
+        reference_rejected=reference[rejected], bias_logit=bias_logit, beta=run.config.beta,
+        step_statistic=statistic, **views)
     return run.method.loss(view, run.params)
+
+
+def step_view(run: Run, step_judgments: Tensor) -> StepView:
+    """The whole step as a method's ``step_statistic`` sees it; the policy's log-probs of the
+    step's sequences are a no-grad forward, run only if the hook asks for them."""
+    device = run.accelerator.device
+    judgments = step_judgments.to(device)
+    chosen_rows, rejected_rows = run.data.chosen_row[step_judgments], run.data.rejected_row[step_judgments]
+
+    def policy_logprobs() -> tuple[Tensor, Tensor]:
+        rows = torch.cat([chosen_rows, rejected_rows])
+        with torch.no_grad():
+            logps = torch.cat([_summed_logprobs(run, part) for part in rows.split(run.config.micro_batch_size)])
+        return logps[: len(chosen_rows)], logps[len(chosen_rows):]
+
+    return StepView(judgments=judgments, reference_chosen=run.reference[chosen_rows.to(device)],
+                    reference_rejected=run.reference[rejected_rows.to(device)],
+                    bias_logit=bias_logits(run, judgments).detach(), beta=run.config.beta,
+                    policy_logprobs=policy_logprobs)
+
+
+def _summed_logprobs(run: Run, rows: Tensor) -> Tensor:
+    batch = run.data.store.batch(rows, run.accelerator.device)
+    return run.policy(batch["input_ids"], batch["attention_mask"], batch["response_mask"])
 
 
 def bias_logits(run: Run, judgments: Tensor) -> Tensor:
@@ -181,12 +207,15 @@ def train_step(run: Run, step: int) -> tuple[Tensor, dict]:
     else:  # the step's weights sum to the loss's normaliser
         total = float(run.weighting.weights(step_judgments, step_judgments).sum())
     normaliser = total / accelerator.num_processes  # DDP averages over processes
+    statistic = None
+    if run.method.step_statistic is not None:  # every process sees the whole step: the same value
+        statistic = run.method.step_statistic(step_view(run, step_judgments), run.params)
     stats = torch.zeros(len(STATS), device=accelerator.device)
     for index, items in enumerate(micros):
         micro = run.items.micro_batch(items)
         last = index == len(micros) - 1
         with contextlib.nullcontext() if last else accelerator.no_sync(run.policy):
-            terms = (run.losses or judgment_losses)(run, micro, step)
+            terms = (run.losses or judgment_losses)(run, micro, step, statistic)
             losses = terms.losses
             if run.weighting is not None:
                 run.weighting.observe(micro.judgments, losses)
@@ -296,7 +325,7 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
     identity = {"model": config.model.name_or_path, "revision": config.model.revision,
                 "tokenization": settings_dict(tokenizer, config.tokenization),
                 "precision": accelerator.mixed_precision, "dtype": str(next(model.parameters()).dtype)}
-    per_token = "token_logratios" in method.needs
+    per_token = method.needs.token_logratios
     reference, reference_tokens, cache_parts = reference_logprobs(
         model, data.store, identity=identity, cache_dir=config.cache_dir,
         batch_size=config.runtime.eval_batch_size, chunk_size=config.runtime.logprob_chunk_size,

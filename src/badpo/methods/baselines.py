@@ -1,0 +1,104 @@
+"""The losses of the paper's arms and baselines, with their typed parameters.
+
+Every loss is a pure function ``(JudgmentBatch, params) -> LossTerms`` and adds the bias logit
+to its own logit, so every baseline runs with every bias variant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+
+from badpo.core.config import ConfigError
+from badpo.core.losses import ba_dpo_loss, ipo_loss, rdpo_length_term
+from badpo.methods.view import JudgmentBatch, LossTerms
+
+
+# --------------------------------------------------------------------------------- parameters
+@dataclass(frozen=True)
+class NoParams:
+    """A method without parameters of its own."""
+
+
+@dataclass(frozen=True)
+class RDPOParams:
+    alpha: float = 0.005  # length term per token (the paper's value; R-DPO published 0.02)
+
+
+@dataclass(frozen=True)
+class IPOParams:
+    tau: float = 0.1  # IPO's regularisation: the margin is regressed to 1 / (2 tau)
+
+    def __post_init__(self) -> None:
+        if not self.tau > 0:
+            raise ConfigError(f"method_params.tau: must be > 0, got {self.tau}")
+
+
+@dataclass(frozen=True)
+class GroupParams:
+    groups: Literal["classes", "annotators"] = "classes"  # one loss weight per class or annotator
+    eta: float = 0.5  # exponentiated-gradient step of the group weights
+
+    def __post_init__(self) -> None:
+        if not self.eta > 0:
+            raise ConfigError(f"method_params.eta: must be > 0, got {self.eta}")
+
+
+@dataclass(frozen=True)
+class CrowdParams(GroupParams):
+    groups: Literal["classes", "annotators"] = "annotators"
+
+
+# --------------------------------------------------------------------------------------- losses
+def ba_dpo_terms(batch: JudgmentBatch, params: Any = None) -> LossTerms:
+    """-log sigmoid(u + b): DPO with the bias logit (eq. barp_dpo_loss)."""
+    return LossTerms(*ba_dpo_loss(batch.policy_chosen, batch.policy_rejected, batch.reference_chosen,
+                                  batch.reference_rejected, batch.bias_logit, batch.beta))
+
+
+def r_dpo_terms(batch: JudgmentBatch, params: RDPOParams) -> LossTerms:
+    """R-DPO: -log sigmoid(u + alpha (|y_w| - |y_l|) + b), lengths in response tokens (EOS
+    included); alpha = 0 is BA-DPO (DPO without a bias)."""
+    term = rdpo_length_term(batch.chosen_lengths, batch.rejected_lengths, params.alpha)
+    return ba_dpo_terms(dataclasses.replace(batch, bias_logit=batch.bias_logit + term.to(batch.bias_logit)))
+
+
+def ipo_terms(batch: JudgmentBatch, params: IPOParams) -> LossTerms:
+    """IPO: (h + b - 1 / (2 tau))^2 with h the log-ratio margin (u at beta = 1); the bias logit
+    enters the margin (b = 0 under ``ipo``: plain IPO). Rewards are logged at the config's beta."""
+    losses = ipo_loss(batch.policy_chosen, batch.policy_rejected, batch.reference_chosen,
+                      batch.reference_rejected, params.tau, bias_logit=batch.bias_logit)
+    return LossTerms(losses, batch.beta * (batch.policy_chosen - batch.reference_chosen).detach(),
+                     batch.beta * (batch.policy_rejected - batch.reference_rejected).detach())
+
+
+def sampo_terms(batch: JudgmentBatch, params: Any = None) -> LossTerms:
+    """SamPO: the longer response's per-token log-ratios are down-sampled, without replacement, to
+    the shorter response's token count (positions drawn with the judgment's ``sample_seeds``), so
+    both contribute equally many terms to u; then -log sigmoid(u + b). Equal lengths: DPO."""
+    chosen, rejected = [], []
+    for i, (c, r) in enumerate(zip(batch.chosen_token_logratios, batch.rejected_token_logratios)):
+        c, r = _down_sample(c, r, int(batch.sample_seeds[i]))
+        chosen.append(c.sum())
+        rejected.append(r.sum())
+    chosen_ratio, rejected_ratio = torch.stack(chosen), torch.stack(rejected)
+    zeros = torch.zeros_like(chosen_ratio)
+    losses, chosen_rewards, rejected_rewards = ba_dpo_loss(
+        chosen_ratio, rejected_ratio, zeros, zeros, batch.bias_logit, batch.beta)
+    return LossTerms(losses, chosen_rewards, rejected_rewards)
+
+
+def _down_sample(chosen: Tensor, rejected: Tensor, seed: int) -> tuple[Tensor, Tensor]:
+    """Keep every term of the shorter side and ``len(shorter)`` terms of the longer, drawn
+    uniformly without replacement (kept in their order)."""
+    if len(chosen) == len(rejected):
+        return chosen, rejected
+    generator = torch.Generator().manual_seed(seed)
+    longer, shorter = (chosen, rejected) if len(chosen) > len(rejected) else (rejected, chosen)
+    keep = torch.randperm(len(longer), generator=generator)[: len(shorter)].sort().values
+    sampled = longer[keep.to(longer.device)]
+    return (sampled, rejected) if longer is chosen else (chosen, sampled)

@@ -1,0 +1,142 @@
+"""Preference methods as data: each arm of the paper is one row of ``METHODS``.
+
+A method is a component with a documented contract (the training loop reads these fields and
+never branches on a method's name):
+
+* ``loss(batch, params) -> LossTerms``: a pure function of one micro-batch's
+  :class:`~badpo.methods.view.JudgmentBatch` — summed policy and reference log-probs, the bias
+  logit, and only the extra views the method asks for in ``needs`` (:class:`Needs`) — returning
+  one loss per judgment.
+* ``params``: a frozen dataclass of its typed parameters, read from ``method_params`` in the
+  config and checked like every other section (``method_params.alpha`` ...).
+* ``weighting``: optional loss weights per judgment with state (Group-DRO's group weights),
+  updated after each optimizer step, logged and checkpointed (:class:`Weighting`).
+* ``bias_variant``: the :mod:`badpo.core.bias` variant it learns (``none``: theta frozen at 0), and
+  ``shuffle_annotators`` for the shuffled-ids control; ``combines_with_bias`` adds its
+  ``<name>_ba_<variant>`` rows.
+* ``step_statistic``: an optional hook over the whole step (see :class:`Method`).
+* ``type_policies``: the arm trains several policies (EM-DPO + MinMax-DPO); ``badpo.engine.mixture``
+  orchestrates them above the one-policy loop (the maths: :mod:`badpo.methods.em`).
+
+Options that mean the same for every arm with a learned theta (warm start, declared subset,
+fixed offset) live in ``TrainConfig.bias``. Adding a method: docs/internals.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from badpo.core.bias import VARIANT_FACTS
+from badpo.core.config import ConfigError, from_dict
+from badpo.methods.baselines import (
+    CrowdParams, GroupParams, IPOParams, NoParams, RDPOParams, ba_dpo_terms, ipo_terms, r_dpo_terms,
+    sampo_terms,
+)
+from badpo.methods.em import EMParams
+from badpo.methods.view import JudgmentBatch, LossTerms, Needs, StepView
+from badpo.methods.weighting import Weighting, group_weights
+
+
+@dataclass(frozen=True)
+class Method:
+    """One arm: its loss, typed parameters, extra views, weighting, and bias variant.
+
+    ``combines_with_bias``: the arm also exists with each learned bias variant, as the row
+    ``<name>_ba_<variant>`` (its loss already adds the bias logit). ``step_statistic(StepView,
+    params)``, if given, is computed once per optimizer step before its micro-batches and reaches
+    the loss as ``JudgmentBatch.step_statistic`` (a statistic over the whole step, as a KTO-like
+    reference point needs).
+    """
+
+    bias_variant: str  # a badpo.core.bias.VARIANTS entry; "none" learns no theta
+    description: str
+    loss: Callable[[JudgmentBatch, Any], LossTerms] = ba_dpo_terms
+    params: type = NoParams
+    needs: Needs = Needs()
+    weighting: Callable[..., Weighting] | None = None  # (params, annotator_index, annotators, classes)
+    shuffle_annotators: bool = False  # reassign every judgment to a uniformly random annotator
+    type_policies: bool = False  # several policies, trained by badpo.engine.mixture (EM-DPO)
+    combines_with_bias: bool = False  # also a <name>_ba_<variant> row per learned variant
+    step_statistic: Callable[[StepView, Any], Any] | None = None
+
+    @property
+    def learns_theta(self) -> bool:
+        return self.bias_variant != "none"
+
+    def parse_params(self, values: Mapping[str, Any]) -> Any:
+        """``method_params`` as this method's typed parameters; unknown keys name the method."""
+        if self.params is NoParams and values:
+            raise ConfigError(f"method_params: this method takes no parameters, got {sorted(values)}")
+        return from_dict(self.params, values, prefix="method_params")
+
+
+LEARNED_VARIANTS = tuple(v.name for v in VARIANT_FACTS.values() if v.learns_theta)
+
+METHODS: dict[str, Method] = {
+    "dpo": Method(
+        "none", "DPO: BA-DPO with every theta_k frozen at 0 (a bias.fixed_offset still applies)"
+    ),
+    "ba_dpo_pooled": Method("pooled", "BA-DPO, one theta per attribute shared by every judgment"),
+    "ba_dpo_shared_mean": Method(
+        "shared_mean", "BA-DPO, theta_k = theta_bar + eps_k with the shared mean its own parameter"
+    ),
+    "ba_dpo_per_annotator": Method("per_annotator", "BA-DPO, a free theta_k per annotator (BARP)"),
+    "ba_dpo_class_offsets": Method(
+        "class_offsets", "BA-DPO, theta_k = theta_bar + delta_c + eps_k (needs annotator classes)"
+    ),
+    "ba_dpo_shuffled_ids": Method(
+        "per_annotator",
+        "control: free theta_k, each judgment assigned a uniformly random annotator index",
+        shuffle_annotators=True,
+    ),
+    "r_dpo": Method(
+        "none", "R-DPO: alpha (|y_w| - |y_l|) in tokens added to the DPO logit (Park et al. 2024)",
+        loss=r_dpo_terms, params=RDPOParams, needs=Needs(lengths=True), combines_with_bias=True,
+    ),
+    "sampo": Method(
+        "none", "SamPO: the longer response's token log-ratios down-sampled to the shorter's count "
+        "(Lu et al. 2024)", loss=sampo_terms, needs=Needs(token_logratios=True, sample_seeds=True),
+        combines_with_bias=True,
+    ),
+    "group_dro_dpo": Method(
+        "none", "Group-DRO DPO: group loss weights moved toward the highest-loss group (eta 0.5)",
+        params=GroupParams, weighting=group_weights(+1), combines_with_bias=True,
+    ),
+    "crowd_prefrl": Method(
+        "none", "Crowd-PrefRL: annotator loss weights moved away from the highest-loss annotator",
+        params=CrowdParams, weighting=group_weights(-1), combines_with_bias=True,
+    ),
+    "ipo": Method("none", "IPO: (h - 1/(2 tau))^2, h the log-ratio margin (Azar et al. 2024)",
+                  loss=ipo_terms, params=IPOParams),
+    # BA-IPO: IPO's squared loss with the bias logit inside the margin, one row per learned
+    # variant as for BA-DPO, so that `method=` alone names the arm (its theta is on the scale of
+    # IPO's log-ratio margin h, not of a Bradley-Terry logit: docs/training.md)
+    **{f"ba_ipo_{variant}": Method(
+        variant, f"BA-IPO ({variant}): (h + theta_k . dg - 1/(2 tau))^2", loss=ipo_terms,
+        params=IPOParams) for variant in LEARNED_VARIANTS},
+    "em_dpo": Method(
+        "none", "EM-DPO + MinMax-DPO: K type policies, annotator type probabilities by EM, mixture "
+        "weights minimising the largest regret (Chidambaram et al. 2024)",
+        params=EMParams, type_policies=True,
+    ),
+}
+# Each baseline row that says so also exists with a learned bias: its loss already adds the bias
+# logit, so the combination is the row with a learned variant (r_dpo_ba_shared_mean corrects length
+# by alpha and explains a declared name bias by theta). em_dpo does not: its type policies would
+# each need their own theta, which the paper's EM-DPO does not have.
+METHODS.update({
+    f"{name}_ba_{variant}": dataclasses.replace(
+        row, bias_variant=variant, combines_with_bias=False,
+        description=f"{row.description}; plus BA-DPO's bias logit ({variant})")
+    for name, row in list(METHODS.items()) if row.combines_with_bias for variant in LEARNED_VARIANTS
+})
+
+
+def get_method(name: str) -> Method:
+    """The arm called ``name``; an unknown name is a ConfigError listing the known ones."""
+    if name not in METHODS:
+        raise ConfigError(f"method: unknown method {name!r}; choose one of {sorted(METHODS)}")
+    return METHODS[name]
