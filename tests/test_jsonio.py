@@ -46,3 +46,17 @@ def test_dumps_is_strict_json_and_passes_keyword_arguments():
 def test_what_json_cannot_hold_is_an_error_naming_its_type():
     with pytest.raises(TypeError, match="not JSON-serialisable: object"):
         dumps({"x": object()})
+
+
+def test_the_atomic_writer_leaves_the_old_file_whole_when_a_write_fails(tmp_path):
+    from badpo.core.jsonio import atomic_write_text, write_json
+
+    path = tmp_path / "sub" / "record.json"
+    write_json(path, {"b": 1, "a": [1.5]})
+    assert path.read_text() == '{\n  "a": [\n    1.5\n  ],\n  "b": 1\n}\n'
+    with pytest.raises(TypeError):
+        atomic_write_text(path, None)  # fails inside the write
+    assert path.read_text().startswith('{\n  "a"') and sorted(p.name for p in path.parent.iterdir()) == ["record.json"]
+    with pytest.raises(ValueError):
+        write_json(path, {"x": float("nan")})  # refused before anything is written
+    assert '"b": 1' in path.read_text()

@@ -58,7 +58,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from badpo.core.jsonio import dumps
+from badpo.core.jsonio import atomic_write_text, dumps
 
 __all__ = ["VARIANTS", "VARIANT_FACTS", "FILE_FORMAT", "Variant", "variant_facts", "BiasChannel"]
 
@@ -477,7 +477,7 @@ class BiasChannel(nn.Module):
 
     def save(self, path: str | Path) -> None:
         """Write :meth:`to_dict` as indented JSON."""
-        Path(path).write_text(_dumps(self.to_dict()) + "\n", encoding="utf-8")
+        atomic_write_text(path, _dumps(self.to_dict()) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> BiasChannel:

@@ -17,6 +17,8 @@ from typing import Any, Literal, TypeVar, Union
 
 import yaml
 
+from badpo.core.jsonio import atomic_write_text
+
 T = TypeVar("T")
 
 
@@ -179,4 +181,4 @@ def to_dict(obj: Any) -> Any:
 
 def dump_yaml(obj: Any, path: str | Path) -> None:
     """Write the resolved config, so that a run folder says exactly what produced it."""
-    Path(path).write_text(yaml.safe_dump(to_dict(obj), sort_keys=False))
+    atomic_write_text(path, yaml.safe_dump(to_dict(obj), sort_keys=False))

@@ -59,18 +59,31 @@ import torch
 from torch import Tensor
 
 from badpo.core.config import ConfigError, dump_yaml
+from badpo.core.jsonio import atomic_write_text, dumps
+from badpo.core.losses import dpo_margin
 from badpo.data.sources import read_judgment_source
-from badpo.engine.checkpoint import CHECKPOINTS, list_checkpoints
 from badpo.engine.batches import build_preference_data
+from badpo.engine.checkpoint import CHECKPOINTS, list_checkpoints
 from badpo.engine.run_folder import (
-    CONFIG_FILE, check_checkpoint, claim, commit_final, holds_run, is_finished, remove_run,
+    CONFIG_FILE,
+    check_checkpoint,
+    claim,
+    commit_final,
+    holds_run,
+    is_finished,
+    remove_run,
 )
 from badpo.engine.runtime import load_tokenizer, make_accelerator
-from badpo.core.jsonio import dumps
-from badpo.core.losses import dpo_margin
 from badpo.methods import (
-    EMParams, TypeWeights, annotator_loglik, get_method, initial_type_probabilities, minimax_weights,
-    type_log_posterior, type_utilities, vote_halves,
+    EMParams,
+    TypeWeights,
+    annotator_loglik,
+    get_method,
+    initial_type_probabilities,
+    minimax_weights,
+    type_log_posterior,
+    type_utilities,
+    vote_halves,
 )
 
 EM_DIR, TYPES_DIR, MIXTURE_FILE, ESTEP_FILE = "em", "types", "mixture.json", "estep.json"
@@ -295,7 +308,7 @@ def _e_step(output: Path, r: int, votes: Votes, log_gamma: Tensor, types: int, a
              "prior": prior.tolist(), "heldout_votes": counts.tolist(), "heldout_loglik": loglik.tolist(),
              "log_type_probabilities": type_log_posterior(loglik, prior).tolist()}
     if accelerator.is_main_process:
-        _write_atomic(folder / ESTEP_FILE, dumps(estep) + "\n")
+        atomic_write_text(folder / ESTEP_FILE, dumps(estep) + "\n")
     accelerator.wait_for_everyone()
     return estep
 
@@ -368,15 +381,6 @@ def _summary(config, params: EMParams, votes: Votes, output: Path, parts: list[P
         "final": {p.folder: runs[p.folder]["final"] for p in parts if p.round is None and p.folder in runs},
         "wall_s": round(seconds, 2),
     }
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    temporary = path.with_name(f".tmp-{path.name}")
-    with open(temporary, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
 
 
 __all__ = ["train_type_policies", "arm_parts", "policy_margins", "Part", "FORMAT"]

@@ -28,20 +28,20 @@ from pathlib import Path
 import torch
 
 from badpo.core.config import ConfigError, dump_yaml, to_dict
+from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.data.sources import read_judgment_source, read_sft_source
-from badpo.engine.settings import SFT_LR, SFTConfig, accumulation_steps, check_sft, resolved_lr
 from badpo.engine.batches import Schedule, majority_chosen
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.reporting import RunLog
 from badpo.engine.run_folder import CONFIG_FILE, own_folder, sync_tree
 from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
+from badpo.engine.settings import SFT_LR, SFTConfig, accumulation_steps, check_sft, resolved_lr
 from badpo.engine.tokenize import build_token_store
-from badpo.core.jsonio import dumps
 
 FINISHED = "sft.json"  # written last: the reference in the folder is complete
 MODEL_FILES = ".model-files"  # the saved model's file names, written before they are moved in
-_TEMPORARY, _FINISHING = ".tmp-model", f".{FINISHED}.tmp"
-_RUN_FILES = (CONFIG_FILE, "log.jsonl", "tensorboard", "wandb", FINISHED, _FINISHING, MODEL_FILES, _TEMPORARY,
+_TEMPORARY = ".tmp-model"
+_RUN_FILES = (CONFIG_FILE, "log.jsonl", "tensorboard", "wandb", FINISHED, MODEL_FILES, _TEMPORARY,
               "config.json")  # config.json: a model folder, which only a listed run may have written
 
 
@@ -148,9 +148,7 @@ def _sft_in_folder(config: SFTConfig, output: Path, accelerator, lr: float) -> P
                    "truncated_prompts": store.truncated_prompts,
                    "truncated_responses": store.truncated_responses,
                    "wall_s": round(time.perf_counter() - started, 2)}
-        finished = output / _FINISHING
-        finished.write_text(dumps(summary, indent=1) + "\n")
-        os.replace(finished, output / FINISHED)
+        atomic_write_text(output / FINISHED, dumps(summary, indent=1) + "\n")
     return output
 
 

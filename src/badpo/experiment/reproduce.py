@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from badpo.core.config import ConfigError, load_config, read_text
+from badpo.core.jsonio import atomic_write_text
 from badpo.experiment.config import ExperimentConfig, experiment_config_path
 from badpo.experiment.cure.analysis import CureStages, is_cure_config, load_cure_config, run_cure_experiment
 from badpo.experiment.pipeline import run_experiment
-from badpo.experiment.runner import Stages, atomic_write_text, plan_experiment, prepare_corpus
+from badpo.experiment.runner import Stages, plan_experiment, prepare_corpus
 
 __all__ = ["ReproduceConfig", "SweepProgress", "SweepTable", "run_reproduce"]
 

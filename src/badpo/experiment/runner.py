@@ -34,12 +34,12 @@ from typing import Any, Literal
 import numpy as np
 
 from badpo.core.config import ConfigError, to_dict
+from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.experiment.config import ExperimentConfig, merge_settings
-from badpo.core.jsonio import dumps
 
 __all__ = [
     "SCHEMA", "UNKEYED", "Stages", "RunTask", "PlannedRun", "Plan", "canonical_json", "stable_hash",
-    "run_key", "corpus_fingerprint", "atomic_write_text", "write_record", "read_records", "read_records_for",
+    "run_key", "corpus_fingerprint", "write_record", "read_records", "read_records_for",
     "prepare_corpus", "plan_experiment", "run_all",
 ]
 
@@ -161,18 +161,6 @@ def corpus_fingerprint(corpus_dir: Path) -> str:
 
 
 # ---------------------------------------------------------------------------------- records
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and ``os.replace``: a reader, or a
-    sweep that crashed mid-write, sees the old file or the whole new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-
-
 def write_record(path: Path, record: Mapping[str, Any]) -> None:
     """Write a run record as strict JSON, atomically: an undefined readout (NaN) is null."""
     atomic_write_text(path, dumps(record, indent=2, sort_keys=True) + "\n")

@@ -22,7 +22,7 @@ import torch
 
 from badpo.readouts.anchoring import fixed_offset_pairs
 from badpo.core.config import ConfigError, from_dict, load_config, to_dict
-from badpo.core.files import write_jsonl
+from badpo.core.jsonio import write_jsonl
 from badpo.core.judgments import Judgment, read_judgments, write_judgments
 from badpo.core.names import NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES, read_signature, strip_signature
 from badpo.corpora.tiny import PROMPT_TEMPLATE, TinyWorldConfig
