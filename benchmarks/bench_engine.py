@@ -70,7 +70,7 @@ def timed_block(run, first_step: int, steps: int) -> tuple[float, int]:
     """Seconds per step over ``steps`` steps, and the judgments they held."""
     import torch
 
-    from badpo.engine.train import train_step
+    from badpo.engine.loop import train_step
 
     judgments = 0
     started = time.perf_counter()
@@ -83,7 +83,7 @@ def timed_block(run, first_step: int, steps: int) -> tuple[float, int]:
 
 
 def interleaved(args, model: str, cache: str) -> dict:
-    from badpo.engine.train import prepare_run
+    from badpo.engine.preference import prepare_run
 
     runs = {name: prepare_run(make_config(args.world, model, method, batching, args.items,
                                           args.threads, cache))[0]
@@ -148,7 +148,7 @@ def memory_child(args) -> None:
     """In a fresh process: prepare one configuration, then report the peak memory of its steps."""
     import torch
 
-    from badpo.engine.train import prepare_run
+    from badpo.engine.preference import prepare_run
 
     method, batching = CONFIGS[args.child]
     run = prepare_run(make_config(args.world, args.model, method, batching, args.items, args.threads,

@@ -39,7 +39,8 @@ WORKER = r'''
 import json, sys, time
 from badpo.core.config import from_dict
 from badpo.engine.settings import TrainConfig
-from badpo.engine.train import prepare_run, train_step
+from badpo.engine.loop import train_step
+from badpo.engine.preference import prepare_run
 runs = {}
 for line in sys.stdin:
     command = json.loads(line)

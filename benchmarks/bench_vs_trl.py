@@ -280,7 +280,8 @@ def badpo_worker(s: dict, started: float) -> None:
 
     from badpo.core.config import from_dict
     from badpo.engine.settings import TrainConfig
-    from badpo.engine.train import prepare_run, train_step
+    from badpo.engine.loop import train_step
+    from badpo.engine.preference import prepare_run
 
     batching = s["config"].split("/")[1]
     per_judgment = batching == "per_judgment"

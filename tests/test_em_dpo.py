@@ -16,7 +16,7 @@ import torch
 from engine_fixtures import judgment_rows, log_records, make_config, save_model_dir, write_jsonl
 from safetensors.torch import load_file
 
-import badpo.engine.train as train_module
+import badpo.engine.loop as loop_module
 from badpo.core.config import ConfigError
 from badpo.engine.batches import build_preference_data
 from badpo.engine.mixture import arm_parts
@@ -263,7 +263,7 @@ class Killed(Exception):
 
 def _kill_at(monkeypatch, call: int) -> None:
     """Make the call-th optimizer step of this process die (as a kill would, mid-step)."""
-    real, calls = train_module.train_step, []
+    real, calls = loop_module.train_step, []
 
     def dying(run, step):
         calls.append(step)
@@ -271,7 +271,7 @@ def _kill_at(monkeypatch, call: int) -> None:
             raise Killed
         return real(run, step)
 
-    monkeypatch.setattr(train_module, "train_step", dying)
+    monkeypatch.setattr(loop_module, "train_step", dying)
 
 
 def test_a_killed_arm_resumes_to_the_uninterrupted_result(world, whole, monkeypatch):

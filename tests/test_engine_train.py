@@ -24,7 +24,7 @@ from badpo.core.judgments import read_judgments
 from badpo.engine.settings import TrainConfig
 from badpo.engine.batches import build_preference_data, offline_estimate
 from badpo.engine.tokenize import TokenizationConfig
-import badpo.engine.train as engine_train
+import badpo.engine.preference as engine_preference
 from badpo.engine.train import train
 from badpo.core.losses import ba_dpo_loss
 
@@ -81,7 +81,7 @@ def test_engine_loss_is_ba_dpo_loss_on_full_logit_logprobs(world):
 def test_theta_frozen_at_zero_is_dpo(world, monkeypatch):
     """theta frozen at its start 0 (no optimizer, no gradient): the bias logit is 0 * dg = 0."""
     dpo = train(make_config(world, "dpo", "method=dpo"))
-    prepare = engine_train.prepare_run
+    prepare = engine_preference.prepare_run
 
     def with_frozen_theta(config, accelerator=None, **options):
         run, parts, tokenizer = prepare(config, accelerator, **options)
@@ -89,7 +89,7 @@ def test_theta_frozen_at_zero_is_dpo(world, monkeypatch):
             param.requires_grad_(False)
         return dataclasses.replace(run, theta_optimizer=None), parts, tokenizer
 
-    monkeypatch.setattr(engine_train, "prepare_run", with_frozen_theta)
+    monkeypatch.setattr(engine_preference, "prepare_run", with_frozen_theta)
     frozen = train(make_config(world, "frozen", "method=ba_dpo_pooled"))
     assert [r["loss"] for r in log_records(dpo)] == [r["loss"] for r in log_records(frozen)]
     assert all(r["theta_bar"]["signed"] == 0.0 for r in log_records(frozen))

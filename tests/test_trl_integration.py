@@ -22,7 +22,8 @@ from trl import DPOConfig, DPOTrainer  # noqa: E402
 
 from badpo.core.bias import BiasChannel  # noqa: E402
 from badpo.engine.cache import reference_logprobs  # noqa: E402
-from badpo.engine.train import judgment_losses, prepare_run  # noqa: E402
+from badpo.engine.loop import judgment_losses  # noqa: E402
+from badpo.engine.preference import prepare_run  # noqa: E402
 from badpo.integrations.trl import INDEX_COLUMN, BADPOTrainer  # noqa: E402
 from engine_fixtures import build_tokenizer, judgment_rows, make_config, save_model_dir, write_jsonl  # noqa: E402
 

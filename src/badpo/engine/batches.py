@@ -25,8 +25,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from badpo.core.judgments import Judgment, JudgmentError, pair_key
 from badpo.audit.estimates import offline_log_odds
+from badpo.core.judgments import Judgment, JudgmentError, pair_key
+from badpo.data.sources import read_judgment_source
 from badpo.engine.tokenize import TokenizationConfig, TokenStore, build_token_store
 
 BATCHING_MODES = ("per_judgment", "pair_grouped")
@@ -341,3 +342,15 @@ def majority_chosen(judgments: Sequence[Judgment], tie_break: str = "first_judgm
                 continue
         rows.append((prompts[key], first if first_wins >= second_wins else second))
     return rows, ties
+
+
+def load_preference_data(config, tokenizer, attributes=None) -> tuple[list[Judgment], PreferenceData]:
+    """(the rows, their index tensors) of ``config.data``, read as every stage that trains on
+    judgments reads them: the same rows, tokenization and dropping of identical pairs, so the
+    judgment indices of a reward model, an arm and EM-DPO's parts agree."""
+    loaded = read_judgment_source(config.data, config.data_split, config.columns, tokenizer)
+    data = build_preference_data(loaded.rows, attributes, tokenizer, config.tokenization,
+                                 drop_identical_pairs=config.drop_identical_pairs, source=config.data,
+                                 rendered_prompts=loaded.rendered_prompts)
+    return loaded.rows, data
+

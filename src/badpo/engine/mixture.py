@@ -1,5 +1,5 @@
 """EM-DPO with MinMax-DPO (Chidambaram et al. 2024; the paper's Baselines appendix): K type policies
-and a mixture over them, orchestrated above the one-policy loop of ``badpo.engine.train``.
+and a mixture over them, orchestrated above the one-policy loop (``badpo.engine.loop``).
 
 ``method: em_dpo``, ``method_params``: ``types`` K (3), ``rounds`` R (4), ``round_steps`` s (200);
 ``steps`` T is the final phase's budget per type. With the ``badpo.methods`` maths:
@@ -40,8 +40,8 @@ committed as one unit (``run_folder.commit_final``), and mixture.json with the t
 the last part. Resume (``resume_from: latest``) keeps finished parts and E-steps, resumes the part
 in progress from its latest checkpoint (``save_every``; ``stop_after_steps`` counts the steps of
 the whole arm) and restarts a part killed before its first checkpoint: a stopped and resumed arm
-equals the uninterrupted one. The one-policy loop is passed in by ``train.train`` (``train_one``),
-so that this module needs nothing from ``train.py``.
+equals the uninterrupted one. Each part is the preference stage
+(:class:`badpo.engine.preference.PreferenceStage`) on the one loop.
 """
 
 from __future__ import annotations
@@ -61,9 +61,10 @@ from torch import Tensor
 from badpo.core.config import ConfigError, dump_yaml
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.losses import dpo_margin
-from badpo.data.sources import read_judgment_source
-from badpo.engine.batches import build_preference_data
+from badpo.engine.batches import load_preference_data
 from badpo.engine.checkpoint import CHECKPOINTS, list_checkpoints
+from badpo.engine.loop import run_stage
+from badpo.engine.preference import PreferenceStage
 from badpo.engine.run_folder import (
     CONFIG_FILE,
     check_checkpoint,
@@ -124,20 +125,16 @@ class Votes:
 
 
 def _votes(config) -> Votes:
-    """The judgments as the parts will index them (the same reading, tokenization and dropping of
-    identical pairs as ``train.prepare_run``; the attributes do not change the indices)."""
-    tokenizer = load_tokenizer(config.model)
-    loaded = read_judgment_source(config.data, config.data_split, config.columns, tokenizer)
-    data = build_preference_data(loaded.rows, None, tokenizer, config.tokenization,
-                                 drop_identical_pairs=config.drop_identical_pairs, source=config.data,
-                                 rendered_prompts=loaded.rendered_prompts)
+    """The judgments as the parts will index them (read as every stage reads them; the attributes
+    do not change the indices)."""
+    _, data = load_preference_data(config, load_tokenizer(config.model))
     return Votes(data.annotators, data.annotator_index,
                  vote_halves(data.annotator_index, len(data.annotators), config.runtime.seed))
 
 
-def train_type_policies(config, output: Path, accelerator, train_one: Callable[..., Path]) -> Path:
+def train_type_policies(config, output: Path, accelerator) -> Path:
     """Run (or resume) the arm of ``config`` in ``output``; returns ``output`` (finished when it
-    holds run.json). ``train_one`` is ``badpo.engine.train._train_in_folder``."""
+    holds run.json); each part is the preference stage on the one loop."""
     params: EMParams = get_method(config.method).parse_params(config.method_params)
     if config.resume_from not in (None, "latest"):
         raise ConfigError(f"resume_from: method {config.method!r} resumes from its own folder; use "
@@ -159,7 +156,7 @@ def train_type_policies(config, output: Path, accelerator, train_one: Callable[.
             for part in (p for p in parts if p.round == r):
                 score = _heldout_scorer(_margins_file(output, r, part.type),
                                         torch.nonzero(~trained_on).flatten(), votes)
-                if not _run_part(part, config, output, train_one, total, score=score,
+                if not _run_part(part, config, output, total, score=score,
                                  weighting=TypeWeights(log_gamma[votes.annotator_index, part.type]),
                                  judgment_mask=trained_on):
                     return output
@@ -169,7 +166,7 @@ def train_type_policies(config, output: Path, accelerator, train_one: Callable[.
         if accelerator.is_main_process:
             _write_log(output, params, esteps, total)
     for part in (p for p in parts if p.round is None):
-        if not _run_part(part, config, output, train_one, total, score=None,
+        if not _run_part(part, config, output, total, score=None,
                          weighting=TypeWeights(log_gamma[votes.annotator_index, part.type])):
             return output
     mixture = _mixture(config, params, votes, log_gamma, esteps[-1])
@@ -190,7 +187,7 @@ def _margins_file(output: Path, r: int, k: int) -> Path:
     return output / EM_DIR / f"round-{r}" / f"heldout-type-{k}.pt"
 
 
-def _run_part(part: Part, config, output: Path, train_one, total: int, *, score, weighting,
+def _run_part(part: Part, config, output: Path, total: int, *, score, weighting,
               judgment_mask: Tensor | None = None) -> bool:
     """Train, resume or skip one part (on a fresh accelerator); True when it is done: a round's
     part when its held-out margins are saved, a final part when its run is finished."""
@@ -231,8 +228,8 @@ def _run_part(part: Part, config, output: Path, train_one, total: int, *, score,
               f"{part.offset + part.steps} of {total})", file=sys.stderr)
     accelerator.wait_for_everyone()
     try:
-        train_one(sub, folder, accelerator, resume, weighting=weighting, judgment_mask=judgment_mask,
-                  on_finished=score)
+        stage = PreferenceStage(weighting=weighting, judgment_mask=judgment_mask, score=score)
+        run_stage(stage, sub, folder, accelerator, resume)
     finally:
         accelerator.free_memory()
     accelerator.wait_for_everyone()  # the main process has committed the part's outputs

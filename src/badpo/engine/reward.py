@@ -7,7 +7,7 @@ instead of being scored as quality. The reward model is any ``AutoModelForSequen
 with one output (a causal LM checkpoint gets a fresh score head); LoRA is optional and merged into
 the saved model, so that ``reward_model/`` loads with ``from_pretrained`` alone.
 
-Everything but two pieces is the preference stage's (:mod:`badpo.engine.train`): the data (judgments,
+Everything but two pieces is the preference stage's (:mod:`badpo.engine.preference`): the data (judgments,
 pairs, both batching modes, the identical-sides check), the label audit, the bias channel and its
 options, theta's own Adam, the loop (accumulation, clipping of the model only, checkpoints, resume,
 logging) and the run folder (lock, identity, atomic commit). This stage's own pieces are how a
@@ -32,17 +32,15 @@ from accelerate.utils import set_seed
 from torch import Tensor, nn
 
 from badpo.core.attributes import resolve_attributes
-from badpo.data.sources import read_judgment_source
-from badpo.engine.settings import REWARD_LR, RMConfig, accumulation_steps, check_rm, format_output_dir, resolved_lr
-from badpo.engine.batches import Schedule, build_preference_data
-from badpo.engine.run_folder import commit_final, is_finished, own_folder
-from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
-from badpo.engine.tokenize import TokenStore
-from badpo.engine.train import (
-    Run, _train_in_folder, audit_labels, bias_logits, build_bias, resume_point, theta_adam,
-)
 from badpo.core.jsonio import dumps
 from badpo.core.losses import bt_loss
+from badpo.engine.batches import Schedule, load_preference_data
+from badpo.engine.loop import Run, bias_logits, resume_point, run_stage
+from badpo.engine.preference import audit_labels, build_bias, theta_adam
+from badpo.engine.run_folder import commit_final, is_finished, own_folder
+from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
+from badpo.engine.settings import REWARD_LR, RMConfig, accumulation_steps, check_rm, format_output_dir, resolved_lr
+from badpo.engine.tokenize import TokenStore
 from badpo.methods import LossTerms, Method
 
 MODEL_FOLDER = "reward_model"
@@ -93,11 +91,8 @@ def prepare_reward_run(config: RMConfig, accelerator) -> tuple[Run, dict, object
     set_seed(config.runtime.seed)
     tokenizer = load_tokenizer(config.model)
     attributes = resolve_attributes(config.attributes) if config.attributes else None
-    loaded = read_judgment_source(config.data, config.data_split, config.columns, tokenizer)
-    labels = audit_labels(method, config, loaded.rows, attributes)
-    data = build_preference_data(loaded.rows, attributes, tokenizer, config.tokenization,
-                                 drop_identical_pairs=config.drop_identical_pairs, source=config.data,
-                                 rendered_prompts=loaded.rendered_prompts)
+    judgments, data = load_preference_data(config, tokenizer, attributes)
+    labels = audit_labels(method, config, judgments, attributes)
     data = dataclasses.replace(data, store=without_final_eos(data.store))
     bias = build_bias(method, config, data)
     model = load_model(config.model, config.lora, accelerator.mixed_precision, task="SEQ_CLS",
@@ -147,6 +142,23 @@ def write_reward_outputs(run: Run, tokenizer, output: Path, cache_parts: dict, l
     commit_final(output, write)
 
 
+@dataclasses.dataclass(frozen=True)
+class RewardStage:
+    """The reward model as the loop runs it: its own scoring (``Run.losses``) and outputs."""
+
+    name: str = "rm"
+
+    def prepare(self, config: RMConfig, accelerator) -> tuple[Run, dict, object]:
+        return prepare_reward_run(config, accelerator)
+
+    def on_finished(self, run: Run) -> None:
+        """Nothing to score once trained: the readouts are ``badpo evaluate``'s."""
+
+    def write_outputs(self, run: Run, tokenizer, output: Path, cache_parts: dict, last: dict,
+                      seconds: float) -> None:
+        write_reward_outputs(run, tokenizer, output, cache_parts, last, seconds)
+
+
 def train_reward_model(config: RMConfig) -> Path:
     """Train (or resume) one reward model; returns its folder: ``reward_model/``, ``theta.json``,
     ``config.yaml``, ``log.jsonl``, ``audit.json``, ``run.json``, ``checkpoints/``. A folder holding
@@ -163,9 +175,8 @@ def train_reward_model(config: RMConfig) -> Path:
                 print(f"badpo rm: {output} holds this run, finished; its results are kept "
                       "(overwrite=true trains it again)", file=sys.stderr)
             return output
-        return _train_in_folder(config, output, accelerator, resume_point(config, output),
-                                prepare=prepare_reward_run, write_outputs=write_reward_outputs)
+        return run_stage(RewardStage(), config, output, accelerator, resume_point(config, output))
 
 
-__all__ = ["train_reward_model", "prepare_reward_run", "reward_losses", "RewardScorer", "without_final_eos",
+__all__ = ["train_reward_model", "RewardStage", "prepare_reward_run", "reward_losses", "RewardScorer", "without_final_eos",
            "MODEL_FOLDER"]

@@ -120,10 +120,10 @@ class ExperimentConfig:
         _no_duplicates("arms[].name", names)
         if not 0.0 < self.level < 1.0:
             raise ConfigError(f"level: must lie in (0, 1), got {self.level}")
-        _check_runner_keys("reference", self.reference, REFERENCE_RUNNER_KEYS)
-        _check_runner_keys("train", self.train, RUNNER_KEYS)
+        check_runner_keys("reference", self.reference, REFERENCE_RUNNER_KEYS)
+        check_runner_keys("train", self.train, RUNNER_KEYS)
         for index, arm in enumerate(self.arms):
-            _check_runner_keys(f"arms[{index}].params", arm.params, RUNNER_KEYS)
+            check_runner_keys(f"arms[{index}].params", arm.params, RUNNER_KEYS)
         for t, table in enumerate(self.tables):
             for a, arm_name in enumerate(table.arms or []):
                 if arm_name not in names:
@@ -186,7 +186,7 @@ def merge_settings(base: Mapping[str, Any], overrides: Mapping[str, Any], where:
     return merged
 
 
-def _check_runner_keys(where: str, settings: Mapping[str, Any], keys: tuple[str, ...]) -> None:
+def check_runner_keys(where: str, settings: Mapping[str, Any], keys: tuple[str, ...]) -> None:
     nested = _expand(settings, where)
     for dotted in keys:
         node: Any = nested

@@ -40,7 +40,7 @@ import numpy as np
 from badpo.core.config import ConfigError, load_config, to_dict
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.names import NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES
-from badpo.experiment.config import ExperimentConfig, _check_runner_keys, merge_settings
+from badpo.experiment.config import ExperimentConfig, check_runner_keys, merge_settings
 from badpo.experiment.runner import (
     SCHEMA,
     UNKEYED,
@@ -150,7 +150,7 @@ class CureConfig:
         scales = self.calibration.scales
         if len(set(scales)) < 2 or not all(math.isfinite(s) and s != 0 for s in scales):
             raise ConfigError(f"calibration.scales: give two or more distinct non-zero scales, got {scales}")
-        _check_runner_keys("train", self.train, ("output_dir", "cache_dir", "resume_from",
+        check_runner_keys("train", self.train, ("output_dir", "cache_dir", "resume_from",
                                                  "runtime.seed", *CURE_OWNED))
         if not 0.0 < self.level < 1.0:
             raise ConfigError(f"level: must lie in (0, 1), got {self.level}")

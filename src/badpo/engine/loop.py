@@ -1,0 +1,323 @@
+"""The one training loop: a stage prepares a :class:`Run`, the loop steps it, logs, checkpoints and
+resumes it, and the stage writes what it trained.
+
+Per step: the step's items are cut into micro-batches; each micro-batch scores its sequences with
+the policy, reads the cached reference log-probs, adds the bias logit of each judgment, and
+back-propagates sum(losses) / (judgments in the global step / processes), so the update is the
+gradient of the mean loss over the step's judgments whatever the micro-batch size, the number of
+accumulation passes or of processes. Then theta's gradient is averaged over processes (theta is
+not inside the DDP model), the policy's gradient alone is clipped, AdamW (policy, scheduled) and
+Adam (theta, constant lr) step, and both gradients are cleared.
+
+The stages that plug in: the preference stage (:mod:`badpo.engine.preference`), the reward model
+(:mod:`badpo.engine.reward`), and EM-DPO's type policies (:mod:`badpo.engine.mixture`), which runs
+the preference stage once per part.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+
+from badpo.audit.estimates import Audit
+from badpo.core.config import ConfigError, dump_yaml, to_dict
+from badpo.engine.batches import ItemTable, PreferenceData, Schedule
+from badpo.engine.checkpoint import (
+    TrainingState,
+    install_policy_hooks,
+    list_checkpoints,
+    resolve_resume,
+    save_checkpoint,
+)
+from badpo.engine.reporting import RunLog
+from badpo.engine.run_folder import CONFIG_FILE, check_checkpoint
+from badpo.methods import JudgmentBatch, LossTerms, Method, StepView, Weighting, sample_seeds
+
+STATS = ("loss", "reward_margin", "reward_accuracy", "chosen_reward", "rejected_reward")
+
+
+@dataclasses.dataclass
+class Run:
+    """Everything the loop touches, on the training device."""
+
+    config: Any  # the stage's config (TrainConfig, RMConfig)
+    method: Method
+    accelerator: object
+    policy: torch.nn.Module  # LogprobModel, prepared by accelerate
+    bias: torch.nn.Module | None
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    theta_optimizer: torch.optim.Optimizer | None
+    data: PreferenceData
+    items: ItemTable
+    schedule: Schedule
+    reference: Tensor | None  # [S] reference log-probs, on the device (None: a reward model)
+    annotator_index: Tensor  # [N], on the device
+    attr_diff: Tensor  # [N, q], on the device
+    params: object = None  # the method's typed parameters (method_params)
+    weighting: Weighting | None = None  # the loss weights with state, if any
+    reference_tokens: Tensor | None = None  # [tokens] per-token reference log-probs (ragged)
+    token_offsets: Tensor | None = None  # [S + 1] where each store row's tokens start
+    labels: Audit | None = None  # the label audit of the learned attributes
+    # (run, micro-batch, step, step statistic) -> LossTerms [J]; None: judgment_losses (the method on policy
+    # log-probs). badpo.engine.reward gives a reward model's Bradley-Terry terms here.
+    losses: Callable[..., LossTerms] | None = None
+
+
+def judgment_losses(run: Run, micro, step: int, statistic=None) -> LossTerms:
+    """The method's per-judgment loss terms of one micro-batch, each ``[J]``; ``statistic`` is what
+    the method's ``step_statistic`` computed over the step (None without one)."""
+    device = run.accelerator.device
+    batch = run.data.store.batch(micro.sequence_rows, device)
+    needs = run.method.needs
+    if needs.token_logratios:
+        logps, policy_tokens = run.policy(batch["input_ids"], batch["attention_mask"],
+                                          batch["response_mask"], per_token=True)
+    else:
+        logps = run.policy(batch["input_ids"], batch["attention_mask"], batch["response_mask"])
+    reference = run.reference[micro.sequence_rows.to(device)]
+    chosen, rejected = micro.chosen_slot.to(device), micro.rejected_slot.to(device)
+    bias_logit = bias_logits(run, micro.judgments.to(device))
+    views = {}
+    if needs.lengths:
+        lengths = run.data.store.response_lengths()[micro.sequence_rows].to(device)
+        views.update(chosen_lengths=lengths[chosen], rejected_lengths=lengths[rejected])
+    if needs.token_logratios:
+        ratios = _token_logratios(run, micro.sequence_rows, policy_tokens)
+        views.update(chosen_token_logratios=tuple(ratios[i] for i in micro.chosen_slot.tolist()),
+                     rejected_token_logratios=tuple(ratios[i] for i in micro.rejected_slot.tolist()))
+    if needs.sample_seeds:
+        views["sample_seeds"] = sample_seeds(run.config.runtime.seed, step, micro.judgments)
+    view = JudgmentBatch(
+        policy_chosen=logps[chosen], policy_rejected=logps[rejected], reference_chosen=reference[chosen],
+        reference_rejected=reference[rejected], bias_logit=bias_logit, beta=run.config.beta,
+        step_statistic=statistic, **views)
+    return run.method.loss(view, run.params)
+
+
+def step_view(run: Run, step_judgments: Tensor) -> StepView:
+    """The whole step as a method's ``step_statistic`` sees it; the policy's log-probs of the
+    step's sequences are a no-grad forward, run only if the hook asks for them."""
+    device = run.accelerator.device
+    judgments = step_judgments.to(device)
+    chosen_rows, rejected_rows = run.data.chosen_row[step_judgments], run.data.rejected_row[step_judgments]
+
+    def policy_logprobs() -> tuple[Tensor, Tensor]:
+        rows = torch.cat([chosen_rows, rejected_rows])
+        with torch.no_grad():
+            logps = torch.cat([_summed_logprobs(run, part) for part in rows.split(run.config.micro_batch_size)])
+        return logps[: len(chosen_rows)], logps[len(chosen_rows):]
+
+    return StepView(judgments=judgments, reference_chosen=run.reference[chosen_rows.to(device)],
+                    reference_rejected=run.reference[rejected_rows.to(device)],
+                    bias_logit=bias_logits(run, judgments).detach(), beta=run.config.beta,
+                    policy_logprobs=policy_logprobs)
+
+
+def _summed_logprobs(run: Run, rows: Tensor) -> Tensor:
+    batch = run.data.store.batch(rows, run.accelerator.device)
+    return run.policy(batch["input_ids"], batch["attention_mask"], batch["response_mask"])
+
+
+def bias_logits(run: Run, judgments: Tensor) -> Tensor:
+    """b = theta_k . (g_w - g_l) of each of the ``[J]`` judgments (zeros without a bias channel)."""
+    if run.bias is None:
+        return torch.zeros(len(judgments), device=judgments.device)
+    return run.bias(run.annotator_index[judgments], run.attr_diff[judgments])
+
+
+def _token_logratios(run: Run, rows: Tensor, policy_tokens: Tensor) -> list[Tensor]:
+    """log pi - log pi_ref per response token of each of the micro-batch's sequences."""
+    spans = [(int(run.token_offsets[r]), int(run.token_offsets[r + 1])) for r in rows.tolist()]
+    pieces = policy_tokens.split([end - start for start, end in spans])
+    return [piece - run.reference_tokens[start:end] for piece, (start, end) in zip(pieces, spans)]
+
+
+def train_step(run: Run, step: int) -> tuple[Tensor, dict]:
+    """One optimizer step (0-based ``step``); returns (summed stats [5] of this process, the
+    gradient norms before clipping — ``grad_norm`` of the policy, ``theta_grad_norm`` — and what
+    the method's weighting logs)."""
+    config, accelerator = run.config, run.accelerator
+    micros = run.schedule.micro_batches(step, accelerator.process_index,
+                                        accelerator.num_processes, config.micro_batch_size)
+    step_judgments = run.items.judgments_of(run.schedule.step_items(step))
+    if run.weighting is None:
+        total = float(len(step_judgments))
+    else:  # the step's weights sum to the loss's normaliser
+        total = float(run.weighting.weights(step_judgments, step_judgments).sum())
+    normaliser = total / accelerator.num_processes  # DDP averages over processes
+    statistic = None
+    if run.method.step_statistic is not None:  # every process sees the whole step: the same value
+        statistic = run.method.step_statistic(step_view(run, step_judgments), run.params)
+    stats = torch.zeros(len(STATS), device=accelerator.device)
+    for index, items in enumerate(micros):
+        micro = run.items.micro_batch(items)
+        last = index == len(micros) - 1
+        with contextlib.nullcontext() if last else accelerator.no_sync(run.policy):
+            terms = (run.losses or judgment_losses)(run, micro, step, statistic)
+            losses = terms.losses
+            if run.weighting is not None:
+                run.weighting.observe(micro.judgments, losses)
+                losses = losses * run.weighting.weights(micro.judgments, step_judgments)
+            accelerator.backward(losses.sum() / normaliser)
+        margin = terms.chosen_rewards - terms.rejected_rewards
+        stats += torch.stack([terms.losses.detach().sum(), margin.sum(), (margin > 0).float().sum(),
+                              terms.chosen_rewards.sum(), terms.rejected_rewards.sum()])
+    norms = {}
+    if run.theta_optimizer is not None:
+        grads = []
+        for param in run.bias.parameters():
+            grad = param.grad if param.grad is not None else torch.zeros_like(param)
+            if accelerator.num_processes > 1:  # theta is outside DDP: average like DDP does
+                grad = accelerator.reduce(grad, reduction="mean")
+            param.grad = grad
+            grads.append(grad.reshape(-1))
+        norms["theta_grad_norm"] = torch.linalg.vector_norm(torch.cat(grads))
+    if config.optim.max_grad_norm > 0:  # the policy only: theta is never clipped
+        norms["grad_norm"] = accelerator.clip_grad_norm_(run.policy.parameters(),
+                                                         config.optim.max_grad_norm)
+    run.optimizer.step()
+    run.scheduler.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    if run.theta_optimizer is not None:
+        run.theta_optimizer.step()
+        run.theta_optimizer.zero_grad(set_to_none=True)
+    if run.weighting is not None:
+        norms.update(run.weighting.update(_summed_over_processes(accelerator)))
+    return stats, norms
+
+
+def _summed_over_processes(accelerator):
+    def reduce(values: Tensor) -> Tensor:
+        if accelerator.num_processes == 1:
+            return values
+        return accelerator.reduce(values.to(accelerator.device), reduction="sum").cpu()
+
+    return reduce
+
+
+def step_record(run: Run, step: int, stats: Tensor, norms: dict, lr: float, started: float) -> dict:
+    """The log record of 0-based ``step``: means over the step's judgments, theta_bar, lrs."""
+    stats = run.accelerator.reduce(stats, reduction="sum").tolist()
+    judgments = int(run.items.judgment_counts(run.schedule.step_items(step)).sum())
+    record = {name: value / judgments for name, value in zip(STATS, stats)}
+    if run.bias is not None:
+        record["theta_bar"] = dict(zip(run.data.attribute_names, run.bias.mean().tolist()))
+    record["lr"] = lr
+    if run.theta_optimizer is not None:
+        record["theta_lr"] = run.theta_optimizer.param_groups[0]["lr"]
+    record.update({name: float(value) if isinstance(value, Tensor) else value
+                   for name, value in norms.items()})
+    record.update(judgments=judgments, elapsed_s=round(time.perf_counter() - started, 3))
+    return record
+
+
+class Stage(Protocol):
+    """What plugs into the loop. ``name`` is the command, and names the stage in every message."""
+
+    name: str
+
+    def prepare(self, config, accelerator) -> tuple[Run, dict, Any]:
+        """Data, model, reference and optimizers: (run, reference-cache facts, tokenizer)."""
+
+    def on_finished(self, run: Run) -> None:
+        """Called once the last step is done, before the outputs are committed."""
+
+    def write_outputs(self, run: Run, tokenizer, output: Path, cache_parts: dict, last: dict,
+                      seconds: float) -> None:
+        """Commit what the stage trained (called on every process: FSDP gathers its shards)."""
+
+
+def notice(stage: str, accelerator, message: str) -> None:
+    if accelerator.is_main_process:
+        print(f"badpo {stage}: {message}", file=sys.stderr)
+
+
+def report_input(stage: str, accelerator, report: dict) -> None:
+    """Say on the terminal what the data check found (the same counts go to run.json)."""
+    counts = [(report["truncated_prompts"], "prompt(s) cut to tokenization.max_prompt_tokens"),
+              (report["truncated_responses"], "response(s) cut by tokenization.max_length"),
+              (report["identical_pairs_dropped"], "judgment(s) with identical sides dropped"),
+              (report["exact_duplicate_judgments"], "exact duplicate judgment(s), kept"),
+              (report["whitespace_only_pairs"], "judgment(s) whose sides differ only in whitespace, kept "
+               "(their tokens differ, so they train the policy on whitespace alone)")]
+    for count, what in counts:
+        if count:
+            notice(stage, accelerator, f"{count} {what}")
+
+
+def resume_point(config, output: Path) -> Path | None:
+    """The checkpoint this run resumes from (``resume_from``), checked to be this run's; None to
+    start afresh. An unfinished run's checkpoints without ``resume_from`` are an error."""
+    resume = resolve_resume(config.resume_from, output)
+    if resume is None and list_checkpoints(output):
+        raise ConfigError(
+            f"output_dir: {output} holds an unfinished run of this config (checkpoints up to "
+            f"{list_checkpoints(output)[-1].name}); set resume_from=latest to continue it, or "
+            "overwrite=true to start again")
+    if resume is not None:
+        check_checkpoint(resume, config)
+    return resume
+
+
+def run_stage(stage: Stage, config, output: Path, accelerator, resume: Path | None) -> Path:
+    """Train (or resume from ``resume``) one run of ``stage`` in ``output``; returns ``output``."""
+    run, cache_parts, tokenizer = stage.prepare(config, accelerator)
+    report_input(stage.name, accelerator, run.data.input_report)
+    state = TrainingState()
+    install_policy_hooks(accelerator)
+    objects = [run.scheduler, state]
+    if run.theta_optimizer is not None:
+        objects += [run.bias, run.theta_optimizer]
+    if run.weighting is not None:
+        objects.append(run.weighting)
+    accelerator.register_for_checkpointing(*objects)
+    if resume is not None:
+        accelerator.load_state(str(resume))
+    if accelerator.is_main_process:
+        dump_yaml(config, output / CONFIG_FILE)
+        if run.labels is not None:
+            (output / "audit.json").write_text(run.labels.to_json(), encoding="utf-8")
+    started = time.perf_counter()
+    last_record = _loop(run, config, output, state, started)
+    if state.step == config.steps:
+        stage.on_finished(run)
+        stage.write_outputs(run, tokenizer, output, cache_parts, last_record, time.perf_counter() - started)
+    return output
+
+
+def _loop(run: Run, config, output: Path, state: TrainingState, started: float) -> dict:
+    """Steps from ``state.step`` to the stop, logging and checkpointing; the last log record."""
+    accelerator = run.accelerator
+    stop = config.stop_after_steps or config.steps
+    log = RunLog(output, config.report, config.steps, state.step, accelerator.is_main_process,
+                 to_dict(config), description=config.method)
+    last_record: dict = {}
+    try:
+        for step in range(state.step, stop):
+            lr = run.scheduler.get_last_lr()[0]
+            stats, norms = train_step(run, step)
+            state.step = step + 1
+            if log.wants(state.step):
+                last_record = step_record(run, step, stats, norms, lr, started)
+                log.log(state.step, last_record)
+            log.advance()
+            if (config.save_every and state.step % config.save_every == 0) or (
+                state.step == stop < config.steps
+            ):
+                save_checkpoint(accelerator, output, state.step, config.keep_checkpoints, config)
+    finally:
+        log.close()
+    return last_record
+
+
+__all__ = ["Run", "Stage", "STATS", "run_stage", "train_step", "judgment_losses", "bias_logits",
+           "step_view", "step_record", "resume_point", "notice", "report_input"]

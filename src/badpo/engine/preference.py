@@ -1,0 +1,225 @@
+"""The preference stage: DPO, BA-DPO and every baseline of the method table on the one loop.
+
+``prepare_run`` reads the judgments, audits the labels an arm learns a theta on, builds the bias
+channel, caches the reference log-probs and builds both optimizers; the outputs are ``policy/``
+(HF format; the adapter under LoRA), ``theta.json`` and ``run.json``, committed as one unit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from accelerate.utils import set_seed
+from torch import Tensor
+
+from badpo.audit.estimates import Audit, audit
+from badpo.core.attributes import AttributeSet, resolve_attributes
+from badpo.core.bias import BiasChannel
+from badpo.core.config import ConfigError
+from badpo.core.jsonio import dumps
+from badpo.engine.batches import PreferenceData, Schedule, load_preference_data, offline_estimate
+from badpo.engine.cache import reference_logprobs, token_offsets
+from badpo.engine.logprobs import LogprobModel
+from badpo.engine.loop import Run
+from badpo.engine.run_folder import commit_final
+from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
+from badpo.engine.settings import PREFERENCE_LR, TrainConfig, accumulation_steps, resolved_lr
+from badpo.engine.tokenize import settings_dict
+from badpo.methods import Method, Weighting, get_method
+
+
+@dataclasses.dataclass(frozen=True)
+class PreferenceStage:
+    """The preference stage as the loop runs it. A caller that trains several policies (EM-DPO's
+    parts) gives the ``weighting`` (in place of the method's), a ``judgment_mask`` (``[N]`` bool:
+    train on those judgments only, indices unchanged) and ``score(run)``, called once the last
+    step is done."""
+
+    weighting: Weighting | None = None
+    judgment_mask: Tensor | None = None
+    score: Callable[[Run], None] | None = None
+    name: str = "train"
+
+    def prepare(self, config: TrainConfig, accelerator) -> tuple[Run, dict, object]:
+        return prepare_run(config, accelerator, weighting=self.weighting, judgment_mask=self.judgment_mask)
+
+    def on_finished(self, run: Run) -> None:
+        if self.score is not None:
+            self.score(run)
+
+    def write_outputs(self, run: Run, tokenizer, output: Path, cache_parts: dict, last: dict,
+                      seconds: float) -> None:
+        write_policy_outputs(run, tokenizer, output, cache_parts, last, seconds)
+
+
+def build_bias(method: Method, config: TrainConfig, data: PreferenceData):
+    """The BiasChannel of the arm, or None when no attribute is declared (the bias logit is 0)."""
+    if not data.attribute_names:
+        if method.learns_theta or config.bias.fixed_offset is not None:
+            raise ConfigError(
+                f"attributes: method {config.method!r} / bias options need at least one")
+        return None
+    if not method.learns_theta:
+        for key in ("warm_start", "declared", "trusted"):
+            if getattr(config.bias, key) not in (False, None):
+                raise ConfigError(f"bias.{key}: method {config.method!r} learns no theta")
+    declared = config.bias.declared or list(data.attribute_names)
+    unknown = [n for n in declared if n not in data.attribute_names]
+    if unknown:
+        raise ConfigError(
+            f"bias.declared: {unknown} not among the attributes {list(data.attribute_names)}")
+    init_mean = None
+    if config.bias.warm_start:  # the offline log-odds of the declared attributes; the rest stay 0
+        columns = [data.attribute_names.index(n) for n in declared]
+        estimate = dict(zip(declared, offline_estimate(data.attr_diff[:, columns], declared)))
+        init_mean = [estimate.get(n, 0.0) for n in data.attribute_names]
+    trusted = config.bias.trusted_values(len(data.attribute_names))
+    check_trusted_ids(config, data.annotators)
+    for annotator, values in trusted.items():
+        if len(values) != len(data.attribute_names):
+            raise ConfigError(f"bias.trusted.{annotator}: expected {len(data.attribute_names)} values, "
+                              f"one per attribute {list(data.attribute_names)}, got {len(values)}")
+    try:
+        return BiasChannel(
+            method.bias_variant, data.attribute_names, data.annotators, data.annotator_classes,
+            declared=config.bias.declared, init_mean=init_mean, fixed_offset=config.bias.fixed_offset,
+            trusted=trusted or None,
+        )
+    except ValueError as error:  # a trusted value the variant cannot hold: name the config key
+        if str(error).startswith("trusted"):
+            raise ConfigError(f"bias.{error} (method {config.method!r})") from None
+        raise
+
+
+def check_trusted_ids(config: TrainConfig, annotators) -> None:
+    """Every ``bias.trusted`` id must be an annotator of the training data."""
+    known = set(annotators)
+    for annotator in config.bias.trusted or ():
+        if annotator not in known:
+            raise ConfigError(f"bias.trusted: annotator {annotator!r} has no judgment in {config.data}")
+
+
+def audit_labels(method: Method, config: TrainConfig, judgments, attributes) -> Audit | None:
+    """The label audit (as ``badpo audit``) of the attributes this arm learns a theta on.
+
+    An attribute that is never cross-group within a pair leaves theta unidentified: training would
+    report the 0 it started from as a result, so that is an error. Unidentified or divergent
+    annotators and a split annotator graph are warnings (``BiasIdentifiabilityWarning``).
+    """
+    if not method.learns_theta or attributes is None:
+        return None
+    declared = set(config.bias.declared or attributes.names)
+    learned = AttributeSet(tuple(a for a in attributes.attributes if a.name in declared))
+    check_trusted_ids(config, {j.annotator for j in judgments})
+    result = audit(judgments, learned, trusted=list(config.bias.trusted or ()))
+    for coordinate in result.coordinates:
+        if coordinate.overall.cross == 0:
+            raise ConfigError(
+                f"attributes: {coordinate.name!r} never differs between the two sides of a judgment "
+                f"in {config.data}, so method {config.method!r} cannot learn its theta; drop it "
+                "from bias.declared (or from attributes)")
+    return result
+
+
+def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
+                judgment_mask: Tensor | None = None) -> tuple[Run, dict, object]:
+    """Load data and model, audit the labels, cache the reference, build optimizers; returns
+    (run, cache key, tokenizer).
+
+    ``weighting`` and ``judgment_mask``: see :class:`PreferenceStage`.
+    """
+    method = get_method(config.method)
+    method_params = method.parse_params(config.method_params)
+    if accelerator is None:
+        accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
+    accumulation_steps(config.batch_size, config.micro_batch_size, accelerator.num_processes)
+    set_seed(config.runtime.seed)
+    tokenizer = load_tokenizer(config.model)
+    attributes = resolve_attributes(config.attributes) if config.attributes else None
+    judgments, data = load_preference_data(config, tokenizer, attributes)
+    labels = audit_labels(method, config, judgments, attributes)
+    if method.shuffle_annotators:
+        data = data.with_shuffled_annotators(config.runtime.seed)
+    bias = build_bias(method, config, data)
+    model = load_model(config.model, config.lora, accelerator.mixed_precision).to(accelerator.device)
+    identity = {"model": config.model.name_or_path, "revision": config.model.revision,
+                "tokenization": settings_dict(tokenizer, config.tokenization),
+                "precision": accelerator.mixed_precision, "dtype": str(next(model.parameters()).dtype)}
+    per_token = method.needs.token_logratios
+    reference, reference_tokens, cache_parts = reference_logprobs(
+        model, data.store, identity=identity, cache_dir=config.cache_dir,
+        batch_size=config.runtime.eval_batch_size, chunk_size=config.runtime.logprob_chunk_size,
+        accelerator=accelerator, per_token=per_token,
+    )
+    policy = LogprobModel(model, config.runtime.logprob_chunk_size)
+    optimizer, scheduler = policy_optimizer(policy, config.optim, preference_lr(config), config.steps)
+    policy, optimizer = accelerator.prepare(policy, optimizer)
+    theta_optimizer = theta_adam(bias, config.bias.lr, accelerator.device)
+    items = data.items(config.batching)
+    if judgment_mask is not None:
+        items = items.restrict(judgment_mask)
+    if weighting is None and method.weighting is not None:
+        weighting = method.weighting(method_params, data.annotator_index, data.annotators,
+                                     data.annotator_classes)
+    run = Run(
+        config=config, method=method, accelerator=accelerator, policy=policy, bias=bias,
+        optimizer=optimizer, scheduler=scheduler, theta_optimizer=theta_optimizer, data=data,
+        items=items, schedule=Schedule(len(items), config.batch_size, config.runtime.seed),
+        reference=reference.to(accelerator.device),
+        annotator_index=data.annotator_index.to(accelerator.device),
+        attr_diff=data.attr_diff.to(accelerator.device), params=method_params, labels=labels,
+        weighting=weighting,
+        reference_tokens=reference_tokens.to(accelerator.device) if per_token else None,
+        token_offsets=token_offsets(data.store) if per_token else None,
+    )
+    return run, cache_parts, tokenizer
+
+
+def theta_adam(bias: BiasChannel | None, lr: float, device) -> torch.optim.Optimizer | None:
+    """theta's own Adam: constant lr, no weight decay, never scheduled or clipped (None when the
+    channel has nothing to learn). Moves the channel to ``device``."""
+    if bias is None:
+        return None
+    bias.to(device)
+    params = [p for p in bias.parameters() if p.requires_grad]
+    return torch.optim.Adam(params, lr=lr, weight_decay=0.0) if params else None
+
+
+def preference_lr(config: TrainConfig) -> float:
+    return resolved_lr(config.optim, config.lora, PREFERENCE_LR)
+
+
+def write_policy_outputs(run: Run, tokenizer, output: Path, cache_parts: dict, last: dict,
+                   seconds: float) -> None:
+    """policy/, theta.json and run.json, committed as one unit; main process only for the files."""
+    accelerator = run.accelerator
+    # Called on every process: gathers FSDP / DeepSpeed shards.
+    state = accelerator.get_state_dict(run.policy) if run.config.save_policy else None
+    if not accelerator.is_main_process:
+        return
+    summary = {"method": run.config.method, "seed": run.config.runtime.seed,
+               "steps": run.config.steps, "batching": run.config.batching,
+               "judgments": len(run.data), "pairs": int(run.data.pair_rows.shape[0]),
+               "input": run.data.input_report,
+               "audit_warnings": list(run.labels.warnings) if run.labels is not None else [],
+               "wall_s": round(seconds, 2), "final": last,
+               "reference_cache": {k: v for k, v in cache_parts.items() if k != "tokenization"}}
+
+    def write(staging: Path) -> None:
+        if run.config.save_policy:
+            model = accelerator.unwrap_model(run.policy).model
+            weights = {k.removeprefix("model."): v for k, v in state.items()}
+            model.save_pretrained(staging / "policy", state_dict=weights, safe_serialization=True)
+            tokenizer.save_pretrained(staging / "policy")
+        if run.bias is not None:
+            run.bias.save(staging / "theta.json")
+        (staging / "run.json").write_text(dumps(summary, indent=1) + "\n", encoding="utf-8")
+
+    commit_final(output, write)
+
+
+__all__ = ["PreferenceStage", "prepare_run", "build_bias", "check_trusted_ids", "audit_labels",
+           "theta_adam", "preference_lr", "write_policy_outputs"]
