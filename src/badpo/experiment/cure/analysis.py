@@ -353,64 +353,66 @@ def _relative(path: Any, out: Path) -> str:
         return str(resolved)
 
 
-def run_cure_experiment(config: CureConfig, stages: CureStages, source_stages: Stages,
-                        log: Callable[[str], None] | None = None, render_only: bool = False) -> dict:
-    """Run what is not logged yet (unless ``render_only``) and write ``calibration.json``,
-    ``table.md`` and ``table.csv`` under ``output_dir``. Returns {"markdown", "csv", "records",
-    "calibration"}. ``source_stages`` plan (and with ``source.run_missing`` run) the source
-    experiment; :func:`badpo.experiment.cure.stages.run_cure_config` passes the real ones."""
-    out = Path(config.output_dir)
-    runs_dir = out / "runs"
-    start = time.perf_counter()
+@dataclass
+class _CureSweep:
+    """What the cure's steps share: the output folder, the logged records, the sources."""
 
-    def say(message: str) -> None:
-        (log or (lambda text: print(text, flush=True)))(f"[{config.name} {time.perf_counter() - start:7.1f}s] {message}")
+    config: CureConfig
+    stages: CureStages
+    evaluation: dict
+    sources: dict
+    say: Callable[[str], None]
+    render_only: bool
+    records: dict = field(default_factory=dict)
+    prepared: dict = field(default_factory=dict)
 
-    evaluation = stages.resolve_evaluation(to_dict(config.evaluation))
-    sources, compare = resolve_sources(config, source_stages, say)
-    prompts_spec = to_dict(config.prompts)
-    records: dict[str, dict] = {}
+    @property
+    def out(self) -> Path:
+        return Path(self.config.output_dir)
 
-    def logged(key: str, label: str, produce: Callable[[], dict]) -> dict:
+    def logged(self, key: str, label: str, produce: Callable[[], dict]) -> dict:
+        """The record of ``key``: read when logged, else produced and written (never when render-only)."""
+        runs_dir = self.out / "runs"
         path = runs_dir / f"{key}.json"
         if not path.exists():
-            if render_only:
+            if self.render_only:
                 raise FileNotFoundError(f"{path}: {label} is not logged (render-only trains nothing)")
-            say(f"{label} ({key}): running ...")
+            self.say(f"{label} ({key}): running ...")
             began = time.perf_counter()
             record = produce()
             record["wall_time_s"] = round(time.perf_counter() - began, 3)
             write_record(path, record)
-            say(f"{label}: done in {record['wall_time_s']:.1f} s")
+            self.say(f"{label}: done in {record['wall_time_s']:.1f} s")
         else:
-            say(f"{label} ({key}): logged, skipped")
-        records[key] = read_records_for(runs_dir, [key])[key]
-        return records[key]
+            self.say(f"{label} ({key}): logged, skipped")
+        self.records[key] = read_records_for(runs_dir, [key])[key]
+        return self.records[key]
 
-    # 1. each source: answers, pairs, readouts, log-odds on the evaluation prompts
-    prepared: dict[int, dict] = {}
-    for seed in config.seeds:
-        source = sources[seed]
-        keyed = {"source": source.key, "prompts": prompts_spec, "answers": to_dict(config.answers),
-                 "evaluation": evaluation}
-        key = run_key("offset_source", keyed, seed)
-        work = out / "work" / key
+    def prepare_sources(self) -> None:
+        """Step 1: each source's answers, pairs, readouts and log-odds on the evaluation prompts."""
+        config, out = self.config, self.out
+        for seed in config.seeds:
+            source = self.sources[seed]
+            keyed = {"source": source.key, "prompts": to_dict(config.prompts),
+                     "answers": to_dict(config.answers), "evaluation": self.evaluation}
+            key = run_key("offset_source", keyed, seed)
 
-        def prepare(source=source, key=key, work=work) -> dict:
-            work.mkdir(parents=True, exist_ok=True)
-            result = stages.prepare_source(source, config, work)
-            logps_file = work / "name_logprobs.json"
-            atomic_write_text(logps_file, dumps(np.asarray(result["name_logprobs"]).tolist()) + "\n")
-            artifacts = {**result["artifacts"], "name_logprobs": logps_file}
-            extra = {"source": source.key, "source_policy": str(source.policy), "pairs": result["pairs"],
-                     "artifacts": {k: _relative(v, out) for k, v in artifacts.items()},
-                     "evaluation": evaluation}
-            return _record("source", key, source.seed, result["readouts"], extra)
+            def prepare(source=source, key=key, work=out / "work" / key) -> dict:
+                work.mkdir(parents=True, exist_ok=True)
+                result = self.stages.prepare_source(source, config, work)
+                logps_file = work / "name_logprobs.json"
+                atomic_write_text(logps_file, dumps(np.asarray(result["name_logprobs"]).tolist()) + "\n")
+                artifacts = {**result["artifacts"], "name_logprobs": logps_file}
+                extra = {"source": source.key, "source_policy": str(source.policy), "pairs": result["pairs"],
+                         "artifacts": {k: _relative(v, out) for k, v in artifacts.items()},
+                         "evaluation": self.evaluation}
+                return _record("source", key, source.seed, result["readouts"], extra)
 
-        prepared[seed] = logged(key, f"source seed {seed}", prepare)
+            self.prepared[seed] = self.logged(key, f"source seed {seed}", prepare)
 
-    def train_run(run: _Run) -> dict:
-        source, record = sources[run.seed], prepared[run.seed]
+    def train_run(self, run: _Run) -> dict:
+        """One cure run (a calibration point or a calibrated target), logged once."""
+        source, record, out = self.sources[run.seed], self.prepared[run.seed], self.out
 
         def produce() -> dict:
             work = out / "work" / run.key
@@ -420,47 +422,71 @@ def run_cure_experiment(config: CureConfig, stages: CureStages, source_stages: S
                                             "pairs": str(pairs_dir.resolve())})
             settings = {**settings, "output_dir": str(work), "cache_dir": str(out / "reference_cache"),
                         "resume_from": "latest"}
-            result = stages.run_cure(source, settings, pairs_dir, config, work)
+            result = self.stages.run_cure(source, settings, pairs_dir, self.config, work)
             readouts = dict(result["readouts"])
             rates = readouts["names"]["first_name"]
             extra = {"role": run.role, "target": run.target, "source": source.key, "intended": run.intended,
                      "achieved": achieved_shifts(record, rates), "settings": run.settings,
                      "artifacts": {k: _relative(v, out) for k, v in result.get("artifacts", {}).items()},
-                     "evaluation": evaluation}
+                     "evaluation": self.evaluation}
             return _record("cure", run.key, run.seed, readouts, extra)
 
         label = f"{run.role} t={run.target} seed {run.seed} shift " + "/".join(
             f"{run.intended[a]:+.3f}" for a in NAME_ATTRIBUTES)
-        return logged(run.key, label, produce)
+        return self.logged(run.key, label, produce)
 
-    # 2-3. calibration at one seed: intended = scale x s*(t_cal), achieved read back
-    cal = config.calibration
-    exact = target_shifts(prepared[cal.seed], cal.target)
-    calibration_records = []
-    for scale in cal.scales:
-        intended = {a: scale * exact[a] for a in NAME_ATTRIBUTES}
-        calibration_records.append(train_run(_plan_run(config, stages, sources[cal.seed].key, "calibration",
-                                                       cal.seed, cal.target, intended, evaluation)))
-    line = {}
-    for a in NAME_ATTRIBUTES:
-        slope, intercept = fit_calibration([r["intended"][a] for r in calibration_records],
-                                           [r["achieved"][a] for r in calibration_records])
-        line[a] = {"slope": slope, "intercept": intercept}
-    calibration = {"seed": cal.seed, "target": cal.target, "scales": list(cal.scales), "line": line,
-                   "points": [{"key": r["key"], "intended": r["intended"], "achieved": r["achieved"]}
-                              for r in calibration_records]}
-    atomic_write_text(out / "calibration.json", dumps(calibration, indent=2) + "\n")
-    say("calibration line: " + "; ".join(f"{a}: achieved = {v['slope']:.3f} intended {v['intercept']:+.3f}"
-                                         for a, v in line.items()))
+    def calibrate(self) -> tuple[list[dict], dict]:
+        """Steps 2-3: at one seed, intended = scale x s*(t_cal), achieved read back, a line fitted."""
+        config, cal = self.config, self.config.calibration
+        exact = target_shifts(self.prepared[cal.seed], cal.target)
+        points = []
+        for scale in cal.scales:
+            intended = {a: scale * exact[a] for a in NAME_ATTRIBUTES}
+            points.append(self.train_run(_plan_run(config, self.stages, self.sources[cal.seed].key,
+                                                   "calibration", cal.seed, cal.target, intended,
+                                                   self.evaluation)))
+        line = {}
+        for a in NAME_ATTRIBUTES:
+            slope, intercept = fit_calibration([r["intended"][a] for r in points], [r["achieved"][a] for r in points])
+            line[a] = {"slope": slope, "intercept": intercept}
+        calibration = {"seed": cal.seed, "target": cal.target, "scales": list(cal.scales), "line": line,
+                       "points": [{"key": r["key"], "intended": r["intended"], "achieved": r["achieved"]}
+                                  for r in points]}
+        atomic_write_text(self.out / "calibration.json", dumps(calibration, indent=2) + "\n")
+        self.say("calibration line: " + "; ".join(
+            f"{a}: achieved = {v['slope']:.3f} intended {v['intercept']:+.3f}" for a, v in line.items()))
+        return points, calibration
 
-    # 4. calibrated runs: every target at the calibration seed, all_seed_targets at every seed
-    wanted_runs = [(cal.seed, t) for t in config.targets]
-    wanted_runs += [(s, t) for t in config.all_seed_targets for s in config.seeds if (s, t) not in wanted_runs]
-    calibrated = []
-    for seed, target in wanted_runs:
-        intended = intended_shifts(target_shifts(prepared[seed], target), line)
-        calibrated.append(train_run(_plan_run(config, stages, sources[seed].key, "calibrated", seed, target,
-                                              intended, evaluation)))
+    def calibrated_runs(self, line: dict) -> list[dict]:
+        """Step 4: every target at the calibration seed, ``all_seed_targets`` at every seed."""
+        config = self.config
+        wanted = [(config.calibration.seed, t) for t in config.targets]
+        wanted += [(s, t) for t in config.all_seed_targets for s in config.seeds if (s, t) not in wanted]
+        return [self.train_run(_plan_run(config, self.stages, self.sources[seed].key, "calibrated", seed, target,
+                                         intended_shifts(target_shifts(self.prepared[seed], target), line),
+                                         self.evaluation))
+                for seed, target in wanted]
+
+
+def run_cure_experiment(config: CureConfig, stages: CureStages, source_stages: Stages,
+                        log: Callable[[str], None] | None = None, render_only: bool = False) -> dict:
+    """Run what is not logged yet (unless ``render_only``) and write ``calibration.json``,
+    ``table.md`` and ``table.csv`` under ``output_dir``. Returns {"markdown", "csv", "records",
+    "calibration"}. ``source_stages`` plan (and with ``source.run_missing`` run) the source
+    experiment; :func:`badpo.experiment.cure.stages.run_cure_config` passes the real ones."""
+    out = Path(config.output_dir)
+    start = time.perf_counter()
+
+    def say(message: str) -> None:
+        (log or (lambda text: print(text, flush=True)))(f"[{config.name} {time.perf_counter() - start:7.1f}s] {message}")
+
+    sources, compare = resolve_sources(config, source_stages, say)
+    sweep = _CureSweep(config, stages, stages.resolve_evaluation(to_dict(config.evaluation)), sources, say,
+                       render_only)
+    sweep.prepare_sources()
+    calibration_records, calibration = sweep.calibrate()
+    calibrated = sweep.calibrated_runs(calibration["line"])
+    prepared = sweep.prepared
     tilts = {seed: {t: tilt_readout(json.loads((out / prepared[seed]["artifacts"]["name_logprobs"])
                                                  .read_text(encoding="utf-8")), target_shifts(prepared[seed], t))
                     for t in sorted({*config.targets, *config.all_seed_targets})}
@@ -471,7 +497,7 @@ def run_cure_experiment(config: CureConfig, stages: CureStages, source_stages: S
     atomic_write_text(out / "table.csv", csv_text)
     print(markdown, flush=True)
     say(f"wrote {out / 'calibration.json'}, {out / 'table.md'}, {out / 'table.csv'}")
-    return {"markdown": markdown, "csv": csv_text, "records": records, "calibration": calibration}
+    return {"markdown": markdown, "csv": csv_text, "records": sweep.records, "calibration": calibration}
 
 
 # ---------------------------------------------------------------------------------------- table
