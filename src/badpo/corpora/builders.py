@@ -21,6 +21,7 @@ CORPORA: dict[str, tuple[str, str, str]] = {
     "signed-ultrafeedback": (
         "badpo.corpora.signed_ultrafeedback", "SignedUltraFeedbackConfig", "build_signed_ultrafeedback"),
     "multipref": ("badpo.corpora.multipref", "MultiPrefConfig", "build_multipref"),
+    "smol-signed": ("badpo.corpora.smol_signed", "SmolSignedConfig", "build_smol_signed"),
 }
 
 
