@@ -207,6 +207,6 @@ def test_the_packaged_smollm2_converts_and_answers(cache):
     model = load_model(config, LoraSettings(), "no").eval()
     ids = tokenizer.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
                                         add_generation_prompt=True, return_dict=True, return_tensors="pt")
-    answer = tokenizer.decode(model.generate(**ids, max_new_tokens=20, do_sample=False)[0, ids["input_ids"].shape[1]:],
-                              skip_special_tokens=True)
+    output = model.generate(**ids, max_new_tokens=20, do_sample=False)[0, ids["input_ids"].shape[1]:]
+    answer = tokenizer.decode(output, skip_special_tokens=True)
     assert "Paris" in answer

@@ -126,7 +126,8 @@ def _load(path: Path, key: str):
     try:
         import gguf  # noqa: F401  (transformers reads the file with it)
     except ImportError:
-        raise ImportError(f'{_where(key)}reading {str(path)!r} needs the gguf package; pip install "badpo[gguf]"') from None
+        raise ImportError(f"{_where(key)}reading {str(path)!r} needs the gguf package; "
+                          'pip install "badpo[gguf]"') from None
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
