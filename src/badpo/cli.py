@@ -24,6 +24,7 @@ from badpo.core.config import ConfigError, from_dict, load_config
 from badpo.corpora.builders import CORPORA, corpus_builder
 from badpo.corpora.example import example_report
 from badpo.data.sources import ColumnMap
+from badpo.data.gguf import PACKAGED as GGUF_PACKAGED
 from badpo.audit.estimates import BiasIdentifiabilityWarning
 from badpo.experiment.config import ExperimentConfig, experiment_config_path
 from badpo.core.jsonio import dumps
@@ -206,6 +207,35 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_convert_gguf(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "convert-gguf", help="convert a GGUF checkpoint once into a plain Hugging Face model folder",
+        description="Dequantize a .gguf into a folder every stage can load (fp32 safetensors, config, "
+                    "tokenizer with its chat template); see docs/models.md. Naming the .gguf as "
+                    "model.name_or_path does the same into the cache on first use.",
+    )
+    parser.add_argument("gguf", metavar="FILE",
+                        help="a .gguf file, or a packaged model: " + ", ".join(sorted(GGUF_PACKAGED)))
+    parser.add_argument("outdir", nargs="?", metavar="OUTDIR",
+                        help="the folder to write (new or empty); default: the cache folder a config "
+                             "naming FILE uses ($BADPO_GGUF_CACHE or ~/.cache/badpo/gguf)")
+    return parser
+
+
+def _cmd_convert_gguf(args: argparse.Namespace) -> int:
+    from badpo.data.gguf import convert_gguf, gguf_folder
+
+    start = time.perf_counter()
+    if args.outdir is None:
+        folder = Path(gguf_folder(args.gguf, key=""))
+    else:
+        folder = convert_gguf(args.gguf, args.outdir)
+    size = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+    print(f"{folder} ({size / 1e6:.0f} MB, {time.perf_counter() - start:.0f} s): use it as "
+          f"model.name_or_path={folder}")
+    return 0
+
+
 class _AnyOrderParser(argparse.ArgumentParser):
     """Options and positionals in any order (``RUN --heldout F max_prompts=2``): plain argparse
     fills every positional at the first one it meets, so an override after an option is refused."""
@@ -344,7 +374,7 @@ COMMANDS: tuple = (
     (_add_audit, _cmd_audit), (_add_build, _cmd_build), (_add_experiment, _cmd_experiment),
     (_add_reproduce, _cmd_reproduce), (_add_demo, _cmd_demo),
     (_add_stage("sft"), _cmd_stage), (_add_stage("train"), _cmd_stage), (_add_stage("rm"), _cmd_stage),
-    (_add_evaluate, _cmd_evaluate),
+    (_add_evaluate, _cmd_evaluate), (_add_convert_gguf, _cmd_convert_gguf),
 )
 
 

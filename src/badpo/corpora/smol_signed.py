@@ -36,6 +36,7 @@ from badpo.core.jsonio import atomic_write_text, write_json, write_jsonl
 from badpo.core.judgments import write_judgments
 from badpo.corpora.signing import BasePair, SigningConfig, gate_statistics, planted_to_dict, sign_corpus
 from badpo.corpora.tasks import KINDS, Task, check, make_tasks
+from badpo.data.gguf import gguf_folder
 
 OUTPUT_FILES = {
     "train.jsonl": "training judgments (one row per judgment)",
@@ -54,7 +55,7 @@ OUTPUT_FILES = {
 class SmolSignedConfig:
     """The real-model world: questions, sampling, scores and the signing protocol."""
 
-    model: str = "smollm2-135m-instruct"  # a Hugging Face folder (or a name badpo converts, docs/models.md)
+    model: str = "smollm2-135m-instruct"  # a Hugging Face folder, a .gguf or a packaged name (docs/models.md)
     prompts: int = 700  # questions, one base pair each at most
     kinds: list[str] = field(default_factory=lambda: list(KINDS))  # question kinds, in turn
     answers_per_prompt: int = 4  # samples of the model per question
@@ -159,7 +160,7 @@ def load_generator(folder: str):
     """(model, tokenizer) of a Hugging Face folder, float32 on the CPU or the first GPU."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = Path(folder)
+    path = Path(gguf_folder(folder, "model"))
     if not (path / "config.json").is_file():
         raise ConfigError(f"model: {folder} is not a Hugging Face model folder (no config.json); convert "
                           "a GGUF file first (docs/models.md)")

