@@ -30,7 +30,8 @@ from badpo.data.sources import read_judgment_source
 from badpo.audit.estimates import Audit, audit
 from badpo.engine.cache import reference_logprobs, token_offsets
 from badpo.engine.checkpoint import (
-    TrainingState, install_policy_hooks, list_checkpoints, resolve_resume, save_checkpoint,
+    TrainingState, check_checkpointing, checkpoint_contents, list_checkpoints, load_checkpoint,
+    resolve_resume, save_checkpoint,
 )
 from badpo.engine.settings import (
     PREFERENCE_LR, TrainConfig, accumulation_steps, check_train, format_output_dir, resolved_lr,
@@ -403,19 +404,14 @@ def _train_in_folder(config: TrainConfig, output: Path, accelerator, resume: Pat
     before the final outputs are committed. Another stage on the same loop (a reward model,
     badpo.engine.reward) gives its own ``prepare(config, accelerator) -> (run, cache parts,
     tokenizer)`` and ``write_outputs`` (the signature of :func:`_write_outputs`)."""
+    check_checkpointing(accelerator, config, resume)
     prepare = prepare or functools.partial(prepare_run, weighting=weighting, judgment_mask=judgment_mask)
     run, cache_parts, tokenizer = prepare(config, accelerator)
     _report_input(accelerator, run.data.input_report)
     state = TrainingState()
-    install_policy_hooks(accelerator)
-    objects = [run.scheduler, state]
-    if run.theta_optimizer is not None:
-        objects += [run.bias, run.theta_optimizer]
-    if run.weighting is not None:
-        objects.append(run.weighting)
-    accelerator.register_for_checkpointing(*objects)
+    contents = checkpoint_contents(run, state)
     if resume is not None:
-        accelerator.load_state(str(resume))
+        load_checkpoint(accelerator, resume, contents)
     if accelerator.is_main_process:
         dump_yaml(config, output / CONFIG_FILE)
         if run.labels is not None:
@@ -437,7 +433,8 @@ def _train_in_folder(config: TrainConfig, output: Path, accelerator, resume: Pat
             if (config.save_every and state.step % config.save_every == 0) or (
                 state.step == stop < config.steps
             ):
-                save_checkpoint(accelerator, output, state.step, config.keep_checkpoints, config)
+                save_checkpoint(accelerator, output, state.step, config.keep_checkpoints, config,
+                                contents)
     finally:
         log.close()
     if state.step == config.steps:
