@@ -47,12 +47,12 @@ def _split(value: Any, path: str, tensors: dict[str, Tensor]) -> Any:
         tensors[name] = value.detach().to("cpu", memory_format=torch.contiguous_format, copy=True)
         return {TENSOR: name}
     if isinstance(value, tuple):
-        return {TUPLE: [_split(v, f"{path}/{i}", tensors) for i, v in enumerate(value)]}
+        return {TUPLE: [_split(v, _child(path, i), tensors) for i, v in enumerate(value)]}
     if isinstance(value, list):
-        return [_split(v, f"{path}/{i}", tensors) for i, v in enumerate(value)]
+        return [_split(v, _child(path, i), tensors) for i, v in enumerate(value)]
     if isinstance(value, dict):
         plain = all(isinstance(k, str) and not k.startswith("$") for k in value)
-        items = {k: _split(v, f"{path}/{k}", tensors) for k, v in value.items()}
+        items = {k: _split(v, _child(path, k), tensors) for k, v in value.items()}
         if plain:
             return items
         for key in value:
@@ -60,6 +60,10 @@ def _split(value: Any, path: str, tensors: dict[str, Tensor]) -> Any:
                 raise TypeError(f"state {path or '/'}: a dict key of type {type(key).__name__}")
         return {DICT: [[_split(k, path, {}), v] for k, v in items.items()]}
     raise TypeError(f"state {path or '/'}: cannot save a {type(value).__name__} without pickle")
+
+
+def _child(path: str, key: Any) -> str:
+    return f"{path}/{key}" if path else str(key)
 
 
 def join_state(tree: Any, tensors: dict[str, Tensor]) -> Any:
@@ -77,12 +81,12 @@ def _join(node: Any, tensors: dict[str, Tensor], used: set[str], path: str) -> A
     if node is None or isinstance(node, (bool, int, float, str)):
         return node
     if isinstance(node, list):
-        return [_join(v, tensors, used, f"{path}/{i}") for i, v in enumerate(node)]
+        return [_join(v, tensors, used, _child(path, i)) for i, v in enumerate(node)]
     if not isinstance(node, dict):
         raise ValueError(f"state {path or '/'}: unexpected {type(node).__name__}")
     tags = [key for key in node if key.startswith("$")]
     if not tags:
-        return {k: _join(v, tensors, used, f"{path}/{k}") for k, v in node.items()}
+        return {k: _join(v, tensors, used, _child(path, k)) for k, v in node.items()}
     if len(node) != 1 or tags[0] not in (TENSOR, TUPLE, DICT, FLOAT):
         raise ValueError(f"state {path or '/'}: unknown tag {sorted(node)}")
     tag, value = tags[0], node[tags[0]]
@@ -98,7 +102,7 @@ def _join(node: Any, tensors: dict[str, Tensor], used: set[str], path: str) -> A
     if not isinstance(value, list):
         raise ValueError(f"state {path or '/'}: {tag} holds a {type(value).__name__}, not a list")
     if tag == TUPLE:
-        return tuple(_join(v, tensors, used, f"{path}/{i}") for i, v in enumerate(value))
+        return tuple(_join(v, tensors, used, _child(path, i)) for i, v in enumerate(value))
     if not all(isinstance(pair, list) and len(pair) == 2 for pair in value):
         raise ValueError(f"state {path or '/'}: {DICT} entries must be [key, value] pairs")
     state = {}
@@ -106,7 +110,7 @@ def _join(node: Any, tensors: dict[str, Tensor], used: set[str], path: str) -> A
         key = _join(key, {}, set(), path)
         if isinstance(key, (list, tuple, dict)):
             raise ValueError(f"state {path or '/'}: a {type(key).__name__} cannot be a dict key")
-        state[key] = _join(item, tensors, used, f"{path}/{key}")
+        state[key] = _join(item, tensors, used, _child(path, key))
     return state
 
 

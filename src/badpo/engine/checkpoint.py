@@ -124,14 +124,23 @@ def _save_policy(accelerator, policy: nn.Module, folder: Path) -> None:
     save_file({k: v.detach().contiguous().cpu() for k, v in weights.items()}, folder / _POLICY_FILE)
 
 
-def _load_policy(accelerator, policy: nn.Module, folder: Path) -> None:
-    """Copy the saved trainable weights into ``policy``; a missing or unexpected one is an error."""
+def _load_tensors(path: Path) -> dict[str, torch.Tensor]:
+    """safetensors' parser (no code runs); a damaged file is a one-line error naming it."""
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    path = folder / _POLICY_FILE
     if not path.exists():
-        raise FileNotFoundError(f"{path}: checkpoint has no policy weights")
-    saved, params = load_file(path), _trainable(accelerator.unwrap_model(policy))
+        raise FileNotFoundError(f"{path}: missing from the checkpoint")
+    try:
+        return load_file(path)
+    except SafetensorError as error:
+        raise ValueError(f"{path}: not a readable safetensors file ({error})") from None
+
+
+def _load_policy(accelerator, policy: nn.Module, folder: Path) -> None:
+    """Copy the saved trainable weights into ``policy``; a missing or unexpected one is an error."""
+    path = folder / _POLICY_FILE
+    saved, params = _load_tensors(path), _trainable(accelerator.unwrap_model(policy))
     if set(saved) != set(params):
         missing, extra = sorted(set(params) - set(saved)), sorted(set(saved) - set(params))
         raise ValueError(f"{path}: missing weights {missing[:5]}, unexpected {extra[:5]}")
@@ -150,13 +159,10 @@ def _write_pair(folder: Path, stem: str, state: Any) -> None:
 
 
 def _read_pair(folder: Path, stem: str) -> Any:
-    from safetensors.torch import load_file
-
-    path = folder / f"{stem}.json"
+    tensors, path = _load_tensors(folder / f"{stem}.safetensors"), folder / f"{stem}.json"
     try:
-        return join_state(read_tree(path.read_text(encoding="utf-8")),
-                          load_file(folder / f"{stem}.safetensors"))
-    except ValueError as error:  # json's and join_state's errors: name the file
+        return join_state(read_tree(path.read_text(encoding="utf-8")), tensors)
+    except ValueError as error:  # json's and join_state's errors (bad UTF-8 too): name the file
         raise ValueError(f"{path}: not a readable checkpoint state ({error})") from None
 
 
