@@ -109,8 +109,8 @@ def check_files(checkpoint: Path) -> None:
         if not (_FILES.match(path.name) and path.is_file() and not path.is_symlink()):
             raise ConfigError(
                 f"resume_from: {path} is not a file badpo writes into a checkpoint and could run "
-                "code if loaded (checkpoints of badpo before its own format held pickles); the "
-                "checkpoint is refused: delete it, or start without resume_from")
+                "code if loaded (checkpoints of badpo before its own format held pickles); refusing "
+                "the checkpoint: delete that file if you trust the folder, or start without resume_from")
 
 
 def _trainable(model: nn.Module) -> dict[str, torch.Tensor]:
