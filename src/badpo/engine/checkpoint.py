@@ -1,29 +1,55 @@
-"""Atomic checkpoints: ``output_dir/checkpoints/step-NNNNNN``, resumable bit for bit.
+"""Atomic checkpoints: ``output_dir/checkpoints/step-NNNNNN``, resumable bit for bit, and loaded
+without running code.
 
-A checkpoint is accelerate's ``save_state`` (optimizer, RNG states of every process, and the
-objects registered with ``register_for_checkpointing``: scheduler, theta, theta's optimizer, the
-step) written into a temporary folder that is renamed into place only when complete, so a killed
-run leaves either the old checkpoints or the new one, never half of one. The policy is stored as
-its *trainable* weights only (the LoRA adapter under LoRA), keyed by the unwrapped model's names,
-and reloaded strictly: a missing or unexpected weight is an error. Under FSDP or DeepSpeed,
-accelerate saves and loads the model itself.
+accelerate's ``save_state`` pickles the optimizer, the RNG states and every object registered for
+checkpointing, and ``load_state`` unpickles them: a file planted in a checkpoint folder ran code on
+resume. So badpo writes its own format, of safetensors and JSON only (read back by parsers that
+never execute anything), and names every file a checkpoint may hold:
+
+* ``config.yaml``: the run's resolved config (its identity, checked before a resume);
+* ``policy_trainable_0.safetensors``: the policy's *trainable* weights (the LoRA adapter under
+  LoRA), keyed by the unwrapped model's names and reloaded strictly (a missing or unexpected
+  weight is an error);
+* ``state.json`` + ``state.safetensors``: every other state of the run by name (the policy's
+  AdamW, the lr schedule, the step, theta and theta's Adam, the method's loss weights), each its
+  ``state_dict`` split by :mod:`badpo.core.state_io` into a JSON tree and named tensors;
+* ``rng-R.json`` + ``rng-R.safetensors``: the RNG states of process R (python ``random``, numpy,
+  torch CPU, and CUDA where available), written and restored by each process.
+
+A checkpoint holding any other file (a ``.pkl``, ``.bin``, ``.pt``, an accelerate checkpoint of an
+older badpo, anything unknown) is refused before anything is read. The files are written into a
+temporary folder renamed into place only when complete, so a killed run leaves either the old
+checkpoints or the new one, never half of one.
+
+Under FSDP or DeepSpeed the weights and the optimizer state are sharded and accelerate saves them
+in its own (pickled) format, so checkpointing is refused there with an error naming the options.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import random
 import re
 import shutil
+import warnings
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
-from badpo.core.config import dump_yaml
+from badpo.core.config import ConfigError, dump_yaml
+from badpo.core.state_io import join_state, read_tree, split_state, tree_text
 
 CHECKPOINTS = "checkpoints"
+FORMAT = "badpo.checkpoint/1"
 _NAME = re.compile(r"^step-(\d{6,})$")
-_POLICY_FILE = "policy_trainable_{index}.safetensors"
+_POLICY_FILE = "policy_trainable_0.safetensors"
+_STATE, _RNG = "state", "rng-{rank}"
+_FILES = re.compile(r"^(config\.yaml|policy_trainable_0\.safetensors|state\.(json|safetensors)"
+                    r"|rng-\d+\.(json|safetensors))$")
 
 
 class TrainingState:
@@ -40,58 +66,155 @@ class TrainingState:
         self.step = int(state["step"])
 
 
+@dataclasses.dataclass
+class Contents:
+    """What a checkpoint holds: the prepared policy (its trainable weights) and the objects with
+    ``state_dict`` / ``load_state_dict``, by the name their state is saved under."""
+
+    policy: nn.Module
+    states: dict[str, Any]
+
+
+def checkpoint_contents(run, state: TrainingState) -> Contents:
+    """The checkpointed parts of a :class:`badpo.engine.loop.Run` and its step. theta is saved
+    only when it learns (a channel with nothing to learn is rebuilt from the config)."""
+    states = {"training": state, "optimizer": run.optimizer, "scheduler": run.scheduler}
+    if run.theta_optimizer is not None:
+        states.update(theta=run.bias, theta_optimizer=run.theta_optimizer)
+    if run.weighting is not None:
+        states["weighting"] = run.weighting
+    return Contents(run.policy, states)
+
+
+def check_checkpointing(accelerator, config, resume: Path | None) -> None:
+    """Refuse checkpoints where weights and optimizer state are sharded (FSDP, DeepSpeed, ...):
+    badpo saves replicated state, and accelerate's format for sharded state is pickles."""
+    kind = accelerator.distributed_type.name
+    if kind == "NO" or kind.startswith("MULTI_"):
+        return
+    stops = config.stop_after_steps is not None and config.stop_after_steps < config.steps
+    if config.save_every or stops or resume is not None:
+        raise ConfigError(
+            f"save_every / stop_after_steps / resume_from: badpo cannot checkpoint under {kind} (its "
+            "sharded state would have to be saved as pickles); set save_every=0, drop "
+            "stop_after_steps and resume_from, or train under DDP")
+
+
+def check_files(checkpoint: Path) -> None:
+    """Refuse a checkpoint that holds a file badpo does not write, before anything is read: a
+    pickle there (accelerate's format, or a planted one) would run code if anything loaded it."""
+    if not checkpoint.is_dir():
+        raise ConfigError(f"resume_from: {checkpoint} is not a checkpoint folder")
+    for path in sorted(checkpoint.iterdir()):
+        if not (_FILES.match(path.name) and path.is_file() and not path.is_symlink()):
+            raise ConfigError(
+                f"resume_from: {path} is not a file badpo writes into a checkpoint and could run "
+                "code if loaded (checkpoints of badpo before its own format held pickles); refusing "
+                "the checkpoint: delete that file if you trust the folder, or start without resume_from")
+
+
 def _trainable(model: nn.Module) -> dict[str, torch.Tensor]:
     return {name: p for name, p in model.named_parameters() if p.requires_grad}
 
 
-def install_policy_hooks(accelerator) -> None:
-    """Make save_state/load_state store only the trainable weights of each prepared model."""
-    from safetensors.torch import load_file, save_file
+def _save_policy(accelerator, policy: nn.Module, folder: Path) -> None:
+    from safetensors.torch import save_file
 
-    def save_hook(models, weights, output_dir):
-        if not weights:  # FSDP / DeepSpeed: accelerate's own format
-            return
-        if accelerator.is_main_process:
-            for index, model in enumerate(models):
-                state = {k: v.detach().contiguous().cpu()
-                         for k, v in _trainable(accelerator.unwrap_model(model)).items()}
-                save_file(state, os.path.join(output_dir, _POLICY_FILE.format(index=index)))
-        weights.clear()
+    weights = _trainable(accelerator.unwrap_model(policy))
+    save_file({k: v.detach().contiguous().cpu() for k, v in weights.items()}, folder / _POLICY_FILE)
 
-    def load_hook(models, input_dir):
-        for index, model in enumerate(models):
-            path = os.path.join(input_dir, _POLICY_FILE.format(index=index))
-            if not os.path.exists(path):
-                raise FileNotFoundError(f"{path}: checkpoint has no policy weights")
-            state, params = load_file(path), _trainable(accelerator.unwrap_model(model))
-            if set(state) != set(params):
-                missing, extra = sorted(set(params) - set(state)), sorted(set(state) - set(params))
-                raise ValueError(f"{path}: missing weights {missing[:5]}, unexpected {extra[:5]}")
-            with torch.no_grad():
-                for name, param in params.items():
-                    param.copy_(state[name])
-        models.clear()
 
-    accelerator.register_save_state_pre_hook(save_hook)
-    accelerator.register_load_state_pre_hook(load_hook)
+def _load_tensors(path: Path) -> dict[str, torch.Tensor]:
+    """safetensors' parser (no code runs); a damaged file is a one-line error naming it."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: missing from the checkpoint")
+    try:
+        return load_file(path)
+    except SafetensorError as error:
+        raise ValueError(f"{path}: not a readable safetensors file ({error})") from None
+
+
+def _load_policy(accelerator, policy: nn.Module, folder: Path) -> None:
+    """Copy the saved trainable weights into ``policy``; a missing or unexpected one is an error."""
+    path = folder / _POLICY_FILE
+    saved, params = _load_tensors(path), _trainable(accelerator.unwrap_model(policy))
+    if set(saved) != set(params):
+        missing, extra = sorted(set(params) - set(saved)), sorted(set(saved) - set(params))
+        raise ValueError(f"{path}: missing weights {missing[:5]}, unexpected {extra[:5]}")
+    with torch.no_grad():
+        for name, param in params.items():
+            param.copy_(saved[name])
+
+
+def _write_pair(folder: Path, stem: str, state: Any) -> None:
+    """``stem.json`` (the tree) and ``stem.safetensors`` (its tensors)."""
+    from safetensors.torch import save_file
+
+    tree, tensors = split_state(state)
+    save_file(tensors, folder / f"{stem}.safetensors")
+    (folder / f"{stem}.json").write_text(tree_text(tree), encoding="utf-8")
+
+
+def _read_pair(folder: Path, stem: str) -> Any:
+    tensors, path = _load_tensors(folder / f"{stem}.safetensors"), folder / f"{stem}.json"
+    try:
+        return join_state(read_tree(path.read_text(encoding="utf-8")), tensors)
+    except ValueError as error:  # json's and join_state's errors (bad UTF-8 too): name the file
+        raise ValueError(f"{path}: not a readable checkpoint state ({error})") from None
+
+
+def rng_state() -> dict:
+    """This process's RNG states: python ``random``, numpy's global generator, torch CPU, CUDA."""
+    _, key, pos, has_gauss, gauss = np.random.get_state()
+    state = {"python": random.getstate(), "torch": torch.get_rng_state(),
+             "numpy": {"key": torch.from_numpy(key.astype(np.int64)), "pos": int(pos),
+                       "has_gauss": int(has_gauss), "gauss": float(gauss)}}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    """Restore what :func:`rng_state` returned (CUDA states of devices this machine lacks are
+    dropped)."""
+    random.setstate(state["python"])
+    numpy = state["numpy"]
+    np.random.set_state(("MT19937", numpy["key"].numpy().astype(np.uint32), numpy["pos"],
+                         numpy["has_gauss"], numpy["gauss"]))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"][: torch.cuda.device_count()])
 
 
 def checkpoint_path(output_dir: Path, step: int) -> Path:
     return output_dir / CHECKPOINTS / f"step-{step:06d}"
 
 
-def save_checkpoint(accelerator, output_dir: Path, step: int, keep: int, config) -> Path:
-    """Save the accelerator's state for ``step`` atomically, with the run's resolved ``config``
-    (its identity, checked on resume); keep the newest ``keep`` checkpoints, this one always."""
+def save_checkpoint(accelerator, output_dir: Path, step: int, keep: int, config,
+                    contents: Contents) -> Path:
+    """Save ``contents`` and every process's RNG for ``step`` atomically, with the run's resolved
+    ``config``; keep the newest ``keep`` checkpoints, this one always. Called on every process."""
     final = checkpoint_path(output_dir, step)
     temporary = final.with_name(f".tmp-{final.name}")
-    if accelerator.is_main_process and temporary.exists():
-        shutil.rmtree(temporary)
+    if accelerator.is_main_process:
+        if temporary.exists():
+            shutil.rmtree(temporary)
+        temporary.mkdir(parents=True)
     accelerator.wait_for_everyone()
-    accelerator.save_state(str(temporary), safe_serialization=True)
+    _write_pair(temporary, _RNG.format(rank=accelerator.process_index), rng_state())
+    if accelerator.is_main_process:
+        _save_policy(accelerator, contents.policy, temporary)
+        states = {name: obj.state_dict() for name, obj in contents.states.items()}
+        _write_pair(temporary, _STATE, {"format": FORMAT, "states": states})
+        dump_yaml(config, temporary / "config.yaml")
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
-        dump_yaml(config, temporary / "config.yaml")
+        for path in temporary.iterdir():  # on disk before the rename publishes the checkpoint
+            with open(path, "rb") as handle:
+                os.fsync(handle.fileno())
         if final.exists():  # the same step saved before (a resumed run): replace it
             shutil.rmtree(final)
         os.replace(temporary, final)
@@ -100,6 +223,28 @@ def save_checkpoint(accelerator, output_dir: Path, step: int, keep: int, config)
             shutil.rmtree(old)
     accelerator.wait_for_everyone()
     return final
+
+
+def load_checkpoint(accelerator, checkpoint: Path, contents: Contents) -> None:
+    """Restore ``contents`` and this process's RNG from ``checkpoint`` (on every process), after
+    :func:`check_files`; the saved states must be exactly the run's."""
+    check_files(checkpoint)
+    _load_policy(accelerator, contents.policy, checkpoint)
+    saved = _read_pair(checkpoint, _STATE)
+    if not isinstance(saved, dict) or saved.get("format") != FORMAT:
+        raise ValueError(f"{checkpoint / 'state.json'}: not a {FORMAT} state")
+    states = saved["states"]
+    if set(states) != set(contents.states):
+        raise ValueError(f"{checkpoint}: holds the states {sorted(states)}, this run has "
+                         f"{sorted(contents.states)}")
+    for name, obj in contents.states.items():
+        obj.load_state_dict(states[name])
+    rng = _RNG.format(rank=accelerator.process_index)
+    if (checkpoint / f"{rng}.json").exists():
+        set_rng_state(_read_pair(checkpoint, rng))
+    else:
+        warnings.warn(f"{checkpoint}: no RNG state of process {accelerator.process_index} (saved by "
+                      "fewer processes); its RNG goes on from the seed", stacklevel=2)
 
 
 def list_checkpoints(output_dir: Path) -> list[Path]:
@@ -122,3 +267,8 @@ def resolve_resume(resume_from: str | None, output_dir: Path) -> Path | None:
     if not path.is_dir():
         raise FileNotFoundError(f"resume_from: no checkpoint folder at {resume_from!r}")
     return path
+
+
+__all__ = ["CHECKPOINTS", "FORMAT", "TrainingState", "Contents", "checkpoint_contents",
+           "check_checkpointing", "check_files", "save_checkpoint", "load_checkpoint",
+           "list_checkpoints", "resolve_resume", "checkpoint_path", "rng_state", "set_rng_state"]

@@ -32,8 +32,10 @@ from badpo.core.config import ConfigError, dump_yaml, to_dict
 from badpo.engine.batches import ItemTable, PreferenceData, Schedule
 from badpo.engine.checkpoint import (
     TrainingState,
-    install_policy_hooks,
+    check_checkpointing,
+    checkpoint_contents,
     list_checkpoints,
+    load_checkpoint,
     resolve_resume,
     save_checkpoint,
 )
@@ -270,31 +272,26 @@ def resume_point(config, output: Path) -> Path | None:
 
 def run_stage(stage: Stage, config, output: Path, accelerator, resume: Path | None) -> Path:
     """Train (or resume from ``resume``) one run of ``stage`` in ``output``; returns ``output``."""
+    check_checkpointing(accelerator, config, resume)
     run, cache_parts, tokenizer = stage.prepare(config, accelerator)
     report_input(stage.name, accelerator, run.data.input_report)
     state = TrainingState()
-    install_policy_hooks(accelerator)
-    objects = [run.scheduler, state]
-    if run.theta_optimizer is not None:
-        objects += [run.bias, run.theta_optimizer]
-    if run.weighting is not None:
-        objects.append(run.weighting)
-    accelerator.register_for_checkpointing(*objects)
+    contents = checkpoint_contents(run, state)  # what a checkpoint holds: tensors and JSON only
     if resume is not None:
-        accelerator.load_state(str(resume))
+        load_checkpoint(accelerator, resume, contents)
     if accelerator.is_main_process:
         dump_yaml(config, output / CONFIG_FILE)
         if run.labels is not None:
             (output / "audit.json").write_text(run.labels.to_json(), encoding="utf-8")
     started = time.perf_counter()
-    last_record = _loop(run, config, output, state, started)
+    last_record = _loop(run, config, output, state, contents, started)
     if state.step == config.steps:
         stage.on_finished(run)
         stage.write_outputs(run, tokenizer, output, cache_parts, last_record, time.perf_counter() - started)
     return output
 
 
-def _loop(run: Run, config, output: Path, state: TrainingState, started: float) -> dict:
+def _loop(run: Run, config, output: Path, state: TrainingState, contents, started: float) -> dict:
     """Steps from ``state.step`` to the stop, logging and checkpointing; the last log record."""
     accelerator = run.accelerator
     stop = config.stop_after_steps or config.steps
@@ -313,7 +310,7 @@ def _loop(run: Run, config, output: Path, state: TrainingState, started: float) 
             if (config.save_every and state.step % config.save_every == 0) or (
                 state.step == stop < config.steps
             ):
-                save_checkpoint(accelerator, output, state.step, config.keep_checkpoints, config)
+                save_checkpoint(accelerator, output, state.step, config.keep_checkpoints, config, contents)
     finally:
         log.close()
     return last_record

@@ -29,7 +29,9 @@ The run folder (the caller holds its lock and has checked its identity)::
 
     config.yaml, log.jsonl     the arm's config; one record per E-step, then the mixture
     em/round-R/type-K/         one M-step: a single-policy run folder (no policy kept)
-    em/round-R/heldout-type-K.pt   its margins on the held-out half (written when it finishes)
+    em/round-R/heldout-type-K.safetensors
+                               its margins on the held-out half (written when it finishes;
+                               safetensors, so reading it runs no code)
     em/round-R/estep.json      the E-step: held-out log-likelihoods, prior, new log gammas
     types/type-K/              a final type policy: policy/ (HF format), log.jsonl, run.json, ...
     mixture.json, run.json     the mixture (w, type probabilities, U, regrets, policy paths) and
@@ -56,6 +58,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from badpo.core.config import ConfigError, dump_yaml
@@ -184,7 +187,7 @@ def train_type_policies(config, output: Path, accelerator) -> Path:
 
 
 def _margins_file(output: Path, r: int, k: int) -> Path:
-    return output / EM_DIR / f"round-{r}" / f"heldout-type-{k}.pt"
+    return output / EM_DIR / f"round-{r}" / f"heldout-type-{k}.safetensors"
 
 
 def _run_part(part: Part, config, output: Path, total: int, *, score, weighting,
@@ -279,7 +282,7 @@ def _heldout_scorer(path: Path, heldout: Tensor, votes: Votes) -> Callable:
         margins = policy_margins(run, heldout)
         if run.accelerator.is_main_process:
             temporary = path.with_name(f".tmp-{path.name}")
-            torch.save({"judgments": heldout, "margins": margins}, temporary)
+            save_file({"judgments": heldout.contiguous(), "margins": margins.contiguous()}, temporary)
             os.replace(temporary, path)
         run.accelerator.wait_for_everyone()
 
@@ -294,7 +297,7 @@ def _e_step(output: Path, r: int, votes: Votes, log_gamma: Tensor, types: int, a
     margins = []
     for k in range(types):
         path = _margins_file(output, r, k)
-        saved = torch.load(path, map_location="cpu", weights_only=True)
+        saved = load_file(path)
         if not torch.equal(saved["judgments"], heldout):
             raise RuntimeError(f"{path}: scored other judgments than the held-out half")
         margins.append(saved["margins"])

@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from badpo.core.config import ConfigError, load_config, to_dict
+from badpo.engine.checkpoint import check_files
 from badpo.engine.settings import RUN_CONTROL_KEYS
 
 CONFIG_FILE = "config.yaml"
@@ -153,7 +154,9 @@ def own_folder(output: Path, config: Any, accelerator, run_files: RunFiles = pre
 
 
 def check_checkpoint(checkpoint: Path, config: Any) -> None:
-    """Refuse to resume from a checkpoint written by another run."""
+    """Refuse to resume from a checkpoint written by another run, or holding a file that could run
+    code (checked first, before its config is read)."""
+    check_files(checkpoint)
     reason = identity_mismatch(recorded_identity(checkpoint, type(config)), identity(config), checkpoint)
     if reason is not None:
         raise ConfigError(f"resume_from: {reason}; resume it with its own config, or start without "
