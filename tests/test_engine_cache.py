@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from engine_fixtures import build_model, build_tokenizer, full_logit_token_logprobs, judgment_rows
+from safetensors import safe_open
+from safetensors.torch import save_file
 
 from badpo.engine import cache
 from badpo.engine.runtime import make_accelerator
@@ -55,7 +59,7 @@ def test_the_key_changes_with_weights_tokens_and_identity(tmp_path, store):
     assert other["tokens"] != moved["tokens"]
     _, _, renamed = cache.reference_logprobs(model, short, identity={"model": "tiny2"}, **kwargs)
     keys = {cache.cache_key(p) for p in (base, moved, other, renamed)}
-    assert len(keys) == 4 and len(list(tmp_path.glob("*.pt"))) == 4
+    assert len(keys) == 4 and len(list(tmp_path.glob("*.safetensors"))) == 4
 
 
 @pytest.mark.parametrize("damage", ["truncated", "altered", "other_key", "short"])
@@ -65,16 +69,18 @@ def test_a_damaged_cache_file_is_named_discarded_and_recomputed(tmp_path, store,
     kwargs = dict(identity={"model": "tiny"}, cache_dir=str(tmp_path), batch_size=8, chunk_size=64,
                   accelerator=accelerator)
     values, _, parts = cache.reference_logprobs(model, store, **kwargs)
-    path = tmp_path / f"{cache.cache_key(parts)}.pt"
-    saved = torch.load(path, weights_only=True)
+    path = tmp_path / f"{cache.cache_key(parts)}.safetensors"
+    with safe_open(str(path), framework="pt") as handle:
+        metadata, logps = handle.metadata(), handle.get_tensor("logps")
     if damage == "truncated":  # a kill or a full disk while copying the file
         path.write_bytes(path.read_bytes()[:200])
     elif damage == "altered":  # the values edited, the checksum not
-        torch.save({**saved, "logps": saved["logps"] + 0.5}, path)
+        save_file({"logps": logps + 0.5}, str(path), metadata=metadata)
     elif damage == "other_key":
-        torch.save({**saved, "parts": {**saved["parts"], "model": "other"}}, path)
+        parts_other = json.dumps({**json.loads(metadata["parts"]), "model": "other"}, sort_keys=True)
+        save_file({"logps": logps}, str(path), metadata={**metadata, "parts": parts_other})
     else:
-        torch.save({**saved, "logps": saved["logps"][:-1]}, path)
+        save_file({"logps": logps[:-1]}, str(path), metadata=metadata)
     calls = []
     compute = cache.compute_logprobs
     monkeypatch.setattr(cache, "compute_logprobs", lambda *a: calls.append(1) or compute(*a))

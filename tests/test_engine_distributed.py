@@ -13,8 +13,14 @@ import socket
 import torch
 import torch.multiprocessing as mp
 from engine_fixtures import (
-    assert_same_run, judgment_rows, log_records, make_config, save_model_dir, write_jsonl,
+    assert_same_run,
+    judgment_rows,
+    log_records,
+    make_config,
+    save_model_dir,
+    write_jsonl,
 )
+from safetensors.torch import load_file
 
 from badpo.engine.train import train
 
@@ -46,6 +52,6 @@ def test_two_gloo_processes_match_one_process(tmp_path):
     two = tmp_path / "two"
     assert_same_run(one, two)
     assert [r["judgments"] for r in log_records(two)] == [8, 8, 8]
-    cached = [torch.load(next((tmp_path / c).glob("*.pt")), weights_only=True)["logps"]
+    cached = [load_file(next((tmp_path / c).glob("*.safetensors")))["logps"]
               for c in ("cache1", "cache2")]
     torch.testing.assert_close(cached[0], cached[1], rtol=0, atol=1e-6)  # sharded reference pass

@@ -7,8 +7,14 @@ import json
 import pytest
 import torch
 from engine_fixtures import (
-    full_logit_token_logprobs, judgment_rows, log_records, make_config, save_model_dir, write_jsonl,
+    full_logit_token_logprobs,
+    judgment_rows,
+    log_records,
+    make_config,
+    save_model_dir,
+    write_jsonl,
 )
+from safetensors.torch import load_file
 
 from badpo.core.judgments import read_judgments
 from badpo.engine.batches import build_preference_data
@@ -48,7 +54,7 @@ def test_lora_run_trains_an_adapter_against_the_base_as_reference(world):
     base = AutoModelForCausalLM.from_pretrained(world / "model")
     with torch.no_grad():
         base_logps = full_logit_token_logprobs(base, batch).sum(-1)
-        cached = torch.load(next((world / "cache").glob("*.pt")), weights_only=True)["logps"]
+        cached = load_file(next((world / "cache").glob("*.safetensors")))["logps"]
         policy = PeftModel.from_pretrained(base, out / "policy")
         adapted = full_logit_token_logprobs(policy, batch).sum(-1)
         with policy.disable_adapter():
@@ -76,8 +82,8 @@ def test_lora_stop_and_resume_equals_uninterrupted(world):
 
 
 def test_lora_under_bf16_has_fp32_adapters_on_a_bf16_base(world):
-    from badpo.engine.settings import LoraSettings, ModelConfig
     from badpo.engine.runtime import load_model
+    from badpo.engine.settings import LoraSettings, ModelConfig
 
     model = load_model(ModelConfig(name_or_path=str(world / "model")),
                        LoraSettings(enabled=True, rank=4), mixed="bf16")

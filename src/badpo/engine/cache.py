@@ -4,7 +4,9 @@ The key hashes: the model's name and revision, a fingerprint of its weights (so 
 checkpoints at one path never share a cache), the exact token ids of every sequence (which
 covers the data and the tokenization), the tokenization settings, and the precision. The file
 stores the key's parts and a sha256 of the values; a file that is truncated, altered or keyed
-otherwise is named in a warning, discarded and recomputed. Writes are atomic.
+otherwise is named in a warning, discarded and recomputed. Writes are atomic. The file is
+safetensors (the key's parts and the checksum in its metadata): reading a cache runs no code, so a
+cache folder shared between experiments (``OUT/reference_cache``) is as safe as a checkpoint.
 """
 
 from __future__ import annotations
@@ -16,13 +18,15 @@ import warnings
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
 from torch import Tensor, nn
 
 from badpo.engine.logprobs import response_token_logprobs
 from badpo.engine.runtime import reference_mode
 from badpo.engine.tokenize import TokenStore
 
-FORMAT = "badpo.reference_logprobs/2"
+FORMAT = "badpo.reference_logprobs/3"
 _SAMPLE = 4096
 
 
@@ -103,7 +107,7 @@ def reference_logprobs(model: nn.Module, store: TokenStore, *, identity: dict, c
              "tokens": tokens_fingerprint(store), "sequences": len(store)}
     if per_token:
         parts["per_token"] = True
-    path = Path(cache_dir) / f"{cache_key(parts)}.pt" if cache_dir is not None else None
+    path = Path(cache_dir) / f"{cache_key(parts)}.safetensors" if cache_dir is not None else None
     if path is not None and path.exists():
         cached = _read_cache(path, parts, len(store), int(token_offsets(store)[-1]) if per_token else None)
         if cached is not None:
@@ -112,10 +116,12 @@ def reference_logprobs(model: nn.Module, store: TokenStore, *, identity: dict, c
     if path is not None and accelerator.is_main_process:
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(f".tmp{os.getpid()}")
-        saved = {"parts": parts, "logps": values, "sha256": _checksum(values, tokens)}
+        tensors = {"logps": values.contiguous()}
         if per_token:
-            saved["token_logps"] = tokens
-        torch.save(saved, temporary)
+            tensors["token_logps"] = tokens.contiguous()
+        metadata = {"format": FORMAT, "parts": json.dumps(parts, sort_keys=True),
+                    "sha256": _checksum(values, tokens)}
+        save_file(tensors, str(temporary), metadata=metadata)
         os.replace(temporary, path)
     accelerator.wait_for_everyone()
     return values, tokens, parts
@@ -128,15 +134,25 @@ def _checksum(values: Tensor, tokens: Tensor | None) -> str:
     return digest.hexdigest()
 
 
+def _load(path: Path) -> dict:
+    """The cache file as {"parts", "sha256", "logps", "token_logps"?}: safetensors, no unpickling."""
+    with safe_open(str(path), framework="pt") as handle:
+        metadata = handle.metadata() or {}
+        saved = {name: handle.get_tensor(name) for name in handle.keys()}
+    if metadata.get("format") != FORMAT:
+        raise ValueError(f"format {metadata.get('format')!r}, expected {FORMAT!r}")
+    return {**saved, "parts": json.loads(metadata["parts"]), "sha256": metadata.get("sha256")}
+
+
 def _read_cache(path: Path, parts: dict, sequences: int, n_tokens: int | None
                 ) -> tuple[Tensor, Tensor | None] | None:
     """The cached (log-probs, per-token log-probs or None), or None (with a warning naming the
     file, which is then replaced) when the file is truncated, altered or not for this key."""
     try:
-        saved = torch.load(path, map_location="cpu", weights_only=True)
-        tokens = saved.get("token_logps") if isinstance(saved, dict) else None
+        saved = _load(path)
+        tokens = saved.get("token_logps")
         problem = None
-        if not isinstance(saved, dict) or saved.get("parts") != parts:
+        if saved.get("parts") != parts:
             problem = "its key does not match"
         elif not isinstance(saved.get("logps"), Tensor) or saved["logps"].shape != (sequences,):
             problem = "it holds the wrong number of values"
