@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from engine_fixtures import judgment_rows, make_config, save_model_dir, write_jsonl
+from fixtures.engine import judgment_rows, make_config, save_model_dir, write_jsonl
 
 import badpo
 from badpo.core.config import to_dict

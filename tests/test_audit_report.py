@@ -232,7 +232,7 @@ def test_a_large_pool_is_drawn_without_names_and_its_estimates_match(tmp_path):
 def test_a_short_name_flows_through_training_into_the_report(tmp_path):
     """Train one step with ``sig=given:signed`` and ``smith=regex:smith``: theta.json and
     log.jsonl are keyed by the short names, and ``--run`` finds them for the report."""
-    from engine_fixtures import judgment_rows, log_records, make_config, save_model_dir, write_jsonl
+    from fixtures.engine import judgment_rows, log_records, make_config, save_model_dir, write_jsonl
 
     from badpo.engine.train import train
 

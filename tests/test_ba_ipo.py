@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from engine_fixtures import judgment_rows, log_records, make_config, save_model_dir, write_jsonl
-from test_theory import BETA, F64, World, newton, random_world
+from fixtures.engine import judgment_rows, log_records, make_config, save_model_dir, write_jsonl
+from fixtures.theory import BETA, F64, World, newton, random_world
 from torch.autograd.functional import hessian, jacobian
 from torch.func import functional_call
 

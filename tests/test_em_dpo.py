@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from engine_fixtures import judgment_rows, log_records, make_config, save_model_dir, write_jsonl
+from fixtures.engine import judgment_rows, log_records, make_config, save_model_dir, write_jsonl
 from safetensors.torch import load_file
 
 import badpo.engine.train as train_module
@@ -227,7 +227,7 @@ def test_two_types_write_every_output(world, whole):
 
 def test_round_parts_train_on_their_half_only(world):
     """The item table of a round holds the judgments of its half, once each."""
-    from engine_fixtures import build_tokenizer
+    from fixtures.engine import build_tokenizer
     from badpo.core.judgments import read_judgments
     from badpo.engine.tokenize import TokenizationConfig
 

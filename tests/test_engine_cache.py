@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from engine_fixtures import build_model, build_tokenizer, full_logit_token_logprobs, judgment_rows
+from fixtures.engine import build_model, build_tokenizer, full_logit_token_logprobs, judgment_rows
 
 from badpo.engine import cache
 from badpo.engine.runtime import make_accelerator

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from engine_fixtures import judgment_rows, save_model_dir, write_jsonl
+from fixtures.engine import judgment_rows, save_model_dir, write_jsonl
 
 from badpo.core.bias import VARIANTS
 from badpo.cli import main

@@ -12,7 +12,7 @@ import socket
 
 import torch
 import torch.multiprocessing as mp
-from engine_fixtures import (
+from fixtures.engine import (
     assert_same_run, judgment_rows, log_records, make_config, save_model_dir, write_jsonl,
 )
 

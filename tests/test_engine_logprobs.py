@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from engine_fixtures import VOCAB, build_model, build_tokenizer, full_logit_token_logprobs
+from fixtures.engine import VOCAB, build_model, build_tokenizer, full_logit_token_logprobs
 
 from badpo.core.config import ConfigError
 from badpo.engine.logprobs import continuation_logprobs, response_logprobs, token_logprobs

@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from engine_fixtures import (
+from fixtures.engine import (
     full_logit_token_logprobs, judgment_rows, log_records, make_config, save_model_dir, write_jsonl,
 )
 

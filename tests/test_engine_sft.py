@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from engine_fixtures import full_logit_token_logprobs, judgment_rows, save_model_dir, write_jsonl
+from fixtures.engine import full_logit_token_logprobs, judgment_rows, save_model_dir, write_jsonl
 
 from badpo.core.config import ConfigError, apply_overrides, from_dict, load_config
 from badpo.core.judgments import read_judgments

@@ -1,6 +1,6 @@
 """The preference stage on a tiny GPT-2: loss, schedules, accumulation, resume, batching modes.
 
-Fixture: 6 pairs x 4 judgments = 24 judgments (see ``engine_fixtures.judgment_rows``); dropout
+Fixture: 6 pairs x 4 judgments = 24 judgments (see ``fixtures.engine.judgment_rows``); dropout
 is 0, so two runs that should agree can be compared to float tolerance.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from engine_fixtures import (
+from fixtures.engine import (
     assert_same_run, full_logit_token_logprobs, judgment_rows, log_records, make_config, policy_weights,
     save_model_dir, write_jsonl,
 )
@@ -156,7 +156,7 @@ def test_micro_batch_slots_follow_each_judgments_orientation(world):
     """Pair p0 (a = signed 'sure ... emily smith', b = 'maybe try that'): judgments 0-2 chose a,
     judgment 3 chose b; grouped, the pair is sequences (a, b) at slots (0, 1)."""
     from badpo.core.attributes import resolve_attributes
-    from engine_fixtures import build_tokenizer
+    from fixtures.engine import build_tokenizer
 
     judgments = read_judgments(world / "judgments.jsonl")
     data = build_preference_data(judgments, resolve_attributes(["given:signed"]), build_tokenizer(),
@@ -213,7 +213,7 @@ def test_offline_estimate_counts_cross_group_wins_and_refuses_infinite_starts():
 
 def test_shuffled_ids_are_uniform_and_seeded(world):
     from badpo.core.attributes import resolve_attributes
-    from engine_fixtures import build_tokenizer
+    from fixtures.engine import build_tokenizer
 
     rows = judgment_rows(n_pairs=200)
     write_jsonl(world / "many.jsonl", rows)

@@ -26,7 +26,7 @@ from badpo.engine.tokenize import TokenizationConfig
 from badpo.readouts.run import GenerationCapNotice, cap_new_tokens, summary
 from badpo.readouts.evaluate import EvalConfig
 from badpo.readouts.model import generate
-from engine_fixtures import VOCAB, build_tokenizer, judgment_rows
+from fixtures.engine import VOCAB, build_tokenizer, judgment_rows
 
 SIGNOFF = r"thanks|regards"
 HEADER = ["question", "better", "worse", "rater"]  # prompt, chosen, rejected, annotator
@@ -44,7 +44,7 @@ def write_csv(path: Path, rows: list[list[str]]) -> Path:
 
 
 def judgment_csv(path: Path, rows: list[dict]) -> Path:
-    """Rows of engine_fixtures.judgment_rows under the user's column names, the signature of a
+    """Rows of fixtures.engine.judgment_rows under the user's column names, the signature of a
     signed answer replaced by a closing 'thanks' (what the regex attribute marks)."""
     def signoff(text: str) -> str:
         return text.replace("--- emily smith", "thanks")

@@ -1,5 +1,5 @@
 """The experiment runner and its tables, on fake stages (no model trains here; the fake world is
-in experiment_fixtures.py, so every number in a rendered table can be worked out by hand)."""
+in fixtures/experiment.py, so every number in a rendered table can be worked out by hand)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from experiment_fixtures import (
+from fixtures.experiment import (
     RATES, T_975_2, Crash, cells, config_dict, fake_stages, make_config, quiet,
 )
 

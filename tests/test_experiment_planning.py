@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from experiment_fixtures import fake_stages, make_config, quiet
+from fixtures.experiment import fake_stages, make_config, quiet
 
 from badpo.core.config import ConfigError, load_config
 from badpo.experiment import ExperimentConfig, Stages, run_experiment

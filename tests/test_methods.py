@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from engine_fixtures import judgment_rows, log_records, make_config, save_model_dir, write_jsonl
+from fixtures.engine import judgment_rows, log_records, make_config, save_model_dir, write_jsonl
 from safetensors.torch import load_file
 
 from badpo.core.config import ConfigError

@@ -23,7 +23,7 @@ from badpo.engine.tokenize import build_token_store
 from badpo.core.losses import ba_dpo_loss, bt_loss
 from badpo.readouts.metrics import reward_tilt
 from badpo.readouts.model import judge_scores
-from engine_fixtures import judgment_rows, save_model_dir, write_jsonl
+from fixtures.engine import judgment_rows, save_model_dir, write_jsonl
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from engine_fixtures import judgment_rows, log_records, make_config, save_model_dir, write_jsonl
+from fixtures.engine import judgment_rows, log_records, make_config, save_model_dir, write_jsonl
 
 from badpo.cli import main
 from badpo.core.config import ConfigError, load_config, to_dict

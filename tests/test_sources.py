@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from engine_fixtures import build_tokenizer
+from fixtures.engine import build_tokenizer
 
 from badpo.core.config import ConfigError, apply_overrides, from_dict
 from badpo.core.judgments import JudgmentError, validate_judgments

@@ -18,86 +18,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from torch.autograd.functional import hessian, jacobian
+from torch.autograd.functional import hessian
 from torch.func import functional_call
 
+from fixtures.theory import BETA, F64, World, newton, random_world
 from badpo.core.attributes import resolve_attributes
 from badpo.core.bias import BiasChannel
-from badpo.core.judgments import Judgment
 from badpo.corpora.signing import SigningConfig, sign_corpus
 from badpo.corpora.tiny import TinyWorldConfig, tiny_base_pairs
 from badpo.audit.estimates import BiasIdentifiabilityWarning, audit, offline_log_odds
 from badpo.core.losses import ba_dpo_loss
-
-BETA = 0.5
-F64 = torch.float64
-
-
-class World:
-    """P prompts x R responses, attribute indicators g [P, R, q], reference log-probs, judgments."""
-
-    def __init__(self, g: torch.Tensor, judgments: list[tuple[int, int, int, int]], m: int, seed: int = 0):
-        gen = torch.Generator().manual_seed(seed)
-        self.g = g.to(F64)
-        self.P, self.R, self.q = g.shape
-        self.ref = torch.log_softmax(torch.randn(self.P, self.R, generator=gen, dtype=F64), dim=-1)
-        rows = torch.tensor(judgments, dtype=torch.long)  # (annotator, prompt, winner, loser)
-        self.annotator, self.prompt, self.win, self.lose = rows.unbind(dim=1)
-        self.annotators = [f"k{i}" for i in range(m)]
-        self.attr_diff = self.g[self.prompt, self.win] - self.g[self.prompt, self.lose]  # [B, q]
-
-    def channel(self, variant: str) -> BiasChannel:
-        names = [f"g{i}" for i in range(self.q)]
-        return BiasChannel(variant, names, self.annotators).to(F64)
-
-    def losses(self, r: torch.Tensor, channel: BiasChannel, params: dict | None = None) -> torch.Tensor:
-        """Per-judgment BA-DPO losses [B] at rewards r [P, R] and the channel (or ``params``)."""
-        logps = r / BETA + self.ref
-        bias = (functional_call(channel, params, (self.annotator, self.attr_diff)) if params is not None
-                else channel(self.annotator, self.attr_diff))
-        return ba_dpo_loss(logps[self.prompt, self.win], logps[self.prompt, self.lose],
-                           self.ref[self.prompt, self.win], self.ref[self.prompt, self.lose],
-                           bias, BETA)[0]
-
-    def flat_loss(self, channel: BiasChannel):
-        """(total loss as a function of one flat vector [r, channel parameters...], unflatten)."""
-        shapes = {name: p.shape for name, p in channel.named_parameters()}
-
-        def unflatten(flat: torch.Tensor) -> tuple[torch.Tensor, dict]:
-            r, offset, params = flat[: self.P * self.R].view(self.P, self.R), self.P * self.R, {}
-            for name, shape in shapes.items():
-                params[name] = flat[offset: offset + shape.numel()].view(shape)
-                offset += shape.numel()
-            return r, params
-
-        def total(flat: torch.Tensor) -> torch.Tensor:
-            r, params = unflatten(flat)
-            return self.losses(r, channel, params).sum()
-
-        return total, unflatten
-
-    def judgment_rows(self) -> list[Judgment]:
-        """The same judgments as badpo rows, for the audit (attributes under ``given:g<i>``)."""
-        names = [f"g{i}" for i in range(self.q)]
-        return [Judgment(prompt=f"x{p}", chosen=f"y{w}", rejected=f"y{l}", annotator=f"k{a}",
-                         g_chosen=dict(zip(names, self.g[p, w].tolist())),
-                         g_rejected=dict(zip(names, self.g[p, l].tolist())))
-                for a, p, w, l in zip(*(t.tolist() for t in (self.annotator, self.prompt, self.win, self.lose)))]
-
-
-def newton(fn, x: torch.Tensor, tol: float = 1e-10, max_iter: int = 100) -> torch.Tensor:
-    """Damped Newton with a pseudo-inverse step; returns x with |grad| < tol."""
-    for _ in range(max_iter):
-        grad = jacobian(fn, x)
-        if grad.norm() < tol:
-            return x
-        step = -torch.linalg.pinv(hessian(fn, x), hermitian=True) @ grad
-        value, t = fn(x), 1.0
-        while fn(x + t * step) > value + 1e-4 * t * (grad @ step) and t > 1e-12:
-            t /= 2  # Armijo backtracking
-        x = x + t * step
-    raise AssertionError(f"Newton did not reach |grad| < {tol}: {jacobian(fn, x).norm():.3e}")
-
 
 def world_with_groups(groups: list[list[int]], prompts_per_group: int, seed: int) -> World:
     """q = 1; each annotator group judges its own prompts (3 responses, both groups present).
@@ -130,15 +60,6 @@ def minimise(world: World, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch
     r, params = unflatten(best)
     logits = -torch.log(torch.expm1(world.losses(r, channel, params)))  # loss = log(1 + e^-L)
     return r, params["annotator_theta"][:, 0], logits
-
-
-def random_world(seed: int, q: int = 2) -> World:
-    rng = np.random.default_rng(seed)
-    P, R, m = 3, 4, 4
-    g = torch.tensor(rng.integers(0, 2, size=(P, R, q)), dtype=F64)
-    judgments = [(int(rng.integers(m)), int(p), int(w), int(l))
-                 for p in range(P) for _ in range(6) for w, l in [rng.choice(R, size=2, replace=False)]]
-    return World(g, judgments, m, seed)
 
 
 # ------------------------------------------------------------------------------ convexity

@@ -1,6 +1,6 @@
 """BADPOTrainer (badpo.integrations.trl): TRL's DPOTrainer with the BA-DPO bias logit.
 
-The tiny GPT-2 and word-level tokenizer of ``engine_fixtures``; 24 judgments (6 pairs x 4) with a
+The tiny GPT-2 and word-level tokenizer of ``fixtures.engine``; 24 judgments (6 pairs x 4) with a
 precomputed attribute ``signed`` (``given:signed``). TRL joins prompt and completion as text and
 appends the EOS text, so the rows given to TRL end the prompt with a space and each response with
 " <eos>": TRL then tokenizes every sequence exactly as the engine does (checked below), and the
@@ -24,7 +24,7 @@ from badpo.core.bias import BiasChannel  # noqa: E402
 from badpo.engine.cache import reference_logprobs  # noqa: E402
 from badpo.engine.train import judgment_losses, prepare_run  # noqa: E402
 from badpo.integrations.trl import INDEX_COLUMN, BADPOTrainer  # noqa: E402
-from engine_fixtures import build_tokenizer, judgment_rows, make_config, save_model_dir, write_jsonl  # noqa: E402
+from fixtures.engine import build_tokenizer, judgment_rows, make_config, save_model_dir, write_jsonl  # noqa: E402
 
 N = 24  # judgments: 6 pairs x 4
 

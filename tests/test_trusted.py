@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from engine_fixtures import judgment_rows, make_config, save_model_dir, write_jsonl
+from fixtures.engine import judgment_rows, make_config, save_model_dir, write_jsonl
 
 from badpo.core.attributes import resolve_attributes
 from badpo.core.bias import BiasChannel
