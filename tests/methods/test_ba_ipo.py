@@ -1,6 +1,6 @@
 """BA-IPO: IPO's squared loss with the bias logit inside the margin, as methods and in theory.
 
-The degeneracy of the shared level under the squared loss (tabular testbed of tests/test_theory.py,
+The degeneracy of the shared level under the squared loss (tabular testbed of tests/fixtures/theory.py,
 float64). Per judgment j of annotator k on prompt x, with h(x, y) = log pi(y|x) - log pi_ref(y|x)
 and T = 1 / (2 tau), BA-IPO's loss is
 

@@ -14,7 +14,7 @@ from badpo.core.config import ConfigError, load_config
 from badpo.engine.settings import SFTConfig, TrainConfig
 from badpo.methods import METHODS, get_method
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 ENGINE_FILES = sorted(CONFIGS.glob("sft_*.yaml")) + sorted(CONFIGS.glob("train_*.yaml"))
 KEY_LINE = re.compile(r"^\s*[A-Za-z_][\w.]*:")
 

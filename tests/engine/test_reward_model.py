@@ -25,7 +25,7 @@ from badpo.readouts.metrics import reward_tilt
 from badpo.readouts.model import judge_scores
 from fixtures.engine import judgment_rows, save_model_dir, write_jsonl
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 # ------------------------------------------------------------------------------------ the loss

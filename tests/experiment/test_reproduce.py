@@ -156,7 +156,7 @@ def test_the_shipped_tiny_sweep_names_configs_that_load():
     from badpo.experiment.config import ExperimentConfig
     from badpo.experiment.cure.analysis import is_cure_config, load_cure_config
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     sweep = load_config(ReproduceConfig, root / "configs" / "reproduce_tiny.yaml")
     sections = paper_sections(root / sweep.paper_tables)
     for entry in sweep.tables:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "paper_tables.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "paper_tables.py"
 spec = importlib.util.spec_from_file_location("paper_tables", SCRIPT)
 paper_tables = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(paper_tables)
@@ -55,6 +55,6 @@ def test_the_shipped_file_has_a_section_for_every_result_table():
     each with a Markdown table (read back with the reproduce report's own parser)."""
     from badpo.experiment.reproduce import paper_sections
 
-    sections = paper_sections(Path(__file__).resolve().parents[1] / "docs" / "paper_tables.md")
+    sections = paper_sections(Path(__file__).resolve().parents[2] / "docs" / "paper_tables.md")
     assert list(sections) == list(paper_tables.RESULT_TABLES)
     assert all("\n|---|" in text for text in sections.values())

@@ -14,7 +14,7 @@ from badpo.experiment import ExperimentConfig, Stages, run_experiment
 from badpo.experiment.config import experiment_config_path
 from badpo.experiment.runner import plan_experiment, prepare_corpus
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 @pytest.mark.parametrize("path", [experiment_config_path("tiny"), *sorted(

@@ -113,7 +113,7 @@ def finished_run(world_folder, tmp_path_factory):
     from badpo.cli import main
 
     folder = tmp_path_factory.mktemp("finished")
-    config = Path(__file__).resolve().parents[1] / "configs" / "train_tiny.yaml"
+    config = Path(__file__).resolve().parents[2] / "configs" / "train_tiny.yaml"
     main(["train", "-c", str(config), f"data={world_folder}/train.jsonl",
           f"model.name_or_path={world_folder}/model", f"output_dir={folder}/run",
           f"cache_dir={folder}/cache", "steps=3", "batch_size=8", "micro_batch_size=8",

@@ -30,7 +30,7 @@ from badpo.experiment.stages import engine_stages, resolve_arm, resolve_evaluati
 from badpo.experiment.tables import LayoutArm, LayoutRun, TableLayout, render_tables
 from badpo.methods import get_method
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
 EXPERIMENTS = sorted(CONFIGS.glob("experiment_*.yaml"))
 TABLE_CONFIGS = [p for p in EXPERIMENTS if not is_cure_config(p)]  # arms x seeds

@@ -19,7 +19,7 @@ import badpo
 from badpo.core.config import to_dict
 
 datasets = pytest.importorskip("datasets")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def world(tmp_path_factory):
 
 def readme_example() -> str:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    match = re.search(r"<!-- the block below is run by tests/test_api.py -->\n```python\n(.*?)```",
+    match = re.search(r"<!-- the block below is run by tests/cli/test_api.py -->\n```python\n(.*?)```",
                       text, re.S)
     assert match, "README.md lost its tested Python example"
     return match.group(1)

@@ -14,7 +14,7 @@ import pytest
 
 from badpo.data.hub import CorpusNotFoundError, CorpusSchemaError, load_split, require_columns
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 UF = FIXTURES / "ultrafeedback_binarized"
 TRAIN_FILE = UF / "data" / "train_prefs-00000-of-00001.parquet"
 TRAIN = pq.read_table(TRAIN_FILE).to_pylist()

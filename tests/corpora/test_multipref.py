@@ -33,7 +33,7 @@ from badpo.corpora.multipref import (
 )
 from badpo.cli import main
 
-FIXTURE = Path(__file__).parent / "fixtures" / "multipref"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "multipref"
 RAW = pq.read_table(FIXTURE / "data" / "train-00000-of-00001.parquet").to_pylist()
 CONFIG = MultiPrefConfig(source=str(FIXTURE), n_eval_prompts=3)
 

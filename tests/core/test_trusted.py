@@ -2,7 +2,7 @@
 engine, the audit's pinning warning, and the tiny world's unbiased annotators.
 
 The theory (a trusted annotator removes the flat direction of the shared level) is tested in
-tests/test_theory.py.
+tests/core/test_theory.py.
 """
 
 from __future__ import annotations

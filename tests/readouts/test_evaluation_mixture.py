@@ -114,7 +114,7 @@ def test_badpo_evaluate_reads_an_em_dpo_run(tmp_path, world, capsys):
     from badpo.cli import main
 
     corpus_dir = Path(world[3][0]).parent
-    config = Path(__file__).resolve().parents[1] / "configs" / "train_tiny.yaml"
+    config = Path(__file__).resolve().parents[2] / "configs" / "train_tiny.yaml"
     run = tmp_path / "em"
     assert main(["train", "-c", str(config), f"data={corpus_dir}/train.jsonl",
                  f"model.name_or_path={corpus_dir}/model", f"output_dir={run}", f"cache_dir={tmp_path}/cache",

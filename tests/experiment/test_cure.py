@@ -39,7 +39,7 @@ from badpo.experiment.cure.analysis import (CureStages, achieved_shifts, is_cure
 from badpo.experiment.runner import Stages, plan_experiment, prepare_corpus, run_all
 from badpo.experiment.stages import resolve_arm, resolve_evaluation
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 NAMES = ("woman_coded", "black_coded")
 LN4 = math.log(4.0)
 
@@ -232,7 +232,7 @@ def test_shipped_cure_configs_validate(name):
                             "model": {**config.train.get("model", {}), "name_or_path": "{source}"}})
     assert settings["attributes"] == ["names"] and settings["steps"] == 1000 and settings["beta"] == 0.1
     resolve_evaluation(config.evaluation)
-    source = load_config(ExperimentConfig, Path(__file__).resolve().parents[1] / config.source.experiment)
+    source = load_config(ExperimentConfig, Path(__file__).resolve().parents[2] / config.source.experiment)
     assert config.source.arm in [arm.name for arm in source.arms]
     assert set(config.seeds) <= set(source.seeds) and config.seeds == [42, 123, 456]
     assert config.targets == [0.5, 0.3, 0.7] and config.calibration.seed == 42

@@ -35,7 +35,7 @@ from badpo.corpora.signed_ultrafeedback import (
 )
 from badpo.corpora.signing import SigningConfig, sign_corpus
 
-FIXTURE = Path(__file__).parent / "fixtures" / "ultrafeedback_binarized"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "ultrafeedback_binarized"
 TRAIN = pq.read_table(FIXTURE / "data" / "train_prefs-00000-of-00001.parquet").to_pylist()
 TEST = pq.read_table(FIXTURE / "data" / "test_prefs-00000-of-00001.parquet").to_pylist()
 SMALL = dict(source=str(FIXTURE), n_sign_prompts=30, n_recommendation_prompts=12)
