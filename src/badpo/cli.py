@@ -5,7 +5,7 @@ Each command is a pair ``_add_<name>(subparsers)`` / ``_cmd_<name>(args)`` regis
 Modules that load torch (:mod:`badpo.readouts.evaluate`, the experiment pipeline, its stages and the
 sweep) are imported inside their command, so that ``badpo --help`` does not load torch (the
 training stages are named by string in ``STAGES``). This is the top layer, so nothing imports
-this module and a late import here cannot hide a cycle; ``tests/test_layering.py`` reads them too.
+this module and a late import here cannot hide a cycle; ``tests/house/test_layering.py`` reads them too.
 """
 
 from __future__ import annotations
