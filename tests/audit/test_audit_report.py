@@ -228,11 +228,10 @@ def test_a_large_pool_is_drawn_without_names_and_its_estimates_match(tmp_path):
     assert (tmp_path / "big.png").stat().st_size > 10_000
 
 
-@pytest.mark.slow
-def test_a_short_name_flows_through_training_into_the_report(tmp_path):
+def test_a_short_name_flows_through_training_into_the_report(tmp_path, save_model_dir):
     """Train one step with ``sig=given:signed`` and ``smith=regex:smith``: theta.json and
     log.jsonl are keyed by the short names, and ``--run`` finds them for the report."""
-    from fixtures.engine import judgment_rows, log_records, make_config, save_model_dir, write_jsonl
+    from fixtures.engine import judgment_rows, log_records, make_config, write_jsonl
 
     from badpo.engine.train import train
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from fixtures.engine import judgment_rows, make_config, save_model_dir, write_jsonl
+from fixtures.engine import judgment_rows, make_config, write_jsonl
 
 import badpo
 from badpo.core.config import to_dict
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(tmp_path_factory, save_model_dir):
     world = tmp_path_factory.mktemp("api")
     save_model_dir(world / "model")
     write_jsonl(world / "judgments.jsonl", judgment_rows())
@@ -38,7 +38,7 @@ def readme_example() -> str:
     return match.group(1)
 
 
-def test_the_readme_example_runs_as_written(tmp_path, monkeypatch, capsys):
+def test_the_readme_example_runs_as_written(tmp_path, monkeypatch, capsys, save_model_dir):
     monkeypatch.chdir(tmp_path)
     save_model_dir(tmp_path / "runs" / "my-sft")
     rows = []
@@ -101,7 +101,7 @@ def test_tensorboard_receives_the_logged_scalars(world):
         assert [s.value for s in scalars] == pytest.approx(expected, rel=1e-6)
 
 
-def test_sft_and_evaluate_are_one_call(world, monkeypatch):
+def test_sft_and_evaluate_are_one_call(world, monkeypatch, save_model_dir):
     chat = [{"prompt": [{"role": "user", "content": "write code"}],
              "response": [{"role": "assistant", "content": "sure i think"}]}] * 4
     save_model_dir(world / "chat-model", chat_template=True)
@@ -135,7 +135,7 @@ def test_import_badpo_loads_no_engine_until_the_api_is_used():
         badpo.trian  # noqa: B018
 
 
-def test_chat_rows_train_like_plain_prompts_under_the_same_template(world):
+def test_chat_rows_train_like_plain_prompts_under_the_same_template(world, save_model_dir):
     """A one-user-turn conversation is rendered by badpo.data.sources and tokenized as it is; a
     plain prompt is rendered by the engine as one user turn. Same tokens, so the same run."""
     save_model_dir(world / "chat-ref", chat_template=True)

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from fixtures.engine import judgment_rows, make_config, save_model_dir, write_jsonl
+from fixtures.engine import judgment_rows, make_config, write_jsonl
 
 from badpo.core.attributes import resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError, from_dict
 from badpo.core.judgments import Judgment, read_judgments, write_judgments
 from badpo.corpora.signing import sign_corpus
-from badpo.corpora.tiny import TinyWorldConfig, UnbiasedAnnotators, build_tiny_world, tiny_base_pairs
+from badpo.corpora.tiny import TinyWorldConfig, UnbiasedAnnotators, tiny_base_pairs
 from badpo.audit.estimates import BiasIdentifiabilityWarning, audit
 from badpo.engine.train import train
 
@@ -121,7 +121,7 @@ def test_audit_names_the_components_left_unpinned():
 
 # ----------------------------------------------------------------------- config and engine
 @pytest.fixture(scope="module")
-def world(tmp_path_factory) -> Path:
+def world(tmp_path_factory, save_model_dir) -> Path:
     root = tmp_path_factory.mktemp("trusted")
     save_model_dir(root / "model", "gpt2")
     write_jsonl(root / "judgments.jsonl", judgment_rows())
@@ -157,7 +157,7 @@ def test_engine_trains_with_a_trusted_annotator(world):
 
 
 # ----------------------------------------------------------------------- the tiny world
-def test_unbiased_annotators_are_appended_and_the_default_world_is_unchanged(tmp_path):
+def test_unbiased_annotators_are_appended_and_the_default_world_is_unchanged(tmp_path, build_tiny_world):
     """Off: train.jsonl is the signed corpus's training judgments exactly and world.yaml has no
     `unbiased` key. On: the same judgments first, then 3 x 10 judgments by U00-U02 with planted
     theta 0 (and a class U of mean 0), on distinct pairs, SFT rows and model unchanged."""

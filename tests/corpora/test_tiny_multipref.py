@@ -18,10 +18,9 @@ from badpo.cli import main
 from badpo.core.config import from_dict
 from badpo.core.judgments import read_judgments
 from badpo.corpora.multipref import OVERALL_PREFS, MultiPrefConfig, build_multipref
-from badpo.corpora.tiny import build_model
 from badpo.corpora.tiny_multipref import (
-    ATTRIBUTES, OUTPUT_FILES, TinyMultiPrefConfig, build_tiny_multipref, build_tokenizer, candidate_responses,
-    response_text, tiny_multipref_rows,
+    ATTRIBUTES, OUTPUT_FILES, TinyMultiPrefConfig, build_tokenizer, candidate_responses, response_text,
+    tiny_multipref_rows,
 )
 from badpo.readouts.evaluate import Corpus, EvalConfig, evaluate_policy
 from badpo.readouts.metrics import candidate_readout, sampled_text_rates
@@ -44,7 +43,7 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory) -> Path:
+def world(tmp_path_factory, build_tiny_multipref) -> Path:
     """The default world (1,000 prompts x 2 comparisons x 4 votes), built once for the module."""
     out = tmp_path_factory.mktemp("tiny_multipref")
     build_tiny_multipref(TinyMultiPrefConfig(), out)
@@ -73,7 +72,7 @@ def test_a_digit_string_below_three_is_refused():
         small_config(expert_annotators=1)
 
 
-def test_same_config_gives_byte_identical_files_and_another_seed_does_not(tmp_path):
+def test_same_config_gives_byte_identical_files_and_another_seed_does_not(tmp_path, build_tiny_multipref):
     build_tiny_multipref(small_config(), tmp_path / "a")
     build_tiny_multipref(small_config(), tmp_path / "b")
     first = digests(tmp_path / "a")
@@ -197,11 +196,11 @@ def full_sequence_logprob(model, ids: list[int], start: int) -> float:
     return float(sum(logps[t - 1, ids[t]] for t in range(start, len(ids))))
 
 
-def test_format_readout_matches_a_plain_forward_pass():
+def test_format_readout_matches_a_plain_forward_pass(build_tiny_model):
     """Length and markdown with the body fixed, recomputed from one forward pass per candidate."""
     config = small_config()
     tokenizer = build_tokenizer(config)
-    model = build_model(config.model, tokenizer).eval()
+    model = build_tiny_model(config.model, tokenizer).eval()
     rows = [{"prompt": "reverse 3 1 4\n", "body": "4 1 3"}, {"prompt": "copy 5 0 0 7 2 1\n", "body": "5 0 0 7 2 1"}]
     for row in rows:
         row["candidates"] = candidate_responses(row["prompt"].split()[0], row["body"])
@@ -230,7 +229,7 @@ def test_format_readout_matches_a_plain_forward_pass():
     assert expected["long"][1] < 1.0
 
 
-def test_evaluate_policy_reads_length_and_markdown_both_ways(tmp_path):
+def test_evaluate_policy_reads_length_and_markdown_both_ways(tmp_path, build_tiny_multipref):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     world = tmp_path / "small"

@@ -17,8 +17,7 @@ from badpo.core.config import from_dict
 from badpo.core.judgments import read_judgments
 from badpo.core.names import CELL_NAMES, CELLS, signature_attributes
 from badpo.corpora.tiny import (
-    NAME_PIECES, OUTPUT_FILES, TinyWorldConfig, answer_quality, build_tiny_world, correct_answer,
-    name_tokens, tiny_base_pairs,
+    NAME_PIECES, OUTPUT_FILES, TinyWorldConfig, answer_quality, correct_answer, name_tokens, tiny_base_pairs,
 )
 
 SMALL = {"n_pairs": 150, "signing": {"annotators_per_class": 3}}
@@ -45,7 +44,7 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory) -> Path:
+def world(tmp_path_factory, build_tiny_world) -> Path:
     """The default world (2,000 pairs x 4 judgments), built once for the module."""
     out = tmp_path_factory.mktemp("tiny")
     build_tiny_world(TinyWorldConfig(), out)
@@ -76,7 +75,7 @@ def test_base_pairs_are_distinct_prompts_with_two_different_graded_answers():
         assert 2 <= len(digits) <= 6
 
 
-def test_same_config_gives_byte_identical_files_and_another_seed_does_not(tmp_path):
+def test_same_config_gives_byte_identical_files_and_another_seed_does_not(tmp_path, build_tiny_world):
     build_tiny_world(small_config(), tmp_path / "a")
     build_tiny_world(small_config(), tmp_path / "b")
     first = digests(tmp_path / "a")

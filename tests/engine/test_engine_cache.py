@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from fixtures.engine import build_model, build_tokenizer, full_logit_token_logprobs, judgment_rows
+from fixtures.engine import build_tokenizer, full_logit_token_logprobs, judgment_rows
 
 from badpo.engine import cache
 from badpo.engine.runtime import make_accelerator
@@ -18,7 +18,7 @@ def store():
     return build_token_store(build_tokenizer(), sequences, TokenizationConfig())
 
 
-def test_cached_reference_equals_recomputed_and_full_logits(tmp_path, store, monkeypatch):
+def test_cached_reference_equals_recomputed_and_full_logits(tmp_path, store, monkeypatch, build_model):
     accelerator = make_accelerator("fp32", num_threads=1)
     model = build_model("gpt2")
     kwargs = dict(identity={"model": "tiny"}, cache_dir=str(tmp_path), batch_size=3, chunk_size=5,
@@ -41,7 +41,7 @@ def test_cached_reference_equals_recomputed_and_full_logits(tmp_path, store, mon
     torch.testing.assert_close(recomputed, loaded, rtol=2e-7, atol=1e-6)
 
 
-def test_the_key_changes_with_weights_tokens_and_identity(tmp_path, store):
+def test_the_key_changes_with_weights_tokens_and_identity(tmp_path, store, build_model):
     accelerator = make_accelerator("fp32", num_threads=1)
     model = build_model("gpt2")
     kwargs = dict(cache_dir=str(tmp_path), batch_size=8, chunk_size=64, accelerator=accelerator)
@@ -59,7 +59,7 @@ def test_the_key_changes_with_weights_tokens_and_identity(tmp_path, store):
 
 
 @pytest.mark.parametrize("damage", ["truncated", "altered", "other_key", "short"])
-def test_a_damaged_cache_file_is_named_discarded_and_recomputed(tmp_path, store, monkeypatch, damage):
+def test_a_damaged_cache_file_is_named_discarded_and_recomputed(tmp_path, store, monkeypatch, damage, build_model):
     accelerator = make_accelerator("fp32", num_threads=1)
     model = build_model("gpt2")
     kwargs = dict(identity={"model": "tiny"}, cache_dir=str(tmp_path), batch_size=8, chunk_size=64,

@@ -12,9 +12,7 @@ import socket
 
 import torch
 import torch.multiprocessing as mp
-from fixtures.engine import (
-    assert_same_run, judgment_rows, log_records, make_config, save_model_dir, write_jsonl,
-)
+from fixtures.engine import assert_same_run, judgment_rows, log_records, make_config, write_jsonl
 
 from badpo.engine.train import train
 
@@ -36,7 +34,7 @@ def _worker(rank: int, world: str, port: int, overrides: tuple[str, ...]) -> Non
     dist.destroy_process_group()
 
 
-def test_two_gloo_processes_match_one_process(tmp_path):
+def test_two_gloo_processes_match_one_process(tmp_path, save_model_dir):
     save_model_dir(tmp_path / "model", "gpt2")
     write_jsonl(tmp_path / "judgments.jsonl", judgment_rows())
     common = ("steps=3", "micro_batch_size=4", "method=ba_dpo_shared_mean", "bias.warm_start=true")

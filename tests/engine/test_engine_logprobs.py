@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from fixtures.engine import VOCAB, build_model, build_tokenizer, full_logit_token_logprobs
+from fixtures.engine import VOCAB, build_tokenizer, full_logit_token_logprobs
 
 from badpo.core.config import ConfigError
 from badpo.engine.logprobs import continuation_logprobs, response_logprobs, token_logprobs
@@ -63,7 +63,7 @@ def test_bad_limits_and_empty_prompt_are_errors():
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama", "qwen2"])
 @pytest.mark.parametrize("chunk_size", [1, 3, 1024])
-def test_chunked_logprobs_equal_full_logits(arch, chunk_size):
+def test_chunked_logprobs_equal_full_logits(arch, chunk_size, build_model):
     model = build_model(arch)
     batch = build_token_store(build_tokenizer(), SEQUENCES, TokenizationConfig()).batch(torch.arange(3))
     expected = full_logit_token_logprobs(model, batch)
@@ -74,7 +74,7 @@ def test_chunked_logprobs_equal_full_logits(arch, chunk_size):
     assert (per_token[~batch["response_mask"]] == 0).all()
 
 
-def test_chunked_gradients_equal_full_logit_gradients():
+def test_chunked_gradients_equal_full_logit_gradients(build_model):
     """Checkpointed chunks recompute in backward; the gradient must not change."""
     model = build_model("llama")
     batch = build_token_store(build_tokenizer(), SEQUENCES, TokenizationConfig()).batch(torch.arange(3))
@@ -88,7 +88,7 @@ def test_chunked_gradients_equal_full_logit_gradients():
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
-def test_continuations_share_one_prefix(arch):
+def test_continuations_share_one_prefix(arch, build_model):
     """Scoring C candidates after a cached prefix equals scoring prefix + candidate one by one."""
     model = build_model(arch)
     prefix = ids("write code sure i think --- ")
@@ -108,7 +108,7 @@ def test_continuations_share_one_prefix(arch):
         continuation_logprobs(model, prefix, [ids("greg"), []])
 
 
-def test_peft_model_and_disabled_adapter():
+def test_peft_model_and_disabled_adapter(build_model):
     """Through peft, log-probs follow the adapter; with it disabled they are the base model's."""
     from peft import LoraConfig, get_peft_model
 
@@ -129,7 +129,7 @@ def test_peft_model_and_disabled_adapter():
             torch.testing.assert_close(response_logprobs(model, batch), base_logps, rtol=0, atol=1e-5)
 
 
-def test_models_that_rescale_logits_are_refused():
+def test_models_that_rescale_logits_are_refused(build_model):
     model = build_model("gpt2")
     model.config.final_logit_softcapping = 30.0
     batch = build_token_store(build_tokenizer(), SEQUENCES, TokenizationConfig()).batch(torch.arange(1))

@@ -6,9 +6,7 @@ import json
 
 import pytest
 import torch
-from fixtures.engine import (
-    full_logit_token_logprobs, judgment_rows, log_records, make_config, save_model_dir, write_jsonl,
-)
+from fixtures.engine import full_logit_token_logprobs, judgment_rows, log_records, make_config, write_jsonl
 
 from badpo.core.judgments import read_judgments
 from badpo.engine.batches import build_preference_data
@@ -17,7 +15,7 @@ from badpo.engine.train import train
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(tmp_path_factory, save_model_dir):
     root = tmp_path_factory.mktemp("engine_lora")
     save_model_dir(root / "model", "llama")
     write_jsonl(root / "judgments.jsonl", judgment_rows())

@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from fixtures.engine import full_logit_token_logprobs, judgment_rows, save_model_dir, write_jsonl
+from fixtures.engine import full_logit_token_logprobs, judgment_rows, write_jsonl
 
 from badpo.core.config import ConfigError, apply_overrides, from_dict, load_config
 from badpo.core.judgments import read_judgments
@@ -18,7 +18,7 @@ from badpo.engine.tokenize import TokenizationConfig, build_token_store
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(tmp_path_factory, save_model_dir):
     root = tmp_path_factory.mktemp("engine_sft")
     save_model_dir(root / "model", "gpt2")
     write_jsonl(root / "judgments.jsonl", judgment_rows())
@@ -168,7 +168,7 @@ def test_a_killed_reference_is_trained_again_by_its_own_config_only(world, monke
     assert json.loads((out / "sft.json").read_text())["steps"] == 4
 
 
-def test_a_model_folder_no_run_wrote_and_the_base_models_own_folder_are_refused(world, tmp_path):
+def test_a_model_folder_no_run_wrote_and_the_base_models_own_folder_are_refused(world, tmp_path, save_model_dir):
     foreign = save_model_dir(tmp_path / "someone_elses_model")
     (foreign / "adapter_config.json").write_text("{}")
     before = _files(foreign)

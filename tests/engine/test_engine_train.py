@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from fixtures.engine import (
-    assert_same_run, full_logit_token_logprobs, judgment_rows, log_records, make_config, policy_weights,
-    save_model_dir, write_jsonl,
+    assert_same_run, full_logit_token_logprobs, judgment_rows, log_records, make_config, policy_weights, write_jsonl,
 )
 
 from badpo.core.bias import BiasChannel
@@ -30,7 +29,7 @@ from badpo.core.losses import ba_dpo_loss
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory) -> Path:
+def world(tmp_path_factory, save_model_dir) -> Path:
     root = tmp_path_factory.mktemp("engine_train")
     save_model_dir(root / "model", "gpt2")
     write_jsonl(root / "judgments.jsonl", judgment_rows())

@@ -23,7 +23,7 @@ from badpo.engine.tokenize import build_token_store
 from badpo.core.losses import ba_dpo_loss, bt_loss
 from badpo.readouts.metrics import reward_tilt
 from badpo.readouts.model import judge_scores
-from fixtures.engine import judgment_rows, save_model_dir, write_jsonl
+from fixtures.engine import judgment_rows, write_jsonl
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -86,7 +86,7 @@ def test_bad_keys_and_variants_are_named():
 
 # ------------------------------------------------------------------------- training on the engine
 @pytest.fixture(scope="module")
-def world(tmp_path_factory) -> Path:
+def world(tmp_path_factory, save_model_dir) -> Path:
     folder = tmp_path_factory.mktemp("rm")
     save_model_dir(folder / "model")
     write_jsonl(folder / "judgments.jsonl", judgment_rows(6, 4))
@@ -196,8 +196,8 @@ def test_a_missing_attribute_for_a_learned_theta_is_one_line(world, cli_error):
 
 
 # --------------------------------------------------------------------- as badpo evaluate's judge
-def test_evaluate_reads_tilt_and_heldout_of_a_reward_model_on_the_tiny_world(tmp_path):
-    from badpo.corpora.tiny import TinyWorldConfig, build_tiny_world
+def test_evaluate_reads_tilt_and_heldout_of_a_reward_model_on_the_tiny_world(tmp_path, build_tiny_world):
+    from badpo.corpora.tiny import TinyWorldConfig
     from badpo.readouts.run import EvalData, evaluate_run_dir
     from badpo.readouts.evaluate import judge_readouts
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fixtures.engine import judgment_rows, log_records, make_config, save_model_dir, write_jsonl
+from fixtures.engine import judgment_rows, log_records, make_config, write_jsonl
 
 from badpo.cli import main
 from badpo.core.config import ConfigError, load_config, to_dict
@@ -28,7 +28,7 @@ from badpo.engine.train import train
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory) -> Path:
+def world(tmp_path_factory, save_model_dir) -> Path:
     root = tmp_path_factory.mktemp("run_safety")
     save_model_dir(root / "model", "gpt2")
     write_jsonl(root / "judgments.jsonl", judgment_rows())

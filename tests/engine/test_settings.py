@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from fixtures.engine import judgment_rows, save_model_dir, write_jsonl
+from fixtures.engine import judgment_rows, write_jsonl
 
 from badpo.core.bias import VARIANTS
 from badpo.cli import main
@@ -61,7 +61,7 @@ def test_methods_are_data_covering_every_bias_variant():
     assert not METHODS["dpo"].learns_theta and METHODS["ba_dpo_pooled"].learns_theta
 
 
-def test_cli_train_and_sft_run_from_a_yaml_with_overrides(tmp_path, capsys, cli_error):
+def test_cli_train_and_sft_run_from_a_yaml_with_overrides(tmp_path, capsys, cli_error, save_model_dir):
     save_model_dir(tmp_path / "model", "gpt2")
     write_jsonl(tmp_path / "judgments.jsonl", judgment_rows())
     config = tmp_path / "train.yaml"

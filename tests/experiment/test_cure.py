@@ -239,8 +239,7 @@ def test_shipped_cure_configs_validate(name):
 
 
 # ------------------------------------------------------------------------------ end to end (slow)
-@pytest.mark.slow
-def test_the_cure_end_to_end_on_a_small_tiny_world(tmp_path):
+def test_the_cure_end_to_end_on_a_small_tiny_world(tmp_path, engine_stages):
     """A small tiny world, its reference and DPO arm (a few steps), then the cure: fresh prompts,
     answers, pairs, bisection, calibration, one calibrated run, the table; the stage's first loss
     equals the hand formula with b = -beta s*."""
@@ -262,7 +261,7 @@ def test_the_cure_end_to_end_on_a_small_tiny_world(tmp_path):
         "source.run_missing=true", "seeds=[42]", "targets=[0.5]", "compare_arms=[]", "prompts.fresh_tiny=40",
         "train.steps=3", "evaluation.max_prompts=3", "evaluation.max_new_tokens=6", "evaluation.surnames=2",
         "answers.max_new_tokens=12"])
-    result = run_cure_experiment(config, *_real_stages(), log=quiet)
+    result = run_cure_experiment(config, *_real_stages(engine_stages), log=quiet)
     records = list(result["records"].values())
     prepared = next(r for r in records if r["kind"] == "source")
     assert prepared["pairs"]["prompts"] == 40 and prepared["pairs"]["rows"] == 4 * prepared["pairs"]["signed_pool"]
@@ -294,8 +293,7 @@ def test_the_cure_end_to_end_on_a_small_tiny_world(tmp_path):
     assert abs(expected - math.log(2)) > 1e-4  # the offset is visible in the loss
 
 
-def _real_stages():
+def _real_stages(engine_stages):
     from badpo.experiment.cure.stages import cure_stages
-    from badpo.experiment.stages import engine_stages
 
     return cure_stages(), engine_stages()

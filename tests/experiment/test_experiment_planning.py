@@ -31,12 +31,9 @@ def test_shipped_configs_resolve_against_the_engine(path, tmp_path):
     assert len(plan.runs) == len(config.arms) * len(config.seeds) == len({r.key for r in plan.runs})
 
 
-@pytest.mark.slow
-def test_the_real_stages_end_to_end_on_a_small_tiny_world(tmp_path):
+def test_the_real_stages_end_to_end_on_a_small_tiny_world(tmp_path, engine_stages):
     """The shipped tiny config, shrunk: corpus, SFT, three arms at two seeds, readouts, tables;
     then a second invocation finds every run logged and trains nothing."""
-    from badpo.experiment.stages import engine_stages
-
     overrides = [f"output_dir={tmp_path}", "corpus.config.n_pairs=120", "reference.epochs=1.0",
                  "train.steps=3", "seeds=[42,123]", "evaluation.max_prompts=3",
                  "evaluation.max_new_tokens=6", "evaluation.surnames=2",

@@ -1,7 +1,8 @@
 """The tests' own layout: no test module imports another (what tests share lives in tests/fixtures/,
-imported as ``fixtures.<name>``), and no two test files share a basename (pytest's default
-``prepend`` import mode imports each test file under its basename, so a second one of the same name
-would be a collection error)."""
+imported as ``fixtures.<name>``), no two test files share a basename (pytest's default ``prepend``
+import mode imports each test file under its basename, so a second one of the same name would be a
+collection error), and the model builders reach tests only as fixtures (tests/conftest.py marks a
+test ``slow`` by the fixtures it requests; an imported builder would escape the marking)."""
 
 from __future__ import annotations
 
@@ -51,3 +52,24 @@ def test_test_basenames_are_unique_across_folders():
     counts = Counter(path.name for path in all_test_paths())
     assert [name for name, n in counts.items() if n > 1] == []
     assert len(counts) > 40  # the search found the layer folders
+
+
+# (module, function) of every model builder that tests/conftest.py serves as a fixture. engine_stages
+# is not here: a test that only plans an experiment imports it (and stays fast).
+BUILDERS = {("fixtures.engine", "build_model"), ("fixtures.engine", "save_model_dir"),
+            ("fixtures.engine", "build_judge"), ("badpo.corpora.tiny", "build_model"),
+            ("badpo.corpora.tiny", "build_tiny_world"), ("badpo.corpora.tiny_multipref", "build_tiny_multipref")}
+
+
+def test_model_builders_are_requested_as_fixtures_not_imported():
+    from conftest import MODEL_BUILDERS
+
+    assert {"build_tiny_model" if (module, name) == ("badpo.corpora.tiny", "build_model") else name
+            for module, name in BUILDERS} <= MODEL_BUILDERS
+    offenders = {}
+    for path in all_test_paths():
+        names = imported_names(path)
+        hits = sorted(f"{module}.{name}" for module, name in BUILDERS if f"{module}.{name}" in names)
+        if hits:
+            offenders[str(path.relative_to(TESTS))] = hits
+    assert not offenders, f"request these as fixtures (see tests/conftest.py): {offenders}"

@@ -24,7 +24,7 @@ from badpo.core.bias import BiasChannel  # noqa: E402
 from badpo.engine.cache import reference_logprobs  # noqa: E402
 from badpo.engine.train import judgment_losses, prepare_run  # noqa: E402
 from badpo.integrations.trl import INDEX_COLUMN, BADPOTrainer  # noqa: E402
-from fixtures.engine import build_tokenizer, judgment_rows, make_config, save_model_dir, write_jsonl  # noqa: E402
+from fixtures.engine import build_tokenizer, judgment_rows, make_config, write_jsonl  # noqa: E402
 
 N = 24  # judgments: 6 pairs x 4
 
@@ -36,7 +36,7 @@ def trl_rows(rows: list[dict]) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(tmp_path_factory, save_model_dir):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the Trainer sets none; tiny matrices on a shared machine
     path = tmp_path_factory.mktemp("trl")

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from fixtures.engine import judgment_rows, log_records, make_config, save_model_dir, write_jsonl
+from fixtures.engine import judgment_rows, log_records, make_config, write_jsonl
 from fixtures.theory import BETA, F64, World, newton, random_world
 from torch.autograd.functional import hessian, jacobian
 from torch.func import functional_call
@@ -74,7 +74,7 @@ def test_ba_ipo_hand_values_with_a_theta_per_annotator():
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(tmp_path_factory, save_model_dir):
     root = tmp_path_factory.mktemp("ba_ipo")
     save_model_dir(root / "model", "gpt2")
     write_jsonl(root / "judgments.jsonl", judgment_rows())

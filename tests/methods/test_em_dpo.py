@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from fixtures.engine import judgment_rows, log_records, make_config, save_model_dir, write_jsonl
+from fixtures.engine import judgment_rows, log_records, make_config, write_jsonl
 from safetensors.torch import load_file
 
 import badpo.engine.train as train_module
@@ -158,7 +158,7 @@ def test_em_params_are_typed_and_checked():
 
 # ---------------------------------------------------------------------------- on the engine
 @pytest.fixture(scope="module")
-def world(tmp_path_factory) -> Path:
+def world(tmp_path_factory, save_model_dir) -> Path:
     root = tmp_path_factory.mktemp("em_dpo")
     save_model_dir(root / "model", "gpt2")
     write_jsonl(root / "judgments.jsonl", judgment_rows())

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from fixtures.engine import judgment_rows, log_records, make_config, save_model_dir, write_jsonl
+from fixtures.engine import judgment_rows, log_records, make_config, write_jsonl
 from safetensors.torch import load_file
 
 from badpo.core.config import ConfigError
@@ -137,7 +137,7 @@ def test_method_params_are_typed_and_checked():
 
 # ------------------------------------------------------------------ identities on the real engine
 @pytest.fixture(scope="module")
-def world(tmp_path_factory) -> Path:
+def world(tmp_path_factory, save_model_dir) -> Path:
     root = tmp_path_factory.mktemp("methods")
     save_model_dir(root / "model", "gpt2")
     write_jsonl(root / "judgments.jsonl", judgment_rows())

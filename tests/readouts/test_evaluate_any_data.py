@@ -16,7 +16,6 @@ import warnings
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
@@ -66,15 +65,11 @@ def refuse_constant(constant: str):
 
 
 @pytest.fixture(scope="module")
-def user_run(tmp_path_factory):
+def user_run(tmp_path_factory, save_model_dir):
     """A GPT-2 with 64 positions over the engine fixtures' word vocabulary, judgments in a CSV
     with the user's own column names, `badpo train` for two steps with `signoff=regex:...`."""
     folder = tmp_path_factory.mktemp("user")
-    torch.manual_seed(0)
-    GPT2LMHeadModel(GPT2Config(vocab_size=len(VOCAB), n_positions=64, n_embd=32, n_layer=2, n_head=2,
-                               resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=2,
-                               eos_token_id=3)).save_pretrained(folder / "model")
-    build_tokenizer().save_pretrained(folder / "model")
+    save_model_dir(folder / "model", n_positions=64)
     rows = judgment_rows(n_pairs=8, judgments_per_pair=4)
     judgment_csv(folder / "judgments.csv", rows[:24])
     judgment_csv(folder / "heldout.csv", rows[24:])

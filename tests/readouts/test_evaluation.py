@@ -22,14 +22,14 @@ from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError, from_dict
 from badpo.core.judgments import Judgment
 from badpo.core.names import strip_signature
-from badpo.corpora.tiny import TinyWorldConfig, build_tiny_world
+from badpo.corpora.tiny import TinyWorldConfig
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.readouts.evaluate import Corpus, EvalConfig, answer_body, evaluate_policy, judge_readouts, reference_bodies
 from badpo.readouts.model import judge_scores
 
 
 @pytest.fixture(scope="module")
-def world_folder(tmp_path_factory):
+def world_folder(tmp_path_factory, build_tiny_world):
     folder = tmp_path_factory.mktemp("world")
     build_tiny_world(from_dict(TinyWorldConfig, {"n_pairs": 120}), folder)
     return folder
@@ -234,16 +234,11 @@ def test_answer_body_cuts_only_a_signature_that_ends_the_answer():
 
 # ------------------------------------------------------------------------------------ the judge
 @pytest.fixture(scope="module")
-def judge_dir(world, tmp_path_factory):
-    from transformers import GPT2Config, GPT2ForSequenceClassification
-
+def judge_dir(world, tmp_path_factory, build_judge):
     _, tokenizer, _ = world
     torch.manual_seed(0)
-    config = GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=32, n_layer=1, n_head=2,
-                        num_labels=1, pad_token_id=tokenizer.pad_token_id,
-                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     path = tmp_path_factory.mktemp("judge")
-    GPT2ForSequenceClassification(config).save_pretrained(path)
+    build_judge(tokenizer).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
 

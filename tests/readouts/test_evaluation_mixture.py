@@ -12,7 +12,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from badpo.core.config import from_dict
-from badpo.corpora.tiny import TinyWorldConfig, build_tiny_world
+from badpo.corpora.tiny import TinyWorldConfig
 from badpo.readouts.evaluate import Corpus, EvalConfig, Mixture, evaluate_mixture, evaluate_policy
 from badpo.readouts.model import heldout_margins
 
@@ -20,7 +20,7 @@ FAST = EvalConfig(max_prompts=4, body="given", surnames=3, max_new_tokens=8)
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(tmp_path_factory, build_tiny_world):
     """A tiny world, its reference, and two type policies: the reference's weights plus seeded noise."""
     folder = tmp_path_factory.mktemp("mixture_world")
     build_tiny_world(from_dict(TinyWorldConfig, {"n_pairs": 120}), folder)

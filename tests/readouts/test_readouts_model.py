@@ -17,7 +17,7 @@ import torch
 from badpo.core.judgments import Judgment
 from badpo.core.names import NAME_POOL, POOL_NAMES, strip_signature
 from badpo.corpora.signing import SURNAMES
-from badpo.corpora.tiny import TinyModelConfig, build_model, build_tokenizer
+from badpo.corpora.tiny import TinyModelConfig, build_tokenizer
 from badpo.readouts.metrics import attribute_rate
 from badpo.readouts.model import (
     generate, generation_kl, heldout_margins, judge_scores, name_logprobs, names_readout,
@@ -34,9 +34,9 @@ def tokenizer():
 
 
 @pytest.fixture(scope="module")
-def models(tokenizer):
-    policy = build_model(TinyModelConfig(seed=1), tokenizer).eval()
-    reference = build_model(TinyModelConfig(seed=2), tokenizer).eval()
+def models(tokenizer, build_tiny_model):
+    policy = build_tiny_model(TinyModelConfig(seed=1), tokenizer).eval()
+    reference = build_tiny_model(TinyModelConfig(seed=2), tokenizer).eval()
     return policy, reference
 
 
@@ -174,15 +174,10 @@ def test_heldout_margins_are_the_dpo_margin(models, tokenizer):
 
 
 @pytest.fixture(scope="module")
-def judge_dir(tmp_path_factory, tokenizer):
-    from transformers import GPT2Config, GPT2ForSequenceClassification
-
+def judge_dir(tmp_path_factory, tokenizer, build_judge):
     torch.manual_seed(0)
-    config = GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=32, n_layer=1, n_head=2,
-                        num_labels=1, pad_token_id=tokenizer.pad_token_id,
-                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     path = tmp_path_factory.mktemp("judge")
-    GPT2ForSequenceClassification(config).save_pretrained(path)
+    build_judge(tokenizer).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
 
