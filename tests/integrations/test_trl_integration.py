@@ -10,6 +10,7 @@ two losses can be compared on the same tokens.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import pytest
 import torch
@@ -18,14 +19,17 @@ pytest.importorskip("trl", reason="TRL is the optional extra 'trl' (installed by
 
 import datasets  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
-from trl import DPOConfig, DPOTrainer  # noqa: E402
 
 from badpo.core.bias import BiasChannel  # noqa: E402
 from badpo.engine.cache import reference_logprobs  # noqa: E402
 from badpo.engine.train import judgment_losses, prepare_run  # noqa: E402
-from badpo.integrations.trl import INDEX_COLUMN, BADPOTrainer  # noqa: E402
 from fixtures.engine import build_tokenizer, judgment_rows, make_config, write_jsonl  # noqa: E402
 
+if TYPE_CHECKING:
+    from trl import DPOConfig
+
+# TRL's trainers, and BADPOTrainer built on them, load most of transformers: each test imports them
+# itself, so that collecting this file stays cheap for the fast loop (pytest -m "not slow").
 N = 24  # judgments: 6 pairs x 4
 
 
@@ -49,6 +53,8 @@ def world(tmp_path_factory, save_model_dir):
 
 
 def config(out, **overrides) -> DPOConfig:
+    from trl import DPOConfig
+
     settings = dict(output_dir=str(out), per_device_train_batch_size=N, max_steps=1, learning_rate=1e-3,
                     bf16=False, gradient_checkpointing=False, report_to="none", save_strategy="no",
                     logging_steps=1, seed=0, use_cpu=True, disable_tqdm=True, dataloader_num_workers=0)
@@ -68,6 +74,10 @@ def frozen(channel: BiasChannel) -> BiasChannel:
 
 def test_with_theta_frozen_at_zero_it_is_trls_dpo_trainer(world, tmp_path):
     """Same batch: the same loss; two steps: the same weights, so the same gradient too."""
+    from trl import DPOTrainer
+
+    from badpo.integrations.trl import BADPOTrainer
+
     path, data = world
     model = str(path / "policy")
     kwargs = dict(ref_model=None, train_dataset=data, processing_class=build_tokenizer())
@@ -93,6 +103,8 @@ def test_the_bias_logit_enters_the_dpo_logit(world, tmp_path):
     diff = +1 on 9 judgments (loss ln(1 + 1/3) = ln(4/3)) and -1 on 3 (loss ln(1 + 3) = ln 4);
     odd pairs: diff = 0 on 12 (loss ln 2). Mean = (9 ln(4/3) + 3 ln 4 + 12 ln 2) / 24.
     """
+    from badpo.integrations.trl import BADPOTrainer
+
     path, data = world
     channel = BiasChannel("pooled", ["signed"], [f"ann{k}" for k in range(5)], init_mean=[math.log(3)])
     trainer = BADPOTrainer(str(path / "model"), args=config(tmp_path), train_dataset=data,
@@ -105,6 +117,8 @@ def test_the_bias_logit_enters_the_dpo_logit(world, tmp_path):
 def test_first_step_loss_is_the_engines(world, tmp_path, precompute):
     """The engine's loss (judgment_losses, its own tokenization and log-prob code) on the same model,
     judgments and reference log-probs, with a theta that is not 0 and differs by annotator."""
+    from badpo.integrations.trl import BADPOTrainer
+
     path, data = world
     run = prepare_run(make_config(path, "unused", f"model.name_or_path={path / 'policy'}",
                                   "cache_dir=null"))[0]
@@ -138,6 +152,8 @@ def test_theta_trains_on_its_own_adam_and_is_saved_beside_the_model(world, tmp_p
     = -0.5 * (9 - 3) / 24 < 0 at theta = 0, and Adam's first step moves theta_bar by exactly
     lr = 1e-2 upward, although the policy's scheduled lr is still 0 (warmup) and its gradient is
     clipped to 1e-3. Trainer's weight decay (0.5 here) does not reach theta."""
+    from badpo.integrations.trl import INDEX_COLUMN, BADPOTrainer
+
     path, data = world
     args = config(tmp_path / "out", warmup_steps=10, max_grad_norm=1e-3, weight_decay=0.5)
     trainer = BADPOTrainer(str(path / "model"), args=args, train_dataset=data,
@@ -158,6 +174,8 @@ def test_theta_trains_on_its_own_adam_and_is_saved_beside_the_model(world, tmp_p
 
 
 def test_bad_input_is_one_clear_error(world, tmp_path):
+    from badpo.integrations.trl import BADPOTrainer
+
     path, data = world
     common = dict(processing_class=build_tokenizer(), attributes=["given:signed"])
     with pytest.raises(ValueError, match="args.loss_type"):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from badpo.cli import main
 from badpo.core.config import from_dict
@@ -189,6 +189,8 @@ def test_a_module_attribute_of_the_run_is_refused_unless_given_on_the_command_li
 
 def test_a_prompt_that_fills_the_context_leaves_no_room_to_answer():
     """An 8-position model and a 9-word prompt kept whole (max_prompt_tokens 16): 8 - 9 < 1."""
+    from transformers import GPT2Config, GPT2LMHeadModel  # loads most of transformers: not at collection
+
     tokenizer = build_tokenizer()
     model = GPT2LMHeadModel(GPT2Config(vocab_size=len(VOCAB), n_positions=8, n_embd=8, n_layer=1, n_head=1))
     tokenization = TokenizationConfig(max_prompt_tokens=16, max_length=32)
