@@ -9,9 +9,17 @@ a test uses: request them, do not import them (tests/house/test_test_modules.py 
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from badpo.cli import main
+
+# One thread for torch and BLAS unless the caller asks for more (set before any test imports torch).
+# Every engine run already trains on one (runtime.num_threads: 1, which stays set for the rest of the
+# session), so the other tests no longer run on one or two threads depending on which test ran first;
+# and on a shared two-core machine tiny matrices run faster on one thread than on two.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 MODEL_BUILDERS = frozenset({
     "build_model", "save_model_dir", "build_judge",  # fixtures.engine
