@@ -411,8 +411,8 @@ def main() -> None:
     if args.worker:
         return worker(args.worker)
     import torch
-    import trl
     import transformers
+    import trl
 
     world = pick_world(args.world)
     with tempfile.TemporaryDirectory() as folder:

@@ -19,14 +19,14 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+from badpo.audit.estimates import BiasIdentifiabilityWarning
 from badpo.audit.report import audit_with_report
 from badpo.core.config import ConfigError, from_dict, load_config
+from badpo.core.jsonio import dumps
 from badpo.corpora.builders import CORPORA, corpus_builder
 from badpo.corpora.example import example_report
 from badpo.data.sources import ColumnMap
-from badpo.audit.estimates import BiasIdentifiabilityWarning
 from badpo.experiment.config import ExperimentConfig, experiment_config_path
-from badpo.core.jsonio import dumps
 
 
 def _add_config_args(parser: argparse.ArgumentParser, example: str) -> None:

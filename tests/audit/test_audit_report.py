@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from badpo.audit.report import _file_stem, attribute_report, plot_forest, pseudonymiser
-from badpo.core.bias import BiasChannel
-from badpo.cli import main
-from badpo.core.judgments import write_judgments, validate_judgments
 from badpo.audit.estimates import LogOdds, penalised_log_odds
+from badpo.audit.report import _file_stem, attribute_report, plot_forest, pseudonymiser
+from badpo.cli import main
+from badpo.core.bias import BiasChannel
+from badpo.core.judgments import validate_judgments, write_judgments
 
 # annotator -> (class, cross-group judgments, of which the attribute side won); k4 judges only
 # same-group pairs (2 of them).
@@ -231,9 +231,8 @@ def test_a_large_pool_is_drawn_without_names_and_its_estimates_match(tmp_path):
 def test_a_short_name_flows_through_training_into_the_report(tmp_path, save_model_dir):
     """Train one step with ``sig=given:signed`` and ``smith=regex:smith``: theta.json and
     log.jsonl are keyed by the short names, and ``--run`` finds them for the report."""
-    from fixtures.engine import judgment_rows, log_records, make_config, write_jsonl
-
     from badpo.engine.train import train
+    from fixtures.engine import judgment_rows, log_records, make_config, write_jsonl
 
     save_model_dir(tmp_path / "model", "gpt2")
     data = write_jsonl(tmp_path / "judgments.jsonl", judgment_rows())

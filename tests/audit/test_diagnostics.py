@@ -12,15 +12,20 @@ import pytest
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from badpo.core.attributes import resolve_attributes
+from badpo.audit.estimates import (
+    BiasIdentifiabilityWarning,
+    audit,
+    format_audit,
+    offline_log_odds,
+    penalised_log_odds,
+    penalised_p_value,
+)
 from badpo.cli import main
-from badpo.corpora.example import example_report
+from badpo.core.attributes import resolve_attributes
 from badpo.core.judgments import Judgment, read_judgments, validate_judgments, write_judgments
+from badpo.corpora.example import example_report
 from badpo.corpora.signing import SigningConfig, implied_log_odds, sign_corpus
 from badpo.corpora.tiny import TinyWorldConfig, tiny_base_pairs
-from badpo.audit.estimates import (
-    BiasIdentifiabilityWarning, audit, format_audit, offline_log_odds, penalised_log_odds, penalised_p_value,
-)
 
 AB = resolve_attributes(["given:a", "given:b"])
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from fixtures.engine import judgment_rows, make_config, write_jsonl
 
 import badpo
 from badpo.core.config import to_dict
+from fixtures.engine import judgment_rows, make_config, write_jsonl
 
 datasets = pytest.importorskip("datasets")
 ROOT = Path(__file__).resolve().parents[2]

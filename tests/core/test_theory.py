@@ -21,13 +21,14 @@ import torch
 from torch.autograd.functional import hessian
 from torch.func import functional_call
 
-from fixtures.theory import BETA, F64, World, newton, random_world
+from badpo.audit.estimates import BiasIdentifiabilityWarning, audit, offline_log_odds
 from badpo.core.attributes import resolve_attributes
 from badpo.core.bias import BiasChannel
+from badpo.core.losses import ba_dpo_loss
 from badpo.corpora.signing import SigningConfig, sign_corpus
 from badpo.corpora.tiny import TinyWorldConfig, tiny_base_pairs
-from badpo.audit.estimates import BiasIdentifiabilityWarning, audit, offline_log_odds
-from badpo.core.losses import ba_dpo_loss
+from fixtures.theory import BETA, F64, World, newton, random_world
+
 
 def world_with_groups(groups: list[list[int]], prompts_per_group: int, seed: int) -> World:
     """q = 1; each annotator group judges its own prompts (3 responses, both groups present).

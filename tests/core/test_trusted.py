@@ -14,16 +14,16 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from fixtures.engine import judgment_rows, make_config, write_jsonl
 
+from badpo.audit.estimates import BiasIdentifiabilityWarning, audit
 from badpo.core.attributes import resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError, from_dict
 from badpo.core.judgments import Judgment, read_judgments, write_judgments
 from badpo.corpora.signing import sign_corpus
 from badpo.corpora.tiny import TinyWorldConfig, UnbiasedAnnotators, tiny_base_pairs
-from badpo.audit.estimates import BiasIdentifiabilityWarning, audit
 from badpo.engine.train import train
+from fixtures.engine import judgment_rows, make_config, write_jsonl
 
 NAMES = ["a", "b"]
 IDS = ["k0", "k1", "k2"]

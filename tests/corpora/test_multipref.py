@@ -22,8 +22,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from badpo.cli import main
 from badpo.core.attributes import has_markdown, word_count
-from badpo.data.hub import CorpusNotFoundError, CorpusSchemaError, load_split
 from badpo.core.judgments import read_judgments
 from badpo.corpora.multipref import (
     MultiPrefConfig,
@@ -31,7 +31,7 @@ from badpo.corpora.multipref import (
     multipref_corpus,
     split_prompt_ids,
 )
-from badpo.cli import main
+from badpo.data.hub import CorpusNotFoundError, CorpusSchemaError, load_split
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "multipref"
 RAW = pq.read_table(FIXTURE / "data" / "train-00000-of-00001.parquet").to_pylist()

@@ -21,7 +21,6 @@ import pytest
 
 from badpo.cli import main
 from badpo.core.config import ConfigError, load_config
-from badpo.data.hub import CorpusNotFoundError, CorpusSchemaError
 from badpo.core.judgments import read_judgments
 from badpo.core.names import CELLS, read_signature, strip_signature
 from badpo.corpora.signed_ultrafeedback import (
@@ -34,6 +33,7 @@ from badpo.corpora.signed_ultrafeedback import (
     summary_text,
 )
 from badpo.corpora.signing import SigningConfig, sign_corpus
+from badpo.data.hub import CorpusNotFoundError, CorpusSchemaError
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "ultrafeedback_binarized"
 TRAIN = pq.read_table(FIXTURE / "data" / "train_prefs-00000-of-00001.parquet").to_pylist()

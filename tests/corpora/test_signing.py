@@ -12,8 +12,16 @@ from badpo.core.config import ConfigError
 from badpo.core.judgments import Judgment
 from badpo.core.names import NAME_POOL, cell_of, read_signature, signature_attributes, strip_signature
 from badpo.corpora.signing import (
-    PAIR_TYPES, BasePair, SigningConfig, draw_annotators, gate_statistics,
-    heldout_prompt_ids, implied_log_odds, sft_rows, sign_corpus, sign_pairs,
+    PAIR_TYPES,
+    BasePair,
+    SigningConfig,
+    draw_annotators,
+    gate_statistics,
+    heldout_prompt_ids,
+    implied_log_odds,
+    sft_rows,
+    sign_corpus,
+    sign_pairs,
 )
 
 

@@ -13,13 +13,18 @@ import numpy as np
 import pytest
 import torch
 
-from badpo.core.attributes import has_markdown, length_values, word_count
 from badpo.cli import main
+from badpo.core.attributes import has_markdown, length_values, word_count
 from badpo.core.config import from_dict
 from badpo.core.judgments import read_judgments
 from badpo.corpora.multipref import OVERALL_PREFS, MultiPrefConfig, build_multipref
 from badpo.corpora.tiny_multipref import (
-    ATTRIBUTES, OUTPUT_FILES, TinyMultiPrefConfig, build_tokenizer, candidate_responses, response_text,
+    ATTRIBUTES,
+    OUTPUT_FILES,
+    TinyMultiPrefConfig,
+    build_tokenizer,
+    candidate_responses,
+    response_text,
     tiny_multipref_rows,
 )
 from badpo.readouts.evaluate import Corpus, EvalConfig, evaluate_policy

@@ -17,7 +17,13 @@ from badpo.core.config import from_dict
 from badpo.core.judgments import read_judgments
 from badpo.core.names import CELL_NAMES, CELLS, signature_attributes
 from badpo.corpora.tiny import (
-    NAME_PIECES, OUTPUT_FILES, TinyWorldConfig, answer_quality, correct_answer, name_tokens, tiny_base_pairs,
+    NAME_PIECES,
+    OUTPUT_FILES,
+    TinyWorldConfig,
+    answer_quality,
+    correct_answer,
+    name_tokens,
+    tiny_base_pairs,
 )
 
 SMALL = {"n_pairs": 150, "signing": {"annotators_per_class": 3}}
@@ -173,8 +179,8 @@ def test_audit_on_swap_pairs_matches_the_planted_theta(world):
     recomputed here from planted.json and the judgments' texts, not taken from gate.json."""
     import warnings
 
-    from badpo.core.attributes import resolve_attributes
     from badpo.audit.estimates import audit
+    from badpo.core.attributes import resolve_attributes
 
     planted = json.loads((world / "planted.json").read_text())
     theta = {a["annotator"]: np.array(a["theta"]) for a in planted["annotators"]}

@@ -10,15 +10,19 @@ from __future__ import annotations
 import json
 
 import pytest
-from fixtures.engine import build_tokenizer
 
 from badpo.core.config import ConfigError, apply_overrides, from_dict
 from badpo.core.judgments import JudgmentError, validate_judgments
 from badpo.data.sources import (
-    ColumnMap, IgnoredColumnsWarning, in_memory, read_judgment_source, read_sft_source,
+    ColumnMap,
+    IgnoredColumnsWarning,
+    in_memory,
+    read_judgment_source,
+    read_sft_source,
 )
 from badpo.engine.settings import TrainConfig
 from badpo.engine.tokenize import TokenizationConfig, build_token_store, encode_prompts
+from fixtures.engine import build_tokenizer
 
 datasets = pytest.importorskip("datasets")
 

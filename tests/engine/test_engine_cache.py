@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from fixtures.engine import build_tokenizer, full_logit_token_logprobs, judgment_rows
 
 from badpo.engine import cache
 from badpo.engine.runtime import make_accelerator
 from badpo.engine.tokenize import TokenizationConfig, build_token_store
+from fixtures.engine import build_tokenizer, full_logit_token_logprobs, judgment_rows
 
 
 @pytest.fixture()

@@ -12,9 +12,9 @@ import socket
 
 import torch
 import torch.multiprocessing as mp
-from fixtures.engine import assert_same_run, judgment_rows, log_records, make_config, write_jsonl
 
 from badpo.engine.train import train
+from fixtures.engine import assert_same_run, judgment_rows, log_records, make_config, write_jsonl
 
 
 def _free_port() -> int:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from fixtures.engine import VOCAB, build_tokenizer, full_logit_token_logprobs
 
 from badpo.core.config import ConfigError
 from badpo.engine.logprobs import continuation_logprobs, response_logprobs, token_logprobs
 from badpo.engine.tokenize import TokenizationConfig, build_token_store, join_truncated
+from fixtures.engine import VOCAB, build_tokenizer, full_logit_token_logprobs
 
 SEQUENCES = [
     ("what is the best way to learn", "sure i think you should try this first"),

@@ -6,12 +6,12 @@ import json
 
 import pytest
 import torch
-from fixtures.engine import full_logit_token_logprobs, judgment_rows, log_records, make_config, write_jsonl
 
 from badpo.core.judgments import read_judgments
 from badpo.engine.batches import build_preference_data
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.engine.train import train
+from fixtures.engine import full_logit_token_logprobs, judgment_rows, log_records, make_config, write_jsonl
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +74,8 @@ def test_lora_stop_and_resume_equals_uninterrupted(world):
 
 
 def test_lora_under_bf16_has_fp32_adapters_on_a_bf16_base(world):
-    from badpo.engine.settings import LoraSettings, ModelConfig
     from badpo.engine.runtime import load_model
+    from badpo.engine.settings import LoraSettings, ModelConfig
 
     model = load_model(ModelConfig(name_or_path=str(world / "model")),
                        LoraSettings(enabled=True, rank=4), mixed="bf16")

@@ -6,15 +6,15 @@ import json
 
 import pytest
 import torch
-from fixtures.engine import full_logit_token_logprobs, judgment_rows, write_jsonl
 
 from badpo.core.config import ConfigError, apply_overrides, from_dict, load_config
 from badpo.core.judgments import read_judgments
 from badpo.data.sources import read_sft_source
-from badpo.engine.settings import SFTConfig
 from badpo.engine.batches import majority_chosen
+from badpo.engine.settings import SFTConfig
 from badpo.engine.sft import sft
 from badpo.engine.tokenize import TokenizationConfig, build_token_store
+from fixtures.engine import full_logit_token_logprobs, judgment_rows, write_jsonl
 
 
 @pytest.fixture(scope="module")

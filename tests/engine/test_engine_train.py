@@ -13,19 +13,25 @@ from pathlib import Path
 
 import pytest
 import torch
-from fixtures.engine import (
-    assert_same_run, full_logit_token_logprobs, judgment_rows, log_records, make_config, policy_weights, write_jsonl,
-)
 
+import badpo.engine.train as engine_train
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError, apply_overrides, from_dict
 from badpo.core.judgments import read_judgments
-from badpo.engine.settings import TrainConfig
-from badpo.engine.batches import build_preference_data, offline_estimate
-from badpo.engine.tokenize import TokenizationConfig
-import badpo.engine.train as engine_train
-from badpo.engine.train import train
 from badpo.core.losses import ba_dpo_loss
+from badpo.engine.batches import build_preference_data, offline_estimate
+from badpo.engine.settings import TrainConfig
+from badpo.engine.tokenize import TokenizationConfig
+from badpo.engine.train import train
+from fixtures.engine import (
+    assert_same_run,
+    full_logit_token_logprobs,
+    judgment_rows,
+    log_records,
+    make_config,
+    policy_weights,
+    write_jsonl,
+)
 
 
 @pytest.fixture(scope="module")

@@ -13,14 +13,14 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from badpo.core.bias import BiasChannel
 from badpo.cli import main
+from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError, apply_overrides, from_dict, load_config
-from badpo.engine.settings import REWARD_LR, RMConfig, check_rm, resolved_lr
+from badpo.core.losses import ba_dpo_loss, bt_loss
 from badpo.engine.reward import RewardScorer, prepare_reward_run, reward_losses, without_final_eos
 from badpo.engine.runtime import make_accelerator
+from badpo.engine.settings import REWARD_LR, RMConfig, check_rm, resolved_lr
 from badpo.engine.tokenize import build_token_store
-from badpo.core.losses import ba_dpo_loss, bt_loss
 from badpo.readouts.metrics import reward_tilt
 from badpo.readouts.model import judge_scores
 from fixtures.engine import judgment_rows, write_jsonl
@@ -198,8 +198,8 @@ def test_a_missing_attribute_for_a_learned_theta_is_one_line(world, cli_error):
 # --------------------------------------------------------------------- as badpo evaluate's judge
 def test_evaluate_reads_tilt_and_heldout_of_a_reward_model_on_the_tiny_world(tmp_path, build_tiny_world):
     from badpo.corpora.tiny import TinyWorldConfig
-    from badpo.readouts.run import EvalData, evaluate_run_dir
     from badpo.readouts.evaluate import judge_readouts
+    from badpo.readouts.run import EvalData, evaluate_run_dir
 
     build_tiny_world(from_dict(TinyWorldConfig, {"n_pairs": 120}), tmp_path / "world")
     out = tmp_path / "rm"

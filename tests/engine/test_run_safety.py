@@ -15,16 +15,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from fixtures.engine import judgment_rows, log_records, make_config, write_jsonl
 
+from badpo.audit.estimates import BiasIdentifiabilityWarning
 from badpo.cli import main
 from badpo.core.config import ConfigError, load_config, to_dict
 from badpo.core.judgments import JudgmentError
-from badpo.audit.estimates import BiasIdentifiabilityWarning
 from badpo.engine import run_folder
 from badpo.engine.checkpoint import list_checkpoints
 from badpo.engine.settings import SFTConfig, TrainConfig
 from badpo.engine.train import train
+from fixtures.engine import judgment_rows, log_records, make_config, write_jsonl
 
 
 @pytest.fixture(scope="module")
@@ -340,8 +340,8 @@ def test_sides_equal_up_to_whitespace_that_tokenize_apart_are_counted_and_kept()
     and counted as whitespace_only_pairs (1 of 2 judgments; the other pair differs in words)."""
     from badpo.core.judgments import validate_judgments
     from badpo.corpora.tiny import build_tokenizer
-    from badpo.engine.settings import TokenizationConfig
     from badpo.engine.batches import build_preference_data
+    from badpo.engine.settings import TokenizationConfig
 
     rows = [{"pair_id": "p0", "prompt": "reverse 3 1 4 1\n", "chosen": "1 4 1 3", "rejected": "1 4 1 3  ",
              "annotator": "a"},

@@ -6,13 +6,13 @@ import re
 from pathlib import Path
 
 import pytest
-from fixtures.engine import judgment_rows, write_jsonl
 
-from badpo.core.bias import VARIANTS
 from badpo.cli import main
+from badpo.core.bias import VARIANTS
 from badpo.core.config import ConfigError, load_config
 from badpo.engine.settings import SFTConfig, TrainConfig
 from badpo.methods import METHODS, get_method
+from fixtures.engine import judgment_rows, write_jsonl
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 ENGINE_FILES = sorted(CONFIGS.glob("sft_*.yaml")) + sorted(CONFIGS.glob("train_*.yaml"))

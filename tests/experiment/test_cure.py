@@ -29,15 +29,22 @@ import pytest
 import torch
 import yaml
 
-from badpo.readouts.anchoring import fixed_offset_pairs
 from badpo.core.config import ConfigError, load_config
 from badpo.core.judgments import read_judgments
 from badpo.core.names import NAME_POOL, read_signature, strip_signature
 from badpo.experiment.config import ExperimentConfig, experiment_config_path
-from badpo.experiment.cure.analysis import (CureStages, achieved_shifts, is_cure_config, load_cure_config,
-                                   run_cure_experiment, target_shifts, tilt_readout)
+from badpo.experiment.cure.analysis import (
+    CureStages,
+    achieved_shifts,
+    is_cure_config,
+    load_cure_config,
+    run_cure_experiment,
+    target_shifts,
+    tilt_readout,
+)
 from badpo.experiment.runner import Stages, plan_experiment, prepare_corpus, run_all
 from badpo.experiment.stages import resolve_arm, resolve_evaluation
+from badpo.readouts.anchoring import fixed_offset_pairs
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 NAMES = ("woman_coded", "black_coded")
@@ -243,9 +250,9 @@ def test_the_cure_end_to_end_on_a_small_tiny_world(tmp_path, engine_stages):
     """A small tiny world, its reference and DPO arm (a few steps), then the cure: fresh prompts,
     answers, pairs, bisection, calibration, one calibrated run, the table; the stage's first loss
     equals the hand formula with b = -beta s*."""
+    from badpo.core.config import from_dict
     from badpo.engine.settings import TrainConfig
     from badpo.engine.train import train
-    from badpo.core.config import from_dict
     from badpo.experiment.cure.stages import run_cure_config
 
     tiny = yaml.safe_load(experiment_config_path("tiny").read_text())

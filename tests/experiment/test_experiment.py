@@ -12,15 +12,22 @@ import sys
 from pathlib import Path
 
 import pytest
-from fixtures.experiment import (
-    RATES, T_975_2, Crash, cells, config_dict, fake_stages, make_config, quiet,
-)
 
 from badpo.core.config import ConfigError, from_dict
 from badpo.experiment import ExperimentConfig, Stages, read_records, render_from_disk, run_experiment
 from badpo.experiment.config import experiment_config_path
 from badpo.experiment.runner import plan_experiment, prepare_corpus, run_key
 from badpo.experiment.tables import render_tables
+from fixtures.experiment import (
+    RATES,
+    T_975_2,
+    Crash,
+    cells,
+    config_dict,
+    fake_stages,
+    make_config,
+    quiet,
+)
 
 
 # ----------------------------------------------------------------------------- resume and keys

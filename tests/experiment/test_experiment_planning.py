@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fixtures.experiment import fake_stages, make_config, quiet
 
 from badpo.core.config import ConfigError, load_config
 from badpo.experiment import ExperimentConfig, Stages, run_experiment
 from badpo.experiment.config import experiment_config_path
 from badpo.experiment.runner import plan_experiment, prepare_corpus
+from fixtures.experiment import fake_stages, make_config, quiet
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 

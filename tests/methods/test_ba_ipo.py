@@ -37,16 +37,16 @@ from __future__ import annotations
 
 import pytest
 import torch
-from fixtures.engine import judgment_rows, log_records, make_config, write_jsonl
-from fixtures.theory import BETA, F64, World, newton, random_world
 from torch.autograd.functional import hessian, jacobian
 from torch.func import functional_call
 
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError
-from badpo.engine.train import train
 from badpo.core.losses import ipo_loss
+from badpo.engine.train import train
 from badpo.methods import METHODS, IPOParams, JudgmentBatch, get_method, ipo_terms
+from fixtures.engine import judgment_rows, log_records, make_config, write_jsonl
+from fixtures.theory import BETA, F64, World, newton, random_world
 
 LEARNED = ("pooled", "shared_mean", "per_annotator", "class_offsets")
 

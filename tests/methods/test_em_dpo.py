@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from fixtures.engine import judgment_rows, log_records, make_config, write_jsonl
 from safetensors.torch import load_file
 
 import badpo.engine.train as train_module
@@ -22,9 +21,17 @@ from badpo.engine.batches import build_preference_data
 from badpo.engine.mixture import arm_parts
 from badpo.engine.train import train
 from badpo.methods import (
-    EMParams, TypeWeights, annotator_loglik, get_method, initial_type_probabilities, minimax_weights,
-    type_log_posterior, type_utilities, vote_halves,
+    EMParams,
+    TypeWeights,
+    annotator_loglik,
+    get_method,
+    initial_type_probabilities,
+    minimax_weights,
+    type_log_posterior,
+    type_utilities,
+    vote_halves,
 )
+from fixtures.engine import judgment_rows, log_records, make_config, write_jsonl
 
 
 # ------------------------------------------------------------------------------- pure maths
@@ -227,9 +234,9 @@ def test_two_types_write_every_output(world, whole):
 
 def test_round_parts_train_on_their_half_only(world):
     """The item table of a round holds the judgments of its half, once each."""
-    from fixtures.engine import build_tokenizer
     from badpo.core.judgments import read_judgments
     from badpo.engine.tokenize import TokenizationConfig
+    from fixtures.engine import build_tokenizer
 
     data = build_preference_data(read_judgments(world / "judgments.jsonl"), None, build_tokenizer(),
                                  TokenizationConfig())

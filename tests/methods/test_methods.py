@@ -13,15 +13,25 @@ from pathlib import Path
 
 import pytest
 import torch
-from fixtures.engine import judgment_rows, log_records, make_config, write_jsonl
 from safetensors.torch import load_file
 
 from badpo.core.config import ConfigError
 from badpo.engine.train import train
 from badpo.methods import (
-    METHODS, CrowdParams, GroupParams, GroupWeights, IPOParams, JudgmentBatch, RDPOParams, get_method,
-    ipo_terms, r_dpo_terms, sample_seeds, sampo_terms,
+    METHODS,
+    CrowdParams,
+    GroupParams,
+    GroupWeights,
+    IPOParams,
+    JudgmentBatch,
+    RDPOParams,
+    get_method,
+    ipo_terms,
+    r_dpo_terms,
+    sample_seeds,
+    sampo_terms,
 )
+from fixtures.engine import judgment_rows, log_records, make_config, write_jsonl
 
 
 def _batch(**views) -> JudgmentBatch:

@@ -19,14 +19,22 @@ import numpy as np
 import pytest
 import torch
 
-from badpo.readouts.anchoring import (
-    NAME_ATTRIBUTES, fit_calibration, fixed_offset_for_shift, fixed_offset_pairs,
-    invert_calibration, logit, shifts_for_target, solve_shift_for_rate, target_tilt,
-    tilt_logprobs, tilted_rate,
-)
 from badpo.core.bias import BiasChannel
-from badpo.core.names import read_signature, signature_attributes, strip_signature
 from badpo.core.losses import ba_dpo_loss
+from badpo.core.names import read_signature, signature_attributes, strip_signature
+from badpo.readouts.anchoring import (
+    NAME_ATTRIBUTES,
+    fit_calibration,
+    fixed_offset_for_shift,
+    fixed_offset_pairs,
+    invert_calibration,
+    logit,
+    shifts_for_target,
+    solve_shift_for_rate,
+    target_tilt,
+    tilt_logprobs,
+    tilted_rate,
+)
 from badpo.readouts.metrics import attribute_logodds, mean_attribute_rate
 
 NAMES = ("woman_coded", "black_coded")

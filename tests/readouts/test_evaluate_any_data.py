@@ -22,9 +22,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from badpo.cli import main
 from badpo.core.config import from_dict
 from badpo.engine.tokenize import TokenizationConfig
-from badpo.readouts.run import GenerationCapNotice, cap_new_tokens, summary
 from badpo.readouts.evaluate import EvalConfig
 from badpo.readouts.model import generate
+from badpo.readouts.run import GenerationCapNotice, cap_new_tokens, summary
 from fixtures.engine import VOCAB, build_tokenizer, judgment_rows
 
 SIGNOFF = r"thanks|regards"

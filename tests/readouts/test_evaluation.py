@@ -14,9 +14,6 @@ import torch
 import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from badpo.readouts import run as evaluate_run
-
-from badpo.readouts import evaluate as evaluation
 from badpo.core.attributes import strip_markdown
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError, from_dict
@@ -24,6 +21,8 @@ from badpo.core.judgments import Judgment
 from badpo.core.names import strip_signature
 from badpo.corpora.tiny import TinyWorldConfig
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
+from badpo.readouts import evaluate as evaluation
+from badpo.readouts import run as evaluate_run
 from badpo.readouts.evaluate import Corpus, EvalConfig, answer_body, evaluate_policy, judge_readouts, reference_bodies
 from badpo.readouts.model import judge_scores
 

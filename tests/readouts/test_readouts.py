@@ -19,10 +19,23 @@ import pytest
 import torch
 
 from badpo.readouts.metrics import (
-    attribute_logodds, attribute_probabilities, attribute_rate, candidate_probabilities,
-    heldout_accuracy, kl_per_token, mean_attribute_rate, mean_ci, mean_whole_signature_rate,
-    removal, removal_per_seed, reweighted_rate, sampled_signature_rates, student_t_quantile,
-    theta_recovery, vote_prediction, whole_signature_rate,
+    attribute_logodds,
+    attribute_probabilities,
+    attribute_rate,
+    candidate_probabilities,
+    heldout_accuracy,
+    kl_per_token,
+    mean_attribute_rate,
+    mean_ci,
+    mean_whole_signature_rate,
+    removal,
+    removal_per_seed,
+    reweighted_rate,
+    sampled_signature_rates,
+    student_t_quantile,
+    theta_recovery,
+    vote_prediction,
+    whole_signature_rate,
 )
 from badpo.readouts.mixture import mixture_vote_logits, type_class_agreement, weighted_mean_readouts
 

@@ -8,7 +8,6 @@ the concatenated ids with log_softmax by hand (names, signatures, KL), the DPO m
 from __future__ import annotations
 
 import math
-
 import warnings
 
 import pytest
@@ -20,7 +19,12 @@ from badpo.corpora.signing import SURNAMES
 from badpo.corpora.tiny import TinyModelConfig, build_tokenizer
 from badpo.readouts.metrics import attribute_rate
 from badpo.readouts.model import (
-    generate, generation_kl, heldout_margins, judge_scores, name_logprobs, names_readout,
+    generate,
+    generation_kl,
+    heldout_margins,
+    judge_scores,
+    name_logprobs,
+    names_readout,
     signature_logprobs,
 )
 

@@ -20,9 +20,9 @@ hyphens, leading spaces, a missing surname or a third name are not signatures.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from importlib.resources import files
 from types import MappingProxyType
-from collections.abc import Mapping
 
 __all__ = [
     "CELLS",

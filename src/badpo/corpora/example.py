@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from badpo.audit.estimates import Audit, LogOdds, audit, format_audit, format_estimate
 from badpo.core.attributes import resolve_attributes
 from badpo.corpora.signing import SigningConfig, implied_log_odds, sign_corpus
 from badpo.corpora.tiny import TinyWorldConfig, tiny_base_pairs
-from badpo.audit.estimates import Audit, LogOdds, audit, format_audit, format_estimate
 
 __all__ = ["example_report"]
 

@@ -38,12 +38,12 @@ from typing import Any
 
 import numpy as np
 
+from badpo.audit.estimates import BiasIdentifiabilityWarning, audit
 from badpo.core.attributes import resolve_attributes
 from badpo.core.config import dump_yaml
 from badpo.core.files import write_json, write_jsonl
-from badpo.data.hub import CorpusSchemaError, load_split, require_columns
 from badpo.core.judgments import Judgment, write_judgments
-from badpo.audit.estimates import BiasIdentifiabilityWarning, audit
+from badpo.data.hub import CorpusSchemaError, load_split, require_columns
 
 __all__ = [
     "ANNOTATION_COLUMNS",

@@ -49,7 +49,6 @@ from typing import Any, Literal
 import numpy as np
 
 from badpo.core.config import ConfigError, dump_yaml
-from badpo.data.hub import CorpusSchemaError, load_split, require_columns
 from badpo.core.files import write_json, write_jsonl
 from badpo.core.judgments import write_judgments
 from badpo.core.names import CELL_NAMES, CELLS, read_signature
@@ -62,6 +61,7 @@ from badpo.corpora.signing import (
     planted_to_dict,
     sign_corpus,
 )
+from badpo.data.hub import CorpusSchemaError, load_split, require_columns
 
 __all__ = [
     "OUTPUT_FILES",

@@ -35,14 +35,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from badpo.audit.estimates import BiasIdentifiabilityWarning, audit
 from badpo.core.attributes import resolve_attributes
 from badpo.core.config import ConfigError
 from badpo.core.judgments import Judgment
 from badpo.core.names import (
-    CELL_NAMES, CELLS, NAME_ATTRIBUTES, NAME_POOL, SIGNATURE_RE, read_signature, sign,
+    CELL_NAMES,
+    CELLS,
+    NAME_ATTRIBUTES,
+    NAME_POOL,
+    SIGNATURE_RE,
+    read_signature,
+    sign,
     strip_signature,
 )
-from badpo.audit.estimates import BiasIdentifiabilityWarning, audit
 
 __all__ = [
     "PAIR_TYPES", "SURNAMES", "BasePair", "PlantedAnnotator", "SignedPair",

@@ -54,7 +54,6 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-
 import yaml
 
 from badpo.core.config import ConfigError, to_dict
@@ -62,8 +61,14 @@ from badpo.core.files import write_json, write_jsonl
 from badpo.core.judgments import Judgment, write_judgments
 from badpo.core.names import POOL_NAMES
 from badpo.corpora.signing import (
-    BasePair, PlantedAnnotator, SignedCorpus, SigningConfig, format_gate, gate_statistics,
-    planted_to_dict, sign_corpus,
+    BasePair,
+    PlantedAnnotator,
+    SignedCorpus,
+    SigningConfig,
+    format_gate,
+    gate_statistics,
+    planted_to_dict,
+    sign_corpus,
 )
 
 __all__ = [

@@ -55,6 +55,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from badpo.audit.estimates import BiasIdentifiabilityWarning, audit
 from badpo.core.attributes import resolve_attributes
 from badpo.core.config import ConfigError, dump_yaml
 from badpo.core.files import write_json, write_jsonl
@@ -62,7 +63,6 @@ from badpo.core.judgments import Judgment
 from badpo.corpora.multipref import MultiPrefConfig, multipref_corpus, write_multipref
 from badpo.corpora.multipref import summary_text as multipref_summary
 from badpo.corpora.tiny import SPACE, SPECIAL_TOKENS, TinyModelConfig, answer_quality, build_model, correct_answer
-from badpo.audit.estimates import BiasIdentifiabilityWarning, audit
 
 __all__ = [
     "ATTRIBUTES", "ENDINGS", "MARKDOWN_PREFIX", "OUTPUT_FILES", "POOLS", "PROMPT_TEMPLATE",

@@ -25,8 +25,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from badpo.core.judgments import Judgment, JudgmentError, pair_key
 from badpo.audit.estimates import offline_log_odds
+from badpo.core.judgments import Judgment, JudgmentError, pair_key
 from badpo.engine.tokenize import TokenizationConfig, TokenStore, build_token_store
 
 BATCHING_MODES = ("per_judgment", "pair_grouped")

@@ -59,18 +59,31 @@ import torch
 from torch import Tensor
 
 from badpo.core.config import ConfigError, dump_yaml
-from badpo.data.sources import read_judgment_source
-from badpo.engine.checkpoint import CHECKPOINTS, list_checkpoints
-from badpo.engine.batches import build_preference_data
-from badpo.engine.run_folder import (
-    CONFIG_FILE, check_checkpoint, claim, commit_final, holds_run, is_finished, remove_run,
-)
-from badpo.engine.runtime import load_tokenizer, make_accelerator
 from badpo.core.jsonio import dumps
 from badpo.core.losses import dpo_margin
+from badpo.data.sources import read_judgment_source
+from badpo.engine.batches import build_preference_data
+from badpo.engine.checkpoint import CHECKPOINTS, list_checkpoints
+from badpo.engine.run_folder import (
+    CONFIG_FILE,
+    check_checkpoint,
+    claim,
+    commit_final,
+    holds_run,
+    is_finished,
+    remove_run,
+)
+from badpo.engine.runtime import load_tokenizer, make_accelerator
 from badpo.methods import (
-    EMParams, TypeWeights, annotator_loglik, get_method, initial_type_probabilities, minimax_weights,
-    type_log_posterior, type_utilities, vote_halves,
+    EMParams,
+    TypeWeights,
+    annotator_loglik,
+    get_method,
+    initial_type_probabilities,
+    minimax_weights,
+    type_log_posterior,
+    type_utilities,
+    vote_halves,
 )
 
 EM_DIR, TYPES_DIR, MIXTURE_FILE, ESTEP_FILE = "em", "types", "mixture.json", "estep.json"

@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from badpo.engine.settings import ReportConfig
 from badpo.core.jsonio import dumps
+from badpo.engine.settings import ReportConfig
 
 
 def _flat(record: dict[str, Any], prefix: str = "") -> dict[str, float]:

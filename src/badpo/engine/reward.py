@@ -32,17 +32,23 @@ from accelerate.utils import set_seed
 from torch import Tensor, nn
 
 from badpo.core.attributes import resolve_attributes
+from badpo.core.jsonio import dumps
+from badpo.core.losses import bt_loss
 from badpo.data.sources import read_judgment_source
-from badpo.engine.settings import REWARD_LR, RMConfig, accumulation_steps, check_rm, format_output_dir, resolved_lr
 from badpo.engine.batches import Schedule, build_preference_data
 from badpo.engine.run_folder import commit_final, is_finished, own_folder
 from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
+from badpo.engine.settings import REWARD_LR, RMConfig, accumulation_steps, check_rm, format_output_dir, resolved_lr
 from badpo.engine.tokenize import TokenStore
 from badpo.engine.train import (
-    Run, _train_in_folder, audit_labels, bias_logits, build_bias, resume_point, theta_adam,
+    Run,
+    _train_in_folder,
+    audit_labels,
+    bias_logits,
+    build_bias,
+    resume_point,
+    theta_adam,
 )
-from badpo.core.jsonio import dumps
-from badpo.core.losses import bt_loss
 from badpo.methods import LossTerms, Method
 
 MODEL_FOLDER = "reward_model"

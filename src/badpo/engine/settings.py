@@ -12,10 +12,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from badpo.core.bias import variant_facts
 from badpo.core.config import ConfigError
 from badpo.data.sources import ColumnMap
 from badpo.engine.tokenize import TokenizationConfig
-from badpo.core.bias import variant_facts
 from badpo.methods import get_method
 
 SFT_LR = {False: 1e-5, True: 1e-4}  # keyed by "LoRA?"

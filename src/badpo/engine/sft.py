@@ -28,15 +28,15 @@ from pathlib import Path
 import torch
 
 from badpo.core.config import ConfigError, dump_yaml, to_dict
+from badpo.core.jsonio import dumps
 from badpo.data.sources import read_judgment_source, read_sft_source
-from badpo.engine.settings import SFT_LR, SFTConfig, accumulation_steps, check_sft, resolved_lr
 from badpo.engine.batches import Schedule, majority_chosen
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.reporting import RunLog
 from badpo.engine.run_folder import CONFIG_FILE, own_folder, sync_tree
 from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
+from badpo.engine.settings import SFT_LR, SFTConfig, accumulation_steps, check_sft, resolved_lr
 from badpo.engine.tokenize import build_token_store
-from badpo.core.jsonio import dumps
 
 FINISHED = "sft.json"  # written last: the reference in the folder is complete
 MODEL_FILES = ".model-files"  # the saved model's file names, written before they are moved in

@@ -23,28 +23,41 @@ import torch
 from accelerate.utils import set_seed
 from torch import Tensor
 
+from badpo.audit.estimates import Audit, audit
 from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError, dump_yaml, to_dict
+from badpo.core.jsonio import dumps
 from badpo.data.sources import read_judgment_source
-from badpo.audit.estimates import Audit, audit
+from badpo.engine.batches import (
+    ItemTable,
+    PreferenceData,
+    Schedule,
+    build_preference_data,
+    offline_estimate,
+)
 from badpo.engine.cache import reference_logprobs, token_offsets
 from badpo.engine.checkpoint import (
-    TrainingState, install_policy_hooks, list_checkpoints, resolve_resume, save_checkpoint,
-)
-from badpo.engine.settings import (
-    PREFERENCE_LR, TrainConfig, accumulation_steps, check_train, format_output_dir, resolved_lr,
-)
-from badpo.engine.batches import (
-    ItemTable, PreferenceData, Schedule, build_preference_data, offline_estimate,
+    TrainingState,
+    install_policy_hooks,
+    list_checkpoints,
+    resolve_resume,
+    save_checkpoint,
 )
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.mixture import train_type_policies
 from badpo.engine.reporting import RunLog
 from badpo.engine.run_folder import CONFIG_FILE, check_checkpoint, commit_final, is_finished, own_folder
 from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
+from badpo.engine.settings import (
+    PREFERENCE_LR,
+    TrainConfig,
+    accumulation_steps,
+    check_train,
+    format_output_dir,
+    resolved_lr,
+)
 from badpo.engine.tokenize import settings_dict
-from badpo.core.jsonio import dumps
 from badpo.methods import GroupWeights, JudgmentBatch, LossTerms, Method, get_method, sample_seeds
 
 STATS = ("loss", "reward_margin", "reward_accuracy", "chosen_reward", "rejected_reward")

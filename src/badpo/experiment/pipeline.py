@@ -12,13 +12,19 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from badpo.core.config import to_dict
+from badpo.core.jsonio import dumps
 from badpo.experiment.config import ExperimentConfig
 from badpo.experiment.plots import write_plots
-from badpo.experiment.runner import (Stages, atomic_write_text, plan_experiment, prepare_corpus,
-                                     read_records_for, run_all)
+from badpo.experiment.runner import (
+    Stages,
+    atomic_write_text,
+    plan_experiment,
+    prepare_corpus,
+    read_records_for,
+    run_all,
+)
 from badpo.experiment.stages import engine_stages
 from badpo.experiment.tables import TableLayout, build_layout, render_tables
-from badpo.core.jsonio import dumps
 
 __all__ = ["run_experiment", "write_outputs"]
 

@@ -34,8 +34,8 @@ from typing import Any, Literal
 import numpy as np
 
 from badpo.core.config import ConfigError, to_dict
-from badpo.experiment.config import ExperimentConfig, merge_settings
 from badpo.core.jsonio import dumps
+from badpo.experiment.config import ExperimentConfig, merge_settings
 
 __all__ = [
     "SCHEMA", "UNKEYED", "Stages", "RunTask", "PlannedRun", "Plan", "canonical_json", "stable_hash",
@@ -93,7 +93,7 @@ class Stages:
     run_reference: Callable[[RunTask], Mapping]
     run_arm: Callable[[RunTask], Mapping]
     resolve_evaluation: Callable[[dict], dict] = dict
-    readout_unavailable: Callable[[dict, str], "str | None"] = lambda evaluation, metric: None
+    readout_unavailable: Callable[[dict, str], str | None] = lambda evaluation, metric: None
 
 
 @dataclass(frozen=True)

@@ -39,11 +39,28 @@ from badpo.core.judgments import Judgment, read_judgments
 from badpo.core.names import NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES, read_signature, sign, strip_signature
 from badpo.engine.mixture import MIXTURE_FILE
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
-from badpo.readouts.metrics import (heldout_accuracy, reward_tilt, reweighted_rate, sampled_signature_rates,
-                             theta_recovery, vote_prediction)
+from badpo.readouts.metrics import (
+    heldout_accuracy,
+    reward_tilt,
+    reweighted_rate,
+    sampled_signature_rates,
+    theta_recovery,
+    vote_prediction,
+)
 from badpo.readouts.mixture import mixture_vote_logits, type_class_agreement, weighted_mean_readouts
-from badpo.readouts.model import (Generations, cut_at_eos, format_readout, generate, generation_kl, heldout_margins,
-                                  judge_scores, load_judge, names_readout, plain_decoding, sampled_text_readout)
+from badpo.readouts.model import (
+    Generations,
+    cut_at_eos,
+    format_readout,
+    generate,
+    generation_kl,
+    heldout_margins,
+    judge_scores,
+    load_judge,
+    names_readout,
+    plain_decoding,
+    sampled_text_readout,
+)
 
 
 @dataclass(frozen=True)

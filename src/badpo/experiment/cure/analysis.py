@@ -37,14 +37,25 @@ from typing import Any, Literal
 
 import numpy as np
 
-from badpo.readouts.anchoring import fit_calibration, invert_calibration, solve_shift_for_rate, tilt_logprobs
 from badpo.core.config import ConfigError, load_config, to_dict
+from badpo.core.jsonio import dumps
 from badpo.core.names import NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES
 from badpo.experiment.config import ExperimentConfig, _check_runner_keys, merge_settings
-from badpo.experiment.runner import (SCHEMA, Stages, UNKEYED, atomic_write_text, fill_placeholders,
-                                     plan_experiment, prepare_corpus, read_records, read_records_for, run_all,
-                                     run_key, write_record)
-from badpo.core.jsonio import dumps
+from badpo.experiment.runner import (
+    SCHEMA,
+    UNKEYED,
+    Stages,
+    atomic_write_text,
+    fill_placeholders,
+    plan_experiment,
+    prepare_corpus,
+    read_records,
+    read_records_for,
+    run_all,
+    run_key,
+    write_record,
+)
+from badpo.readouts.anchoring import fit_calibration, invert_calibration, solve_shift_for_rate, tilt_logprobs
 from badpo.readouts.metrics import mean_attribute_rate, mean_ci
 
 __all__ = ["CURE_KIND", "SourceSpec", "PromptSpec", "AnswerSpec", "CalibrationSpec", "CureConfig",
