@@ -269,7 +269,8 @@ def test_user_callables(user_module):
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("no_such_module_xyz:f", r"'no_such_module_xyz:f': cannot import module 'no_such_module_xyz' \(ModuleNotFoundError"),
+    ("no_such_module_xyz:f",
+     r"'no_such_module_xyz:f': cannot import module 'no_such_module_xyz' \(ModuleNotFoundError"),
     ("raises_on_import:f", r"'raises_on_import:f': cannot import module .* \(RuntimeError: boom\)"),
     ("my_attrs:missing", r"'my_attrs:missing': module 'my_attrs' has no 'missing'"),
     ("my_attrs:NOT_CALLABLE", r"'my_attrs:NOT_CALLABLE': 'NOT_CALLABLE' is not callable"),

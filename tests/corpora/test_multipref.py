@@ -53,7 +53,8 @@ def test_documented_counts(corpus):
     assert corpus.counts == {
         "comparisons": 82, "prompts": 41, "annotations": 328, "ties_dropped": 64,
         "tie_share": 64 / 328, "comparisons_dropped_empty": 1, "comparisons_dropped_identical": 1,
-        "comparisons_kept": 80, "comparisons_judged": 80, "judgments": 256, "judgments_train": 229, "judgments_heldout": 27,
+        "comparisons_kept": 80, "comparisons_judged": 80, "judgments": 256, "judgments_train": 229,
+        "judgments_heldout": 27,
         "prompts_train": 36, "prompts_heldout": 4, "annotators": 14, "annotators_crowd": 8,
         "annotators_expert": 6, "sft_rows": 59, "sft_skipped_no_majority": 13, "eval_prompts": 3,
     }

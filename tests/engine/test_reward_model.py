@@ -174,7 +174,8 @@ def test_stop_and_resume_equals_the_uninterrupted_run(world):
     parts = run_cli(world, "parts", "stop_after_steps=2")
     assert not (parts / "run.json").exists()
     run_cli(world, "parts", "resume_from=latest")
-    a, b = load_file(whole / "reward_model" / "model.safetensors"), load_file(parts / "reward_model" / "model.safetensors")
+    a, b = (load_file(whole / "reward_model" / "model.safetensors"),
+            load_file(parts / "reward_model" / "model.safetensors"))
     for name in a:
         torch.testing.assert_close(a[name], b[name], rtol=0, atol=2e-5)
     torch.testing.assert_close(BiasChannel.load(whole / "theta.json").theta(),
@@ -217,7 +218,9 @@ def test_evaluate_reads_tilt_and_heldout_of_a_reward_model_on_the_tiny_world(tmp
         assert readouts["tilt"][name]["n"] == 20  # two counterfactual pairs per response
         assert 0.0 <= readouts["tilt"][name]["share_higher"] <= 1.0
         heldout = readouts["heldout"][name]
-        assert heldout["n_same"] + heldout["n_cross"] == len((tmp_path / "world" / "heldout.jsonl").read_text().splitlines())
+        assert heldout["n_same"] + heldout["n_cross"] == len(
+            (tmp_path / "world" / "heldout.jsonl").read_text().splitlines())
     assert set(readouts["theta_mean"]) == {"woman_coded", "black_coded"}
-    judged = judge_readouts(str(out / "reward_model"), ["copy 1 2 and sign\n"], ["1 2\n\n--- Emily Baker"], ["woman_coded"])
+    judged = judge_readouts(str(out / "reward_model"), ["copy 1 2 and sign\n"], ["1 2\n\n--- Emily Baker"],
+                            ["woman_coded"])
     assert math.isfinite(judged["rm"]) and math.isfinite(judged["rm_minus"])

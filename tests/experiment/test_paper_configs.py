@@ -214,9 +214,11 @@ SHARED_RUNS = [
       for a, b in {**NAMES_V3, "R-DPO (α = 0.005)": "R-DPO", "SamPO": "SamPO"}.items()),
     *(("experiment_tiny_names_samples.yaml", a, "experiment_tiny_names_v3.yaml", a)
       for a in ("DPO", "BA-DPO (pooled)", "BA-DPO (θ̄+ε_k)")),
-    ("experiment_tiny_names_samples.yaml", "BA-DPO (shuffled ids)", "experiment_tiny_abl_names_v3.yaml", "Shuffled ids"),
+    ("experiment_tiny_names_samples.yaml", "BA-DPO (shuffled ids)", "experiment_tiny_abl_names_v3.yaml",
+     "Shuffled ids"),
     ("experiment_tiny_lora.yaml", "Full fine-tuning, DPO", "experiment_tiny_names_v3.yaml", "DPO"),
-    ("experiment_tiny_lora.yaml", "Full fine-tuning, BA-DPO (pooled)", "experiment_tiny_names_v3.yaml", "BA-DPO (pooled)"),
+    ("experiment_tiny_lora.yaml", "Full fine-tuning, BA-DPO (pooled)", "experiment_tiny_names_v3.yaml",
+     "BA-DPO (pooled)"),
 ]
 
 

@@ -39,7 +39,8 @@ print(json.dumps(loaded))
 
 
 def test_core_modules_import_no_heavy_library():
-    code = PROBE.format(heavy=HEAVY, core=[*STANDARD_LIBRARY_ONLY, *(m for m in CORE if m not in STANDARD_LIBRARY_ONLY)])
+    code = PROBE.format(heavy=HEAVY,
+                        core=[*STANDARD_LIBRARY_ONLY, *(m for m in CORE if m not in STANDARD_LIBRARY_ONLY)])
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = json.loads(result.stdout)
     assert len(CORE) > 12 and "badpo.core.losses" in CORE  # the folders were found

@@ -113,7 +113,8 @@ def flat_fns(world: World, tau: float):
     m, q = len(world.annotators), world.q
 
     def unflatten(flat):
-        return flat[: world.P * world.R].view(world.P, world.R), {"annotator_theta": flat[world.P * world.R:].view(m, q)}
+        return (flat[: world.P * world.R].view(world.P, world.R),
+                {"annotator_theta": flat[world.P * world.R:].view(m, q)})
 
     def ipo_total(flat):
         r, params = unflatten(flat)

@@ -215,7 +215,8 @@ def test_the_summary_reads_a_pair_attribute_by_tokens_a_reward_tilt_and_null_as_
               "inputs": {"attributes": ["length", "flag"], "n_heldout": 6, "heldout": "h.csv", "prompts": "p.csv",
                          "n_prompts": 4, "max_new_tokens": 57}}
     lines = summary(record, "out.json").splitlines()
-    assert lines[0] == "read 4 prompts (p.csv), 6 held-out judgments (h.csv); attributes length, flag; max_new_tokens 57"
+    assert lines[0] == ("read 4 prompts (p.csv), 6 held-out judgments (h.csv); attributes length, flag; "
+                        "max_new_tokens 57")
     assert lines[2].split() == ["length", "(mean", "tokens)", "12.0", "20.5", "(marked", "side:", "policy",
                                 "0.250,", "reference", "0.500)"]
     assert lines[4].split() == ["length", "0.500", "n/a", "n/a", "6", "/", "0"]
