@@ -279,9 +279,9 @@ def badpo_worker(s: dict, started: float) -> None:
     import torch
 
     from badpo.core.config import from_dict
-    from badpo.engine.settings import TrainConfig
     from badpo.engine.loop import train_step
     from badpo.engine.preference import prepare_run
+    from badpo.engine.settings import TrainConfig
 
     batching = s["config"].split("/")[1]
     per_judgment = batching == "per_judgment"
@@ -289,7 +289,8 @@ def badpo_worker(s: dict, started: float) -> None:
     micro = s["micro_judgments"] if per_judgment else s["micro_pairs"]
     config = from_dict(TrainConfig, {
         "method": METHOD, "batching": batching, "data": s["data"], "attributes": ["names"],
-        "model": {"name_or_path": s["model"], "tokenizer": s["tokenizer"]}, "steps": s["max_steps"], "batch_size": items,
+        "model": {"name_or_path": s["model"], "tokenizer": s["tokenizer"]}, "steps": s["max_steps"],
+        "batch_size": items,
         "micro_batch_size": micro, "optim": {"lr": LR, "warmup_ratio": 0.1},
         "tokenization": {"max_prompt_tokens": s["max_length"] // 2, "max_length": s["max_length"]},
         "runtime": {"num_threads": s["threads"], "precision": "auto",
@@ -412,8 +413,8 @@ def main() -> None:
     if args.worker:
         return worker(args.worker)
     import torch
-    import trl
     import transformers
+    import trl
 
     world = pick_world(args.world)
     with tempfile.TemporaryDirectory() as folder:
@@ -441,7 +442,8 @@ def main() -> None:
                      "judgments_per_step": args.judgments_per_step, "pairs_per_step": args.pairs_per_step,
                      "micro_batch": args.micro_batch, "repeat": args.repeat, "max_length": args.max_length,
                      "sequential": args.sequential,
-                     "logprob_chunk_size": args.logprob_chunk_size, "warmup": args.warmup, "rounds": args.rounds, "block": args.block,
+                     "logprob_chunk_size": args.logprob_chunk_size, "warmup": args.warmup, "rounds": args.rounds,
+                     "block": args.block,
                      "threads": args.threads, "method": METHOD,
                      "device": "cuda" if torch.cuda.is_available() else "cpu",
                      "torch": torch.__version__, "transformers": transformers.__version__,

@@ -1,10 +1,96 @@
-"""Fixtures shared by every test file."""
+"""Fixtures shared by every test file, and the ``slow`` marking.
+
+A test is marked ``slow`` here, never by hand, when it requests (directly or through another
+fixture) one of the model builders of ``MODEL_BUILDERS``: a test that trains, loads or runs a tiny
+model first builds it with one of them. ``pytest -m "not slow"`` is then the fast loop, and a plain
+``pytest`` still runs everything. The builders are fixtures so that the marking follows from what
+a test uses: request them, do not import them (tests/house/test_test_modules.py checks that).
+"""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
 from badpo.cli import main
+
+# One thread for torch and BLAS unless the caller asks for more (set before any test imports torch).
+# Every engine run already trains on one (runtime.num_threads: 1, which stays set for the rest of the
+# session), so the other tests no longer run on one or two threads depending on which test ran first;
+# and on a shared two-core machine tiny matrices run faster on one thread than on two.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+MODEL_BUILDERS = frozenset({
+    "build_model", "save_model_dir", "build_judge",  # fixtures.engine
+    "build_tiny_model", "build_tiny_world", "build_tiny_multipref",  # badpo.corpora's tiny worlds
+    "engine_stages",  # an experiment's real stages: corpus (tiny world), training, readouts
+    "cli_training",  # badpo's command line, for a test that builds or trains a model through it
+    "write_tiny_gguf",  # fixtures.gguf: a tiny llama GGUF, loaded and converted by transformers
+})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if MODEL_BUILDERS.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session")
+def build_model():
+    """``fixtures.engine.build_model``: a 2-layer causal LM over the engine tests' word vocabulary."""
+    from fixtures.engine import build_model
+
+    return build_model
+
+
+@pytest.fixture(scope="session")
+def save_model_dir():
+    """``fixtures.engine.save_model_dir``: that model and its tokenizer saved in HF format."""
+    from fixtures.engine import save_model_dir
+
+    return save_model_dir
+
+
+@pytest.fixture(scope="session")
+def build_judge():
+    """``fixtures.engine.build_judge``: a 1-layer GPT-2 sequence classifier (a judge, a reward model)."""
+    from fixtures.engine import build_judge
+
+    return build_judge
+
+
+@pytest.fixture(scope="session")
+def build_tiny_model():
+    """``badpo.corpora.tiny.build_model``: the tiny world's GPT-2."""
+    from badpo.corpora.tiny import build_model
+
+    return build_model
+
+
+@pytest.fixture(scope="session")
+def build_tiny_world():
+    """``badpo.corpora.tiny.build_tiny_world``: the tiny signed world, its model included."""
+    from badpo.corpora.tiny import build_tiny_world
+
+    return build_tiny_world
+
+
+@pytest.fixture(scope="session")
+def build_tiny_multipref():
+    """``badpo.corpora.tiny_multipref.build_tiny_multipref``: the tiny MultiPref world, its model included."""
+    from badpo.corpora.tiny_multipref import build_tiny_multipref
+
+    return build_tiny_multipref
+
+
+@pytest.fixture(scope="session")
+def engine_stages():
+    """``badpo.experiment.stages.engine_stages``, for a test that runs them. A test that only plans
+    an experiment with them (resolves its settings) imports the function and stays fast."""
+    from badpo.experiment.stages import engine_stages
+
+    return engine_stages
 
 
 @pytest.fixture
@@ -21,3 +107,19 @@ def cli_error(capsys):
         return lines[0]
 
     return run
+
+
+@pytest.fixture(scope="session")
+def cli_training():
+    """``badpo.cli.main``, requested (instead of imported) by a test whose command builds, trains or
+    runs a model (``badpo experiment``, ``badpo build``, ``badpo train``), so that it is marked slow."""
+    return main
+
+
+@pytest.fixture(scope="session")
+def write_tiny_gguf():
+    """``fixtures.gguf.write_tiny_gguf``: a tiny llama checkpoint as a GGUF file."""
+    from fixtures.gguf import write_tiny_gguf
+
+    return write_tiny_gguf
+

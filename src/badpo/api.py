@@ -80,10 +80,10 @@ def evaluate(run_dir: str | os.PathLike, config: Any = None, *, heldout: str | o
     keys; without ``attributes`` among them the run's own are read. ``heldout``, ``prompts``,
     ``corpus`` and ``columns`` (field -> column, on top of the run's mapping) are
     :class:`badpo.readouts.run.EvalData`."""
-    from badpo.data.sources import ColumnMap
-    from badpo.readouts.run import EvalData, evaluate_run_dir
-    from badpo.readouts.evaluate import EvalConfig
     from badpo.core.jsonio import dumps
+    from badpo.data.sources import ColumnMap
+    from badpo.readouts.evaluate import EvalConfig
+    from badpo.readouts.run import EvalData, evaluate_run_dir
 
     def text(path: str | os.PathLike | None) -> str | None:
         return os.fspath(path) if path is not None else None

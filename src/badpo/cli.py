@@ -5,7 +5,7 @@ Each command is a pair ``_add_<name>(subparsers)`` / ``_cmd_<name>(args)`` regis
 Modules that load torch (:mod:`badpo.readouts.evaluate`, the experiment pipeline, its stages and the
 sweep) are imported inside their command, so that ``badpo --help`` does not load torch (the
 training stages are named by string in ``STAGES``). This is the top layer, so nothing imports
-this module and a late import here cannot hide a cycle; ``tests/test_layering.py`` reads them too.
+this module and a late import here cannot hide a cycle; ``tests/house/test_layering.py`` reads them too.
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+from badpo.audit.estimates import BiasIdentifiabilityWarning
 from badpo.audit.report import audit_with_report
 from badpo.core.config import ConfigError, from_dict, load_config
+from badpo.core.jsonio import dumps
 from badpo.corpora.builders import CORPORA, corpus_builder
 from badpo.corpora.example import example_report
-from badpo.data.sources import ColumnMap
 from badpo.data.gguf import PACKAGED as GGUF_PACKAGED
-from badpo.audit.estimates import BiasIdentifiabilityWarning
+from badpo.data.sources import ColumnMap
 from badpo.experiment.config import ExperimentConfig, experiment_config_path
-from badpo.core.jsonio import dumps
 
 
 def _add_config_args(parser: argparse.ArgumentParser, example: str) -> None:

@@ -28,7 +28,7 @@ components that all hold one are pinned even when the graph is split.
 
 A disconnected graph is the theorem's condition, sufficient and not necessary: with
 response-level attributes the offsets of two components can still be tied through the reward
-when their compared pairs share responses (tests/test_theory.py has such a case).
+when their compared pairs share responses (tests/core/test_theory.py has such a case).
 
 The audit of a built-in corpus with planted biases (``badpo audit --example``) needs the data
 layer and lives there: :func:`badpo.corpora.example.example_report`.
@@ -101,7 +101,7 @@ def penalised_log_odds(wins: Any, total: Any, level: float = 0.95
     b = n - w + 1/2): every t with ``2 (l(estimate) - l(t)) <= z^2``, z the normal quantile of
     ``level``; it is asymmetric where the counts are lopsided. Exact binomial coverage of the
     95% interval for a true |theta| <= 3: 0.956 on average and 0.91 at worst for n = 5..60,
-    0.86 at worst for n <= 3 (tests/test_diagnostics.py enumerates it). Vectorised over arrays.
+    0.86 at worst for n <= 3 (tests/audit/test_diagnostics.py enumerates it). Vectorised over arrays.
     """
     wins, total = np.asarray(wins, dtype=np.float64), np.asarray(total, dtype=np.float64)
     if np.any(total < 0) or np.any(wins < 0) or np.any(wins > total):

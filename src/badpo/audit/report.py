@@ -49,12 +49,18 @@ from typing import Any
 
 import numpy as np
 
+from badpo.audit.estimates import (
+    Audit,
+    CoordinateAudit,
+    LogOdds,
+    audit,
+    format_audit,
+    penalised_log_odds,
+    penalised_p_value,
+)
 from badpo.core.attributes import resolve_attributes
 from badpo.core.judgments import Judgment
 from badpo.data.sources import ColumnMap, read_judgment_source
-from badpo.audit.estimates import (
-    Audit, CoordinateAudit, LogOdds, audit, format_audit, penalised_log_odds, penalised_p_value,
-)
 
 __all__ = [
     "REPORT_FORMAT", "attribute_report", "audit_with_report", "format_report", "load_learned_theta",

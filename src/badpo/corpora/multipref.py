@@ -310,7 +310,7 @@ def summary_text(stats: Mapping[str, Any]) -> str:
              f"{stats['ties_dropped']} ties dropped ({100 * (stats['tie_share'] or 0):.1f}%); "
              f"{stats['annotators']} evaluators; {stats['sft_rows']} SFT rows; "
              f"{stats['eval_prompts']} evaluation prompts"]
-    for spec, by_rows in stats["audit"].items():
+    for _spec, by_rows in stats["audit"].items():
         for name, row in by_rows["all"].items():
             theta = "-" if row["theta_hat"] is None else f"{row['theta_hat']:+.2f} (odds {row['odds']:.2f} : 1)"
             lines.append(f"  {name}: cross-group {100 * row['share_cross']:.1f}% "

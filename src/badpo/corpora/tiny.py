@@ -73,7 +73,8 @@ from badpo.corpora.signing import (
 
 __all__ = [
     "NAME_PIECES", "OUTPUT_FILES", "PROMPT_TEMPLATE", "SPECIAL_TOKENS", "TinyModelConfig",
-    "TinyWorldConfig", "UnbiasedAnnotators", "add_unbiased_annotators", "answer_quality", "build_model", "build_tiny_world", "build_tokenizer",
+    "TinyWorldConfig", "UnbiasedAnnotators", "add_unbiased_annotators", "answer_quality", "build_model",
+    "build_tiny_world", "build_tokenizer",
     "correct_answer", "name_tokens", "summary_text", "tiny_base_pairs",
 ]
 

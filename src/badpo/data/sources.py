@@ -33,7 +33,12 @@ from typing import Any
 
 from badpo.core.config import ConfigError
 from badpo.core.judgments import (
-    FIELDS, TIE_FIELD, JudgmentError, describe_row, jsonl_rows, validate_labelled,
+    FIELDS,
+    TIE_FIELD,
+    JudgmentError,
+    describe_row,
+    jsonl_rows,
+    validate_labelled,
 )
 
 __all__ = ["ColumnMap", "IgnoredColumnsWarning", "Loaded", "in_memory", "read_judgment_source",
@@ -191,7 +196,7 @@ def read_prompt_source(data: Any, split: str | None = None, columns: ColumnMap =
 
 
 # ------------------------------------------------------------------------------ loading
-def _open_rows(data: Any, split: str | None, renames: dict, tokenizer) -> tuple[Iterable, str, "_ChatRows"]:
+def _open_rows(data: Any, split: str | None, renames: dict, tokenizer) -> tuple[Iterable, str, _ChatRows]:
     """The labelled rows of a source, its origin, and the chat renderer; the mapped columns are
     checked against the source's columns first."""
     labelled, origin, present = _labelled_rows(data, split)

@@ -178,5 +178,5 @@ def train_reward_model(config: RMConfig) -> Path:
         return run_stage(RewardStage(), config, output, accelerator, resume_point(config, output))
 
 
-__all__ = ["train_reward_model", "RewardStage", "prepare_reward_run", "reward_losses", "RewardScorer", "without_final_eos",
-           "MODEL_FOLDER"]
+__all__ = ["train_reward_model", "RewardStage", "prepare_reward_run", "reward_losses", "RewardScorer",
+           "without_final_eos", "MODEL_FOLDER"]

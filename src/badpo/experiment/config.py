@@ -13,10 +13,9 @@ depend on where the experiment lives on disk).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from badpo.core.config import ConfigError

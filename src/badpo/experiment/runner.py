@@ -93,7 +93,7 @@ class Stages:
     run_reference: Callable[[RunTask], Mapping]
     run_arm: Callable[[RunTask], Mapping]
     resolve_evaluation: Callable[[dict], dict] = dict
-    readout_unavailable: Callable[[dict, str], "str | None"] = lambda evaluation, metric: None
+    readout_unavailable: Callable[[dict, str], str | None] = lambda evaluation, metric: None
 
 
 @dataclass(frozen=True)

@@ -22,18 +22,25 @@ from typing import Any
 
 from badpo.core.bias import BiasChannel, variant_facts
 from badpo.core.config import ConfigError, from_dict, to_dict
+from badpo.core.jsonio import dumps
 from badpo.corpora.builders import build_corpus
-from badpo.engine.settings import ModelConfig, SFTConfig, TrainConfig, accumulation_steps, check_sft, check_train
 from badpo.engine.runtime import load_tokenizer
+from badpo.engine.settings import ModelConfig, SFTConfig, TrainConfig, accumulation_steps, check_sft, check_train
 from badpo.engine.sft import FINISHED as SFT_FINISHED
 from badpo.engine.sft import sft
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.engine.train import train
-from badpo.readouts.run import load_causal_lm
-from badpo.readouts.evaluate import (Corpus, EvalConfig, Mixture, evaluate_mixture, evaluate_policy, readout_unavailable,
-                              reference_bodies)
 from badpo.experiment.runner import RunTask, Stages
-from badpo.core.jsonio import dumps
+from badpo.readouts.evaluate import (
+    Corpus,
+    EvalConfig,
+    Mixture,
+    evaluate_mixture,
+    evaluate_policy,
+    readout_unavailable,
+    reference_bodies,
+)
+from badpo.readouts.run import load_causal_lm
 
 __all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation",
            "theta_summary", "evaluate_run", "engine_stages", "unavailable_readout", "bodies_file"]

@@ -10,12 +10,25 @@
 from __future__ import annotations
 
 from badpo.methods.baselines import (
-    CrowdParams, GroupParams, IPOParams, NoParams, RDPOParams, ba_dpo_terms, ipo_terms, r_dpo_terms,
+    CrowdParams,
+    GroupParams,
+    IPOParams,
+    NoParams,
+    RDPOParams,
+    ba_dpo_terms,
+    ipo_terms,
+    r_dpo_terms,
     sampo_terms,
 )
 from badpo.methods.em import (
-    EMParams, TypeWeights, annotator_loglik, initial_type_probabilities, minimax_weights,
-    type_log_posterior, type_utilities, vote_halves,
+    EMParams,
+    TypeWeights,
+    annotator_loglik,
+    initial_type_probabilities,
+    minimax_weights,
+    type_log_posterior,
+    type_utilities,
+    vote_halves,
 )
 from badpo.methods.table import LEARNED_VARIANTS, METHODS, Method, get_method
 from badpo.methods.view import JudgmentBatch, LossTerms, Needs, StepView, sample_seeds

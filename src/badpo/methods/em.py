@@ -15,7 +15,6 @@ from torch import Tensor
 
 from badpo.core.config import ConfigError
 
-
 MAX_TYPES = 10  # the minimax solver enumerates C(2K, K) bases: 184,756 at K = 10
 
 

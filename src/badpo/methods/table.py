@@ -32,7 +32,14 @@ from typing import Any
 from badpo.core.bias import VARIANT_FACTS
 from badpo.core.config import ConfigError, from_dict
 from badpo.methods.baselines import (
-    CrowdParams, GroupParams, IPOParams, NoParams, RDPOParams, ba_dpo_terms, ipo_terms, r_dpo_terms,
+    CrowdParams,
+    GroupParams,
+    IPOParams,
+    NoParams,
+    RDPOParams,
+    ba_dpo_terms,
+    ipo_terms,
+    r_dpo_terms,
     sampo_terms,
 )
 from badpo.methods.em import EMParams

@@ -39,11 +39,28 @@ from badpo.core.judgments import Judgment, read_judgments
 from badpo.core.names import NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES, read_signature, sign, strip_signature
 from badpo.engine.mixture import MIXTURE_FILE
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
-from badpo.readouts.metrics import (heldout_accuracy, reward_tilt, reweighted_rate, sampled_signature_rates,
-                             theta_recovery, vote_prediction)
+from badpo.readouts.metrics import (
+    heldout_accuracy,
+    reward_tilt,
+    reweighted_rate,
+    sampled_signature_rates,
+    theta_recovery,
+    vote_prediction,
+)
 from badpo.readouts.mixture import mixture_vote_logits, type_class_agreement, weighted_mean_readouts
-from badpo.readouts.model import (Generations, cut_at_eos, format_readout, generate, generation_kl, heldout_margins,
-                                  judge_scores, load_judge, names_readout, plain_decoding, sampled_text_readout)
+from badpo.readouts.model import (
+    Generations,
+    cut_at_eos,
+    format_readout,
+    generate,
+    generation_kl,
+    heldout_margins,
+    judge_scores,
+    load_judge,
+    names_readout,
+    plain_decoding,
+    sampled_text_readout,
+)
 
 
 @dataclass(frozen=True)
@@ -275,7 +292,8 @@ def generated_attribute_rates(attributes: AttributeSet, samples: Generations,
             skipped[key] = "a given: attribute is read from the data's precomputed values; a generated answer has none"
             continue
         if attribute.level == "pair" and reference_samples is None:
-            skipped[key] = "a pair-level attribute compares the policy's answer with the reference's; no reference generations"
+            skipped[key] = ("a pair-level attribute compares the policy's answer with the reference's; "
+                            "no reference generations")
             continue
         values = np.array([attribute.values(prompt, text, other)
                            for prompt, text, other in zip(samples.prompts, samples.texts, others)]).reshape(-1, 2)
@@ -475,7 +493,8 @@ def counterfactual_signatures(responses: Sequence[str], surnames: Sequence[str],
             for values in sorted(v for v in cells if v[a] == 1):
                 other = values[:a] + (0,) + values[a + 1:]
                 last = surnames[rng.integers(len(surnames))]
-                firsts = (cells[values][rng.integers(len(cells[values]))], cells[other][rng.integers(len(cells[other]))])
+                firsts = (cells[values][rng.integers(len(cells[values]))],
+                          cells[other][rng.integers(len(cells[other]))])
                 index.append(i)
                 with_attribute.append(sign(response, firsts[0], last))
                 counterpart.append(sign(response, firsts[1], last))

@@ -23,10 +23,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from badpo.core.checks import (
-    ArrayLike, as_float64, check_candidate_logprobs, check_finite, check_labels,
-)
 from badpo.core.attributes import has_markdown, word_count
+from badpo.core.checks import (
+    ArrayLike,
+    as_float64,
+    check_candidate_logprobs,
+    check_finite,
+    check_labels,
+)
 from badpo.core.names import NAME_POOL, read_signature
 
 __all__ = [

@@ -85,8 +85,9 @@ def type_class_agreement(type_probabilities: Mapping[str, ArrayLike], classes: M
     annotators whose type's majority class is their own; the adjusted Rand index (Hubert and
     Arabie 1985) is 1 for the same partition and about 0 for an unrelated one; ``type_sizes``
     {type: count} counts the annotators of each type (types "0".."K-1", empty ones included) and
-    ``by_class`` {class: {type: count}} splits those counts by class, so an absorbing type shows. Example: types (0, 0, 1, 1), classes (A, A, B, A) ->
-    purity 3/4; pairs agreeing beyond chance give ARI 0.0 here (index 1, expected 1, max 2.5).
+    ``by_class`` {class: {type: count}} splits those counts by class, so an absorbing type shows.
+    Example: types (0, 0, 1, 1), classes (A, A, B, A) -> purity 3/4; pairs agreeing beyond chance
+    give ARI 0.0 here (index 1, expected 1, max 2.5).
     """
     shared = [a for a in type_probabilities if a in classes]
     if len(shared) < 2:
@@ -98,7 +99,7 @@ def type_class_agreement(type_probabilities: Mapping[str, ArrayLike], classes: M
     for t, c in zip(types, labels):
         table[(t, c)] = table.get((t, c), 0) + 1
     majority = {}
-    for (t, c), count in table.items():
+    for (t, _c), count in table.items():
         majority[t] = max(majority.get(t, 0), count)
 
     def pairs(count: int) -> float:

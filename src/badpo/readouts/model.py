@@ -28,12 +28,17 @@ from torch import Tensor, nn
 
 from badpo.core.attributes import has_markdown, length_values, word_count
 from badpo.core.judgments import Judgment
+from badpo.core.losses import dpo_margin
 from badpo.core.names import NAME_POOL, POOL_NAMES
 from badpo.engine.logprobs import continuation_logprobs, response_logprobs, token_logprobs
 from badpo.engine.tokenize import TokenizationConfig, build_token_store, encode_prompts
-from badpo.core.losses import dpo_margin
-from badpo.readouts.metrics import (candidate_readout, kl_per_token, mean_attribute_rate, mean_whole_signature_rate,
-                            sampled_text_rates)
+from badpo.readouts.metrics import (
+    candidate_readout,
+    kl_per_token,
+    mean_attribute_rate,
+    mean_whole_signature_rate,
+    sampled_text_rates,
+)
 
 __all__ = [
     "SIGNATURE_PREFIX", "Generations", "name_logprobs", "signature_logprobs", "names_readout",

@@ -41,16 +41,23 @@ from torch import nn
 from badpo.core.attributes import imports_user_code, resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError, from_dict, load_config
-from badpo.data.sources import ColumnMap, read_judgment_source, read_prompt_source
 from badpo.data.gguf import gguf_folder
-from badpo.engine.settings import ModelConfig, RMConfig, TrainConfig
+from badpo.data.sources import ColumnMap, read_judgment_source, read_prompt_source
 from badpo.engine.mixture import MIXTURE_FILE
 from badpo.engine.reward import MODEL_FOLDER as REWARD_MODEL_FOLDER
 from badpo.engine.run_folder import interrupted_commit
 from badpo.engine.runtime import load_tokenizer
+from badpo.engine.settings import ModelConfig, RMConfig, TrainConfig
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
-from badpo.readouts.evaluate import (Corpus, EvalConfig, Mixture, declares_names, evaluate_mixture, evaluate_policy,
-                              evaluate_reward_model)
+from badpo.readouts.evaluate import (
+    Corpus,
+    EvalConfig,
+    Mixture,
+    declares_names,
+    evaluate_mixture,
+    evaluate_policy,
+    evaluate_reward_model,
+)
 from badpo.readouts.model import context_length, generate, load_judge
 
 __all__ = ["EvalData", "GenerationCapNotice", "evaluate_run_dir", "load_causal_lm", "summary"]

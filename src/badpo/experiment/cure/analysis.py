@@ -478,7 +478,8 @@ def run_cure_experiment(config: CureConfig, stages: CureStages, source_stages: S
     start = time.perf_counter()
 
     def say(message: str) -> None:
-        (log or (lambda text: print(text, flush=True)))(f"[{config.name} {time.perf_counter() - start:7.1f}s] {message}")
+        (log or (lambda text: print(text, flush=True)))(
+            f"[{config.name} {time.perf_counter() - start:7.1f}s] {message}")
 
     sources, compare = resolve_sources(config, source_stages, say)
     sweep = _CureSweep(config, stages, stages.resolve_evaluation(to_dict(config.evaluation)), sources, say,
@@ -549,7 +550,8 @@ def _row(label: str, target: str, records: list[Mapping], level: float, kl_sourc
 
 
 def render_cure_table(config: CureConfig, prepared: Mapping[int, Mapping], calibration_records: list[Mapping],
-                      calibrated: list[Mapping], calibration: Mapping, tilts: Mapping, compare: Mapping) -> tuple[str, str]:
+                      calibrated: list[Mapping], calibration: Mapping, tilts: Mapping,
+                      compare: Mapping) -> tuple[str, str]:
     """The table of the cure (the analogue of Table tab:offset), as Markdown and CSV."""
     cal = calibration["seed"]
     rows = [_row(f"{config.source.arm} (source)", "—", [prepared[cal]], config.level, kl_source=False)]

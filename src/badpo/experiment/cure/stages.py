@@ -20,22 +20,22 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from badpo.readouts.anchoring import fixed_offset_pairs
 from badpo.core.config import ConfigError, from_dict, load_config, to_dict
 from badpo.core.jsonio import write_jsonl
 from badpo.core.judgments import Judgment, read_judgments, write_judgments
 from badpo.core.names import NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES, read_signature, strip_signature
 from badpo.corpora.tiny import PROMPT_TEMPLATE, TinyWorldConfig
-from badpo.engine.settings import ModelConfig, TrainConfig
 from badpo.engine.runtime import load_tokenizer
+from badpo.engine.settings import ModelConfig, TrainConfig
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.engine.train import train
-from badpo.readouts.run import load_causal_lm
-from badpo.readouts.evaluate import Corpus, EvalConfig, evaluate_policy
 from badpo.experiment.cure.analysis import CureConfig, CureStages, SourceRun, run_cure_experiment
 from badpo.experiment.stages import engine_stages, resolve_arm, resolve_evaluation
+from badpo.readouts.anchoring import fixed_offset_pairs
+from badpo.readouts.evaluate import Corpus, EvalConfig, evaluate_policy
 from badpo.readouts.metrics import attribute_logodds, mean_attribute_rate, sampled_signature_rates
 from badpo.readouts.model import generate, generation_kl, heldout_margins, name_logprobs
+from badpo.readouts.run import load_causal_lm
 
 __all__ = ["fresh_tiny_prompts", "load_prompts", "split_by_answer", "signed_twice", "pair_shift", "prepare_source",
            "run_cure", "cure_stages", "run_cure_config"]

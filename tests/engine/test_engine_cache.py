@@ -1,0 +1,91 @@
+"""Reference log-prob cache: cached == recomputed == full logits; the key follows the weights."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from badpo.engine import cache
+from badpo.engine.runtime import make_accelerator
+from badpo.engine.tokenize import TokenizationConfig, build_token_store
+from fixtures.engine import build_tokenizer, full_logit_token_logprobs, judgment_rows
+
+
+@pytest.fixture()
+def store():
+    rows = judgment_rows()
+    sequences = sorted({(r["prompt"], r[side]) for r in rows for side in ("chosen", "rejected")})
+    return build_token_store(build_tokenizer(), sequences, TokenizationConfig())
+
+
+def test_cached_reference_equals_recomputed_and_full_logits(tmp_path, store, monkeypatch, build_model):
+    accelerator = make_accelerator("fp32", num_threads=1)
+    model = build_model("gpt2")
+    kwargs = dict(identity={"model": "tiny"}, cache_dir=str(tmp_path), batch_size=3, chunk_size=5,
+                  accelerator=accelerator)
+    first, _, parts = cache.reference_logprobs(model, store, **kwargs)
+    assert len(list(tmp_path.iterdir())) == 1 and first.shape == (len(store),)
+    with torch.no_grad():
+        expected = full_logit_token_logprobs(model, store.batch(torch.arange(len(store)))).sum(-1)
+    torch.testing.assert_close(first, expected, rtol=0, atol=1e-5)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("recomputed although cached")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(cache, "compute_logprobs", refuse)
+        loaded, _, loaded_parts = cache.reference_logprobs(model, store, **kwargs)
+    assert torch.equal(loaded, first) and loaded_parts == parts
+    recomputed, _ = cache.compute_logprobs(model, store, 7, 1024, accelerator)
+    # another batch size pads and sums differently: equal to fp32 rounding of values ~10-20 nats
+    torch.testing.assert_close(recomputed, loaded, rtol=2e-7, atol=1e-6)
+
+
+def test_the_key_changes_with_weights_tokens_and_identity(tmp_path, store, build_model):
+    accelerator = make_accelerator("fp32", num_threads=1)
+    model = build_model("gpt2")
+    kwargs = dict(cache_dir=str(tmp_path), batch_size=8, chunk_size=64, accelerator=accelerator)
+    _, _, base = cache.reference_logprobs(model, store, identity={"model": "tiny"}, **kwargs)
+    with torch.no_grad():
+        model.transformer.h[1].mlp.c_fc.weight[3, 5] += 1e-3  # one weight of one layer
+    _, _, moved = cache.reference_logprobs(model, store, identity={"model": "tiny"}, **kwargs)
+    assert moved["weights"] != base["weights"] and moved["tokens"] == base["tokens"]
+    short = build_token_store(build_tokenizer(), [("write code", "yes")], TokenizationConfig())
+    _, _, other = cache.reference_logprobs(model, short, identity={"model": "tiny"}, **kwargs)
+    assert other["tokens"] != moved["tokens"]
+    _, _, renamed = cache.reference_logprobs(model, short, identity={"model": "tiny2"}, **kwargs)
+    keys = {cache.cache_key(p) for p in (base, moved, other, renamed)}
+    assert len(keys) == 4 and len(list(tmp_path.glob("*.safetensors"))) == 4
+
+
+@pytest.mark.parametrize("damage", ["truncated", "altered", "other_key", "short"])
+def test_a_damaged_cache_file_is_named_discarded_and_recomputed(tmp_path, store, monkeypatch, damage, build_model):
+    accelerator = make_accelerator("fp32", num_threads=1)
+    model = build_model("gpt2")
+    kwargs = dict(identity={"model": "tiny"}, cache_dir=str(tmp_path), batch_size=8, chunk_size=64,
+                  accelerator=accelerator)
+    values, _, parts = cache.reference_logprobs(model, store, **kwargs)
+    path = tmp_path / f"{cache.cache_key(parts)}.safetensors"
+    with safe_open(str(path), framework="pt") as handle:
+        metadata, logps = handle.metadata(), handle.get_tensor("logps")
+    if damage == "truncated":  # a kill or a full disk while copying the file
+        path.write_bytes(path.read_bytes()[:200])
+    elif damage == "altered":  # the values edited, the checksum not
+        save_file({"logps": logps + 0.5}, str(path), metadata=metadata)
+    elif damage == "other_key":
+        parts_other = json.dumps({**json.loads(metadata["parts"]), "model": "other"}, sort_keys=True)
+        save_file({"logps": logps}, str(path), metadata={**metadata, "parts": parts_other})
+    else:
+        save_file({"logps": logps[:-1]}, str(path), metadata=metadata)
+    calls = []
+    compute = cache.compute_logprobs
+    monkeypatch.setattr(cache, "compute_logprobs", lambda *a: calls.append(1) or compute(*a))
+    with pytest.warns(UserWarning, match=f"reference cache {path}: .*discarded, recomputing"):
+        again, _, _ = cache.reference_logprobs(model, store, **kwargs)
+    assert calls == [1] and torch.equal(again, values)
+    healed, _, _ = cache.reference_logprobs(model, store, **kwargs)  # the file was rewritten
+    assert calls == [1] and torch.equal(healed, values)

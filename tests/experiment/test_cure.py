@@ -1,0 +1,306 @@
+"""Tests for the fixed-offset cure (badpo.experiment.cure.analysis, badpo.experiment.cure.stages).
+
+Worked values.
+- Bisection: per-prompt log-odds 0 and ln 3, target 0.825: sigmoid(ln 3) = 3/4, sigmoid(ln 9) =
+  9/10, mean 0.825, so s* = ln 3 = 1.0986123.
+- The pipeline with a fake stage that achieves 0.8 x intended - 0.3 on a source whose log-odds
+  are ln 4 at every prompt (rate 0.8): s*(0.5) = -ln 4 = -1.3862944; scales 1, 1.5, 2 give the
+  intended shifts -1.3862944, -2.0794415, -2.7725887 and the achieved -1.4090355, -1.9635532,
+  -2.5180710, on the line slope 0.8, intercept -0.3. Calibrated: t 0.5 needs (-1.3862944 + 0.3)
+  / 0.8 = -1.3578680; t 0.3: s* = ln(3/7) - ln 4 = -2.2335922, intended -2.4169903; t 0.7: s* =
+  -0.5389965, intended -0.2987456. The offset is -beta x intended (beta 0.1): 0.1357868 at t 0.5.
+- Sampling-time tilt on uniform name log-probs (pool: 23 white women, 23 white men, 18 black
+  women, 25 black men): shift ln 2 on woman alone -> 82 / 130 = 0.6307692; ln 2 on woman and ln 3
+  on black -> weights 46, 23, 108, 75 (total 252): p(woman) 154/252 = 0.6111111, p(black)
+  183/252 = 0.7261905.
+- Step-1 loss of the stage (policy = reference, u = 0): each pair in both orders gives
+  softplus(b) + softplus(-b) over its two rows, so the mean over rows is the mean over pairs of
+  (softplus(b_j) + softplus(-b_j)) / 2; b = 0 gives ln 2.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from badpo.core.config import ConfigError, load_config
+from badpo.core.judgments import read_judgments
+from badpo.core.names import NAME_POOL, read_signature, strip_signature
+from badpo.experiment.config import ExperimentConfig, experiment_config_path
+from badpo.experiment.cure.analysis import (
+    CureStages,
+    achieved_shifts,
+    is_cure_config,
+    load_cure_config,
+    run_cure_experiment,
+    target_shifts,
+    tilt_readout,
+)
+from badpo.experiment.runner import Stages, plan_experiment, prepare_corpus, run_all
+from badpo.experiment.stages import resolve_arm, resolve_evaluation
+from badpo.readouts.anchoring import fixed_offset_pairs
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+NAMES = ("woman_coded", "black_coded")
+LN4 = math.log(4.0)
+
+
+def quiet(_: str) -> None:
+    pass
+
+
+def source_record(logodds) -> dict:
+    return {"readouts": {"logodds": {a: list(logodds) for a in NAMES}}}
+
+
+# ----------------------------------------------------------------------------------- the maths
+def test_bisection_finds_the_hand_worked_shift_and_its_inverse():
+    record = source_record([0.0, math.log(3.0)])
+    shifts = target_shifts(record, 0.825)
+    assert shifts == pytest.approx({a: math.log(3.0) for a in NAMES}, abs=1e-6)
+    # the achieved shift of a policy reading rate 0.625 (the source's own) is 0
+    assert achieved_shifts(record, {a: 0.625 for a in NAMES}) == pytest.approx({a: 0.0 for a in NAMES}, abs=1e-9)
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        target_shifts(record, 1.0)
+
+
+def test_sampling_time_tilt_readout_hand_worked():
+    uniform = np.zeros((3, len(NAME_POOL)))
+    assert tilt_readout(uniform, {"woman_coded": 0.0, "black_coded": 0.0}) == pytest.approx(
+        {"woman_coded": 41 / 89, "black_coded": 43 / 89}, abs=1e-12)
+    assert tilt_readout(uniform, {"woman_coded": math.log(2), "black_coded": 0.0})["woman_coded"] == \
+        pytest.approx(82 / 130, abs=1e-12)
+    assert tilt_readout(uniform, {"woman_coded": math.log(2), "black_coded": math.log(3)}) == pytest.approx(
+        {"woman_coded": 154 / 252, "black_coded": 183 / 252}, abs=1e-12)
+
+
+def test_pairs_in_both_orders_same_surname_and_the_split_keeps_an_answer_whole():
+    from badpo.experiment.cure.stages import pair_shift, signed_twice, split_by_answer
+
+    answers = [f"{i} {i + 1}\n\n--- {first} {last}" for i, (first, last) in enumerate(
+        [("Emily", "Miller"), ("Latoya", "Reed"), ("Greg", "Okafor"), ("Jamal", "Baker"), ("Anne", "Cole")])]
+    answers.append("an answer without a signature")
+    rows = fixed_offset_pairs([f"p{i}" for i in range(6)], answers, seed=3,
+                              prompt_ids=[f"a{i}" for i in range(6)])
+    assert len(rows) == 5 * 2 * 2  # five signed answers x two attributes x two orders
+    by_pair: dict[str, list] = {}
+    for row in rows:
+        by_pair.setdefault(row.pair_id, []).append(row)
+    for pair_id, (first, second) in by_pair.items():
+        assert (first.chosen, first.rejected) == (second.rejected, second.chosen)  # both orders
+        source = answers[int(first.prompt_id[1:])]
+        assert {read_signature(t)[1] for t in (first.chosen, first.rejected)} == {read_signature(source)[1]}
+        assert strip_signature(first.chosen) == strip_signature(first.rejected) == strip_signature(source)
+        attribute = pair_id.rsplit("-", 1)[1]
+        differs = [a for a in NAMES if first.g_chosen[a] != first.g_rejected[a]]
+        assert differs == [attribute]
+    assert signed_twice([answers[0], "1 2\n\n--- Emily Reed\n--- Tamika Price", answers[5]]) == {1}
+    train, heldout = split_by_answer(rows, 0.2, seed=0)  # round(0.2 x 5) = 1 answer held out
+    assert len(heldout) == 4 and len(train) == 16
+    assert not {j.prompt_id for j in train} & {j.prompt_id for j in heldout}
+    # the shift taught, u / (beta (g_w - g_l)): u = +0.2 on a +1 row and -0.2 on its -1 twin -> 2
+    margins = torch.tensor([0.2 * (j.g_chosen["woman_coded"] - j.g_rejected["woman_coded"])
+                            + 0.05 * (j.g_chosen["black_coded"] - j.g_rejected["black_coded"]) for j in heldout],
+                           dtype=torch.float64)
+    assert pair_shift(margins, heldout, beta=0.1) == pytest.approx({"woman_coded": 2.0, "black_coded": 0.5},
+                                                                   abs=1e-12)
+    with pytest.raises(ValueError, match="too few"):
+        split_by_answer(rows[:4], 0.1, seed=0)
+
+
+# -------------------------------------------------------------------------- the pipeline (fakes)
+def write_source_experiment(tmp_path: Path, seeds=(42, 7)) -> Path:
+    path = tmp_path / "source.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "source", "output_dir": str(tmp_path / "source"),
+        "corpus": {"builder": "fake"}, "reference": {"lr": 1.0},
+        "train": {}, "arms": [{"name": "DPO", "method": "dpo"}, {"name": "Other", "method": "ba_dpo_pooled"}],
+        "seeds": list(seeds)}))
+    return path
+
+
+def fake_source_stages() -> Stages:
+    def build_corpus(builder, config, outdir: Path):
+        outdir.mkdir(parents=True)
+        (outdir / "train.jsonl").write_text("{}\n")
+
+    def run_reference(task):
+        return {"readouts": {"names": {"first_name": {"woman_coded": 0.5, "black_coded": 0.5}}},
+                "artifacts": {"model": task.work_dir / "model"}}
+
+    def run_arm(task):
+        return {"readouts": {"kl": 0.4}, "artifacts": {"policy": task.work_dir / "policy"}}
+
+    return Stages(build_corpus, dict, dict, run_reference, run_arm)
+
+
+def fake_cure_stages(calls: list) -> CureStages:
+    """A source at log-odds ln 4 everywhere; a stage that achieves 0.8 x intended - 0.3."""
+
+    def prepare_source(source, config, work: Path):
+        calls.append(("source", source.seed))
+        (work / "pairs").mkdir()
+        (work / "pairs" / "train.jsonl").write_text("")
+        return {"readouts": {"names": {"first_name": {a: 0.8 for a in NAMES}}, "kl": 0.5,
+                             "logodds": {a: [LN4] * 3 for a in NAMES}},
+                "pairs": {"rows": 0}, "name_logprobs": np.zeros((3, len(NAME_POOL))),
+                "artifacts": {"train": work / "pairs" / "train.jsonl"}}
+
+    def run_cure(source, settings, pairs_dir, config, work):
+        beta = settings["beta"]
+        intended = [-b / beta for b in settings["bias"]["fixed_offset"]]
+        calls.append(("cure", source.seed, settings["bias"]["fixed_offset"], settings))
+        assert settings["model"]["name_or_path"] == str(source.policy.resolve())
+        assert settings["data"] == str((pairs_dir / "train.jsonl").resolve())
+        rates = {a: 1 / (1 + math.exp(-(LN4 + 0.8 * s - 0.3))) for a, s in zip(NAMES, intended)}
+        return {"readouts": {"names": {"first_name": rates}, "kl": 0.3, "kl_source": 0.01,
+                             "pair_shift": dict(zip(NAMES, intended))}}
+
+    return CureStages(prepare_source, run_cure, resolve_arm, resolve_evaluation)
+
+
+def cure_config(tmp_path: Path, source: Path, *overrides: str):
+    return load_cure_config(CONFIGS / "experiment_tiny_offset.yaml", [
+        f"output_dir={tmp_path / 'cure'}", f"source.experiment={source}", "source.match=key",
+        "source.run_missing=true", "seeds=[42,7]", "calibration.scales=[1.0,1.5,2.0]",
+        "compare_arms=[Other]", *overrides])
+
+
+def test_calibration_line_and_calibrated_offsets_hand_worked(tmp_path):
+    source = write_source_experiment(tmp_path)
+    calls: list = []
+    config = cure_config(tmp_path, source)
+    with pytest.raises(FileNotFoundError, match="compare_arms|no record"):  # Other was never run
+        run_cure_experiment(config, fake_cure_stages(calls), fake_source_stages(), log=quiet)
+    source_config, stages = load_config(ExperimentConfig, source), fake_source_stages()
+    out = Path(source_config.output_dir)
+    plan = plan_experiment(source_config, stages, prepare_corpus(source_config, stages, out, quiet))
+    run_all(source_config, stages, plan, out, quiet)  # now every source arm is logged
+    calls.clear()
+    result = run_cure_experiment(config, fake_cure_stages(calls), fake_source_stages(), log=quiet)
+    line = result["calibration"]["line"]
+    for a in NAMES:
+        assert (line[a]["slope"], line[a]["intercept"]) == pytest.approx((0.8, -0.3), abs=1e-9)
+    points = [p["intended"]["woman_coded"] for p in result["calibration"]["points"]]
+    assert points == pytest.approx([-1.3862944, -2.0794415, -2.7725887], abs=1e-6)
+    cures = [c for c in calls if c[0] == "cure"]
+    assert [c[1] for c in cures] == [42, 42, 42, 42, 42, 42, 7]  # 3 calibration, t 0.5/0.3/0.7, 0.5 at seed 7
+    # the fixed offset is b = -beta x intended, with the intended shift inverted through the line
+    offsets = [c[2][0] for c in cures[3:]]
+    assert offsets == pytest.approx([0.1357868, 0.2416990, 0.0298746, 0.1357868], abs=1e-6)
+    assert all(c[2][0] == c[2][1] for c in cures)  # equal log-odds on both attributes here
+    calibrated = [r for r in result["records"].values() if r.get("role") == "calibrated"]
+    for record in calibrated:  # the line is exact, so every calibrated run reads its target
+        for a in NAMES:
+            assert record["readouts"]["names"]["first_name"][a] == pytest.approx(record["target"], abs=1e-9)
+    assert "| + offset, calibrated, 2 seeds | 0.5 |" in result["markdown"]
+    assert "| Other |" in result["markdown"] and "| Reference (SFT) |" in result["markdown"]
+    # a second invocation trains nothing and renders the same table
+    again = run_cure_experiment(config, CureStages(_never, _never, resolve_arm, resolve_evaluation),
+                                fake_source_stages(), log=quiet, render_only=True)
+    assert again["markdown"] == result["markdown"]
+
+
+def _never(*args):
+    raise AssertionError("a logged run ran again")
+
+
+def test_cure_config_errors_name_the_key(tmp_path):
+    source = write_source_experiment(tmp_path)
+    with pytest.raises(ConfigError, match="train.data: set by the runner"):
+        cure_config(tmp_path, source, "train.data=x.jsonl")
+    with pytest.raises(ConfigError, match="train.bias.fixed_offset: set by the runner"):
+        cure_config(tmp_path, source, "train.bias.fixed_offset=[0.1,0.1]")
+    with pytest.raises(ConfigError, match="calibration.seed: 3 is not one of seeds"):
+        cure_config(tmp_path, source, "calibration.seed=3")
+    with pytest.raises(ConfigError, match="exactly one of prompts.file and prompts.fresh_tiny"):
+        cure_config(tmp_path, source, "prompts.file=p.jsonl")
+    with pytest.raises(ConfigError, match=r"targets\[1\]: a target rate must lie in \(0, 1\)"):
+        cure_config(tmp_path, source, "targets=[0.5,1.0]")
+    with pytest.raises(ConfigError, match="seeds: \\[5\\] are not seeds of"):
+        run_cure_experiment(cure_config(tmp_path, source, "seeds=[42,5]"), fake_cure_stages([]),
+                            fake_source_stages(), log=quiet)
+
+
+@pytest.mark.parametrize("name", ["experiment_tiny_offset.yaml", "experiment_offset.yaml"])
+def test_shipped_cure_configs_validate(name):
+    """Every key typed: the cure config, the stage's TrainConfig and the EvalConfig resolve, and the
+    source experiment loads and has the arm and seeds."""
+    path = CONFIGS / name
+    assert is_cure_config(path) and not is_cure_config(experiment_config_path("tiny"))
+    config = load_cure_config(path)
+    settings = resolve_arm({**config.train, "method": config.method, "data": "{pairs}/train.jsonl",
+                            "model": {**config.train.get("model", {}), "name_or_path": "{source}"}})
+    assert settings["attributes"] == ["names"] and settings["steps"] == 1000 and settings["beta"] == 0.1
+    resolve_evaluation(config.evaluation)
+    source = load_config(ExperimentConfig, Path(__file__).resolve().parents[2] / config.source.experiment)
+    assert config.source.arm in [arm.name for arm in source.arms]
+    assert set(config.seeds) <= set(source.seeds) and config.seeds == [42, 123, 456]
+    assert config.targets == [0.5, 0.3, 0.7] and config.calibration.seed == 42
+
+
+# ------------------------------------------------------------------------------ end to end (slow)
+def test_the_cure_end_to_end_on_a_small_tiny_world(tmp_path, engine_stages):
+    """A small tiny world, its reference and DPO arm (a few steps), then the cure: fresh prompts,
+    answers, pairs, bisection, calibration, one calibrated run, the table; the stage's first loss
+    equals the hand formula with b = -beta s*."""
+    from badpo.core.config import from_dict
+    from badpo.engine.settings import TrainConfig
+    from badpo.engine.train import train
+    from badpo.experiment.cure.stages import run_cure_config
+
+    tiny = yaml.safe_load(experiment_config_path("tiny").read_text())
+    tiny.update({"output_dir": str(tmp_path / "source"), "seeds": [42], "arms": tiny["arms"][:1]})
+    tiny["corpus"]["config"] = {"n_pairs": 120}
+    tiny["reference"].update({"epochs": 40.0, "report": {"progress_bar": False}})  # so that it signs
+    tiny["train"].update({"steps": 3, "report": {"progress_bar": False}})
+    tiny["evaluation"].update({"max_prompts": 3, "max_new_tokens": 6, "surnames": 2})
+    source = tmp_path / "source.yaml"
+    source.write_text(yaml.safe_dump(tiny, allow_unicode=True))
+    config = load_cure_config(CONFIGS / "experiment_tiny_offset.yaml", [
+        f"output_dir={tmp_path / 'cure'}", f"source.experiment={source}", "source.match=key",
+        "source.run_missing=true", "seeds=[42]", "targets=[0.5]", "compare_arms=[]", "prompts.fresh_tiny=40",
+        "train.steps=3", "evaluation.max_prompts=3", "evaluation.max_new_tokens=6", "evaluation.surnames=2",
+        "answers.max_new_tokens=12"])
+    result = run_cure_experiment(config, *_real_stages(engine_stages), log=quiet)
+    records = list(result["records"].values())
+    prepared = next(r for r in records if r["kind"] == "source")
+    assert prepared["pairs"]["prompts"] == 40 and prepared["pairs"]["rows"] == 4 * prepared["pairs"]["signed_pool"]
+    assert prepared["pairs"]["train_rows"] + prepared["pairs"]["heldout_rows"] == prepared["pairs"]["rows"]
+    assert len(prepared["readouts"]["logodds"]["woman_coded"]) == 3
+    cures = [r for r in records if r["kind"] == "cure"]
+    assert [r["role"] for r in cures] == ["calibration"] * 3 + ["calibrated"]
+    for record in cures:
+        assert set(record["readouts"]) >= {"names", "kl", "kl_source", "pair_shift", "heldout", "sampled", "tokens"}
+        assert record["settings"]["bias"]["fixed_offset"] == pytest.approx(
+            [-0.1 * record["intended"][a] for a in NAMES], abs=1e-15)
+    assert (tmp_path / "cure" / "table.md").exists()
+    assert run_cure_config(config, render_only=True)["markdown"] == result["markdown"]
+
+    # the offset reaches the loss: one step over every held-out pair once, policy = reference
+    exact = cures[0]
+    pairs = tmp_path / "cure" / prepared["artifacts"]["heldout"]
+    items = len({j.pair_id for j in read_judgments(pairs)})
+    run = Path(train(from_dict(TrainConfig, {
+        **exact["settings"], "data": str(pairs), "model": {"name_or_path": prepared["source_policy"]},
+        "batch_size": items, "micro_batch_size": items, "steps": 1,
+        "output_dir": str(tmp_path / "one-step"), "cache_dir": None, "report": {"progress_bar": False}})))
+    first = json.loads((run / "log.jsonl").read_text().splitlines()[0])
+    per_pair = {a: (math.log1p(math.exp(b)) + math.log1p(math.exp(-b))) / 2
+                for a, b in zip(NAMES, exact["settings"]["bias"]["fixed_offset"])}
+    counts = {a: sum(1 for j in read_judgments(pairs) if j.pair_id.endswith(a)) / 2 for a in NAMES}
+    expected = sum(per_pair[a] * counts[a] for a in NAMES) / sum(counts.values())
+    assert first["loss"] == pytest.approx(expected, abs=1e-5)
+    assert abs(expected - math.log(2)) > 1e-4  # the offset is visible in the loss
+
+
+def _real_stages(engine_stages):
+    from badpo.experiment.cure.stages import cure_stages
+
+    return cure_stages(), engine_stages()

@@ -1,0 +1,191 @@
+"""BADPOTrainer (badpo.integrations.trl): TRL's DPOTrainer with the BA-DPO bias logit.
+
+The tiny GPT-2 and word-level tokenizer of ``fixtures.engine``; 24 judgments (6 pairs x 4) with a
+precomputed attribute ``signed`` (``given:signed``). TRL joins prompt and completion as text and
+appends the EOS text, so the rows given to TRL end the prompt with a space and each response with
+" <eos>": TRL then tokenizes every sequence exactly as the engine does (checked below), and the
+two losses can be compared on the same tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import pytest
+import torch
+
+pytest.importorskip("trl", reason="TRL is the optional extra 'trl' (installed by the 'test' extra)")
+
+import datasets  # noqa: E402
+from transformers import AutoModelForCausalLM  # noqa: E402
+
+from badpo.core.bias import BiasChannel  # noqa: E402
+from badpo.engine.cache import reference_logprobs  # noqa: E402
+from badpo.engine.loop import judgment_losses  # noqa: E402
+from badpo.engine.preference import prepare_run  # noqa: E402
+from fixtures.engine import build_tokenizer, judgment_rows, make_config, write_jsonl  # noqa: E402
+
+if TYPE_CHECKING:
+    from trl import DPOConfig
+
+# TRL's trainers, and BADPOTrainer built on them, load most of transformers: each test imports them
+# itself, so that collecting this file stays cheap for the fast loop (pytest -m "not slow").
+N = 24  # judgments: 6 pairs x 4
+
+
+def trl_rows(rows: list[dict]) -> list[dict]:
+    """The judgments as a TRL user holds them: prompt ends on a space, responses on the EOS text."""
+    return [row | {"prompt": row["prompt"] + " ", "chosen": row["chosen"] + " <eos>",
+                   "rejected": row["rejected"] + " <eos>"} for row in rows]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory, save_model_dir):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the Trainer sets none; tiny matrices on a shared machine
+    path = tmp_path_factory.mktemp("trl")
+    save_model_dir(path / "model", seed=0)
+    save_model_dir(path / "policy", seed=1)  # a policy that is not its reference
+    rows = judgment_rows()
+    write_jsonl(path / "judgments.jsonl", rows)
+    yield path, datasets.Dataset.from_list(trl_rows(rows))
+    torch.set_num_threads(threads)
+
+
+def config(out, **overrides) -> DPOConfig:
+    from trl import DPOConfig
+
+    settings = dict(output_dir=str(out), per_device_train_batch_size=N, max_steps=1, learning_rate=1e-3,
+                    bf16=False, gradient_checkpointing=False, report_to="none", save_strategy="no",
+                    logging_steps=1, seed=0, use_cpu=True, disable_tqdm=True, dataloader_num_workers=0)
+    return DPOConfig(**(settings | overrides))
+
+
+def first_batch_loss(trainer) -> float:
+    """The trainer's loss on all N rows, in dataset order (one batch)."""
+    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(N)])
+    with torch.no_grad():
+        return float(trainer.compute_loss(trainer.model, batch))
+
+
+def frozen(channel: BiasChannel) -> BiasChannel:
+    return channel.requires_grad_(False)
+
+
+def test_with_theta_frozen_at_zero_it_is_trls_dpo_trainer(world, tmp_path):
+    """Same batch: the same loss; two steps: the same weights, so the same gradient too."""
+    from trl import DPOTrainer
+
+    from badpo.integrations.trl import BADPOTrainer
+
+    path, data = world
+    model = str(path / "policy")
+    kwargs = dict(ref_model=None, train_dataset=data, processing_class=build_tokenizer())
+    trl = DPOTrainer(model, args=config(tmp_path / "trl", max_steps=2, per_device_train_batch_size=8), **kwargs)
+    channel = frozen(BiasChannel("shared_mean", ["signed"], [f"ann{k}" for k in range(5)]))
+    ours = BADPOTrainer(model, args=config(tmp_path / "ours", max_steps=2, per_device_train_batch_size=8),
+                        attributes=["given:signed"], bias=channel, **kwargs)
+    assert ours.theta_optimizer is None
+    assert first_batch_loss(ours) == pytest.approx(first_batch_loss(trl), rel=1e-6)
+    trl.train()
+    ours.train()
+    trl_losses = [r["loss"] for r in trl.state.log_history if "loss" in r]
+    our_losses = [r["loss"] for r in ours.state.log_history if "loss" in r]
+    assert len(our_losses) == 2 and our_losses == pytest.approx(trl_losses, rel=1e-6)
+    for (name, a), b in zip(trl.model.named_parameters(), ours.model.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-7, msg=name)
+
+
+def test_the_bias_logit_enters_the_dpo_logit(world, tmp_path):
+    """Policy = reference, so u = 0 and each loss is -log sigmoid(b) = softplus(-b), b = theta * diff.
+
+    Pooled theta = ln 3. Even pairs (3 of them, 12 judgments): the signed side wins 3 of 4, so
+    diff = +1 on 9 judgments (loss ln(1 + 1/3) = ln(4/3)) and -1 on 3 (loss ln(1 + 3) = ln 4);
+    odd pairs: diff = 0 on 12 (loss ln 2). Mean = (9 ln(4/3) + 3 ln 4 + 12 ln 2) / 24.
+    """
+    from badpo.integrations.trl import BADPOTrainer
+
+    path, data = world
+    channel = BiasChannel("pooled", ["signed"], [f"ann{k}" for k in range(5)], init_mean=[math.log(3)])
+    trainer = BADPOTrainer(str(path / "model"), args=config(tmp_path), train_dataset=data,
+                           processing_class=build_tokenizer(), attributes=["given:signed"], bias=channel)
+    expected = (9 * math.log(4 / 3) + 3 * math.log(4) + 12 * math.log(2)) / 24
+    assert first_batch_loss(trainer) == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("precompute", [False, True])
+def test_first_step_loss_is_the_engines(world, tmp_path, precompute):
+    """The engine's loss (judgment_losses, its own tokenization and log-prob code) on the same model,
+    judgments and reference log-probs, with a theta that is not 0 and differs by annotator."""
+    from badpo.integrations.trl import BADPOTrainer
+
+    path, data = world
+    run = prepare_run(make_config(path, "unused", f"model.name_or_path={path / 'policy'}",
+                                  "cache_dir=null"))[0]
+    # The engine's reference is its start; give it the other model's log-probs instead.
+    reference_model = AutoModelForCausalLM.from_pretrained(path / "model")
+    run.reference = reference_logprobs(reference_model, run.data.store, identity={}, cache_dir=None,
+                                       batch_size=8, chunk_size=64, accelerator=run.accelerator)[0]
+    channel = BiasChannel("shared_mean", ["signed"], run.data.annotators, init_mean=[0.4])
+    with torch.no_grad():
+        channel.deviation.copy_(torch.tensor([[0.3], [-0.2], [0.0], [0.5], [-0.1]]))
+    run.bias = channel
+    micro = run.items.micro_batch(torch.arange(len(run.items)))
+    with torch.no_grad():
+        engine = float(judgment_losses(run, micro, 0).losses.mean())
+
+    trainer = BADPOTrainer(str(path / "policy"), ref_model=reference_model, attributes=["given:signed"],
+                           bias=channel, args=config(tmp_path, precompute_ref_log_probs=precompute),
+                           train_dataset=data, processing_class=build_tokenizer())
+    store = run.data.store
+    for i in range(N):  # the precondition of the comparison: TRL's tokens are the engine's
+        row = trainer.train_dataset[i]
+        chosen = store.batch(run.data.chosen_row[i:i + 1], "cpu")
+        ids = chosen["input_ids"][0][chosen["attention_mask"][0].bool()].tolist()
+        assert row["prompt_ids"] + row["chosen_ids"] == ids, i
+    assert first_batch_loss(trainer) == pytest.approx(engine, rel=1e-5)
+    assert engine != pytest.approx(math.log(2), rel=1e-3)  # policy != reference and b != 0
+
+
+def test_theta_trains_on_its_own_adam_and_is_saved_beside_the_model(world, tmp_path):
+    """One step with policy = reference: u = 0, so d loss / d theta_bar = -mean(sigmoid(-b) diff)
+    = -0.5 * (9 - 3) / 24 < 0 at theta = 0, and Adam's first step moves theta_bar by exactly
+    lr = 1e-2 upward, although the policy's scheduled lr is still 0 (warmup) and its gradient is
+    clipped to 1e-3. Trainer's weight decay (0.5 here) does not reach theta."""
+    from badpo.integrations.trl import INDEX_COLUMN, BADPOTrainer
+
+    path, data = world
+    args = config(tmp_path / "out", warmup_steps=10, max_grad_norm=1e-3, weight_decay=0.5)
+    trainer = BADPOTrainer(str(path / "model"), args=args, train_dataset=data,
+                           processing_class=build_tokenizer(), attributes=["given:signed"],
+                           bias="shared_mean")
+    assert trainer.bias.annotators == tuple(f"ann{k}" for k in range(5))
+    assert INDEX_COLUMN in trainer.train_dataset.column_names
+    trainer.train()
+    assert float(trainer.bias.shared_parameter().detach()) == pytest.approx(0.01, rel=1e-5)
+    record = next(r for r in trainer.state.log_history if "loss" in r)
+    assert record["theta_bar/signed"] == pytest.approx(float(trainer.bias.mean()), abs=1e-7)
+    assert record["loss"] == pytest.approx(math.log(2), rel=1e-6)
+    trainer.save_model()
+    saved = BiasChannel.load(tmp_path / "out" / "theta.json")
+    assert saved.variant == "shared_mean"
+    torch.testing.assert_close(saved.theta(), trainer.bias.theta().detach().cpu(), rtol=0, atol=0)
+    assert (tmp_path / "out" / "model.safetensors").exists()
+
+
+def test_bad_input_is_one_clear_error(world, tmp_path):
+    from badpo.integrations.trl import BADPOTrainer
+
+    path, data = world
+    common = dict(processing_class=build_tokenizer(), attributes=["given:signed"])
+    with pytest.raises(ValueError, match="args.loss_type"):
+        BADPOTrainer(str(path / "model"), args=config(tmp_path, loss_type=["hinge"]), train_dataset=data,
+                     **common)
+    with pytest.raises(ValueError, match="train_dataset.*annotator"):
+        BADPOTrainer(str(path / "model"), args=config(tmp_path), train_dataset=data.remove_columns("annotator"),
+                     **common)
+    unknown = data.select(range(4)).map(lambda row: {"annotator": "stranger"})
+    with pytest.raises(ValueError, match="eval_dataset row 0: annotator 'stranger'"):
+        BADPOTrainer(str(path / "model"), args=config(tmp_path), train_dataset=data, eval_dataset=unknown,
+                     **common)

@@ -1,0 +1,179 @@
+"""Tests for badpo.readouts.anchoring: the paper's worked numbers, the search, the cure's training rows.
+
+Worked values.
+- eq. anchor_tilt, beta 0.1: rate 0.465 -> logit -0.14015 -> c(0.5) = 0.014; rate 0.967 ->
+  logit 3.37769 -> c(0.5) = -0.338 (the paper's -0.34 and offset +0.34).
+- Calibration at seed 42, gender (intended 3.39, 4.42, 5.13 -> achieved 2.24, 3.13, 3.79):
+  mean x 4.31333, mean y 3.05333, Sxy 1.360767, Sxx 1.530867 -> slope 0.88889, intercept
+  -0.78073; the paper prints 0.888 and -0.777 (fitted on unrounded shifts). Race (5.06, 6.18,
+  6.92 -> 3.68, 4.76, 5.51): slope 0.9823, intercept -1.2961 (paper: 0.980, -1.285).
+- tilted rate: log-odds 0 and log 3, shift log 3 -> sigmoid(log 3) = 3/4, sigmoid(log 9) = 9/10,
+  mean 0.825.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from badpo.core.bias import BiasChannel
+from badpo.core.losses import ba_dpo_loss
+from badpo.core.names import read_signature, signature_attributes, strip_signature
+from badpo.readouts.anchoring import (
+    NAME_ATTRIBUTES,
+    fit_calibration,
+    fixed_offset_for_shift,
+    fixed_offset_pairs,
+    invert_calibration,
+    logit,
+    shifts_for_target,
+    solve_shift_for_rate,
+    target_tilt,
+    tilt_logprobs,
+    tilted_rate,
+)
+from badpo.readouts.metrics import attribute_logodds, mean_attribute_rate
+
+NAMES = ("woman_coded", "black_coded")
+
+
+def test_target_tilt_on_the_papers_worked_example():
+    assert round(target_tilt(0.465, 0.5, 0.1), 3) == 0.014
+    assert round(target_tilt(0.967, 0.5, 0.1), 2) == -0.34
+    assert target_tilt(0.967, 0.5, 0.1) == pytest.approx(-0.1 * math.log(0.967 / 0.033), rel=1e-14)
+    assert target_tilt(0.3, 0.3, 0.1) == 0.0
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        target_tilt(1.0, 0.5, 0.1)
+    with pytest.raises(ValueError, match="beta"):
+        target_tilt(0.4, 0.5, 0.0)
+
+
+def test_tilted_rate_hand_worked():
+    assert tilted_rate([0.0, math.log(3)], 0.0) == pytest.approx(0.625, abs=1e-15)
+    assert tilted_rate([0.0, math.log(3)], math.log(3)) == pytest.approx(0.825, abs=1e-15)
+    assert tilted_rate([800.0, -800.0], 0.0) == 0.5  # no overflow at extreme log-odds
+
+
+def test_solve_shift_reaches_the_target_and_agrees_with_eq_anchor_tilt():
+    rng = np.random.default_rng(0)
+    logodds = rng.normal(1.5, 2.0, size=300)
+    for target in (0.01, 0.3, 0.5, 0.7, 0.999):
+        shift = solve_shift_for_rate(logodds, target)
+        assert tilted_rate(logodds, shift) == pytest.approx(target, abs=1e-12)
+    shifts = [solve_shift_for_rate(logodds, t) for t in (0.2, 0.4, 0.6, 0.8)]
+    assert shifts == sorted(shifts)  # monotone in the target
+    # equal log-odds at every prompt: the search returns eq. anchor_tilt / beta
+    constant = np.full(5, logit(0.967))
+    assert solve_shift_for_rate(constant, 0.5) == pytest.approx(target_tilt(0.967, 0.5, 0.1) / 0.1,
+                                                                 abs=1e-11)
+
+
+def test_solve_shift_rejects_unreachable_targets():
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        solve_shift_for_rate([0.0, 1.0], 1.0)
+    with pytest.raises(ValueError, match=r"logodds_per_prompt\[1\] is inf"):
+        solve_shift_for_rate([0.0, math.inf], 0.5)
+
+
+def test_calibration_fit_on_the_papers_points_and_its_inversion():
+    intended, achieved = [3.39, 4.42, 5.13], [2.24, 3.13, 3.79]
+    slope, intercept = fit_calibration(intended, achieved)
+    assert (slope, intercept) == pytest.approx((1.360767 / 1.530867, -0.78073), abs=2e-5)
+    assert slope == pytest.approx(0.888, abs=0.002) and intercept == pytest.approx(-0.777, abs=0.005)
+    race = fit_calibration([5.06, 6.18, 6.92], [3.68, 4.76, 5.51])
+    assert race == pytest.approx((0.980, -1.285), abs=0.012)
+    # the fitted points round-trip, and the paper's line inverts as stated
+    for x in intended:
+        assert invert_calibration(slope * x + intercept, slope, intercept) == pytest.approx(x, abs=1e-13)
+    assert invert_calibration(3.39, 0.888, -0.777) == pytest.approx((3.39 + 0.777) / 0.888, abs=1e-15)
+    # points exactly on a line give it back
+    assert fit_calibration([1.0, 2.0, 4.0], [0.5, 2.0, 5.0]) == pytest.approx((1.5, -1.0), abs=1e-14)
+    with pytest.raises(ValueError, match="two distinct"):
+        fit_calibration([3.0, 3.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="cannot be inverted"):
+        invert_calibration(1.0, 0.0, 0.0)
+
+
+def test_tilt_logprobs_moves_the_log_odds_by_the_shift():
+    """Two candidates at 1/2 each, shift log 3 on the first's attribute -> 3/4.
+    A second path: tilting candidates then reading the rate equals tilted_rate on the log-odds."""
+    tilted = tilt_logprobs([math.log(0.5), math.log(0.5)], [[1, 0], [0, 1]], [math.log(3), 0.0])
+    assert torch.softmax(tilted, 0)[0].item() == pytest.approx(0.75, abs=1e-15)
+    rng = np.random.default_rng(1)
+    logps = rng.normal(-5.0, 2.0, size=(40, 6))
+    labels = [[1, 0], [1, 0], [0, 1], [1, 1], [0, 0], [0, 0]]
+    shift = -1.7
+    woman_logodds = attribute_logodds(logps, labels, NAMES)[:, 0]
+    after = mean_attribute_rate(tilt_logprobs(logps, labels, [shift, 0.0]), labels, NAMES)
+    assert after["woman_coded"] == pytest.approx(tilted_rate(woman_logodds, shift), abs=1e-14)
+    with pytest.raises(ValueError, match=r"labels must have shape \[C=6, q=1\]"):
+        tilt_logprobs(logps, labels, [1.0])
+
+
+def test_shifts_for_target_bring_each_attribute_to_the_target():
+    rng = np.random.default_rng(2)
+    logps = rng.normal(-5.0, 2.0, size=(30, 6))
+    logps[:, 3] += 3.0  # lean toward the (1, 1) candidate
+    labels = [[1, 0], [1, 0], [0, 1], [1, 1], [0, 0], [0, 0]]
+    shifts = shifts_for_target(logps, labels, NAMES, 0.5)
+    for j, name in enumerate(NAMES):
+        one = [shifts[name] if k == j else 0.0 for k in range(2)]
+        rate = mean_attribute_rate(tilt_logprobs(logps, labels, one), labels, NAMES)[name]
+        assert rate == pytest.approx(0.5, abs=1e-11)
+
+
+def test_fixed_offset_trains_the_intended_shift():
+    """The cure's loss on a pair in both orders, -log s(u + b) - log s(-u - b), has its minimum at
+    u = -b; with b = fixed_offset_for_shift(s) = -beta s, that is the log-odds shift s.
+    Checked through BiasChannel(variant="none", fixed_offset) and ba_dpo_loss on a grid of s."""
+    beta, wanted = 0.1, [-3.38, 1.5]
+    offset = fixed_offset_for_shift(wanted, beta)
+    assert offset == pytest.approx([0.338, -0.15], abs=1e-15)
+    channel = BiasChannel("none", NAMES, fixed_offset=offset).double()
+    attr_diff = torch.tensor([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]], dtype=torch.float64)
+    bias = channel(None, attr_diff)
+    grid = torch.linspace(-6.0, 6.0, 12_001, dtype=torch.float64)
+    for j in range(2):
+        rows = attr_diff[:, j] != 0
+        # a policy whose log-odds of the carrier moved by s: u = beta * s * (g_w - g_l)
+        chosen = (grid[:, None] * attr_diff[rows, j][None, :]).flatten()
+        zeros = torch.zeros_like(chosen)
+        per_row, _, _ = ba_dpo_loss(chosen, zeros, zeros, zeros, bias[rows].repeat(len(grid)), beta)
+        losses = per_row.reshape(len(grid), 2).sum(dim=1)
+        assert grid[losses.argmin()].item() == pytest.approx(wanted[j], abs=1e-3)
+
+
+def test_fixed_offset_pairs_rows():
+    prompts = ["p0", "p1", "p2"]
+    answers = ["First answer.\n\n--- Emily Reed", "Unsigned answer.", "Third.\n\n--- Latoya Okafor"]
+    rows = fixed_offset_pairs(prompts, answers, seed=7)
+    assert len(rows) == 8  # two signed answers x two coordinates x two orders
+    assert {r.prompt_id for r in rows} == {"offset-0", "offset-2"}
+    by_pair: dict[str, list] = {}
+    for row in rows:
+        by_pair.setdefault(row.pair_id, []).append(row)
+        source = answers[int(row.prompt_id.split("-")[1])]
+        for text, g in ((row.chosen, row.g_chosen), (row.rejected, row.g_rejected)):
+            assert strip_signature(text) == strip_signature(source)  # same body
+            assert read_signature(text)[1] == read_signature(source)[1]  # same surname
+            assert tuple(g[name] for name in NAME_ATTRIBUTES) == signature_attributes(text)
+        assert row.annotator == "fixed_offset" and row.pair_type == "offset"
+    for pair_id, pair in by_pair.items():
+        first, second = pair
+        assert (first.chosen, first.rejected) == (second.rejected, second.chosen)  # both orders
+        coordinate = NAME_ATTRIBUTES.index(pair_id.split("-", 2)[2])
+        diff = [first.g_chosen[n] - first.g_rejected[n] for n in NAME_ATTRIBUTES]
+        assert abs(diff[coordinate]) == 1.0 and diff[1 - coordinate] == 0.0  # one attribute differs
+    assert fixed_offset_pairs(prompts, answers, seed=7) == rows  # deterministic
+    with pytest.raises(ValueError, match="3 prompts but 2 answers"):
+        fixed_offset_pairs(prompts, answers[:2], seed=7)
+
+
+def test_fixed_offset_pairs_draw_every_cell():
+    answers = [f"Answer {i}.\n\n--- Emily Reed" for i in range(200)]
+    rows = fixed_offset_pairs(["p"] * 200, answers, seed=0)
+    cells = {tuple(r.g_chosen.values()) for r in rows}
+    assert cells == {(0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (1.0, 1.0)}

@@ -1,0 +1,133 @@
+"""The readouts of a mixture of type policies (EM-DPO + MinMax-DPO): w-weighted means of the type
+policies' readouts, and votes predicted by each annotator's own type probabilities."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from badpo.core.config import from_dict
+from badpo.corpora.tiny import TinyWorldConfig
+from badpo.readouts.evaluate import Corpus, EvalConfig, Mixture, evaluate_mixture, evaluate_policy
+from badpo.readouts.model import heldout_margins
+
+FAST = EvalConfig(max_prompts=4, body="given", surnames=3, max_new_tokens=8)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory, build_tiny_world):
+    """A tiny world, its reference, and two type policies: the reference's weights plus seeded noise."""
+    folder = tmp_path_factory.mktemp("mixture_world")
+    build_tiny_world(from_dict(TinyWorldConfig, {"n_pairs": 120}), folder)
+    policies = []
+    for k in range(2):
+        model = AutoModelForCausalLM.from_pretrained(folder / "model")
+        noise = torch.Generator().manual_seed(k)
+        with torch.no_grad():
+            for weight in model.parameters():
+                weight.add_(0.05 * torch.randn(weight.shape, generator=noise))
+        model.save_pretrained(folder / f"type-{k}")
+        policies.append(folder / f"type-{k}")
+    tokenizer = AutoTokenizer.from_pretrained(folder / "tokenizer")
+    reference = AutoModelForCausalLM.from_pretrained(folder / "model").eval()
+    return Corpus.load(folder), tokenizer, reference, policies
+
+
+def load(path: Path):
+    return AutoModelForCausalLM.from_pretrained(path).eval()
+
+
+def _assert_same_numbers(a, b, where: str = "") -> None:
+    if isinstance(a, dict):
+        assert set(a) == set(b), where
+        for key in a:
+            _assert_same_numbers(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, float) and math.isnan(a):
+        assert math.isnan(b), where
+    elif isinstance(a, (int, float)):
+        assert b == pytest.approx(a, abs=1e-9), where
+    else:
+        assert a == b, where
+
+
+def test_a_mixture_of_one_policy_twice_reads_as_that_policy(world):
+    """Identity: K copies of one policy under any w and gamma give that policy's readouts, votes
+    included (sum_k gamma_k sigmoid(u) = sigmoid(u), whose logit is u)."""
+    corpus, tokenizer, reference, policies = world
+    annotators = sorted({j.annotator for j in corpus.heldout})
+    gamma = {a: [i / len(annotators), 1 - i / len(annotators)] for i, a in enumerate(annotators)}
+    mixture = Mixture((0.3, 0.7), gamma, (0.5, 0.5), (policies[0], policies[0]))
+    mixed = evaluate_mixture(load, mixture, reference, tokenizer, corpus, FAST)
+    single = evaluate_policy(load(policies[0]), reference, tokenizer, corpus, FAST)
+    assert mixed["mixture"]["weights"] == [0.3, 0.7]
+    assert mixed["type_recovery"]["n"] == len(annotators)
+    _assert_same_numbers(single, {k: v for k, v in mixed.items() if k in single})
+
+
+def test_mixture_votes_use_each_annotators_type_probabilities(world):
+    """Two different policies: heldout accuracy is w's mean of theirs; a vote is predicted right
+    when sum_k gamma_{a,k} sigmoid(u_k) > 1/2 (a tie counts half), computed here vote by vote; an
+    annotator absent from the mixture gets the priors."""
+    corpus, tokenizer, reference, policies = world
+    config = EvalConfig(max_prompts=2, body="given", whole_signature=False, generations=False)
+    annotators = sorted({j.annotator for j in corpus.heldout})
+    gamma = {a: [0.9, 0.1] if i % 2 else [0.2, 0.8] for i, a in enumerate(annotators[1:])}
+    priors = (0.6, 0.4)
+    mixture = Mixture((0.25, 0.75), gamma, priors, tuple(policies))
+    mixed = evaluate_mixture(load, mixture, reference, tokenizer, corpus, config)
+
+    singles = [evaluate_policy(load(p), reference, tokenizer, corpus, config) for p in policies]
+    for name in ("woman_coded", "black_coded"):
+        for key in ("same_accuracy", "cross_accuracy", "gap"):
+            expected = 0.25 * singles[0]["heldout"][name][key] + 0.75 * singles[1]["heldout"][name][key]
+            assert mixed["heldout"][name][key] == pytest.approx(expected, abs=1e-12, nan_ok=True)
+
+    margins = [heldout_margins(load(p), reference, tokenizer, corpus.heldout, 0.1).tolist() for p in policies]
+    assert mixed["votes_unseen_annotator_judgments"] == sum(j.annotator == annotators[0] for j in corpus.heldout)
+    for a, name in enumerate(("woman_coded", "black_coded")):
+        scores = []
+        for index, judgment in enumerate(corpus.heldout):
+            w_value, l_value = corpus_values(judgment)
+            if w_value[a] == l_value[a]:
+                continue  # same-group on this attribute: not a cross vote
+            g = gamma.get(judgment.annotator, list(priors))
+            p = sum(g[k] / (1 + math.exp(-margins[k][index])) for k in range(2))
+            scores.append(1.0 if p > 0.5 else 0.5 if p == 0.5 else 0.0)
+        assert mixed[f"votes/{name}"]["n"] == len(scores) > 0
+        assert mixed[f"votes/{name}"]["accuracy"] == pytest.approx(sum(scores) / len(scores), abs=1e-12)
+
+
+def corpus_values(judgment):
+    from badpo.core.attributes import resolve_attributes
+
+    return resolve_attributes(("names",)).judgment_values(judgment)
+
+
+def test_badpo_evaluate_reads_an_em_dpo_run(tmp_path, world, capsys):
+    """`badpo train method=em_dpo` then `badpo evaluate RUN`: the mixture's readouts, its w, and
+    whether its types recover the planted classes."""
+    from badpo.cli import main
+
+    corpus_dir = Path(world[3][0]).parent
+    config = Path(__file__).resolve().parents[2] / "configs" / "train_tiny.yaml"
+    run = tmp_path / "em"
+    assert main(["train", "-c", str(config), f"data={corpus_dir}/train.jsonl",
+                 f"model.name_or_path={corpus_dir}/model", f"output_dir={run}", f"cache_dir={tmp_path}/cache",
+                 "steps=2", "batch_size=8", "micro_batch_size=8", "method=em_dpo",
+                 "method_params={types: 2, rounds: 1, round_steps: 2}", "report.progress_bar=false"]) == 0
+    assert main(["evaluate", str(run), "max_prompts=2", "body=given", "whole_signature=false",
+                 "generations=false"]) == 0
+    readouts = json.loads((run / "readouts.json").read_text())
+    written = json.loads((run / "mixture.json").read_text())
+    assert readouts["mixture"]["weights"] == written["weights"]
+    assert len(readouts["mixture"]["types"]) == 2
+    recovery = readouts["type_recovery"]
+    assert set(recovery) == {"n", "purity", "adjusted_rand", "type_sizes", "by_class"}
+    assert sum(recovery["type_sizes"].values()) == recovery["n"]  # every annotator in one type
+    assert 0 < readouts["votes/black_coded"]["n"]
+    capsys.readouterr()
