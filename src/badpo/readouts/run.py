@@ -50,7 +50,7 @@ from badpo.engine.runtime import load_tokenizer
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.readouts.evaluate import (Corpus, EvalConfig, Mixture, declares_names, evaluate_mixture, evaluate_policy,
                               evaluate_reward_model)
-from badpo.readouts.model import context_length, generate, load_judge
+from badpo.readouts.model import context_length, generate, load_judge, signature_tokens
 
 __all__ = ["EvalData", "GenerationCapNotice", "evaluate_run_dir", "load_causal_lm", "summary"]
 
@@ -173,9 +173,11 @@ def generates(config: EvalConfig) -> bool:
 
 
 def cap_new_tokens(config: EvalConfig, model: nn.Module, tokenizer, prompts: Sequence[str],
-                   tokenization: TokenizationConfig) -> EvalConfig:
+                   tokenization: TokenizationConfig, surnames: Sequence[str] | None = None) -> EvalConfig:
     """``config`` with ``max_new_tokens`` lowered to what the context leaves after the longest
-    prompt (kept to its last ``max_prompt_tokens`` tokens, as the readouts keep it), with a
+    prompt (kept to its last ``max_prompt_tokens`` tokens, as the readouts keep it) and after
+    what a readout appends to a generated answer (the names readout's signature after the
+    reference's body; ``surnames``: the whole-signature candidates), with a
     :class:`GenerationCapNotice`; a prompt that fills the context is an error. Left as it is
     when nothing is generated."""
     limit = context_length(model, tokenizer)
@@ -183,15 +185,22 @@ def cap_new_tokens(config: EvalConfig, model: nn.Module, tokenizer, prompts: Seq
         return config
     longest = max(min(len(ids), tokenization.max_prompt_tokens)
                   for ids in encode_prompts(tokenizer, prompts, tokenization))
-    room = limit - longest
+    appended, why = 0, ""
+    if config.body == "reference" and declares_names(resolve_attributes(config.attributes)):
+        appended = signature_tokens(tokenizer, surnames if config.whole_signature else None)
+        why = f" and the {appended}-token signature the names readout appends to it"
+    room = limit - longest - appended
     if room < 1:
-        raise ValueError(f"a {longest}-token evaluation prompt fills the model's {limit} positions: no "
+        filled = (f"and the {appended}-token signature the names readout appends fill" if appended
+                  else "fills")
+        raise ValueError(f"a {longest}-token evaluation prompt {filled} the model's {limit} positions: no "
                          f"room to answer (the run keeps tokenization.max_prompt_tokens="
                          f"{tokenization.max_prompt_tokens} prompt tokens)")
     if config.max_new_tokens <= room:
         return config
+    parts = f"({longest} tokens), its answer{why}" if appended else f"({longest} tokens) and its answer"
     warnings.warn(f"max_new_tokens {config.max_new_tokens} lowered to {room}: the longest prompt "
-                  f"({longest} tokens) and its answer must fit the model's {limit} positions",
+                  f"{parts} must fit the model's {limit} positions",
                   GenerationCapNotice, stacklevel=2)
     return dataclasses.replace(config, max_new_tokens=room)
 
@@ -264,7 +273,8 @@ def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = N
                               "prompts are chat messages, which only a chat template can render")
         tokenization = dataclasses.replace(tokenization, chat_template="rendered")
     prompts = [row["prompt"] for row in corpus.eval_prompts[: config.max_prompts]]
-    config = cap_new_tokens(config, reference, tokenizer, prompts, tokenization)
+    surnames = corpus.surnames[: config.surnames]
+    config = cap_new_tokens(config, reference, tokenizer, prompts, tokenization, surnames)
     inputs["n_prompts"] = len(prompts)
     reference_samples = (generate(reference, tokenizer, prompts, config.temperature, config.top_p,
                                   config.max_new_tokens, config.seed, config.batch_size, tokenization)
