@@ -17,7 +17,6 @@ import sys
 import time
 import warnings
 from collections.abc import Sequence
-from pathlib import Path
 
 from badpo.audit.report import audit_with_report
 from badpo.core.config import ConfigError, from_dict, load_config
@@ -27,6 +26,7 @@ from badpo.data.sources import ColumnMap
 from badpo.audit.estimates import BiasIdentifiabilityWarning
 from badpo.experiment.config import ExperimentConfig, experiment_config_path
 from badpo.core.jsonio import dumps
+from badpo.core.outputs import check_output_file, write_text_atomic
 
 
 def _add_config_args(parser: argparse.ArgumentParser, example: str) -> None:
@@ -57,6 +57,9 @@ def _add_audit(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--report", metavar="DIR",
                         help="write the per-annotator report to DIR: annotators.csv, audit.json, "
                              "forest-<attribute>.png, README.md")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing --json file, or the report in --report DIR (exactly "
+                             "the files that report lists are deleted first)")
     parser.add_argument("--run", metavar="RUN_DIR", dest="run_dir",
                         help="with --report: show the learned theta_k of this training run beside the estimates")
     parser.add_argument("--pseudonymise", action="store_true",
@@ -83,16 +86,19 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     if args.pseudonymise and not key:
         raise ConfigError("--pseudonymise needs a secret key: --pseudonym-key KEY or $BADPO_PSEUDONYM_KEY "
                           "(an unkeyed hash of a short id is reversed by hashing every candidate id)")
+    if args.json:  # before the data is read
+        check_output_file(args.json, "--json", args.overwrite)
     with warnings.catch_warnings():  # the table lists them; do not print them twice
         warnings.simplefilter("ignore", BiasIdentifiabilityWarning)
         if args.example:
             result, text = example_report(args.seed)
         else:
             result, text, _ = audit_with_report(args.data, args.attribute, args.report, args.run_dir, key,
-                                                data_split=args.split, columns=_columns(args.column))
+                                                data_split=args.split, columns=_columns(args.column),
+                                                overwrite=args.overwrite)
     print(text, end="")
     if args.json:
-        Path(args.json).write_text(result.to_json(), encoding="utf-8")
+        write_text_atomic(args.json, result.to_json())
     return 0
 
 
@@ -242,7 +248,8 @@ attributes: the run's declared ones (its config.yaml), or -a SPEC per attribute 
 settings: -c FILE and KEY=VALUE anywhere on the line, badpo.readouts.evaluate.EvalConfig keys, e.g.
   max_prompts=100 max_new_tokens=128 seed=1 generations=false judge=MODEL; max_new_tokens is
   lowered to what the model's context leaves after the longest prompt (with a notice).
-output: a short summary on stdout; every readout in RUN_DIR/readouts.json (--out FILE).
+output: a short summary on stdout; every readout in RUN_DIR/readouts.json, or --out FILE outside
+  the run folder (an existing FILE is replaced only with --overwrite).
 
 example:
   badpo evaluate runs/my-run --heldout data/heldout.csv max_prompts=100
@@ -272,7 +279,9 @@ def _add_evaluate(subparsers) -> argparse.ArgumentParser:
                              "field (repeatable), e.g. annotator=worker_id")
     parser.add_argument("--attribute", "-a", action="append", default=[], metavar="[NAME=]SPEC",
                         help="declared attribute spec (repeatable), instead of the run's own")
-    parser.add_argument("--out", metavar="FILE", help="write the readouts here (default RUN_DIR/readouts.json)")
+    parser.add_argument("--out", metavar="FILE", help="write the readouts here (default RUN_DIR/readouts.json); "
+                                                      "never another file inside a run folder")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out FILE")
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="run the model's own code from the Hub; the run's config.yaml cannot "
                              "turn this on, so give it only for a run you trust")
@@ -282,8 +291,9 @@ def _add_evaluate(subparsers) -> argparse.ArgumentParser:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from badpo.core.config import read_settings
-    from badpo.readouts.run import EvalData, evaluate_run_dir, summary  # loads torch
+    from badpo.readouts.run import EvalData, evaluate_run_dir, readouts_path, summary  # loads torch
 
+    out = readouts_path(args.run_dir, args.out, args.overwrite)  # before any model is loaded
     settings = read_settings(args.config, args.overrides)
     if args.attribute:
         if "attributes" in settings:
@@ -292,8 +302,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     data = EvalData(prompts=args.prompts, heldout=args.heldout, corpus=args.corpus_dir,
                     columns=_columns(args.column) if args.column else None)
     readouts = evaluate_run_dir(args.run_dir, settings, data, trust_remote_code=args.trust_remote_code)
-    out = Path(args.out) if args.out else Path(args.run_dir) / "readouts.json"
-    out.write_text(dumps(readouts, indent=1, sort_keys=True) + "\n", encoding="utf-8")  # null, never NaN
+    write_text_atomic(out, dumps(readouts, indent=1, sort_keys=True) + "\n")  # null, never NaN
     print(summary(readouts, out))
     return 0
 

@@ -97,6 +97,16 @@ def is_finished(folder: Path) -> bool:
     return (folder / "run.json").exists()
 
 
+# beside config.yaml, what marks a folder a badpo stage wrote (sft.json: a finished SFT reference)
+_RUN_MARKERS = (*FINAL_NAMES, "checkpoints", "sft.json")
+
+
+def is_run_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds a run of a badpo stage: its config.yaml beside a run's outputs (a
+    user's own folder with a config.yaml alone is not one)."""
+    return (folder / CONFIG_FILE).is_file() and any((folder / name).exists() for name in _RUN_MARKERS)
+
+
 def remove_run(folder: Path, run_files: RunFiles = preference_run_files) -> None:
     """Delete what a run wrote into ``folder`` (and nothing else the folder holds)."""
     for name in run_files(folder):

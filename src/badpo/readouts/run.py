@@ -41,20 +41,22 @@ from torch import nn
 from badpo.core.attributes import imports_user_code, resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError, from_dict, load_config
+from badpo.core.outputs import check_output_file, check_writable_folder
 from badpo.data.sources import ColumnMap, read_judgment_source, read_prompt_source
 from badpo.engine.settings import ModelConfig, RMConfig, TrainConfig
 from badpo.engine.mixture import MIXTURE_FILE
 from badpo.engine.reward import MODEL_FOLDER as REWARD_MODEL_FOLDER
-from badpo.engine.run_folder import interrupted_commit
+from badpo.engine.run_folder import interrupted_commit, is_run_folder
 from badpo.engine.runtime import load_tokenizer
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.readouts.evaluate import (Corpus, EvalConfig, Mixture, declares_names, evaluate_mixture, evaluate_policy,
                               evaluate_reward_model)
 from badpo.readouts.model import context_length, generate, load_judge, signature_tokens
 
-__all__ = ["EvalData", "GenerationCapNotice", "evaluate_run_dir", "load_causal_lm", "summary"]
+__all__ = ["EvalData", "GenerationCapNotice", "evaluate_run_dir", "load_causal_lm", "readouts_path", "summary"]
 
 CORPUS_FILES = {"prompts": "eval_prompts.jsonl", "heldout": "heldout.jsonl", "planted": "planted.json"}
+READOUTS_FILE = "readouts.json"  # the one file evaluate writes into a run folder
 NO_HELDOUT = "no held-out judgments: give --heldout FILE (judgments the run did not train on)"
 
 
@@ -70,6 +72,24 @@ class EvalData:
 
 class GenerationCapNotice(UserWarning):
     """``max_new_tokens`` was lowered so that prompt and answer fit the model's context."""
+
+
+def readouts_path(run_dir: str | Path, out: str | Path | None = None, overwrite: bool = False) -> Path:
+    """Where ``badpo evaluate`` writes, checked before any model is loaded: ``RUN_DIR/readouts.json``
+    by default (evaluate's own file, replaced by each evaluation), or ``out``. Inside a run folder
+    (``run_dir`` or another) evaluate writes nothing but that file, so that its readouts never
+    replace a run's theta, policy or config; an existing ``out`` is replaced only with
+    ``overwrite``."""
+    own = Path(run_dir) / READOUTS_FILE
+    if out is None or Path(out).absolute().resolve() == own.absolute().resolve():
+        check_writable_folder(own.parent, "--out", own)
+        return own
+    target = Path(out).expanduser().absolute().resolve()
+    for folder in target.parents:
+        if folder == Path(run_dir).absolute().resolve() or is_run_folder(folder):
+            raise ConfigError(f"--out {out}: inside the run folder {folder}, where evaluate writes nothing but "
+                              f"its {READOUTS_FILE}; give a path outside it (or leave --out out)")
+    return check_output_file(out, "--out", overwrite)
 
 
 def load_causal_lm(path: str | Path, model_settings: dict, base: str | Path | None = None) -> nn.Module:
