@@ -356,12 +356,13 @@ def audit_with_report(source: Any, specs: Sequence[str], report_dir: str | Path 
     attributes = resolve_attributes(specs)  # a bad spec fails before the data is read
     if report_dir is not None:  # so does a report folder that cannot take this report
         previous_report(report_dir, overwrite)
-    judgments = read_judgment_source(source, data_split, columns).rows
+    loaded = read_judgment_source(source, data_split, columns)
+    judgments = loaded.rows
     rename = None
     if pseudonym_key is not None:
         judgments, rename = pseudonymise(judgments, pseudonym_key)
     learned = load_learned_theta(run_dir, rename) if run_dir is not None else None
-    result = audit(judgments, attributes)
+    result = audit(judgments, attributes, source=loaded.origin)
     text = format_audit(result)
     if report_dir is None:
         return result, text, None

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from badpo.core.judgments import Judgment, JudgmentError, pair_key
+from badpo.core.judgments import Judgment, JudgmentError, annotator_classes, pair_key
 from badpo.audit.estimates import offline_log_odds
 from badpo.engine.tokenize import TokenizationConfig, TokenStore, build_token_store
 
@@ -138,22 +138,6 @@ class PreferenceData:
         return dataclasses.replace(self, annotator_index=index)
 
 
-def _annotator_classes(judgments: Sequence[Judgment]) -> dict[str, str] | None:
-    """annotator -> class when every row has one; None when none has; else an error naming a row."""
-    classes: dict[str, str] = {}
-    with_class = [j.annotator_class is not None for j in judgments]
-    if not any(with_class):
-        return None
-    for i, j in enumerate(judgments):
-        if j.annotator_class is None:
-            raise JudgmentError(f"row {i}: annotator_class missing while other rows have one", row=i)
-        if classes.setdefault(j.annotator, j.annotator_class) != j.annotator_class:
-            raise JudgmentError(
-                f"row {i}: annotator {j.annotator!r} has class {j.annotator_class!r} here but "
-                f"{classes[j.annotator]!r} earlier", row=i)
-    return classes
-
-
 def build_preference_data(
     judgments: Sequence[Judgment], attributes, tokenizer, tokenization: TokenizationConfig,
     drop_identical_pairs: bool = False, source: str = "data", rendered_prompts: bool = False,
@@ -172,6 +156,7 @@ def build_preference_data(
     """
     if not judgments:
         raise ValueError(f"{source}: no judgments")
+    annotator_classes(judgments, source)  # an error names the file; _index_judgments keeps the map
     data = _index_judgments(judgments, attributes, tokenizer, tokenization, rendered_prompts)
     identical = _identical_sides(data)
     if identical and not drop_identical_pairs:
@@ -251,7 +236,7 @@ def _index_judgments(judgments: Sequence[Judgment], attributes, tokenizer,
         judgment_pair=torch.tensor(pair_of),
         annotator_index=torch.tensor([position[j.annotator] for j in judgments]),
         attr_diff=diff, annotators=annotators,
-        annotator_classes=_annotator_classes(judgments), attribute_names=names,
+        annotator_classes=annotator_classes(judgments), attribute_names=names,
     )
 
 

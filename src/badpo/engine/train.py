@@ -33,14 +33,14 @@ from badpo.engine.checkpoint import (
     TrainingState, install_policy_hooks, list_checkpoints, resolve_resume, save_checkpoint,
 )
 from badpo.engine.settings import (
-    PREFERENCE_LR, TrainConfig, accumulation_steps, check_train, format_output_dir, resolved_lr,
+    PREFERENCE_LR, TrainConfig, accumulation_steps, check_train, format_output_dir, resolved_lr, stage_name,
 )
 from badpo.engine.batches import (
     ItemTable, PreferenceData, Schedule, build_preference_data, offline_estimate,
 )
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.mixture import train_type_policies
-from badpo.engine.reporting import RunLog
+from badpo.engine.reporting import RunLog, report_input
 from badpo.engine.run_folder import CONFIG_FILE, check_checkpoint, commit_final, is_finished, own_folder
 from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
 from badpo.engine.tokenize import settings_dict
@@ -256,7 +256,7 @@ def audit_labels(method: Method, config: TrainConfig, judgments, attributes) -> 
     declared = set(config.bias.declared or attributes.names)
     learned = AttributeSet(tuple(a for a in attributes.attributes if a.name in declared))
     check_trusted_ids(config, {j.annotator for j in judgments})
-    result = audit(judgments, learned, trusted=list(config.bias.trusted or ()))
+    result = audit(judgments, learned, trusted=list(config.bias.trusted or ()), source=config.data)
     for coordinate in result.coordinates:
         if coordinate.overall.cross == 0:
             raise ConfigError(
@@ -345,19 +345,6 @@ def _notice(accelerator, message: str) -> None:
         print(f"badpo train: {message}", file=sys.stderr)
 
 
-def _report_input(accelerator, report: dict) -> None:
-    """Say on the terminal what the data check found (the same counts go to run.json)."""
-    counts = [(report["truncated_prompts"], "prompt(s) cut to tokenization.max_prompt_tokens"),
-              (report["truncated_responses"], "response(s) cut by tokenization.max_length"),
-              (report["identical_pairs_dropped"], "judgment(s) with identical sides dropped"),
-              (report["exact_duplicate_judgments"], "exact duplicate judgment(s), kept"),
-              (report["whitespace_only_pairs"], "judgment(s) whose sides differ only in whitespace, kept "
-               "(their tokens differ, so they train the policy on whitespace alone)")]
-    for count, what in counts:
-        if count:
-            _notice(accelerator, f"{count} {what}")
-
-
 def train(config: TrainConfig) -> Path:
     """Run (or resume) one preference run; returns its output folder.
 
@@ -405,7 +392,7 @@ def _train_in_folder(config: TrainConfig, output: Path, accelerator, resume: Pat
     tokenizer)`` and ``write_outputs`` (the signature of :func:`_write_outputs`)."""
     prepare = prepare or functools.partial(prepare_run, weighting=weighting, judgment_mask=judgment_mask)
     run, cache_parts, tokenizer = prepare(config, accelerator)
-    _report_input(accelerator, run.data.input_report)
+    report_input(accelerator, run.data.input_report, stage_name(config))
     state = TrainingState()
     install_policy_hooks(accelerator)
     objects = [run.scheduler, state]
