@@ -33,7 +33,7 @@ from badpo.engine.settings import SFT_LR, SFTConfig, accumulation_steps, check_s
 from badpo.engine.batches import Schedule, majority_chosen
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.reporting import RunLog
-from badpo.engine.run_folder import CONFIG_FILE, own_folder, sync_tree
+from badpo.engine.run_folder import CONFIG_FILE, DATA_FILE, own_folder, sync_tree
 from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
 from badpo.engine.tokenize import build_token_store
 from badpo.core.jsonio import dumps
@@ -41,8 +41,8 @@ from badpo.core.jsonio import dumps
 FINISHED = "sft.json"  # written last: the reference in the folder is complete
 MODEL_FILES = ".model-files"  # the saved model's file names, written before they are moved in
 _TEMPORARY, _FINISHING = ".tmp-model", f".{FINISHED}.tmp"
-_RUN_FILES = (CONFIG_FILE, "log.jsonl", "tensorboard", "wandb", FINISHED, _FINISHING, MODEL_FILES, _TEMPORARY,
-              "config.json")  # config.json: a model folder, which only a listed run may have written
+_RUN_FILES = (CONFIG_FILE, DATA_FILE, "log.jsonl", "tensorboard", "wandb", FINISHED, _FINISHING, MODEL_FILES,
+              _TEMPORARY, "config.json")  # config.json: a model folder, which only a listed run may have written
 
 
 def listed_model_files(folder: Path) -> list[str]:
