@@ -17,6 +17,7 @@ import sys
 import time
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
 from badpo.audit.report import audit_with_report
 from badpo.core.config import ConfigError, from_dict, load_config
@@ -60,6 +61,10 @@ def _add_audit(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing --json file, or the report in --report DIR (exactly "
                              "the files that report lists are deleted first)")
+    parser.add_argument("--tokenizer", metavar="NAME_OR_PATH",
+                        help="say how much of the text this tokenizer reads (the share of its unknown "
+                             "token per side; mostly unknown text is an error); default: the tokenizer "
+                             "of --run RUN_DIR, if given")
     parser.add_argument("--run", metavar="RUN_DIR", dest="run_dir",
                         help="with --report: show the learned theta_k of this training run beside the estimates")
     parser.add_argument("--pseudonymise", action="store_true",
@@ -76,8 +81,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
                           "or --column")
     if not args.example and not (args.data and args.attribute):
         raise ConfigError("give DATA and at least one --attribute SPEC (or --example)")
-    if args.example and (args.report or args.run_dir or args.pseudonymise):
-        raise ConfigError("--report, --run and --pseudonymise apply to DATA, not to --example")
+    if args.example and (args.report or args.run_dir or args.pseudonymise or args.tokenizer):
+        raise ConfigError("--report, --run, --pseudonymise and --tokenizer apply to DATA, not to --example")
     if args.run_dir and not args.report:
         raise ConfigError("--run RUN_DIR needs --report DIR (the learned theta_k are shown in the report)")
     key = (args.pseudonym_key or os.environ.get("BADPO_PSEUDONYM_KEY")) if args.pseudonymise else None
@@ -95,11 +100,29 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         else:
             result, text, _ = audit_with_report(args.data, args.attribute, args.report, args.run_dir, key,
                                                 data_split=args.split, columns=_columns(args.column),
-                                                overwrite=args.overwrite)
+                                                overwrite=args.overwrite, tokenizer=_audit_tokenizer(args))
     print(text, end="")
     if args.json:
         write_text_atomic(args.json, result.to_json())
     return 0
+
+
+def _audit_tokenizer(args: argparse.Namespace):
+    """The tokenizer whose coverage of the text the audit reports: ``--tokenizer``, else the one a
+    ``--run`` folder saved beside its model; None without either."""
+    name = args.tokenizer
+    for folder in ("policy", "reward_model") if name is None and args.run_dir else ():
+        if (Path(args.run_dir) / folder / "tokenizer_config.json").is_file():
+            name = str(Path(args.run_dir) / folder)
+            break
+    if name is None:
+        return None
+    from transformers import AutoTokenizer  # loads torch: only when asked
+
+    try:
+        return AutoTokenizer.from_pretrained(name)
+    except (OSError, ValueError) as error:
+        raise OSError(f"--tokenizer {name}: cannot load a tokenizer ({str(error).strip().splitlines()[0]})") from None
 
 
 def _columns(items: Sequence[str]) -> ColumnMap:

@@ -51,6 +51,7 @@ import numpy as np
 
 from badpo.core.attributes import resolve_attributes
 from badpo.core.judgments import Judgment
+from badpo.data.coverage import check_coverage, unknown_share
 from badpo.data.sources import ColumnMap, read_judgment_source
 from badpo.audit.estimates import (
     Audit, CoordinateAudit, LogOdds, audit, format_audit, penalised_log_odds, penalised_p_value,
@@ -246,7 +247,8 @@ def previous_report(directory: str | Path, overwrite: bool = False) -> list[Path
 
 def write_report(result: Audit, judgments: Sequence[Judgment], directory: str | Path,
                  learned: Mapping[str, Any] | None = None, pseudonymised: bool = False,
-                 source: str | None = None, overwrite: bool = False) -> dict[str, Any]:
+                 source: str | None = None, overwrite: bool = False,
+                 coverage: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Write ``annotators.csv``, ``audit.json``, ``forest-<attribute>.png`` and ``README.md``
     into ``directory`` (created), replacing the report there only with ``overwrite``
     (:func:`previous_report`); returns what ``audit.json`` holds."""
@@ -277,7 +279,7 @@ def write_report(result: Audit, judgments: Sequence[Judgment], directory: str | 
         "estimate": "log((wins + 1/2) / (cross - wins + 1/2)), Jeffreys-penalised; "
                     "interval: profile penalised likelihood",
         "run": learned["path"] if learned else None,
-        "run_annotators_without_judgments": len(unmatched),
+        "run_annotators_without_judgments": len(unmatched), "tokenizer_coverage": coverage,
         "attributes": reports, "audit": result.to_dict(),
     }
     # every value above is a plain finite number, None, str or bool: json refuses anything else
@@ -346,28 +348,48 @@ def format_report(document: Mapping[str, Any], directory: str | Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def text_coverage(tokenizer, judgments: Sequence[Judgment], origin: str) -> dict | None:
+    """The share of ``tokenizer``'s unknown token among the tokens of the prompts, chosen and
+    rejected responses (:func:`badpo.data.coverage.check_coverage`: a warning above 5%, an
+    error above 50%); None for a tokenizer without an unknown token."""
+    if getattr(tokenizer, "unk_token_id", None) is None:
+        return None
+    shares = {side: unknown_share(tokenizer, (getattr(j, side) for j in judgments))
+              for side in ("chosen", "rejected", "prompt")}
+    return check_coverage({"chosen": shares["chosen"], "rejected": shares["rejected"],
+                           "prompts": shares["prompt"]}, tokenizer, origin)
+
+
+def format_coverage(coverage: Mapping[str, Any]) -> str:
+    """The line ``badpo audit`` prints with the shares of unknown tokens."""
+    shares = ", ".join(f"{side} {coverage[side]:.1%}" for side in ("prompts", "chosen", "rejected"))
+    return f"\ntokens the tokenizer of {coverage['tokenizer']} cannot read ({coverage['unknown_token']}): {shares}\n"
+
+
 def audit_with_report(source: Any, specs: Sequence[str], report_dir: str | Path | None = None,
                       run_dir: str | Path | None = None, pseudonym_key: str | None = None, *,
                       data_split: str | None = None, columns: ColumnMap = ColumnMap(),
-                      overwrite: bool = False) -> tuple[Audit, str, dict[str, Any] | None]:
-    """``badpo audit``: read (any source of :mod:`badpo.data.sources`), pseudonymise (with a key),
-    audit, format, and write the report when ``report_dir`` is given (``overwrite``: replacing
-    the report there); returns (audit, printed text, report document or None)."""
+                      overwrite: bool = False, tokenizer=None) -> tuple[Audit, str, dict[str, Any] | None]:
+    """``badpo audit``: read (any source of :mod:`badpo.data.sources`), check how much of the text
+    ``tokenizer`` (when given) reads, pseudonymise (with a key), audit, format, and write the
+    report when ``report_dir`` is given (``overwrite``: replacing the report there); returns
+    (audit, printed text, report document or None)."""
     attributes = resolve_attributes(specs)  # a bad spec fails before the data is read
     if report_dir is not None:  # so does a report folder that cannot take this report
         previous_report(report_dir, overwrite)
     loaded = read_judgment_source(source, data_split, columns)
     judgments = loaded.rows
+    coverage = text_coverage(tokenizer, judgments, loaded.origin) if tokenizer is not None else None
     rename = None
     if pseudonym_key is not None:
         judgments, rename = pseudonymise(judgments, pseudonym_key)
     learned = load_learned_theta(run_dir, rename) if run_dir is not None else None
     result = audit(judgments, attributes, source=loaded.origin)
-    text = format_audit(result)
+    text = format_audit(result) + (format_coverage(coverage) if coverage is not None else "")
     if report_dir is None:
         return result, text, None
     document = write_report(result, judgments, report_dir, learned, pseudonym_key is not None,
-                            None if pseudonym_key is not None else str(source), overwrite)
+                            None if pseudonym_key is not None else str(source), overwrite, coverage)
     return result, text + "\n" + format_report(document, report_dir), document
 
 

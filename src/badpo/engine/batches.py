@@ -27,7 +27,7 @@ from torch import Tensor
 
 from badpo.core.judgments import Judgment, JudgmentError, annotator_classes, pair_key
 from badpo.audit.estimates import offline_log_odds
-from badpo.engine.tokenize import TokenizationConfig, TokenStore, build_token_store
+from badpo.engine.tokenize import TokenizationConfig, TokenStore, build_token_store, token_coverage
 
 BATCHING_MODES = ("per_judgment", "pair_grouped")
 
@@ -151,13 +151,17 @@ def build_preference_data(
     difference: it is an error naming the row (``source`` row i, 0-based), or, with
     ``drop_identical_pairs``, dropped and counted. ``input_report`` counts truncations, dropped
     rows, exact duplicate judgments (kept: a repeated vote is a vote) and judgments whose sides
-    differ only in whitespace yet tokenize apart (kept, but all they teach is whitespace). ``rendered_prompts``:
+    differ only in whitespace yet tokenize apart (kept, but all they teach is whitespace), and
+    gives the share of unknown tokens per side (:func:`badpo.engine.tokenize.token_coverage`:
+    mostly unknown text is an error, checked first). ``rendered_prompts``:
     the prompts were rendered from chat messages (:func:`badpo.engine.tokenize.encode_prompts`).
     """
     if not judgments:
         raise ValueError(f"{source}: no judgments")
     annotator_classes(judgments, source)  # an error names the file; _index_judgments keeps the map
     data = _index_judgments(judgments, attributes, tokenizer, tokenization, rendered_prompts)
+    sides = {"chosen": data.chosen_row, "rejected": data.rejected_row, "prompts": torch.arange(len(data.store))}
+    coverage = token_coverage(tokenizer, data.store, sides, source)  # before its symptom below
     identical = _identical_sides(data)
     if identical and not drop_identical_pairs:
         i = identical[0]
@@ -181,7 +185,7 @@ def build_preference_data(
     report = {"judgments_read": len(judgments), "identical_pairs_dropped": len(identical),
               "exact_duplicate_judgments": duplicates, "whitespace_only_pairs": whitespace_only,
               "truncated_prompts": data.store.truncated_prompts,
-              "truncated_responses": data.store.truncated_responses}
+              "truncated_responses": data.store.truncated_responses, "unknown_tokens": coverage}
     return dataclasses.replace(data, input_report=report)
 
 

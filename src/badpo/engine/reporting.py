@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from badpo.data.coverage import WARN_SHARE
 from badpo.engine.settings import ReportConfig
 from badpo.core.jsonio import dumps
 
@@ -35,6 +36,19 @@ def report_input(accelerator, report: dict, stage: str) -> None:
     for count, what in counts:
         if count:
             print(f"badpo {stage}: {count} {what}", file=sys.stderr)
+    report_coverage(report.get("unknown_tokens"), stage)
+
+
+def report_coverage(coverage: dict | None, stage: str) -> None:
+    """One line with the share of unknown tokens per side when any is not 0 (above 5% the data
+    check has warned already; the shares are in run.json either way)."""
+    if not coverage:
+        return
+    shares = {k: v for k, v in coverage.items() if k not in ("unknown_token", "tokenizer")}
+    if any(shares.values()) and max(shares.values()) <= WARN_SHARE:
+        listed = ", ".join(f"{side} {share:.1%}" for side, share in shares.items())
+        print(f"badpo {stage}: {coverage['unknown_token']} tokens (the tokenizer of {coverage['tokenizer']} "
+              f"cannot read them): {listed}", file=sys.stderr)
 
 
 def _flat(record: dict[str, Any], prefix: str = "") -> dict[str, float]:
