@@ -117,3 +117,15 @@ def test_a_report_folder_with_files_no_report_lists_is_refused(judgments, tmp_pa
         line = cli_error(["audit", str(judgments), "-a", "tag=given:tag", "--report", str(folder), "--overwrite"])
         assert f"holds {stray}, which no report there lists; choose an empty folder" in line
         assert (folder / stray).read_text() == "another tool's\n"
+
+
+def test_build_replaces_a_corpus_only_with_overwrite(tmp_path, cli_error, capsys):
+    """A rebuild into the folder of a run's data would replace train.jsonl without a word."""
+    world = tmp_path / "world"
+    world.mkdir()
+    (world / "train.jsonl").write_text("my judgments\n")
+    line = cli_error(["build", "tiny-signed", str(world), "n_pairs=60"])
+    assert f"OUTDIR {world}: holds train.jsonl, which building tiny-signed replaces; give --overwrite" in line
+    assert (world / "train.jsonl").read_text() == "my judgments\n"
+    assert main(["build", "tiny-signed", str(world), "n_pairs=60", "--overwrite"]) == 0
+    assert (world / "train.jsonl").read_text() != "my judgments\n"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from badpo.audit.report import audit_with_report
 from badpo.core.config import ConfigError, from_dict, load_config
-from badpo.corpora.builders import CORPORA, corpus_builder
+from badpo.corpora.builders import CORPORA, check_outdir, corpus_builder
 from badpo.corpora.example import example_report
 from badpo.data.sources import ColumnMap
 from badpo.audit.estimates import BiasIdentifiabilityWarning
@@ -141,6 +141,8 @@ def _add_build(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument("corpus", choices=list(CORPORA), help="which corpus to build")
     parser.add_argument("outdir", help="output directory (created if needed)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the corpus files already in OUTDIR (else refused)")
     parser.set_defaults(label=lambda args: f"build {args.corpus}")
     _add_config_args(parser, "n_pairs=2000 (tiny-signed)")
     return parser
@@ -148,7 +150,9 @@ def _add_build(subparsers) -> argparse.ArgumentParser:
 
 def _cmd_build(args: argparse.Namespace) -> int:
     config_class, build, summary = corpus_builder(args.corpus)
-    print(summary(build(load_config(config_class, args.config, args.overrides), args.outdir)))
+    config = load_config(config_class, args.config, args.overrides)
+    check_outdir(args.corpus, args.outdir, args.overwrite)
+    print(summary(build(config, args.outdir)))
     return 0
 
 
