@@ -77,10 +77,10 @@ def evaluate(run_dir: str | os.PathLike, config: Any = None, *, heldout: str | o
              trust_remote_code: bool = False, overwrite: bool = False, **overrides: Any) -> EvalResult:
     """Every readout of a finished run (``badpo evaluate``), also written to ``out`` (default
     ``run_dir/readouts.json``; never another file inside a run folder, and an existing ``out``
-    only with ``overwrite``: checked before any model is loaded). ``config`` and ``overrides`` are :class:`badpo.readouts.evaluate.EvalConfig`
-    keys; without ``attributes`` among them the run's own are read. ``heldout``, ``prompts``,
-    ``corpus`` and ``columns`` (field -> column, on top of the run's mapping) are
-    :class:`badpo.readouts.run.EvalData`."""
+    only with ``overwrite``: checked before any model is loaded). ``config`` and ``overrides``
+    are :class:`badpo.readouts.evaluate.EvalConfig` keys; without ``attributes`` among them the
+    run's own are read. ``heldout``, ``prompts``, ``corpus`` and ``columns`` (field -> column,
+    on top of the run's mapping) are :class:`badpo.readouts.run.EvalData`."""
     from badpo.data.sources import ColumnMap
     from badpo.readouts.run import EvalData, evaluate_run_dir, readouts_path
     from badpo.readouts.evaluate import EvalConfig

@@ -200,7 +200,8 @@ def token_coverage(tokenizer, store: TokenStore, sides: dict[str, Tensor], sourc
             ids = store.ids[chunk]
             positions = torch.arange(ids.shape[1])[None, :]
             start = store.prompt_lengths[chunk][:, None]
-            mask = positions < start if side == "prompts" else (positions >= start) & (positions < ends[chunk][:, None])
+            response = (positions >= start) & (positions < ends[chunk][:, None])
+            mask = positions < start if side == "prompts" else response
             counts += torch.stack([((ids == unknown) & mask).sum(), mask.sum()])
         shares[side] = float(counts[0]) / float(counts[1]) if counts[1] else 0.0
     return check_coverage(shares, tokenizer, source)
