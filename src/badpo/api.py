@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from badpo.core.config import ConfigError, from_dict, load_config, to_dict
+from badpo.core.jsonio import atomic_write_text
 from badpo.data.sources import in_memory
 from badpo.engine.settings import SFTConfig, TrainConfig
 
@@ -74,16 +75,20 @@ def sft(config: Any = None, **overrides: Any) -> SFTResult:
 def evaluate(run_dir: str | os.PathLike, config: Any = None, *, heldout: str | os.PathLike | None = None,
              prompts: str | os.PathLike | None = None, corpus: str | os.PathLike | None = None,
              columns: Mapping[str, str] | None = None, out: str | os.PathLike | None = None,
-             trust_remote_code: bool = False, **overrides: Any) -> EvalResult:
+             trust_remote_code: bool = False, overwrite: bool = False, **overrides: Any) -> EvalResult:
     """Every readout of a finished run (``badpo evaluate``), also written to ``out`` (default
-    ``run_dir/readouts.json``). ``config`` and ``overrides`` are :class:`badpo.readouts.evaluate.EvalConfig`
-    keys; without ``attributes`` among them the run's own are read. ``heldout``, ``prompts``,
-    ``corpus`` and ``columns`` (field -> column, on top of the run's mapping) are
-    :class:`badpo.readouts.run.EvalData`."""
+    ``run_dir/readouts.json``; never another file inside a run folder, and an existing ``out``
+    only with ``overwrite``: checked before any model is loaded). ``config`` and ``overrides``
+    are :class:`badpo.readouts.evaluate.EvalConfig` keys; without ``attributes`` among them the
+    run's own are read. ``heldout``, ``prompts``, ``corpus`` and ``columns`` (field -> column,
+    on top of the run's mapping) are :class:`badpo.readouts.run.EvalData`."""
     from badpo.core.jsonio import dumps
     from badpo.data.sources import ColumnMap
     from badpo.readouts.evaluate import EvalConfig
-    from badpo.readouts.run import EvalData, evaluate_run_dir
+    from badpo.readouts.run import EvalData, evaluate_run_dir, readouts_path
+
+
+    written = readouts_path(run_dir, out, overwrite)
 
     def text(path: str | os.PathLike | None) -> str | None:
         return os.fspath(path) if path is not None else None
@@ -92,10 +97,8 @@ def evaluate(run_dir: str | os.PathLike, config: Any = None, *, heldout: str | o
                     columns=from_dict(ColumnMap, dict(columns), prefix="columns") if columns is not None else None)
     readouts = evaluate_run_dir(run_dir, _as_dict(EvalConfig, config, overrides), data,
                                 trust_remote_code=trust_remote_code)
-    run_dir = Path(run_dir)
-    Path(out if out is not None else run_dir / "readouts.json").write_text(
-        dumps(readouts, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    return EvalResult(run_dir=run_dir, readouts=readouts)
+    atomic_write_text(written, dumps(readouts, indent=1, sort_keys=True) + "\n")
+    return EvalResult(run_dir=Path(run_dir), readouts=readouts)
 
 
 @contextlib.contextmanager

@@ -22,8 +22,9 @@ from pathlib import Path
 from badpo.audit.estimates import BiasIdentifiabilityWarning
 from badpo.audit.report import audit_with_report
 from badpo.core.config import ConfigError, from_dict, load_config
-from badpo.core.jsonio import dumps
-from badpo.corpora.builders import CORPORA, corpus_builder
+from badpo.core.jsonio import atomic_write_text, dumps
+from badpo.core.outputs import check_output_file
+from badpo.corpora.builders import CORPORA, check_outdir, corpus_builder
 from badpo.corpora.example import example_report
 from badpo.data.gguf import PACKAGED as GGUF_PACKAGED
 from badpo.data.sources import ColumnMap
@@ -58,6 +59,13 @@ def _add_audit(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--report", metavar="DIR",
                         help="write the per-annotator report to DIR: annotators.csv, audit.json, "
                              "forest-<attribute>.png, README.md")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing --json file, or the report in --report DIR (exactly "
+                             "the files that report lists are deleted first)")
+    parser.add_argument("--tokenizer", metavar="NAME_OR_PATH",
+                        help="say how much of the text this tokenizer reads (the share of its unknown "
+                             "token per side; mostly unknown text is an error); default: the tokenizer "
+                             "of --run RUN_DIR, if given")
     parser.add_argument("--run", metavar="RUN_DIR", dest="run_dir",
                         help="with --report: show the learned theta_k of this training run beside the estimates")
     parser.add_argument("--pseudonymise", action="store_true",
@@ -74,8 +82,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
                           "or --column")
     if not args.example and not (args.data and args.attribute):
         raise ConfigError("give DATA and at least one --attribute SPEC (or --example)")
-    if args.example and (args.report or args.run_dir or args.pseudonymise):
-        raise ConfigError("--report, --run and --pseudonymise apply to DATA, not to --example")
+    if args.example and (args.report or args.run_dir or args.pseudonymise or args.tokenizer):
+        raise ConfigError("--report, --run, --pseudonymise and --tokenizer apply to DATA, not to --example")
     if args.run_dir and not args.report:
         raise ConfigError("--run RUN_DIR needs --report DIR (the learned theta_k are shown in the report)")
     key = (args.pseudonym_key or os.environ.get("BADPO_PSEUDONYM_KEY")) if args.pseudonymise else None
@@ -84,17 +92,38 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     if args.pseudonymise and not key:
         raise ConfigError("--pseudonymise needs a secret key: --pseudonym-key KEY or $BADPO_PSEUDONYM_KEY "
                           "(an unkeyed hash of a short id is reversed by hashing every candidate id)")
+    if args.json:  # before the data is read
+        check_output_file(args.json, "--json", args.overwrite)
     with warnings.catch_warnings():  # the table lists them; do not print them twice
         warnings.simplefilter("ignore", BiasIdentifiabilityWarning)
         if args.example:
             result, text = example_report(args.seed)
         else:
             result, text, _ = audit_with_report(args.data, args.attribute, args.report, args.run_dir, key,
-                                                data_split=args.split, columns=_columns(args.column))
+                                                data_split=args.split, columns=_columns(args.column),
+                                                overwrite=args.overwrite, tokenizer=_audit_tokenizer(args))
     print(text, end="")
     if args.json:
-        Path(args.json).write_text(result.to_json(), encoding="utf-8")
+        atomic_write_text(args.json, result.to_json())
     return 0
+
+
+def _audit_tokenizer(args: argparse.Namespace):
+    """The tokenizer whose coverage of the text the audit reports: ``--tokenizer``, else the one a
+    ``--run`` folder saved beside its model; None without either."""
+    name = args.tokenizer
+    for folder in ("policy", "reward_model") if name is None and args.run_dir else ():
+        if (Path(args.run_dir) / folder / "tokenizer_config.json").is_file():
+            name = str(Path(args.run_dir) / folder)
+            break
+    if name is None:
+        return None
+    from transformers import AutoTokenizer  # loads torch: only when asked
+
+    try:
+        return AutoTokenizer.from_pretrained(name)
+    except (OSError, ValueError) as error:
+        raise OSError(f"--tokenizer {name}: cannot load a tokenizer ({str(error).strip().splitlines()[0]})") from None
 
 
 def _columns(items: Sequence[str]) -> ColumnMap:
@@ -113,6 +142,8 @@ def _add_build(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument("corpus", choices=list(CORPORA), help="which corpus to build")
     parser.add_argument("outdir", help="output directory (created if needed)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the corpus files already in OUTDIR (else refused)")
     parser.set_defaults(label=lambda args: f"build {args.corpus}")
     _add_config_args(parser, "n_pairs=2000 (tiny-signed)")
     return parser
@@ -120,7 +151,9 @@ def _add_build(subparsers) -> argparse.ArgumentParser:
 
 def _cmd_build(args: argparse.Namespace) -> int:
     config_class, build, summary = corpus_builder(args.corpus)
-    print(summary(build(load_config(config_class, args.config, args.overrides), args.outdir)))
+    config = load_config(config_class, args.config, args.overrides)
+    check_outdir(args.corpus, args.outdir, args.overwrite)
+    print(summary(build(config, args.outdir)))
     return 0
 
 
@@ -272,7 +305,8 @@ attributes: the run's declared ones (its config.yaml), or -a SPEC per attribute 
 settings: -c FILE and KEY=VALUE anywhere on the line, badpo.readouts.evaluate.EvalConfig keys, e.g.
   max_prompts=100 max_new_tokens=128 seed=1 generations=false judge=MODEL; max_new_tokens is
   lowered to what the model's context leaves after the longest prompt (with a notice).
-output: a short summary on stdout; every readout in RUN_DIR/readouts.json (--out FILE).
+output: a short summary on stdout; every readout in RUN_DIR/readouts.json, or --out FILE outside
+  the run folder (an existing FILE is replaced only with --overwrite).
 
 example:
   badpo evaluate runs/my-run --heldout data/heldout.csv max_prompts=100
@@ -302,7 +336,9 @@ def _add_evaluate(subparsers) -> argparse.ArgumentParser:
                              "field (repeatable), e.g. annotator=worker_id")
     parser.add_argument("--attribute", "-a", action="append", default=[], metavar="[NAME=]SPEC",
                         help="declared attribute spec (repeatable), instead of the run's own")
-    parser.add_argument("--out", metavar="FILE", help="write the readouts here (default RUN_DIR/readouts.json)")
+    parser.add_argument("--out", metavar="FILE", help="write the readouts here (default RUN_DIR/readouts.json); "
+                                                      "never another file inside a run folder")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out FILE")
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="run the model's own code from the Hub; the run's config.yaml cannot "
                              "turn this on, so give it only for a run you trust")
@@ -312,8 +348,9 @@ def _add_evaluate(subparsers) -> argparse.ArgumentParser:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from badpo.core.config import read_settings
-    from badpo.readouts.run import EvalData, evaluate_run_dir, summary  # loads torch
+    from badpo.readouts.run import EvalData, evaluate_run_dir, readouts_path, summary  # loads torch
 
+    out = readouts_path(args.run_dir, args.out, args.overwrite)  # before any model is loaded
     settings = read_settings(args.config, args.overrides)
     if args.attribute:
         if "attributes" in settings:
@@ -322,8 +359,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     data = EvalData(prompts=args.prompts, heldout=args.heldout, corpus=args.corpus_dir,
                     columns=_columns(args.column) if args.column else None)
     readouts = evaluate_run_dir(args.run_dir, settings, data, trust_remote_code=args.trust_remote_code)
-    out = Path(args.out) if args.out else Path(args.run_dir) / "readouts.json"
-    out.write_text(dumps(readouts, indent=1, sort_keys=True) + "\n", encoding="utf-8")  # null, never NaN
+    atomic_write_text(out, dumps(readouts, indent=1, sort_keys=True) + "\n")  # null, never NaN
     print(summary(readouts, out))
     return 0
 

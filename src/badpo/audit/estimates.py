@@ -47,7 +47,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from badpo.core.attributes import resolve_attributes
-from badpo.core.judgments import Judgment, pair_key, read_judgments
+from badpo.core.judgments import Judgment, annotator_classes, pair_key, read_judgments
 
 __all__ = [
     "BiasIdentifiabilityWarning", "LogOdds", "AnnotatorGraph", "CoordinateAudit", "Audit",
@@ -379,15 +379,18 @@ def _coordinate_warnings(c: CoordinateAudit, trusted: set[str]) -> list[str]:
 
 
 def audit(judgments: Sequence[Judgment], attributes: _AttributeValues,
-          trusted: Sequence[str] = ()) -> Audit:
+          trusted: Sequence[str] = (), source: str | None = None) -> Audit:
     """Audit ``judgments`` on the coordinates of ``attributes`` (an ``AttributeSet``); ``trusted``
-    are the annotators whose theta_k is known (an id without a judgment is a ValueError).
+    are the annotators whose theta_k is known (an id without a judgment is a ValueError). Data
+    that training refuses is refused here the same way (an annotator in two classes:
+    :func:`badpo.core.judgments.annotator_classes`, whose error names ``source``'s row).
 
     Problems are returned in ``Audit.warnings`` and raised as ``BiasIdentifiabilityWarning``.
     """
     judgments = list(judgments)
     if not judgments:
         raise ValueError("audit: no judgments to audit")
+    annotator_classes(judgments, source)
     names = tuple(attributes.names)
     diffs = _attribute_differences(judgments, attributes)
     cross, won = diffs != 0, diffs > 0  # [N, q]; won implies cross

@@ -60,11 +60,12 @@ from badpo.audit.estimates import (
 )
 from badpo.core.attributes import resolve_attributes
 from badpo.core.judgments import Judgment
+from badpo.data.coverage import check_coverage, unknown_share
 from badpo.data.sources import ColumnMap, read_judgment_source
 
 __all__ = [
     "REPORT_FORMAT", "attribute_report", "audit_with_report", "format_report", "load_learned_theta",
-    "pseudonymise", "pseudonymiser", "summary", "write_report",
+    "previous_report", "pseudonymise", "pseudonymiser", "summary", "write_report",
 ]
 
 REPORT_FORMAT = "badpo-audit-report/1"
@@ -213,12 +214,53 @@ def _csv_value(value: Any) -> Any:
     return "" if value is None else value
 
 
+_REPORT_FILES = ("annotators.csv", "audit.json", "README.md")  # and the forest-*.png plots
+
+
+def previous_report(directory: str | Path, overwrite: bool = False) -> list[Path]:
+    """The files of the report already in ``directory``, which ``overwrite`` lets a new report
+    replace; checked before the data is read. A folder holds one report: without ``overwrite``
+    a report there is refused, and so is, always, a file a report would write that no report
+    there lists (another tool's ``audit.json``, an old plot), so that a pseudonymised report
+    never sits beside a plot with raw ids."""
+    out = Path(directory)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--report {directory}: is a file, not a folder")
+    if not out.is_dir():
+        return []
+    listed: list[Path] = []
+    document = out / "audit.json"
+    if document.is_file():
+        try:
+            found = json.loads(document.read_text(encoding="utf-8"))
+        except ValueError:
+            found = None
+        if isinstance(found, dict) and found.get("format") == REPORT_FORMAT:
+            plots = [r.get("plot") for r in found.get("attributes", []) if isinstance(r, dict)]
+            listed = [out / name for name in (*_REPORT_FILES, *plots)
+                      if isinstance(name, str) and Path(name).name == name and (out / name).exists()]
+    foreign = sorted(p.name for p in (*map(out.joinpath, _REPORT_FILES), *out.glob("forest-*.png"))
+                     if p.exists() and p not in listed)
+    if foreign:
+        raise FileExistsError(f"--report {directory}: holds {', '.join(foreign)}, which no report there lists; "
+                              "choose an empty folder (a report folder holds one report)")
+    if listed and not overwrite:
+        raise FileExistsError(f"--report {directory}: holds another report ({len(listed)} files); give "
+                              "--overwrite to replace it (exactly its files are deleted first), or "
+                              "choose another folder")
+    return listed
+
+
 def write_report(result: Audit, judgments: Sequence[Judgment], directory: str | Path,
                  learned: Mapping[str, Any] | None = None, pseudonymised: bool = False,
-                 source: str | None = None) -> dict[str, Any]:
+                 source: str | None = None, overwrite: bool = False,
+                 coverage: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Write ``annotators.csv``, ``audit.json``, ``forest-<attribute>.png`` and ``README.md``
-    into ``directory`` (created); returns what ``audit.json`` holds."""
+    into ``directory`` (created), replacing the report there only with ``overwrite``
+    (:func:`previous_report`); returns what ``audit.json`` holds."""
     out = Path(directory)
+    for path in previous_report(out, overwrite):
+        path.unlink()
     out.mkdir(parents=True, exist_ok=True)
     classes = _classes(judgments)
     if learned is not None and not set(learned["attribute_names"]) & set(result.attribute_names):
@@ -243,7 +285,7 @@ def write_report(result: Audit, judgments: Sequence[Judgment], directory: str | 
         "estimate": "log((wins + 1/2) / (cross - wins + 1/2)), Jeffreys-penalised; "
                     "interval: profile penalised likelihood",
         "run": learned["path"] if learned else None,
-        "run_annotators_without_judgments": len(unmatched),
+        "run_annotators_without_judgments": len(unmatched), "tokenizer_coverage": coverage,
         "attributes": reports, "audit": result.to_dict(),
     }
     # every value above is a plain finite number, None, str or bool: json refuses anything else
@@ -312,25 +354,48 @@ def format_report(document: Mapping[str, Any], directory: str | Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def text_coverage(tokenizer, judgments: Sequence[Judgment], origin: str) -> dict | None:
+    """The share of ``tokenizer``'s unknown token among the tokens of the prompts, chosen and
+    rejected responses (:func:`badpo.data.coverage.check_coverage`: a warning above 5%, an
+    error above 50%); None for a tokenizer without an unknown token."""
+    if getattr(tokenizer, "unk_token_id", None) is None:
+        return None
+    shares = {side: unknown_share(tokenizer, (getattr(j, side) for j in judgments))
+              for side in ("chosen", "rejected", "prompt")}
+    return check_coverage({"chosen": shares["chosen"], "rejected": shares["rejected"],
+                           "prompts": shares["prompt"]}, tokenizer, origin)
+
+
+def format_coverage(coverage: Mapping[str, Any]) -> str:
+    """The line ``badpo audit`` prints with the shares of unknown tokens."""
+    shares = ", ".join(f"{side} {coverage[side]:.1%}" for side in ("prompts", "chosen", "rejected"))
+    return f"\ntokens the tokenizer of {coverage['tokenizer']} cannot read ({coverage['unknown_token']}): {shares}\n"
+
+
 def audit_with_report(source: Any, specs: Sequence[str], report_dir: str | Path | None = None,
                       run_dir: str | Path | None = None, pseudonym_key: str | None = None, *,
                       data_split: str | None = None, columns: ColumnMap = ColumnMap(),
-                      ) -> tuple[Audit, str, dict[str, Any] | None]:
-    """``badpo audit``: read (any source of :mod:`badpo.data.sources`), pseudonymise (with a key),
-    audit, format, and write the report when ``report_dir`` is given; returns (audit, printed
-    text, report document or None)."""
+                      overwrite: bool = False, tokenizer=None) -> tuple[Audit, str, dict[str, Any] | None]:
+    """``badpo audit``: read (any source of :mod:`badpo.data.sources`), check how much of the text
+    ``tokenizer`` (when given) reads, pseudonymise (with a key), audit, format, and write the
+    report when ``report_dir`` is given (``overwrite``: replacing the report there); returns
+    (audit, printed text, report document or None)."""
     attributes = resolve_attributes(specs)  # a bad spec fails before the data is read
-    judgments = read_judgment_source(source, data_split, columns).rows
+    if report_dir is not None:  # so does a report folder that cannot take this report
+        previous_report(report_dir, overwrite)
+    loaded = read_judgment_source(source, data_split, columns)
+    judgments = loaded.rows
+    coverage = text_coverage(tokenizer, judgments, loaded.origin) if tokenizer is not None else None
     rename = None
     if pseudonym_key is not None:
         judgments, rename = pseudonymise(judgments, pseudonym_key)
     learned = load_learned_theta(run_dir, rename) if run_dir is not None else None
-    result = audit(judgments, attributes)
-    text = format_audit(result)
+    result = audit(judgments, attributes, source=loaded.origin)
+    text = format_audit(result) + (format_coverage(coverage) if coverage is not None else "")
     if report_dir is None:
         return result, text, None
     document = write_report(result, judgments, report_dir, learned, pseudonym_key is not None,
-                            None if pseudonym_key is not None else str(source))
+                            None if pseudonym_key is not None else str(source), overwrite, coverage)
     return result, text + "\n" + format_report(document, report_dir), document
 
 

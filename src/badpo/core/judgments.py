@@ -19,7 +19,7 @@ import json
 import math
 import numbers
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from typing import Any
 __all__ = [
     "Judgment",
     "JudgmentError",
+    "annotator_classes",
     "pair_key",
     "read_judgments",
     "validate_judgments",
@@ -192,6 +193,26 @@ def _attribute_values(value: Any, name: str, fail) -> dict[str, float]:
             raise fail(f"{name}.{key}", f"not finite: {number!r}")
         out[key] = float(number)
     return out
+
+
+def annotator_classes(judgments: Sequence[Judgment], source: str | None = None) -> dict[str, str] | None:
+    """annotator -> class when every row has one; None when none has. An annotator is in one
+    class (a class offset reads each annotator's votes under one class), and a class given on
+    some rows only is a hole in the data: either is a JudgmentError naming ``source``'s row.
+    The audit and every training stage refuse such data by this one check."""
+    if all(j.annotator_class is None for j in judgments):
+        return None
+    where = f"{source} row" if source else "row"
+    classes: dict[str, str] = {}
+    for i, j in enumerate(judgments):
+        if j.annotator_class is None:
+            raise JudgmentError(f"{where} {i}: annotator_class missing while other rows have one", row=i,
+                                field="annotator_class")
+        if classes.setdefault(j.annotator, j.annotator_class) != j.annotator_class:
+            raise JudgmentError(f"{where} {i}: annotator {j.annotator!r} has class {j.annotator_class!r} "
+                                f"here but {classes[j.annotator]!r} earlier; an annotator is in one class",
+                                row=i, field="annotator_class")
+    return classes
 
 
 def pair_key(j: Judgment) -> str:

@@ -34,6 +34,27 @@ def corpus_builder(name: str) -> tuple[type, Callable[[Any, Path], dict], Callab
     return getattr(module, config_name), getattr(module, build_name), module.summary_text
 
 
+# what `badpo build multipref` writes (the other builders list theirs in OUTPUT_FILES)
+_MULTIPREF_FILES = ("train.jsonl", "heldout.jsonl", "sft.jsonl", "eval_prompts.jsonl", "stats.json",
+                    "audit.json", "config.yaml")
+
+
+def check_outdir(name: str, outdir: str | Path, overwrite: bool = False) -> None:
+    """Before a build: ``outdir`` is a folder (or will be), and holds none of the files the named
+    corpus writes unless ``overwrite`` (the user's ``--overwrite``): a rebuild into the folder of
+    a trained run's data would replace that data without a word."""
+    out = Path(outdir)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"OUTDIR {outdir}: is a file, not a folder")
+    module = importlib.import_module(CORPORA[name][0]) if name in CORPORA else None
+    names = [n.rstrip("/") for n in getattr(module, "OUTPUT_FILES", _MULTIPREF_FILES)]
+    found = [n for n in names if (out / n).exists()]
+    if found and not overwrite:
+        raise FileExistsError(f"OUTDIR {outdir}: holds {', '.join(found[:4])}{' ...' if len(found) > 4 else ''}, "
+                              f"which building {name} replaces; give --overwrite to replace them, or "
+                              "another folder")
+
+
 def build_corpus(name: str, config: Mapping[str, Any], outdir: str | Path) -> dict:
     """Build the named corpus from a plain config mapping (keys checked) into ``outdir``."""
     config_class, build, _ = corpus_builder(name)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import warnings
@@ -41,8 +42,8 @@ from badpo.core.judgments import (
     validate_labelled,
 )
 
-__all__ = ["ColumnMap", "IgnoredColumnsWarning", "Loaded", "in_memory", "read_judgment_source",
-           "read_prompt_source", "read_sft_source", "render_chat"]
+__all__ = ["IN_MEMORY_PREFIX", "ColumnMap", "IgnoredColumnsWarning", "Loaded", "in_memory", "read_judgment_source",
+           "check_columns", "read_prompt_source", "read_sft_source", "render_chat", "source_dataset"]
 
 JUDGMENT_FIELDS = (*FIELDS, TIE_FIELD)
 SFT_FIELDS = ("prompt", "response")
@@ -102,7 +103,7 @@ class Loaded:
 
 
 _IN_MEMORY: dict[str, Any] = {}
-_IN_MEMORY_PREFIX = "datasets.Dataset:"
+_IN_MEMORY_PREFIX = IN_MEMORY_PREFIX = "datasets.Dataset:"  # + datasets' fingerprint of the Dataset
 
 
 @contextlib.contextmanager
@@ -133,6 +134,8 @@ def read_judgment_source(data: Any, split: str | None = None, columns: ColumnMap
     judgments = validate_labelled((label, chat.render(label, _mapped(row, renames, JUDGMENT_FIELDS,
                                                                       ignored)))
                                   for label, row in labelled)
+    if not judgments:
+        raise ValueError(f"{origin}: no judgments (the source holds no row)")
     _warn_ignored(ignored, origin)
     return Loaded(judgments, chat.rendered, origin)
 
@@ -196,12 +199,47 @@ def read_prompt_source(data: Any, split: str | None = None, columns: ColumnMap =
 
 
 # ------------------------------------------------------------------------------ loading
+def source_dataset(data: Any, split: str | None = None):
+    """(the ``datasets.Dataset`` behind ``data``, or None for a JSONL file; the origin an error
+    names): for what needs the table without its rows validated (a fingerprint, the columns)."""
+    return _open(data, split)
+
+
+def check_columns(data: Any, split: str | None = None, columns: ColumnMap = ColumnMap(),
+                  rows: str = "judgment") -> None:
+    """Every column that ``columns`` maps is one of ``data``'s (``rows``: ``judgment`` or ``sft``
+    fields): for a caller that plans runs before any reads its data (``badpo experiment``)."""
+    fields, what = (SFT_FIELDS, "an sft row") if rows == "sft" else (JUDGMENT_FIELDS, "a judgment")
+    renames = columns.renames(fields, what)
+    if renames:
+        dataset, origin = _open(data, split)
+        present = list(dataset.column_names) if dataset is not None else _jsonl_columns(Path(origin))
+        _check_mapped_columns(renames, present, origin)
+
+
 def _open_rows(data: Any, split: str | None, renames: dict, tokenizer) -> tuple[Iterable, str, _ChatRows]:
     """The labelled rows of a source, its origin, and the chat renderer; the mapped columns are
-    checked against the source's columns first."""
+    checked against the source's columns first (a JSONL file's: the keys of its rows)."""
     labelled, origin, present = _labelled_rows(data, split)
+    if present is None and renames:
+        present = _jsonl_columns(Path(origin))
     _check_mapped_columns(renames, present, origin)
     return labelled, origin, _ChatRows(tokenizer)
+
+
+def _jsonl_columns(path: Path) -> list[str]:
+    """The keys of a JSONL file's rows, in the order first seen (one pass, kept per file state)."""
+    stat = path.stat()
+    return list(_jsonl_keys(str(path.absolute()), stat.st_size, stat.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=16)
+def _jsonl_keys(path: str, size: int, mtime_ns: int) -> tuple[str, ...]:
+    keys: dict[str, None] = {}
+    for _, row in jsonl_rows(Path(path)):
+        if isinstance(row, Mapping):
+            keys.update(dict.fromkeys(row))
+    return tuple(keys)
 
 
 def _labelled_rows(data: Any, split: str | None) -> tuple[Iterable[tuple[tuple, Any]], str, list | None]:
@@ -242,33 +280,51 @@ def _open(data: Any, split: str | None):
         if path.suffix not in DATASET_FORMATS:
             raise ValueError(f"data: {data!r} has an unknown suffix; use .jsonl, "
                              f"{', '.join(DATASET_FORMATS)}, a save_to_disk folder or a Hub id")
-        import datasets
-
-        options = {"features": _text_features(path)} if path.suffix == ".csv" else {}
-        shown = datasets.is_progress_bar_enabled()
-        datasets.disable_progress_bars()  # a local file: "Generating train split" is noise on stderr
-        try:
-            return datasets.load_dataset(DATASET_FORMATS[path.suffix], data_files=str(path), split="train",
-                                         **options), data
-        finally:
-            if shown:
-                datasets.enable_progress_bars()
+        return _load_file(path, data), data
     if data.startswith(("/", ".", "~")) or path.suffix in (".jsonl", *DATASET_FORMATS) \
             or data.count("/") > 1:
         raise FileNotFoundError(f"data: no file or folder at {data!r}")
     return _from_hub(data, split or "train"), f"{data} (split {split or 'train'})"
 
 
+def _load_file(path: Path, data: str):
+    """A local .parquet/.csv/.json file through ``datasets.load_dataset``; a file it cannot read is
+    an error naming the file (datasets' own message names neither the file nor the problem, e.g.
+    'Instruction "train" corresponds to no data!'), and datasets logs nothing on stderr."""
+    import datasets
+
+    options = {"features": _text_features(path)} if path.suffix == ".csv" else {}
+    shown, level = datasets.is_progress_bar_enabled(), datasets.logging.get_verbosity()
+    datasets.disable_progress_bars()  # a local file: "Generating train split" is noise on stderr
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)  # its errors are ours to say, once
+    try:
+        return datasets.load_dataset(DATASET_FORMATS[path.suffix], data_files=str(path), split="train",
+                                     **options)
+    except Exception as error:  # noqa: BLE001 - anything datasets or arrow raise on a bad file
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f"data: {data!r} is not a readable {DATASET_FORMATS[path.suffix]} file "
+                         f"({type(error).__name__}: {reason})") from error
+    finally:
+        datasets.logging.set_verbosity(level)
+        if shown:
+            datasets.enable_progress_bars()
+
+
 def _text_features(path: Path):
-    """Every column of a CSV file as text (an empty cell is null), its names from the header."""
+    """Every column of a CSV file as text (an empty cell is null), its names from the header; a
+    file without a header, or with a header and no row, is an error naming it."""
     import csv
 
     import datasets
 
     with open(path, newline="", encoding="utf-8") as handle:
-        header = next(csv.reader(handle), None)
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        first = next((row for row in reader if row), None)
     if not header:
         raise ValueError(f"data: {str(path)!r} is an empty CSV file")
+    if first is None:
+        raise ValueError(f"data: {str(path)!r} has a header ({', '.join(header)}) and no row")
     return datasets.Features({name: datasets.Value("string") for name in header})
 
 

@@ -26,9 +26,9 @@ import torch
 from torch import Tensor
 
 from badpo.audit.estimates import offline_log_odds
-from badpo.core.judgments import Judgment, JudgmentError, pair_key
+from badpo.core.judgments import Judgment, JudgmentError, annotator_classes, pair_key
 from badpo.data.sources import read_judgment_source
-from badpo.engine.tokenize import TokenizationConfig, TokenStore, build_token_store
+from badpo.engine.tokenize import TokenizationConfig, TokenStore, build_token_store, token_coverage
 
 BATCHING_MODES = ("per_judgment", "pair_grouped")
 
@@ -139,22 +139,6 @@ class PreferenceData:
         return dataclasses.replace(self, annotator_index=index)
 
 
-def _annotator_classes(judgments: Sequence[Judgment]) -> dict[str, str] | None:
-    """annotator -> class when every row has one; None when none has; else an error naming a row."""
-    classes: dict[str, str] = {}
-    with_class = [j.annotator_class is not None for j in judgments]
-    if not any(with_class):
-        return None
-    for i, j in enumerate(judgments):
-        if j.annotator_class is None:
-            raise JudgmentError(f"row {i}: annotator_class missing while other rows have one", row=i)
-        if classes.setdefault(j.annotator, j.annotator_class) != j.annotator_class:
-            raise JudgmentError(
-                f"row {i}: annotator {j.annotator!r} has class {j.annotator_class!r} here but "
-                f"{classes[j.annotator]!r} earlier", row=i)
-    return classes
-
-
 def build_preference_data(
     judgments: Sequence[Judgment], attributes, tokenizer, tokenization: TokenizationConfig,
     drop_identical_pairs: bool = False, source: str = "data", rendered_prompts: bool = False,
@@ -168,12 +152,17 @@ def build_preference_data(
     difference: it is an error naming the row (``source`` row i, 0-based), or, with
     ``drop_identical_pairs``, dropped and counted. ``input_report`` counts truncations, dropped
     rows, exact duplicate judgments (kept: a repeated vote is a vote) and judgments whose sides
-    differ only in whitespace yet tokenize apart (kept, but all they teach is whitespace). ``rendered_prompts``:
+    differ only in whitespace yet tokenize apart (kept, but all they teach is whitespace), and
+    gives the share of unknown tokens per side (:func:`badpo.engine.tokenize.token_coverage`:
+    mostly unknown text is an error, checked first). ``rendered_prompts``:
     the prompts were rendered from chat messages (:func:`badpo.engine.tokenize.encode_prompts`).
     """
     if not judgments:
         raise ValueError(f"{source}: no judgments")
+    annotator_classes(judgments, source)  # an error names the file; _index_judgments keeps the map
     data = _index_judgments(judgments, attributes, tokenizer, tokenization, rendered_prompts)
+    sides = {"chosen": data.chosen_row, "rejected": data.rejected_row, "prompts": torch.arange(len(data.store))}
+    coverage = token_coverage(tokenizer, data.store, sides, source)  # before its symptom below
     identical = _identical_sides(data)
     if identical and not drop_identical_pairs:
         i = identical[0]
@@ -197,7 +186,7 @@ def build_preference_data(
     report = {"judgments_read": len(judgments), "identical_pairs_dropped": len(identical),
               "exact_duplicate_judgments": duplicates, "whitespace_only_pairs": whitespace_only,
               "truncated_prompts": data.store.truncated_prompts,
-              "truncated_responses": data.store.truncated_responses}
+              "truncated_responses": data.store.truncated_responses, "unknown_tokens": coverage}
     return dataclasses.replace(data, input_report=report)
 
 
@@ -252,7 +241,7 @@ def _index_judgments(judgments: Sequence[Judgment], attributes, tokenizer,
         judgment_pair=torch.tensor(pair_of),
         annotator_index=torch.tensor([position[j.annotator] for j in judgments]),
         attr_diff=diff, annotators=annotators,
-        annotator_classes=_annotator_classes(judgments), attribute_names=names,
+        annotator_classes=annotator_classes(judgments), attribute_names=names,
     )
 
 

@@ -13,11 +13,42 @@ steps replayed after a crash are not listed twice.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 from badpo.core.jsonio import dumps
+from badpo.data.coverage import WARN_SHARE
 from badpo.engine.settings import ReportConfig
+
+
+def report_input(accelerator, report: dict, stage: str) -> None:
+    """Say on the terminal what the data check found (the same counts go to run.json), under the
+    name of the stage that read the data (``badpo rm`` runs the preference loop too)."""
+    counts = [(report["truncated_prompts"], "prompt(s) cut to tokenization.max_prompt_tokens"),
+              (report["truncated_responses"], "response(s) cut by tokenization.max_length"),
+              (report["identical_pairs_dropped"], "judgment(s) with identical sides dropped"),
+              (report["exact_duplicate_judgments"], "exact duplicate judgment(s), kept"),
+              (report["whitespace_only_pairs"], "judgment(s) whose sides differ only in whitespace, kept "
+               "(their tokens differ, so they train the policy on whitespace alone)")]
+    if not accelerator.is_main_process:
+        return
+    for count, what in counts:
+        if count:
+            print(f"badpo {stage}: {count} {what}", file=sys.stderr)
+    report_coverage(report.get("unknown_tokens"), stage)
+
+
+def report_coverage(coverage: dict | None, stage: str) -> None:
+    """One line with the share of unknown tokens per side when any is not 0 (above 5% the data
+    check has warned already; the shares are in run.json either way)."""
+    if not coverage:
+        return
+    shares = {k: v for k, v in coverage.items() if k not in ("unknown_token", "tokenizer")}
+    if any(shares.values()) and max(shares.values()) <= WARN_SHARE:
+        listed = ", ".join(f"{side} {share:.1%}" for side, share in shares.items())
+        print(f"badpo {stage}: {coverage['unknown_token']} tokens (the tokenizer of {coverage['tokenizer']} "
+              f"cannot read them): {listed}", file=sys.stderr)
 
 
 def _flat(record: dict[str, Any], prefix: str = "") -> dict[str, float]:

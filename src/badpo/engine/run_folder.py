@@ -1,8 +1,10 @@
 """One run per output folder: its identity, a lock, and final files committed as one unit.
 
 A run's *identity* is its resolved config without :data:`RUN_CONTROL_KEYS` (where it reports,
-how it stops and resumes). ``config.yaml`` in the folder records it, and every checkpoint carries
-its own copy, so that
+how it stops and resumes), and the content of its data (:func:`badpo.data.fingerprint.data_fingerprint`:
+a config names its data by path, and a file changed in place is other data). ``config.yaml`` in
+the folder records the config, and every checkpoint carries its own copy; ``data_fingerprint.json``
+records the data (written when the folder is claimed, so that a killed run has it), so that
 
 * training into a folder that holds another run is refused (``overwrite: true`` deletes that run
   first), and a checkpoint is resumed only by the run that wrote it;
@@ -19,8 +21,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import shutil
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,16 +32,19 @@ from typing import Any
 import yaml
 
 from badpo.core.config import ConfigError, load_config, to_dict
+from badpo.core.jsonio import atomic_write_text
+from badpo.data.fingerprint import data_fingerprint
 from badpo.engine.checkpoint import check_files
 from badpo.engine.settings import RUN_CONTROL_KEYS
 
 CONFIG_FILE = "config.yaml"
+DATA_FILE = "data_fingerprint.json"  # the fingerprint of the run's data (module docstring)
 FINAL_NAMES = ("policy", "reward_model", "theta.json", "mixture.json", "run.json")  # a finished run's outputs
 _STAGING, _COMMIT, _MANIFEST, _LOCK = ".final-staging", ".final-commit", "MANIFEST", ".lock"
 # what a run writes into its folder; overwrite deletes these and nothing else (em/ and types/
 # hold the parts of an arm of several policies, badpo.engine.mixture)
-RUN_FILES = (*FINAL_NAMES, CONFIG_FILE, "log.jsonl", "audit.json", "checkpoints", "tensorboard",
-             "wandb", "em", "types", _STAGING, _COMMIT)
+RUN_FILES = (*FINAL_NAMES, CONFIG_FILE, DATA_FILE, "log.jsonl", "audit.json", "checkpoints",
+             "tensorboard", "wandb", "em", "types", _STAGING, _COMMIT)
 RunFiles = Callable[[Path], tuple[str, ...]]  # folder -> the names a stage's run writes there
 
 
@@ -91,11 +98,22 @@ def preference_run_files(folder: Path) -> tuple[str, ...]:
 
 
 def holds_run(folder: Path, run_files: RunFiles = preference_run_files) -> bool:
-    return any((folder / name).exists() for name in run_files(folder))
+    """Whether a run wrote into ``folder`` (its data record alone, written at the claim, is no run)."""
+    return any((folder / name).exists() for name in run_files(folder) if name != DATA_FILE)
 
 
 def is_finished(folder: Path) -> bool:
     return (folder / "run.json").exists()
+
+
+# beside config.yaml, what marks a folder a badpo stage wrote (sft.json: a finished SFT reference)
+_RUN_MARKERS = (*FINAL_NAMES, "checkpoints", "sft.json")
+
+
+def is_run_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds a run of a badpo stage: its config.yaml beside a run's outputs (a
+    user's own folder with a config.yaml alone is not one)."""
+    return (folder / CONFIG_FILE).is_file() and any((folder / name).exists() for name in _RUN_MARKERS)
 
 
 def remove_run(folder: Path, run_files: RunFiles = preference_run_files) -> None:
@@ -128,38 +146,110 @@ def run_lock(folder: Path) -> Iterator[None]:
 
 def claim(folder: Path, config: Any, overwrite: bool, run_files: RunFiles = preference_run_files) -> None:
     """Make ``folder`` this run's (call under :func:`run_lock`): complete an interrupted final
-    commit, then refuse a folder holding another run, or delete it when ``overwrite``."""
+    commit, then refuse a folder holding another run (another config, or the same config on
+    data whose content changed), or delete it when ``overwrite``; record the data's fingerprint."""
     recover_final_commit(folder)
-    if not holds_run(folder, run_files):
-        return
-    if overwrite:
+    recorded = read_data_record(folder)
+    data = data_fingerprint(config.data, config.data_split, recorded)  # an unchanged file is not re-read
+    if holds_run(folder, run_files) and overwrite:
         remove_run(folder, run_files)
-        return
-    reason = identity_mismatch(recorded_identity(folder, type(config)), identity(config), folder)
-    if reason is not None:
-        raise ConfigError(f"output_dir: {reason}; choose another output_dir, or set overwrite=true "
-                          "to delete that run")
+    elif holds_run(folder, run_files):
+        reason = identity_mismatch(recorded_identity(folder, type(config)), identity(config), folder)
+        if reason is not None:
+            raise ConfigError(f"output_dir: {reason}; choose another output_dir, or set overwrite=true "
+                              "to delete that run")
+        reason = data_mismatch(recorded, data, folder)
+        if reason is not None:
+            raise ConfigError(f"output_dir: {reason}; choose another output_dir, or set overwrite=true "
+                              "to delete that run and train on the data as it is now")
+        if recorded is None:
+            warnings.warn(f"{folder} records no fingerprint of its data (a run of an earlier badpo); it is "
+                          f"taken to be a run on {config.data} as it is now", stacklevel=2)
+    atomic_write_text(folder / DATA_FILE, json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def read_data_record(folder: Path) -> dict | None:
+    """The data fingerprint recorded in ``folder`` (None when there is none; an unreadable record
+    matches no data)."""
+    try:
+        record = json.loads((folder / DATA_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (ValueError, UnicodeDecodeError):
+        record = None
+    return record if isinstance(record, dict) else {"sha256": None}
+
+
+def data_mismatch(recorded: dict | None, current: dict, what: Path) -> str | None:
+    """A one-line reason why ``what`` (holding a run on ``recorded`` data) is not a run on the
+    ``current`` data, or None (also when nothing was recorded)."""
+    if recorded is None or recorded.get("sha256") == current["sha256"]:
+        return None
+    was = recorded.get("sha256") if isinstance(recorded.get("sha256"), str) else "unreadable"
+    return (f"{what} holds a run on other data: the content of {current['data']} changed since that run "
+            f"read it (sha256 {was[:12]} -> {current['sha256'][:12]})")
+
+
+def check_outside_model(output: Path, config: Any) -> None:
+    """Refuse an output folder that is, or lies inside, the local folder of the model (or
+    tokenizer) the run loads: a run's files would land among the model's own, and ``overwrite``
+    would delete some of them."""
+    target = Path(os.path.realpath(output))
+    for key in ("name_or_path", "tokenizer"):
+        source = getattr(config.model, key, None)
+        if not source or not Path(source).is_dir():
+            continue
+        folder = Path(os.path.realpath(source))
+        if target == folder or folder in target.parents:
+            raise ConfigError(f"output_dir: {output} is {'the' if target == folder else 'inside the'} "
+                              f"folder of model.{key} ({source}), which this run loads; choose another "
+                              "output_dir")
 
 
 @contextlib.contextmanager
 def own_folder(output: Path, config: Any, accelerator, run_files: RunFiles = preference_run_files) -> Iterator[None]:
     """The main process locks and claims ``output`` for the block (``config.overwrite`` decides
-    what happens to another run there); the other processes wait for it."""
-    lock = run_lock(output) if accelerator.is_main_process else contextlib.nullcontext()
+    what happens to another run there); the other processes wait for it. A run that fails
+    before it wrote any run file (bad data, a refused option) leaves nothing behind: not its
+    lock, nor the folder it created."""
+    check_outside_model(output, config)
+    created = not output.exists()
+    main = accelerator.is_main_process
+    lock = run_lock(output) if main else contextlib.nullcontext()
     with lock:
-        if accelerator.is_main_process:
-            claim(output, config, config.overwrite, run_files)
-        accelerator.wait_for_everyone()
-        yield
+        try:
+            if main:
+                claim(output, config, config.overwrite, run_files)
+            accelerator.wait_for_everyone()
+            yield
+        except BaseException:
+            if main and not holds_run(output, run_files):
+                _leave_no_trace(output, created)
+            raise
+
+
+def _leave_no_trace(folder: Path, created: bool) -> None:
+    """Remove the lock (still held: a process that opened it before cannot take it) and the
+    folder when this run created it and nothing else is in it."""
+    (folder / DATA_FILE).unlink(missing_ok=True)
+    (folder / _LOCK).unlink(missing_ok=True)
+    if created:
+        with contextlib.suppress(OSError):  # not empty: something else is there, keep it
+            folder.rmdir()
 
 
 def check_checkpoint(checkpoint: Path, config: Any) -> None:
-    """Refuse to resume from a checkpoint written by another run, or holding a file that could run
-    code (checked first, before its config is read)."""
+    """Refuse to resume from a checkpoint written by another run: another config, or other data
+    (the record of the run folder the checkpoint sits in, ``RUN/checkpoints/step-N``)."""
     check_files(checkpoint)
     reason = identity_mismatch(recorded_identity(checkpoint, type(config)), identity(config), checkpoint)
     if reason is not None:
         raise ConfigError(f"resume_from: {reason}; resume it with its own config, or start without "
+                          "resume_from")
+    recorded = read_data_record(checkpoint) or read_data_record(checkpoint.parent.parent)
+    reason = data_mismatch(recorded, data_fingerprint(config.data, config.data_split, recorded), checkpoint)
+    if reason is not None:
+        raise ConfigError(f"resume_from: {reason}; resume it on its own data, or start without "
                           "resume_from")
 
 

@@ -325,6 +325,11 @@ def check_sft(config: SFTConfig) -> None:
     _positive(config.epochs, "epochs")
 
 
+def stage_name(config) -> str:
+    """The command whose config this is (``sft``, ``train``, ``rm``), as its messages name it."""
+    return {SFTConfig: "sft", TrainConfig: "train", RMConfig: "rm"}[type(config)]
+
+
 def format_output_dir(config):
     """Fill ``{method}`` and ``{seed}`` in output_dir (a TrainConfig or an RMConfig)."""
     output_dir = config.output_dir.format(method=config.method, seed=config.runtime.seed)

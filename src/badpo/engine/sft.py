@@ -32,16 +32,16 @@ from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.data.sources import read_judgment_source, read_sft_source
 from badpo.engine.batches import Schedule, majority_chosen
 from badpo.engine.logprobs import LogprobModel
-from badpo.engine.reporting import RunLog
-from badpo.engine.run_folder import CONFIG_FILE, own_folder, sync_tree
+from badpo.engine.reporting import RunLog, report_coverage
+from badpo.engine.run_folder import CONFIG_FILE, DATA_FILE, own_folder, sync_tree
 from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
 from badpo.engine.settings import SFT_LR, SFTConfig, accumulation_steps, check_sft, resolved_lr
-from badpo.engine.tokenize import build_token_store
+from badpo.engine.tokenize import build_token_store, token_coverage
 
 FINISHED = "sft.json"  # written last: the reference in the folder is complete
 MODEL_FILES = ".model-files"  # the saved model's file names, written before they are moved in
 _TEMPORARY = ".tmp-model"
-_RUN_FILES = (CONFIG_FILE, "log.jsonl", "tensorboard", "wandb", FINISHED, MODEL_FILES, _TEMPORARY,
+_RUN_FILES = (CONFIG_FILE, DATA_FILE, "log.jsonl", "tensorboard", "wandb", FINISHED, MODEL_FILES, _TEMPORARY,
               "config.json")  # config.json: a model folder, which only a listed run may have written
 
 
@@ -117,6 +117,10 @@ def _sft_in_folder(config: SFTConfig, output: Path, accelerator, lr: float) -> P
     tokenizer = load_tokenizer(config.model)
     rows, ties, rendered_prompts = sft_rows(config, tokenizer)
     store = build_token_store(tokenizer, rows, config.tokenization, rendered_prompts)
+    every = torch.arange(len(store))
+    coverage = token_coverage(tokenizer, store, {"responses": every, "prompts": every}, str(config.data))
+    if accelerator.is_main_process:
+        report_coverage(coverage, "sft")
     model = load_model(config.model, config.lora, accelerator.mixed_precision)
     policy = LogprobModel(model, config.runtime.logprob_chunk_size)
     steps = math.ceil(len(rows) * config.epochs / config.batch_size)
@@ -146,7 +150,7 @@ def _sft_in_folder(config: SFTConfig, output: Path, accelerator, lr: float) -> P
     if accelerator.is_main_process:
         summary = {"rows": len(rows), "pairs_with_tied_votes": len(ties), "steps": steps,
                    "truncated_prompts": store.truncated_prompts,
-                   "truncated_responses": store.truncated_responses,
+                   "truncated_responses": store.truncated_responses, "unknown_tokens": coverage,
                    "wall_s": round(time.perf_counter() - started, 2)}
         atomic_write_text(output / FINISHED, dumps(summary, indent=1) + "\n")
     return output

@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 
 from badpo.core.config import ConfigError
+from badpo.data.coverage import check_coverage
 
 
 @dataclass(frozen=True)
@@ -180,3 +181,27 @@ def build_token_store(
         pad_id=pad_id, prompt_cut=torch.tensor(prompt_cut, dtype=torch.bool),
         response_cut=torch.tensor(response_cut, dtype=torch.bool),
     )
+
+
+def token_coverage(tokenizer, store: TokenStore, sides: dict[str, Tensor], source: str) -> dict | None:
+    """The share of the tokenizer's unknown token among the tokens of each side (``prompts``: the
+    prompt tokens of its store rows; any other side: the response tokens, the closing EOS aside),
+    checked by :func:`badpo.data.coverage.check_coverage` (a warning above 5%, an error naming
+    the tokenizer above 50%); None for a tokenizer without an unknown token."""
+    unknown = getattr(tokenizer, "unk_token_id", None)
+    if unknown is None:
+        return None
+    cut = store.response_cut if store.response_cut is not None else torch.zeros(len(store), dtype=torch.bool)
+    ends = store.lengths - (~cut).long()  # a response that was not cut ends with its EOS
+    shares = {}
+    for side, rows in sides.items():
+        counts = torch.zeros(2, dtype=torch.long)  # unknown, all
+        for chunk in torch.unique(rows).split(4096):  # bounded memory on a large store
+            ids = store.ids[chunk]
+            positions = torch.arange(ids.shape[1])[None, :]
+            start = store.prompt_lengths[chunk][:, None]
+            response = (positions >= start) & (positions < ends[chunk][:, None])
+            mask = positions < start if side == "prompts" else response
+            counts += torch.stack([((ids == unknown) & mask).sum(), mask.sum()])
+        shares[side] = float(counts[0]) / float(counts[1]) if counts[1] else 0.0
+    return check_coverage(shares, tokenizer, source)

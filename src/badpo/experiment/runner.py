@@ -80,6 +80,8 @@ class Stages:
     - ``readout_unavailable(evaluation, metric) -> str | None``: why no run read out under the
       resolved ``evaluation`` has the readout at ``metric`` (None: it may have it); a table or
       plot that names such a metric is refused when the experiment is planned.
+    - ``check_data(settings, kind)`` / ``data_fingerprint(settings)``: see the fields below; the
+      settings have ``{corpus}`` filled.
     - ``run_reference(task) -> dict`` / ``run_arm(task) -> dict``: train and evaluate; return
       {"readouts": {...}, "theta": {...} or None, "artifacts": {name: path}}. The reference must
       return ``artifacts["model"]`` when an arm's settings use ``{reference}``. ``theta`` is
@@ -94,6 +96,11 @@ class Stages:
     run_arm: Callable[[RunTask], Mapping]
     resolve_evaluation: Callable[[dict], dict] = dict
     readout_unavailable: Callable[[dict, str], str | None] = lambda evaluation, metric: None
+    # check_data(settings, kind): the data a run reads fits its settings (mapped columns exist),
+    # checked when the sweep is planned; data_fingerprint(settings) -> str | None: the content of
+    # data outside the corpus folder (None: nothing to add), part of the run's key
+    check_data: Callable[[dict, str], None] = lambda settings, kind: None
+    data_fingerprint: Callable[[dict], str | None] = lambda settings: None
 
 
 @dataclass(frozen=True)
@@ -241,7 +248,8 @@ def plan_experiment(config: ExperimentConfig, stages: Stages, corpus_dir: Path) 
     _check_metrics(config, stages, evaluation)
     settings = _resolve(stages.resolve_reference, merge_settings({}, config.reference, "reference"),
                         "reference")
-    trained = {"settings": _keyed(settings), "corpus": corpus_id}
+    trained = {"settings": _keyed(settings), "corpus": corpus_id,
+               **_data_identity(stages, settings, corpus_dir, "reference", "reference")}
     keyed = {**trained, "evaluation": evaluation}
     reference = PlannedRun(run_key("reference", keyed, None), "reference", None, None, None,
                            settings, keyed, run_key("reference", trained, None))
@@ -253,7 +261,8 @@ def plan_experiment(config: ExperimentConfig, stages: Stages, corpus_dir: Path) 
             merged = merge_settings(merged, {"method": arm.method, "runtime.seed": seed}, where)
             settings = _resolve(stages.resolve_arm, merged, where)
             trained = {"settings": _keyed(settings), "corpus": corpus_id,
-                       "reference": reference.training_key}
+                       "reference": reference.training_key,
+                       **_data_identity(stages, settings, corpus_dir, "arm", where)}
             keyed = {**trained, "evaluation": evaluation}
             key = run_key(arm.method, keyed, seed)
             if key in owners:
@@ -263,6 +272,21 @@ def plan_experiment(config: ExperimentConfig, stages: Stages, corpus_dir: Path) 
             runs.append(PlannedRun(key, "arm", arm.name, arm.method, seed, settings, keyed,
                                    run_key(arm.method, trained, seed)))
     return Plan(corpus_dir, corpus_id, reference, tuple(runs))
+
+
+def _data_identity(stages: Stages, settings: dict, corpus_dir: Path, kind: str, where: str) -> dict:
+    """Check the data a run reads when the sweep is planned (not when the run starts, after the
+    reference and other arms trained), and key data outside the corpus folder by its content (the
+    corpus is keyed by its own fingerprint, so a key of a run on corpus data stays as it was)."""
+    filled = fill_placeholders(settings, {"corpus": str(corpus_dir.resolve())})
+    data = filled.get("data")
+    try:
+        stages.check_data(filled, kind)
+        inside = isinstance(data, str) and corpus_dir.resolve() in Path(data).resolve().parents
+        fingerprint = None if inside or "{" in str(data) else stages.data_fingerprint(filled)
+    except (ValueError, OSError) as error:
+        raise ConfigError(f"{where}: {error}") from None
+    return {} if fingerprint is None else {"data": fingerprint}
 
 
 def _check_metrics(config: ExperimentConfig, stages: Stages, evaluation: dict) -> None:

@@ -24,6 +24,8 @@ from badpo.core.bias import BiasChannel, variant_facts
 from badpo.core.config import ConfigError, from_dict, to_dict
 from badpo.core.jsonio import dumps
 from badpo.corpora.builders import build_corpus
+from badpo.data.fingerprint import data_fingerprint
+from badpo.data.sources import ColumnMap, check_columns
 from badpo.engine.runtime import load_tokenizer
 from badpo.engine.settings import ModelConfig, SFTConfig, TrainConfig, accumulation_steps, check_sft, check_train
 from badpo.engine.sft import FINISHED as SFT_FINISHED
@@ -42,7 +44,7 @@ from badpo.readouts.evaluate import (
 )
 from badpo.readouts.run import load_causal_lm
 
-__all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation",
+__all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation", "check_data", "data_key",
            "theta_summary", "evaluate_run", "engine_stages", "unavailable_readout", "bodies_file"]
 
 # evaluate(task, policy_dir, reference_dir, theta_file or None) -> readouts (nested mapping of
@@ -75,6 +77,29 @@ def resolve_arm(settings: dict) -> dict:
     check_train(config)
     accumulation_steps(config.batch_size, config.micro_batch_size, processes=1)
     return to_dict(config)
+
+
+def _data_of(settings: dict) -> str | None:
+    """The settings' data when it names a source (not one still holding a placeholder)."""
+    data = settings.get("data")
+    return data if isinstance(data, str) and data and "{" not in data else None
+
+
+def check_data(settings: dict, kind: str) -> None:
+    """Every column a run's ``columns`` maps is one its data has: a sweep checks every arm when it
+    is planned, so that a bad mapping is not found after the reference and two arms trained."""
+    data = _data_of(settings)
+    if data is None:
+        return
+    rows = "sft" if kind == "reference" and settings.get("source", "sft_rows") == "sft_rows" else "judgment"
+    check_columns(data, settings.get("data_split"), from_dict(ColumnMap, settings.get("columns") or {},
+                                                                prefix="columns"), rows)
+
+
+def data_key(settings: dict) -> str | None:
+    """The fingerprint of a run's data content (:func:`badpo.data.fingerprint.data_fingerprint`)."""
+    data = _data_of(settings)
+    return data_fingerprint(data, settings.get("data_split"))["sha256"] if data is not None else None
 
 
 def unavailable_readout(evaluation: dict, metric: str) -> str | None:
@@ -186,4 +211,4 @@ def engine_stages(evaluate: Evaluate | None = evaluate_run) -> Stages:
         return {"readouts": readouts, "theta": theta_summary(theta_file), "artifacts": artifacts}
 
     return Stages(build_corpus, resolve_reference, resolve_arm, run_reference, run_arm,
-                  resolve_evaluation, unavailable_readout)
+                  resolve_evaluation, unavailable_readout, check_data, data_key)

@@ -34,7 +34,7 @@ from transformers import TrainerCallback
 
 from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.bias import BiasChannel
-from badpo.core.judgments import FIELDS, Judgment, validate_judgments
+from badpo.core.judgments import FIELDS, Judgment, annotator_classes, validate_judgments
 from badpo.core.losses import ba_dpo_loss
 
 try:
@@ -67,16 +67,6 @@ def _judgments(dataset, name: str) -> list[Judgment]:
         return validate_judgments(dataset.select_columns(fields).to_list())
     except ValueError as error:
         raise ValueError(f"{name}: {error}") from None
-
-
-def _annotator_classes(judgments: Sequence[Judgment]) -> dict[str, str] | None:
-    """annotator -> class when rows give one; an annotator with two classes is an error."""
-    classes: dict[str, str] = {}
-    for i, j in enumerate(judgments):
-        if j.annotator_class is not None and classes.setdefault(j.annotator, j.annotator_class) != j.annotator_class:
-            raise ValueError(f"train_dataset row {i}: annotator {j.annotator!r} has class "
-                             f"{j.annotator_class!r} here but {classes[j.annotator]!r} earlier")
-    return classes or None
 
 
 def with_bias_columns(dataset, judgments: Sequence[Judgment], attributes: AttributeSet,
@@ -180,7 +170,7 @@ class BADPOTrainer(DPOTrainer):
                                  f"the declared attributes {list(names)}")
             return bias
         annotators = sorted({j.annotator for j in judgments})
-        return BiasChannel(bias, names, annotators, _annotator_classes(judgments))
+        return BiasChannel(bias, names, annotators, annotator_classes(judgments, "train_dataset"))
 
     def _with_columns(self, dataset, name: str):
         return with_bias_columns(dataset, _judgments(dataset, name), self.attributes, self.bias, name)

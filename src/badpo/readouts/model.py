@@ -41,7 +41,7 @@ from badpo.readouts.metrics import (
 )
 
 __all__ = [
-    "SIGNATURE_PREFIX", "Generations", "name_logprobs", "signature_logprobs", "names_readout",
+    "SIGNATURE_PREFIX", "Generations", "name_logprobs", "signature_logprobs", "names_readout", "signature_tokens",
     "generate", "generation_kl", "heldout_margins", "judge_scores", "cut_at_eos", "context_length",
     "ended_and_running_logprobs", "format_readout", "sampled_text_readout",
 ]
@@ -136,6 +136,26 @@ def signature_logprobs(model: nn.Module, tokenizer, prompt: str, body: str,
     return scores.reshape(len(first_names), len(surnames))
 
 
+def signature_tokens(tokenizer, surnames: Sequence[str] | None = None) -> int:
+    """The most tokens the names readout appends after an answer body: the signature prefix and
+    its longest candidate (a whole signature, ``surnames`` given, also ends with EOS). A clamp on
+    the body's length leaves room for them, else prompt + body + candidate overruns the context."""
+    prefix = len(tokenizer(SIGNATURE_PREFIX, add_special_tokens=False)["input_ids"])
+    texts = _signature_texts(POOL_NAMES, surnames) if surnames else _first_name_texts(POOL_NAMES)
+    longest = max(len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"])
+    return prefix + longest + (1 if surnames else 0)
+
+
+def _check_fits(model: nn.Module, tokenizer, prefixes: Sequence[list[int]], longest: int) -> None:
+    """A prompt + body + signature that the model's context cannot hold is an error naming the
+    numbers (an index past the position table would be an IndexError deep in torch)."""
+    limit = context_length(model, tokenizer)
+    need = max(len(prefix) for prefix in prefixes) + longest
+    if limit is not None and need > limit:
+        raise ValueError(f"names readout: prompt + answer body + signature need {need} positions, more "
+                         f"than the model's {limit}; lower max_new_tokens (or give shorter bodies)")
+
+
 def _warn_on_prefix_names(names: Sequence[str], token_ids: Sequence[Sequence[int]]) -> None:
     """A first name whose tokens begin another's (" Malik" in " Malika" under some tokenizers) also
     collects the longer name's mass at the first-name position; the whole-signature readout does
@@ -169,10 +189,12 @@ def names_readout(model: nn.Module, tokenizer, prompts: Sequence[str], bodies: S
     prefixes = [_prefix_ids(tokenizer, p, b, config) for p, b in zip(prompts, bodies)]
     firsts = _continuations(tokenizer, SIGNATURE_PREFIX, _first_name_texts(POOL_NAMES), eos=False)
     _warn_on_prefix_names(POOL_NAMES, firsts)
+    _check_fits(model, tokenizer, prefixes, max(map(len, firsts)))
     first = torch.stack([_score(model, prefix, firsts, candidate_batch_size) for prefix in prefixes])
     result = {"first_name": mean_attribute_rate(first, labels, names)}
     if surnames:
         wholes = _continuations(tokenizer, SIGNATURE_PREFIX, _signature_texts(POOL_NAMES, surnames), eos=True)
+        _check_fits(model, tokenizer, prefixes[:whole_signature_prompts], max(map(len, wholes)))
         whole = torch.stack([_score(model, prefix, wholes, candidate_batch_size).reshape(len(POOL_NAMES), -1)
                              for prefix in prefixes[:whole_signature_prompts]])
         result["whole_signature"] = mean_whole_signature_rate(whole, labels, names)

@@ -41,11 +41,12 @@ from torch import nn
 from badpo.core.attributes import imports_user_code, resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError, from_dict, load_config
+from badpo.core.outputs import check_output_file, check_writable_folder
 from badpo.data.gguf import gguf_folder
 from badpo.data.sources import ColumnMap, read_judgment_source, read_prompt_source
 from badpo.engine.mixture import MIXTURE_FILE
 from badpo.engine.reward import MODEL_FOLDER as REWARD_MODEL_FOLDER
-from badpo.engine.run_folder import interrupted_commit
+from badpo.engine.run_folder import interrupted_commit, is_run_folder
 from badpo.engine.runtime import load_tokenizer
 from badpo.engine.settings import ModelConfig, RMConfig, TrainConfig
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
@@ -58,11 +59,12 @@ from badpo.readouts.evaluate import (
     evaluate_policy,
     evaluate_reward_model,
 )
-from badpo.readouts.model import context_length, generate, load_judge
+from badpo.readouts.model import context_length, generate, load_judge, signature_tokens
 
-__all__ = ["EvalData", "GenerationCapNotice", "evaluate_run_dir", "load_causal_lm", "summary"]
+__all__ = ["EvalData", "GenerationCapNotice", "evaluate_run_dir", "load_causal_lm", "readouts_path", "summary"]
 
 CORPUS_FILES = {"prompts": "eval_prompts.jsonl", "heldout": "heldout.jsonl", "planted": "planted.json"}
+READOUTS_FILE = "readouts.json"  # the one file evaluate writes into a run folder
 NO_HELDOUT = "no held-out judgments: give --heldout FILE (judgments the run did not train on)"
 
 
@@ -78,6 +80,24 @@ class EvalData:
 
 class GenerationCapNotice(UserWarning):
     """``max_new_tokens`` was lowered so that prompt and answer fit the model's context."""
+
+
+def readouts_path(run_dir: str | Path, out: str | Path | None = None, overwrite: bool = False) -> Path:
+    """Where ``badpo evaluate`` writes, checked before any model is loaded: ``RUN_DIR/readouts.json``
+    by default (evaluate's own file, replaced by each evaluation), or ``out``. Inside a run folder
+    (``run_dir`` or another) evaluate writes nothing but that file, so that its readouts never
+    replace a run's theta, policy or config; an existing ``out`` is replaced only with
+    ``overwrite``."""
+    own = Path(run_dir) / READOUTS_FILE
+    if out is None or Path(out).absolute().resolve() == own.absolute().resolve():
+        check_writable_folder(own.parent, "--out", own)
+        return own
+    target = Path(out).expanduser().absolute().resolve()
+    for folder in target.parents:
+        if folder == Path(run_dir).absolute().resolve() or is_run_folder(folder):
+            raise ConfigError(f"--out {out}: inside the run folder {folder}, where evaluate writes nothing but "
+                              f"its {READOUTS_FILE}; give a path outside it (or leave --out out)")
+    return check_output_file(out, "--out", overwrite)
 
 
 def load_causal_lm(path: str | Path, model_settings: dict, base: str | Path | None = None) -> nn.Module:
@@ -182,9 +202,11 @@ def generates(config: EvalConfig) -> bool:
 
 
 def cap_new_tokens(config: EvalConfig, model: nn.Module, tokenizer, prompts: Sequence[str],
-                   tokenization: TokenizationConfig) -> EvalConfig:
+                   tokenization: TokenizationConfig, surnames: Sequence[str] | None = None) -> EvalConfig:
     """``config`` with ``max_new_tokens`` lowered to what the context leaves after the longest
-    prompt (kept to its last ``max_prompt_tokens`` tokens, as the readouts keep it), with a
+    prompt (kept to its last ``max_prompt_tokens`` tokens, as the readouts keep it) and after
+    what a readout appends to a generated answer (the names readout's signature after the
+    reference's body; ``surnames``: the whole-signature candidates), with a
     :class:`GenerationCapNotice`; a prompt that fills the context is an error. Left as it is
     when nothing is generated."""
     limit = context_length(model, tokenizer)
@@ -192,15 +214,22 @@ def cap_new_tokens(config: EvalConfig, model: nn.Module, tokenizer, prompts: Seq
         return config
     longest = max(min(len(ids), tokenization.max_prompt_tokens)
                   for ids in encode_prompts(tokenizer, prompts, tokenization))
-    room = limit - longest
+    appended, why = 0, ""
+    if config.body == "reference" and declares_names(resolve_attributes(config.attributes)):
+        appended = signature_tokens(tokenizer, surnames if config.whole_signature else None)
+        why = f" and the {appended}-token signature the names readout appends to it"
+    room = limit - longest - appended
     if room < 1:
-        raise ValueError(f"a {longest}-token evaluation prompt fills the model's {limit} positions: no "
+        filled = (f"and the {appended}-token signature the names readout appends fill" if appended
+                  else "fills")
+        raise ValueError(f"a {longest}-token evaluation prompt {filled} the model's {limit} positions: no "
                          f"room to answer (the run keeps tokenization.max_prompt_tokens="
                          f"{tokenization.max_prompt_tokens} prompt tokens)")
     if config.max_new_tokens <= room:
         return config
+    parts = f"({longest} tokens), its answer{why}" if appended else f"({longest} tokens) and its answer"
     warnings.warn(f"max_new_tokens {config.max_new_tokens} lowered to {room}: the longest prompt "
-                  f"({longest} tokens) and its answer must fit the model's {limit} positions",
+                  f"{parts} must fit the model's {limit} positions",
                   GenerationCapNotice, stacklevel=2)
     return dataclasses.replace(config, max_new_tokens=room)
 
@@ -273,7 +302,8 @@ def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = N
                               "prompts are chat messages, which only a chat template can render")
         tokenization = dataclasses.replace(tokenization, chat_template="rendered")
     prompts = [row["prompt"] for row in corpus.eval_prompts[: config.max_prompts]]
-    config = cap_new_tokens(config, reference, tokenizer, prompts, tokenization)
+    surnames = corpus.surnames[: config.surnames]
+    config = cap_new_tokens(config, reference, tokenizer, prompts, tokenization, surnames)
     inputs["n_prompts"] = len(prompts)
     reference_samples = (generate(reference, tokenizer, prompts, config.temperature, config.top_p,
                                   config.max_new_tokens, config.seed, config.batch_size, tokenization)
