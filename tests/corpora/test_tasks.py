@@ -61,3 +61,7 @@ def test_the_same_seed_gives_the_same_questions_and_they_are_distinct():
     assert [t.kind for t in first[:7]] == list(KINDS)
     with pytest.raises(ValueError, match="distinct questions"):
         make_tasks(500, seed=0, kinds=("count",))
+    many = make_tasks(700, seed=0)  # count and reverse run out at one question per word
+    assert len({t.prompt for t in many}) == 700
+    kinds = {k: sum(t.kind == k for t in many) for k in ("count", "reverse", "add")}
+    assert kinds["count"] == kinds["reverse"] == 40 and kinds["add"] > 100

@@ -77,16 +77,23 @@ def make_task(kind: str, rng: np.random.Generator) -> Task:
 
 
 def make_tasks(count: int, seed: int, kinds: tuple[str, ...] = KINDS) -> list[Task]:
-    """``count`` distinct questions, kinds in turn, drawn from ``seed`` (the same list every time)."""
+    """``count`` distinct questions, kinds in turn, drawn from ``seed`` (the same list every time).
+    A kind whose questions run out (``count`` and ``reverse`` have one per word) leaves the turn."""
     rng = np.random.default_rng([seed, 0x7A5C])
     found: dict[str, Task] = {}
-    attempts = 0
+    active, turn = list(kinds), 0
     while len(found) < count:
-        task = make_task(kinds[len(found) % len(kinds)], rng)
-        found.setdefault(task.prompt, task)
-        attempts += 1
-        if attempts > 50 * count:
+        if not active:
             raise ValueError(f"only {len(found)} distinct questions of kinds {kinds} exist; asked for {count}")
+        kind = active[turn % len(active)]
+        for _ in range(200):
+            task = make_task(kind, rng)
+            if task.prompt not in found:
+                found[task.prompt] = task
+                turn += 1
+                break
+        else:
+            active.remove(kind)
     return list(found.values())
 
 

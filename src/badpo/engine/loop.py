@@ -39,7 +39,7 @@ from badpo.engine.checkpoint import (
     resolve_resume,
     save_checkpoint,
 )
-from badpo.engine.reporting import RunLog
+from badpo.engine.reporting import RunLog, report_input
 from badpo.engine.run_folder import CONFIG_FILE, check_checkpoint
 from badpo.methods import JudgmentBatch, LossTerms, Method, StepView, Weighting, sample_seeds
 
@@ -243,19 +243,6 @@ def notice(stage: str, accelerator, message: str) -> None:
         print(f"badpo {stage}: {message}", file=sys.stderr)
 
 
-def report_input(stage: str, accelerator, report: dict) -> None:
-    """Say on the terminal what the data check found (the same counts go to run.json)."""
-    counts = [(report["truncated_prompts"], "prompt(s) cut to tokenization.max_prompt_tokens"),
-              (report["truncated_responses"], "response(s) cut by tokenization.max_length"),
-              (report["identical_pairs_dropped"], "judgment(s) with identical sides dropped"),
-              (report["exact_duplicate_judgments"], "exact duplicate judgment(s), kept"),
-              (report["whitespace_only_pairs"], "judgment(s) whose sides differ only in whitespace, kept "
-               "(their tokens differ, so they train the policy on whitespace alone)")]
-    for count, what in counts:
-        if count:
-            notice(stage, accelerator, f"{count} {what}")
-
-
 def resume_point(config, output: Path) -> Path | None:
     """The checkpoint this run resumes from (``resume_from``), checked to be this run's; None to
     start afresh. An unfinished run's checkpoints without ``resume_from`` are an error."""
@@ -274,7 +261,7 @@ def run_stage(stage: Stage, config, output: Path, accelerator, resume: Path | No
     """Train (or resume from ``resume``) one run of ``stage`` in ``output``; returns ``output``."""
     check_checkpointing(accelerator, config, resume)
     run, cache_parts, tokenizer = stage.prepare(config, accelerator)
-    report_input(stage.name, accelerator, run.data.input_report)
+    report_input(accelerator, run.data.input_report, stage.name)
     state = TrainingState()
     contents = checkpoint_contents(run, state)  # what a checkpoint holds: tensors and JSON only
     if resume is not None:
@@ -317,4 +304,4 @@ def _loop(run: Run, config, output: Path, state: TrainingState, contents, starte
 
 
 __all__ = ["Run", "Stage", "STATS", "run_stage", "train_step", "judgment_losses", "bias_logits",
-           "step_view", "step_record", "resume_point", "notice", "report_input"]
+           "step_view", "step_record", "resume_point", "notice"]
