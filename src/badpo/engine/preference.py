@@ -24,6 +24,7 @@ from badpo.engine.batches import PreferenceData, Schedule, load_preference_data,
 from badpo.engine.cache import reference_logprobs, token_offsets
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.loop import Run
+from badpo.engine.reporting import read_log, theta_convergence, theta_notice
 from badpo.engine.run_folder import commit_final
 from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
 from badpo.engine.settings import PREFERENCE_LR, TrainConfig, accumulation_steps, resolved_lr
@@ -206,7 +207,10 @@ def write_policy_outputs(run: Run, tokenizer, output: Path, cache_parts: dict, l
                "input": run.data.input_report,
                "audit_warnings": list(run.labels.warnings) if run.labels is not None else [],
                "wall_s": round(seconds, 2), "final": last,
+               "theta_convergence": (theta_convergence(read_log(output), run.config.steps)
+                                     if run.theta_optimizer is not None else None),  # None: no theta learnt
                "reference_cache": {k: v for k, v in cache_parts.items() if k != "tokenization"}}
+    theta_notice(summary["theta_convergence"], "train")
 
     def write(staging: Path) -> None:
         if run.config.save_policy:

@@ -62,6 +62,48 @@ def _flat(record: dict[str, Any], prefix: str = "") -> dict[str, float]:
     return out
 
 
+THETA_TAIL = 0.1  # the last tenth of the steps
+THETA_MOVING = 0.05  # theta_bar still moving: changed by more than 5% of its size over that tail
+
+
+def theta_convergence(records: list[dict[str, Any]], steps: int) -> dict[str, Any] | None:
+    """Whether theta_bar settled: its change over the last tenth of the ``steps`` (log records
+    with ``theta_bar``), per attribute, against its size at the end. ``converged`` is False when
+    any attribute moved by more than 5% of max(|theta_bar|, 0.1) there: a theta still rising after
+    tens of steps looks like a result and is not one. None without a logged theta."""
+    logged = [r for r in records if isinstance(r.get("theta_bar"), dict)]
+    if not logged:
+        return None
+    start_step = steps - max(1, round(THETA_TAIL * steps))
+    first = next((r for r in logged if r["step"] >= start_step), logged[0])
+    last = logged[-1]
+    attributes = {}
+    for name, end in last["theta_bar"].items():
+        begin = first["theta_bar"][name]
+        relative = abs(end - begin) / max(abs(end), 0.1)
+        attributes[name] = {"from": begin, "to": end, "relative_change": relative,
+                            "moving": relative > THETA_MOVING}
+    return {"steps": [first["step"], last["step"]], "attributes": attributes,
+            "converged": not any(a["moving"] for a in attributes.values())}
+
+
+def theta_notice(convergence: dict[str, Any] | None, stage: str) -> None:
+    """Say so on the terminal when theta_bar was still moving at the end."""
+    if convergence is None or convergence["converged"]:
+        return
+    moving = ", ".join(f"{name} {a['from']:.3f} -> {a['to']:.3f}" for name, a in convergence["attributes"].items()
+                       if a["moving"])
+    first, last = convergence["steps"]
+    print(f"badpo {stage}: theta_bar was still moving over steps {first}-{last} ({moving}); it has not "
+          "converged: train longer (steps) or read theta as a lower bound (run.json: theta_convergence)",
+          file=sys.stderr)
+
+
+def read_log(output_dir: Path) -> list[dict[str, Any]]:
+    path = output_dir / "log.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
 class RunLog:
     """Append step records; ``close()`` flushes the sinks."""
 

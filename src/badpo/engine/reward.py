@@ -37,6 +37,7 @@ from badpo.core.losses import bt_loss
 from badpo.engine.batches import Schedule, load_preference_data
 from badpo.engine.loop import Run, bias_logits, resume_point, run_stage
 from badpo.engine.preference import audit_labels, build_bias, theta_adam
+from badpo.engine.reporting import read_log, theta_convergence, theta_notice
 from badpo.engine.run_folder import commit_final, is_finished, own_folder
 from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
 from badpo.engine.settings import REWARD_LR, RMConfig, accumulation_steps, check_rm, format_output_dir, resolved_lr
@@ -125,7 +126,10 @@ def write_reward_outputs(run: Run, tokenizer, output: Path, cache_parts: dict, l
                "steps": config.steps, "batching": config.batching, "judgments": len(run.data),
                "pairs": int(run.data.pair_rows.shape[0]), "input": run.data.input_report,
                "audit_warnings": list(run.labels.warnings) if run.labels is not None else [],
-               "wall_s": round(seconds, 2), "final": last}
+               "wall_s": round(seconds, 2), "final": last,
+               "theta_convergence": (theta_convergence(read_log(output), config.steps)
+                                     if run.theta_optimizer is not None else None)}
+    theta_notice(summary["theta_convergence"], "rm")
 
     def write(staging: Path) -> None:
         model = accelerator.unwrap_model(run.policy).model
