@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from badpo.core.config import ConfigError, dump_yaml
 from badpo.core.jsonio import atomic_write_text, write_json, write_jsonl
@@ -102,7 +103,8 @@ def sample_answers(model, tokenizer, prompts: list[str], samples: int, config: S
     answers: list[str] = []
     torch.manual_seed(seed)
     model.eval()
-    for start in range(0, len(texts), config.batch_size):
+    starts = range(0, len(texts), config.batch_size)
+    for start in tqdm(starts, desc=f"sampling {len(texts)} answers", unit="batch", dynamic_ncols=True):
         batch = tokenizer(texts[start:start + config.batch_size], return_tensors="pt", padding=True,
                           add_special_tokens=False)
         with torch.no_grad():
