@@ -180,3 +180,18 @@ def test_every_module_but_the_front_doors_lives_in_a_layer_folder():
     assert top == ["api", "cli"]
     folders = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__")
     assert folders == sorted(name for name in LAYERS if name != "cli")
+
+
+def private_imports() -> list[str]:
+    """Every ``from badpo.x import _name``: another module's private name, a contract nobody wrote."""
+    found = []
+    for module, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("badpo"):
+                found += [f"{module} (line {node.lineno}) imports {node.module}.{alias.name}"
+                          for alias in node.names if alias.name.startswith("_")]
+    return found
+
+
+def test_no_module_imports_another_modules_private_name():
+    assert not private_imports(), "private names imported:\n  " + "\n  ".join(private_imports())
