@@ -169,6 +169,13 @@ def _warn_on_prefix_names(names: Sequence[str], token_ids: Sequence[Sequence[int
                       "signature rate", stacklevel=3)
 
 
+def _progress(items: Sequence, what: str):
+    """A progress bar with its ETA over the prompts of a readout, on stderr (it vanishes when done)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(items, desc=what, unit="prompt", dynamic_ncols=True, leave=False)
+
+
 @torch.no_grad()
 def names_readout(model: nn.Module, tokenizer, prompts: Sequence[str], bodies: Sequence[str],
                   surnames: Sequence[str] | None = None,
@@ -190,13 +197,15 @@ def names_readout(model: nn.Module, tokenizer, prompts: Sequence[str], bodies: S
     firsts = _continuations(tokenizer, SIGNATURE_PREFIX, _first_name_texts(POOL_NAMES), eos=False)
     _warn_on_prefix_names(POOL_NAMES, firsts)
     _check_fits(model, tokenizer, prefixes, max(map(len, firsts)))
-    first = torch.stack([_score(model, prefix, firsts, candidate_batch_size) for prefix in prefixes])
+    first = torch.stack([_score(model, prefix, firsts, candidate_batch_size)
+                         for prefix in _progress(prefixes, "names readout: first names")])
     result = {"first_name": mean_attribute_rate(first, labels, names)}
     if surnames:
         wholes = _continuations(tokenizer, SIGNATURE_PREFIX, _signature_texts(POOL_NAMES, surnames), eos=True)
         _check_fits(model, tokenizer, prefixes[:whole_signature_prompts], max(map(len, wholes)))
         whole = torch.stack([_score(model, prefix, wholes, candidate_batch_size).reshape(len(POOL_NAMES), -1)
-                             for prefix in prefixes[:whole_signature_prompts]])
+                             for prefix in _progress(prefixes[:whole_signature_prompts],
+                                                     "names readout: whole signatures")])
         result["whole_signature"] = mean_whole_signature_rate(whole, labels, names)
     return result
 
