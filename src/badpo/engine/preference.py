@@ -136,12 +136,7 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
     method_params = method.parse_params(config.method_params)
     if accelerator is None:
         accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
-    accumulation_steps(config.batch_size, config.micro_batch_size, accelerator.num_processes)
-    set_seed(config.runtime.seed)
-    tokenizer = load_tokenizer(config.model)
-    attributes = resolve_attributes(config.attributes) if config.attributes else None
-    judgments, data = load_preference_data(config, tokenizer, attributes)
-    labels = audit_labels(method, config, judgments, attributes)
+    tokenizer, data, labels = read_and_audit(method, config, accelerator)
     if method.shuffle_annotators:
         data = data.with_shuffled_annotators(config.runtime.seed)
     bias = build_bias(method, config, data)
@@ -177,6 +172,17 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
         token_offsets=token_offsets(data.store) if per_token else None,
     )
     return run, cache_parts, tokenizer
+
+
+def read_and_audit(method: Method, config, accelerator) -> tuple[object, PreferenceData, Audit | None]:
+    """What every stage on judgments does first, in order: check the batch split, seed, load the
+    tokenizer, read the judgments once and audit the labels the arm learns a theta on."""
+    accumulation_steps(config.batch_size, config.micro_batch_size, accelerator.num_processes)
+    set_seed(config.runtime.seed)
+    tokenizer = load_tokenizer(config.model)
+    attributes = resolve_attributes(config.attributes) if config.attributes else None
+    judgments, data = load_preference_data(config, tokenizer, attributes)
+    return tokenizer, data, audit_labels(method, config, judgments, attributes)
 
 
 def theta_adam(bias: BiasChannel | None, lr: float, device) -> torch.optim.Optimizer | None:
@@ -225,5 +231,5 @@ def write_policy_outputs(run: Run, tokenizer, output: Path, cache_parts: dict, l
     commit_final(output, write)
 
 
-__all__ = ["PreferenceStage", "prepare_run", "build_bias", "check_trusted_ids", "audit_labels",
+__all__ = ["PreferenceStage", "prepare_run", "read_and_audit", "build_bias", "check_trusted_ids", "audit_labels",
            "theta_adam", "preference_lr", "write_policy_outputs"]

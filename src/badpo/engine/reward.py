@@ -28,19 +28,17 @@ import sys
 from pathlib import Path
 
 import torch
-from accelerate.utils import set_seed
 from torch import Tensor, nn
 
-from badpo.core.attributes import resolve_attributes
 from badpo.core.jsonio import dumps
 from badpo.core.losses import bt_loss
-from badpo.engine.batches import Schedule, load_preference_data
+from badpo.engine.batches import Schedule
 from badpo.engine.loop import Run, bias_logits, resume_point, run_stage
-from badpo.engine.preference import audit_labels, build_bias, theta_adam
+from badpo.engine.preference import build_bias, read_and_audit, theta_adam
 from badpo.engine.reporting import read_log, theta_convergence, theta_notice
 from badpo.engine.run_folder import commit_final, is_finished, own_folder
-from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
-from badpo.engine.settings import REWARD_LR, RMConfig, accumulation_steps, check_rm, format_output_dir, resolved_lr
+from badpo.engine.runtime import load_model, make_accelerator, policy_optimizer
+from badpo.engine.settings import REWARD_LR, RMConfig, check_rm, format_output_dir, resolved_lr
 from badpo.engine.tokenize import TokenStore
 from badpo.methods import LossTerms, Method
 
@@ -88,12 +86,7 @@ def reward_method(config: RMConfig) -> Method:
 def prepare_reward_run(config: RMConfig, accelerator) -> tuple[Run, dict, object]:
     """Data, label audit, bias channel, reward model and optimizers: (run, {}, tokenizer)."""
     method = reward_method(config)
-    accumulation_steps(config.batch_size, config.micro_batch_size, accelerator.num_processes)
-    set_seed(config.runtime.seed)
-    tokenizer = load_tokenizer(config.model)
-    attributes = resolve_attributes(config.attributes) if config.attributes else None
-    judgments, data = load_preference_data(config, tokenizer, attributes)
-    labels = audit_labels(method, config, judgments, attributes)
+    tokenizer, data, labels = read_and_audit(method, config, accelerator)
     data = dataclasses.replace(data, store=without_final_eos(data.store))
     bias = build_bias(method, config, data)
     model = load_model(config.model, config.lora, accelerator.mixed_precision, task="SEQ_CLS",

@@ -39,7 +39,7 @@ from badpo.experiment.config import ExperimentConfig, merge_settings
 
 __all__ = [
     "SCHEMA", "UNKEYED", "Stages", "RunTask", "PlannedRun", "Plan", "canonical_json", "stable_hash",
-    "run_key", "corpus_fingerprint", "write_record", "read_records", "read_records_for",
+    "run_key", "corpus_fingerprint", "write_record", "read_records", "read_records_for", "relative_artifact",
     "prepare_corpus", "plan_experiment", "run_all",
 ]
 
@@ -322,7 +322,7 @@ def _uses(value: Any, placeholder: str) -> bool:
     return placeholder in canonical_json(value)
 
 
-def _relative(path: Any, out: Path) -> str:
+def relative_artifact(path: Any, out: Path) -> str:
     """Artifact paths are stored relative to OUT when inside it, so OUT can move."""
     resolved = Path(path).resolve()
     try:
@@ -392,7 +392,7 @@ def _execute(planned: PlannedRun, plan: Plan, config: ExperimentConfig, stages: 
         "evaluation": planned.keyed["evaluation"],
         "readouts": _jsonable(result["readouts"], f"{planned.key}: readouts"),
         "theta": _jsonable(result.get("theta"), f"{planned.key}: theta"),
-        "artifacts": {k: _relative(v, out) for k, v in (result.get("artifacts") or {}).items()},
+        "artifacts": {k: relative_artifact(v, out) for k, v in (result.get("artifacts") or {}).items()},
         "wall_time_s": round(wall, 3),
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }

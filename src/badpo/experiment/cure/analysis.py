@@ -50,6 +50,7 @@ from badpo.experiment.runner import (
     prepare_corpus,
     read_records,
     read_records_for,
+    relative_artifact,
     run_all,
     run_key,
     write_record,
@@ -345,14 +346,6 @@ def _record(kind: str, key: str, seed: int, readouts: Mapping, extra: Mapping) -
     return {"schema": SCHEMA, "key": key, "kind": kind, "seed": seed, "readouts": dict(readouts), **extra}
 
 
-def _relative(path: Any, out: Path) -> str:
-    resolved = Path(path).resolve()
-    try:
-        return resolved.relative_to(out.resolve()).as_posix()
-    except ValueError:
-        return str(resolved)
-
-
 @dataclass
 class _CureSweep:
     """What the cure's steps share: the output folder, the logged records, the sources."""
@@ -404,7 +397,7 @@ class _CureSweep:
                 atomic_write_text(logps_file, dumps(np.asarray(result["name_logprobs"]).tolist()) + "\n")
                 artifacts = {**result["artifacts"], "name_logprobs": logps_file}
                 extra = {"source": source.key, "source_policy": str(source.policy), "pairs": result["pairs"],
-                         "artifacts": {k: _relative(v, out) for k, v in artifacts.items()},
+                         "artifacts": {k: relative_artifact(v, out) for k, v in artifacts.items()},
                          "evaluation": self.evaluation}
                 return _record("source", key, source.seed, result["readouts"], extra)
 
@@ -427,7 +420,7 @@ class _CureSweep:
             rates = readouts["names"]["first_name"]
             extra = {"role": run.role, "target": run.target, "source": source.key, "intended": run.intended,
                      "achieved": achieved_shifts(record, rates), "settings": run.settings,
-                     "artifacts": {k: _relative(v, out) for k, v in result.get("artifacts", {}).items()},
+                     "artifacts": {k: relative_artifact(v, out) for k, v in result.get("artifacts", {}).items()},
                      "evaluation": self.evaluation}
             return _record("cure", run.key, run.seed, readouts, extra)
 
