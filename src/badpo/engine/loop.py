@@ -39,7 +39,7 @@ from badpo.engine.checkpoint import (
     resolve_resume,
     save_checkpoint,
 )
-from badpo.engine.reporting import RunLog, report_input
+from badpo.engine.reporting import RunLog
 from badpo.engine.run_folder import CONFIG_FILE, check_checkpoint
 from badpo.methods import JudgmentBatch, LossTerms, Method, StepView, Weighting, sample_seeds
 
@@ -222,20 +222,63 @@ def step_record(run: Run, step: int, stats: Tensor, norms: dict, lr: float, star
     return record
 
 
+@dataclasses.dataclass(frozen=True)
+class LoopSettings:
+    """How the loop runs one stage: its steps, where it stops, how often it checkpoints (the
+    attribute names of a TrainConfig, so the checkpoint checks read either)."""
+
+    steps: int
+    stop_after_steps: int | None = None
+    save_every: int = 0
+    keep_checkpoints: int = 1
+    description: str = ""  # the progress bar's label
+
+    @classmethod
+    def of(cls, config) -> LoopSettings:
+        """A TrainConfig's or an RMConfig's own settings."""
+        return cls(config.steps, config.stop_after_steps, config.save_every, config.keep_checkpoints,
+                   config.method)
+
+
 class Stage(Protocol):
     """What plugs into the loop. ``name`` is the command, and names the stage in every message."""
 
     name: str
 
-    def prepare(self, config, accelerator) -> tuple[Run, dict, Any]:
-        """Data, model, reference and optimizers: (run, reference-cache facts, tokenizer)."""
+    def prepare(self, config, accelerator) -> tuple[Any, dict, Any]:
+        """Data, model, reference and optimizers: (run, reference-cache facts, tokenizer). The run
+        has ``accelerator``, ``policy``, ``optimizer``, ``scheduler``, ``bias``, ``theta_optimizer``,
+        ``weighting`` and ``labels`` (None where the stage has none): what a checkpoint holds."""
 
-    def on_finished(self, run: Run) -> None:
+    def settings(self, config, run) -> LoopSettings:
+        """The loop's steps and checkpoints for this run."""
+
+    def step(self, run, step: int) -> tuple[Tensor, dict]:
+        """One optimizer step: (this process's summed statistics, what to log beside them)."""
+
+    def record(self, run, step: int, stats: Tensor, norms: dict, lr: float, started: float) -> dict:
+        """The log record of 0-based ``step`` (called on every process: it may reduce)."""
+
+    def on_finished(self, run) -> None:
         """Called once the last step is done, before the outputs are committed."""
 
-    def write_outputs(self, run: Run, tokenizer, output: Path, cache_parts: dict, last: dict,
+    def write_outputs(self, run, tokenizer, output: Path, cache_parts: dict, last: dict,
                       seconds: float) -> None:
         """Commit what the stage trained (called on every process: FSDP gathers its shards)."""
+
+
+class JudgmentStage:
+    """The loop's part of a stage that trains on judgments (preference, reward model): its
+    config's steps and checkpoints, :func:`train_step` and :func:`step_record`."""
+
+    def settings(self, config, run: Run) -> LoopSettings:
+        return LoopSettings.of(config)
+
+    def step(self, run: Run, step: int) -> tuple[Tensor, dict]:
+        return train_step(run, step)
+
+    def record(self, run: Run, step: int, stats: Tensor, norms: dict, lr: float, started: float) -> dict:
+        return step_record(run, step, stats, norms, lr, started)
 
 
 def notice(stage: str, accelerator, message: str) -> None:
@@ -259,9 +302,9 @@ def resume_point(config, output: Path) -> Path | None:
 
 def run_stage(stage: Stage, config, output: Path, accelerator, resume: Path | None) -> Path:
     """Train (or resume from ``resume``) one run of ``stage`` in ``output``; returns ``output``."""
-    check_checkpointing(accelerator, config, resume)
     run, cache_parts, tokenizer = stage.prepare(config, accelerator)
-    report_input(accelerator, run.data.input_report, stage.name)
+    settings = stage.settings(config, run)
+    check_checkpointing(accelerator, settings, resume)
     state = TrainingState()
     contents = checkpoint_contents(run, state)  # what a checkpoint holds: tensors and JSON only
     if resume is not None:
@@ -271,37 +314,38 @@ def run_stage(stage: Stage, config, output: Path, accelerator, resume: Path | No
         if run.labels is not None:
             (output / "audit.json").write_text(run.labels.to_json(), encoding="utf-8")
     started = time.perf_counter()
-    last_record = _loop(run, config, output, state, contents, started)
-    if state.step == config.steps:
+    last_record = _loop(stage, run, config, settings, output, state, contents, started)
+    if state.step == settings.steps:
         stage.on_finished(run)
         stage.write_outputs(run, tokenizer, output, cache_parts, last_record, time.perf_counter() - started)
     return output
 
 
-def _loop(run: Run, config, output: Path, state: TrainingState, contents, started: float) -> dict:
+def _loop(stage: Stage, run, config, settings: LoopSettings, output: Path, state: TrainingState, contents,
+          started: float) -> dict:
     """Steps from ``state.step`` to the stop, logging and checkpointing; the last log record."""
     accelerator = run.accelerator
-    stop = config.stop_after_steps or config.steps
-    log = RunLog(output, config.report, config.steps, state.step, accelerator.is_main_process,
-                 to_dict(config), description=config.method)
+    stop = settings.stop_after_steps or settings.steps
+    log = RunLog(output, config.report, settings.steps, state.step, accelerator.is_main_process,
+                 to_dict(config), description=settings.description)
     last_record: dict = {}
     try:
         for step in range(state.step, stop):
             lr = run.scheduler.get_last_lr()[0]
-            stats, norms = train_step(run, step)
+            stats, norms = stage.step(run, step)
             state.step = step + 1
             if log.wants(state.step):
-                last_record = step_record(run, step, stats, norms, lr, started)
+                last_record = stage.record(run, step, stats, norms, lr, started)
                 log.log(state.step, last_record)
             log.advance()
-            if (config.save_every and state.step % config.save_every == 0) or (
-                state.step == stop < config.steps
+            if (settings.save_every and state.step % settings.save_every == 0) or (
+                state.step == stop < settings.steps
             ):
-                save_checkpoint(accelerator, output, state.step, config.keep_checkpoints, config, contents)
+                save_checkpoint(accelerator, output, state.step, settings.keep_checkpoints, config, contents)
     finally:
         log.close()
     return last_record
 
 
-__all__ = ["Run", "Stage", "STATS", "run_stage", "train_step", "judgment_losses", "bias_logits",
-           "step_view", "step_record", "resume_point", "notice"]
+__all__ = ["Run", "Stage", "JudgmentStage", "LoopSettings", "STATS", "run_stage", "train_step", "judgment_losses",
+           "bias_logits", "step_view", "step_record", "resume_point", "notice"]

@@ -23,8 +23,8 @@ from badpo.core.jsonio import dumps
 from badpo.engine.batches import PreferenceData, Schedule, load_preference_data, offline_estimate
 from badpo.engine.cache import reference_logprobs, token_offsets
 from badpo.engine.logprobs import LogprobModel
-from badpo.engine.loop import Run
-from badpo.engine.reporting import read_log, theta_convergence, theta_notice
+from badpo.engine.loop import JudgmentStage, Run
+from badpo.engine.reporting import read_log, report_input, theta_convergence, theta_notice
 from badpo.engine.run_folder import commit_final
 from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
 from badpo.engine.settings import PREFERENCE_LR, TrainConfig, accumulation_steps, resolved_lr
@@ -33,7 +33,7 @@ from badpo.methods import Method, Weighting, get_method
 
 
 @dataclasses.dataclass(frozen=True)
-class PreferenceStage:
+class PreferenceStage(JudgmentStage):
     """The preference stage as the loop runs it. A caller that trains several policies (EM-DPO's
     parts) gives the ``weighting`` (in place of the method's), a ``judgment_mask`` (``[N]`` bool:
     train on those judgments only, indices unchanged) and ``score(run)``, called once the last
@@ -45,7 +45,9 @@ class PreferenceStage:
     name: str = "train"
 
     def prepare(self, config: TrainConfig, accelerator) -> tuple[Run, dict, object]:
-        return prepare_run(config, accelerator, weighting=self.weighting, judgment_mask=self.judgment_mask)
+        prepared = prepare_run(config, accelerator, weighting=self.weighting, judgment_mask=self.judgment_mask)
+        report_input(accelerator, prepared[0].data.input_report, self.name)
+        return prepared
 
     def on_finished(self, run: Run) -> None:
         if self.score is not None:

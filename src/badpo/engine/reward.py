@@ -33,9 +33,9 @@ from torch import Tensor, nn
 from badpo.core.jsonio import dumps
 from badpo.core.losses import bt_loss
 from badpo.engine.batches import Schedule
-from badpo.engine.loop import Run, bias_logits, resume_point, run_stage
+from badpo.engine.loop import JudgmentStage, Run, bias_logits, resume_point, run_stage
 from badpo.engine.preference import build_bias, read_and_audit, theta_adam
-from badpo.engine.reporting import read_log, theta_convergence, theta_notice
+from badpo.engine.reporting import read_log, report_input, theta_convergence, theta_notice
 from badpo.engine.run_folder import commit_final, is_finished, own_folder
 from badpo.engine.runtime import load_model, make_accelerator, policy_optimizer
 from badpo.engine.settings import REWARD_LR, RMConfig, check_rm, format_output_dir, resolved_lr
@@ -140,13 +140,15 @@ def write_reward_outputs(run: Run, tokenizer, output: Path, cache_parts: dict, l
 
 
 @dataclasses.dataclass(frozen=True)
-class RewardStage:
+class RewardStage(JudgmentStage):
     """The reward model as the loop runs it: its own scoring (``Run.losses``) and outputs."""
 
     name: str = "rm"
 
     def prepare(self, config: RMConfig, accelerator) -> tuple[Run, dict, object]:
-        return prepare_reward_run(config, accelerator)
+        prepared = prepare_reward_run(config, accelerator)
+        report_input(accelerator, prepared[0].data.input_report, self.name)
+        return prepared
 
     def on_finished(self, run: Run) -> None:
         """Nothing to score once trained: the readouts are ``badpo evaluate``'s."""

@@ -27,12 +27,13 @@ from pathlib import Path
 
 import torch
 
-from badpo.core.config import ConfigError, dump_yaml, to_dict
+from badpo.core.config import ConfigError
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.data.sources import read_judgment_source, read_sft_source
 from badpo.engine.batches import Schedule, majority_chosen
 from badpo.engine.logprobs import LogprobModel
-from badpo.engine.reporting import RunLog, report_coverage
+from badpo.engine.loop import LoopSettings, run_stage
+from badpo.engine.reporting import report_coverage
 from badpo.engine.run_folder import CONFIG_FILE, DATA_FILE, own_folder, sync_tree
 from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
 from badpo.engine.settings import SFT_LR, SFTConfig, accumulation_steps, check_sft, resolved_lr
@@ -107,53 +108,85 @@ def sft(config: SFTConfig) -> Path:
                 print(f"badpo sft: {output} holds this reference, finished; it is kept "
                       "(overwrite=true trains it again)", file=sys.stderr)
             return output
-        return _sft_in_folder(config, output, accelerator, lr)
+        return run_stage(SFTStage(), config, output, accelerator, None)
 
 
-def _sft_in_folder(config: SFTConfig, output: Path, accelerator, lr: float) -> Path:
-    from accelerate.utils import set_seed
+@dataclasses.dataclass
+class SFTRun:
+    """What the loop touches for SFT: the model, its optimizer, the rows as tokens, the order.
+    An SFT run learns no theta and has no weighting or label audit."""
 
-    set_seed(config.runtime.seed)
-    tokenizer = load_tokenizer(config.model)
-    rows, ties, rendered_prompts = sft_rows(config, tokenizer)
-    store = build_token_store(tokenizer, rows, config.tokenization, rendered_prompts)
-    every = torch.arange(len(store))
-    coverage = token_coverage(tokenizer, store, {"responses": every, "prompts": every}, str(config.data))
-    if accelerator.is_main_process:
-        report_coverage(coverage, "sft")
-    model = load_model(config.model, config.lora, accelerator.mixed_precision)
-    policy = LogprobModel(model, config.runtime.logprob_chunk_size)
-    steps = math.ceil(len(rows) * config.epochs / config.batch_size)
-    optimizer, scheduler = policy_optimizer(policy, config.optim, lr, steps)
-    policy, optimizer = accelerator.prepare(policy, optimizer)
-    schedule = Schedule(len(store), config.batch_size, config.runtime.seed)
-    if accelerator.is_main_process:
-        output.mkdir(parents=True, exist_ok=True)
-        dump_yaml(config, output / "config.yaml")
-    log = RunLog(output, config.report, steps, 0, accelerator.is_main_process, to_dict(config),
-                 description="sft")
-    started = time.perf_counter()
-    try:
-        for step in range(steps):
-            current_lr = scheduler.get_last_lr()[0]
-            nll, norms = _sft_step(accelerator, policy, optimizer, scheduler, store, schedule, step,
-                                   config)
-            if log.wants(step + 1):
-                step_tokens = int(store.response_lengths()[schedule.step_items(step)].sum())
-                loss = float(accelerator.reduce(nll, reduction="sum")) / step_tokens
-                log.log(step + 1, {"loss": loss, "lr": current_lr, **norms, "tokens": step_tokens,
-                                   "elapsed_s": round(time.perf_counter() - started, 3)})
-            log.advance()
-    finally:
-        log.close()
-    _save_reference(accelerator, policy, tokenizer, output, config)
-    if accelerator.is_main_process:
-        summary = {"rows": len(rows), "pairs_with_tied_votes": len(ties), "steps": steps,
-                   "truncated_prompts": store.truncated_prompts,
-                   "truncated_responses": store.truncated_responses, "unknown_tokens": coverage,
-                   "wall_s": round(time.perf_counter() - started, 2)}
-        atomic_write_text(output / FINISHED, dumps(summary, indent=1) + "\n")
-    return output
+    config: SFTConfig
+    accelerator: object
+    policy: torch.nn.Module  # LogprobModel, prepared by accelerate
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    store: object  # TokenStore of the (prompt, response) rows
+    schedule: Schedule
+    steps: int
+    rows: int
+    ties: int
+    coverage: dict | None
+    bias: None = None
+    theta_optimizer: None = None
+    weighting: None = None
+    labels: None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SFTStage:
+    """SFT on the one loop (:func:`badpo.engine.loop.run_stage`): per-token NLL of the responses,
+    ``ceil(rows x epochs / batch_size)`` steps, no checkpoints."""
+
+    name: str = "sft"
+
+    def prepare(self, config: SFTConfig, accelerator) -> tuple[SFTRun, dict, object]:
+        from accelerate.utils import set_seed
+
+        set_seed(config.runtime.seed)
+        tokenizer = load_tokenizer(config.model)
+        rows, ties, rendered_prompts = sft_rows(config, tokenizer)
+        store = build_token_store(tokenizer, rows, config.tokenization, rendered_prompts)
+        every = torch.arange(len(store))
+        coverage = token_coverage(tokenizer, store, {"responses": every, "prompts": every}, str(config.data))
+        if accelerator.is_main_process:
+            report_coverage(coverage, self.name)
+        model = load_model(config.model, config.lora, accelerator.mixed_precision)
+        policy = LogprobModel(model, config.runtime.logprob_chunk_size)
+        steps = math.ceil(len(rows) * config.epochs / config.batch_size)
+        optimizer, scheduler = policy_optimizer(policy, config.optim, config.optim.lr, steps)
+        policy, optimizer = accelerator.prepare(policy, optimizer)
+        run = SFTRun(config, accelerator, policy, optimizer, scheduler, store,
+                     Schedule(len(store), config.batch_size, config.runtime.seed), steps, len(rows), len(ties),
+                     coverage)
+        return run, {}, tokenizer
+
+    def settings(self, config: SFTConfig, run: SFTRun) -> LoopSettings:
+        return LoopSettings(run.steps, description=self.name)
+
+    def step(self, run: SFTRun, step: int) -> tuple[torch.Tensor, dict]:
+        return _sft_step(run.accelerator, run.policy, run.optimizer, run.scheduler, run.store, run.schedule,
+                         step, run.config)
+
+    def record(self, run: SFTRun, step: int, nll: torch.Tensor, norms: dict, lr: float, started: float) -> dict:
+        step_tokens = int(run.store.response_lengths()[run.schedule.step_items(step)].sum())
+        loss = float(run.accelerator.reduce(nll, reduction="sum")) / step_tokens
+        return {"loss": loss, "lr": lr, **norms, "tokens": step_tokens,
+                "elapsed_s": round(time.perf_counter() - started, 3)}
+
+    def on_finished(self, run: SFTRun) -> None:
+        """Nothing to score: the reference is read by the stages that start from it."""
+
+    def write_outputs(self, run: SFTRun, tokenizer, output: Path, cache_parts: dict, last: dict,
+                      seconds: float) -> None:
+        """The model in HF format, then ``sft.json``, written last: the reference is complete."""
+        _save_reference(run.accelerator, run.policy, tokenizer, output, run.config)
+        if run.accelerator.is_main_process:
+            summary = {"rows": run.rows, "pairs_with_tied_votes": run.ties, "steps": run.steps,
+                       "truncated_prompts": run.store.truncated_prompts,
+                       "truncated_responses": run.store.truncated_responses, "unknown_tokens": run.coverage,
+                       "wall_s": round(seconds, 2)}
+            atomic_write_text(output / FINISHED, dumps(summary, indent=1) + "\n")
 
 
 def _sft_step(accelerator, policy, optimizer, scheduler, store, schedule: Schedule, step: int,
