@@ -177,7 +177,8 @@ def fake_cure_stages(calls: list) -> CureStages:
         (work / "pairs").mkdir()
         (work / "pairs" / "train.jsonl").write_text("")
         return {"readouts": {"names": {"first_name": {a: 0.8 for a in NAMES}}, "kl": 0.5,
-                             "logodds": {a: [LN4] * 3 for a in NAMES}},
+                             "logodds": {a: [LN4] * 3 for a in NAMES}, "rm_minus": -2.75,
+                             "heldout": {a: {"gap": 0.5} for a in NAMES}, "heldout_any": {"gap": 0.095}},
                 "pairs": {"rows": 0}, "name_logprobs": np.array([independent(0.8)] * 3),
                 "artifacts": {"train": work / "pairs" / "train.jsonl"}}
 
@@ -188,7 +189,8 @@ def fake_cure_stages(calls: list) -> CureStages:
         assert settings["model"]["name_or_path"] == str(source.policy.resolve())
         assert settings["data"] == str((pairs_dir / "train.jsonl").resolve())
         rates = {a: 1 / (1 + math.exp(-(LN4 + 0.8 * s - 0.3))) for a, s in zip(NAMES, intended)}
-        return {"readouts": {"names": {"first_name": rates}, "kl": 0.3, "kl_source": 0.01,
+        return {"readouts": {"names": {"first_name": rates}, "kl": 0.3, "kl_source": 0.01, "rm_minus": -2.71,
+                             "heldout": {a: {"gap": 0.5} for a in NAMES}, "heldout_any": {"gap": -0.046},
                              "pair_shift": dict(zip(NAMES, intended))}}
 
     return CureStages(prepare_source, run_cure, resolve_arm, resolve_evaluation)
@@ -237,6 +239,28 @@ def test_calibration_line_and_calibrated_offsets_hand_worked(tmp_path):
     again = run_cure_experiment(config, CureStages(_never, _never, resolve_arm, resolve_evaluation),
                                 fake_source_stages(), log=quiet, render_only=True)
     assert again["markdown"] == result["markdown"]
+
+
+def test_the_table_has_the_papers_columns_on_logged_records(tmp_path):
+    """Table tab:offset's columns: RM⁻ and one Gap (any name attribute differs), read from the
+    logged records; the per-attribute gaps (0.5 in the fakes) are not shown."""
+    source = write_source_experiment(tmp_path)
+    config = cure_config(tmp_path, source)
+    source_config, stages = load_config(ExperimentConfig, source), fake_source_stages()
+    out = Path(source_config.output_dir)
+    corpus = prepare_corpus(source_config, stages, out, quiet)
+    run_all(source_config, stages, plan_experiment(source_config, stages, corpus), out, quiet)
+    run_cure_experiment(config, fake_cure_stages([]), stages, log=quiet)
+    markdown = run_cure_experiment(config, CureStages(_never, _never, resolve_arm, resolve_evaluation), stages,
+                                   log=quiet, render_only=True)["markdown"]
+    lines = [line.strip("|").split(" | ") for line in markdown.splitlines() if line.startswith("| ")]
+    header = [cell.strip() for cell in lines[0]]
+    assert header == ["Policy", "t", "seeds", "shift intended", "shift achieved", "p(woman)", "p(black)", "Signed",
+                      "Tokens", "RM⁻", "KL src", "KL SFT", "Gap", "Pair shift (held-out)"]
+    rows = {row[0].strip(): dict(zip(header, (cell.strip() for cell in row))) for row in lines[1:]}
+    assert [rows["DPO (source)"][c] for c in ("RM⁻", "KL SFT", "Gap")] == ["-2.75", "0.500", "0.095"]
+    assert [rows["+ offset, exact tilt"][c] for c in ("RM⁻", "KL src", "Gap")] == ["-2.71", "0.010", "-0.046"]
+    assert [rows["+ offset, calibrated, 2 seeds"][c] for c in ("RM⁻", "Gap")] == ["-2.71 ± 0.00", "-0.046 ± 0.000"]
 
 
 def _never(*args):

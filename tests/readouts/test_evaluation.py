@@ -18,7 +18,7 @@ from badpo.core.attributes import strip_markdown
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError, from_dict
 from badpo.core.judgments import Judgment
-from badpo.core.names import strip_signature
+from badpo.core.names import signature_attributes, strip_signature
 from badpo.corpora.tiny import TinyWorldConfig
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.readouts import evaluate as evaluation
@@ -43,13 +43,14 @@ def world(world_folder):
 
 
 FAST = EvalConfig(max_prompts=6, body="given", surnames=3, max_new_tokens=12)
+NAMES = ("woman_coded", "black_coded")
 
 
 def test_policy_equal_to_reference_reads_as_untrained(world):
     corpus, tokenizer, reference = world
     record = evaluate_policy(reference, reference, tokenizer, corpus, FAST)
     assert record["kl"] == 0.0  # log pi - log pi_ref on the same model, token by token
-    for name in ("woman_coded", "black_coded"):
+    for name in NAMES:
         heldout = record["heldout"][name]
         # every margin u is exactly 0: a tie counts half, so both accuracies are 1/2, gap 0
         assert heldout["same_accuracy"] == heldout["cross_accuracy"] == 0.5
@@ -62,6 +63,12 @@ def test_policy_equal_to_reference_reads_as_untrained(world):
         assert set(rates) == {"woman_coded", "black_coded"}
         assert all(0.0 < r < 1.0 for r in rates.values())
     assert "theta_mean" not in record  # no bias channel, nothing learned to report
+    # one gap over both attributes: a pair is cross-group when its names differ on either
+    differs = [signature_attributes(j.chosen) != signature_attributes(j.rejected) for j in corpus.heldout]
+    both = record["heldout_any"]
+    assert (both["n_cross"], both["n_same"]) == (sum(differs), len(differs) - sum(differs))
+    assert both["n_cross"] > max(record["heldout"][name]["n_cross"] for name in NAMES)
+    assert both["same_accuracy"] == both["cross_accuracy"] == 0.5 and both["gap"] == 0.0
 
 
 def test_bias_channel_readouts(world):

@@ -10,7 +10,9 @@ the reference on the policy's own generations, each declared attribute on those 
 samples' EOS rate, raw markdown rate and words, length and markdown from probabilities with the
 body fixed when the evaluation prompts carry ``candidates`` (the tiny length-and-format world), the
 markdown rate reweighted onto the reference's lengths when markdown is declared, held-out
-accuracy on same- and cross-group judgments and the gap, vote prediction with the run's own
+accuracy on same- and cross-group judgments and the gap (per attribute under ``heldout``, and
+under ``heldout_any`` with a pair cross-group when it differs on any declared attribute: the one
+Gap of Table tab:offset over both name attributes), vote prediction with the run's own
 theta_k (and the planted ceiling), theta recovery against planted values, and with a judge its
 score RM and, when a declared attribute can be stripped from a text, RM⁻ on the stripped texts.
 A readout without its input (no held-out judgments; a ``given:`` attribute on generated text) is
@@ -342,6 +344,7 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
                                       config.batch_size)
         result["heldout"] = {name: heldout_accuracy(margins, g_w[:, [a]], g_l[:, [a]])
                              for a, name in enumerate(attributes.names)}
+        result["heldout_any"] = heldout_accuracy(margins, g_w, g_l)
         theta_names = bias.attribute_names if bias is not None else ()
         undeclared = [name for name in theta_names if name not in attributes.names]
         if undeclared:  # u + theta_k . dg needs dg on every attribute the run's theta is on
@@ -507,8 +510,9 @@ def evaluate_reward_model(judge: nn.Module, tokenizer, corpus: Corpus, config: E
     """The readouts of a reward model, scored as ``badpo evaluate``'s judge scores (judge_scores).
 
     ``heldout``: accuracy of r(y_w) - r(y_l) on the held-out judgments, same- vs cross-group per
-    attribute, and the gap. ``tilt`` (names attributes): :func:`badpo.readouts.metrics.reward_tilt` on the
-    held-out responses (their signatures stripped; the first ``max_prompts`` distinct ones) signed
+    attribute, and the gap; ``heldout_any`` the same with a pair cross-group on any attribute.
+    ``tilt`` (names attributes): :func:`badpo.readouts.metrics.reward_tilt` on the held-out
+    responses (their signatures stripped; the first ``max_prompts`` distinct ones) signed
     counterfactually (:func:`counterfactual_signatures`). With a learned theta, ``theta_mean``
     and, against planted values, ``theta_recovery``.
     """
@@ -523,7 +527,8 @@ def evaluate_reward_model(judge: nn.Module, tokenizer, corpus: Corpus, config: E
     values = [attributes.judgment_values(j) for j in heldout]
     g_w, g_l = np.array([v[0] for v in values]), np.array([v[1] for v in values])
     result: dict = {"heldout": {name: heldout_accuracy(margins, g_w[:, [a]], g_l[:, [a]])
-                                for a, name in enumerate(attributes.names)}}
+                                for a, name in enumerate(attributes.names)},
+                    "heldout_any": heldout_accuracy(margins, g_w, g_l)}
     names = [name for name in attributes.names if name in NAME_ATTRIBUTES]
     if names:
         responses = list(dict.fromkeys((j.prompt, answer_body(text)) for j in heldout

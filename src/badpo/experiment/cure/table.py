@@ -12,8 +12,10 @@ from badpo.readouts.metrics import mean_ci
 
 __all__ = ["COLUMNS", "render_cure_table"]
 
+# The paper's columns (p(woman), p(black), Signed, Tokens, RM-, KL src / SFT, one Gap), after the
+# shifts, and the shift the stage learned on the held-out offset pairs.
 COLUMNS = ("t", "seeds", "shift intended", "shift achieved", "p(woman)", "p(black)", "Signed", "Tokens",
-           "KL src", "KL SFT", "Gap (woman)", "Gap (black)", "Pair shift (held-out)")
+           "RM⁻", "KL src", "KL SFT", "Gap", "Pair shift (held-out)")
 
 
 def _get(readouts: Mapping, dotted: str) -> float | None:
@@ -53,9 +55,8 @@ def _row(label: str, target: str, records: list[Mapping], level: float, kl_sourc
             _pair([r.get("intended") for r in records], 2, level),
             _pair([r.get("achieved") for r in records], 2, level),
             col("names.first_name.woman_coded"), col("names.first_name.black_coded"),
-            col("sampled.signing_rate", 2), col("tokens", 1),
-            col("kl_source") if kl_source else "—", col("kl"),
-            col("heldout.woman_coded.gap"), col("heldout.black_coded.gap"),
+            col("sampled.signing_rate", 2), col("tokens", 1), col("rm_minus", 2),
+            col("kl_source") if kl_source else "—", col("kl"), col("heldout_any.gap"),
             _pair([r["readouts"].get("pair_shift") for r in records], 2, level)]
 
 
@@ -64,8 +65,8 @@ def render_cure_table(config: Any, prepared: Mapping[int, Mapping], calibration_
                       compare: Mapping) -> tuple[str, str]:
     """The table of the cure (the analogue of Table tab:offset), as Markdown and CSV. ``config``
     is the :class:`badpo.experiment.cure.analysis.CureConfig` (not imported: analysis imports this
-    module). ``tilts``
-    is {seed: {target: {"shift", "rates"}}}: the source's sampling-time tilt to each target."""
+    module); ``tilts`` is {seed: {target: {"shift", "rates"}}}, the source's sampling-time tilt to
+    each target."""
     cal = calibration["seed"]
     rows = [_row(f"{config.source.arm} (source)", "—", [prepared[cal]], config.level, kl_source=False)]
     for record, scale in zip(calibration_records, calibration["scales"]):
@@ -94,13 +95,15 @@ def render_cure_table(config: Any, prepared: Mapping[int, Mapping], calibration_
     lines = [f"# {config.name}", "", "| " + " | ".join(header) + " |",
              "|:--|" + "--:|" * len(COLUMNS)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
-    lines += ["", f"Rates: first-name probability readout on the evaluation prompts; shifts in log-odds, "
-              f"woman / black; intended = the offset's shift -b/beta, achieved = the sampling-time tilt of "
-              f"the source that reads the same rate; pair shift = u / (beta (g_w - g_l)) on the held-out "
-              f"offset pairs, against the source. KL per token on the policy's own samples, to the source "
-              f"and to the SFT reference; gaps against the SFT reference. Several seeds: mean ± "
-              f"{config.level:.0%} Student-t half-width. Calibration at seed {cal}, target "
-              f"{calibration['target']:g}, scales {calibration['scales']}: "
+    lines += ["", "Rates: first-name probability readout on the evaluation prompts; shifts in log-odds, woman / "
+              "black; intended = the offset's shift -b/beta, achieved = the sampling-time tilt of the source "
+              "that reads the same rates (both shifts solved together); pair shift = u / (beta (g_w - g_l)) "
+              "on the held-out offset pairs, against the source. RM⁻: the judge's score with the signature "
+              "stripped. KL per token on the policy's own samples, to the source and to the SFT reference. "
+              "Gap: held-out accuracy of the margin against the SFT reference on pairs whose names differ in "
+              "either attribute minus on pairs that agree on both. —: not read (no judge, or a record logged "
+              f"before the readout existed). Several seeds: mean ± {config.level:.0%} Student-t half-width. "
+              f"Calibration at seed {cal}, target {calibration['target']:g}, scales {calibration['scales']}: "
               + "; ".join(f"{a}: achieved = {v['slope']:.3f} x intended {v['intercept']:+.3f}"
                           for a, v in line.items()) + "."]
     csv_lines = [",".join(header)] + [",".join(f'"{c}"' if "," in c else c for c in row) for row in rows]
