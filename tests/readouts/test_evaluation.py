@@ -86,7 +86,32 @@ def test_bias_channel_readouts(world):
         # with u = 0 the run's own theta_k are the planted ones: the vote readout is the ceiling
         assert record[f"votes/{name}"] == record[f"votes_ceiling/{name}"]
     assert record["theta_mean"]["black_coded"] == pytest.approx(planted[:, 1].mean().item(), abs=1e-6)
+    assert "theta_shared" not in record  # theta_k only: no shared parameter to report
     assert "kl" not in record and not math.isnan(record["names"]["first_name"]["woman_coded"])
+
+
+def test_theta_shared_is_the_raw_shared_parameter(world):
+    """theta_bar + eps_k with the eps_k averaging 0.15 / -0.05, not 0: theta_shared is theta_bar
+    itself (0.62 / 0.30, the float32 parameter exactly), theta_mean is 0.77 / 0.25. Pooled: the one
+    theta, both readouts equal."""
+    corpus, tokenizer, reference = world
+    annotators = [a["annotator"] for a in corpus.planted["annotators"]]
+    fast = EvalConfig(max_prompts=2, body="given", whole_signature=False, generations=False)
+    bias = BiasChannel("shared_mean", list(NAMES), annotators)
+    spread = torch.linspace(-0.5, 0.5, len(annotators))[:, None]
+    with torch.no_grad():
+        bias.shared_mean.copy_(torch.tensor([0.62, 0.30]))
+        bias.deviation.copy_(torch.tensor([0.15, -0.05]) + spread)
+    record = evaluate_policy(reference, reference, tokenizer, corpus, fast, bias=bias)
+    raw = bias.shared_mean.detach()
+    assert record["theta_shared"] == {"woman_coded": raw[0].item(), "black_coded": raw[1].item()}
+    assert record["theta_shared"] == pytest.approx({"woman_coded": 0.62, "black_coded": 0.30}, abs=1e-7)
+    assert record["theta_mean"] == pytest.approx({"woman_coded": 0.77, "black_coded": 0.25}, abs=1e-6)
+    pooled = BiasChannel("pooled", list(NAMES), annotators)
+    with torch.no_grad():
+        pooled.pooled_theta.copy_(torch.tensor([0.71, 0.40]))
+    record = evaluate_policy(reference, reference, tokenizer, corpus, fast, bias=pooled)
+    assert record["theta_shared"] == record["theta_mean"] == pytest.approx({"woman_coded": 0.71, "black_coded": 0.40})
 
 
 def test_theta_is_matched_to_attributes_by_name_and_unseen_annotators_get_theta_bar(world):

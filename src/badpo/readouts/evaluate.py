@@ -13,8 +13,10 @@ markdown rate reweighted onto the reference's lengths when markdown is declared,
 accuracy on same- and cross-group judgments and the gap (per attribute under ``heldout``, and
 under ``heldout_any`` with a pair cross-group when it differs on any declared attribute: the one
 Gap of Table tab:offset over both name attributes), vote prediction with the run's own
-theta_k (and the planted ceiling), theta recovery against planted values, and with a judge its
-score RM and, when a declared attribute can be stripped from a text, RM⁻ on the stripped texts.
+theta_k (and the planted ceiling), the learned level (``theta_mean``, the mean of the theta_k, and
+``theta_shared``, the raw shared parameter the paper quotes as theta_bar, for the variants that
+have one), theta recovery against planted values, and with a judge its score RM and, when a
+declared attribute can be stripped from a text, RM⁻ on the stripped texts.
 A readout without its input (no held-out judgments; a ``given:`` attribute on generated text) is
 left out and named with the reason under ``skipped``.
 ``evaluate_mixture`` reads a mixture of type policies (EM-DPO + MinMax-DPO) through the same readouts;
@@ -242,9 +244,17 @@ def _bodies(rows: Sequence[dict], config: EvalConfig, reference: nn.Module, toke
 
 
 def _theta_readouts(bias: BiasChannel, planted: dict | None) -> dict:
-    """theta_bar per attribute and, against planted values, the recovery of every learned theta_k."""
+    """The learned level per attribute and, against planted values, the recovery of every theta_k.
+
+    ``theta_mean`` is the mean of the theta_k (Corollary "Reward-bias degeneracy"); ``theta_shared``
+    the raw shared parameter, the theta_bar the paper's text quotes (pooled: its one theta, equal to
+    the mean; theta_bar + eps_k: theta_bar, which differs from the mean by mean_k eps_k, not held at
+    0 in training). A variant without a shared parameter (per_annotator) writes no ``theta_shared``.
+    """
     names = list(bias.attribute_names)
     result = {"theta_mean": dict(zip(names, bias.mean().tolist()))}
+    if bias.facts.shared_parameter is not None:
+        result["theta_shared"] = dict(zip(names, bias.shared_parameter().tolist()))
     if planted is not None and bias.facts.per_annotator:
         theta, classes = _planted_theta(planted)
         # over the planted attributes, and the annotators the run learned (one absent from
@@ -513,8 +523,9 @@ def evaluate_reward_model(judge: nn.Module, tokenizer, corpus: Corpus, config: E
     attribute, and the gap; ``heldout_any`` the same with a pair cross-group on any attribute.
     ``tilt`` (names attributes): :func:`badpo.readouts.metrics.reward_tilt` on the held-out
     responses (their signatures stripped; the first ``max_prompts`` distinct ones) signed
-    counterfactually (:func:`counterfactual_signatures`). With a learned theta, ``theta_mean``
-    and, against planted values, ``theta_recovery``.
+    counterfactually (:func:`counterfactual_signatures`). With a learned theta, ``theta_mean``,
+    ``theta_shared`` (variants with a shared parameter) and, against planted values,
+    ``theta_recovery``.
     """
     def score(prompts: Sequence[str], texts: Sequence[str]) -> np.ndarray:
         return np.array(judge_scores(judge, prompts, texts, tokenizer=tokenizer, batch_size=config.batch_size,
