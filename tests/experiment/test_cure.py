@@ -1,10 +1,17 @@
 """Tests for the fixed-offset cure (badpo.experiment.cure.analysis, badpo.experiment.cure.stages).
 
 Worked values.
-- Bisection: per-prompt log-odds 0 and ln 3, target 0.825: sigmoid(ln 3) = 3/4, sigmoid(ln 9) =
-  9/10, mean 0.825, so s* = ln 3 = 1.0986123.
-- The pipeline with a fake stage that achieves 0.8 x intended - 0.3 on a source whose log-odds
-  are ln 4 at every prompt (rate 0.8): s*(0.5) = -ln 4 = -1.3862944; scales 1, 1.5, 2 give the
+- The shifts: two prompts whose name probabilities make the attributes independent, with rates
+  1/2 and 3/4 on both (log-odds 0 and ln 3), target 0.825: independent attributes stay
+  independent under the tilt, so each is the 1-D search: sigmoid(ln 3) = 3/4, sigmoid(ln 9) =
+  9/10, mean 0.825, so s* = ln 3 = 1.0986123 on both.
+- The issue's source on the 89-name pool: cell masses 0.95 black-woman, 0.02 white-woman, 0.02
+  black-man, 0.01 white-man (spread evenly over each cell's names). Each attribute alone: rate
+  0.97, s = -ln(97/3); applied together the rates read 1437 / 11428 = 0.1257438 on both. Jointly
+  s = -ln(95) / 2 = -2.2769384 on both (0.95 e^{2s} = 0.01), rates 0.5 / 0.5.
+- The pipeline with a fake stage that achieves 0.8 x intended - 0.3 on a source whose attributes
+  are independent with rate 0.8 on both at every prompt (log-odds ln 4), so the joint shifts are
+  the 1-D ones: s*(0.5) = -ln 4 = -1.3862944; scales 1, 1.5, 2 give the
   intended shifts -1.3862944, -2.0794415, -2.7725887 and the achieved -1.4090355, -1.9635532,
   -2.5180710, on the line slope 0.8, intercept -0.3. Calibrated: t 0.5 needs (-1.3862944 + 0.3)
   / 0.8 = -1.3578680; t 0.3: s* = ln(3/7) - ln 4 = -2.2335922, intended -2.4169903; t 0.7: s* =
@@ -31,7 +38,7 @@ import yaml
 
 from badpo.core.config import ConfigError, load_config
 from badpo.core.judgments import read_judgments
-from badpo.core.names import NAME_POOL, read_signature, strip_signature
+from badpo.core.names import NAME_POOL, POOL_NAMES, read_signature, strip_signature
 from badpo.experiment.config import ExperimentConfig, experiment_config_path
 from badpo.experiment.cure.analysis import (
     CureStages,
@@ -55,19 +62,40 @@ def quiet(_: str) -> None:
     pass
 
 
-def source_record(logodds) -> dict:
-    return {"readouts": {"logodds": {a: list(logodds) for a in NAMES}}}
+def pool_logprobs(cells: dict) -> list[float]:
+    """One prompt's log-probs of the 89 pool names: ``cells`` {(woman, black): mass}, each
+    cell's mass spread evenly over its names."""
+    sizes = {cell: sum(1 for v in NAME_POOL.values() if v == cell) for cell in cells}
+    return [math.log(cells[NAME_POOL[name]] / sizes[NAME_POOL[name]]) for name in POOL_NAMES]
+
+
+def independent(rate: float) -> list[float]:
+    """A prompt with rate ``rate`` on both attributes, independent of each other."""
+    return pool_logprobs({(w, b): (rate if w else 1 - rate) * (rate if b else 1 - rate)
+                          for w in (0, 1) for b in (0, 1)})
 
 
 # ----------------------------------------------------------------------------------- the maths
-def test_bisection_finds_the_hand_worked_shift_and_its_inverse():
-    record = source_record([0.0, math.log(3.0)])
-    shifts = target_shifts(record, 0.825)
-    assert shifts == pytest.approx({a: math.log(3.0) for a in NAMES}, abs=1e-6)
+def test_shifts_hand_worked_and_their_inverse():
+    logps = [independent(0.5), independent(0.75)]
+    shifts = target_shifts(logps, 0.825)
+    assert shifts == pytest.approx({a: math.log(3.0) for a in NAMES}, abs=1e-9)
+    assert tilt_readout(logps, shifts) == pytest.approx({a: 0.825 for a in NAMES}, abs=1e-12)
     # the achieved shift of a policy reading rate 0.625 (the source's own) is 0
-    assert achieved_shifts(record, {a: 0.625 for a in NAMES}) == pytest.approx({a: 0.0 for a in NAMES}, abs=1e-9)
+    assert achieved_shifts(logps, {a: 0.625 for a in NAMES}) == pytest.approx({a: 0.0 for a in NAMES}, abs=1e-9)
     with pytest.raises(ValueError, match="strictly between 0 and 1"):
-        target_shifts(record, 1.0)
+        target_shifts(logps, 1.0)
+
+
+def test_shifts_are_joint_on_a_source_whose_mass_sits_on_black_woman_names():
+    logps = [pool_logprobs({(1, 1): 0.95, (1, 0): 0.02, (0, 1): 0.02, (0, 0): 0.01})]
+    alone = {a: -math.log(97 / 3) for a in NAMES}  # each attribute solved with the other unshifted
+    assert tilt_readout(logps, alone) == pytest.approx({a: 1437 / 11428 for a in NAMES}, abs=1e-12)
+    shifts = target_shifts(logps, 0.5)
+    assert shifts == pytest.approx({a: -math.log(95) / 2 for a in NAMES}, abs=1e-10)
+    assert tilt_readout(logps, shifts) == pytest.approx({a: 0.5 for a in NAMES}, abs=1e-9)
+    # the achieved shift reads a trained policy's rates back through the same joint tilt
+    assert achieved_shifts(logps, {a: 0.5 for a in NAMES}) == pytest.approx(shifts, abs=1e-10)
 
 
 def test_sampling_time_tilt_readout_hand_worked():
@@ -141,15 +169,17 @@ def fake_source_stages() -> Stages:
 
 
 def fake_cure_stages(calls: list) -> CureStages:
-    """A source at log-odds ln 4 everywhere; a stage that achieves 0.8 x intended - 0.3."""
+    """A source at rate 0.8 (log-odds ln 4) on both attributes, independent, at every prompt;
+    a stage that achieves 0.8 x intended - 0.3."""
 
     def prepare_source(source, config, work: Path):
         calls.append(("source", source.seed))
         (work / "pairs").mkdir()
         (work / "pairs" / "train.jsonl").write_text("")
         return {"readouts": {"names": {"first_name": {a: 0.8 for a in NAMES}}, "kl": 0.5,
-                             "logodds": {a: [LN4] * 3 for a in NAMES}},
-                "pairs": {"rows": 0}, "name_logprobs": np.zeros((3, len(NAME_POOL))),
+                             "logodds": {a: [LN4] * 3 for a in NAMES}, "rm_minus": -2.75,
+                             "heldout": {a: {"gap": 0.5} for a in NAMES}, "heldout_any": {"gap": 0.095}},
+                "pairs": {"rows": 0}, "name_logprobs": np.array([independent(0.8)] * 3),
                 "artifacts": {"train": work / "pairs" / "train.jsonl"}}
 
     def run_cure(source, settings, pairs_dir, config, work):
@@ -159,7 +189,8 @@ def fake_cure_stages(calls: list) -> CureStages:
         assert settings["model"]["name_or_path"] == str(source.policy.resolve())
         assert settings["data"] == str((pairs_dir / "train.jsonl").resolve())
         rates = {a: 1 / (1 + math.exp(-(LN4 + 0.8 * s - 0.3))) for a, s in zip(NAMES, intended)}
-        return {"readouts": {"names": {"first_name": rates}, "kl": 0.3, "kl_source": 0.01,
+        return {"readouts": {"names": {"first_name": rates}, "kl": 0.3, "kl_source": 0.01, "rm_minus": -2.71,
+                             "heldout": {a: {"gap": 0.5} for a in NAMES}, "heldout_any": {"gap": -0.046},
                              "pair_shift": dict(zip(NAMES, intended))}}
 
     return CureStages(prepare_source, run_cure, resolve_arm, resolve_evaluation)
@@ -194,17 +225,42 @@ def test_calibration_line_and_calibrated_offsets_hand_worked(tmp_path):
     # the fixed offset is b = -beta x intended, with the intended shift inverted through the line
     offsets = [c[2][0] for c in cures[3:]]
     assert offsets == pytest.approx([0.1357868, 0.2416990, 0.0298746, 0.1357868], abs=1e-6)
-    assert all(c[2][0] == c[2][1] for c in cures)  # equal log-odds on both attributes here
+    assert all(c[2][0] == pytest.approx(c[2][1], abs=1e-12) for c in cures)  # equal rates on both attributes
     calibrated = [r for r in result["records"].values() if r.get("role") == "calibrated"]
     for record in calibrated:  # the line is exact, so every calibrated run reads its target
         for a in NAMES:
             assert record["readouts"]["names"]["first_name"][a] == pytest.approx(record["target"], abs=1e-9)
     assert "| + offset, calibrated, 2 seeds | 0.5 |" in result["markdown"]
+    # the sampling-time tilt reads its target on both attributes at once
+    assert "| source + sampling-time tilt | 0.5 | 42, 7 | -1.39 ± 0.00 / -1.39 ± 0.00 | — | 0.500 ± 0.000 | " \
+        "0.500 ± 0.000 |" in result["markdown"]
     assert "| Other |" in result["markdown"] and "| Reference (SFT) |" in result["markdown"]
     # a second invocation trains nothing and renders the same table
     again = run_cure_experiment(config, CureStages(_never, _never, resolve_arm, resolve_evaluation),
                                 fake_source_stages(), log=quiet, render_only=True)
     assert again["markdown"] == result["markdown"]
+
+
+def test_the_table_has_the_papers_columns_on_logged_records(tmp_path):
+    """Table tab:offset's columns: RM⁻ and one Gap (any name attribute differs), read from the
+    logged records; the per-attribute gaps (0.5 in the fakes) are not shown."""
+    source = write_source_experiment(tmp_path)
+    config = cure_config(tmp_path, source)
+    source_config, stages = load_config(ExperimentConfig, source), fake_source_stages()
+    out = Path(source_config.output_dir)
+    corpus = prepare_corpus(source_config, stages, out, quiet)
+    run_all(source_config, stages, plan_experiment(source_config, stages, corpus), out, quiet)
+    run_cure_experiment(config, fake_cure_stages([]), stages, log=quiet)
+    markdown = run_cure_experiment(config, CureStages(_never, _never, resolve_arm, resolve_evaluation), stages,
+                                   log=quiet, render_only=True)["markdown"]
+    lines = [line.strip("|").split(" | ") for line in markdown.splitlines() if line.startswith("| ")]
+    header = [cell.strip() for cell in lines[0]]
+    assert header == ["Policy", "t", "seeds", "shift intended", "shift achieved", "p(woman)", "p(black)", "Signed",
+                      "Tokens", "RM⁻", "KL src", "KL SFT", "Gap", "Pair shift (held-out)"]
+    rows = {row[0].strip(): dict(zip(header, (cell.strip() for cell in row))) for row in lines[1:]}
+    assert [rows["DPO (source)"][c] for c in ("RM⁻", "KL SFT", "Gap")] == ["-2.75", "0.500", "0.095"]
+    assert [rows["+ offset, exact tilt"][c] for c in ("RM⁻", "KL src", "Gap")] == ["-2.71", "0.010", "-0.046"]
+    assert [rows["+ offset, calibrated, 2 seeds"][c] for c in ("RM⁻", "Gap")] == ["-2.71 ± 0.00", "-0.046 ± 0.000"]
 
 
 def _never(*args):

@@ -87,12 +87,14 @@ def test_table_config_plans_with_every_setting_checked(path, planned):
 
 def _writers(config: ExperimentConfig, table: TableSpec, column: ColumnSpec) -> list[str]:
     """Arms of ``table`` that write ``column``'s readout when it is a learned theta or EM-DPO's
-    types (the readout check cannot know which arm learns what); every arm otherwise."""
+    types (the readout check cannot know which arm learns what); every arm otherwise.
+    ``theta_shared`` needs a variant with a shared parameter (pooled, theta_bar + eps_k, class
+    offsets), ``theta_recovery`` one theta per annotator."""
     head, _, rest = column.metric.partition(".")
     arms = [arm for arm in config.arms if table.arms is None or arm.name in table.arms]
     if head == "type_recovery":
         return [arm.name for arm in arms if get_method(arm.method).type_policies]
-    if head not in ("theta_mean", "theta_recovery"):
+    if head not in ("theta_mean", "theta_shared", "theta_recovery"):
         return [arm.name for arm in arms]
     attribute = rest.rpartition(".")[2]
     writers = []
@@ -100,16 +102,19 @@ def _writers(config: ExperimentConfig, table: TableSpec, column: ColumnSpec) -> 
         method = get_method(arm.method)
         settings = merge_settings(config.train, arm.params)
         learns = method.learns_theta and attribute in resolve_attributes(settings["attributes"]).names
-        per_annotator = variant_facts(method.bias_variant).per_annotator
-        if learns and (head == "theta_mean" or per_annotator):
+        facts = variant_facts(method.bias_variant)
+        writes = {"theta_mean": True, "theta_shared": facts.shared_parameter is not None,
+                  "theta_recovery": facts.per_annotator}[head]
+        if learns and writes:
             writers.append(arm.name)
     return writers
 
 
 @pytest.mark.parametrize("path", TABLE_CONFIGS, ids=_ids)
 def test_every_theta_or_type_column_has_an_arm_that_writes_it(path, planned):
-    """A column of theta_mean.<a> needs an arm that learns a theta on attribute a;
-    theta_recovery a theta per annotator; type_recovery an arm of type policies (EM-DPO).
+    """A column of theta_mean.<a> needs an arm that learns a theta on attribute a; theta_shared
+    one with a shared parameter; theta_recovery a theta per annotator; type_recovery an arm of
+    type policies (EM-DPO).
     Otherwise the table is refused after every run has trained."""
     config, _ = planned(path)
     for t, table in enumerate(config.tables):

@@ -9,6 +9,20 @@ Worked values.
   6.92 -> 3.68, 4.76, 5.51): slope 0.9823, intercept -1.2961 (paper: 0.980, -1.285).
 - tilted rate: log-odds 0 and log 3, shift log 3 -> sigmoid(log 3) = 3/4, sigmoid(log 9) = 9/10,
   mean 0.825.
+- Joint tilt on a 4-name pool, one name per cell, masses black-woman 0.4, white-woman 0.3,
+  black-man 0.2, white-man 0.1. At t = (0.5, 0.5) the tilted cells must pair up: bw = wm and
+  ww = bm, so s_w + s_b = ln(0.1 / 0.4) and s_w - s_b = ln(0.2 / 0.3): s_w = ln(1/6) / 2 =
+  -0.8958797, s_b = ln(3/8) / 2 = -0.4904146. The per-attribute shifts (rates 0.7 and 0.6:
+  s_w = -ln(7/3), s_b = -ln(3/2)) applied together give cells 12, 13.5, 14, 10.5 (x 1/105),
+  rates 25.5/50 = 0.51 and 26/50 = 0.52. At t = (0.3, 0.6) the tilt keeps the odds ratio
+  bw wm / (ww bm) = 2/3, so the tilted bw cell q solves q (0.1 + q) = (2/3)(0.3 - q)(0.6 - q),
+  q^2 + 2.1 q - 0.36 = 0, q = (sqrt(5.85) - 2.1) / 2 = 0.1593387; ww = 0.1406613, bm =
+  0.4406613, wm = 0.2593387, s_w = ln(ww / wm) - ln 3 = -1.7103919, s_b = ln(bm / wm) - ln 2 =
+  -0.1630053.
+- The issue's source, 0.95 / 0.02 / 0.02 / 0.01 (black-woman, white-woman, black-man,
+  white-man): per attribute p = 0.97, s = -ln(97/3) each; together the cells read 855, 582,
+  582, 9409 (x 1/940900), rates 1437 / 11428 = 0.1257438. Jointly, by symmetry s_w = s_b = s
+  with 0.95 e^{2s} = 0.01 (bw = wm), s = -ln(95) / 2 = -2.2769384, rates 0.5 / 0.5.
 """
 
 from __future__ import annotations
@@ -30,10 +44,12 @@ from badpo.readouts.anchoring import (
     invert_calibration,
     logit,
     shifts_for_target,
+    solve_joint_shift,
     solve_shift_for_rate,
     target_tilt,
     tilt_logprobs,
     tilted_rate,
+    tilted_rates,
 )
 from badpo.readouts.metrics import attribute_logodds, mean_attribute_rate
 
@@ -113,16 +129,100 @@ def test_tilt_logprobs_moves_the_log_odds_by_the_shift():
         tilt_logprobs(logps, labels, [1.0])
 
 
-def test_shifts_for_target_bring_each_attribute_to_the_target():
+def test_shifts_for_target_bring_every_attribute_to_the_target_together():
+    """Applied together, the shifts reach the target on both attributes, on a policy that leans
+    toward the (1, 1) candidate; the shifts solved one attribute at a time overshoot there."""
     rng = np.random.default_rng(2)
     logps = rng.normal(-5.0, 2.0, size=(30, 6))
     logps[:, 3] += 3.0  # lean toward the (1, 1) candidate
     labels = [[1, 0], [1, 0], [0, 1], [1, 1], [0, 0], [0, 0]]
     shifts = shifts_for_target(logps, labels, NAMES, 0.5)
-    for j, name in enumerate(NAMES):
-        one = [shifts[name] if k == j else 0.0 for k in range(2)]
-        rate = mean_attribute_rate(tilt_logprobs(logps, labels, one), labels, NAMES)[name]
-        assert rate == pytest.approx(0.5, abs=1e-11)
+    both = mean_attribute_rate(tilt_logprobs(logps, labels, [shifts[n] for n in NAMES]), labels, NAMES)
+    assert both == pytest.approx({n: 0.5 for n in NAMES}, abs=1e-11)
+    logodds = attribute_logodds(logps, labels, NAMES)
+    alone = [solve_shift_for_rate(logodds[:, j], 0.5) for j in range(2)]
+    missed = mean_attribute_rate(tilt_logprobs(logps, labels, alone), labels, NAMES)
+    assert all(missed[n] < 0.49 for n in NAMES)  # correlated attributes: each rate overshoots
+    mapped = shifts_for_target(logps, labels, NAMES, {"woman_coded": 0.3, "black_coded": 0.6})
+    assert tilted_rates(logps, labels, [mapped[n] for n in NAMES]) == pytest.approx([0.3, 0.6], abs=1e-11)
+
+
+FOUR = [[1, 1], [1, 0], [0, 1], [0, 0]]  # black-woman, white-woman, black-man, white-man
+
+
+def test_joint_shift_on_a_four_name_pool_hand_worked():
+    logps = np.log([[0.4, 0.3, 0.2, 0.1]])
+    shift = solve_joint_shift(logps, FOUR, [0.5, 0.5])
+    assert shift == pytest.approx([math.log(1 / 6) / 2, math.log(3 / 8) / 2], abs=1e-10)
+    assert shift == pytest.approx([-0.8958797, -0.4904146], abs=1e-7)
+    assert tilted_rates(logps, FOUR, shift) == pytest.approx([0.5, 0.5], abs=1e-12)
+    alone = [-math.log(7 / 3), -math.log(3 / 2)]  # each attribute solved alone
+    assert [solve_shift_for_rate(attribute_logodds(logps, FOUR, NAMES)[:, j], 0.5) for j in range(2)] == \
+        pytest.approx(alone, abs=1e-11)
+    assert tilted_rates(logps, FOUR, alone) == pytest.approx([0.51, 0.52], abs=1e-12)
+    # a target off the diagonal: the tilt keeps the odds ratio 2/3, a quadratic in the bw cell
+    q = (math.sqrt(5.85) - 2.1) / 2
+    ww, bm, wm = 0.3 - q, 0.6 - q, 0.1 + q
+    shift = solve_joint_shift(logps, FOUR, [0.3, 0.6])
+    assert shift == pytest.approx([math.log(ww / wm) - math.log(3), math.log(bm / wm) - math.log(2)], abs=1e-10)
+    assert shift == pytest.approx([-1.7103919, -0.1630053], abs=1e-7)
+
+
+def test_joint_shift_on_the_issues_source():
+    """0.95 of the mass on black-woman: alone 0.126 / 0.126, jointly 0.5 / 0.5."""
+    logps = np.log([[0.95, 0.02, 0.02, 0.01]])
+    alone = [-math.log(97 / 3)] * 2
+    assert tilted_rates(logps, FOUR, alone) == pytest.approx([1437 / 11428] * 2, abs=1e-12)
+    assert round(1437 / 11428, 3) == 0.126
+    shift = solve_joint_shift(logps, FOUR, [0.5, 0.5])
+    assert shift == pytest.approx([-math.log(95) / 2] * 2, abs=1e-10)
+    assert tilted_rates(logps, FOUR, shift) == pytest.approx([0.5, 0.5], abs=1e-9)
+
+
+def test_joint_shift_agrees_with_scipy_root_on_many_prompts():
+    """An independent path: scipy's hybrid root finder on the same equations, many prompts, the
+    89-name pool's cell sizes, a policy whose mass sits on black-woman names."""
+    from scipy.optimize import root
+
+    rng = np.random.default_rng(5)
+    labels = np.array([[1, 1]] * 18 + [[1, 0]] * 23 + [[0, 1]] * 25 + [[0, 0]] * 23)
+    logps = rng.normal(-4.0, 1.0, size=(40, 89)) + 3.0 * labels.prod(axis=1)
+    for targets in ([0.5, 0.5], [0.3, 0.7], [0.9, 0.2]):
+        shift = solve_joint_shift(logps, labels, targets)
+        found = root(lambda s, t=targets: np.array(tilted_rates(logps, labels, s)) - t, x0=[0.0, 0.0],
+                     options={"xtol": 1e-12})
+        assert np.abs(found.fun).max() < 1e-10
+        assert shift == pytest.approx(found.x.tolist(), abs=1e-8)
+        assert tilted_rates(logps, labels, shift) == pytest.approx(targets, abs=1e-12)
+
+
+def test_joint_shift_reduces_to_the_one_attribute_search():
+    """Attributes independent at every prompt: the tilt keeps the product, so the joint shifts
+    are the 1-D searches (one prompt: logit t - logit p, eq. anchor_tilt / beta). One attribute:
+    exactly the 1-D search."""
+    rng = np.random.default_rng(6)
+    p_w, p_b = rng.uniform(0.1, 0.9, size=(2, 25))
+    cells = np.stack([p_w * p_b, p_w * (1 - p_b), (1 - p_w) * p_b, (1 - p_w) * (1 - p_b)], axis=1)
+    logps = np.log(cells)
+    shift = solve_joint_shift(logps, FOUR, [0.3, 0.8])
+    assert shift == pytest.approx([solve_shift_for_rate(np.log(p_w / (1 - p_w)), 0.3),
+                                   solve_shift_for_rate(np.log(p_b / (1 - p_b)), 0.8)], abs=1e-10)
+    assert solve_joint_shift(logps[:1], FOUR, [0.5, 0.5]) == pytest.approx(
+        [-logit(p_w[0]), -logit(p_b[0])], abs=1e-10)
+    one = [[1], [1], [0], [0]]  # one attribute: the old code path, bit for bit
+    old = solve_shift_for_rate(attribute_logodds(logps, one, ["woman_coded"])[:, 0], 0.3)
+    assert shifts_for_target(logps, one, ["woman_coded"], 0.3) == {"woman_coded": old}
+    assert solve_joint_shift(logps, one, [0.3]) == [old]
+
+
+def test_joint_shift_refuses_unreachable_targets():
+    no_white_man = np.log([[0.5, 0.25, 0.25]])  # cells (1, 1), (1, 0), (0, 1): rates sum >= 1
+    with pytest.raises(ValueError, match="no finite shift brings the rates"):
+        solve_joint_shift(no_white_man, FOUR[:3], [0.3, 0.3])
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        solve_joint_shift(np.log([[0.4, 0.3, 0.2, 0.1]]), FOUR, [0.5, 1.0])
+    with pytest.raises(ValueError, match=r"labels must have shape \[C=4, q=3\]"):
+        solve_joint_shift(np.log([[0.4, 0.3, 0.2, 0.1]]), FOUR, [0.5, 0.5, 0.5])
 
 
 def test_fixed_offset_trains_the_intended_shift():

@@ -222,6 +222,12 @@ def test_the_summary_reads_a_pair_attribute_by_tokens_a_reward_tilt_and_null_as_
     assert lines[4].split() == ["length", "0.500", "n/a", "n/a", "6", "/", "0"]
     assert "woman_coded 0.625 (n 4)" in lines[5]
     assert lines[-2:] == ["skipped attribute_rates.flag: a given: attribute ...", "every readout: out.json"]
+    # several attributes: a last row for the pairs cross-group on any of them (heldout_any)
+    entry = {"same_accuracy": 0.5, "cross_accuracy": 0.75, "gap": 0.25, "n_same": 4, "n_cross": 8}
+    record["heldout"] = {"woman_coded": entry, "black_coded": entry}
+    record["heldout_any"] = {**entry, "same_accuracy": 0.625, "gap": 0.125, "n_same": 2, "n_cross": 10}
+    rows = [line.split() for line in summary(record).splitlines()]
+    assert ["any", "attribute", "0.625", "0.750", "0.125", "2", "/", "10"] in rows
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from badpo.core.attributes import strip_markdown
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError, from_dict
 from badpo.core.judgments import Judgment
-from badpo.core.names import strip_signature
+from badpo.core.names import signature_attributes, strip_signature
 from badpo.corpora.tiny import TinyWorldConfig
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.readouts import evaluate as evaluation
@@ -43,13 +43,14 @@ def world(world_folder):
 
 
 FAST = EvalConfig(max_prompts=6, body="given", surnames=3, max_new_tokens=12)
+NAMES = ("woman_coded", "black_coded")
 
 
 def test_policy_equal_to_reference_reads_as_untrained(world):
     corpus, tokenizer, reference = world
     record = evaluate_policy(reference, reference, tokenizer, corpus, FAST)
     assert record["kl"] == 0.0  # log pi - log pi_ref on the same model, token by token
-    for name in ("woman_coded", "black_coded"):
+    for name in NAMES:
         heldout = record["heldout"][name]
         # every margin u is exactly 0: a tie counts half, so both accuracies are 1/2, gap 0
         assert heldout["same_accuracy"] == heldout["cross_accuracy"] == 0.5
@@ -62,6 +63,12 @@ def test_policy_equal_to_reference_reads_as_untrained(world):
         assert set(rates) == {"woman_coded", "black_coded"}
         assert all(0.0 < r < 1.0 for r in rates.values())
     assert "theta_mean" not in record  # no bias channel, nothing learned to report
+    # one gap over both attributes: a pair is cross-group when its names differ on either
+    differs = [signature_attributes(j.chosen) != signature_attributes(j.rejected) for j in corpus.heldout]
+    both = record["heldout_any"]
+    assert (both["n_cross"], both["n_same"]) == (sum(differs), len(differs) - sum(differs))
+    assert both["n_cross"] > max(record["heldout"][name]["n_cross"] for name in NAMES)
+    assert both["same_accuracy"] == both["cross_accuracy"] == 0.5 and both["gap"] == 0.0
 
 
 def test_bias_channel_readouts(world):
@@ -79,7 +86,32 @@ def test_bias_channel_readouts(world):
         # with u = 0 the run's own theta_k are the planted ones: the vote readout is the ceiling
         assert record[f"votes/{name}"] == record[f"votes_ceiling/{name}"]
     assert record["theta_mean"]["black_coded"] == pytest.approx(planted[:, 1].mean().item(), abs=1e-6)
+    assert "theta_shared" not in record  # theta_k only: no shared parameter to report
     assert "kl" not in record and not math.isnan(record["names"]["first_name"]["woman_coded"])
+
+
+def test_theta_shared_is_the_raw_shared_parameter(world):
+    """theta_bar + eps_k with the eps_k averaging 0.15 / -0.05, not 0: theta_shared is theta_bar
+    itself (0.62 / 0.30, the float32 parameter exactly), theta_mean is 0.77 / 0.25. Pooled: the one
+    theta, both readouts equal."""
+    corpus, tokenizer, reference = world
+    annotators = [a["annotator"] for a in corpus.planted["annotators"]]
+    fast = EvalConfig(max_prompts=2, body="given", whole_signature=False, generations=False)
+    bias = BiasChannel("shared_mean", list(NAMES), annotators)
+    spread = torch.linspace(-0.5, 0.5, len(annotators))[:, None]
+    with torch.no_grad():
+        bias.shared_mean.copy_(torch.tensor([0.62, 0.30]))
+        bias.deviation.copy_(torch.tensor([0.15, -0.05]) + spread)
+    record = evaluate_policy(reference, reference, tokenizer, corpus, fast, bias=bias)
+    raw = bias.shared_mean.detach()
+    assert record["theta_shared"] == {"woman_coded": raw[0].item(), "black_coded": raw[1].item()}
+    assert record["theta_shared"] == pytest.approx({"woman_coded": 0.62, "black_coded": 0.30}, abs=1e-7)
+    assert record["theta_mean"] == pytest.approx({"woman_coded": 0.77, "black_coded": 0.25}, abs=1e-6)
+    pooled = BiasChannel("pooled", list(NAMES), annotators)
+    with torch.no_grad():
+        pooled.pooled_theta.copy_(torch.tensor([0.71, 0.40]))
+    record = evaluate_policy(reference, reference, tokenizer, corpus, fast, bias=pooled)
+    assert record["theta_shared"] == record["theta_mean"] == pytest.approx({"woman_coded": 0.71, "black_coded": 0.40})
 
 
 def test_theta_is_matched_to_attributes_by_name_and_unseen_annotators_get_theta_bar(world):

@@ -9,6 +9,8 @@ other anchor, a target rate t, and the two ways to apply it:
 - at sampling time, in closed form: add the log-odds shift s to the candidates that carry the
   attribute (:func:`tilt_logprobs`), s = c/beta with c from eq. anchor_tilt or, when the
   reference's log-odds vary across prompts, from the 1-D search :func:`solve_shift_for_rate`;
+  with several attributes at once, from the joint root find :func:`solve_joint_shift` (each
+  attribute solved alone overshoots when the attributes are correlated under the policy);
 - in training, with a fixed offset b = -beta * s in the bias logit on the policy's own answers
   re-signed in both orders (:func:`fixed_offset_pairs`, :func:`fixed_offset_for_shift`),
   which drives the policy's margin to u = -b. The policy reaches the intended shift only up
@@ -24,7 +26,7 @@ s = -3.38 and the offset +0.338 on that coordinate.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -37,7 +39,7 @@ from badpo.readouts.metrics import attribute_logodds
 
 __all__ = [
     "NAME_ATTRIBUTES", "logit", "target_tilt", "tilted_rate", "solve_shift_for_rate",
-    "shifts_for_target", "fit_calibration", "invert_calibration", "tilt_logprobs",
+    "tilted_rates", "solve_joint_shift", "shifts_for_target", "fit_calibration", "invert_calibration", "tilt_logprobs",
     "fixed_offset_for_shift", "fixed_offset_pairs",
 ]
 
@@ -115,19 +117,125 @@ def solve_shift_for_rate(logodds_per_prompt: ArrayLike, target: float,
     return 0.5 * (low + high)
 
 
-def shifts_for_target(candidate_logprobs: ArrayLike, labels: ArrayLike,
-                      attribute_names: Sequence[str], target: float) -> dict[str, float]:
-    """s*(t) per attribute from candidate log-probs ``[P, C]`` (paper: bisection on 300 prompts).
+def _joint_inputs(candidate_logprobs: ArrayLike, labels: ArrayLike, values: Sequence[float],
+                  what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Checked float64 arrays: log-probs [P, C], labels [C, q] and one value per attribute [q]."""
+    logps = check_candidate_logprobs(candidate_logprobs)
+    if logps.dim() != 2:
+        raise ValueError(f"candidate_logprobs must be [P, C], got {tuple(logps.shape)}")
+    vector = as_float64(values, what).reshape(-1)
+    if not torch.isfinite(vector).all():
+        raise ValueError(f"{what} must be finite, got {vector.tolist()}")
+    matrix = check_labels(labels, [f"column {j}" for j in range(len(vector))], logps.shape[-1])
+    return logps.numpy(), matrix.numpy(), vector.numpy()
 
-    Each coordinate is solved on its own, as in the paper's calibration. Applying two shifts at
-    once through :func:`tilt_logprobs` moves each marginal exactly by its own shift only when the
-    attributes are independent under the policy; check the joint rate with
-    :func:`badpo.readouts.metrics.mean_attribute_rate` after tilting.
+
+def _tilted(logps: np.ndarray, labels: np.ndarray, shift: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per prompt, the tilted candidate probabilities [P, C] and each attribute's rate [P, q]."""
+    z = logps + labels @ shift
+    z = z - z.max(axis=1, keepdims=True)  # each row holds a finite entry (checked on entry)
+    weights = np.exp(z)
+    weights /= weights.sum(axis=1, keepdims=True)
+    return weights, weights @ labels
+
+
+def _tilt_moments(logps: np.ndarray, labels: np.ndarray, shift: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The mean tilted rate [q] and its Jacobian [q, q] at ``shift``.
+
+    Per prompt the tilted distribution is p_s(c) proportional to p(c) exp(s . g_c); its mean of
+    g is the gradient of the log-partition A_i(s) and its covariance the Hessian, so the mean
+    over prompts is the gradient of the convex (1/P) sum_i A_i, and its Jacobian the mean
+    covariance (centred before squaring, so nothing cancels).
     """
-    logodds = attribute_logodds(candidate_logprobs, labels, attribute_names)
-    if logodds.dim() != 2:
-        raise ValueError(f"candidate_logprobs must be [P, C], got {tuple(logodds.shape[:-1])} + [C]")
-    return {name: solve_shift_for_rate(logodds[:, j], target) for j, name in enumerate(attribute_names)}
+    weights, rates = _tilted(logps, labels, shift)
+    centred = labels[None, :, :] - rates[:, None, :]  # [P, C, q]
+    jacobian = np.einsum("pc,pcj,pck->jk", weights, centred, centred) / len(logps)
+    return rates.mean(axis=0), jacobian
+
+
+def tilted_rates(candidate_logprobs: ArrayLike, labels: ArrayLike, shift: Sequence[float]) -> list[float]:
+    """The mean rate of each attribute after the tilt exp(shift . g) at every prompt, ``[P, C]``.
+
+    The same numbers as ``mean_attribute_rate(tilt_logprobs(...))``, without naming the attributes.
+    """
+    logps, matrix, vector = _joint_inputs(candidate_logprobs, labels, shift, "shift")
+    return _tilt_moments(logps, matrix, vector)[0].tolist()
+
+
+def _line_step(logps: np.ndarray, labels: np.ndarray, targets: np.ndarray, shift: np.ndarray,
+               step: np.ndarray) -> float:
+    """How far along the Newton ``step`` the convex dual is lowest, in (0, 1].
+
+    Along the line the dual's derivative is (rate(s + a d) - t) . d: increasing in a (convexity)
+    and negative at a = 0 for a Newton direction. The full step is taken when the derivative is
+    still <= 0 at a = 1; else the sign change is bisected. The derivative is read from rates,
+    not from differences of the dual, so it keeps its digits near the root.
+    """
+    def slope(a: float) -> float:
+        return float((_tilted(logps, labels, shift + a * step)[1].mean(axis=0) - targets) @ step)
+
+    if slope(1.0) <= 0.0:
+        return 1.0
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        middle = 0.5 * (low + high)
+        low, high = (middle, high) if slope(middle) < 0.0 else (low, middle)
+    return high
+
+
+def solve_joint_shift(candidate_logprobs: ArrayLike, labels: ArrayLike, targets: Sequence[float],
+                      tolerance: float = 1e-12, max_steps: int = 100) -> list[float]:
+    """The shift s [q] whose tilt brings every attribute's mean rate to its target at once.
+
+    Candidate log-probs ``[P, C]``, 0/1 ``labels`` ``[C, q]``. At each prompt the tilt is
+    p_s(c) proportional to p(c) exp(s . g_c) (:func:`tilt_logprobs`), so the mean rate r(s) is the
+    gradient of the convex F(s) = mean_i log sum_c p_i(c) exp(s . g_c), and r(s) = t is the
+    minimum of the dual F(s) - s . t. Newton's method on that dual, each step cut to the line
+    minimum (:func:`_line_step`), converges from s = 0 for any t inside the rates the tilt can
+    reach (with every combination of attributes carried at every prompt: any t in (0, 1)^q); a
+    target outside them, or on their edge, needs an infinite shift and is a ``ValueError``. Solving each attribute
+    alone and applying both misses: it assumes the attributes independent under the policy.
+    With one attribute this is the 1-D search :func:`solve_shift_for_rate`, used as such.
+    """
+    logps, matrix, wanted = _joint_inputs(candidate_logprobs, labels, targets, "targets")
+    if not ((wanted > 0.0) & (wanted < 1.0)).all():
+        raise ValueError(f"target rates {wanted.tolist()} must lie strictly between 0 and 1")
+    if len(wanted) == 1:
+        logodds = attribute_logodds(logps, matrix, ["column 0"])[:, 0]
+        return [solve_shift_for_rate(logodds, float(wanted[0]), tolerance)]
+    shift = np.zeros(len(wanted))
+    for _ in range(max_steps):
+        rates, jacobian = _tilt_moments(logps, matrix, shift)
+        residual = rates - wanted
+        if np.abs(residual).max() <= tolerance:
+            return shift.tolist()
+        try:
+            step = -np.linalg.solve(jacobian, residual)
+        except np.linalg.LinAlgError:
+            step = np.full_like(shift, np.nan)
+        if not np.isfinite(step).all():
+            break
+        shift = shift + _line_step(logps, matrix, wanted, shift, step) * step
+    raise ValueError(f"no finite shift brings the rates to {wanted.tolist()} (reached "
+                     f"{_tilt_moments(logps, matrix, shift)[0].tolist()} at shift {shift.tolist()}): the "
+                     "targets lie outside, or on the edge of, the rates the tilt can reach")
+
+
+def shifts_for_target(candidate_logprobs: ArrayLike, labels: ArrayLike, attribute_names: Sequence[str],
+                      target: float | Mapping[str, float]) -> dict[str, float]:
+    """s*(t) per attribute from candidate log-probs ``[P, C]`` (paper: the search on 300 prompts).
+
+    ``target`` is one rate for every attribute or {attribute: rate}. The shifts are solved
+    jointly (:func:`solve_joint_shift`): applied together through :func:`tilt_logprobs` they
+    bring every attribute to its target, however correlated the attributes are under the policy.
+    One attribute gives the 1-D search :func:`solve_shift_for_rate`.
+    """
+    if isinstance(attribute_names, str):
+        raise ValueError(f"attribute_names must be a sequence of names, not the string {attribute_names!r}")
+    wanted = ([target[name] for name in attribute_names] if isinstance(target, Mapping)
+              else [target] * len(attribute_names))
+    check_labels(labels, attribute_names, as_float64(candidate_logprobs, "candidate_logprobs").shape[-1])
+    return dict(zip(attribute_names, solve_joint_shift(candidate_logprobs, labels, wanted)))
 
 
 def fit_calibration(intended: ArrayLike, achieved: ArrayLike) -> tuple[float, float]:

@@ -10,9 +10,13 @@ the reference on the policy's own generations, each declared attribute on those 
 samples' EOS rate, raw markdown rate and words, length and markdown from probabilities with the
 body fixed when the evaluation prompts carry ``candidates`` (the tiny length-and-format world), the
 markdown rate reweighted onto the reference's lengths when markdown is declared, held-out
-accuracy on same- and cross-group judgments and the gap, vote prediction with the run's own
-theta_k (and the planted ceiling), theta recovery against planted values, and with a judge its
-score RM and, when a declared attribute can be stripped from a text, RM⁻ on the stripped texts.
+accuracy on same- and cross-group judgments and the gap (per attribute under ``heldout``, and
+under ``heldout_any`` with a pair cross-group when it differs on any declared attribute: the one
+Gap of Table tab:offset over both name attributes), vote prediction with the run's own
+theta_k (and the planted ceiling), the learned level (``theta_mean``, the mean of the theta_k, and
+``theta_shared``, the raw shared parameter the paper quotes as theta_bar, for the variants that
+have one), theta recovery against planted values, and with a judge its score RM and, when a
+declared attribute can be stripped from a text, RM⁻ on the stripped texts.
 A readout without its input (no held-out judgments; a ``given:`` attribute on generated text) is
 left out and named with the reason under ``skipped``.
 ``evaluate_mixture`` reads a mixture of type policies (EM-DPO + MinMax-DPO) through the same readouts;
@@ -240,9 +244,17 @@ def _bodies(rows: Sequence[dict], config: EvalConfig, reference: nn.Module, toke
 
 
 def _theta_readouts(bias: BiasChannel, planted: dict | None) -> dict:
-    """theta_bar per attribute and, against planted values, the recovery of every learned theta_k."""
+    """The learned level per attribute and, against planted values, the recovery of every theta_k.
+
+    ``theta_mean`` is the mean of the theta_k (Corollary "Reward-bias degeneracy"); ``theta_shared``
+    the raw shared parameter, the theta_bar the paper's text quotes (pooled: its one theta, equal to
+    the mean; theta_bar + eps_k: theta_bar, which differs from the mean by mean_k eps_k, not held at
+    0 in training). A variant without a shared parameter (per_annotator) writes no ``theta_shared``.
+    """
     names = list(bias.attribute_names)
     result = {"theta_mean": dict(zip(names, bias.mean().tolist()))}
+    if bias.facts.shared_parameter is not None:
+        result["theta_shared"] = dict(zip(names, bias.shared_parameter().tolist()))
     if planted is not None and bias.facts.per_annotator:
         theta, classes = _planted_theta(planted)
         # over the planted attributes, and the annotators the run learned (one absent from
@@ -342,6 +354,7 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
                                       config.batch_size)
         result["heldout"] = {name: heldout_accuracy(margins, g_w[:, [a]], g_l[:, [a]])
                              for a, name in enumerate(attributes.names)}
+        result["heldout_any"] = heldout_accuracy(margins, g_w, g_l)
         theta_names = bias.attribute_names if bias is not None else ()
         undeclared = [name for name in theta_names if name not in attributes.names]
         if undeclared:  # u + theta_k . dg needs dg on every attribute the run's theta is on
@@ -507,10 +520,12 @@ def evaluate_reward_model(judge: nn.Module, tokenizer, corpus: Corpus, config: E
     """The readouts of a reward model, scored as ``badpo evaluate``'s judge scores (judge_scores).
 
     ``heldout``: accuracy of r(y_w) - r(y_l) on the held-out judgments, same- vs cross-group per
-    attribute, and the gap. ``tilt`` (names attributes): :func:`badpo.readouts.metrics.reward_tilt` on the
-    held-out responses (their signatures stripped; the first ``max_prompts`` distinct ones) signed
-    counterfactually (:func:`counterfactual_signatures`). With a learned theta, ``theta_mean``
-    and, against planted values, ``theta_recovery``.
+    attribute, and the gap; ``heldout_any`` the same with a pair cross-group on any attribute.
+    ``tilt`` (names attributes): :func:`badpo.readouts.metrics.reward_tilt` on the held-out
+    responses (their signatures stripped; the first ``max_prompts`` distinct ones) signed
+    counterfactually (:func:`counterfactual_signatures`). With a learned theta, ``theta_mean``,
+    ``theta_shared`` (variants with a shared parameter) and, against planted values,
+    ``theta_recovery``.
     """
     def score(prompts: Sequence[str], texts: Sequence[str]) -> np.ndarray:
         return np.array(judge_scores(judge, prompts, texts, tokenizer=tokenizer, batch_size=config.batch_size,
@@ -523,7 +538,8 @@ def evaluate_reward_model(judge: nn.Module, tokenizer, corpus: Corpus, config: E
     values = [attributes.judgment_values(j) for j in heldout]
     g_w, g_l = np.array([v[0] for v in values]), np.array([v[1] for v in values])
     result: dict = {"heldout": {name: heldout_accuracy(margins, g_w[:, [a]], g_l[:, [a]])
-                                for a, name in enumerate(attributes.names)}}
+                                for a, name in enumerate(attributes.names)},
+                    "heldout_any": heldout_accuracy(margins, g_w, g_l)}
     names = [name for name in attributes.names if name in NAME_ATTRIBUTES]
     if names:
         responses = list(dict.fromkeys((j.prompt, answer_body(text)) for j in heldout

@@ -333,7 +333,8 @@ def _number(value: Any, digits: int = 3) -> str:
 def summary(readouts: Mapping[str, Any], written_to: str | Path | None = None) -> str:
     """A few readable lines of a record of :func:`evaluate_run_dir`: what was read, each declared
     attribute on the policy's and the reference's generations (a pair-level one: their mean token
-    counts), held-out accuracy and gap, vote prediction, a reward model's tilt, KL, the names rates
+    counts), held-out accuracy and gap (per attribute and, with several, on any of them), vote
+    prediction, a reward model's tilt, KL, the names rates
     when names are declared, and what was skipped and why."""
     inputs = readouts.get("inputs", {})
     read = [f"{inputs.get('n_heldout', 0)} held-out judgments ({inputs.get('heldout') or 'none'})"]
@@ -352,7 +353,9 @@ def summary(readouts: Mapping[str, Any], written_to: str | Path | None = None) -
                              f"{_number(rate['policy'])}, reference {_number(rate['reference'])})")
             else:
                 lines.append(f"  {name:<26}{_number(rate['policy']):>9}{_number(rate.get('reference')):>11}")
-    heldout = readouts.get("heldout", {})
+    heldout = dict(readouts.get("heldout", {}))
+    if len(heldout) > 1 and "heldout_any" in readouts:  # a pair cross-group on any of them
+        heldout["any attribute"] = readouts["heldout_any"]
     if heldout:
         lines.append(f"{'held-out accuracy':<28}{'same':>9}{'cross':>8}{'gap':>8}   n same / cross")
         for name, entry in heldout.items():

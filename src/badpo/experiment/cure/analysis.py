@@ -8,12 +8,13 @@ reference and a frozen offset b = -beta * s in the bias logit. The steps:
    with a pool first name are kept and each gives one counterfactual pair per attribute in both
    orders, same surname (:func:`badpo.readouts.anchoring.fixed_offset_pairs`); 10% of the answers are
    held out (:mod:`badpo.experiment.cure.stages`);
-2. s*(t), the log-odds shift that brings the source's first-name rates to t, is found by
-   bisection on the evaluation prompts (:func:`badpo.readouts.anchoring.solve_shift_for_rate`), one
-   coordinate at a time;
+2. s*(t), the log-odds shifts that, applied together, bring the source's first-name rates on
+   both attributes to t, are found on the evaluation prompts from the source's probabilities of
+   the 89 pool names (:func:`badpo.readouts.anchoring.shifts_for_target`: a joint root find, since
+   the two attributes are correlated under a DPO source);
 3. calibration: at one seed the stage is trained at ``calibration.scales`` x s*(t_cal); the
-   *achieved* shift of each run is the shift that, applied to the source at sampling time, gives
-   the rate the trained policy reads (the sampling-time tilt of the same size), and the line
+   *achieved* shifts of each run are the shifts that, applied together to the source at sampling
+   time, give the rates the trained policy reads (the sampling-time tilt of the same size), and the line
    achieved = slope * intended + intercept is fitted per coordinate
    (:func:`badpo.readouts.anchoring.fit_calibration`);
 4. every other run trains at the intended shift the line says achieves s*(t)
@@ -41,6 +42,7 @@ from badpo.core.config import ConfigError, load_config, to_dict
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.names import NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES
 from badpo.experiment.config import ExperimentConfig, check_runner_keys, merge_settings
+from badpo.experiment.cure.table import render_cure_table
 from badpo.experiment.runner import (
     SCHEMA,
     UNKEYED,
@@ -55,8 +57,8 @@ from badpo.experiment.runner import (
     run_key,
     write_record,
 )
-from badpo.readouts.anchoring import fit_calibration, invert_calibration, solve_shift_for_rate, tilt_logprobs
-from badpo.readouts.metrics import mean_attribute_rate, mean_ci
+from badpo.readouts.anchoring import fit_calibration, invert_calibration, shifts_for_target, tilt_logprobs
+from badpo.readouts.metrics import mean_attribute_rate
 
 __all__ = ["CURE_KIND", "SourceSpec", "PromptSpec", "AnswerSpec", "CalibrationSpec", "CureConfig",
            "is_cure_config", "CureStages", "SourceRun", "resolve_sources", "intended_shifts",
@@ -281,22 +283,19 @@ def resolve_sources(config: CureConfig, stages: Stages, log: Callable[[str], Non
 
 
 # ---------------------------------------------------------------------------------- the maths
-def _logodds(source_record: Mapping) -> np.ndarray:
-    """[P, q] per-prompt log-odds of each name attribute under the source (its logged readout)."""
-    return np.array([source_record["readouts"]["logodds"][a] for a in NAME_ATTRIBUTES]).T
+POOL_LABELS = [list(NAME_POOL[name]) for name in POOL_NAMES]  # [89, 2] (woman_coded, black_coded)
 
 
-def target_shifts(source_record: Mapping, target: float) -> dict[str, float]:
-    """s*(t) per attribute: the bisection on the source's per-prompt log-odds."""
-    logodds = _logodds(source_record)
-    return {a: solve_shift_for_rate(logodds[:, j], target) for j, a in enumerate(NAME_ATTRIBUTES)}
+def target_shifts(name_logprobs: Any, target: float) -> dict[str, float]:
+    """s*(t): the shifts that, applied together at sampling time, bring the source's first-name
+    rates to t on both attributes (``name_logprobs`` [P, 89], pool order; the joint root find)."""
+    return shifts_for_target(name_logprobs, POOL_LABELS, NAME_ATTRIBUTES, target)
 
 
-def achieved_shifts(source_record: Mapping, rates: Mapping[str, float]) -> dict[str, float]:
+def achieved_shifts(name_logprobs: Any, rates: Mapping[str, float]) -> dict[str, float]:
     """The sampling-time tilt of the source that reads the same rates as a trained policy: the
-    shift s with mean_i sigmoid(l_i + s) = rate, per attribute."""
-    logodds = _logodds(source_record)
-    return {a: solve_shift_for_rate(logodds[:, j], rates[a]) for j, a in enumerate(NAME_ATTRIBUTES)}
+    shifts that, applied together, bring the source's first-name rates to ``rates``."""
+    return shifts_for_target(name_logprobs, POOL_LABELS, NAME_ATTRIBUTES, {a: rates[a] for a in NAME_ATTRIBUTES})
 
 
 def intended_shifts(wanted: Mapping[str, float], line: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
@@ -305,11 +304,10 @@ def intended_shifts(wanted: Mapping[str, float], line: Mapping[str, Mapping[str,
 
 
 def tilt_readout(name_logprobs: Any, shifts: Mapping[str, float]) -> dict[str, float]:
-    """Rates of the source tilted at sampling time by ``shifts`` on both attributes at once (each
-    marginal moves by exactly its own shift only when the attributes are independent)."""
-    labels = [list(NAME_POOL[name]) for name in POOL_NAMES]
-    tilted = tilt_logprobs(name_logprobs, labels, [shifts[a] for a in NAME_ATTRIBUTES])
-    return mean_attribute_rate(tilted, labels, NAME_ATTRIBUTES)
+    """Rates of the source tilted at sampling time by ``shifts`` on both attributes at once; at
+    :func:`target_shifts` they read the target on both."""
+    tilted = tilt_logprobs(name_logprobs, POOL_LABELS, [shifts[a] for a in NAME_ATTRIBUTES])
+    return mean_attribute_rate(tilted, POOL_LABELS, NAME_ATTRIBUTES)
 
 
 # ------------------------------------------------------------------------------------ pipeline
@@ -358,10 +356,18 @@ class _CureSweep:
     render_only: bool
     records: dict = field(default_factory=dict)
     prepared: dict = field(default_factory=dict)
+    _logprobs: dict = field(default_factory=dict)
 
     @property
     def out(self) -> Path:
         return Path(self.config.output_dir)
+
+    def logprobs(self, seed: int) -> np.ndarray:
+        """The source's [P, 89] first-name log-probs at ``seed`` (its logged artifact), read once."""
+        if seed not in self._logprobs:
+            path = self.out / self.prepared[seed]["artifacts"]["name_logprobs"]
+            self._logprobs[seed] = np.array(json.loads(path.read_text(encoding="utf-8")), dtype=np.float64)
+        return self._logprobs[seed]
 
     def logged(self, key: str, label: str, produce: Callable[[], dict]) -> dict:
         """The record of ``key``: read when logged, else produced and written (never when render-only)."""
@@ -419,7 +425,7 @@ class _CureSweep:
             readouts = dict(result["readouts"])
             rates = readouts["names"]["first_name"]
             extra = {"role": run.role, "target": run.target, "source": source.key, "intended": run.intended,
-                     "achieved": achieved_shifts(record, rates), "settings": run.settings,
+                     "achieved": achieved_shifts(self.logprobs(run.seed), rates), "settings": run.settings,
                      "artifacts": {k: relative_artifact(v, out) for k, v in result.get("artifacts", {}).items()},
                      "evaluation": self.evaluation}
             return _record("cure", run.key, run.seed, readouts, extra)
@@ -431,7 +437,7 @@ class _CureSweep:
     def calibrate(self) -> tuple[list[dict], dict]:
         """Steps 2-3: at one seed, intended = scale x s*(t_cal), achieved read back, a line fitted."""
         config, cal = self.config, self.config.calibration
-        exact = target_shifts(self.prepared[cal.seed], cal.target)
+        exact = target_shifts(self.logprobs(cal.seed), cal.target)
         points = []
         for scale in cal.scales:
             intended = {a: scale * exact[a] for a in NAME_ATTRIBUTES}
@@ -456,9 +462,15 @@ class _CureSweep:
         wanted = [(config.calibration.seed, t) for t in config.targets]
         wanted += [(s, t) for t in config.all_seed_targets for s in config.seeds if (s, t) not in wanted]
         return [self.train_run(_plan_run(config, self.stages, self.sources[seed].key, "calibrated", seed, target,
-                                         intended_shifts(target_shifts(self.prepared[seed], target), line),
+                                         intended_shifts(target_shifts(self.logprobs(seed), target), line),
                                          self.evaluation))
                 for seed, target in wanted]
+
+
+def _tilt(name_logprobs: np.ndarray, target: float) -> dict:
+    """The sampling-time tilt of a source to ``target``: its shifts and the rates it reads."""
+    shift = target_shifts(name_logprobs, target)
+    return {"shift": shift, "rates": tilt_readout(name_logprobs, shift)}
 
 
 def run_cure_experiment(config: CureConfig, stages: CureStages, source_stages: Stages,
@@ -480,111 +492,15 @@ def run_cure_experiment(config: CureConfig, stages: CureStages, source_stages: S
     sweep.prepare_sources()
     calibration_records, calibration = sweep.calibrate()
     calibrated = sweep.calibrated_runs(calibration["line"])
-    prepared = sweep.prepared
-    tilts = {seed: {t: tilt_readout(json.loads((out / prepared[seed]["artifacts"]["name_logprobs"])
-                                                 .read_text(encoding="utf-8")), target_shifts(prepared[seed], t))
-                    for t in sorted({*config.targets, *config.all_seed_targets})}
+    tilts = {seed: {t: _tilt(sweep.logprobs(seed), t) for t in sorted({*config.targets, *config.all_seed_targets})}
              for seed in config.seeds}
-    markdown, csv_text = render_cure_table(config, prepared, calibration_records, calibrated, calibration,
+    markdown, csv_text = render_cure_table(config, sweep.prepared, calibration_records, calibrated, calibration,
                                            tilts, compare)
     atomic_write_text(out / "table.md", markdown)
     atomic_write_text(out / "table.csv", csv_text)
     print(markdown, flush=True)
     say(f"wrote {out / 'calibration.json'}, {out / 'table.md'}, {out / 'table.csv'}")
     return {"markdown": markdown, "csv": csv_text, "records": sweep.records, "calibration": calibration}
-
-
-# ---------------------------------------------------------------------------------------- table
-COLUMNS = ("t", "seeds", "shift intended", "shift achieved", "p(woman)", "p(black)", "Signed", "Tokens",
-           "KL src", "KL SFT", "Gap (woman)", "Gap (black)", "Pair shift (held-out)")
-
-
-def _get(readouts: Mapping, dotted: str) -> float | None:
-    node: Any = readouts
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return None if node is None else float(node)
-
-
-def _cell(values: list[float | None], digits: int, level: float) -> str:
-    present = [v for v in values if v is not None and math.isfinite(v)]
-    if not present:
-        return "—"
-    if len(present) != len(values):
-        return "partial"
-    if len(present) == 1:
-        return f"{present[0]:.{digits}f}"
-    summary = mean_ci(present, level)
-    return f"{summary['mean']:.{digits}f} ± {summary['half_width']:.{digits}f}"
-
-
-def _pair(values: list[Mapping | None], digits: int, level: float) -> str:
-    if any(v is None for v in values):
-        return "—"
-    return " / ".join(_cell([v[a] for v in values], digits, level) for a in NAME_ATTRIBUTES)
-
-
-def _row(label: str, target: str, records: list[Mapping], level: float, kl_source: bool = True) -> list[str]:
-    readouts = [r["readouts"] for r in records]
-
-    def col(dotted: str, digits: int = 3) -> str:
-        return _cell([_get(x, dotted) for x in readouts], digits, level)
-
-    return [label, target, ", ".join(str(r.get("seed")) for r in records if r.get("seed") is not None) or "—",
-            _pair([r.get("intended") for r in records], 2, level),
-            _pair([r.get("achieved") for r in records], 2, level),
-            col("names.first_name.woman_coded"), col("names.first_name.black_coded"),
-            col("sampled.signing_rate", 2), col("tokens", 1),
-            col("kl_source") if kl_source else "—", col("kl"),
-            col("heldout.woman_coded.gap"), col("heldout.black_coded.gap"),
-            _pair([r["readouts"].get("pair_shift") for r in records], 2, level)]
-
-
-def render_cure_table(config: CureConfig, prepared: Mapping[int, Mapping], calibration_records: list[Mapping],
-                      calibrated: list[Mapping], calibration: Mapping, tilts: Mapping,
-                      compare: Mapping) -> tuple[str, str]:
-    """The table of the cure (the analogue of Table tab:offset), as Markdown and CSV."""
-    cal = calibration["seed"]
-    rows = [_row(f"{config.source.arm} (source)", "—", [prepared[cal]], config.level, kl_source=False)]
-    for record, scale in zip(calibration_records, calibration["scales"]):
-        label = "+ offset, exact tilt" if scale == 1.0 else f"+ offset, calibration x{scale:g}"
-        rows.append(_row(label, f"{record['target']:g}", [record], config.level))
-    targets = list(dict.fromkeys([*config.targets, *config.all_seed_targets]))
-    for target in targets:
-        at_cal = [r for r in calibrated if r["target"] == target and r["seed"] == cal]
-        if at_cal:
-            rows.append(_row("+ offset, calibrated", f"{target:g}", at_cal, config.level))
-        every = [r for r in calibrated if r["target"] == target]
-        if target in config.all_seed_targets and len(config.seeds) > 1:
-            rows.append(_row(f"+ offset, calibrated, {len(every)} seeds", f"{target:g}", every, config.level))
-    for target in targets:
-        seeds = [cal] if target not in config.all_seed_targets else list(config.seeds)
-        tilted = [{"seed": s, "readouts": {"names": {"first_name": tilts[s][target]}},
-                   "intended": target_shifts(prepared[s], target)} for s in seeds]
-        rows.append(_row("source + sampling-time tilt", f"{target:g}", tilted, config.level, kl_source=False))
-    if len(config.seeds) > 1:
-        rows.append(_row(f"{config.source.arm} (source), {len(config.seeds)} seeds", "—",
-                         [prepared[s] for s in config.seeds], config.level, kl_source=False))
-    for label, records in compare.items():
-        rows.append(_row(label, "—", records, config.level, kl_source=False))
-    line = calibration["line"]
-    header = ["Policy", *COLUMNS]
-    lines = [f"# {config.name}", "", "| " + " | ".join(header) + " |",
-             "|:--|" + "--:|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    lines += ["", f"Rates: first-name probability readout on the evaluation prompts; shifts in log-odds, "
-              f"woman / black; intended = the offset's shift -b/beta, achieved = the sampling-time tilt of "
-              f"the source that reads the same rate; pair shift = u / (beta (g_w - g_l)) on the held-out "
-              f"offset pairs, against the source. KL per token on the policy's own samples, to the source "
-              f"and to the SFT reference; gaps against the SFT reference. Several seeds: mean ± "
-              f"{config.level:.0%} Student-t half-width. Calibration at seed {cal}, target "
-              f"{calibration['target']:g}, scales {calibration['scales']}: "
-              + "; ".join(f"{a}: achieved = {v['slope']:.3f} x intended {v['intercept']:+.3f}"
-                          for a, v in line.items()) + "."]
-    csv_lines = [",".join(header)] + [",".join(f'"{c}"' if "," in c else c for c in row) for row in rows]
-    return "\n".join(lines) + "\n", "\n".join(csv_lines) + "\n"
 
 
 def load_cure_config(path: str | Path, overrides=()) -> CureConfig:
