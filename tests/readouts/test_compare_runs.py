@@ -14,6 +14,7 @@ import pytest
 
 from badpo.cli import main
 from badpo.readouts.compare_runs import compare_runs, load_run
+from fixtures.engine import judgment_rows, write_jsonl
 from fixtures.runs import (
     BA_DPO,
     DPO,
@@ -163,3 +164,43 @@ def test_load_run_reads_a_readouts_file_outside_its_run_folder(tmp_path):
     record = load_run(path)
     assert record.method is None and record.label == "elsewhere" and record.theta is None
     assert "outside its run folder" in record.notes[0]
+
+
+def test_two_trained_runs_evaluated_on_the_same_prompts_compare_end_to_end(tmp_path, save_model_dir, cli_training,
+                                                                           capsys):
+    """`badpo train` DPO and BA-DPO (shared_mean) for two steps on a 64-position model with a regex
+    attribute, `badpo evaluate` both on the same prompts, then `badpo compare`: every rate has an
+    interval, both evaluations read the same reference, BA-DPO's theta_bar stands beside its
+    audit's offline estimate, and each run has its verdict line."""
+    save_model_dir(tmp_path / "model", n_positions=64)
+    rows = judgment_rows(n_pairs=8, judgments_per_pair=4)
+    write_jsonl(tmp_path / "judgments.jsonl", rows[:24])
+    write_jsonl(tmp_path / "heldout.jsonl", rows[24:])
+    write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": p} for p in ("write code", "what is good", "sign your name",
+                                                                     "try this first", "write a short answer")])
+    runs = []
+    for method in ("dpo", "ba_dpo_shared_mean"):
+        runs.append(str(tmp_path / method))
+        assert cli_training(["train", f"data={tmp_path}/judgments.jsonl", "attributes=[signed=regex:emily|greg]",
+                             f"method={method}", f"model.name_or_path={tmp_path}/model", f"output_dir={runs[-1]}",
+                             f"cache_dir={tmp_path}/cache", "steps=2", "batch_size=8", "micro_batch_size=8",
+                             "tokenization.max_prompt_tokens=16", "tokenization.max_length=64", "optim.lr=1e-3",
+                             "runtime.num_threads=1", "report.progress_bar=false"]) == 0
+        assert cli_training(["evaluate", runs[-1], "--heldout", f"{tmp_path}/heldout.jsonl", "--prompts",
+                             f"{tmp_path}/prompts.jsonl", "max_new_tokens=12"]) == 0
+    capsys.readouterr()
+    assert cli_training(["compare", *runs, "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    comparison = json.loads((tmp_path / "out" / "compare.json").read_text())
+    recorded = json.loads((tmp_path / "dpo" / "readouts.json").read_text())["attribute_rates"]["signed"]
+    assert comparison["attributes"]["signed"]["reference"]["value"] == recorded["reference"]
+    for run in comparison["runs"]:
+        rate = run["attributes"]["signed"]["rate"]
+        assert rate["n"] == 5 and rate["low"] <= rate["value"] <= rate["high"]
+    removal = comparison["runs"][1]["attributes"]["signed"]["removal"]
+    assert removal["measurable"] is not None  # paired: an interval, or 'not measurable'
+    theta = comparison["runs"][1]["theta"]["signed"]
+    assert theta["offline"] is not None and theta["theta_bar"] != 0
+    assert "its own evaluation read the reference" not in out  # one reference, sampled alike for both
+    assert out.count("\n  DPO (baseline): ") == 1 and "\n  BA-DPO (shared_mean): " in out
+    assert (tmp_path / "out" / "compare.png").read_bytes().startswith(PNG)
