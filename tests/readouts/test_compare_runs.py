@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -204,3 +205,12 @@ def test_two_trained_runs_evaluated_on_the_same_prompts_compare_end_to_end(tmp_p
     assert "its own evaluation read the reference" not in out  # one reference, sampled alike for both
     assert out.count("\n  DPO (baseline): ") == 1 and "\n  BA-DPO (shared_mean): " in out
     assert (tmp_path / "out" / "compare.png").read_bytes().startswith(PNG)
+
+
+def test_the_output_shown_in_docs_verdict_is_what_the_fixture_runs_print(tmp_path):
+    """docs/verdict.md shows `badpo compare` on the runs of tests/fixtures/runs.py: the same lines,
+    but for the folder the files were written to."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "verdict.md").read_text(encoding="utf-8")
+    shown = re.search(r"it prints:\n\n```\n(.*?)```", text, re.S).group(1).splitlines()
+    printed = compare_runs(write_pair(tmp_path), out=tmp_path / "cmp").text.replace(str(tmp_path), "runs")
+    assert printed.replace("runs/cmp/", "runs/compare/").splitlines() == shown
