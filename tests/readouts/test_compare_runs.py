@@ -214,3 +214,26 @@ def test_the_output_shown_in_docs_verdict_is_what_the_fixture_runs_print(tmp_pat
     shown = re.search(r"it prints:\n\n```\n(.*?)```", text, re.S).group(1).splitlines()
     printed = compare_runs(write_pair(tmp_path), out=tmp_path / "cmp").text.replace(str(tmp_path), "runs")
     assert printed.replace("runs/cmp/", "runs/compare/").splitlines() == shown
+
+
+def test_a_pair_level_attribute_is_compared_by_its_mean_token_count(tmp_path):
+    """length is defined on the policy's answer against the reference's; compare reads it by the
+    mean token count of each side, per prompt (policy_tokens / reference_tokens), to one decimal."""
+    def record(tokens: list[int]) -> dict:
+        reference = [10, 12, 14, 16]
+        entry = {"policy": 0.5, "reference": 0.0, "n": 4, "policy_tokens": sum(tokens) / 4, "reference_tokens": 13.0,
+                 "per_prompt": {"policy": [1, 1, 0, 0], "reference": [0, 0, 0, 0], "policy_tokens": tokens,
+                                "reference_tokens": reference}}
+        return {"attribute_rates": {"length": entry}, "inputs": {"attributes": ["length"], "prompts_sha256": "d"}}
+
+    dpo = write_run(tmp_path / "dpo", "dpo", record([30, 32, 34, 36]))
+    ba = write_run(tmp_path / "ba", "ba_dpo_pooled", record([16, 18, 20, 22]))
+    result = compare_runs([dpo, ba])
+    assert result.comparison["attributes"]["length"]["unit"] == "tokens"
+    assert result.comparison["attributes"]["length"]["reference"]["value"] == 13.0
+    removal = result.comparison["runs"][1]["attributes"]["length"]["removal"]
+    assert removal["value"] == pytest.approx((33 - 19) / (33 - 13))
+    assert "  DPO (baseline): moves length by +20.0 [" in result.text  # tokens, one decimal
+    assert "13.0 [" in result.text
+    with pytest.raises(ValueError, match="given twice"):
+        compare_runs([dpo, ba, tmp_path / "dpo"])

@@ -18,7 +18,6 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -47,11 +46,15 @@ class Comparison:
         return self.text
 
 
-def _json(path: Path, what: str) -> Any:
+def _json(path: Path, what: str) -> dict:
+    """A JSON object from ``path``; anything else is a one-line error naming the file."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise ValueError(f"{path}: cannot read {what} ({type(error).__name__}: {error})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: cannot read {what} (a JSON object was expected, got {type(data).__name__})")
+    return data
 
 
 def _is_run_folder(folder: Path) -> bool:
@@ -106,8 +109,6 @@ def load_run(path: str | os.PathLike) -> RunRecord:
     else:
         raise FileNotFoundError(f"{path}: no such run folder or readouts file")
     readouts = _json(source, "the run's readouts")
-    if not isinstance(readouts, dict):
-        raise ValueError(f"{source}: expected the JSON object `badpo evaluate` writes")
     for key in ("attribute_rates", "heldout", "inputs"):
         if key in readouts and not isinstance(readouts[key], dict):
             raise ValueError(f"{source}: {key} is not an object")
@@ -177,6 +178,10 @@ def compare_runs(runs: Sequence[str | os.PathLike], reference: str | os.PathLike
     ``out``, write compare.json, compare.md, compare.png (and theta.png) there."""
     if not runs:
         raise ValueError("give at least one evaluated run folder")
+    resolved = [Path(run).expanduser().resolve() for run in runs]
+    twice = next((run for run, path in zip(runs, resolved) if resolved.count(path) > 1), None)
+    if twice is not None:
+        raise ValueError(f"{twice}: given twice; name each run once")
     folder = check_out(out, overwrite) if out is not None else None
     records, index = _baseline([load_run(run) for run in runs], baseline)
     reference_record = load_run(reference) if reference is not None else None
