@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 
 # The Python API (badpo.api) loads torch, transformers and accelerate: it is imported on first use
 # of one of these names, so that ``import badpo.core.losses`` (or the audit) stays light.
-_API = ("train", "sft", "evaluate", "TrainResult", "SFTResult", "EvalResult")
+_API = ("train", "sft", "evaluate", "compare", "TrainResult", "SFTResult", "EvalResult")
 
 
 def __getattr__(name: str):

@@ -1,4 +1,4 @@
-"""The Python API: ``badpo.train``, ``badpo.sft`` and ``badpo.evaluate``, each one call.
+"""The Python API: ``badpo.train``, ``badpo.sft``, ``badpo.evaluate`` and ``badpo.compare``, each one call.
 
 A config is a YAML path, a dict or a config object, with keyword overrides on top (a dict value
 updates that section: ``optim={"lr": 1e-3}`` keeps the other ``optim`` keys). ``data`` may also be
@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from badpo.core.jsonio import atomic_write_text
 from badpo.data.sources import in_memory
 from badpo.engine.settings import SFTConfig, TrainConfig
 
-__all__ = ["EvalResult", "SFTResult", "TrainResult", "evaluate", "sft", "train"]
+__all__ = ["EvalResult", "SFTResult", "TrainResult", "compare", "evaluate", "sft", "train"]
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,21 @@ def evaluate(run_dir: str | os.PathLike, config: Any = None, *, heldout: str | o
                                 trust_remote_code=trust_remote_code)
     atomic_write_text(written, dumps(readouts, indent=1, sort_keys=True) + "\n")
     return EvalResult(run_dir=Path(run_dir), readouts=readouts)
+
+
+def compare(runs: str | os.PathLike | Sequence[str | os.PathLike], *, reference: str | os.PathLike | None = None,
+            baseline: str | os.PathLike | None = None, out: str | os.PathLike | None = None,
+            overwrite: bool = False):
+    """Evaluated runs side by side (``badpo compare``): each declared attribute's rate with an
+    interval over prompts, each run's removal of the baseline's shift, KL, held-out accuracy,
+    theta against the audit's estimate and a verdict per run. ``runs`` is one run folder or
+    several; with ``out`` the compare files are written there. Returns a
+    :class:`badpo.readouts.compare_runs.Comparison`: ``.comparison`` (the dict of compare.json),
+    ``.files``, and ``print()`` shows what the command prints."""
+    from badpo.readouts.compare_runs import compare_runs
+
+    folders = [runs] if isinstance(runs, (str, os.PathLike)) else list(runs)
+    return compare_runs(folders, reference=reference, baseline=baseline, out=out, overwrite=overwrite)
 
 
 @contextlib.contextmanager

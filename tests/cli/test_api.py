@@ -17,6 +17,7 @@ import torch
 import badpo
 from badpo.core.config import to_dict
 from fixtures.engine import judgment_rows, make_config, write_jsonl
+from fixtures.runs import write_pair
 
 datasets = pytest.importorskip("datasets")
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,6 +134,22 @@ def test_import_badpo_loads_no_engine_until_the_api_is_used():
     assert badpo.train is importlib.import_module("badpo.api").train
     with pytest.raises(AttributeError, match="no attribute 'trian'"):
         badpo.trian  # noqa: B018
+
+
+def test_compare_takes_what_the_command_takes_and_prints_what_it_prints(tmp_path, capsys):
+    """badpo.compare(runs, reference=, baseline=, out=) is `badpo compare`: the same text, the
+    same compare.json; one run folder may be given alone."""
+    from badpo.cli import main
+
+    dpo, ba = write_pair(tmp_path)
+    assert main(["compare", str(dpo), str(ba)]) == 0
+    result = badpo.compare([dpo, ba])
+    assert str(result) == capsys.readouterr().out
+    written = badpo.compare((dpo, ba), out=tmp_path / "out")
+    assert json.loads((tmp_path / "out" / "compare.json").read_text()) == json.loads(json.dumps(written.comparison))
+    assert [path.name for path in written.files] == ["compare.json", "compare.md", "compare.png", "theta.png"]
+    alone = badpo.compare(ba, baseline=dpo, reference=dpo)
+    assert alone.comparison["baseline"] == "DPO" and alone.comparison["reference"]["label"] == "reference (dpo)"
 
 
 def test_chat_rows_train_like_plain_prompts_under_the_same_template(world, save_model_dir):

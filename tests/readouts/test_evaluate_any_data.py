@@ -20,11 +20,12 @@ import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from badpo.cli import main
+from badpo.core.attributes import resolve_attributes
 from badpo.core.config import from_dict
 from badpo.engine.tokenize import TokenizationConfig
-from badpo.readouts.evaluate import EvalConfig
-from badpo.readouts.model import generate
-from badpo.readouts.run import GenerationCapNotice, cap_new_tokens, summary
+from badpo.readouts.evaluate import EvalConfig, generated_attribute_rates
+from badpo.readouts.model import Generations, generate
+from badpo.readouts.run import GenerationCapNotice, cap_new_tokens, prompts_digest, summary
 from fixtures.engine import VOCAB, build_tokenizer, judgment_rows
 
 SIGNOFF = r"thanks|regards"
@@ -116,8 +117,17 @@ def test_the_rate_is_a_hand_count_of_the_regex_on_the_generated_texts(evaluated,
     for side, path in (("policy", user_run / "run" / "policy"), ("reference", user_run / "model")):
         model = AutoModelForCausalLM.from_pretrained(path).eval()
         texts = generate(model, tokenizer, PROMPTS[:8], 0.7, 0.9, 57, 3, 16, tokenization).texts
-        hand = sum(1 for text in texts if re.search(SIGNOFF, text)) / len(texts)
-        assert readouts["attribute_rates"]["signoff"][side] == hand, (side, texts)
+        flags = [1 if re.search(SIGNOFF, text) else 0 for text in texts]
+        assert readouts["attribute_rates"]["signoff"][side] == sum(flags) / len(texts), (side, texts)
+        assert readouts["attribute_rates"]["signoff"]["per_prompt"][side] == flags  # prompt by prompt
+
+
+def test_the_record_names_the_prompts_its_per_prompt_values_are_on(evaluated):
+    """`badpo compare` pairs two runs' per-prompt values only when they were read on the same
+    prompts: the record carries the SHA-256 of the 8 prompts read, in order."""
+    _, _, readouts = evaluated
+    assert readouts["inputs"]["prompts_sha256"] == prompts_digest(PROMPTS[:8])
+    assert prompts_digest(PROMPTS[:8]) != prompts_digest(PROMPTS[1:9])
 
 
 def test_max_new_tokens_is_capped_to_the_model_context_with_a_notice(evaluated):
@@ -228,6 +238,27 @@ def test_the_summary_reads_a_pair_attribute_by_tokens_a_reward_tilt_and_null_as_
     record["heldout_any"] = {**entry, "same_accuracy": 0.625, "gap": 0.125, "n_same": 2, "n_cross": 10}
     rows = [line.split() for line in summary(record).splitlines()]
     assert ["any", "attribute", "0.625", "0.750", "0.125", "2", "/", "10"] in rows
+
+
+def test_per_prompt_values_are_recorded_beside_each_rate():
+    """Three prompts, hand-made generations: the regex flags (1, 0, 1) beside the rate 2/3; length
+    (pair-level, 1.5 times the words) marks the policy's side on prompt 1 (6 words against 3) and
+    the reference's on prompt 3 (2 against 1), and the token counts are kept as they are, per side."""
+    def answers(texts, tokens):
+        return Generations(("p1", "p2", "p3"), texts, ((1,),) * 3, ((2,),) * 3, tokens)
+
+    policy = answers(("a b c d e thanks", "a b", "thanks"), (6, 2, 1))
+    reference = answers(("a b thanks", "a b", "c d"), (3, 2, 2))
+    rates, skipped = generated_attribute_rates(resolve_attributes([f"signoff=regex:{SIGNOFF}", "length:1.5"]),
+                                               policy, reference)
+    assert skipped == {}
+    assert rates["signoff"] == {"policy": 2 / 3, "reference": 1 / 3, "n": 3,
+                                "per_prompt": {"policy": [1, 0, 1], "reference": [1, 0, 0]}}
+    length = rates["length"]["per_prompt"]
+    assert length == {"policy": [1, 0, 0], "reference": [0, 0, 1], "policy_tokens": [6, 2, 1],
+                      "reference_tokens": [3, 2, 2]}
+    assert all(type(v) is int for v in length["policy_tokens"])  # 6, not 6.0: compact, and the mean exact
+    assert rates["length"]["policy_tokens"] == sum(length["policy_tokens"]) / 3
 
 
 @pytest.fixture(scope="module")

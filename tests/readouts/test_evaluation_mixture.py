@@ -102,6 +102,28 @@ def test_mixture_votes_use_each_annotators_type_probabilities(world):
         assert mixed[f"votes/{name}"]["accuracy"] == pytest.approx(sum(scores) / len(scores), abs=1e-12)
 
 
+def test_a_mixtures_per_prompt_values_are_each_prompts_weighted_mean(world):
+    """Two different policies under w = (0.25, 0.75): each prompt's value of an attribute on the
+    mixture's generations is 0.25 a + 0.75 b of the two policies' (exactly a where they agree),
+    so that their mean is the mixture's rate and `badpo compare` can resample its prompts; the
+    reference's values (markdown declared: its generations are sampled) are the reference's."""
+    corpus, tokenizer, reference, policies = world
+    gamma = {a: [0.5, 0.5] for a in {j.annotator for j in corpus.heldout}}
+    mixture = Mixture((0.25, 0.75), gamma, (0.5, 0.5), tuple(policies))
+    config = EvalConfig(attributes=("names", "seven=regex:7", "markdown"), max_prompts=4, body="given", surnames=3,
+                        max_new_tokens=8)
+    mixed = evaluate_mixture(load, mixture, reference, tokenizer, corpus, config)
+    singles = [evaluate_policy(load(p), reference, tokenizer, corpus, config) for p in policies]
+    for name, rate in mixed["attribute_rates"].items():
+        a, b = (single["attribute_rates"][name]["per_prompt"]["policy"] for single in singles)
+        expected = [x if x == y else 0.25 * x + 0.75 * y for x, y in zip(a, b)]
+        assert rate["per_prompt"]["policy"] == pytest.approx(expected, abs=1e-12)
+        assert sum(rate["per_prompt"]["policy"]) / len(a) == pytest.approx(rate["policy"], abs=1e-12)
+        assert rate["per_prompt"]["reference"] == singles[0]["attribute_rates"][name]["per_prompt"]["reference"]
+    seven = [single["attribute_rates"]["seven"]["per_prompt"]["policy"] for single in singles]
+    assert seven[0] != seven[1]  # the two policies differ on some prompt: the weighted mean is exercised
+
+
 def corpus_values(judgment):
     from badpo.core.attributes import resolve_attributes
 

@@ -291,7 +291,9 @@ def generated_attribute_rates(attributes: AttributeSet, samples: Generations,
     prompt: the policy's against the reference's, its two values averaged over the prompts (for
     ``length``: the share of prompts where the policy's answer has ``ratio`` times the reference's
     words, and the other way round), beside the mean token counts of both. A ``given:`` attribute
-    has no value on a new text. Returns (rates by attribute name, {readout: why it is skipped}).
+    has no value on a new text. ``per_prompt`` holds the values each mean is taken over, one per
+    prompt in prompt order (:func:`compact_values`), for intervals over prompts. Returns (rates by
+    attribute name, {readout: why it is skipped}).
     """
     if reference_samples is not None and reference_samples.prompts != samples.prompts:
         raise ValueError("the reference's generations answer other prompts than the policy's")
@@ -310,12 +312,23 @@ def generated_attribute_rates(attributes: AttributeSet, samples: Generations,
         values = np.array([attribute.values(prompt, text, other)
                            for prompt, text, other in zip(samples.prompts, samples.texts, others)]).reshape(-1, 2)
         rates[attribute.name] = {"policy": float(values[:, 0].mean()), "n": len(samples.texts)}
+        per_prompt = {"policy": values[:, 0]}
         if reference_samples is not None:
             rates[attribute.name]["reference"] = float(values[:, 1].mean())
+            per_prompt["reference"] = values[:, 1]
         if attribute.level == "pair":
             rates[attribute.name].update(policy_tokens=float(np.mean(samples.token_counts)),
                                          reference_tokens=float(np.mean(reference_samples.token_counts)))
+            per_prompt.update(policy_tokens=samples.token_counts, reference_tokens=reference_samples.token_counts)
+        rates[attribute.name]["per_prompt"] = {side: compact_values(v) for side, v in per_prompt.items()}
     return rates, skipped
+
+
+def compact_values(values) -> list[float | int]:
+    """Per-prompt values for readouts.json, in prompt order: a whole number as an int (a 0/1 flag
+    or a token count is written as 0 / 1 / 57, not 0.0), any other value as it is, so that their
+    mean is the recorded rate exactly and ``badpo compare`` can resample the prompts."""
+    return [int(v) if float(v).is_integer() else float(v) for v in np.asarray(values, dtype=np.float64)]
 
 
 def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: Corpus, config: EvalConfig,
@@ -452,6 +465,7 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
         type_margins.append(margins)
         del policy
     result = weighted_mean_readouts(type_readouts, mixture.weights)
+    _mixture_per_prompt(result, type_readouts, mixture.weights)
     result["mixture"] = {"weights": list(mixture.weights), "types": type_readouts}
     if not corpus.heldout:
         return result
@@ -466,6 +480,20 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
         _, classes = _planted_theta(corpus.planted)
         result["type_recovery"] = type_class_agreement(mixture.type_probabilities, classes)
     return result
+
+
+def _mixture_per_prompt(result: dict, type_readouts: Sequence[dict], weights: Sequence[float]) -> None:
+    """The mixture's per-prompt attribute values: each prompt's w-weighted mean over the type
+    policies (their mean over prompts is the mixture's rate), which the key-by-key mean of
+    :func:`weighted_mean_readouts` leaves out when the types' lists differ."""
+    for name, rate in result.get("attribute_rates", {}).items():
+        parts = [readouts["attribute_rates"][name]["per_prompt"] for readouts in type_readouts]
+        rate["per_prompt"] = {}
+        for side in parts[0]:
+            values = np.array([part[side] for part in parts], dtype=np.float64)  # [K, P]
+            shared = (values == values[0]).all(axis=0)  # where the types agree, their value exactly
+            rate["per_prompt"][side] = compact_values(np.where(shared, values[0],
+                                                               np.average(values, axis=0, weights=weights)))
 
 
 def judge_readouts(judge_name: str, prompts: Sequence[str], texts: Sequence[str], names: Sequence[str],

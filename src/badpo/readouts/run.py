@@ -27,6 +27,7 @@ the attributes.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import warnings
@@ -61,7 +62,8 @@ from badpo.readouts.evaluate import (
 )
 from badpo.readouts.model import context_length, generate, load_judge, signature_tokens
 
-__all__ = ["EvalData", "GenerationCapNotice", "evaluate_run_dir", "load_causal_lm", "readouts_path", "summary"]
+__all__ = ["EvalData", "GenerationCapNotice", "evaluate_run_dir", "load_causal_lm", "prompts_digest", "readouts_path",
+           "summary"]
 
 CORPUS_FILES = {"prompts": "eval_prompts.jsonl", "heldout": "heldout.jsonl", "planted": "planted.json"}
 READOUTS_FILE = "readouts.json"  # the one file evaluate writes into a run folder
@@ -234,6 +236,12 @@ def cap_new_tokens(config: EvalConfig, model: nn.Module, tokenizer, prompts: Seq
     return dataclasses.replace(config, max_new_tokens=room)
 
 
+def prompts_digest(prompts: Sequence[str]) -> str:
+    """SHA-256 of the evaluation prompts in their order: two runs whose records carry the same one
+    were read on the same prompts, so that ``badpo compare`` may pair their per-prompt values."""
+    return hashlib.sha256(json.dumps(list(prompts), ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
 def _check_trust(model: ModelConfig, run_dir: Path, trust_remote_code: bool) -> None:
     if model.trust_remote_code and not trust_remote_code:
         raise ConfigError(f"{run_dir}: the run was trained with model.trust_remote_code, which runs the "
@@ -305,6 +313,7 @@ def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = N
     surnames = corpus.surnames[: config.surnames]
     config = cap_new_tokens(config, reference, tokenizer, prompts, tokenization, surnames)
     inputs["n_prompts"] = len(prompts)
+    inputs["prompts_sha256"] = prompts_digest(prompts)
     reference_samples = (generate(reference, tokenizer, prompts, config.temperature, config.top_p,
                                   config.max_new_tokens, config.seed, config.batch_size, tokenization)
                          if config.generations else None)

@@ -1,0 +1,332 @@
+"""``badpo compare RUN... [--reference REF] [--baseline RUN] [--out DIR]``: evaluated runs side by side.
+
+Each RUN is a run folder that ``badpo evaluate`` has read (its ``readouts.json``), or a readouts
+file written with ``evaluate --out``. Beside the readouts, a run folder gives the run's method
+(``run.json``, else ``config.yaml``), its theta (``theta.json``), the audit of its labels
+(``audit.json``: the offline estimates) and whether theta had settled (``run.json``). The
+baseline is the run whose method is ``dpo`` (or ``--baseline``); the reference is the reference
+side of the baseline's evaluation (or ``--reference REF``, a run whose policy stands for it). The
+statistics are :mod:`badpo.readouts.comparison`; this module reads the files, prints the table and
+the verdicts, and writes ``compare.json``, ``compare.md``, ``compare.png`` (and ``theta.png`` when
+a run learned theta_k per annotator) into ``--out DIR``. Nothing is written into a run folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import yaml
+
+from badpo.core.jsonio import atomic_write_text, dumps
+from badpo.core.outputs import check_writable_folder
+from badpo.readouts.compare import DRAWS, LEVEL, SEED
+from badpo.readouts.compare_plots import plot_rates, plot_theta
+from badpo.readouts.comparison import RunRecord, compare_records, method_label
+
+__all__ = ["COMPARE_FILES", "Comparison", "compare_runs", "format_comparison", "format_markdown", "load_run"]
+
+READOUTS_FILE = "readouts.json"
+COMPARE_FILES = ("compare.json", "compare.md", "compare.png", "theta.png")
+RUN_MARKERS = ("run.json", "theta.json", "policy", "reward_model", "log.jsonl")  # beside a config.yaml
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What ``compare`` found: the JSON-ready comparison, its printed text, the files written."""
+
+    comparison: dict
+    text: str
+    files: tuple[Path, ...] = ()
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _json(path: Path, what: str) -> dict:
+    """A JSON object from ``path``; anything else is a one-line error naming the file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{path}: cannot read {what} ({type(error).__name__}: {error})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: cannot read {what} (a JSON object was expected, got {type(data).__name__})")
+    return data
+
+
+def _is_run_folder(folder: Path) -> bool:
+    return (folder / "config.yaml").is_file() and any((folder / name).exists() for name in RUN_MARKERS)
+
+
+def _method(folder: Path) -> str | None:
+    """The run's method: run.json (a finished run), else config.yaml; None when neither names one."""
+    if (folder / "run.json").is_file():
+        method = _json(folder / "run.json", "the run's summary").get("method")
+        if isinstance(method, str):
+            return method
+    if (folder / "config.yaml").is_file():
+        try:
+            config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as error:
+            raise ValueError(f"{folder / 'config.yaml'}: cannot read the run's config ({error})") from None
+        method = config.get("method") if isinstance(config, Mapping) else None
+        return method if isinstance(method, str) else None
+    return None
+
+
+def _beside(folder: Path | None) -> tuple[dict, list[str]]:
+    """theta.json, audit.json and run.json's theta_convergence of a run folder, with a note per
+    file that is missing where the reader would look for it."""
+    found: dict = {"theta": None, "offline": None, "convergence": None}
+    if folder is None:
+        return found, ["a readouts file outside its run folder: no method, theta or audit beside it"]
+    notes = []
+    if (folder / "theta.json").is_file():
+        found["theta"] = _json(folder / "theta.json", "the run's theta")
+    if (folder / "audit.json").is_file():
+        found["offline"] = _json(folder / "audit.json", "the run's audit")
+    elif found["theta"] is not None and found["theta"].get("variant") != "none":
+        notes.append(f"no audit.json in {folder}: theta_bar is shown without the offline estimate")
+    if (folder / "run.json").is_file():
+        found["convergence"] = _json(folder / "run.json", "the run's summary").get("theta_convergence")
+    return found, notes
+
+
+def load_run(path: str | os.PathLike) -> RunRecord:
+    """One evaluated run: a run folder holding readouts.json, or a readouts file. A missing or
+    unreadable file is a one-line error naming it."""
+    given = Path(path)
+    if given.is_dir():
+        folder, source = given, given / READOUTS_FILE
+        if not source.is_file():
+            raise FileNotFoundError(f"{path}: no {READOUTS_FILE}; run `badpo evaluate {path}` first")
+    elif given.is_file():
+        source = given
+        folder = given.parent if given.name == READOUTS_FILE and _is_run_folder(given.parent) else None
+    else:
+        raise FileNotFoundError(f"{path}: no such run folder or readouts file")
+    readouts = _json(source, "the run's readouts")
+    for key in ("attribute_rates", "heldout", "inputs"):
+        if key in readouts and not isinstance(readouts[key], dict):
+            raise ValueError(f"{source}: {key} is not an object")
+    if "attribute_rates" not in readouts and "heldout" not in readouts:
+        raise ValueError(f"{source}: holds no attribute_rates and no heldout readouts; is it `badpo evaluate`'s?")
+    beside, notes = _beside(folder)
+    method = _method(folder) if folder is not None else None
+    name = folder.name if folder is not None else source.stem
+    return RunRecord(label=method_label(method) or name, path=str(path), method=method, readouts=readouts,
+                     source=str(source), notes=tuple(notes), **beside)
+
+
+def _unique_labels(records: list[RunRecord]) -> list[RunRecord]:
+    """Two runs of one method are told apart by their folder (then by their path)."""
+    labels = [r.label for r in records]
+    out = []
+    for record in records:
+        if labels.count(record.label) > 1:
+            record = replace(record, label=f"{record.label} [{Path(record.path).name}]")
+        out.append(record)
+    if len({r.label for r in out}) < len(out):
+        out = [replace(r, label=f"{r.label} [{r.path}]") if [o.label for o in out].count(r.label) > 1 else r
+               for r in out]
+    return out
+
+
+def _same(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+
+
+def _baseline(records: list[RunRecord], baseline: str | os.PathLike | None) -> tuple[list[RunRecord], int | None]:
+    """The runs (a --baseline not among them comes first) and the baseline's index: --baseline,
+    else the one DPO run; None when there is no DPO run, an error when there are several."""
+    if baseline is not None:
+        for i, record in enumerate(records):
+            if _same(record.path, baseline):
+                return records, i
+        return [load_run(baseline), *records], 0
+    dpo = [i for i, record in enumerate(records) if record.method == "dpo"]
+    if len(dpo) > 1:
+        raise ValueError(f"{records[dpo[0]].path} and {records[dpo[1]].path} are both DPO runs; name the one whose "
+                         "shift the others remove: --baseline RUN")
+    return records, (dpo[0] if dpo else None)
+
+
+def check_out(out: str | os.PathLike, overwrite: bool = False) -> Path:
+    """``--out DIR``, checked before anything is read: outside every run folder (compare writes
+    into none), and its compare files are replaced only with ``overwrite``."""
+    folder = Path(out).expanduser().absolute()
+    for parent in (folder, *folder.parents):
+        if _is_run_folder(parent):
+            raise ValueError(f"--out {out}: inside the run folder {parent}; give a folder outside every run")
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"--out {out}: is a file; give a folder")
+    existing = [name for name in COMPARE_FILES if (folder / name).exists()]
+    if existing and not overwrite:
+        raise FileExistsError(f"--out {out}: holds {', '.join(existing)} already; give --overwrite to replace "
+                              "them, or another folder")
+    check_writable_folder(folder, "--out", out)
+    return folder
+
+
+def compare_runs(runs: Sequence[str | os.PathLike], reference: str | os.PathLike | None = None,
+                 baseline: str | os.PathLike | None = None, out: str | os.PathLike | None = None,
+                 overwrite: bool = False, level: float = LEVEL, draws: int = DRAWS, seed: int = SEED) -> Comparison:
+    """Read the runs, compare them (:func:`badpo.readouts.comparison.compare_records`) and, with
+    ``out``, write compare.json, compare.md, compare.png (and theta.png) there."""
+    if not runs:
+        raise ValueError("give at least one evaluated run folder")
+    resolved = [Path(run).expanduser().resolve() for run in runs]
+    twice = next((run for run, path in zip(runs, resolved) if resolved.count(path) > 1), None)
+    if twice is not None:
+        raise ValueError(f"{twice}: given twice; name each run once")
+    folder = check_out(out, overwrite) if out is not None else None
+    records, index = _baseline([load_run(run) for run in runs], baseline)
+    reference_record = load_run(reference) if reference is not None else None
+    if reference_record is not None:
+        reference_record = replace(reference_record, label=f"reference ({Path(reference_record.path).name})")
+    result = compare_records(_unique_labels(records), index, reference_record, level, draws, seed)
+    files: list[Path] = []
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in COMPARE_FILES:
+            (folder / name).unlink(missing_ok=True)  # checked above: only with overwrite
+        atomic_write_text(folder / "compare.json", dumps(result, indent=1) + "\n")
+        atomic_write_text(folder / "compare.md", format_markdown(result))
+        plot_rates(result, folder / "compare.png")
+        files = [folder / "compare.json", folder / "compare.md", folder / "compare.png"]
+        if plot_theta(result, folder / "theta.png"):
+            files.append(folder / "theta.png")
+    return Comparison(result, format_comparison(result, files), tuple(files))
+
+
+# ------------------------------------------------------------------------------------ the text
+def _cell(entry: Mapping | None, unit: str, signed: bool = False) -> str:
+    if entry is None or entry.get("value") is None:
+        return "-"
+    digits = 1 if unit == "tokens" else 3
+    fmt = f"{'+' if signed else ''}.{digits}f"
+    if entry.get("low") is None:
+        return f"{entry['value']:{fmt}}"
+    return f"{entry['value']:{fmt}} [{entry['low']:{fmt}}, {entry['high']:{fmt}}]"
+
+
+def _removed(entry: Mapping) -> str:
+    removal = entry.get("removal")
+    if removal is None:
+        return ""
+    if removal.get("measurable") is False:
+        return "not measurable"
+    if removal.get("value") is None:
+        return "undefined"
+    if removal.get("low") is None:
+        return f"{100 * removal['value']:.0f}% (no interval)"
+    return f"{100 * removal['value']:.0f}% [{100 * removal['low']:.0f}, {100 * removal['high']:.0f}]"
+
+
+def _rate_rows(comparison: Mapping) -> list[tuple[str, list[str], list[str]]]:
+    """(label, a rate cell per attribute, a removal cell per attribute) for the reference and each run."""
+    attributes = comparison["attributes"]
+    rows = [(comparison["reference"]["label"], [_cell(a["reference"], a["unit"]) for a in attributes.values()],
+             [""] * len(attributes))]
+    for run in comparison["runs"]:
+        rows.append((run["label"], [_cell(run["attributes"][n].get("rate"), a["unit"]) for n, a in attributes.items()],
+                     [_removed(run["attributes"][n]) for n in attributes]))
+    return rows
+
+
+def _training_table(comparison: Mapping) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """(headers, (label, cells) per run): KL, then per attribute held-out accuracy same / cross
+    (gap) and theta_bar (offline estimate), a column only where some run has the number."""
+    runs = comparison["runs"]
+    held = list(dict.fromkeys(name for run in runs for name in run["heldout"]))
+    theta = list(dict.fromkeys(name for run in runs for name in run.get("theta") or {}))
+    headers = ["KL", *(f"{name} held-out s / c (gap)" for name in held), *(f"{name} theta_bar" for name in theta)]
+    rows = []
+    for run in runs:
+        cells = [f"{run['kl']:.4f}" if isinstance(run.get("kl"), (int, float)) else "-"]
+        for name in held:
+            entry = run["heldout"].get(name, {})
+            same, cross, gap = (entry.get(k) for k in ("same_accuracy", "cross_accuracy", "gap"))
+            cells.append("-" if None in (same, cross, gap) else f"{same:.3f} / {cross:.3f} ({gap:+.3f})")
+        for name in theta:
+            entry = (run.get("theta") or {}).get(name)
+            offline = entry and (f"offline {entry['offline']:+.3f}" if entry.get("offline") is not None
+                                 else "no offline estimate")
+            moving = ", moving" if entry and entry.get("converged") is False else ""
+            cells.append(f"{entry['theta_bar']:+.3f} ({offline}{moving})" if entry else "-")
+        rows.append((run["label"], cells))
+    return headers, rows
+
+
+def _notes(comparison: Mapping) -> list[str]:
+    return [*comparison["notes"], *(f"{run['label']}: {note}" for run in comparison["runs"] for note in run["notes"])]
+
+
+def _widths(headers: Sequence[str], *cells: Sequence[str]) -> list[int]:
+    """Each column's width: its longest header or cell, and three spaces."""
+    return [max(len(header), *(len(row[j]) for row in cells)) + 3 for j, header in enumerate(headers)]
+
+
+def _table(title: str, headers: Sequence[str], rows: Sequence[tuple[str, Sequence[str]]], first: int,
+           widths: Sequence[int]) -> list[str]:
+    def line(start: str, cells: Sequence[str]) -> str:
+        return start + "".join(f"{c:>{w}}" for c, w in zip(cells, widths))
+
+    return [line(f"{title:<{first}}", headers), *(line(f"  {label:<{first - 2}}", cells) for label, cells in rows)]
+
+
+def _heading(comparison: Mapping) -> str:
+    n = next((a["reference"]["n"] for a in comparison["attributes"].values() if (a["reference"] or {}).get("n")), None)
+    baseline = f"removal of {comparison['baseline']}'s shift" if comparison["baseline"] else "no baseline"
+    return (f"{comparison['level']:.0%} intervals by bootstrap over the {n or '?'} prompts ({comparison['draws']} "
+            f"resamples, seed {comparison['seed']}); {baseline}; reference: {comparison['reference']['source']}")
+
+
+def format_comparison(comparison: Mapping, files: Sequence[Path] = ()) -> str:
+    """The printed comparison: the rates with intervals, the removals, KL / held-out / theta, one
+    verdict line per run, notes, and the files written."""
+    names = list(comparison["attributes"])
+    rows = _rate_rows(comparison)
+    title, removal_title = "rate on generated answers", f"removed of {comparison['baseline']}'s shift"
+    first = max([len(title), len(removal_title) if comparison["baseline"] else 0,
+                 *(len(label) + 2 for label, _, _ in rows)]) + 2
+    widths = _widths(names, *(rates for _, rates, _ in rows), *(removed for _, _, removed in rows))
+    lines = [_heading(comparison)]
+    if names:
+        lines += _table(title, names, [(label, rates) for label, rates, _ in rows], first, widths)
+        removals = [(label, removed) for label, _, removed in rows if any(removed)]
+        if removals:
+            lines += _table(removal_title, names, removals, first, widths)
+    headers, training = _training_table(comparison)
+    lines += _table("training effects", headers, training, first, _widths(headers, *(c for _, c in training)))
+    lines += ["verdict", *(f"  {run['verdict']}" for run in comparison["runs"])]
+    notes = _notes(comparison)
+    if notes:
+        lines += ["notes", *(f"  {note}" for note in notes)]
+    lines.append(f"files: {', '.join(str(f) for f in files)}" if files else
+                 "files: none written (--out DIR writes compare.json, compare.md and compare.png)")
+    return "\n".join(lines) + "\n"
+
+
+def format_markdown(comparison: Mapping) -> str:
+    """compare.md: the rates and removals as one table, KL / held-out / theta as another, the
+    verdicts and the notes."""
+    names = list(comparison["attributes"])
+    header = ["run"] + [part for n in names for part in (n, "removed")]
+    lines = ["# Comparison", "", _heading(comparison) + ".", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for label, rates, removed in _rate_rows(comparison):
+        lines.append("| " + " | ".join([label, *(c for pair in zip(rates, removed) for c in pair)]) + " |")
+    headers, training = _training_table(comparison)
+    lines += ["", "| run | " + " | ".join(headers) + " |", "|" + "---|" * (len(headers) + 1)]
+    lines += ["| " + " | ".join([label, *cells]) + " |" for label, cells in training]
+    lines += ["", "KL per token on the run's generations; held-out accuracy on same- / cross-group judgments "
+              "(gap); theta_bar beside the offline estimate of the run's audit (moving: not converged)."]
+    lines += ["", "## Verdict", ""] + [f"- {run['verdict']}" for run in comparison["runs"]]
+    notes = _notes(comparison)
+    if notes:
+        lines += ["", "## Notes", ""] + [f"- {note}" for note in notes]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,344 @@
+"""The comparison ``badpo compare`` prints: evaluated runs side by side, with intervals and a verdict.
+
+From each run's ``readouts.json`` (``badpo evaluate``) and, beside it, its ``theta.json``,
+``audit.json`` and ``run.json``: for every declared attribute read on generated answers
+(``attribute_rates``; a pair-level one, such as length, by its mean token count as the paper
+reads it) each run's rate and the reference's with a bootstrap interval over prompts, each run's
+shift from the reference, and each run's removal of the baseline run's shift with its paired
+interval (:mod:`badpo.readouts.compare`); KL, held-out accuracy and gap; theta_bar against the
+offline estimate of the run's audit; one verdict line per run. Pure: the caller reads the files
+(:mod:`badpo.readouts.compare_runs`) and this module turns them into one JSON-ready dict.
+
+The reference is, by default, the reference side the baseline's evaluation recorded (the run's
+own ``model.name_or_path``, sampled on the same prompts with the same seed as every run's), or a
+run of the caller's choosing whose policy stands for it. A run evaluated before per-prompt values
+were recorded has its rates and removal without an interval, and every such place says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from badpo.readouts.compare import (
+    DRAWS,
+    LEVEL,
+    SEED,
+    mean_interval,
+    removal_interval,
+    removal_point,
+    resample_indices,
+    shift_interval,
+)
+
+__all__ = ["RunRecord", "Series", "compare_records", "method_label", "read_series"]
+
+OLD_RECORD = ("evaluated before badpo recorded per-prompt values ({source} has no attribute_rates.NAME.per_prompt): "
+              "run `badpo evaluate` on it again for intervals")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One evaluated run as compare reads it (:func:`badpo.readouts.compare_runs.load_run`)."""
+
+    label: str  # how the run is named in every output
+    path: str  # the run folder (or readouts file) as the caller gave it
+    method: str | None  # the run's method (run.json / config.yaml); None when not known
+    readouts: Mapping[str, Any]
+    source: str = ""  # the readouts file, named in errors and notes
+    theta: Mapping[str, Any] | None = None  # theta.json
+    offline: Mapping[str, Any] | None = None  # audit.json: the offline estimates
+    convergence: Mapping[str, Any] | None = None  # run.json theta_convergence
+    notes: tuple[str, ...] = field(default=())  # what the reader found missing (no theta.json, ...)
+
+
+@dataclass(frozen=True)
+class Series:
+    """One rate as a record holds it: its mean and, when recorded, its per-prompt values."""
+
+    mean: float
+    values: np.ndarray | None
+    digest: str | None  # inputs.prompts_sha256: which prompts the values are on
+    why: str | None  # why there are no per-prompt values
+    n: int | None = None  # the number of prompts, as recorded
+
+
+def method_label(method: str | None) -> str | None:
+    """A method as a reader names it: ``dpo`` -> DPO, ``ba_dpo_shared_mean`` -> BA-DPO (shared_mean)."""
+    if method is None:
+        return None
+    if method == "dpo":
+        return "DPO"
+    if method.startswith("ba_dpo_"):
+        return f"BA-DPO ({method.removeprefix('ba_dpo_')})"
+    return method
+
+
+def _unit(records: Sequence[RunRecord], name: str) -> str:
+    """``tokens`` for a pair-level attribute (read by its mean token count), else ``rate``."""
+    for record in records:
+        entry = record.readouts.get("attribute_rates", {}).get(name)
+        if isinstance(entry, Mapping):
+            return "tokens" if "policy_tokens" in entry else "rate"
+    return "rate"
+
+
+def _key(unit: str, side: str) -> str:
+    return f"{side}_tokens" if unit == "tokens" else side
+
+
+def read_series(record: RunRecord, name: str, key: str) -> Series | None:
+    """``attribute_rates.NAME.KEY`` of a record and its per-prompt values; None when the run did
+    not read the attribute. A per-prompt list that does not hold one number per prompt is an
+    error naming the file and the key."""
+    entry = record.readouts.get("attribute_rates", {}).get(name)
+    if not isinstance(entry, Mapping) or entry.get(key) is None:
+        return None
+    where = f"{record.source}: attribute_rates.{name}"
+    if not isinstance(entry[key], (int, float)):
+        raise ValueError(f"{where}.{key} is {entry[key]!r}; expected a number")
+    digest = record.readouts.get("inputs", {}).get("prompts_sha256")
+    n = entry.get("n") if isinstance(entry.get("n"), int) else None
+    per_prompt = entry.get("per_prompt")
+    if not isinstance(per_prompt, Mapping) or key not in per_prompt:
+        return Series(float(entry[key]), None, digest, OLD_RECORD.format(source=record.source), n)
+    values = per_prompt[key]
+    if not isinstance(values, list) or not all(isinstance(v, (int, float)) or v is None for v in values):
+        raise ValueError(f"{where}.per_prompt.{key}: expected a list of numbers")
+    if n is not None and len(values) != n:
+        raise ValueError(f"{where}.per_prompt.{key} holds {len(values)} values, but n is {n}")
+    if any(v is None for v in values) or not values:
+        return Series(float(entry[key]), None, digest, f"{where}.per_prompt.{key} has undefined (null) values", n)
+    return Series(float(entry[key]), np.asarray(values, dtype=np.float64), digest, None, len(values))
+
+
+def _unpaired(*series: Series) -> str | None:
+    """Why these rates cannot be resampled on the same prompts, or None when they can."""
+    for one in series:
+        if one.values is None:
+            return one.why
+    sizes = {one.values.size for one in series}
+    digests = {one.digest for one in series if one.digest is not None}
+    if len(sizes) > 1 or len(digests) > 1:
+        return ("the runs were evaluated on different prompts (inputs.n_prompts / inputs.prompts_sha256 differ): "
+                "evaluate them on the same --prompts")
+    return None
+
+
+class _Resamples:
+    """One index matrix per number of prompts: every rate on n prompts is resampled alike (paired)."""
+
+    def __init__(self, draws: int, seed: int):
+        self.draws, self.seed, self.cache = draws, seed, {}
+
+    def __call__(self, n: int) -> np.ndarray:
+        if n not in self.cache:
+            self.cache[n] = resample_indices(n, self.draws, self.seed)
+        return self.cache[n]
+
+
+def _rate(series: Series, resamples: _Resamples, level: float) -> dict:
+    if series.values is None:
+        return {"value": series.mean, "low": None, "high": None, "n": series.n, "why": series.why}
+    return mean_interval(series.values, resamples(series.values.size), level)
+
+
+def _shift(series: Series, reference: Series, resamples: _Resamples, level: float) -> dict:
+    why = _unpaired(series, reference)
+    if why is not None:
+        return {"value": series.mean - reference.mean, "low": None, "high": None, "measurable": None, "why": why}
+    return shift_interval(series.values, reference.values, resamples(series.values.size), level)
+
+
+def _removal(base: Series, run: Series, reference: Series, resamples: _Resamples, level: float) -> dict:
+    why = _unpaired(base, run, reference)
+    if why is not None:
+        return {"value": removal_point(base.mean, run.mean, reference.mean), "low": None, "high": None,
+                "measurable": None, "why": why}
+    return removal_interval(base.values, run.values, reference.values, resamples(base.values.size), level)
+
+
+def _attribute(name: str, unit: str, runs: Sequence[RunRecord], baseline: int | None,
+               reference: RunRecord | None, resamples: _Resamples, level: float) -> tuple[dict, list[dict]]:
+    """The reference's rate of one attribute and, per run, its rate, shift and removal."""
+    source = reference if reference is not None else runs[baseline if baseline is not None else 0]
+    ref = read_series(source, name, _key(unit, "policy" if reference is not None else "reference"))
+    per_run: list[dict] = []
+    series = [read_series(run, name, _key(unit, "policy")) for run in runs]
+    for i, (run, own) in enumerate(zip(runs, series)):
+        if own is None:
+            why = run.readouts.get("skipped", {}).get(f"attribute_rates.{name}")
+            per_run.append({"why": why or f"{run.source} has no attribute_rates.{name}"})
+            continue
+        entry = {"rate": _rate(own, resamples, level)}
+        if ref is not None:
+            entry["shift"] = _shift(own, ref, resamples, level)
+            if baseline is not None and i != baseline and series[baseline] is not None:
+                entry["removal"] = _removal(series[baseline], own, ref, resamples, level)
+        per_run.append(entry)
+    reference_entry = {"unit": unit, "reference": _rate(ref, resamples, level) if ref is not None else None}
+    if ref is None:
+        reference_entry["why"] = f"{source.source} holds no reference rate of {name} (no reference generations)"
+    return reference_entry, per_run
+
+
+def _theta(record: RunRecord) -> dict | None:
+    """theta_bar per attribute beside the audit's offline estimate (the log-odds that the attribute's
+    side wins a cross-group judgment) and whether it had settled; theta_k per annotator where they
+    differ. None for a run that learns no theta."""
+    theta = record.theta
+    if not theta or theta.get("variant") == "none" or not isinstance(theta.get("theta_bar"), Mapping):
+        return None
+    offline = {c.get("name"): c for c in (record.offline or {}).get("coordinates", []) if isinstance(c, Mapping)}
+    moving = (record.convergence or {}).get("attributes", {})
+    result = {}
+    for name in theta["theta_bar"]:
+        coordinate = offline.get(name, {})
+        by_annotator = {a: e.get("theta", {}).get(name) for a, e in theta.get("annotators", {}).items()}
+        result[name] = {
+            "theta_bar": theta["theta_bar"][name],
+            "offline": coordinate.get("overall", {}).get("log_odds"),
+            "converged": (not moving[name]["moving"]) if name in moving else None,
+            "theta_k": by_annotator if len(set(by_annotator.values())) > 1 else {},
+            "offline_k": {a: e.get("log_odds") for a, e in coordinate.get("by_annotator", {}).items()},
+        }
+    return result
+
+
+def _heldout(readouts: Mapping[str, Any]) -> dict:
+    """Held-out accuracy on same- and cross-group judgments and the gap, per attribute read."""
+    keys = ("same_accuracy", "cross_accuracy", "gap", "n_same", "n_cross")
+    return {name: {key: entry.get(key) for key in keys}
+            for name, entry in readouts.get("heldout", {}).items() if isinstance(entry, Mapping)}
+
+
+def _reference_notes(runs: Sequence[RunRecord], names: Sequence[str], units: Mapping[str, str],
+                     source: RunRecord) -> dict[int, list[str]]:
+    """Where a run's own evaluation read another reference rate than the comparison's reference (a
+    different reference model, other prompts or another seed)."""
+    notes: dict[int, list[str]] = {}
+    for i, run in enumerate(runs):
+        for name in names:
+            key = _key(units[name], "reference")
+            mine, theirs = read_series(run, name, key), read_series(source, name, key)
+            if run is not source and mine is not None and theirs is not None and abs(mine.mean - theirs.mean) > 1e-12:
+                notes.setdefault(i, []).append(
+                    f"its own evaluation read the reference's {name} at {mine.mean:.4g}, not {theirs.mean:.4g} "
+                    f"as {source.label}'s did: another reference model, other prompts or another seed?")
+    return notes
+
+
+def compare_records(runs: Sequence[RunRecord], baseline: int | None = None, reference: RunRecord | None = None,
+                    level: float = LEVEL, draws: int = DRAWS, seed: int = SEED) -> dict:
+    """Every run beside the reference and the baseline, as a JSON-ready dict (module docstring).
+
+    ``baseline`` is the index in ``runs`` of the run whose shift the others remove (DPO), None for
+    none; ``reference`` a record whose policy stands for the reference (None: the reference side of
+    the baseline's evaluation, or the first run's without a baseline)."""
+    if not runs:
+        raise ValueError("compare needs at least one evaluated run")
+    records = [*runs, *([reference] if reference is not None else [])]
+    declared = [name for run in records for name in run.readouts.get("inputs", {}).get("attributes", [])]
+    read = {name for run in records for name in run.readouts.get("attribute_rates", {})}
+    names = [name for name in dict.fromkeys([*declared, *sorted(read)]) if name in read]
+    units = {name: _unit(runs, name) for name in names}
+    resamples = _Resamples(draws, seed)
+    attributes, per_run = {}, [dict() for _ in runs]
+    for name in names:
+        attributes[name], entries = _attribute(name, units[name], runs, baseline, reference, resamples, level)
+        for target, entry in zip(per_run, entries):
+            target[name] = entry
+    source = runs[baseline if baseline is not None else 0]
+    extra = _reference_notes(runs, names, units, source) if reference is None else {}
+    rows, seen = [], set()
+    for i, run in enumerate(runs):
+        row = {"label": run.label, "path": run.path, "method": run.method, "baseline": i == baseline,
+               "attributes": per_run[i], "kl": run.readouts.get("kl"), "heldout": _heldout(run.readouts),
+               "theta": _theta(run)}
+        rows.append({**row, "notes": [*run.notes, *extra.get(i, []), *_row_notes(row, seen)]})
+    described = (f"{reference.label}: the policy of {reference.path}" if reference is not None
+                 else f"the reference model, as {source.label}'s evaluation read it")
+    result = {"level": level, "draws": draws, "seed": seed, "attributes": attributes,
+              "reference": {"label": reference.label if reference is not None else "reference",
+                            "source": described},
+              "baseline": runs[baseline].label if baseline is not None else None, "runs": rows}
+    result["notes"] = [] if baseline is not None or len(runs) < 2 else [
+        "no run is DPO (method dpo), so no removal is computed: name the run whose shift the others remove "
+        "with --baseline RUN"]
+    for row in rows:
+        row["verdict"] = verdict(row, result)
+    return result
+
+
+def _row_notes(row: Mapping, seen: set[str]) -> list[str]:
+    """Why a number of the row has no interval (each reason once in the whole comparison: ``seen``
+    holds those given for earlier rows), and a theta_bar still moving."""
+    reasons = [entry[part]["why"] for entry in row["attributes"].values() for part in ("rate", "shift", "removal")
+               if isinstance(entry.get(part), Mapping) and entry[part].get("low") is None
+               and entry[part].get("measurable") is not False and entry[part].get("why")]
+    notes = [f"no interval: {why}" for why in dict.fromkeys(reasons) if why not in seen]
+    seen.update(reasons)
+    for name, entry in (row["theta"] or {}).items():
+        if entry["converged"] is False:
+            notes.append(f"theta_bar {name} was still moving at the end of training (run.json theta_convergence): "
+                         "it has not converged, and the bias it explains may be under-removed")
+    return notes
+
+
+# ------------------------------------------------------------------------------------- verdict
+def _number(value: float, unit: str, signed: bool = False) -> str:
+    digits = 1 if unit == "tokens" else 3
+    return f"{value:{'+' if signed else ''}.{digits}f}"
+
+
+def _span(entry: Mapping, unit: str, signed: bool = False) -> str:
+    """``0.020 [0.010, 0.030]``, or the value alone when it has no interval."""
+    if entry.get("low") is None:
+        return _number(entry["value"], unit, signed)
+    return (f"{_number(entry['value'], unit, signed)} [{_number(entry['low'], unit, signed)}, "
+            f"{_number(entry['high'], unit, signed)}]")
+
+
+def _percent(entry: Mapping) -> str:
+    if entry.get("low") is None:
+        return f"{100 * entry['value']:.0f}%"
+    return f"{100 * entry['value']:.0f}% [{100 * entry['low']:.0f}, {100 * entry['high']:.0f}]"
+
+
+def _removal_phrase(name: str, entry: Mapping, unit: str, baseline: str) -> str:
+    removal, shift = entry["removal"], entry["removal"].get("shift")
+    if removal.get("measurable") is False:
+        return f"{name}: {baseline} did not move it measurably (shift {_span(shift, unit, signed=True)})"
+    if removal["value"] is None:
+        return f"{name}: {baseline} did not move it at all (removal undefined)"
+    text = f"removes {_percent(removal)} of {baseline}'s shift in {name}"
+    return text if removal.get("low") is not None else f"{text} (no interval)"
+
+
+def _shift_phrase(name: str, entry: Mapping, unit: str) -> str:
+    shift = entry["shift"]
+    if shift.get("measurable") is False:
+        return f"{name}: no measurable shift from the reference ({_span(shift, unit, signed=True)})"
+    text = f"moves {name} by {_span(shift, unit, signed=True)} from the reference"
+    return text if shift.get("low") is not None else f"{text} (no interval)"
+
+
+def verdict(row: Mapping, comparison: Mapping) -> str:
+    """One line: what the run did to each attribute, against the baseline's shift when there is a
+    baseline (removal), else against the reference (shift)."""
+    parts = []
+    for name, entry in row["attributes"].items():
+        unit = comparison["attributes"][name]["unit"]
+        if "rate" not in entry:
+            parts.append(f"{name}: not read ({entry['why']})")
+        elif "removal" in entry:
+            parts.append(_removal_phrase(name, entry, unit, comparison["baseline"]))
+        elif "shift" in entry:
+            parts.append(_shift_phrase(name, entry, unit))
+        else:
+            parts.append(f"{name}: {_span(entry['rate'], unit)} (no reference rate to compare with)")
+    role = " (baseline)" if row["baseline"] else ""
+    return f"{row['label']}{role}: " + ("; ".join(parts) if parts else "no attribute read on generated answers")

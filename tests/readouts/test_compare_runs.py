@@ -1,0 +1,239 @@
+"""`badpo compare` on run folders whose readouts.json are written by hand (tests/fixtures/runs.py: a
+DPO run and a BA-DPO run on 40 paired prompts), no model: the verdict, the tables and files, runs
+evaluated before per-prompt values were recorded, runs read on other prompts, the baseline and
+reference options, theta against the offline estimate, and one-line errors. The last test trains
+and evaluates two tiny runs and compares them end to end."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from badpo.cli import main
+from badpo.readouts.compare_runs import compare_runs, load_run
+from fixtures.engine import judgment_rows, write_jsonl
+from fixtures.runs import (
+    BA_DPO,
+    DPO,
+    REFERENCE,
+    flags,
+    readouts,
+    write_pair,
+    write_run,
+)
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def numpy_interval(base: list[int], run: list[int] | None, reference: list[int]) -> tuple[float, float]:
+    """The 95% interval recomputed with numpy alone: 2000 resamples of the 40 prompts from seed 0,
+    the removal on each from the three resampled means (the shift base - reference when ``run`` is
+    None), and their 2.5% and 97.5% quantiles."""
+    indices = np.random.default_rng(0).integers(0, 40, size=(2000, 40))
+    b, f = np.array(base)[indices].mean(axis=1), np.array(reference)[indices].mean(axis=1)
+    if run is None:
+        return tuple(np.quantile(b - f, [0.025, 0.975]))
+    r = np.array(run)[indices].mean(axis=1)
+    kept = b != f
+    return tuple(np.quantile((b[kept] - r[kept]) / (b[kept] - f[kept]), [0.025, 0.975]))
+
+
+def test_the_verdict_gives_the_removal_with_its_interval_and_a_shift_too_small_to_divide_by(tmp_path, capsys):
+    dpo, ba = write_pair(tmp_path)
+    assert main(["compare", str(dpo), str(ba), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    low, high = numpy_interval(flags(DPO["woman_coded"]), flags(BA_DPO["woman_coded"]), flags(REFERENCE["woman_coded"]))
+    s_low, s_high = numpy_interval(flags(DPO["black_coded"]), None, flags(REFERENCE["black_coded"]))
+    assert s_low <= 0 <= s_high  # one prompt of 40: DPO's black_coded shift is noise
+    verdict = (f"BA-DPO (shared_mean): removes 90% [{100 * low:.0f}, {100 * high:.0f}] of DPO's shift in "
+               f"woman_coded; black_coded: DPO did not move it measurably (shift +0.025 [{s_low:+.3f}, {s_high:+.3f}])")
+    assert f"  {verdict}\n" in out
+    assert "  DPO (baseline): moves woman_coded by +0.500 [" in out
+    rates = next(line for line in out.splitlines() if line.startswith("  BA-DPO (shared_mean)") and "[" in line)
+    assert rates.split()[2:4] == ["0.250", "[0.125,"]  # woman_coded 10 of 40, and its interval's low end
+    comparison = json.loads((tmp_path / "out" / "compare.json").read_text())
+    removal = comparison["runs"][1]["attributes"]["woman_coded"]["removal"]
+    assert (removal["value"], removal["low"], removal["high"]) == pytest.approx((0.9, low, high))
+    assert comparison["runs"][1]["attributes"]["black_coded"]["removal"]["value"] is None
+    assert comparison["baseline"] == "DPO" and comparison["runs"][0]["baseline"] is True
+    markdown = (tmp_path / "out" / "compare.md").read_text()
+    assert f"- {verdict}" in markdown and "| BA-DPO (shared_mean) | 0.250 [" in markdown
+    for name in ("compare.png", "theta.png"):
+        assert (tmp_path / "out" / name).read_bytes().startswith(PNG)
+
+
+def test_theta_bar_is_read_beside_the_offline_estimate_and_a_moving_theta_is_said(tmp_path):
+    result = compare_runs(write_pair(tmp_path))
+    theta = result.comparison["runs"][1]["theta"]["woman_coded"]
+    assert theta["theta_bar"] == 1.2 and theta["offline"] == 1.5 and theta["converged"] is False
+    assert theta["theta_k"] == pytest.approx({"A0": 0.9, "A1": 1.2, "A2": 1.5})
+    assert theta["offline_k"] == {"A0": 1.1, "A1": 1.5, "A2": 1.9}
+    assert result.comparison["runs"][0]["theta"] is None  # DPO learns no theta
+    assert "+1.200 (offline +1.500, moving)" in result.text
+    assert "BA-DPO (shared_mean): theta_bar woman_coded was still moving at the end of training" in result.text
+    assert "0.0150" in result.text and "0.600 / 0.700 (+0.100)" in result.text  # KL and held-out
+    assert "files: none written" in result.text
+
+
+def test_runs_evaluated_before_per_prompt_values_have_no_interval_and_say_why(tmp_path):
+    dpo, ba = write_pair(tmp_path, per_prompt=False)
+    result = compare_runs([dpo, ba])
+    removal = result.comparison["runs"][1]["attributes"]["woman_coded"]["removal"]
+    assert removal["value"] == pytest.approx(0.9) and removal["low"] is None and removal["measurable"] is None
+    assert "removes 90% of DPO's shift in woman_coded (no interval)" in result.text
+    assert re.search(r"no interval: evaluated before badpo recorded per-prompt values \(\S*dpo/readouts.json has no "
+                     r"attribute_rates.NAME.per_prompt\): run `badpo evaluate` on it again", result.text)
+    assert result.text.count("evaluated before badpo recorded") == 2  # once per run, not once per number
+
+
+def test_runs_read_on_other_prompts_are_not_paired(tmp_path):
+    dpo = write_run(tmp_path / "dpo", "dpo", readouts(DPO))
+    ba = write_run(tmp_path / "ba", "ba_dpo_pooled", readouts(BA_DPO, digest="e" * 64))
+    entry = compare_runs([dpo, ba]).comparison["runs"][1]["attributes"]["woman_coded"]
+    assert entry["rate"]["low"] is not None  # its own rate keeps its interval
+    assert entry["removal"]["low"] is None and "evaluated on different prompts" in entry["removal"]["why"]
+
+
+def test_the_baseline_is_the_dpo_run_unless_named(tmp_path, cli_error):
+    dpo, ba = write_pair(tmp_path)
+    other = write_run(tmp_path / "dpo-seed2", "dpo", readouts({"woman_coded": 26, "black_coded": 6}))
+    line = cli_error(["compare", str(dpo), str(other), str(ba)])
+    assert "are both DPO runs" in line and "--baseline RUN" in line
+    named = compare_runs([dpo, other, ba], baseline=other).comparison
+    assert named["baseline"] == "DPO [dpo-seed2]" and named["runs"][1]["baseline"] is True
+    assert named["runs"][2]["attributes"]["woman_coded"]["removal"]["value"] == pytest.approx((0.65 - 0.25) / 0.45)
+    alone = compare_runs([ba], baseline=dpo).comparison  # a baseline not among RUN comes first
+    assert [run["label"] for run in alone["runs"]] == ["DPO", "BA-DPO (shared_mean)"]
+    without = compare_runs([ba, tmp_path / "dpo-seed2" / "readouts.json"], baseline=None)
+    assert "no run is DPO" not in without.text  # the readouts file inside a run folder knows its method
+    lone = compare_runs([ba, write_run(tmp_path / "pooled", "ba_dpo_pooled", readouts(BA_DPO))])
+    assert "no run is DPO (method dpo)" in lone.text and "removed of" not in lone.text
+
+
+def test_a_reference_run_stands_for_the_reference(tmp_path):
+    dpo, ba = write_pair(tmp_path)
+    clean = write_run(tmp_path / "clean", "dpo", readouts({"woman_coded": 12, "black_coded": 4}))
+    comparison = compare_runs([dpo, ba], reference=clean).comparison
+    assert comparison["reference"]["label"] == "reference (clean)"
+    assert comparison["attributes"]["woman_coded"]["reference"]["value"] == 0.3
+    removal = comparison["runs"][1]["attributes"]["woman_coded"]["removal"]
+    assert removal["value"] == pytest.approx((0.7 - 0.25) / (0.7 - 0.3))
+
+
+def test_a_run_whose_evaluation_read_another_reference_is_told(tmp_path):
+    dpo = write_run(tmp_path / "dpo", "dpo", readouts(DPO))
+    ba = write_run(tmp_path / "ba", "ba_dpo_pooled", readouts(BA_DPO, reference={"woman_coded": 9, "black_coded": 4}))
+    text = compare_runs([dpo, ba]).text
+    assert "its own evaluation read the reference's woman_coded at 0.225, not 0.2 as DPO's did" in text
+
+
+def test_bad_input_is_one_line_naming_the_run_the_file_or_the_key(tmp_path, cli_error):
+    dpo, ba = write_pair(tmp_path)
+    assert "no such run folder or readouts file" in cli_error(["compare", str(tmp_path / "missing")])
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    assert f"{bare}: no readouts.json; run `badpo evaluate {bare}` first" in cli_error(["compare", str(bare)])
+    (ba / "readouts.json").write_text("{not json")
+    assert f"{ba / 'readouts.json'}: cannot read the run's readouts" in cli_error(["compare", str(dpo), str(ba)])
+    record = readouts(BA_DPO)
+    record["attribute_rates"]["woman_coded"]["per_prompt"]["policy"] = [1, 0]
+    (ba / "readouts.json").write_text(json.dumps(record))
+    line = cli_error(["compare", str(dpo), str(ba)])
+    assert "attribute_rates.woman_coded.per_prompt.policy holds 2 values, but n is 40" in line and str(ba) in line
+    assert "inside the run folder" in cli_error(["compare", str(dpo), "--out", str(dpo / "cmp")])
+
+
+def test_the_compare_files_are_replaced_only_with_overwrite(tmp_path, cli_error, capsys):
+    dpo, ba = write_pair(tmp_path)
+    out = tmp_path / "out"
+    assert main(["compare", str(dpo), str(ba), "--out", str(out)]) == 0
+    assert "holds compare.json, compare.md, compare.png, theta.png already" in cli_error(
+        ["compare", str(dpo), str(ba), "--out", str(out)])
+    (ba / "theta.json").unlink()  # no theta_k any more: the old theta.png goes
+    assert main(["compare", str(dpo), str(ba), "--out", str(out), "--overwrite"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["compare.json", "compare.md", "compare.png"]
+    capsys.readouterr()
+
+
+def test_load_run_reads_a_readouts_file_outside_its_run_folder(tmp_path):
+    path = tmp_path / "elsewhere.json"
+    path.write_text(json.dumps(readouts(DPO)))
+    record = load_run(path)
+    assert record.method is None and record.label == "elsewhere" and record.theta is None
+    assert "outside its run folder" in record.notes[0]
+
+
+def test_two_trained_runs_evaluated_on_the_same_prompts_compare_end_to_end(tmp_path, save_model_dir, cli_training,
+                                                                           capsys):
+    """`badpo train` DPO and BA-DPO (shared_mean) for two steps on a 64-position model with a regex
+    attribute, `badpo evaluate` both on the same prompts, then `badpo compare`: every rate has an
+    interval, both evaluations read the same reference, BA-DPO's theta_bar stands beside its
+    audit's offline estimate, and each run has its verdict line."""
+    save_model_dir(tmp_path / "model", n_positions=64)
+    rows = judgment_rows(n_pairs=8, judgments_per_pair=4)
+    write_jsonl(tmp_path / "judgments.jsonl", rows[:24])
+    write_jsonl(tmp_path / "heldout.jsonl", rows[24:])
+    write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": p} for p in ("write code", "what is good", "sign your name",
+                                                                     "try this first", "write a short answer")])
+    runs = []
+    for method in ("dpo", "ba_dpo_shared_mean"):
+        runs.append(str(tmp_path / method))
+        assert cli_training(["train", f"data={tmp_path}/judgments.jsonl", "attributes=[signed=regex:emily|greg]",
+                             f"method={method}", f"model.name_or_path={tmp_path}/model", f"output_dir={runs[-1]}",
+                             f"cache_dir={tmp_path}/cache", "steps=2", "batch_size=8", "micro_batch_size=8",
+                             "tokenization.max_prompt_tokens=16", "tokenization.max_length=64", "optim.lr=1e-3",
+                             "runtime.num_threads=1", "report.progress_bar=false"]) == 0
+        assert cli_training(["evaluate", runs[-1], "--heldout", f"{tmp_path}/heldout.jsonl", "--prompts",
+                             f"{tmp_path}/prompts.jsonl", "max_new_tokens=12"]) == 0
+    capsys.readouterr()
+    assert cli_training(["compare", *runs, "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    comparison = json.loads((tmp_path / "out" / "compare.json").read_text())
+    recorded = json.loads((tmp_path / "dpo" / "readouts.json").read_text())["attribute_rates"]["signed"]
+    assert comparison["attributes"]["signed"]["reference"]["value"] == recorded["reference"]
+    for run in comparison["runs"]:
+        rate = run["attributes"]["signed"]["rate"]
+        assert rate["n"] == 5 and rate["low"] <= rate["value"] <= rate["high"]
+    removal = comparison["runs"][1]["attributes"]["signed"]["removal"]
+    assert removal["measurable"] is not None  # paired: an interval, or 'not measurable'
+    theta = comparison["runs"][1]["theta"]["signed"]
+    assert theta["offline"] is not None and theta["theta_bar"] != 0
+    assert "its own evaluation read the reference" not in out  # one reference, sampled alike for both
+    assert out.count("\n  DPO (baseline): ") == 1 and "\n  BA-DPO (shared_mean): " in out
+    assert (tmp_path / "out" / "compare.png").read_bytes().startswith(PNG)
+
+
+def test_the_output_shown_in_docs_verdict_is_what_the_fixture_runs_print(tmp_path):
+    """docs/verdict.md shows `badpo compare` on the runs of tests/fixtures/runs.py: the same lines,
+    but for the folder the files were written to."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "verdict.md").read_text(encoding="utf-8")
+    shown = re.search(r"it prints:\n\n```\n(.*?)```", text, re.S).group(1).splitlines()
+    printed = compare_runs(write_pair(tmp_path), out=tmp_path / "cmp").text.replace(str(tmp_path), "runs")
+    assert printed.replace("runs/cmp/", "runs/compare/").splitlines() == shown
+
+
+def test_a_pair_level_attribute_is_compared_by_its_mean_token_count(tmp_path):
+    """length is defined on the policy's answer against the reference's; compare reads it by the
+    mean token count of each side, per prompt (policy_tokens / reference_tokens), to one decimal."""
+    def record(tokens: list[int]) -> dict:
+        reference = [10, 12, 14, 16]
+        entry = {"policy": 0.5, "reference": 0.0, "n": 4, "policy_tokens": sum(tokens) / 4, "reference_tokens": 13.0,
+                 "per_prompt": {"policy": [1, 1, 0, 0], "reference": [0, 0, 0, 0], "policy_tokens": tokens,
+                                "reference_tokens": reference}}
+        return {"attribute_rates": {"length": entry}, "inputs": {"attributes": ["length"], "prompts_sha256": "d"}}
+
+    dpo = write_run(tmp_path / "dpo", "dpo", record([30, 32, 34, 36]))
+    ba = write_run(tmp_path / "ba", "ba_dpo_pooled", record([16, 18, 20, 22]))
+    result = compare_runs([dpo, ba])
+    assert result.comparison["attributes"]["length"]["unit"] == "tokens"
+    assert result.comparison["attributes"]["length"]["reference"]["value"] == 13.0
+    removal = result.comparison["runs"][1]["attributes"]["length"]["removal"]
+    assert removal["value"] == pytest.approx((33 - 19) / (33 - 13))
+    assert "  DPO (baseline): moves length by +20.0 [" in result.text  # tokens, one decimal
+    assert "13.0 [" in result.text
+    with pytest.raises(ValueError, match="given twice"):
+        compare_runs([dpo, ba, tmp_path / "dpo"])
