@@ -4,7 +4,6 @@ length / markdown readouts (hand-worked, and against a plain forward pass)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from pathlib import Path
@@ -30,21 +29,13 @@ from badpo.corpora.tiny_multipref import (
 from badpo.readouts.evaluate import Corpus, EvalConfig, evaluate_policy
 from badpo.readouts.metrics import candidate_readout, sampled_text_rates
 from badpo.readouts.model import Generations, format_readout, sampled_text_readout
+from fixtures.files import digests, read_jsonl
 
 SMALL = {"n_prompts": 120, "n_eval_prompts": 8, "crowd_annotators": 6, "expert_annotators": 5}
 
 
 def small_config(**changes) -> TinyMultiPrefConfig:
     return from_dict(TinyMultiPrefConfig, {**SMALL, **changes})
-
-
-def digests(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 @pytest.fixture(scope="module")

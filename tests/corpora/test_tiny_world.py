@@ -3,7 +3,6 @@ check that the audit reads back the planted biases."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from pathlib import Path
@@ -25,6 +24,7 @@ from badpo.corpora.tiny import (
     name_tokens,
     tiny_base_pairs,
 )
+from fixtures.files import digests, read_jsonl
 
 SMALL = {"n_pairs": 150, "signing": {"annotators_per_class": 3}}
 
@@ -38,15 +38,6 @@ def small_config(**changes) -> TinyWorldConfig:
             node = node.setdefault(part, {})
         node[last] = value
     return from_dict(TinyWorldConfig, data)
-
-
-def digests(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 @pytest.fixture(scope="module")
