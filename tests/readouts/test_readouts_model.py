@@ -7,6 +7,7 @@ the concatenated ids with log_softmax by hand (names, signatures, KL), the DPO m
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 
@@ -155,6 +156,8 @@ def test_generate_is_seeded_and_kl_matches_a_plain_path(models, tokenizer):
         tokens += len(completion)
     assert kl == pytest.approx(differences / tokens, abs=1e-4)
     assert generation_kl(policy, policy, first, pad_id=tokenizer.pad_token_id) == 0.0
+    copied = generation_kl(copy.deepcopy(policy), policy, first, pad_id=tokenizer.pad_token_id)
+    assert copied == pytest.approx(0.0, abs=1e-6)  # the shortcut agrees with the computed path
     with pytest.raises(ValueError, match="exceeds the model's 64 positions"):
         generate(policy, tokenizer, PROMPTS, max_new_tokens=512)
 
@@ -175,6 +178,11 @@ def test_heldout_margins_are_the_dpo_margin(models, tokenizer):
         expected = 0.1 * ((logp(policy, j.chosen) - logp(reference, j.chosen))
                           - (logp(policy, j.rejected) - logp(reference, j.rejected)))
         assert margin == pytest.approx(expected, abs=1e-5)
+    # the reference against itself skips both forwards; a copy of it (computed) agrees
+    same = heldout_margins(reference, reference, tokenizer, judgments, beta=0.1)
+    computed = heldout_margins(copy.deepcopy(reference), reference, tokenizer, judgments, beta=0.1)
+    assert same.tolist() == [0.0, 0.0]
+    torch.testing.assert_close(computed, same, rtol=0, atol=1e-6)
 
 
 @pytest.fixture(scope="module")

@@ -340,6 +340,8 @@ def generation_kl(policy: nn.Module, reference: nn.Module, generations: Generati
     rows = [(p, c) for p, c in zip(generations.prompt_ids, generations.completion_ids) if c]
     if not rows:
         raise ValueError("generations: every completion is empty; nothing to score")
+    if policy is reference:  # the reference read against itself: 0 exactly, without a forward
+        return 0.0
     policy_parts, reference_parts, masks = [], [], []
     for start in range(0, len(rows), batch_size):
         chunk = rows[start:start + batch_size]
@@ -365,6 +367,8 @@ def heldout_margins(policy: nn.Module, reference: nn.Module, tokenizer,
     """
     if not judgments:
         raise ValueError("judgments: none to score")
+    if policy is reference:  # u is 0 exactly: spare two forwards over every held-out judgment
+        return torch.zeros(len(judgments))
     sequences = [(j.prompt, side) for j in judgments for side in (j.chosen, j.rejected)]
     store = build_token_store(tokenizer, sequences, config)
 
