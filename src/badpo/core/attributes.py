@@ -39,6 +39,7 @@ import numpy as np
 
 from badpo.core.judgments import Judgment, pair_key
 from badpo.core.names import NAME_ATTRIBUTES, signature_attributes, strip_signature
+from badpo.core.notices import BadpoWarning
 
 __all__ = [
     "ATTRIBUTE_NAME",
@@ -386,7 +387,7 @@ ATTRIBUTE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 _BUILTIN_NAMES = ("markdown", *NAME_ATTRIBUTES, "length")  # a built-in's coordinate name = its kind
 
 
-class AttributeNameNotice(UserWarning):
+class AttributeNameNotice(BadpoWarning):
     """A ``regex:`` attribute without ``NAME=`` is named by its whole pattern everywhere."""
 
 

@@ -41,6 +41,7 @@ from badpo.core.judgments import (
     jsonl_rows,
     validate_labelled,
 )
+from badpo.core.notices import BadpoWarning
 
 __all__ = ["IN_MEMORY_PREFIX", "ColumnMap", "IgnoredColumnsWarning", "Loaded", "in_memory", "read_judgment_source",
            "check_columns", "read_prompt_source", "read_sft_source", "render_chat", "source_dataset"]
@@ -88,7 +89,7 @@ class ColumnMap:
         return out
 
 
-class IgnoredColumnsWarning(UserWarning):
+class IgnoredColumnsWarning(BadpoWarning):
     """The data has columns that badpo does not read; they are named once, and no row is dropped."""
 
 

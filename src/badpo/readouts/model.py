@@ -30,6 +30,7 @@ from badpo.core.attributes import has_markdown, length_values, word_count
 from badpo.core.judgments import Judgment
 from badpo.core.losses import dpo_margin
 from badpo.core.names import NAME_POOL, POOL_NAMES
+from badpo.core.notices import BadpoWarning
 from badpo.engine.logprobs import continuation_logprobs, response_logprobs, token_logprobs
 from badpo.engine.tokenize import TokenizationConfig, build_token_store, encode_prompts
 from badpo.readouts.metrics import (
@@ -166,7 +167,7 @@ def _warn_on_prefix_names(names: Sequence[str], token_ids: Sequence[Sequence[int
     if pairs:
         warnings.warn(f"first-name readout: under this tokenizer {len(pairs)} name(s) are token prefixes of "
                       f"others, e.g. {pairs[:3]}; their first-name rates overlap, read the whole-"
-                      "signature rate", stacklevel=3)
+                      "signature rate", BadpoWarning, stacklevel=3)
 
 
 def _progress(items: Sequence, what: str):

@@ -42,6 +42,7 @@ from torch import nn
 from badpo.core.attributes import imports_user_code, resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError, from_dict, load_config
+from badpo.core.notices import BadpoWarning
 from badpo.core.outputs import check_output_file, check_writable_folder
 from badpo.data.gguf import gguf_folder
 from badpo.data.sources import ColumnMap, read_judgment_source, read_prompt_source
@@ -80,7 +81,7 @@ class EvalData:
     columns: ColumnMap | None = None  # fields set here replace the run's column mapping
 
 
-class GenerationCapNotice(UserWarning):
+class GenerationCapNotice(BadpoWarning):
     """``max_new_tokens`` was lowered so that prompt and answer fit the model's context."""
 
 
