@@ -302,7 +302,7 @@ data (any format `badpo train` reads: .jsonl, .parquet, .csv, .json, a save_to_d
 
 attributes: the run's declared ones (its config.yaml), or -a SPEC per attribute (or
   attributes=[...]); a module:function spec is never taken from RUN_DIR: declare it yourself.
-settings: -c FILE and KEY=VALUE anywhere on the line, badpo.readouts.evaluate.EvalConfig keys, e.g.
+settings: -c FILE and KEY=VALUE anywhere on the line, badpo.readouts.settings.EvalConfig keys, e.g.
   max_prompts=100 max_new_tokens=128 seed=1 generations=false judge=MODEL; max_new_tokens is
   lowered to what the model's context leaves after the longest prompt (with a notice).
 output: a short summary on stdout; every readout in RUN_DIR/readouts.json, or --out FILE outside

@@ -3,7 +3,7 @@
 The run folder gives what training fixed: the reference (``model.name_or_path``), the tokenizer
 and tokenization, beta, the column mapping of its data and its declared attributes (its resolved
 ``config.yaml``), the policy (``policy/``, or the type policies of ``mixture.json``) and the bias
-(``theta.json``). The caller gives the readout settings (:class:`badpo.readouts.evaluate.EvalConfig`
+(``theta.json``). The caller gives the readout settings (:class:`badpo.readouts.settings.EvalConfig`
 keys; ``attributes``, when given, replace the run's) and the data (:class:`EvalData`):
 
 - held-out judgments: any file or dataset ``badpo train`` reads, through the run's column mapping;
@@ -281,7 +281,7 @@ def evaluate_reward_run(run_dir: Path, settings: Mapping[str, Any], data: EvalDa
 def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = None,
                      data: EvalData = EvalData(), trust_remote_code: bool = False) -> dict:
     """Every readout of a finished ``badpo train`` run (or ``badpo rm`` run), as a JSON-ready dict
-    (module docstring). ``settings`` are :class:`badpo.readouts.evaluate.EvalConfig` keys."""
+    (module docstring). ``settings`` are :class:`badpo.readouts.settings.EvalConfig` keys."""
     run_dir = Path(run_dir)
     settings = dict(settings or {})
     if interrupted_commit(run_dir):
