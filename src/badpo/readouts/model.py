@@ -32,6 +32,7 @@ from badpo.core.losses import dpo_margin
 from badpo.core.names import NAME_POOL, POOL_NAMES
 from badpo.core.notices import BadpoWarning
 from badpo.engine.logprobs import continuation_logprobs, response_logprobs, token_logprobs
+from badpo.engine.runtime import config_positions
 from badpo.engine.tokenize import TokenizationConfig, build_token_store, encode_prompts
 from badpo.readouts.metrics import (
     candidate_readout,
@@ -229,9 +230,8 @@ def context_length(model: nn.Module, tokenizer=None) -> int | None:
     """The tokens prompt + answer may span: the model's positions (``max_position_embeddings`` or
     ``n_positions``) and the tokenizer's ``model_max_length``, the smaller one (transformers writes
     1e30 there when it does not know, which is no limit); None when neither says."""
-    config = getattr(model, "config", None)
-    limits = [getattr(config, key) for key in ("max_position_embeddings", "n_positions")
-              if isinstance(getattr(config, key, None), int)][:1]
+    positions = config_positions(getattr(model, "config", None))
+    limits = [positions] if positions is not None else []
     most = getattr(tokenizer, "model_max_length", None)
     if isinstance(most, int) and 0 < most < 10**9:
         limits.append(most)
