@@ -62,18 +62,18 @@ class ColumnMap:
     worker_id``). A column mapped here and a field named there are the same field; any other
     column is ignored with a warning."""
 
-    prompt: str | None = None
-    chosen: str | None = None
-    rejected: str | None = None
-    response: str | None = None  # sft rows only
-    annotator: str | None = None
-    annotator_class: str | None = None
-    prompt_id: str | None = None
-    pair_id: str | None = None
-    pair_type: str | None = None
-    g_chosen: str | None = None
-    g_rejected: str | None = None
-    tie: str | None = None
+    prompt: str | None = None  # the column of the prompt (null: the column named prompt, as for every field)
+    chosen: str | None = None  # the column of the preferred response
+    rejected: str | None = None  # the column of the other response
+    response: str | None = None  # the column of the response (sft rows only)
+    annotator: str | None = None  # the column of the annotator id
+    annotator_class: str | None = None  # the column of the annotator's class (optional)
+    prompt_id: str | None = None  # the column of the prompt id (optional)
+    pair_id: str | None = None  # the column of the pair id (optional)
+    pair_type: str | None = None  # the column of the pair type (optional)
+    g_chosen: str | None = None  # the column of the chosen side's precomputed attributes (given:NAME)
+    g_rejected: str | None = None  # the column of the rejected side's precomputed attributes
+    tie: str | None = None  # the column marking a tie (optional)
 
     def renames(self, fields: tuple[str, ...], what: str) -> dict[str, str]:
         """{column: field} of the mapped fields; a field the reader does not use is a ConfigError."""
