@@ -61,6 +61,7 @@ from badpo.readouts.model import (
     load_judge,
     names_readout,
     plain_decoding,
+    progress,
     sampled_text_readout,
 )
 from badpo.readouts.settings import EvalConfig
@@ -115,7 +116,7 @@ def reference_bodies(reference: nn.Module, tokenizer, prompts: Sequence[str],
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
     device = next(reference.parameters()).device
     bodies = []
-    for ids in encode_prompts(tokenizer, prompts, tokenization):
+    for ids in progress(encode_prompts(tokenizer, prompts, tokenization), "reference answer bodies"):
         ids = torch.tensor([ids[-tokenization.max_prompt_tokens:]], device=device)
         with plain_decoding(reference):
             out = reference.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
@@ -327,7 +328,7 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
 
     if config.generations:
         samples = generate(policy, tokenizer, prompts, config.temperature, config.top_p,
-                           config.max_new_tokens, config.seed, config.batch_size, tokenization)
+                           config.max_new_tokens, config.seed, config.batch_size, tokenization, "policy answers")
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         result["kl"] = generation_kl(policy, reference, samples, pad, config.batch_size)
         if names:
@@ -340,7 +341,7 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
             if reference_samples is None:
                 reference_samples = generate(reference, tokenizer, prompts, config.temperature, config.top_p,
                                              config.max_new_tokens, config.seed, config.batch_size,
-                                             tokenization)
+                                             tokenization, "reference answers")
             result["markdown"] = _markdown_readout(samples, reference_samples)
         result["attribute_rates"], why = generated_attribute_rates(attributes, samples, reference_samples)
         skipped.update(why)
@@ -397,7 +398,7 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
     if reference_samples is None and config.generations and "markdown" in attributes.names:
         reference_samples = generate(reference, tokenizer, [row["prompt"] for row in rows], config.temperature,
                                      config.top_p, config.max_new_tokens, config.seed, config.batch_size,
-                                     tokenization)
+                                     tokenization, "reference answers")
     type_readouts, type_margins = [], []
     for path in mixture.policies:
         policy = load_policy(path)

@@ -316,7 +316,8 @@ def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = N
     inputs["n_prompts"] = len(prompts)
     inputs["prompts_sha256"] = prompts_digest(prompts)
     reference_samples = (generate(reference, tokenizer, prompts, config.temperature, config.top_p,
-                                  config.max_new_tokens, config.seed, config.batch_size, tokenization)
+                                  config.max_new_tokens, config.seed, config.batch_size, tokenization,
+                                  "reference answers")
                          if config.generations else None)
     if mixture is not None:
         readouts = evaluate_mixture(lambda path: load_causal_lm(path, model_settings, base=reference_path),
