@@ -91,7 +91,7 @@ def test_tensorboard_receives_the_logged_scalars(world):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     result = badpo.train(make_config(world, "tracked", "steps=2"), report={"report_to": ["tensorboard"]})
-    events = EventAccumulator(str(result.run_dir / "tensorboard"))
+    events = EventAccumulator(str(result.run_dir / "tensorboard"), size_guidance={"histograms": 0})  # keep all
     events.Reload()
     logged = [json.loads(line) for line in (result.run_dir / "log.jsonl").read_text().splitlines()]
     for key in ("loss", "theta_bar/signed", "lr"):
@@ -100,6 +100,16 @@ def test_tensorboard_receives_the_logged_scalars(world):
         scalars = events.Scalars(key)
         assert [s.step for s in scalars] == [1, 2]
         assert [s.value for s in scalars] == pytest.approx(expected, rel=1e-6)
+    # each annotator's theta_k: a curve each (5 annotators), their spread, a histogram, a final table
+    final = json.loads((result.run_dir / "theta.json").read_text())
+    theta = {annotator: entry["theta"]["signed"] for annotator, entry in final["annotators"].items()}
+    assert len(theta) == 5
+    for annotator, value in theta.items():
+        assert events.Scalars(f"theta_k/signed/{annotator}")[-1].value == pytest.approx(value, abs=1e-6)
+    assert [s.step for s in events.Scalars("theta_k_sd/signed")] == [1, 2]
+    assert [h.step for h in events.Histograms("theta_k/signed")] == [1, 2]
+    assert events.Histograms("theta_k/signed")[-1].histogram_value.num == 5
+    assert [t.step for t in events.Tensors("theta_k/text_summary")] == [2]
 
 
 def test_sft_and_evaluate_are_one_call(world, monkeypatch, save_model_dir):

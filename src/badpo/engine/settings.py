@@ -87,6 +87,9 @@ class ReportConfig:
     wandb_project: str = "badpo"  # project of the trackers that log to a server (wandb, mlflow, ...)
     progress_bar: bool = True  # a tqdm bar on the terminal (main process)
     log_every: int = 1  # write a log record every this many steps
+    # send each annotator's theta_k to the trackers under its id (curves, a final table); false: their
+    # histogram and spread only, for annotator ids that must not leave the machine
+    annotator_ids: bool = True
 
 
 @dataclass(frozen=True)
