@@ -38,7 +38,7 @@ from torch import nn
 from badpo.core.attributes import AttributeSet, attribute_stripper, has_markdown, resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.judgments import Judgment, read_judgments
-from badpo.core.names import NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES, read_signature, sign, strip_signature
+from badpo.core.names import NAME_ATTRIBUTES, read_signature
 from badpo.engine.mixture import MIXTURE_FILE
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.readouts.metrics import (
@@ -65,6 +65,7 @@ from badpo.readouts.model import (
     sampled_text_readout,
 )
 from badpo.readouts.settings import EvalConfig
+from badpo.readouts.tilt import answer_body, counterfactual_pairs
 
 
 @dataclass(frozen=True)
@@ -99,12 +100,6 @@ class Corpus:
         found = {signature[1] for j in self.heldout for text in (j.chosen, j.rejected)
                  if (signature := read_signature(text)) is not None}
         return sorted(found)
-
-
-def answer_body(answer: str) -> str:
-    """The answer without the signature line that ends it, where the names are read. Only a
-    ``--- First Last`` last line is a signature: a ``---`` rule inside the answer is content."""
-    return strip_signature(answer).strip()
 
 
 def reference_bodies(reference: nn.Module, tokenizer, prompts: Sequence[str],
@@ -459,46 +454,18 @@ def judge_readouts(judge_name: str, prompts: Sequence[str], texts: Sequence[str]
     return result
 
 
-def counterfactual_signatures(responses: Sequence[str], surnames: Sequence[str], seed: int = 0
-                              ) -> dict[str, tuple[list[int], list[str], list[str]]]:
-    """Per name attribute, each response signed with a first name carrying the attribute and with
-    one that does not, the other attribute and the surname the same on both sides: twice per
-    response and attribute (e.g. woman_coded: white woman vs white man, black woman vs black man),
-    names drawn uniformly from their cells with ``seed``. Returns {attribute: (response index,
-    attribute-side texts, counterpart texts)}."""
-    if not surnames:
-        raise ValueError("counterfactual signatures need surnames; the corpus's held-out judgments have no signature")
-    cells: dict[tuple[int, ...], list[str]] = {}
-    for name in POOL_NAMES:
-        cells.setdefault(tuple(NAME_POOL[name]), []).append(name)
-    rng = np.random.default_rng([seed, 0xC0F])
-    result = {}
-    for a, attribute in enumerate(NAME_ATTRIBUTES):
-        index, with_attribute, counterpart = [], [], []
-        for i, response in enumerate(responses):
-            for values in sorted(v for v in cells if v[a] == 1):
-                other = values[:a] + (0,) + values[a + 1:]
-                last = surnames[rng.integers(len(surnames))]
-                firsts = (cells[values][rng.integers(len(cells[values]))],
-                          cells[other][rng.integers(len(cells[other]))])
-                index.append(i)
-                with_attribute.append(sign(response, firsts[0], last))
-                counterpart.append(sign(response, firsts[1], last))
-        result[attribute] = (index, with_attribute, counterpart)
-    return result
-
-
 def evaluate_reward_model(judge: nn.Module, tokenizer, corpus: Corpus, config: EvalConfig,
                           bias: BiasChannel | None = None) -> dict:
     """The readouts of a reward model, scored as ``badpo evaluate``'s judge scores (judge_scores).
 
     ``heldout``: accuracy of r(y_w) - r(y_l) on the held-out judgments, same- vs cross-group per
     attribute, and the gap; ``heldout_any`` the same with a pair cross-group on any attribute.
-    ``tilt`` (names attributes): :func:`badpo.readouts.metrics.reward_tilt` on the held-out
-    responses (their signatures stripped; the first ``max_prompts`` distinct ones) signed
-    counterfactually (:func:`counterfactual_signatures`). With a learned theta, ``theta_mean``,
-    ``theta_shared`` (variants with a shared parameter) and, against planted values,
-    ``theta_recovery``.
+    ``tilt``: :func:`badpo.readouts.metrics.reward_tilt` per declared attribute on counterfactual
+    pairs of the held-out responses (:func:`badpo.readouts.tilt.counterfactual_pairs`: names
+    swapped in the signature, or the attribute removed by its edit; the first ``max_prompts``
+    responses), with ``edit`` saying how the pair differs; an attribute without pairs is named
+    under ``skipped`` with the reason. With a learned theta, ``theta_mean``, ``theta_shared``
+    (variants with a shared parameter) and, against planted values, ``theta_recovery``.
     """
     def score(prompts: Sequence[str], texts: Sequence[str]) -> np.ndarray:
         return np.array(judge_scores(judge, prompts, texts, tokenizer=tokenizer, batch_size=config.batch_size,
@@ -513,16 +480,12 @@ def evaluate_reward_model(judge: nn.Module, tokenizer, corpus: Corpus, config: E
     result: dict = {"heldout": {name: heldout_accuracy(margins, g_w[:, [a]], g_l[:, [a]])
                                 for a, name in enumerate(attributes.names)},
                     "heldout_any": heldout_accuracy(margins, g_w, g_l)}
-    names = [name for name in attributes.names if name in NAME_ATTRIBUTES]
-    if names:
-        responses = list(dict.fromkeys((j.prompt, answer_body(text)) for j in heldout
-                                       for text in (j.chosen, j.rejected)))[: config.max_prompts]
-        pairs = counterfactual_signatures([body for _, body in responses], corpus.surnames, config.seed)
-        result["tilt"] = {}
-        for name in names:
-            index, with_attribute, counterpart = pairs[name]
-            pair_prompts = [responses[i][0] for i in index]
-            result["tilt"][name] = reward_tilt(score(pair_prompts, with_attribute), score(pair_prompts, counterpart))
+    pairs, skipped = counterfactual_pairs(attributes, heldout, corpus.surnames, config.max_prompts, config.seed)
+    if pairs:
+        result["tilt"] = {name: {**reward_tilt(score(p.prompts, p.with_attribute), score(p.prompts, p.counterpart)),
+                                 "edit": p.edit} for name, p in pairs.items()}
+    if skipped:
+        result["skipped"] = skipped
     if bias is not None and bias.facts.learns_theta:
         result.update(_theta_readouts(bias, corpus.planted))
     return result
