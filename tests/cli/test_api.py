@@ -84,6 +84,27 @@ def test_a_dataset_trains_like_the_same_rows_from_a_file(world):
     assert f"data: datasets.Dataset:{dataset._fingerprint}" in recorded
     again = badpo.train(config, data=dataset, columns={"annotator": "rater"})  # finished: not read again
     assert again.final == result.final
+    rows = badpo.train(to_dict(make_config(world, "from-rows", "steps=2")), data=judgment_rows())
+    assert rows.final == {**from_file.final, "elapsed_s": rows.final["elapsed_s"]}
+    assert "data: rows:" in (rows.run_dir / "config.yaml").read_text()
+
+
+def test_a_reward_model_is_one_call_and_its_summary_names_no_generation_setting(world):
+    """badpo.rm trains on a list of rows; badpo.evaluate reads it on rows too, and its summary
+    says it read a reward model, prints no max_new_tokens, and says why the tilt was skipped."""
+    rows = judgment_rows()
+    config = {"variant": "shared_mean", "attributes": ["given:signed"], "model": {"name_or_path": str(world / "model")},
+              "steps": 2, "batch_size": 8, "micro_batch_size": 8, "runtime": {"num_threads": 1},
+              "report": {"progress_bar": False}, "output_dir": str(world / "rm")}
+    result = badpo.rm(config, data=rows)
+    assert isinstance(result, badpo.RMResult) and (result.run_dir / "reward_model" / "config.json").exists()
+    assert set(result.theta["theta_bar"]) == {"signed"} and result.summary().splitlines()[0] == str(result.run_dir)
+    evaluated = badpo.evaluate(result.run_dir, heldout=rows)
+    lines = evaluated.summary().splitlines()
+    assert lines[0].startswith(f"a reward model: read {len(rows)} held-out judgments (rows:")
+    assert lines[0].endswith("; attributes signed") and "max_new_tokens" not in evaluated.summary()
+    assert ("skipped tilt.signed: a given: attribute is a precomputed value of the data: no edit of the text "
+            "changes it") in lines
 
 
 def test_tensorboard_receives_the_logged_scalars(world):
