@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from badpo.core.config import ConfigError, load_config
+from badpo.core.notices import format_warning
+from badpo.engine.runtime import LengthsFittedNotice
 from badpo.engine.settings import TrainConfig
 from badpo.engine.tokenize import TokenizationConfig, fit_tokenization
 from fixtures.engine import judgment_rows, write_jsonl
@@ -42,19 +44,23 @@ def test_lengths_the_user_set_past_the_context_are_refused_naming_the_key():
 
 def test_train_without_a_config_on_a_short_model_says_what_it_lowered(tmp_path, capsys, cli_training,
                                                                       save_model_dir):
-    """`badpo train KEY=VALUE...` (no -c) on a 64-position model: one stderr line, and the run's
+    """`badpo train KEY=VALUE...` (no -c) on a 64-position model: one notice, and the run's
     config.yaml holds the lengths it trained with, which evaluate then reads."""
     model = save_model_dir(tmp_path / "model", n_positions=64)
     write_jsonl(tmp_path / "judgments.jsonl", judgment_rows())
     args = [f"data={tmp_path / 'judgments.jsonl'}", f"model.name_or_path={model}", "attributes=[given:signed]",
             "steps=1", "batch_size=4", "micro_batch_size=4", "cache_dir=null", "report.progress_bar=false",
             "runtime.num_threads=1"]
-    assert cli_training(["train", *args, f"output_dir={tmp_path / 'run'}"]) == 0
-    err = capsys.readouterr().err
-    assert f"badpo train: tokenization.max_length 1280 -> 64, tokenization.max_prompt_tokens 384 -> 19: the " \
-           f"defaults exceed the 64 positions of {model}" in err
+    with pytest.warns(LengthsFittedNotice) as notices:
+        assert cli_training(["train", *args, f"output_dir={tmp_path / 'run'}"]) == 0
+    assert [str(n.message) for n in notices if n.category is LengthsFittedNotice] == [
+        f"tokenization.max_length 1280 -> 64, tokenization.max_prompt_tokens 384 -> 19: the defaults exceed the "
+        f"64 positions of {model} (set them to choose other lengths)"]
+    assert format_warning(notices[0].message, LengthsFittedNotice, "x.py", 1).startswith(
+        "badpo: warning: tokenization.max_length 1280 -> 64")  # as the terminal shows it
     recorded = load_config(TrainConfig, tmp_path / "run" / "config.yaml").tokenization
     assert (recorded.max_length, recorded.max_prompt_tokens) == (64, 19)
+    capsys.readouterr()
 
     assert cli_training(["train", *args, "tokenization.max_length=100",
                          "tokenization.max_prompt_tokens=20", f"output_dir={tmp_path / 'set'}"]) == 2

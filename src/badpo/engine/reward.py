@@ -168,7 +168,7 @@ def train_reward_model(config: RMConfig) -> Path:
     check_rm(config)
     output = Path(config.output_dir)
     accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
-    config = fit_to_model(config, "rm", accelerator)
+    config = fit_to_model(config, accelerator)
     with own_folder(output, config, accelerator):
         if is_finished(output):
             if accelerator.is_main_process:

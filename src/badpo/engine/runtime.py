@@ -10,13 +10,14 @@ import contextlib
 import dataclasses
 import math
 import os
-import sys
+import warnings
 from collections.abc import Iterator
 
 import torch
 from torch import nn
 
 from badpo.core.config import ConfigError
+from badpo.core.notices import BadpoWarning
 from badpo.data.gguf import gguf_folder
 from badpo.engine.settings import LoraSettings, ModelConfig, OptimConfig
 from badpo.engine.tokenize import fit_tokenization
@@ -100,14 +101,19 @@ def config_positions(model_config) -> int | None:
                  if isinstance(value := getattr(model_config, key, None), int)), None)
 
 
-def fit_to_model(config, stage: str, accelerator):
+class LengthsFittedNotice(BadpoWarning):
+    """The default tokenization lengths were lowered to the model's positions."""
+
+
+def fit_to_model(config, accelerator):
     """A stage's config with its tokenization fitted to the model's positions
-    (:func:`badpo.engine.tokenize.fit_tokenization`): a default lowered with a line on stderr, a
+    (:func:`badpo.engine.tokenize.fit_tokenization`): a default lowered with a
+    :class:`LengthsFittedNotice` (a ``badpo: warning:`` line, once, from the main process), a
     length the user set past them refused; before the run folder records the config."""
     tokenization, message = fit_tokenization(config.tokenization, model_positions(config.model),
                                              config.model.name_or_path)
     if message is not None and accelerator.is_main_process:
-        print(f"badpo {stage}: {message}", file=sys.stderr)
+        warnings.warn(message, LengthsFittedNotice, stacklevel=3)
     return dataclasses.replace(config, tokenization=tokenization)
 
 

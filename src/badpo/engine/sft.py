@@ -99,7 +99,7 @@ def sft(config: SFTConfig) -> Path:
     config = dataclasses.replace(config, optim=dataclasses.replace(config.optim, lr=lr))
     check_sft(config)
     accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
-    config = fit_to_model(config, "sft", accelerator)
+    config = fit_to_model(config, accelerator)
     accumulation_steps(config.batch_size, config.micro_batch_size, accelerator.num_processes)
     output = Path(config.output_dir)
     _check_output_folder(config, output)

@@ -32,7 +32,7 @@ def train(config: TrainConfig) -> Path:
     check_train(config)
     output = Path(config.output_dir)
     accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
-    config = fit_to_model(config, "train", accelerator)
+    config = fit_to_model(config, accelerator)
     with own_folder(output, config, accelerator):
         if is_finished(output):
             notice("train", accelerator, f"{output} holds this run, finished; its results are kept "
