@@ -346,7 +346,7 @@ def _add_evaluate(subparsers) -> argparse.ArgumentParser:
         config_classes=[("readout settings", "badpo.readouts.settings:EvalConfig")],
     )
     parser.add_argument("run_dir", help="the output folder of `badpo train` (or of `badpo rm`: the reward "
-                                        "model's tilt on counterfactual signatures and held-out accuracy)")
+                                        "model's tilt on counterfactual pairs and held-out accuracy)")
     parser.add_argument("--heldout", metavar="FILE", help="held-out judgments (see below)")
     parser.add_argument("--prompts", metavar="FILE", help="evaluation prompts (see below)")
     # dest is not "corpus": main() names `badpo build CORPUS` in its error line by args.corpus

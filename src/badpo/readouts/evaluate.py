@@ -20,8 +20,8 @@ declared attribute can be stripped from a text, RM⁻ on the stripped texts.
 A readout without its input (no held-out judgments; a ``given:`` attribute on generated text) is
 left out and named with the reason under ``skipped``.
 ``evaluate_mixture`` reads a mixture of type policies (EM-DPO + MinMax-DPO) through the same readouts;
-``evaluate_reward_model`` reads a reward model (``badpo rm``): its tilt toward each name attribute on
-counterfactual signatures and its held-out same/cross accuracy.
+``evaluate_reward_model`` reads a reward model (``badpo rm``): its tilt toward each declared attribute
+on counterfactual pairs (:mod:`badpo.readouts.tilt`) and its held-out same/cross accuracy.
 """
 
 from __future__ import annotations
