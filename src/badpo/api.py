@@ -1,11 +1,14 @@
-"""The Python API: ``badpo.train``, ``badpo.sft``, ``badpo.evaluate`` and ``badpo.compare``, each one call.
+"""The Python API: ``badpo.train``, ``badpo.sft``, ``badpo.rm``, ``badpo.evaluate``, ``badpo.audit`` and
+``badpo.compare``, each one call taking what its command takes.
 
 A config is a YAML path, a dict or a config object, with keyword overrides on top (a dict value
-updates that section: ``optim={"lr": 1e-3}`` keeps the other ``optim`` keys). ``data`` may also be
-a ``datasets.Dataset``: it is read in memory and ``config.yaml`` records its fingerprint
-(``datasets.Dataset:<fingerprint>``), so that the same call with the same dataset resumes or finds
-the same run. These functions are reached through ``badpo.<name>``, which imports this module (and
-torch, transformers, accelerate) only when one is first used.
+updates that section: ``optim={"lr": 1e-3}`` keeps the other ``optim`` keys). Wherever a command
+reads data (``data``; evaluate's ``heldout`` and ``prompts``; the audit's ``data``) the call also
+takes a ``datasets.Dataset`` or a list of dict rows: it is read in memory and ``config.yaml``
+records its fingerprint (``datasets.Dataset:<fingerprint>``, ``rows:<fingerprint>``), so that the
+same call with the same data resumes or finds the same run. Each result has ``summary()``: the
+lines its command prints. These functions are reached through ``badpo.<name>``, which imports
+this module (and torch, transformers, accelerate) only when one is first used.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,9 +24,19 @@ from typing import Any
 from badpo.core.config import ConfigError, from_dict, load_config, to_dict
 from badpo.core.jsonio import atomic_write_text
 from badpo.data.sources import in_memory
-from badpo.engine.settings import SFTConfig, TrainConfig
+from badpo.engine.settings import RMConfig, SFTConfig, TrainConfig
 
-__all__ = ["EvalResult", "SFTResult", "TrainResult", "compare", "evaluate", "sft", "train"]
+__all__ = ["AuditResult", "EvalResult", "RMResult", "SFTResult", "TrainResult", "audit", "compare", "evaluate",
+           "rm", "sft", "train"]
+
+
+def _final_line(final: dict) -> str:
+    """The last log record's loss and theta_bar, as a line."""
+    parts = [f"loss {final['loss']:.4f}"] if isinstance(final.get("loss"), (int, float)) else []
+    theta = final.get("theta_bar")
+    if isinstance(theta, dict) and theta:
+        parts.append("theta_bar " + ", ".join(f"{name} {value:+.3f}" for name, value in theta.items()))
+    return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -35,21 +48,72 @@ class TrainResult:
     theta: dict | None
     final: dict
 
+    def summary(self) -> str:
+        """The folder (all ``badpo train`` prints on stdout), then the final loss and theta_bar."""
+        return "\n".join(filter(None, (str(self.run_dir), _final_line(self.final))))
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+@dataclass(frozen=True)
+class RMResult(TrainResult):
+    """A finished reward model (``badpo rm``): its folder (the model is ``run_dir/reward_model``),
+    ``theta.json`` as a dict (None for variant none) and the last log record."""
+
 
 @dataclass(frozen=True)
 class SFTResult:
-    """The reference's folder (Hugging Face format) and its ``sft.json`` summary."""
+    """The reference's folder (Hugging Face format) and its ``sft.json`` record."""
 
     model_dir: Path
-    summary: dict
+    record: dict  # sft.json: rows read, pairs with tied votes, steps, ...
+
+    def summary(self) -> str:
+        """The folder, which is what ``badpo sft`` prints."""
+        return str(self.model_dir)
+
+    def __str__(self) -> str:
+        return self.summary()
 
 
 @dataclass(frozen=True)
 class EvalResult:
-    """The readouts of a run, as written to ``run_dir/readouts.json``."""
+    """The readouts of a run, as written to ``path`` (``run_dir/readouts.json`` by default)."""
 
     run_dir: Path
     readouts: dict
+    path: Path | None = None
+
+    def summary(self) -> str:
+        """The lines ``badpo evaluate`` prints: what was read, each readout, what was skipped and why."""
+        from badpo.readouts.run import summary
+
+        return summary(self.readouts, self.path)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """``badpo audit``'s findings: ``audit`` (a :class:`badpo.audit.estimates.Audit`: per attribute
+    the cross-group shares and offline log-odds, the annotator graph, the warnings), ``text`` (what
+    the command prints) and ``report`` (what ``REPORT_DIR/audit.json`` holds, when one was written)."""
+
+    audit: Any
+    text: str
+    report: dict | None = None
+
+    def summary(self) -> str:
+        return self.text
+
+    def __str__(self) -> str:
+        return self.text
+
+    def to_json(self) -> str:
+        """The audit as ``badpo audit --json`` writes it."""
+        return self.audit.to_json()
 
 
 def train(config: Any = None, **overrides: Any) -> TrainResult:
@@ -59,8 +123,17 @@ def train(config: Any = None, **overrides: Any) -> TrainResult:
     with _resolved(TrainConfig, config, overrides) as resolved:
         run_dir = Path(train_stage(resolved))
     summary = _read_json(run_dir / "run.json") or {}
-    theta = _read_json(run_dir / "theta.json")
-    return TrainResult(run_dir=run_dir, theta=theta, final=summary.get("final", {}))
+    return TrainResult(run_dir=run_dir, theta=_read_json(run_dir / "theta.json"), final=summary.get("final", {}))
+
+
+def rm(config: Any = None, **overrides: Any) -> RMResult:
+    """Train (or resume, or find finished) one reward model; see ``badpo rm``."""
+    from badpo.engine.reward import train_reward_model
+
+    with _resolved(RMConfig, config, overrides) as resolved:
+        run_dir = Path(train_reward_model(resolved))
+    summary = _read_json(run_dir / "run.json") or {}
+    return RMResult(run_dir=run_dir, theta=_read_json(run_dir / "theta.json"), final=summary.get("final", {}))
 
 
 def sft(config: Any = None, **overrides: Any) -> SFTResult:
@@ -69,36 +142,99 @@ def sft(config: Any = None, **overrides: Any) -> SFTResult:
 
     with _resolved(SFTConfig, config, overrides) as resolved:
         model_dir = Path(sft_stage(resolved))
-    return SFTResult(model_dir=model_dir, summary=_read_json(model_dir / "sft.json") or {})
+    return SFTResult(model_dir=model_dir, record=_read_json(model_dir / "sft.json") or {})
 
 
-def evaluate(run_dir: str | os.PathLike, config: Any = None, *, heldout: str | os.PathLike | None = None,
-             prompts: str | os.PathLike | None = None, corpus: str | os.PathLike | None = None,
-             columns: Mapping[str, str] | None = None, out: str | os.PathLike | None = None,
-             trust_remote_code: bool = False, overwrite: bool = False, **overrides: Any) -> EvalResult:
+def evaluate(run_dir: str | os.PathLike, config: Any = None, *, heldout: Any = None, prompts: Any = None,
+             corpus: str | os.PathLike | None = None, columns: Mapping[str, str] | None = None,
+             out: str | os.PathLike | None = None, trust_remote_code: bool = False, overwrite: bool = False,
+             **overrides: Any) -> EvalResult:
     """Every readout of a finished run (``badpo evaluate``), also written to ``out`` (default
     ``run_dir/readouts.json``; never another file inside a run folder, and an existing ``out``
     only with ``overwrite``: checked before any model is loaded). ``config`` and ``overrides``
-    are :class:`badpo.readouts.evaluate.EvalConfig` keys; without ``attributes`` among them the
-    run's own are read. ``heldout``, ``prompts``, ``corpus`` and ``columns`` (field -> column,
-    on top of the run's mapping) are :class:`badpo.readouts.run.EvalData`."""
+    are :class:`badpo.readouts.settings.EvalConfig` keys; without ``attributes`` among them the
+    run's own are read. ``heldout`` and ``prompts`` are each a path, a Hub id, a
+    ``datasets.Dataset`` or a list of dict rows; ``corpus`` a folder; ``columns`` (field ->
+    column, on top of the run's mapping) as ``--column``: :class:`badpo.readouts.run.EvalData`."""
     from badpo.core.jsonio import dumps
     from badpo.data.sources import ColumnMap
-    from badpo.readouts.evaluate import EvalConfig
     from badpo.readouts.run import EvalData, evaluate_run_dir, readouts_path
-
+    from badpo.readouts.settings import EvalConfig
 
     written = readouts_path(run_dir, out, overwrite)
-
-    def text(path: str | os.PathLike | None) -> str | None:
-        return os.fspath(path) if path is not None else None
-
-    data = EvalData(prompts=text(prompts), heldout=text(heldout), corpus=text(corpus),
-                    columns=from_dict(ColumnMap, dict(columns), prefix="columns") if columns is not None else None)
-    readouts = evaluate_run_dir(run_dir, _as_dict(EvalConfig, config, overrides), data,
-                                trust_remote_code=trust_remote_code)
+    mapped = from_dict(ColumnMap, dict(columns), prefix="columns") if columns is not None else None
+    with _readable(heldout, "heldout") as heldout_name, _readable(prompts, "prompts") as prompts_name:
+        data = EvalData(prompts=prompts_name, heldout=heldout_name,
+                        corpus=os.fspath(corpus) if corpus is not None else None, columns=mapped)
+        readouts = evaluate_run_dir(run_dir, _as_dict(EvalConfig, config, overrides), data,
+                                    trust_remote_code=trust_remote_code)
     atomic_write_text(written, dumps(readouts, indent=1, sort_keys=True) + "\n")
-    return EvalResult(run_dir=Path(run_dir), readouts=readouts)
+    return EvalResult(run_dir=Path(run_dir), readouts=readouts, path=written)
+
+
+def audit(data: Any = None, attributes: str | Sequence[str] = (), *, split: str | None = None,
+          columns: Mapping[str, str] | None = None, report: str | os.PathLike | None = None,
+          run: str | os.PathLike | None = None, pseudonym_key: str | None = None, tokenizer: Any = None,
+          json_out: str | os.PathLike | None = None, overwrite: bool = False, example: bool = False,
+          seed: int = 0) -> AuditResult:
+    """The label audit (``badpo audit``) of ``data`` (a path, a Hub id, a ``datasets.Dataset`` or a
+    list of dict rows) on the declared ``attributes`` (specs, as ``-a``), before any training.
+    ``report``: write the per-annotator report to that folder (``run``: beside the learned theta_k
+    of that run); ``pseudonym_key``: replace annotator ids by keyed hashes in every output;
+    ``tokenizer`` (a name, a path or a loaded tokenizer): say how much of the text it reads;
+    ``json_out``: also write the audit as JSON; ``example``: the built-in corpus with planted biases
+    (data seed ``seed``) instead of ``data``. Returns an :class:`AuditResult`, whose ``summary()``
+    is what the command prints; the audit's warnings are in the text, not raised."""
+    import warnings
+
+    from badpo.audit.estimates import BiasIdentifiabilityWarning
+    from badpo.core.outputs import check_output_file
+
+    specs = [attributes] if isinstance(attributes, str) else list(attributes)
+    _check_audit_call(data, specs, example, (report, run, pseudonym_key, tokenizer), run is not None and report is None)
+    if json_out is not None:  # before the data is read
+        check_output_file(json_out, "json_out", overwrite)
+    with warnings.catch_warnings():  # the text lists them; do not raise them twice
+        warnings.simplefilter("ignore", BiasIdentifiabilityWarning)
+        if example:
+            from badpo.corpora.example import example_report
+
+            result, text = example_report(seed)
+            document = None
+        else:
+            result, text, document = _audit_data(data, specs, split, columns, report, run, pseudonym_key,
+                                                 tokenizer, overwrite)
+    if json_out is not None:
+        atomic_write_text(json_out, result.to_json())
+    return AuditResult(audit=result, text=text, report=document)
+
+
+def _check_audit_call(data: Any, specs: list[str], example: bool, data_only: tuple, run_without_report: bool) -> None:
+    """The argument errors of :func:`audit`, each one line naming the argument."""
+    if example and (data is not None or specs):
+        raise ConfigError("example=True audits the built-in corpus; give no data or attributes")
+    if example and any(value is not None for value in data_only):
+        raise ConfigError("report, run, pseudonym_key and tokenizer apply to data, not to example=True")
+    if not example and (data is None or not specs):
+        raise ConfigError("audit: give data and at least one attribute spec (or example=True)")
+    if run_without_report:
+        raise ConfigError("run: the learned theta_k are shown in the report; give report=DIR too")
+
+
+def _audit_data(data: Any, specs: list[str], split: str | None, columns: Mapping[str, str] | None,
+                report: Any, run: Any, key: str | None, tokenizer: Any, overwrite: bool) -> tuple:
+    """:func:`badpo.audit.report.audit_with_report` on any data the API takes."""
+    from badpo.audit.report import audit_with_report
+    from badpo.data.sources import ColumnMap
+
+    if isinstance(tokenizer, (str, os.PathLike)):
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(os.fspath(tokenizer))
+    mapped = from_dict(ColumnMap, dict(columns or {}), prefix="columns")
+    with _readable(data, "data") as name:
+        return audit_with_report(name, specs, report, run, key, data_split=split, columns=mapped,
+                                 overwrite=overwrite, tokenizer=tokenizer)
 
 
 def compare(runs: str | os.PathLike | Sequence[str | os.PathLike], *, reference: str | os.PathLike | None = None,
@@ -118,16 +254,30 @@ def compare(runs: str | os.PathLike | Sequence[str | os.PathLike], *, reference:
 
 @contextlib.contextmanager
 def _resolved(config_class: type, config: Any, overrides: dict[str, Any]):
-    """The typed config, with a ``datasets.Dataset`` in ``data`` readable for the block."""
+    """The typed config, with a ``datasets.Dataset`` or a list of rows in ``data`` readable for the block."""
     data = _as_dict(config_class, config, overrides)
-    dataset = data.get("data")
-    if isinstance(dataset, os.PathLike):
-        data["data"] = os.fspath(dataset)
-    elif dataset is not None and not isinstance(dataset, str):
-        with in_memory(dataset) as name:
-            yield from_dict(config_class, {**data, "data": name})
+    with _readable(data.get("data"), "data") as name:
+        yield from_dict(config_class, {**data, "data": name} if name is not None else data)
+
+
+@contextlib.contextmanager
+def _readable(source: Any, key: str) -> Iterator[str | None]:
+    """A data source as the text a config holds: a path or Hub id as it is; a ``datasets.Dataset``
+    or a list of dict rows under its in-memory name (readable for the block); None as None."""
+    if source is None or isinstance(source, (str, os.PathLike)):
+        yield os.fspath(source) if source is not None else None
         return
-    yield from_dict(config_class, data)
+    if not isinstance(source, (list, tuple)) and type(source).__module__.split(".")[0] != "datasets":
+        raise ConfigError(f"{key}: expected a path, a Hub dataset id, a datasets.Dataset or a list of dict "
+                          f"rows, got {type(source).__name__}")
+    if isinstance(source, (list, tuple)):
+        bad = next((i for i, row in enumerate(source) if not isinstance(row, Mapping)), None)
+        if bad is not None:
+            raise ConfigError(f"{key}: row {bad} is a {type(source[bad]).__name__}, not a dict of column -> value")
+    elif type(source).__name__ != "Dataset":
+        raise ConfigError(f"{key}: expected one split (a datasets.Dataset), got a {type(source).__name__}")
+    with in_memory(source) as name:
+        yield name
 
 
 def _as_dict(config_class: type, config: Any, overrides: Mapping[str, Any]) -> dict[str, Any]:

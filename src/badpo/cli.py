@@ -31,10 +31,39 @@ from badpo.data.sources import ColumnMap
 from badpo.experiment.config import ExperimentConfig, experiment_config_path
 
 
+class _CommandParser(argparse.ArgumentParser):
+    """A command's parser. ``any_order``: options and positionals in any order (``RUN --heldout F
+    max_prompts=2``; plain argparse fills every positional at the first one it meets, so an
+    override after an option is refused). ``config_classes``: (title, "module:Class") whose keys
+    ``--help`` lists with their defaults and meanings (:mod:`badpo.core.config_help`, read from the
+    classes themselves), imported only when the help is shown."""
+
+    def __init__(self, *args, any_order: bool = False, config_classes: Sequence[tuple[str, str]] = (),
+                 **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.any_order, self.config_classes = any_order, tuple(config_classes)
+        self._intermixing = False
+
+    def parse_known_args(self, args=None, namespace=None):
+        if not self.any_order or self._intermixing:  # parse_known_intermixed_args calls back in here
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
+    def format_help(self) -> str:
+        from badpo.core.config_help import format_keys
+
+        listings = [format_keys(_import(spec), title) for title, spec in self.config_classes]
+        return "\n".join([super().format_help(), *listings])
+
+
 def _add_config_args(parser: argparse.ArgumentParser, example: str) -> None:
     parser.add_argument("--config", "-c", default=None, help="YAML config file")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
-                        help=f"dotted overrides of this command's config keys, e.g. {example}")
+                        help=f"dotted overrides of this command's config keys (listed below), e.g. {example}")
 
 
 def _add_audit(subparsers) -> argparse.ArgumentParser:
@@ -139,6 +168,7 @@ def _add_build(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "build", help="build a corpus into OUTDIR",
         description="Build a corpus (judgments, SFT rows, evaluation prompts, gate statistics).",
+        config_classes=[(f"{name} keys", ":".join(spec[:2])) for name, spec in CORPORA.items()],
     )
     parser.add_argument("corpus", choices=list(CORPORA), help="which corpus to build")
     parser.add_argument("outdir", help="output directory (created if needed)")
@@ -162,6 +192,7 @@ def _add_experiment(subparsers) -> argparse.ArgumentParser:
         "experiment", help="run a table: one reference, every (arm, seed) once, tables and plots",
         description="Run what CONFIG lists that is not logged yet under its output_dir, then "
                     "render table.md / table.csv / rates.png / theta.png from the logged runs.",
+        config_classes=[("experiment keys", "badpo.experiment.config:ExperimentConfig")],
     )
     parser.add_argument("config", help="experiment YAML, or 'tiny' for the built-in tiny-world table")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
@@ -197,7 +228,10 @@ def _add_demo(subparsers) -> argparse.ArgumentParser:
         "demo", help="the whole effect on a laptop: DPO absorbs a planted bias, BA-DPO removes it",
         description="Build the tiny signed world, train the reference, run DPO, BA-DPO pooled and "
                     "BA-DPO theta_bar+eps_k at three seeds, evaluate, and print the table "
-                    "(the built-in experiment 'tiny'; about 5 minutes on two CPU cores, 6 with the install).",
+                    "(the built-in experiment 'tiny'; about 5 minutes on two CPU cores, 6 with the install). "
+                    "The keys below are an experiment's; their defaults are the class's, which the "
+                    "tiny experiment (src/badpo/experiment/tiny.yaml) sets otherwise.",
+        config_classes=[("experiment keys", "badpo.experiment.config:ExperimentConfig")],
     )
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="dotted overrides of the tiny experiment, e.g. output_dir=runs/mine")
@@ -220,6 +254,7 @@ def _add_reproduce(subparsers) -> argparse.ArgumentParser:
                     "the report folder with a README.md holding each table beside the paper's. One "
                     "progress view over the whole sweep: runs done / to run, elapsed, time left. "
                     "configs/reproduce_tiny.yaml is every tiny table (run from the repository root).",
+        config_classes=[("sweep keys", "badpo.experiment.reproduce:ReproduceConfig")],
     )
     parser.add_argument("config", help="sweep YAML (badpo.experiment.reproduce.ReproduceConfig keys)")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
@@ -269,20 +304,6 @@ def _cmd_convert_gguf(args: argparse.Namespace) -> int:
     return 0
 
 
-class _AnyOrderParser(argparse.ArgumentParser):
-    """Options and positionals in any order (``RUN --heldout F max_prompts=2``): plain argparse
-    fills every positional at the first one it meets, so an override after an option is refused."""
-
-    def parse_known_args(self, args=None, namespace=None):
-        if getattr(self, "_intermixing", False):  # parse_known_intermixed_args calls back in here
-            return super().parse_known_args(args, namespace)
-        self._intermixing = True
-        try:
-            return self.parse_known_intermixed_args(args, namespace)
-        finally:
-            self._intermixing = False
-
-
 EVALUATE_FILES = """\
 data (any format `badpo train` reads: .jsonl, .parquet, .csv, .json, a save_to_disk folder, a Hub id):
   --heldout FILE  judgments the run did not train on: prompt, chosen, rejected, annotator
@@ -302,7 +323,7 @@ data (any format `badpo train` reads: .jsonl, .parquet, .csv, .json, a save_to_d
 
 attributes: the run's declared ones (its config.yaml), or -a SPEC per attribute (or
   attributes=[...]); a module:function spec is never taken from RUN_DIR: declare it yourself.
-settings: -c FILE and KEY=VALUE anywhere on the line, badpo.readouts.evaluate.EvalConfig keys, e.g.
+settings: -c FILE and KEY=VALUE anywhere on the line (the readout settings listed below), e.g.
   max_prompts=100 max_new_tokens=128 seed=1 generations=false judge=MODEL; max_new_tokens is
   lowered to what the model's context leaves after the longest prompt (with a notice).
 output: a short summary on stdout; every readout in RUN_DIR/readouts.json, or --out FILE outside
@@ -321,11 +342,11 @@ def _add_evaluate(subparsers) -> argparse.ArgumentParser:
                     "held-out accuracy and gap, vote prediction, theta, KL, and the names rates when\n"
                     "names are declared. The reference, tokenizer, tokenization, beta, column mapping\n"
                     "and declared attributes come from RUN_DIR/config.yaml.",
-        epilog=EVALUATE_FILES, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EVALUATE_FILES, formatter_class=argparse.RawDescriptionHelpFormatter, any_order=True,
+        config_classes=[("readout settings", "badpo.readouts.settings:EvalConfig")],
     )
-    parser.__class__ = _AnyOrderParser  # subparsers build a plain ArgumentParser
     parser.add_argument("run_dir", help="the output folder of `badpo train` (or of `badpo rm`: the reward "
-                                        "model's tilt on counterfactual signatures and held-out accuracy)")
+                                        "model's tilt on counterfactual pairs and held-out accuracy)")
     parser.add_argument("--heldout", metavar="FILE", help="held-out judgments (see below)")
     parser.add_argument("--prompts", metavar="FILE", help="evaluation prompts (see below)")
     # dest is not "corpus": main() names `badpo build CORPUS` in its error line by args.corpus
@@ -390,9 +411,8 @@ def _add_compare(subparsers) -> argparse.ArgumentParser:
         description="Compare evaluated runs (a DPO run and BA-DPO runs, say): each declared attribute's rate\n"
                     "with an interval over prompts, each run's removal of the baseline's shift, KL,\n"
                     "held-out accuracy, theta against the audit's estimate, and one verdict line per run.",
-        epilog=COMPARE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=COMPARE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter, any_order=True,
     )
-    parser.__class__ = _AnyOrderParser
     parser.add_argument("runs", nargs="+", metavar="RUN", help="a run folder `badpo evaluate` has read")
     parser.add_argument("--reference", metavar="REF",
                         help="an evaluated run whose policy stands for the reference (default: the reference "
@@ -439,8 +459,9 @@ def _add_stage(name: str):
     """The ``_add_<name>`` function of one stage command."""
 
     def add(subparsers) -> argparse.ArgumentParser:
-        help_text, description, _, _ = STAGES[name]
-        parser = subparsers.add_parser(name, help=help_text, description=description)
+        help_text, description, config_class, _ = STAGES[name]
+        parser = subparsers.add_parser(name, help=help_text, description=description,
+                                       config_classes=[("config keys", config_class)])
         _add_config_args(parser, OVERRIDE_EXAMPLES[name])
         parser.set_defaults(stage=name)
         return parser
@@ -473,7 +494,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--debug", action="store_true",
                         help="show the full traceback of an error instead of one line")
-    subparsers = parser.add_subparsers(dest="command", required=True)
+    subparsers = parser.add_subparsers(dest="command", required=True, parser_class=_CommandParser)
     for add, run in COMMANDS:
         command = add(subparsers)
         if command.get_default("label") is None:  # what an error line names: the command

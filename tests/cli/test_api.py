@@ -84,6 +84,27 @@ def test_a_dataset_trains_like_the_same_rows_from_a_file(world):
     assert f"data: datasets.Dataset:{dataset._fingerprint}" in recorded
     again = badpo.train(config, data=dataset, columns={"annotator": "rater"})  # finished: not read again
     assert again.final == result.final
+    rows = badpo.train(to_dict(make_config(world, "from-rows", "steps=2")), data=judgment_rows())
+    assert rows.final == {**from_file.final, "elapsed_s": rows.final["elapsed_s"]}
+    assert "data: rows:" in (rows.run_dir / "config.yaml").read_text()
+
+
+def test_a_reward_model_is_one_call_and_its_summary_names_no_generation_setting(world):
+    """badpo.rm trains on a list of rows; badpo.evaluate reads it on rows too, and its summary
+    says it read a reward model, prints no max_new_tokens, and says why the tilt was skipped."""
+    rows = judgment_rows()
+    config = {"variant": "shared_mean", "attributes": ["given:signed"], "model": {"name_or_path": str(world / "model")},
+              "steps": 2, "batch_size": 8, "micro_batch_size": 8, "runtime": {"num_threads": 1},
+              "report": {"progress_bar": False}, "output_dir": str(world / "rm")}
+    result = badpo.rm(config, data=rows)
+    assert isinstance(result, badpo.RMResult) and (result.run_dir / "reward_model" / "config.json").exists()
+    assert set(result.theta["theta_bar"]) == {"signed"} and result.summary().splitlines()[0] == str(result.run_dir)
+    evaluated = badpo.evaluate(result.run_dir, heldout=rows)
+    lines = evaluated.summary().splitlines()
+    assert lines[0].startswith(f"a reward model: read {len(rows)} held-out judgments (rows:")
+    assert lines[0].endswith("; attributes signed") and "max_new_tokens" not in evaluated.summary()
+    assert ("skipped tilt.signed: a given: attribute is a precomputed value of the data: no edit of the text "
+            "changes it") in lines
 
 
 def test_tensorboard_receives_the_logged_scalars(world):
@@ -91,7 +112,7 @@ def test_tensorboard_receives_the_logged_scalars(world):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     result = badpo.train(make_config(world, "tracked", "steps=2"), report={"report_to": ["tensorboard"]})
-    events = EventAccumulator(str(result.run_dir / "tensorboard"))
+    events = EventAccumulator(str(result.run_dir / "tensorboard"), size_guidance={"histograms": 0})  # keep all
     events.Reload()
     logged = [json.loads(line) for line in (result.run_dir / "log.jsonl").read_text().splitlines()]
     for key in ("loss", "theta_bar/signed", "lr"):
@@ -100,6 +121,16 @@ def test_tensorboard_receives_the_logged_scalars(world):
         scalars = events.Scalars(key)
         assert [s.step for s in scalars] == [1, 2]
         assert [s.value for s in scalars] == pytest.approx(expected, rel=1e-6)
+    # each annotator's theta_k: a curve each (5 annotators), their spread, a histogram, a final table
+    final = json.loads((result.run_dir / "theta.json").read_text())
+    theta = {annotator: entry["theta"]["signed"] for annotator, entry in final["annotators"].items()}
+    assert len(theta) == 5
+    for annotator, value in theta.items():
+        assert events.Scalars(f"theta_k/signed/{annotator}")[-1].value == pytest.approx(value, abs=1e-6)
+    assert [s.step for s in events.Scalars("theta_k_sd/signed")] == [1, 2]
+    assert [h.step for h in events.Histograms("theta_k/signed")] == [1, 2]
+    assert events.Histograms("theta_k/signed")[-1].histogram_value.num == 5
+    assert [t.step for t in events.Tensors("theta_k/text_summary")] == [2]
 
 
 def test_sft_and_evaluate_are_one_call(world, monkeypatch, save_model_dir):
@@ -110,7 +141,7 @@ def test_sft_and_evaluate_are_one_call(world, monkeypatch, save_model_dir):
                         "micro_batch_size": 4, "output_dir": str(world / "sft"),
                         "report": {"progress_bar": False}, "runtime": {"num_threads": 1}},
                        data=datasets.Dataset.from_list(chat))
-    assert result.summary["rows"] == 4 and (result.model_dir / "model.safetensors").exists()
+    assert result.record["rows"] == 4 and (result.model_dir / "model.safetensors").exists()
 
     seen = {}
 
@@ -128,9 +159,10 @@ def test_sft_and_evaluate_are_one_call(world, monkeypatch, save_model_dir):
 
 
 def test_import_badpo_loads_no_engine_until_the_api_is_used():
-    code = "import sys, badpo; print('torch' in sys.modules, 'badpo.api' in sys.modules)"
+    code = ("import sys, badpo; print('torch' in sys.modules, 'badpo.api' in sys.modules); "
+            "import badpo.audit.estimates; print(callable(badpo.audit), 'torch' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.split() == ["False", "False"]
+    assert result.stdout.split() == ["False", "False", "True", "False"]  # badpo.audit: the package, callable
     assert badpo.train is importlib.import_module("badpo.api").train
     with pytest.raises(AttributeError, match="no attribute 'trian'"):
         badpo.trian  # noqa: B018
@@ -165,3 +197,82 @@ def test_chat_rows_train_like_plain_prompts_under_the_same_template(world, save_
         config["model"]["name_or_path"] = str(world / "chat-ref")
         finals.append(badpo.train(config, data=datasets.Dataset.from_list(rows)).final)
     assert finals[0] == {**finals[1], "elapsed_s": finals[0]["elapsed_s"]}
+
+
+def test_evaluate_takes_a_dataset_a_list_of_rows_or_a_path_as_its_command_takes_a_file(tmp_path, monkeypatch, capsys):
+    """heldout= and prompts= read a datasets.Dataset or a list of dict rows as the same rows from a
+    file (here read back inside the evaluation, while their in-memory names are registered); the
+    result's summary() is what `badpo evaluate` prints; a value of another type is one line."""
+    from badpo.cli import main
+    from badpo.core.config import ConfigError
+    from badpo.data.sources import read_judgment_source, read_prompt_source
+
+    rows = judgment_rows()
+    write_jsonl(tmp_path / "heldout.jsonl", rows)
+    (tmp_path / "run").mkdir()
+    seen = []
+
+    def evaluate_run_dir(run_dir, settings, data, trust_remote_code=False):
+        judgments = read_judgment_source(data.heldout).rows
+        prompts = read_prompt_source(data.prompts).rows if data.prompts is not None else None
+        seen.append((data.heldout, judgments, prompts))
+        return {"inputs": {"n_heldout": len(judgments), "heldout": data.heldout, "attributes": ["signed"]},
+                "heldout": {"signed": {"same_accuracy": 0.5, "cross_accuracy": 0.25, "gap": 0.25, "n_same": 4,
+                                       "n_cross": 8}}}
+
+    monkeypatch.setattr("badpo.readouts.run.evaluate_run_dir", evaluate_run_dir)
+    assert main(["evaluate", str(tmp_path / "run"), "--heldout", str(tmp_path / "heldout.jsonl")]) == 0
+    printed = capsys.readouterr().out
+    from_path = badpo.evaluate(tmp_path / "run", heldout=tmp_path / "heldout.jsonl")
+    assert from_path.summary() + "\n" == printed and str(from_path) == from_path.summary()
+    assert from_path.path == tmp_path / "run" / "readouts.json"
+
+    prompts = [{"prompt": "what is the best way to learn"}, {"prompt": "write code"}]
+    badpo.evaluate(tmp_path / "run", heldout=rows, prompts=prompts)
+    badpo.evaluate(tmp_path / "run", heldout=datasets.Dataset.from_list(rows))
+    (file_name, from_file, _), (rows_name, from_rows, read_prompts), (dataset_name, from_dataset, _) = seen[1:]
+    assert from_rows == from_dataset == from_file and len(from_file) == len(rows)
+    assert [row["prompt"] for row in read_prompts] == [row["prompt"] for row in prompts]
+    assert rows_name.startswith("rows:") and dataset_name.startswith("datasets.Dataset:")
+    with pytest.raises(ConfigError, match="was a list of rows given to the Python API"):
+        read_judgment_source(rows_name)  # the name is gone after the call
+
+    for value, message in ((42, r"^heldout: expected a path, a Hub dataset id, a datasets.Dataset or a list of dict "
+                                r"rows, got int$"),
+                           ([rows[0], "x"], r"^heldout: row 1 is a str, not a dict of column -> value$"),
+                           (datasets.DatasetDict({"train": datasets.Dataset.from_list(rows)}),
+                            r"^heldout: expected one split \(a datasets.Dataset\), got a DatasetDict$")):
+        with pytest.raises(ConfigError, match=message):
+            badpo.evaluate(tmp_path / "run", heldout=value)
+
+
+def test_audit_is_the_command_in_one_call(tmp_path, capsys):
+    """badpo.audit(data, attributes) holds what `badpo audit` prints (summary()) and writes (json_out,
+    report); a Dataset or a list of rows audits as the same rows from a file."""
+    from badpo.cli import main
+    from badpo.core.config import ConfigError
+
+    rows = judgment_rows()
+    path = tmp_path / "judgments.jsonl"
+    write_jsonl(path, rows)
+    assert main(["audit", str(path), "-a", "given:signed", "--json", str(tmp_path / "cli.json")]) == 0
+    printed = capsys.readouterr().out
+    result = badpo.audit(path, "given:signed", json_out=tmp_path / "api.json")
+    assert result.summary() == str(result) == printed
+    assert (tmp_path / "api.json").read_text() == (tmp_path / "cli.json").read_text() == result.to_json()
+    for data in (rows, datasets.Dataset.from_list(rows)):
+        again = badpo.audit(data, ["given:signed"])
+        assert again.text == printed and again.audit.coordinates == result.audit.coordinates
+    reported = badpo.audit(path, ["given:signed"], report=tmp_path / "report")
+    assert reported.report["attributes"][0]["name"] == "signed" and (tmp_path / "report" / "README.md").exists()
+    assert "report written to" in reported.summary()
+    example = badpo.audit(example=True)
+    assert example.text.startswith("badpo label audit:") and "planted corpus (seed 0" in example.text
+
+    for kwargs, message in (({}, "give data and at least one attribute"),
+                            ({"data": path}, "give data and at least one attribute"),
+                            ({"example": True, "data": path}, "example=True audits the built-in corpus"),
+                            ({"data": path, "attributes": "given:signed", "run": tmp_path}, "give report=DIR"),
+                            ({"data": 3.5, "attributes": "given:signed"}, "^data: expected a path")):
+        with pytest.raises(ConfigError, match=message):
+            badpo.audit(**kwargs)

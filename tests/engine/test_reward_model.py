@@ -200,7 +200,7 @@ def test_a_missing_attribute_for_a_learned_theta_is_one_line(world, cli_error):
 def test_evaluate_reads_tilt_and_heldout_of_a_reward_model_on_the_tiny_world(tmp_path, build_tiny_world):
     from badpo.corpora.tiny import TinyWorldConfig
     from badpo.readouts.evaluate import judge_readouts
-    from badpo.readouts.run import EvalData, evaluate_run_dir
+    from badpo.readouts.run import EvalData, evaluate_run_dir, summary
 
     build_tiny_world(from_dict(TinyWorldConfig, {"n_pairs": 120}), tmp_path / "world")
     out = tmp_path / "rm"
@@ -221,6 +221,16 @@ def test_evaluate_reads_tilt_and_heldout_of_a_reward_model_on_the_tiny_world(tmp
         assert heldout["n_same"] + heldout["n_cross"] == len(
             (tmp_path / "world" / "heldout.jsonl").read_text().splitlines())
     assert set(readouts["theta_mean"]) == {"woman_coded", "black_coded"}
+    # any declared attribute with a counterfactual edit has a tilt; one without is skipped, saying why;
+    # a reward model generates nothing, so its summary names no generation setting
+    others = evaluate_run_dir(out, {"max_prompts": 10, "attributes": ["dash=regex:--- ", "length"]},
+                              EvalData(corpus=str(tmp_path / "world")))
+    assert others["tilt"]["dash"]["edit"] == "pattern deleted" and others["tilt"]["dash"]["n"] == 10
+    assert others["skipped"]["tilt.length"].startswith("length is a comparison of two answers")
+    text = summary(others)
+    assert text.startswith("a reward model: read ") and "max_new_tokens" not in text
+    assert "dash " in text and "(n 10, pattern deleted)" in text and "skipped tilt.length: length is" in text
+    assert "max_new_tokens" not in readouts["inputs"]
     judged = judge_readouts(str(out / "reward_model"), ["copy 1 2 and sign\n"], ["1 2\n\n--- Emily Baker"],
                             ["woman_coded"])
     assert math.isfinite(judged["rm"]) and math.isfinite(judged["rm_minus"])

@@ -15,7 +15,8 @@ import either.
 
 Dynamic imports (``importlib.import_module`` of a name in a string: the corpus builders of
 ``badpo.corpora.builders``, the stage functions of ``badpo.cli``, the lazy names of
-``badpo.experiment`` and of ``badpo``) are not seen here.
+``badpo.experiment`` and of ``badpo``, the call of the package ``badpo.audit``, which is the API's
+audit) are not seen here.
 """
 
 from __future__ import annotations

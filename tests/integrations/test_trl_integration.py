@@ -166,6 +166,9 @@ def test_theta_trains_on_its_own_adam_and_is_saved_beside_the_model(world, tmp_p
     assert float(trainer.bias.shared_parameter().detach()) == pytest.approx(0.01, rel=1e-5)
     record = next(r for r in trainer.state.log_history if "loss" in r)
     assert record["theta_bar/signed"] == pytest.approx(float(trainer.bias.mean()), abs=1e-7)
+    theta = trainer.bias.theta().detach()[:, 0]  # each annotator's theta_k reaches TRL's trackers too
+    assert [record[f"theta_k/signed/ann{k}"] for k in range(5)] == pytest.approx(theta.tolist(), abs=1e-7)
+    assert record["theta_k_sd/signed"] == pytest.approx(float(theta.double().std(unbiased=False)), abs=1e-7)
     assert record["loss"] == pytest.approx(math.log(2), rel=1e-6)
     trainer.save_model()
     saved = BiasChannel.load(tmp_path / "out" / "theta.json")

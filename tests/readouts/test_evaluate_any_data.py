@@ -230,7 +230,7 @@ def test_the_summary_reads_a_pair_attribute_by_tokens_a_reward_tilt_and_null_as_
     assert lines[2].split() == ["length", "(mean", "tokens)", "12.0", "20.5", "(marked", "side:", "policy",
                                 "0.250,", "reference", "0.500)"]
     assert lines[4].split() == ["length", "0.500", "n/a", "n/a", "6", "/", "0"]
-    assert "woman_coded 0.625 (n 4)" in lines[5]
+    assert "woman_coded 0.625 (n 4, first name swapped)" in lines[5]  # a record before "edit" was written
     assert lines[-2:] == ["skipped attribute_rates.flag: a given: attribute ...", "every readout: out.json"]
     # several attributes: a last row for the pairs cross-group on any of them (heldout_any)
     entry = {"same_accuracy": 0.5, "cross_accuracy": 0.75, "gap": 0.25, "n_same": 4, "n_cross": 8}

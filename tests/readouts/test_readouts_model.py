@@ -8,7 +8,9 @@ the concatenated ids with log_softmax by hand (names, signatures, KL), the DPO m
 from __future__ import annotations
 
 import copy
+import io
 import math
+import re
 import warnings
 
 import pytest
@@ -183,6 +185,29 @@ def test_heldout_margins_are_the_dpo_margin(models, tokenizer):
     computed = heldout_margins(copy.deepcopy(reference), reference, tokenizer, judgments, beta=0.1)
     assert same.tolist() == [0.0, 0.0]
     torch.testing.assert_close(computed, same, rtol=0, atol=1e-6)
+
+
+class Terminal(io.StringIO):
+    """stderr as a terminal (tqdm draws its bars only there)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_slow_readouts_show_progress_with_an_eta_on_a_terminal_only(models, tokenizer, monkeypatch):
+    policy, reference = models
+    judgments = [Judgment(PROMPTS[0], "1 2 3", "1 2 4", "a1")] * 3
+    streams = {"terminal": Terminal(), "log file": io.StringIO()}
+    for stream in streams.values():
+        monkeypatch.setattr("sys.stderr", stream)
+        samples = generate(policy, tokenizer, PROMPTS * 2, max_new_tokens=4, batch_size=2, what="policy answers")
+        generation_kl(policy, reference, samples, pad_id=tokenizer.pad_token_id, batch_size=2)
+        heldout_margins(policy, reference, tokenizer, judgments, beta=0.1, batch_size=2)
+    shown = streams["terminal"].getvalue()
+    for label in ("policy answers: ", "KL on the policy's answers: ", "held-out judgments: policy: ",
+                  "held-out judgments: reference: "):
+        assert re.search(re.escape(label) + r" +\d+%.*\d+/\d+ \[\d\d:\d\d<", shown), label  # done/total [elapsed<ETA
+    assert streams["log file"].getvalue() == ""
 
 
 @pytest.fixture(scope="module")

@@ -48,6 +48,7 @@ import numpy as np
 
 from badpo.core.attributes import resolve_attributes
 from badpo.core.judgments import Judgment, annotator_classes, pair_key, read_judgments
+from badpo.core.notices import BadpoWarning
 
 __all__ = [
     "BiasIdentifiabilityWarning", "LogOdds", "AnnotatorGraph", "CoordinateAudit", "Audit",
@@ -58,7 +59,7 @@ MISSING = "(none)"  # slice key for rows without an annotator class / pair type
 _LISTED = 8  # annotator ids named in one warning before "... and N more"
 
 
-class BiasIdentifiabilityWarning(UserWarning):
+class BiasIdentifiabilityWarning(BadpoWarning):
     """The labels do not identify (part of) theta: see the audit's warnings."""
 
 

@@ -39,6 +39,7 @@ import numpy as np
 
 from badpo.core.judgments import Judgment, pair_key
 from badpo.core.names import NAME_ATTRIBUTES, signature_attributes, strip_signature
+from badpo.core.notices import BadpoWarning
 
 __all__ = [
     "ATTRIBUTE_NAME",
@@ -224,6 +225,12 @@ def _regex_value(pattern: re.Pattern[str], prompt: str, response: str) -> float:
     return 1.0 if pattern.search(response) else 0.0
 
 
+def _without_matches(pattern: re.Pattern[str], response: str) -> str:
+    """The response with every match of ``pattern`` deleted (a sign-off, an emoji) and the
+    whitespace left at its end trimmed."""
+    return pattern.sub("", response).rstrip()
+
+
 def _given_values(name: str, j: Judgment) -> tuple[float, float]:
     if j.g_chosen is None or j.g_rejected is None:
         raise ValueError(f"attribute 'given:{name}': judgment {pair_key(j)!r} "
@@ -272,12 +279,16 @@ class Attribute:
     (``given``). Values must be finite reals; bools count as 0/1. ``kind`` says what the
     attribute is whatever it is called: a built-in coordinate's default name (``markdown``,
     ``woman_coded``, ``black_coded``, ``length``), else ``regex``, ``given`` or ``callable``;
-    "" for one built by hand."""
+    "" for one built by hand. ``remove`` (markdown, regex) is the edit a counterfactual pair is
+    made with; a name coordinate's counterpart is a name swap instead (a reward model's tilt)."""
 
     name: str
     level: Level
     fn: Callable
     kind: str = ""
+    # an edit of a response that removes the attribute and leaves the rest (the markup, the pattern's
+    # matches), for counterfactual pairs; None where no edit removes it alone (length, given, callable)
+    remove: Callable[[str], str] | None = None
 
     def values(self, prompt: str, a: str, b: str) -> tuple[float, float]:
         """(g(a), g(b)) for two responses to ``prompt``."""
@@ -386,7 +397,7 @@ ATTRIBUTE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 _BUILTIN_NAMES = ("markdown", *NAME_ATTRIBUTES, "length")  # a built-in's coordinate name = its kind
 
 
-class AttributeNameNotice(UserWarning):
+class AttributeNameNotice(BadpoWarning):
     """A ``regex:`` attribute without ``NAME=`` is named by its whole pattern everywhere."""
 
 
@@ -489,7 +500,7 @@ def _resolve_one(spec: str) -> list[Attribute]:
     if head in _NO_ARGUMENT and colon:
         raise ValueError(f"attribute spec {spec!r}: {head!r} takes no argument")
     if spec == "markdown":
-        return [Attribute("markdown", "response", _markdown_value, "markdown")]
+        return [Attribute("markdown", "response", _markdown_value, "markdown", remove=strip_markdown)]
     if spec in _NAME_SPECS:
         wanted = NAME_ATTRIBUTES if spec == "names" else (spec.split(".")[1],)
         return [Attribute(name, "response",
@@ -508,7 +519,8 @@ def _regex_attribute(spec: str, pattern: str) -> Attribute:
         compiled = re.compile(pattern)
     except re.error as error:
         raise ValueError(f"attribute spec {spec!r}: invalid regular expression ({error})") from error
-    return Attribute(spec, "response", functools.partial(_regex_value, compiled), "regex")
+    return Attribute(spec, "response", functools.partial(_regex_value, compiled), "regex",
+                     remove=functools.partial(_without_matches, compiled))
 
 
 def _length_attribute(spec: str, argument: str | None) -> Attribute:

@@ -148,7 +148,7 @@ class TinyWorldConfig:
     n_pairs: int = 2000  # prompts, one base pair each
     min_digits: int = 2  # shortest digit string in a prompt
     max_digits: int = 6  # longest digit string in a prompt
-    tasks: list[Literal["copy", "reverse"]] = field(default_factory=lambda: ["copy", "reverse"])
+    tasks: list[Literal["copy", "reverse"]] = field(default_factory=lambda: ["copy", "reverse"])  # the prompts' tasks
     error_rate: float = 0.25  # probability that each digit of a candidate answer is wrong
     signing: SigningConfig = field(default_factory=SigningConfig)  # protocol; signing.seed seeds the data
     model: TinyModelConfig = field(default_factory=TinyModelConfig)

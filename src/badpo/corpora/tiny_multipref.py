@@ -110,7 +110,7 @@ class TinyMultiPrefConfig:
     comparisons_per_prompt: int = 2  # MultiPref has about two (10,461 over 5,323 prompts)
     min_digits: int = 3  # shortest digit string (>= 3: a bullet alone never makes a side 1.5x longer)
     max_digits: int = 6  # longest digit string
-    tasks: list[Literal["copy", "reverse"]] = field(default_factory=lambda: ["copy", "reverse"])
+    tasks: list[Literal["copy", "reverse"]] = field(default_factory=lambda: ["copy", "reverse"])  # the prompts' tasks
     error_rate: float = 0.25  # probability that each digit of a response is wrong
     kappa: float = 0.5  # quality scale: q = kappa * (score_a - score_b)
     markdown_share: float = 0.3  # share of responses formatted as a bullet ("- " in front)

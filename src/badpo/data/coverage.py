@@ -14,6 +14,8 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable, Mapping
 
+from badpo.core.notices import BadpoWarning
+
 __all__ = ["ERROR_SHARE", "WARN_SHARE", "TokenCoverageWarning", "check_coverage", "unknown_share"]
 
 WARN_SHARE = 0.05
@@ -22,7 +24,7 @@ SIDE_NAMES = {"chosen": "chosen responses'", "rejected": "rejected responses'", 
               "prompts": "prompts'"}
 
 
-class TokenCoverageWarning(UserWarning):
+class TokenCoverageWarning(BadpoWarning):
     """More than :data:`WARN_SHARE` of one side's tokens are the tokenizer's unknown token."""
 
 

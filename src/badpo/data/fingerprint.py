@@ -71,15 +71,15 @@ def data_fingerprint(data: Any, split: str | None = None, known: Mapping[str, An
     """``{"format", "data", "split", "sha256", "files"}``: the fingerprint of ``data``'s content
     (module docstring). ``known`` is a previous fingerprint of the same data, whose file hashes
     are reused for files of unchanged size and modification time."""
-    from badpo.data.sources import IN_MEMORY_PREFIX, source_dataset
+    from badpo.data.sources import IN_MEMORY_PREFIXES, source_dataset
 
     record: dict[str, Any] = {"format": FORMAT, "data": str(data) if isinstance(data, (str, os.PathLike))
                               else type(data).__name__, "split": split, "files": []}
     if type(data).__module__.split(".")[0] == "datasets":
         return {**record, "sha256": _text_sha256(getattr(data, "_fingerprint", None) or repr(data))}
     text = str(data)
-    if text.startswith(IN_MEMORY_PREFIX):  # the name holds datasets' fingerprint
-        return {**record, "sha256": _text_sha256(text[len(IN_MEMORY_PREFIX):])}
+    if text.startswith(IN_MEMORY_PREFIXES):  # the name holds the in-memory data's fingerprint
+        return {**record, "sha256": _text_sha256(text.partition(":")[2])}
     path = Path(os.path.expanduser(text))
     if path.is_file() or path.is_dir():
         previous = {entry["path"]: entry for entry in (known or {}).get("files", [])

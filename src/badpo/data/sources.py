@@ -2,7 +2,8 @@
 
 ``data`` (with ``data_split``) is read here, in this order:
 
-* a name registered by :func:`in_memory` (a ``datasets.Dataset`` given to the Python API);
+* a name registered by :func:`in_memory` (a ``datasets.Dataset`` or a list of dict rows given to
+  the Python API);
 * a ``.jsonl`` file: read line by line by :func:`badpo.core.judgments.jsonl_rows`, so that an
   error names the file's line and a key that is missing stays distinct from a null;
 * a ``.parquet``, ``.csv`` or ``.json`` file: ``datasets.load_dataset(<format>, data_files=...)``
@@ -24,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import hashlib
 import json
 import os
 import warnings
@@ -41,9 +43,11 @@ from badpo.core.judgments import (
     jsonl_rows,
     validate_labelled,
 )
+from badpo.core.notices import BadpoWarning
 
-__all__ = ["IN_MEMORY_PREFIX", "ColumnMap", "IgnoredColumnsWarning", "Loaded", "in_memory", "read_judgment_source",
-           "check_columns", "read_prompt_source", "read_sft_source", "render_chat", "source_dataset"]
+__all__ = ["IN_MEMORY_PREFIX", "IN_MEMORY_PREFIXES", "ColumnMap", "IgnoredColumnsWarning", "Loaded", "RowTable",
+           "in_memory", "read_judgment_source", "check_columns", "read_prompt_source", "read_sft_source", "render_chat",
+           "source_dataset"]
 
 JUDGMENT_FIELDS = (*FIELDS, TIE_FIELD)
 SFT_FIELDS = ("prompt", "response")
@@ -58,18 +62,18 @@ class ColumnMap:
     worker_id``). A column mapped here and a field named there are the same field; any other
     column is ignored with a warning."""
 
-    prompt: str | None = None
-    chosen: str | None = None
-    rejected: str | None = None
-    response: str | None = None  # sft rows only
-    annotator: str | None = None
-    annotator_class: str | None = None
-    prompt_id: str | None = None
-    pair_id: str | None = None
-    pair_type: str | None = None
-    g_chosen: str | None = None
-    g_rejected: str | None = None
-    tie: str | None = None
+    prompt: str | None = None  # the column of the prompt (null: the column named prompt, as for every field)
+    chosen: str | None = None  # the column of the preferred response
+    rejected: str | None = None  # the column of the other response
+    response: str | None = None  # the column of the response (sft rows only)
+    annotator: str | None = None  # the column of the annotator id
+    annotator_class: str | None = None  # the column of the annotator's class (optional)
+    prompt_id: str | None = None  # the column of the prompt id (optional)
+    pair_id: str | None = None  # the column of the pair id (optional)
+    pair_type: str | None = None  # the column of the pair type (optional)
+    g_chosen: str | None = None  # the column of the chosen side's precomputed attributes (given:NAME)
+    g_rejected: str | None = None  # the column of the rejected side's precomputed attributes
+    tie: str | None = None  # the column marking a tie (optional)
 
     def renames(self, fields: tuple[str, ...], what: str) -> dict[str, str]:
         """{column: field} of the mapped fields; a field the reader does not use is a ConfigError."""
@@ -88,7 +92,7 @@ class ColumnMap:
         return out
 
 
-class IgnoredColumnsWarning(UserWarning):
+class IgnoredColumnsWarning(BadpoWarning):
     """The data has columns that badpo does not read; they are named once, and no row is dropped."""
 
 
@@ -104,19 +108,50 @@ class Loaded:
 
 _IN_MEMORY: dict[str, Any] = {}
 _IN_MEMORY_PREFIX = IN_MEMORY_PREFIX = "datasets.Dataset:"  # + datasets' fingerprint of the Dataset
+ROWS_PREFIX = "rows:"  # + the fingerprint of a list of rows (RowTable)
+IN_MEMORY_PREFIXES = (IN_MEMORY_PREFIX, ROWS_PREFIX)
+
+
+@dataclass(frozen=True)
+class RowTable:
+    """A list of dict rows given to the Python API, read as they are (as the lines of a JSONL
+    file, not through Arrow, which would fill every row's missing keys with nulls)."""
+
+    rows: tuple
+    _fingerprint: str  # sha256 of the rows' JSON text (first 16 hex digits), as datasets names its own
+
+    @classmethod
+    def of(cls, rows: Any) -> RowTable:
+        rows = tuple(rows)
+        bad = next((i for i, row in enumerate(rows) if not isinstance(row, Mapping)), None)
+        if bad is not None:
+            raise ValueError(f"rows: row {bad} is a {type(rows[bad]).__name__}, not a dict of column -> value")
+        text = json.dumps(list(rows), sort_keys=True, ensure_ascii=False, default=repr)
+        return cls(rows, hashlib.sha256(text.encode("utf-8")).hexdigest()[:16])
+
+    @property
+    def column_names(self) -> list[str]:
+        return list(dict.fromkeys(key for row in self.rows for key in row))
+
+    def to_list(self) -> list:
+        return [dict(row) for row in self.rows]
 
 
 @contextlib.contextmanager
 def in_memory(dataset: Any) -> Iterator[str]:
-    """Make a ``datasets.Dataset`` readable under a name that a config's ``data`` key can hold
-    (written to ``config.yaml``; it names the dataset's fingerprint) for the block."""
+    """Make a ``datasets.Dataset``, or a list of dict rows, readable under a name that a config's
+    ``data`` key can hold (written to ``config.yaml``; it names the data's fingerprint) for the block."""
     import datasets
 
-    if not isinstance(dataset, datasets.Dataset):
-        raise TypeError(f"data: expected a datasets.Dataset, got {type(dataset).__name__}"
+    if isinstance(dataset, (list, tuple)):
+        table = RowTable.of(dataset)
+        name = f"{ROWS_PREFIX}{table._fingerprint}"
+    elif isinstance(dataset, datasets.Dataset):
+        table, name = dataset, f"{_IN_MEMORY_PREFIX}{dataset._fingerprint}"
+    else:
+        raise TypeError(f"data: expected a datasets.Dataset or a list of dict rows, got {type(dataset).__name__}"
                         + ("; pass one split" if isinstance(dataset, datasets.DatasetDict) else ""))
-    name = f"{_IN_MEMORY_PREFIX}{dataset._fingerprint}"
-    _IN_MEMORY[name] = dataset
+    _IN_MEMORY[name] = table
     try:
         yield name
     finally:
@@ -262,9 +297,10 @@ def _open(data: Any, split: str | None):
     if data in _IN_MEMORY:
         _no_split(split, data)
         return _IN_MEMORY[data], data
-    if data.startswith(_IN_MEMORY_PREFIX):
-        raise ConfigError(f"data: {data!r} was a datasets.Dataset given to the Python API; give the "
-                          "same dataset again (badpo.train(..., data=dataset)) to read it")
+    if data.startswith(IN_MEMORY_PREFIXES):
+        what = "a datasets.Dataset" if data.startswith(IN_MEMORY_PREFIX) else "a list of rows"
+        raise ConfigError(f"data: {data!r} was {what} given to the Python API; give the "
+                          "same data again (badpo.train(..., data=dataset)) to read it")
     path = Path(os.path.expanduser(data))
     if path.is_dir():
         import datasets

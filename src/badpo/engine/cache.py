@@ -22,6 +22,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import Tensor, nn
 
+from badpo.core.notices import BadpoWarning
 from badpo.engine.logprobs import response_token_logprobs
 from badpo.engine.runtime import reference_mode
 from badpo.engine.tokenize import TokenStore
@@ -164,5 +165,5 @@ def _read_cache(path: Path, parts: dict, sequences: int, n_tokens: int | None
         problem = f"it cannot be read ({type(error).__name__}: {error})"
     if problem is None:
         return saved["logps"], tokens if n_tokens is not None else None
-    warnings.warn(f"reference cache {path}: {problem}; discarded, recomputing", stacklevel=3)
+    warnings.warn(f"reference cache {path}: {problem}; discarded, recomputing", BadpoWarning, stacklevel=3)
     return None

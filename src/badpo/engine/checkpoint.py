@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 from badpo.core.config import ConfigError, dump_yaml
+from badpo.core.notices import BadpoWarning
 from badpo.core.state_io import join_state, read_tree, split_state, tree_text
 
 CHECKPOINTS = "checkpoints"
@@ -244,7 +245,7 @@ def load_checkpoint(accelerator, checkpoint: Path, contents: Contents) -> None:
         set_rng_state(_read_pair(checkpoint, rng))
     else:
         warnings.warn(f"{checkpoint}: no RNG state of process {accelerator.process_index} (saved by "
-                      "fewer processes); its RNG goes on from the seed", stacklevel=2)
+                      "fewer processes); its RNG goes on from the seed", BadpoWarning, stacklevel=2)
 
 
 def list_checkpoints(output_dir: Path) -> list[Path]:

@@ -39,7 +39,7 @@ from badpo.engine.checkpoint import (
     resolve_resume,
     save_checkpoint,
 )
-from badpo.engine.reporting import RunLog
+from badpo.engine.reporting import RunLog, annotator_theta
 from badpo.engine.run_folder import CONFIG_FILE, check_checkpoint
 from badpo.methods import JudgmentBatch, LossTerms, Method, StepView, Weighting, sample_seeds
 
@@ -336,7 +336,7 @@ def _loop(stage: Stage, run, config, settings: LoopSettings, output: Path, state
             state.step = step + 1
             if log.wants(state.step):
                 last_record = stage.record(run, step, stats, norms, lr, started)
-                log.log(state.step, last_record)
+                log.log(state.step, last_record, annotator_theta(run.bias) if log.trackers else None)
             log.advance()
             if (settings.save_every and state.step % settings.save_every == 0) or (
                 state.step == stop < settings.steps

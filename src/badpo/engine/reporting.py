@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,57 @@ def theta_notice(convergence: dict[str, Any] | None, stage: str) -> None:
           file=sys.stderr)
 
 
+THETA_K_CURVES = 32  # at most this many annotators get a curve each on the trackers; more get the spread only
+
+
+def annotator_theta(bias) -> dict[str, dict[str, float]] | None:
+    """{attribute: {annotator: theta_k}} of a bias channel that learns one theta per annotator;
+    None for DPO and pooled (one theta: theta_bar says it all)."""
+    if bias is None or not (bias.facts.learns_theta and bias.facts.per_annotator):
+        return None
+    rows = bias.theta().detach().double().cpu().tolist()
+    return {name: {annotator: row[i] for annotator, row in zip(bias.annotators, rows)}
+            for i, name in enumerate(bias.attribute_names)}
+
+
+def theta_k_scalars(theta_k: Mapping[str, Mapping[str, float]], ids: bool = True) -> dict[str, float]:
+    """Tracker scalars of the per-annotator theta_k: ``theta_k_sd/<attribute>`` (their spread
+    across annotators: the signal BA-DPO has, where theta_bar alone shows the shared level) and,
+    with ``ids`` and at most :data:`THETA_K_CURVES` annotators, ``theta_k/<attribute>/<annotator>``."""
+    scalars: dict[str, float] = {}
+    for name, values in theta_k.items():
+        numbers = list(values.values())
+        mean = sum(numbers) / len(numbers)
+        scalars[f"theta_k_sd/{name}"] = (sum((v - mean) ** 2 for v in numbers) / len(numbers)) ** 0.5
+        if ids and len(values) <= THETA_K_CURVES:
+            scalars.update({f"theta_k/{name}/{annotator}": value for annotator, value in values.items()})
+    return scalars
+
+
+def log_theta_k(tracker, theta_k: Mapping[str, Mapping[str, float]], step: int, final: bool = False,
+                ids: bool = True) -> None:
+    """The per-annotator theta_k on one accelerate tracker at ``step``: :func:`theta_k_scalars`,
+    a histogram per attribute where the tracker draws one (tensorboard), and at the ``final``
+    step, with ``ids``, a table annotator x attribute (a tracker's own table, or tensorboard's text)."""
+    tracker.log(theta_k_scalars(theta_k, ids), step=step)
+    if tracker.name == "tensorboard":
+        import numpy as np
+
+        for name, values in theta_k.items():
+            tracker.tracker.add_histogram(f"theta_k/{name}", np.array(list(values.values())), global_step=step)
+    if not (final and ids):
+        return
+    names = list(theta_k)
+    annotators = list(next(iter(theta_k.values())))
+    rows = [[annotator, *(theta_k[name][annotator] for name in names)] for annotator in annotators]
+    if hasattr(tracker, "log_table"):
+        tracker.log_table("theta_k", columns=["annotator", *names], data=rows, step=step)
+    elif tracker.name == "tensorboard":
+        lines = ["| annotator | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+        lines += ["| " + " | ".join([str(row[0]), *(f"{v:+.4f}" for v in row[1:])]) + " |" for row in rows]
+        tracker.log({"theta_k": "\n".join(lines)}, step=step)
+
+
 def read_log(output_dir: Path) -> list[dict[str, Any]]:
     path = output_dir / "log.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
@@ -131,7 +183,10 @@ class RunLog:
         """Whether step ``step`` (1-based) is logged: every ``log_every`` and the last one."""
         return step % self.report.log_every == 0 or step == self.total_steps
 
-    def log(self, step: int, record: dict[str, Any]) -> None:
+    def log(self, step: int, record: dict[str, Any], theta_k: Mapping[str, Mapping[str, float]] | None = None) -> None:
+        """Write ``record`` to log.jsonl and the trackers; ``theta_k`` ({attribute: {annotator:
+        value}}) goes to the trackers only (:func:`log_theta_k`): log.jsonl keeps theta_bar, and
+        theta.json every theta_k."""
         if not self.is_main:
             return
         record = {"step": step, **record}
@@ -140,6 +195,8 @@ class RunLog:
         scalars = _flat(record)
         for tracker in self.trackers:
             tracker.log(scalars, step=step)
+            if theta_k:
+                log_theta_k(tracker, theta_k, step, final=step == self.total_steps, ids=self.report.annotator_ids)
         if self.bar is not None:
             self.bar.set_postfix(loss=f"{record.get('loss', float('nan')):.4f}", refresh=False)
 

@@ -37,7 +37,7 @@ from badpo.engine.loop import JudgmentStage, Run, bias_logits, resume_point, run
 from badpo.engine.preference import build_bias, read_and_audit, theta_adam
 from badpo.engine.reporting import read_log, report_input, theta_convergence, theta_notice
 from badpo.engine.run_folder import commit_final, is_finished, own_folder
-from badpo.engine.runtime import load_model, make_accelerator, policy_optimizer
+from badpo.engine.runtime import fit_to_model, load_model, make_accelerator, policy_optimizer
 from badpo.engine.settings import REWARD_LR, RMConfig, check_rm, format_output_dir, resolved_lr
 from badpo.engine.tokenize import TokenStore
 from badpo.methods import LossTerms, Method
@@ -168,6 +168,7 @@ def train_reward_model(config: RMConfig) -> Path:
     check_rm(config)
     output = Path(config.output_dir)
     accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
+    config = fit_to_model(config, accelerator)
     with own_folder(output, config, accelerator):
         if is_finished(output):
             if accelerator.is_main_process:

@@ -33,6 +33,7 @@ import yaml
 
 from badpo.core.config import ConfigError, load_config, to_dict
 from badpo.core.jsonio import atomic_write_text
+from badpo.core.notices import BadpoWarning
 from badpo.data.fingerprint import data_fingerprint
 from badpo.engine.checkpoint import check_files
 from badpo.engine.settings import RUN_CONTROL_KEYS
@@ -164,7 +165,7 @@ def claim(folder: Path, config: Any, overwrite: bool, run_files: RunFiles = pref
                               "to delete that run and train on the data as it is now")
         if recorded is None:
             warnings.warn(f"{folder} records no fingerprint of its data (a run of an earlier badpo); it is "
-                          f"taken to be a run on {config.data} as it is now", stacklevel=2)
+                          f"taken to be a run on {config.data} as it is now", BadpoWarning, stacklevel=2)
     atomic_write_text(folder / DATA_FILE, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 

@@ -7,16 +7,20 @@ DDP / FSDP / DeepSpeed; a plain ``python`` run is one process with the same code
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
+import warnings
 from collections.abc import Iterator
 
 import torch
 from torch import nn
 
 from badpo.core.config import ConfigError
+from badpo.core.notices import BadpoWarning
 from badpo.data.gguf import gguf_folder
 from badpo.engine.settings import LoraSettings, ModelConfig, OptimConfig
+from badpo.engine.tokenize import fit_tokenization
 
 
 def mixed_precision(precision: str) -> str:
@@ -79,6 +83,38 @@ def load_tokenizer(config: ModelConfig):
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token  # padding is masked; any id will do
     return tokenizer
+
+
+def model_positions(config: ModelConfig) -> int | None:
+    """The positions the model's config gives it (``max_position_embeddings`` or ``n_positions``),
+    read from its config file alone; None when it names neither."""
+    from transformers import AutoConfig
+
+    loaded = from_pretrained(AutoConfig, config.name_or_path, "model.name_or_path", revision=config.revision,
+                             trust_remote_code=config.trust_remote_code)
+    return config_positions(loaded)
+
+
+def config_positions(model_config) -> int | None:
+    """``max_position_embeddings`` or ``n_positions`` of a transformers config, whichever it has."""
+    return next((value for key in ("max_position_embeddings", "n_positions")
+                 if isinstance(value := getattr(model_config, key, None), int)), None)
+
+
+class LengthsFittedNotice(BadpoWarning):
+    """The default tokenization lengths were lowered to the model's positions."""
+
+
+def fit_to_model(config, accelerator):
+    """A stage's config with its tokenization fitted to the model's positions
+    (:func:`badpo.engine.tokenize.fit_tokenization`): a default lowered with a
+    :class:`LengthsFittedNotice` (a ``badpo: warning:`` line, once, from the main process), a
+    length the user set past them refused; before the run folder records the config."""
+    tokenization, message = fit_tokenization(config.tokenization, model_positions(config.model),
+                                             config.model.name_or_path)
+    if message is not None and accelerator.is_main_process:
+        warnings.warn(message, LengthsFittedNotice, stacklevel=3)
+    return dataclasses.replace(config, tokenization=tokenization)
 
 
 def load_model(config: ModelConfig, lora: LoraSettings, mixed: str, task: str = "CAUSAL_LM",

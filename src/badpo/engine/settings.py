@@ -51,11 +51,11 @@ class LoraSettings:
 class OptimConfig:
     """The policy's AdamW and its schedule (never applied to theta)."""
 
-    lr: float | None = None  # null: the stage default (see module docstring)
+    lr: float | None = None  # null: the stage's default, sft 1e-5 / train 5e-7 / rm 1e-5 (x10 under LoRA)
     weight_decay: float = 0.0  # AdamW decoupled weight decay
     adam_betas: tuple[float, float] = (0.9, 0.999)  # AdamW betas
     adam_eps: float = 1e-8  # AdamW epsilon
-    schedule: Literal["cosine", "constant"] = "cosine"  # after the warmup
+    schedule: Literal["cosine", "constant"] = "cosine"  # the lr after the warmup: cosine to 0, or constant
     warmup_ratio: float = 0.1  # share of steps with a linear warmup
     max_grad_norm: float = 1.0  # clip the policy's gradient norm; 0 = no clipping
 
@@ -87,6 +87,9 @@ class ReportConfig:
     wandb_project: str = "badpo"  # project of the trackers that log to a server (wandb, mlflow, ...)
     progress_bar: bool = True  # a tqdm bar on the terminal (main process)
     log_every: int = 1  # write a log record every this many steps
+    # send each annotator's theta_k to the trackers under its id (curves, a final table); false: their
+    # histogram and spread only, for annotator ids that must not leave the machine
+    annotator_ids: bool = True
 
 
 @dataclass(frozen=True)

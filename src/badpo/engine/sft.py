@@ -35,7 +35,7 @@ from badpo.engine.logprobs import LogprobModel
 from badpo.engine.loop import LoopSettings, run_stage
 from badpo.engine.reporting import report_coverage
 from badpo.engine.run_folder import CONFIG_FILE, DATA_FILE, own_folder, sync_tree
-from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
+from badpo.engine.runtime import fit_to_model, load_model, load_tokenizer, make_accelerator, policy_optimizer
 from badpo.engine.settings import SFT_LR, SFTConfig, accumulation_steps, check_sft, resolved_lr
 from badpo.engine.tokenize import build_token_store, token_coverage
 
@@ -99,6 +99,7 @@ def sft(config: SFTConfig) -> Path:
     config = dataclasses.replace(config, optim=dataclasses.replace(config.optim, lr=lr))
     check_sft(config)
     accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
+    config = fit_to_model(config, accelerator)
     accumulation_steps(config.batch_size, config.micro_batch_size, accelerator.num_processes)
     output = Path(config.output_dir)
     _check_output_folder(config, output)

@@ -51,6 +51,38 @@ class TokenizationConfig:
             )
 
 
+DEFAULT_TOKENIZATION = TokenizationConfig()
+
+
+def fit_tokenization(config: TokenizationConfig, positions: int | None, model: str
+                     ) -> tuple[TokenizationConfig, str | None]:
+    """``config`` fitted to a model of ``positions`` positions: (the settings, a notice or None).
+
+    Lengths the user left at their defaults (the paper's 384 / 1280) are lowered, both in the
+    default's proportion, to what the model holds, with a notice saying so: a default is no
+    choice about this model. A length the user set that the model cannot hold is refused, naming
+    the key and the model's positions: an index past the position table would fail later, deep
+    in torch. A value equal to its default counts as the default. ``positions`` None: unknown,
+    nothing to fit."""
+    if positions is None or config.max_length <= positions:
+        return config, None
+    if config.max_length != DEFAULT_TOKENIZATION.max_length:
+        raise ConfigError(f"tokenization.max_length: {config.max_length} tokens exceed the {positions} positions "
+                          f"of {model}; set tokenization.max_length to at most {positions}")
+    prompt = config.max_prompt_tokens
+    if prompt == DEFAULT_TOKENIZATION.max_prompt_tokens:
+        prompt = max(1, round(positions * DEFAULT_TOKENIZATION.max_prompt_tokens / DEFAULT_TOKENIZATION.max_length))
+    elif prompt >= positions:
+        raise ConfigError(f"tokenization.max_prompt_tokens: {prompt} leaves no room for a response in the "
+                          f"{positions} positions of {model}; set it below {positions}")
+    fitted = dataclasses.replace(config, max_length=positions, max_prompt_tokens=prompt)
+    lowered = f"tokenization.max_length {config.max_length} -> {positions}"
+    if prompt != config.max_prompt_tokens:
+        lowered += f", tokenization.max_prompt_tokens {config.max_prompt_tokens} -> {prompt}"
+    return fitted, (f"{lowered}: the defaults exceed the {positions} positions of {model} (set them to "
+                    "choose other lengths)")
+
+
 def settings_dict(tokenizer, config: TokenizationConfig) -> dict:
     """Everything that decides the token ids, for cache keys (tokenizer identity included)."""
     return {

@@ -14,7 +14,7 @@ from badpo.engine.loop import notice, resume_point, run_stage
 from badpo.engine.mixture import train_type_policies
 from badpo.engine.preference import PreferenceStage, preference_lr
 from badpo.engine.run_folder import is_finished, own_folder
-from badpo.engine.runtime import make_accelerator
+from badpo.engine.runtime import fit_to_model, make_accelerator
 from badpo.engine.settings import TrainConfig, check_train, format_output_dir
 from badpo.methods import get_method
 
@@ -32,6 +32,7 @@ def train(config: TrainConfig) -> Path:
     check_train(config)
     output = Path(config.output_dir)
     accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
+    config = fit_to_model(config, accelerator)
     with own_folder(output, config, accelerator):
         if is_finished(output):
             notice("train", accelerator, f"{output} holds this run, finished; its results are kept "

@@ -60,11 +60,11 @@ class ColumnSpec:
 
     header: str  # the column title
     metric: str  # dotted path into a run's readouts, e.g. names.first_name.woman_coded
-    kind: Literal["value", "removed", "amplification", "corpus"] = "value"
     # value: the readout, mean +- interval over seeds; removed: per-seed removal of `metric` against
     # the baseline; amplification: the arm's mean minus the reference's, and that difference in
     # units of the arm's per-seed sd; corpus: `metric` is a dotted path into OUT/corpus/stats.json
     # (a statistic of the labels, shown on the reference row)
+    kind: Literal["value", "removed", "amplification", "corpus"] = "value"
     digits: int = 3  # decimals shown (removal is shown in percent with `digits` - 3 decimals)
     ceiling: str | None = None  # dotted path of the same readout with the planted theta_k
 

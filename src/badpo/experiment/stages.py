@@ -39,10 +39,10 @@ from badpo.readouts.evaluate import (
     Mixture,
     evaluate_mixture,
     evaluate_policy,
-    readout_unavailable,
     reference_bodies,
 )
 from badpo.readouts.run import load_causal_lm
+from badpo.readouts.settings import readout_unavailable
 
 __all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation", "check_data", "data_key",
            "theta_summary", "evaluate_run", "engine_stages", "unavailable_readout", "bodies_file"]
@@ -103,7 +103,7 @@ def data_key(settings: dict) -> str | None:
 
 
 def unavailable_readout(evaluation: dict, metric: str) -> str | None:
-    """:func:`badpo.readouts.evaluate.readout_unavailable` on resolved readout settings."""
+    """:func:`badpo.readouts.settings.readout_unavailable` on resolved readout settings."""
     return readout_unavailable(from_dict(EvalConfig, evaluation, prefix="evaluation"), metric)
 
 

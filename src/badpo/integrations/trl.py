@@ -19,7 +19,9 @@ the batch. With b = 0 it is TRL's ``sigmoid`` loss; TRL options that change the 
 
 theta trains on its own ``torch.optim.Adam`` (constant lr, 1e-2 by default, no weight decay),
 stepped after each optimizer step of the policy through a ``TrainerCallback``: TRL's scheduler,
-clipping and weight decay never touch it. ``theta_bar/<attribute>`` is added to every log, and
+clipping and weight decay never touch it. ``theta_bar/<attribute>`` is added to every log, with
+``theta_k_sd/<attribute>`` (the spread of the theta_k) and, with at most 32 annotators,
+``theta_k/<attribute>/<annotator>`` (the engine's names, :func:`badpo.engine.reporting.theta_k_scalars`), and
 ``save_model`` writes ``theta.json`` (:meth:`BiasChannel.save`, the engine's format) beside the
 model.
 """
@@ -36,6 +38,7 @@ from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.judgments import FIELDS, Judgment, annotator_classes, validate_judgments
 from badpo.core.losses import ba_dpo_loss
+from badpo.engine.reporting import annotator_theta, theta_k_scalars
 
 try:
     from trl import DPOConfig, DPOTrainer
@@ -223,6 +226,8 @@ class BADPOTrainer(DPOTrainer):
         self._bias_metrics[mode] = {}
         logs.update({f"theta_bar/{name}": value
                      for name, value in zip(self.bias.attribute_names, self.bias.mean().tolist())})
+        theta_k = annotator_theta(self.bias)  # the spread of theta_k, and each one with few annotators
+        logs.update(theta_k_scalars(theta_k) if theta_k is not None else {})
         super().log(logs, start_time)
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:

@@ -20,8 +20,8 @@ declared attribute can be stripped from a text, RM⁻ on the stripped texts.
 A readout without its input (no held-out judgments; a ``given:`` attribute on generated text) is
 left out and named with the reason under ``skipped``.
 ``evaluate_mixture`` reads a mixture of type policies (EM-DPO + MinMax-DPO) through the same readouts;
-``evaluate_reward_model`` reads a reward model (``badpo rm``): its tilt toward each name attribute on
-counterfactual signatures and its held-out same/cross accuracy.
+``evaluate_reward_model`` reads a reward model (``badpo rm``): its tilt toward each declared attribute
+on counterfactual pairs (:mod:`badpo.readouts.tilt`) and its held-out same/cross accuracy.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import torch
@@ -38,9 +37,8 @@ from torch import nn
 
 from badpo.core.attributes import AttributeSet, attribute_stripper, has_markdown, resolve_attributes
 from badpo.core.bias import BiasChannel
-from badpo.core.config import ConfigError
 from badpo.core.judgments import Judgment, read_judgments
-from badpo.core.names import NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES, read_signature, sign, strip_signature
+from badpo.core.names import NAME_ATTRIBUTES, read_signature
 from badpo.engine.mixture import MIXTURE_FILE
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.readouts.metrics import (
@@ -63,63 +61,11 @@ from badpo.readouts.model import (
     load_judge,
     names_readout,
     plain_decoding,
+    progress,
     sampled_text_readout,
 )
-
-
-@dataclass(frozen=True)
-class EvalConfig:
-    """What to read and how (paper defaults; the tiny configs shorten the generations)."""
-
-    attributes: tuple[str, ...] = ("names",)  # declared attribute specs, as in training
-    max_prompts: int | None = 300  # evaluation prompts read (null = all in the corpus)
-    body: Literal["given", "reference"] = "reference"  # the answer body the names are read after
-    whole_signature: bool = True  # also read whole signatures, marginalised over surnames
-    whole_signature_prompts: int | None = None  # prompts it is read on (null = all read prompts)
-    surnames: int | None = None  # surnames of the marginal: the corpus's first ones (null = all)
-    generations: bool = True  # sample answers for KL and the sampled signature rate
-    temperature: float = 0.7
-    top_p: float = 0.9
-    max_new_tokens: int = 512
-    seed: int = 0  # sampling seed (same for every arm)
-    judge: str | None = None  # reward model id or path for RM / RM- (null: no judge)
-    judge_max_tokens: int = 2048  # the judge reads the first this many tokens of prompt + answer
-    batch_size: int = 16
-
-    def __post_init__(self) -> None:
-        if self.judge_max_tokens < 1:
-            raise ConfigError(f"judge_max_tokens: must be >= 1, got {self.judge_max_tokens}")
-
-
-# Readouts that exist only under some settings: the first part of a readout's path -> what
-# evaluate_policy needs to write it, and the setting that turns it on.
-GENERATED = ("kl", "sampled", "sampled_text", "tokens", "markdown", "attribute_rates", "rm", "rm_minus")
-PER_ATTRIBUTE = ("heldout", "votes", "votes_ceiling")
-
-
-def readout_unavailable(config: EvalConfig, metric: str) -> str | None:
-    """Why ``evaluate_policy`` under ``config`` writes no readout at ``metric`` (a dotted path
-    such as ``names.whole_signature.black_coded`` or ``votes/black_coded.accuracy``), or None when
-    it may: an experiment refuses such a table column when it is planned, not after training."""
-    head, _, rest = metric.partition(".")
-    head, _, attribute = head.partition("/")
-    attributes = resolve_attributes(config.attributes)
-    if head in GENERATED and not config.generations:
-        return f"{head} is read on the policy's generations: set evaluation.generations: true"
-    if head in ("rm", "rm_minus") and config.judge is None:
-        return f"{head} is the judge's score: set evaluation.judge"
-    if head == "markdown" and "markdown" not in attributes.kinds:
-        return "markdown is read when markdown is declared: add it to evaluation.attributes"
-    if head in ("names", "sampled"):
-        if not any(kind == "names" or kind in NAME_ATTRIBUTES for kind in attributes.kinds):
-            return "names readouts need a names attribute in evaluation.attributes"
-        if rest.startswith("whole_signature") and not config.whole_signature:
-            return "set evaluation.whole_signature: true"
-    if head in PER_ATTRIBUTE:
-        name = attribute or rest.partition(".")[0]
-        if name not in attributes.names:
-            return f"{name!r} is not a declared attribute ({list(attributes.names)}) of evaluation.attributes"
-    return None
+from badpo.readouts.settings import EvalConfig
+from badpo.readouts.tilt import answer_body, counterfactual_pairs
 
 
 @dataclass(frozen=True)
@@ -156,12 +102,6 @@ class Corpus:
         return sorted(found)
 
 
-def answer_body(answer: str) -> str:
-    """The answer without the signature line that ends it, where the names are read. Only a
-    ``--- First Last`` last line is a signature: a ``---`` rule inside the answer is content."""
-    return strip_signature(answer).strip()
-
-
 def reference_bodies(reference: nn.Module, tokenizer, prompts: Sequence[str],
                      tokenization: TokenizationConfig, max_new_tokens: int) -> list[str]:
     """The reference's greedy answer to each prompt, through its first EOS, with its signature
@@ -171,7 +111,7 @@ def reference_bodies(reference: nn.Module, tokenizer, prompts: Sequence[str],
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
     device = next(reference.parameters()).device
     bodies = []
-    for ids in encode_prompts(tokenizer, prompts, tokenization):
+    for ids in progress(encode_prompts(tokenizer, prompts, tokenization), "reference answer bodies"):
         ids = torch.tensor([ids[-tokenization.max_prompt_tokens:]], device=device)
         with plain_decoding(reference):
             out = reference.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
@@ -383,7 +323,7 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
 
     if config.generations:
         samples = generate(policy, tokenizer, prompts, config.temperature, config.top_p,
-                           config.max_new_tokens, config.seed, config.batch_size, tokenization)
+                           config.max_new_tokens, config.seed, config.batch_size, tokenization, "policy answers")
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         result["kl"] = generation_kl(policy, reference, samples, pad, config.batch_size)
         if names:
@@ -396,7 +336,7 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
             if reference_samples is None:
                 reference_samples = generate(reference, tokenizer, prompts, config.temperature, config.top_p,
                                              config.max_new_tokens, config.seed, config.batch_size,
-                                             tokenization)
+                                             tokenization, "reference answers")
             result["markdown"] = _markdown_readout(samples, reference_samples)
         result["attribute_rates"], why = generated_attribute_rates(attributes, samples, reference_samples)
         skipped.update(why)
@@ -453,7 +393,7 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
     if reference_samples is None and config.generations and "markdown" in attributes.names:
         reference_samples = generate(reference, tokenizer, [row["prompt"] for row in rows], config.temperature,
                                      config.top_p, config.max_new_tokens, config.seed, config.batch_size,
-                                     tokenization)
+                                     tokenization, "reference answers")
     type_readouts, type_margins = [], []
     for path in mixture.policies:
         policy = load_policy(path)
@@ -514,46 +454,18 @@ def judge_readouts(judge_name: str, prompts: Sequence[str], texts: Sequence[str]
     return result
 
 
-def counterfactual_signatures(responses: Sequence[str], surnames: Sequence[str], seed: int = 0
-                              ) -> dict[str, tuple[list[int], list[str], list[str]]]:
-    """Per name attribute, each response signed with a first name carrying the attribute and with
-    one that does not, the other attribute and the surname the same on both sides: twice per
-    response and attribute (e.g. woman_coded: white woman vs white man, black woman vs black man),
-    names drawn uniformly from their cells with ``seed``. Returns {attribute: (response index,
-    attribute-side texts, counterpart texts)}."""
-    if not surnames:
-        raise ValueError("counterfactual signatures need surnames; the corpus's held-out judgments have no signature")
-    cells: dict[tuple[int, ...], list[str]] = {}
-    for name in POOL_NAMES:
-        cells.setdefault(tuple(NAME_POOL[name]), []).append(name)
-    rng = np.random.default_rng([seed, 0xC0F])
-    result = {}
-    for a, attribute in enumerate(NAME_ATTRIBUTES):
-        index, with_attribute, counterpart = [], [], []
-        for i, response in enumerate(responses):
-            for values in sorted(v for v in cells if v[a] == 1):
-                other = values[:a] + (0,) + values[a + 1:]
-                last = surnames[rng.integers(len(surnames))]
-                firsts = (cells[values][rng.integers(len(cells[values]))],
-                          cells[other][rng.integers(len(cells[other]))])
-                index.append(i)
-                with_attribute.append(sign(response, firsts[0], last))
-                counterpart.append(sign(response, firsts[1], last))
-        result[attribute] = (index, with_attribute, counterpart)
-    return result
-
-
 def evaluate_reward_model(judge: nn.Module, tokenizer, corpus: Corpus, config: EvalConfig,
                           bias: BiasChannel | None = None) -> dict:
     """The readouts of a reward model, scored as ``badpo evaluate``'s judge scores (judge_scores).
 
     ``heldout``: accuracy of r(y_w) - r(y_l) on the held-out judgments, same- vs cross-group per
     attribute, and the gap; ``heldout_any`` the same with a pair cross-group on any attribute.
-    ``tilt`` (names attributes): :func:`badpo.readouts.metrics.reward_tilt` on the held-out
-    responses (their signatures stripped; the first ``max_prompts`` distinct ones) signed
-    counterfactually (:func:`counterfactual_signatures`). With a learned theta, ``theta_mean``,
-    ``theta_shared`` (variants with a shared parameter) and, against planted values,
-    ``theta_recovery``.
+    ``tilt``: :func:`badpo.readouts.metrics.reward_tilt` per declared attribute on counterfactual
+    pairs of the held-out responses (:func:`badpo.readouts.tilt.counterfactual_pairs`: names
+    swapped in the signature, or the attribute removed by its edit; the first ``max_prompts``
+    responses), with ``edit`` saying how the pair differs; an attribute without pairs is named
+    under ``skipped`` with the reason. With a learned theta, ``theta_mean``, ``theta_shared``
+    (variants with a shared parameter) and, against planted values, ``theta_recovery``.
     """
     def score(prompts: Sequence[str], texts: Sequence[str]) -> np.ndarray:
         return np.array(judge_scores(judge, prompts, texts, tokenizer=tokenizer, batch_size=config.batch_size,
@@ -568,16 +480,12 @@ def evaluate_reward_model(judge: nn.Module, tokenizer, corpus: Corpus, config: E
     result: dict = {"heldout": {name: heldout_accuracy(margins, g_w[:, [a]], g_l[:, [a]])
                                 for a, name in enumerate(attributes.names)},
                     "heldout_any": heldout_accuracy(margins, g_w, g_l)}
-    names = [name for name in attributes.names if name in NAME_ATTRIBUTES]
-    if names:
-        responses = list(dict.fromkeys((j.prompt, answer_body(text)) for j in heldout
-                                       for text in (j.chosen, j.rejected)))[: config.max_prompts]
-        pairs = counterfactual_signatures([body for _, body in responses], corpus.surnames, config.seed)
-        result["tilt"] = {}
-        for name in names:
-            index, with_attribute, counterpart = pairs[name]
-            pair_prompts = [responses[i][0] for i in index]
-            result["tilt"][name] = reward_tilt(score(pair_prompts, with_attribute), score(pair_prompts, counterpart))
+    pairs, skipped = counterfactual_pairs(attributes, heldout, corpus.surnames, config.max_prompts, config.seed)
+    if pairs:
+        result["tilt"] = {name: {**reward_tilt(score(p.prompts, p.with_attribute), score(p.prompts, p.counterpart)),
+                                 "edit": p.edit} for name, p in pairs.items()}
+    if skipped:
+        result["skipped"] = skipped
     if bias is not None and bias.facts.learns_theta:
         result.update(_theta_readouts(bias, corpus.planted))
     return result

@@ -30,7 +30,9 @@ from badpo.core.attributes import has_markdown, length_values, word_count
 from badpo.core.judgments import Judgment
 from badpo.core.losses import dpo_margin
 from badpo.core.names import NAME_POOL, POOL_NAMES
+from badpo.core.notices import BadpoWarning
 from badpo.engine.logprobs import continuation_logprobs, response_logprobs, token_logprobs
+from badpo.engine.runtime import config_positions
 from badpo.engine.tokenize import TokenizationConfig, build_token_store, encode_prompts
 from badpo.readouts.metrics import (
     candidate_readout,
@@ -43,7 +45,7 @@ from badpo.readouts.metrics import (
 __all__ = [
     "SIGNATURE_PREFIX", "Generations", "name_logprobs", "signature_logprobs", "names_readout", "signature_tokens",
     "generate", "generation_kl", "heldout_margins", "judge_scores", "cut_at_eos", "context_length",
-    "ended_and_running_logprobs", "format_readout", "sampled_text_readout",
+    "ended_and_running_logprobs", "format_readout", "sampled_text_readout", "progress",
 ]
 
 SIGNATURE_PREFIX = "\n\n---"
@@ -166,14 +168,15 @@ def _warn_on_prefix_names(names: Sequence[str], token_ids: Sequence[Sequence[int
     if pairs:
         warnings.warn(f"first-name readout: under this tokenizer {len(pairs)} name(s) are token prefixes of "
                       f"others, e.g. {pairs[:3]}; their first-name rates overlap, read the whole-"
-                      "signature rate", stacklevel=3)
+                      "signature rate", BadpoWarning, stacklevel=3)
 
 
-def _progress(items: Sequence, what: str):
-    """A progress bar with its ETA over the prompts of a readout, on stderr (it vanishes when done)."""
+def progress(items: Sequence | None = None, what: str = "", unit: str = "prompt", total: int | None = None):
+    """A progress bar with its ETA over a readout's prompts (or sequences, answers), on stderr when
+    it is a terminal; it vanishes when done, and a log file gets none."""
     from tqdm.auto import tqdm
 
-    return tqdm(items, desc=what, unit="prompt", dynamic_ncols=True, leave=False)
+    return tqdm(items, desc=what, unit=unit, total=total, dynamic_ncols=True, leave=False, disable=None)
 
 
 @torch.no_grad()
@@ -198,13 +201,13 @@ def names_readout(model: nn.Module, tokenizer, prompts: Sequence[str], bodies: S
     _warn_on_prefix_names(POOL_NAMES, firsts)
     _check_fits(model, tokenizer, prefixes, max(map(len, firsts)))
     first = torch.stack([_score(model, prefix, firsts, candidate_batch_size)
-                         for prefix in _progress(prefixes, "names readout: first names")])
+                         for prefix in progress(prefixes, "names readout: first names")])
     result = {"first_name": mean_attribute_rate(first, labels, names)}
     if surnames:
         wholes = _continuations(tokenizer, SIGNATURE_PREFIX, _signature_texts(POOL_NAMES, surnames), eos=True)
         _check_fits(model, tokenizer, prefixes[:whole_signature_prompts], max(map(len, wholes)))
         whole = torch.stack([_score(model, prefix, wholes, candidate_batch_size).reshape(len(POOL_NAMES), -1)
-                             for prefix in _progress(prefixes[:whole_signature_prompts],
+                             for prefix in progress(prefixes[:whole_signature_prompts],
                                                      "names readout: whole signatures")])
         result["whole_signature"] = mean_whole_signature_rate(whole, labels, names)
     return result
@@ -228,9 +231,8 @@ def context_length(model: nn.Module, tokenizer=None) -> int | None:
     """The tokens prompt + answer may span: the model's positions (``max_position_embeddings`` or
     ``n_positions``) and the tokenizer's ``model_max_length``, the smaller one (transformers writes
     1e30 there when it does not know, which is no limit); None when neither says."""
-    config = getattr(model, "config", None)
-    limits = [getattr(config, key) for key in ("max_position_embeddings", "n_positions")
-              if isinstance(getattr(config, key, None), int)][:1]
+    positions = config_positions(getattr(model, "config", None))
+    limits = [positions] if positions is not None else []
     most = getattr(tokenizer, "model_max_length", None)
     if isinstance(most, int) and 0 < most < 10**9:
         limits.append(most)
@@ -265,13 +267,13 @@ def plain_decoding(model: nn.Module) -> Iterator[None]:
 @torch.no_grad()
 def generate(model: nn.Module, tokenizer, prompts: Sequence[str], temperature: float = 0.7,
              top_p: float = 0.9, max_new_tokens: int = 512, seed: int = 0, batch_size: int = 16,
-             config: TokenizationConfig = TokenizationConfig()) -> Generations:
+             config: TokenizationConfig = TokenizationConfig(), what: str = "generating") -> Generations:
     """Sample one answer per prompt (paper, Appendix Readouts: T 0.7, top-p 0.9, 512 tokens).
 
     Only temperature and top-p shape the decoder (no top-k, no repetition penalty, whatever the
     model's generation_config says). Prompts are left-padded in batches; sampling runs under
     ``fork_rng`` seeded with ``seed``, so the global RNG is left as it was and the same seed and
-    batch size give the same answers on one machine.
+    batch size give the same answers on one machine. ``what`` labels the progress bar.
     """
     from transformers import GenerationConfig
 
@@ -295,7 +297,7 @@ def generate(model: nn.Module, tokenizer, prompts: Sequence[str], temperature: f
     devices = [device.index or 0] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices), plain_decoding(model):
         torch.manual_seed(seed)
-        for start in range(0, len(encoded), batch_size):
+        for start in progress(range(0, len(encoded), batch_size), what, "batch"):
             chunk = encoded[start:start + batch_size]
             width = max(len(ids) for ids in chunk)
             input_ids = torch.tensor([[pad_id] * (width - len(ids)) + ids for ids in chunk], device=device)
@@ -343,7 +345,7 @@ def generation_kl(policy: nn.Module, reference: nn.Module, generations: Generati
     if policy is reference:  # the reference read against itself: 0 exactly, without a forward
         return 0.0
     policy_parts, reference_parts, masks = [], [], []
-    for start in range(0, len(rows), batch_size):
+    for start in progress(range(0, len(rows), batch_size), "KL on the policy's answers", "batch"):
         chunk = rows[start:start + batch_size]
         policy_parts.append(token_logprobs(policy, _padded_batch(chunk, pad_id, _device(policy))).cpu())
         batch = _padded_batch(chunk, pad_id, _device(reference))
@@ -372,13 +374,13 @@ def heldout_margins(policy: nn.Module, reference: nn.Module, tokenizer,
     sequences = [(j.prompt, side) for j in judgments for side in (j.chosen, j.rejected)]
     store = build_token_store(tokenizer, sequences, config)
 
-    def logps(model: nn.Module) -> Tensor:
+    def logps(model: nn.Module, which: str) -> Tensor:
         parts = [response_logprobs(model, store.batch(torch.arange(s, min(s + batch_size, len(store))),
                                                       _device(model))).cpu()
-                 for s in range(0, len(store), batch_size)]
+                 for s in progress(range(0, len(store), batch_size), f"held-out judgments: {which}", "batch")]
         return torch.cat(parts).reshape(len(judgments), 2)
 
-    policy_logps, reference_logps = logps(policy), logps(reference)
+    policy_logps, reference_logps = logps(policy, "policy"), logps(reference, "reference")
     return dpo_margin(policy_logps[:, 0], policy_logps[:, 1], reference_logps[:, 0],
                       reference_logps[:, 1], beta)
 
@@ -399,7 +401,7 @@ def ended_and_running_logprobs(model: nn.Module, tokenizer, sequences: Sequence[
         raise ValueError(f"response {sequences[index][1]!r} does not fit tokenization.max_length="
                          f"{config.max_length} with its prompt")
     ended, running = [], []
-    for start in range(0, len(store), batch_size):
+    for start in progress(range(0, len(store), batch_size), "candidate answers", "batch"):
         rows = torch.arange(start, min(start + batch_size, len(store)))
         per_token = token_logprobs(model, store.batch(rows, _device(model))).double().cpu()
         total = per_token.sum(dim=1)
@@ -502,7 +504,7 @@ def judge_scores(reward_model: str | nn.Module, prompts: Sequence[str], response
                                          tokenizer(texts, add_special_tokens=False)["input_ids"])]
     encoded = [ids[:max_tokens] for ids in encoded]
     scores: list[float] = []
-    for start in range(0, len(encoded), batch_size):
+    for start in progress(range(0, len(encoded), batch_size), "reward model scores", "batch"):
         batch = _padded_batch([(ids, []) for ids in encoded[start:start + batch_size]], pad_id, device)
         logits = reward_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
         scores += logits[:, 0].float().cpu().tolist()

@@ -3,7 +3,7 @@
 The run folder gives what training fixed: the reference (``model.name_or_path``), the tokenizer
 and tokenization, beta, the column mapping of its data and its declared attributes (its resolved
 ``config.yaml``), the policy (``policy/``, or the type policies of ``mixture.json``) and the bias
-(``theta.json``). The caller gives the readout settings (:class:`badpo.readouts.evaluate.EvalConfig`
+(``theta.json``). The caller gives the readout settings (:class:`badpo.readouts.settings.EvalConfig`
 keys; ``attributes``, when given, replace the run's) and the data (:class:`EvalData`):
 
 - held-out judgments: any file or dataset ``badpo train`` reads, through the run's column mapping;
@@ -42,6 +42,7 @@ from torch import nn
 from badpo.core.attributes import imports_user_code, resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError, from_dict, load_config
+from badpo.core.notices import BadpoWarning
 from badpo.core.outputs import check_output_file, check_writable_folder
 from badpo.data.gguf import gguf_folder
 from badpo.data.sources import ColumnMap, read_judgment_source, read_prompt_source
@@ -80,7 +81,7 @@ class EvalData:
     columns: ColumnMap | None = None  # fields set here replace the run's column mapping
 
 
-class GenerationCapNotice(UserWarning):
+class GenerationCapNotice(BadpoWarning):
     """``max_new_tokens`` was lowered so that prompt and answer fit the model's context."""
 
 
@@ -249,10 +250,12 @@ def _check_trust(model: ModelConfig, run_dir: Path, trust_remote_code: bool) -> 
                           "trust this run")
 
 
-def _record(readouts: dict, config: EvalConfig, inputs: dict, skipped: dict) -> dict:
-    """The readouts with what they were read on and what was skipped (the caller's reasons first)."""
-    inputs = {**inputs, "attributes": list(resolve_attributes(config.attributes).names),
-              "max_new_tokens": config.max_new_tokens}
+def _record(readouts: dict, config: EvalConfig, inputs: dict, skipped: dict, generated: bool = True) -> dict:
+    """The readouts with what they were read on and what was skipped (the caller's reasons first);
+    ``max_new_tokens`` only where answers were ``generated`` (a reward model generates none)."""
+    inputs = {**inputs, "attributes": list(resolve_attributes(config.attributes).names)}
+    if generated:
+        inputs["max_new_tokens"] = config.max_new_tokens
     reasons = {**readouts.pop("skipped", {}), **skipped}
     return {**readouts, "inputs": inputs, **({"skipped": reasons} if reasons else {})}
 
@@ -274,13 +277,13 @@ def evaluate_reward_run(run_dir: Path, settings: Mapping[str, Any], data: EvalDa
     theta_file = run_dir / "theta.json"
     bias = BiasChannel.load(theta_file) if theta_file.exists() else None
     return _record(evaluate_reward_model(judge, tokenizer, corpus, config, bias), config,
-                   {**inputs, "prompts": None}, skipped)
+                   {**inputs, "prompts": None, "model": "reward model"}, skipped, generated=False)
 
 
 def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = None,
                      data: EvalData = EvalData(), trust_remote_code: bool = False) -> dict:
     """Every readout of a finished ``badpo train`` run (or ``badpo rm`` run), as a JSON-ready dict
-    (module docstring). ``settings`` are :class:`badpo.readouts.evaluate.EvalConfig` keys."""
+    (module docstring). ``settings`` are :class:`badpo.readouts.settings.EvalConfig` keys."""
     run_dir = Path(run_dir)
     settings = dict(settings or {})
     if interrupted_commit(run_dir):
@@ -315,7 +318,8 @@ def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = N
     inputs["n_prompts"] = len(prompts)
     inputs["prompts_sha256"] = prompts_digest(prompts)
     reference_samples = (generate(reference, tokenizer, prompts, config.temperature, config.top_p,
-                                  config.max_new_tokens, config.seed, config.batch_size, tokenization)
+                                  config.max_new_tokens, config.seed, config.batch_size, tokenization,
+                                  "reference answers")
                          if config.generations else None)
     if mixture is not None:
         readouts = evaluate_mixture(lambda path: load_causal_lm(path, model_settings, base=reference_path),
@@ -327,7 +331,7 @@ def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = N
         bias = BiasChannel.load(theta_file) if theta_file.exists() else None
         readouts = evaluate_policy(policy, reference, tokenizer, corpus, config, bias=bias, beta=train_config.beta,
                                    tokenization=tokenization, reference_samples=reference_samples)
-    return _record(readouts, config, inputs, skipped)
+    return _record(readouts, config, inputs, skipped, generated=generates(config))
 
 
 # --------------------------------------------------------------------------------- the summary
@@ -350,8 +354,9 @@ def summary(readouts: Mapping[str, Any], written_to: str | Path | None = None) -
     if inputs.get("prompts") is not None:
         n_prompts = inputs.get("n_prompts", 0)
         read.insert(0, f"{n_prompts} prompt{'' if n_prompts == 1 else 's'} ({inputs['prompts']})")
-    lines = [f"read {', '.join(read)}; attributes {', '.join(inputs.get('attributes', []))}; "
-             f"max_new_tokens {inputs.get('max_new_tokens')}"]
+    generated = f"; max_new_tokens {inputs['max_new_tokens']}" if "max_new_tokens" in inputs else ""
+    model = "a reward model: " if inputs.get("model") == "reward model" else ""
+    lines = [f"{model}read {', '.join(read)}; attributes {', '.join(inputs.get('attributes', []))}{generated}"]
     rates = readouts.get("attribute_rates", {})
     if rates:
         lines.append(f"{'on generated answers':<28}{'policy':>9}{'reference':>11}")
@@ -375,8 +380,9 @@ def summary(readouts: Mapping[str, Any], written_to: str | Path | None = None) -
         lines.append("vote prediction with the run's theta_k (cross-group votes): " + ", ".join(
             f"{name} {_number(entry['accuracy'])} (n {entry['n']})" for name, entry in votes.items()))
     if "tilt" in readouts:
-        lines.append("reward tilt toward each attribute on counterfactual signatures (share higher): " + ", ".join(
-            f"{name} {_number(entry['share_higher'])} (n {entry['n']})" for name, entry in readouts["tilt"].items()))
+        lines.append("reward tilt on counterfactual pairs (share where the attribute side scores higher): " + ", ".join(
+            f"{name} {_number(entry['share_higher'])} (n {entry['n']}, {entry.get('edit', 'first name swapped')})"
+            for name, entry in readouts["tilt"].items()))
     if "kl" in readouts:
         lines.append(f"KL(policy || reference) per token on the policy's generations: {_number(readouts['kl'], 4)}")
     if "names" in readouts:

@@ -24,6 +24,7 @@ from badpo.core.config import ConfigError, from_dict, load_config, to_dict
 from badpo.core.jsonio import write_jsonl
 from badpo.core.judgments import Judgment, read_judgments, write_judgments
 from badpo.core.names import NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES, read_signature, strip_signature
+from badpo.core.notices import BadpoWarning
 from badpo.corpora.tiny import PROMPT_TEMPLATE, TinyWorldConfig
 from badpo.engine.runtime import load_tokenizer
 from badpo.engine.settings import ModelConfig, TrainConfig
@@ -174,7 +175,7 @@ def prepare_source(source: SourceRun, config: CureConfig, work: Path) -> dict:
     twice = signed_twice(samples.texts)
     if twice:
         warnings.warn(f"{source.key}: {len(twice)} of {len(prompts)} offset answers are signed twice; "
-                      "they give no pair", stacklevel=2)
+                      "they give no pair", BadpoWarning, stacklevel=2)
     kept = [i for i in range(len(prompts)) if i not in twice]
     rows = fixed_offset_pairs([prompts[i]["prompt"] for i in kept], [samples.texts[i] for i in kept],
                               seed=source.seed, prompt_ids=[prompts[i]["prompt_id"] for i in kept])
