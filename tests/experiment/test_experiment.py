@@ -430,3 +430,16 @@ def test_cli_reports_config_errors_and_render_only_on_an_empty_folder(tmp_path, 
     assert "has not been built; nothing is logged" in cli_error(
         ["experiment", tiny, f"output_dir={tmp_path}", "--render-only"])
     assert not (tmp_path / "corpus").exists()
+
+
+def test_each_finished_arm_run_prints_what_is_left_and_an_eta(tmp_path):
+    from badpo.experiment.runner import eta_note
+
+    assert eta_note([], 3) == "" and eta_note([600.0], 0) == ""
+    assert eta_note([600.0, 1200.0], 4) == "; 4 arm run(s) left, ETA 60 min"  # 4 x 900 s
+    lines: list[str] = []
+    run_experiment(make_config(tmp_path), fake_stages([]), log=lines.append)
+    done = [line for line in lines if ": done in " in line]
+    assert "ETA" not in done[0]  # the reference is trained once: not an arm's cost
+    lefts = [int(line.split("; ")[1].split()[0]) for line in done[1:-1]]
+    assert lefts == list(range(len(done) - 2, 0, -1)) and "ETA" not in done[-1]

@@ -25,7 +25,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -412,6 +412,8 @@ def run_all(config: ExperimentConfig, stages: Stages, plan: Plan, out: Path,
     log(f"plan: reference + {len(config.arms)} arm(s) x {len(config.seeds)} seed(s) = {total} runs; "
         f"{total - len(todo)} logged, {len(todo)} to run")
     reference = None
+    arm_seconds: list[float] = []
+    left = sum(1 for p in todo if p.kind != "reference")
     for number, planned in enumerate((plan.reference, *plan.runs)):
         path = runs_dir / f"{planned.key}.json"
         prefix = f"[{number}/{total - 1}] {_label(planned)} ({planned.key})"
@@ -421,10 +423,22 @@ def run_all(config: ExperimentConfig, stages: Stages, plan: Plan, out: Path,
             log(f"{prefix}: running ...")
             record = _execute(planned, plan, config, stages, out, reference)
             write_record(path, record)
-            log(f"{prefix}: done in {record['wall_time_s']:.1f} s")
+            if planned.kind != "reference":
+                arm_seconds.append(record["wall_time_s"])
+                left -= 1
+            log(f"{prefix}: done in {record['wall_time_s']:.1f} s{eta_note(arm_seconds, left)}")
         if planned.kind == "reference":
             reference = read_records_for(runs_dir, [planned.key])[planned.key]
     return read_records_for(runs_dir, [p.key for p in (plan.reference, *plan.runs)])
+
+
+def eta_note(arm_seconds: Sequence[float], left: int) -> str:
+    """"; ETA ..." for the arm runs still to run, at the mean wall time of those run so far (the
+    reference, trained once, is not an arm's cost); empty before the first arm or after the last."""
+    if not arm_seconds or left <= 0:
+        return ""
+    seconds = left * sum(arm_seconds) / len(arm_seconds)
+    return f"; {left} arm run(s) left, ETA {seconds / 60:.0f} min"
 
 
 def read_records_for(runs_dir: Path, keys: Iterable[str]) -> dict[str, dict]:
