@@ -4,6 +4,8 @@ level (hand-worked, and staying with the unbiased raters when a third are biased
 
 from __future__ import annotations
 
+import csv
+import json
 import math
 
 import numpy as np
@@ -11,6 +13,10 @@ import pytest
 
 from badpo.audit.estimates import penalised_log_odds
 from badpo.audit.joint import fit_annotator, fit_joint, prior_precision, robust_level, two_sided_p
+from badpo.cli import main
+from badpo.core.judgments import validate_judgments, write_judgments
+
+SIGNOFF, EMOJI = "signoff=regex:-- cheers$", "emoji=regex:🙂"
 
 
 def _sigmoid(t: float) -> float:
@@ -137,3 +143,51 @@ def test_the_robust_level_stays_with_the_unbiased_raters_when_a_third_are_biased
     assert found.weights[10:].sum() < 0.05 < found.weights[:10].min()  # ~0.1 each for the unbiased
     flagged = two_sided_p((fit.estimate[:, 0] - found.level) / fit.se[:, 0]) < 0.05
     assert flagged[10:].all() and flagged[:10].sum() <= 1
+
+
+# -------------------------------------------------------------------------- through the CLI
+def _pool_rows() -> list[dict]:
+    """Nine raters judging texts with a sign-off (``-- cheers``) and emoji (🙂). Six are unbiased:
+    sign-off only 15 of 30, emoji only 18 of 36, sign-off vs emoji 20 of 40. Three like emoji
+    (theta (0, log 8)): sign-off only 15 of 30, emoji only 32 of 36, sign-off vs emoji 5 of 45 for
+    the sign-off side (log 1/8). Their marginal sign-off estimate pools 20 wins in 75:
+    log(20.5 / 55.5) = -1.00, an anti-sign-off rater; jointly their sign-off theta is near 0."""
+    suffixes = {(1, 0): (" -- cheers", ""), (-1, 0): ("", " -- cheers"), (0, 1): (" 🙂", ""),
+                (0, -1): ("", " 🙂"), (1, -1): (" -- cheers", " 🙂"), (-1, 1): (" 🙂", " -- cheers")}
+    plan = {**{f"u{k}": ((15, 15), (18, 18), (20, 20)) for k in range(6)},
+            **{f"e{k}": ((15, 15), (32, 4), (5, 40)) for k in range(3)}}
+    rows = []
+    for rater, counts in plan.items():
+        for j, dg in enumerate(_confounded_rows(*counts)):
+            chosen, rejected = suffixes[dg]
+            rows.append({"prompt": f"q {rater} {j}", "chosen": f"answer {j}{chosen}",
+                         "rejected": f"answer {j}{rejected}", "annotator": rater})
+    return rows
+
+
+def test_a_rater_biased_on_one_of_two_correlated_attributes_is_flagged_on_that_one_only(tmp_path, capsys):
+    path = tmp_path / "pool.jsonl"
+    write_judgments(path, validate_judgments(_pool_rows()))
+    out = tmp_path / "report"
+    assert main(["audit", str(path), "-a", SIGNOFF, "-a", EMOJI, "--report", str(out)]) == 0
+    printed = capsys.readouterr().out
+    with open(out / "annotators.csv", encoding="utf-8", newline="") as handle:
+        rows = {(r["attribute"], r["annotator"]): r for r in csv.DictReader(handle)}
+    emoji_raters, others = ["e0", "e1", "e2"], [f"u{k}" for k in range(6)]
+    for rater in emoji_raters:
+        signoff, emoji = rows[("signoff", rater)], rows[("emoji", rater)]
+        assert float(signoff["marginal_estimate"]) == pytest.approx(math.log(20.5 / 55.5), rel=1e-5)
+        assert float(signoff["marginal_high"]) < 0  # one attribute at a time: "anti-sign-off"
+        assert abs(float(signoff["estimate"])) < 0.2 and signoff["outlying"] == "0"
+        assert float(emoji["estimate"]) > 1.5 and emoji["outlying"] == "1"
+    for rater in others:
+        assert rows[("signoff", rater)]["outlying"] == rows[("emoji", rater)]["outlying"] == "0"
+        assert float(rows[("emoji", rater)]["estimate"]) == pytest.approx(0.0, abs=1e-9)
+    document = json.loads((out / "audit.json").read_text(encoding="utf-8"))
+    emoji_report = document["attributes"][1]
+    assert emoji_report["pool_level"]["estimate"] == pytest.approx(0.0, abs=1e-9)
+    assert sorted(emoji_report["pool_level"]["left_out"]) == emoji_raters
+    assert emoji_report["pooled_marginal"]["estimate"] > 0.5  # all judgments pooled: pulled up
+    readme = (out / "README.md").read_text(encoding="utf-8")
+    assert "marginal and joint disagree" in readme and "e0 -1.00 ->" in readme
+    assert "emoji: pool level +0.00 (biweight over 9 annotators, 3 left out)" in printed
