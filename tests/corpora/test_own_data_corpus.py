@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +22,8 @@ from badpo.experiment.stages import engine_stages
 from badpo.readouts.evaluate import EvalConfig, readout_unavailable
 from fixtures.files import read_jsonl
 from fixtures.own_data import ATTRIBUTE, COLUMNS, user_rows, write_user_csv
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _config(tmp_path, **changes) -> dict:
@@ -136,3 +139,23 @@ def test_a_rate_of_an_undeclared_or_given_attribute_is_refused_when_planned():
     assert readout_unavailable(config, "attribute_rates.emily.policy") is None
     assert "'other' is not a declared attribute" in readout_unavailable(config, "attribute_rates.other.policy")
     assert "given: attribute" in readout_unavailable(config, "attribute_rates.signed.policy")
+
+
+def test_the_example_csv_reads_through_the_shipped_configs_columns(tmp_path, cli_training, capsys):
+    """``badpo build example-csv`` (20 prompts) then the corpus of configs/experiment_tiny_own_data.yaml
+    pointed at it: every column the config maps is in the file, 4 of the 20 prompts are held out,
+    and the tiny model saved beside it reads every text (no unknown token)."""
+    from transformers import AutoTokenizer
+
+    from badpo.core.config import load_config
+
+    assert cli_training(["build", "example-csv", str(tmp_path / "ex"), "n_pairs=20"]) == 0
+    assert "80 judgments by" in capsys.readouterr().out
+    config = load_config(ExperimentConfig, ROOT / "configs" / "experiment_tiny_own_data.yaml",
+                         [f"output_dir={tmp_path / 'out'}", f"corpus.config.data={tmp_path / 'ex' / 'judgments.csv'}"])
+    folder = prepare_corpus(config, engine_stages(evaluate=None), tmp_path / "out", lambda line: None)
+    stats = json.loads((folder / "stats.json").read_text())
+    assert (stats["read"], stats["split"]["heldout_groups"], stats["annotators"] > 1) == (80, 4, True)
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "ex" / "model")
+    texts = [t for j in read_judgments(folder / "train.jsonl") for t in (j.prompt, j.chosen, j.rejected)]
+    assert all(tokenizer.unk_token_id not in ids for ids in tokenizer(texts)["input_ids"])
