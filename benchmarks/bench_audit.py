@@ -88,7 +88,7 @@ def main() -> None:
         write_pool(data, args.judgments, args.annotators)
         built = time.perf_counter() - started
         command = [sys.executable, "-m", "badpo.cli", "audit", str(data), "-a", SIGNOFF, "-a", "length",
-                   "--report", str(Path(tmp) / "report")]
+                   "--report", str(Path(tmp) / "report"), "--overwrite"]  # each repeat replaces the last
         env = dict(os.environ)
         if args.pseudonymise:
             command.append("--pseudonymise")

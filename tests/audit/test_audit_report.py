@@ -14,7 +14,9 @@ import pytest
 import torch
 
 from badpo.audit.estimates import LogOdds, penalised_log_odds
-from badpo.audit.report import _file_stem, attribute_report, plot_forest, pseudonymiser
+from badpo.audit.forest import plot_forest
+from badpo.audit.joint import fit_joint, robust_level
+from badpo.audit.report import _file_stem, attribute_report, pseudonymiser
 from badpo.cli import main
 from badpo.core.bias import BiasChannel
 from badpo.core.judgments import validate_judgments, write_judgments
@@ -52,47 +54,74 @@ def read_csv(path) -> list[dict]:
         return list(csv.DictReader(handle))
 
 
+def _ridge_root(wins: int, cross: int) -> float:
+    """The joint estimate of one 0/1 attribute alone: the root of
+    wins sigmoid(-t) - (cross - wins) sigmoid(t) = t / 2.5^2, by bisection."""
+    def score(t: float) -> float:
+        return wins / (1 + math.exp(t)) - (cross - wins) / (1 + math.exp(-t)) - t / 6.25
+
+    low, high = -20.0, 20.0
+    for _ in range(200):
+        middle = (low + high) / 2
+        low, high = (middle, high) if score(middle) > 0 else (low, middle)
+    return (low + high) / 2
+
+
 def test_report_estimates_and_flags_hand_worked(pool_file, tmp_path, capsys):
-    """Pool level: 8 wins of 31 cross-group -> log(8.5 / 23.5) = -1.0169. Per annotator
-    log((w + 1/2) / (n - w + 1/2)): k1 3 of 4 -> log(7/3) = +0.8473; k2 1 of 4 -> -0.8473;
-    k3 3 of 3 -> log 7 = +1.9459 (divergent, +inf MLE); k5 1 of 20 -> log(1.5 / 19.5) = -2.5649;
-    k4 no cross-group -> unidentified, no estimate. 95% intervals (penalised_log_odds):
-    k1 [-0.957, 3.181], k2 [-3.181, 0.957], k3 [-0.387, 6.847], k5 [-4.764, -1.201]: the pool's
-    level -1.0169 lies outside those of k1, k3, k5 -> outlying. Bonferroni over the m = 4
-    estimated: p < 0.0125 only for k3 (p = 0.0103; k1 0.043, k5 0.022). Classes: A 4 of 8 -> 0
-    (k1, k2 hold 0: not outlying in class); B 4 of 23 -> log(4.5 / 19.5) = -1.4663, outside k3's
-    interval, inside k5's."""
+    """One attribute, so the joint estimate is the root of w sigmoid(-t) - (n - w) sigmoid(t) =
+    t / 6.25 (:func:`_ridge_root`): k1 3 of 4 -> +0.9125, k2 1 of 4 -> -0.9125, k3 3 of 3 ->
+    +2.0808 (divergent: +inf MLE), k5 1 of 20 -> -2.5772; se = 1 / sqrt(n sigmoid(t) sigmoid(-t)
+    + 0.16); k4 has no cross-group judgment: unidentified. The marginal columns keep
+    log((w + 1/2) / (n - w + 1/2)) = log(7/3), -log(7/3), log 7, log(1.5 / 19.5). The pool level is
+    the biweight of the four estimates (-0.25, all four weighted in); only k5 lies more than 1.96 se
+    from it (z = -2.83, p = 0.0047 < 0.05 / 4: Bonferroni too). Class B's level (k3, k5) is
+    -0.39: k5 is outlying in its class too. The log-odds pooled over all 31 cross-group judgments,
+    8 won, is log(8.5 / 23.5) = -1.0169, pulled by k5's 20 judgments."""
     out = tmp_path / "report"
     assert main(["audit", str(pool_file), "-a", "tag=given:flag", "--report", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "report written to" in printed and "tag: pool -1.02 [-1.86, -0.27]" in printed
-    assert "3 outlying (1 after Bonferroni)" in printed
+    assert "report written to" in printed and "pooled log-odds -1.02 [-1.86, -0.27]" in printed
+    assert "tag: pool level -0.25 (biweight over 4 annotators)" in printed
+    assert "1 outlying (1 after Bonferroni)" in printed
     rows = read_csv(out / "annotators.csv")
     assert [r["annotator"] for r in rows] == ["k5", "k2", "k1", "k3", "k4"]  # by estimate, unidentified last
     by_id = {r["annotator"]: r for r in rows}
-    for annotator, expected in (("k1", math.log(7 / 3)), ("k2", -math.log(7 / 3)), ("k3", math.log(7)),
-                                ("k5", math.log(1.5 / 19.5))):
-        assert float(by_id[annotator]["estimate"]) == pytest.approx(expected, rel=1e-5)
+    for annotator, (_, cross, wins) in POOL.items():
+        if annotator == "k4":
+            continue
+        t = _ridge_root(wins, cross)
+        assert float(by_id[annotator]["estimate"]) == pytest.approx(t, rel=1e-5)
+        info = cross / (1 + math.exp(t)) / (1 + math.exp(-t)) + 0.16
+        assert float(by_id[annotator]["se"]) == pytest.approx(1 / math.sqrt(info), rel=1e-5)
+        assert float(by_id[annotator]["marginal_estimate"]) == pytest.approx(
+            math.log((wins + 0.5) / (cross - wins + 0.5)), rel=1e-5)
+    assert by_id["k5"]["estimate"] == "-2.57724"  # six significant digits in the CSV
     assert by_id["k4"]["estimate"] == "" and by_id["k4"]["unidentified"] == "1"
-    assert [by_id[k]["outlying"] for k in ("k1", "k2", "k3", "k4", "k5")] == ["1", "0", "1", "0", "1"]
-    assert [by_id[k]["outlying_bonferroni"] for k in ("k1", "k2", "k3", "k5")] == ["0", "0", "1", "0"]
-    assert [by_id[k]["outlying_in_class"] for k in ("k1", "k2", "k3", "k5")] == ["0", "0", "1", "0"]
+    assert [by_id[k]["outlying"] for k in ("k1", "k2", "k3", "k4", "k5")] == ["0", "0", "0", "0", "1"]
+    assert [by_id[k]["outlying_bonferroni"] for k in ("k1", "k2", "k3", "k5")] == ["0", "0", "0", "1"]
+    assert [by_id[k]["outlying_in_class"] for k in ("k1", "k2", "k3", "k5")] == ["0", "0", "0", "1"]
+    assert float(by_id["k5"]["z"]) == pytest.approx(-2.8258, abs=1e-3)
     assert by_id["k3"]["divergent"] == "+inf" and by_id["k5"]["divergent"] == ""
     assert (by_id["k5"]["cross"], by_id["k5"]["wins"], by_id["k4"]["judgments"]) == ("20", "1", "2")
 
     document = json.loads((out / "audit.json").read_text())
     report = document["attributes"][0]
     assert report["name"] == "tag" and report["plot"] == "forest-tag.png"
-    assert (report["pool"]["cross"], report["pool"]["wins"]) == (31, 8)
-    assert report["pool"]["estimate"] == pytest.approx(math.log(8.5 / 23.5), abs=1e-12)
-    assert report["classes"]["B"]["estimate"] == pytest.approx(math.log(4.5 / 19.5), abs=1e-12)
-    assert report["classes"]["A"]["annotators"] == 2
+    estimates = [float(by_id[k]["estimate"]) for k in ("k1", "k2", "k3", "k5")]
+    ses = [float(by_id[k]["se"]) for k in ("k1", "k2", "k3", "k5")]
+    assert report["pool_level"]["estimate"] == pytest.approx(robust_level(estimates, ses).level, abs=1e-5)
+    assert report["pool_level"]["left_out"] == [] and report["prior_sd"] == pytest.approx(2.5)
+    assert (report["pooled_marginal"]["cross"], report["pooled_marginal"]["wins"]) == (31, 8)
+    assert report["pooled_marginal"]["estimate"] == pytest.approx(math.log(8.5 / 23.5), abs=1e-12)
+    assert report["classes"]["B"]["marginal"]["estimate"] == pytest.approx(math.log(4.5 / 19.5), abs=1e-12)
+    assert report["classes"]["A"]["annotators"] == 2 and report["classes"]["A"]["estimate"] == pytest.approx(0.0)
     assert report["counts"] == {"annotators": 5, "identified": 4, "unidentified": 1, "divergent": 1,
-                                "outlying": 3, "outlying_bonferroni": 1, "outlying_in_class": 1}
+                                "outlying": 1, "outlying_bonferroni": 1, "outlying_in_class": 1}
     assert document["audit"]["attribute_names"] == ["tag"] and document["pseudonymised"] is False
     assert (out / "forest-tag.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     readme = (out / "README.md").read_text()
-    assert "## tag" in readme and "pool level: -1.02 [-1.86, -0.27]" in readme and "personal data" in readme
+    assert "## tag" in readme and "pool level: -0.25 (biweight over 4 annotators)" in readme
+    assert "personal data" in readme and "**outlying**" in readme and "- outlying: k5 -2.58" in readme
 
 
 def test_learned_theta_of_a_run_sits_beside_the_estimates(pool_file, tmp_path):
@@ -113,7 +142,7 @@ def test_learned_theta_of_a_run_sits_beside_the_estimates(pool_file, tmp_path):
         [0.1, 0.2, 0.3, 0.4, 0.5])
     document = json.loads((out / "audit.json").read_text())
     report = document["attributes"][0]
-    estimates = [math.log(7 / 3), -math.log(7 / 3), math.log(7), math.log(1.5 / 19.5)]
+    estimates = [float(rows[k]["estimate"]) for k in ("k1", "k2", "k3", "k5")]  # the joint ones
     expected = np.corrcoef(estimates, [0.1, 0.2, 0.3, 0.5])[0, 1]
     assert report["learned_vs_offline_correlation"] == pytest.approx(expected, abs=1e-6)
     assert report["learned_theta_bar"] == pytest.approx(0.35)
@@ -210,18 +239,25 @@ class _Coordinate:
 
 
 def test_a_large_pool_is_drawn_without_names_and_its_estimates_match(tmp_path):
-    """300 annotators (over the 120 named rows): the plot is drawn unlabelled; the estimates equal
-    penalised_log_odds on the same counts, and every identified row is in estimate order."""
+    """300 annotators (over the 120 named rows): the plot is drawn unlabelled; the marginal columns
+    equal penalised_log_odds on the same counts, the joint ones the fit, and every identified row
+    is in estimate order."""
     rng = np.random.default_rng(3)
     cross = rng.integers(0, 25, size=300)
     wins = rng.binomial(cross, 0.6)
-    counts = {f"a{i:03d}": LogOdds(int(cross[i]) + 1, int(cross[i]), int(wins[i])) for i in range(300)}
-    report = attribute_report(_Coordinate("x", counts), {})
-    estimate, _, _ = penalised_log_odds(wins, cross)
-    got = {r["annotator"]: r["estimate"] for r in report["annotators"]}
+    ids = [f"a{i:03d}" for i in range(300)]
+    counts = {ids[i]: LogOdds(int(cross[i]) + 1, int(cross[i]), int(wins[i])) for i in range(300)}
+    diffs = np.array([[1.0 if j < wins[i] else -1.0 if j < cross[i] else 0.0]
+                      for i in range(300) for j in range(cross[i] + 1)])
+    vertex = np.repeat(np.arange(300), cross + 1)
+    fit = fit_joint(diffs, vertex, ids, ["x"])
+    report = attribute_report(_Coordinate("x", counts), {}, fit)
+    marginal, _, _ = penalised_log_odds(wins, cross)
+    got = {r["annotator"]: r for r in report["annotators"]}
     for i in range(300):
-        expected = None if cross[i] == 0 else pytest.approx(float(estimate[i]))
-        assert got[f"a{i:03d}"] == expected
+        row = got[ids[i]]
+        assert row["marginal_estimate"] == (None if cross[i] == 0 else pytest.approx(float(marginal[i])))
+        assert row["estimate"] == (None if cross[i] == 0 else pytest.approx(float(fit.estimate[i, 0])))
     shown = [r["estimate"] for r in report["annotators"] if r["estimate"] is not None]
     assert shown == sorted(shown) and report["counts"]["unidentified"] == int((cross == 0).sum())
     plot_forest(report, tmp_path / "big.png")

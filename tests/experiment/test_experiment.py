@@ -443,3 +443,19 @@ def test_each_finished_arm_run_prints_what_is_left_and_an_eta(tmp_path):
     assert "ETA" not in done[0]  # the reference is trained once: not an arm's cost
     lefts = [int(line.split("; ")[1].split()[0]) for line in done[1:-1]]
     assert lefts == list(range(len(done) - 2, 0, -1)) and "ETA" not in done[-1]
+
+
+def test_a_removal_where_dpo_did_not_move_the_rate_reads_not_measurable(tmp_path):
+    """DPO at seed 123 logged with the reference's woman rate (0.50): the Removed cells of woman read
+    "not measurable" and name that seed, instead of failing the whole table after every run trained;
+    the black columns are untouched."""
+    run_experiment(make_config(tmp_path), fake_stages([]), log=quiet)
+    path = next((tmp_path / "runs").glob("dpo-seed123-*.json"))
+    record = json.loads(path.read_text())
+    record["readouts"]["rate"]["woman"] = 0.50
+    path.write_text(json.dumps(record))
+    markdown, csv_text = render_from_disk(tmp_path)
+    cell = cells(csv_text)[("BA-DPO (pooled)", "Removed:rate.woman")]
+    assert "DPO did not move rate.woman at seed(s) 123" in cell["note"] and cell["mean"] in ("", "nan")
+    assert "not measurable" in markdown
+    assert cells(csv_text)[("BA-DPO (pooled)", "Removed:rate.black")]["mean"] not in ("", "nan")

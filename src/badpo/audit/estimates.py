@@ -52,7 +52,8 @@ from badpo.core.notices import BadpoWarning
 
 __all__ = [
     "BiasIdentifiabilityWarning", "LogOdds", "AnnotatorGraph", "CoordinateAudit", "Audit",
-    "offline_log_odds", "penalised_log_odds", "penalised_p_value", "audit", "format_audit", "format_estimate", "report",
+    "attribute_differences", "offline_log_odds", "penalised_log_odds", "penalised_p_value", "audit",
+    "format_audit", "format_estimate", "report",
 ]
 
 MISSING = "(none)"  # slice key for rows without an annotator class / pair type
@@ -276,7 +277,7 @@ class Audit:
 
 
 # ------------------------------------------------------------------------------------- audit
-def _attribute_differences(judgments: Sequence[Judgment], attributes: _AttributeValues) -> np.ndarray:
+def attribute_differences(judgments: Sequence[Judgment], attributes: _AttributeValues) -> np.ndarray:
     """g(y_w) - g(y_l) per judgment, [N, q]; a wrong length or a non-finite value names the row."""
     if hasattr(attributes, "differences"):  # an AttributeSet: one evaluation per distinct pair text
         return attributes.differences(judgments)
@@ -380,20 +381,25 @@ def _coordinate_warnings(c: CoordinateAudit, trusted: set[str]) -> list[str]:
 
 
 def audit(judgments: Sequence[Judgment], attributes: _AttributeValues,
-          trusted: Sequence[str] = (), source: str | None = None) -> Audit:
+          trusted: Sequence[str] = (), source: str | None = None,
+          differences: np.ndarray | None = None) -> Audit:
     """Audit ``judgments`` on the coordinates of ``attributes`` (an ``AttributeSet``); ``trusted``
     are the annotators whose theta_k is known (an id without a judgment is a ValueError). Data
     that training refuses is refused here the same way (an annotator in two classes:
     :func:`badpo.core.judgments.annotator_classes`, whose error names ``source``'s row).
 
-    Problems are returned in ``Audit.warnings`` and raised as ``BiasIdentifiabilityWarning``.
+    ``differences`` are :func:`attribute_differences` of the same judgments when the caller has
+    them already (the report fits its joint estimates on them). Problems are returned in
+    ``Audit.warnings`` and raised as ``BiasIdentifiabilityWarning``.
     """
     judgments = list(judgments)
     if not judgments:
         raise ValueError("audit: no judgments to audit")
     annotator_classes(judgments, source)
     names = tuple(attributes.names)
-    diffs = _attribute_differences(judgments, attributes)
+    diffs = attribute_differences(judgments, attributes) if differences is None else differences
+    if diffs.shape != (len(judgments), len(names)):
+        raise ValueError(f"audit: differences of shape {diffs.shape}; expected {(len(judgments), len(names))}")
     cross, won = diffs != 0, diffs > 0  # [N, q]; won implies cross
     annotators = tuple(sorted({j.annotator for j in judgments}))
     position = {a: i for i, a in enumerate(annotators)}
@@ -484,6 +490,8 @@ def format_audit(result: Audit) -> str:
         f"({_percent(result.cross_any / result.n_judgments)})",
         "log-odds: that the attribute-carrying side wins a cross-group judgment; "
         "s.e. = sqrt(1/wins + 1/(cross - wins))",
+        "(marginal: one attribute at a time, so attributes that go together share their votes; "
+        "--report DIR estimates each annotator on all attributes jointly)",
         "",
     ]
     width = max([len("attribute")] + [len(n) for n in result.attribute_names])

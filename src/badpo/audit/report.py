@@ -1,30 +1,39 @@
-"""The per-annotator audit report, ``badpo audit --report DIR``: every annotator's offline bias
-estimate with an interval, flags, per-class levels, a forest plot per attribute, and
-pseudonymous ids on request.
+"""The per-annotator audit report, ``badpo audit --report DIR``: every annotator's bias on every
+declared attribute, estimated jointly, with a standard error, flags against a robust pool level,
+per-class levels, a forest plot per attribute, and pseudonymous ids on request.
 
-The estimate of annotator k on one attribute uses only k's cross-group judgments on it (the
-two sides differ on the attribute; the attribute side is the one with the larger value): with
-``w`` wins of the attribute side in ``n`` such judgments it is
-:func:`badpo.audit.estimates.penalised_log_odds`, ``log((w + 1/2) / (n - w + 1/2))`` (the Jeffreys
-posterior mode, finite for every count) with its 95% profile-likelihood interval. The pool's
-level is the same estimate on every cross-group judgment of the attribute, and a class's level
-on that class's. Flags, per attribute:
+**The estimate** of annotator k is one penalised logistic regression on the attribute
+differences of all of k's judgments, every declared attribute at once
+(:mod:`badpo.audit.joint`: a normal prior of sd 2.5 on the log-odds scale keeps it finite), so a
+vote is credited to the attribute that explains it: a rater who likes emoji is not read as
+disliking the sign-off that the emoji side tends to lack. Its interval is estimate +- 1.96 se.
+The marginal estimate (one attribute at a time, k's cross-group judgments on it only:
+``log((w + 1/2) / (n - w + 1/2))`` with its profile interval,
+:func:`badpo.audit.estimates.penalised_log_odds`) is kept beside it as ``marginal_*``: where the
+two differ in sign or size, the attributes are confounded in k's judgments.
+
+**The level** of the pool is a biweight location of the annotators' joint estimates
+(:func:`badpo.audit.joint.robust_level`): the annotators far from the bulk get weight 0
+(``level_weight``), so the biased raters the flags are meant to find do not pull it toward
+themselves, as they pull the log-odds pooled over all judgments (kept as ``pooled_marginal``). A
+class's level is the same over the class's annotators. Flags, per attribute:
 
 - ``unidentified``: no cross-group judgment; no estimate (theta_k is not identified).
 - ``divergent``: every (``+inf``) or no (``-inf``) cross-group vote went to the attribute side;
-  the MLE is infinite, the penalised estimate is finite but rests on a one-sided count.
-- ``outlying``: the interval excludes the pool's level (penalised likelihood-ratio p < 0.05).
-  This is one test per annotator: among m annotators who all share the pool's level about
-  0.05 m are flagged by chance. ``outlying_bonferroni`` (p < 0.05 / m, m = the annotators with
-  an estimate) keeps the chance of any false flag under about 5% and misses more real ones.
-  ``outlying_in_class`` compares with the annotator's class level instead (classes only).
-  The pool's level includes k's own judgments, which pulls it slightly toward k in a small pool.
+  the maximum likelihood is infinite, the penalised estimate is finite but rests on a one-sided
+  count.
+- ``outlying``: ``|estimate - level| / se > 1.96`` (two-sided p < 0.05): the annotator's bias on
+  this attribute differs from the pool's, other attributes held fixed. One test per annotator:
+  among m annotators who all share the level about 0.05 m are flagged by chance.
+  ``outlying_bonferroni`` (p < 0.05 / m, m = the annotators with an estimate) keeps the chance of
+  any false flag under about 5% and misses more real ones. ``outlying_in_class`` compares with the
+  annotator's class level instead (classes only). The level's own uncertainty is not in the test.
 
 Beside a trained run (``--run RUN_DIR``) the learned theta_k of its ``theta.json`` is shown.
 It is not the same quantity: theta_k explains k's votes given the policy's own margins, and
 its shared level is a free choice of the method (anchoring), so compare order and spread, not
-the level. ``learned_vs_offline_correlation`` is their Pearson correlation over the annotators
-that have both.
+the level. ``learned_vs_offline_correlation`` is their Pearson correlation (learned against the
+joint estimate) over the annotators that have both.
 
 Pseudonyms are ``anon-`` and 12 hex digits of HMAC-SHA256(key, id), with a key the user keeps:
 the same key gives the same pseudonym on every run (so a growing pool can be followed), while
@@ -32,7 +41,8 @@ without the key a pseudonym cannot be reversed by hashing candidate ids, as an u
 a short id could. The ids are replaced before the audit runs, so every output (the printed table
 and its warnings, ``--json``, the CSV, JSON, plots and README) holds only pseudonyms.
 
-Evaluation layer: numpy, matplotlib (Agg canvas, no pyplot) and the core audit.
+Audit layer: numpy, matplotlib (Agg canvas, no pyplot, in :mod:`badpo.audit.forest`) and the label
+audit.
 """
 
 from __future__ import annotations
@@ -42,9 +52,11 @@ import dataclasses
 import hashlib
 import hmac
 import json
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -53,11 +65,13 @@ from badpo.audit.estimates import (
     Audit,
     CoordinateAudit,
     LogOdds,
+    attribute_differences,
     audit,
     format_audit,
     penalised_log_odds,
-    penalised_p_value,
 )
+from badpo.audit.forest import plot_forest
+from badpo.audit.joint import PRIOR_SCALE, JointFit, fit_joint, robust_level, two_sided_p
 from badpo.core.attributes import resolve_attributes
 from badpo.core.judgments import Judgment
 from badpo.data.coverage import check_coverage, unknown_share
@@ -68,13 +82,15 @@ __all__ = [
     "previous_report", "pseudonymise", "pseudonymiser", "summary", "write_report",
 ]
 
-REPORT_FORMAT = "badpo-audit-report/1"
+REPORT_FORMAT = "badpo-audit-report/2"  # 2: joint estimates against a robust level
+_FORMATS = (REPORT_FORMAT, "badpo-audit-report/1")  # reports an --overwrite may replace
 LEVEL = 0.95
 _ALPHA = 1 - LEVEL
-_CSV_COLUMNS = ("attribute", "annotator", "class", "judgments", "cross", "wins", "estimate", "low",
-                "high", "p_value", "learned_theta", "unidentified", "divergent", "outlying",
-                "outlying_bonferroni", "outlying_in_class")
-_LABELLED_ROWS = 120  # a forest plot names each annotator up to this many rows
+_Z = NormalDist().inv_cdf(1 - _ALPHA / 2)
+_CSV_COLUMNS = ("attribute", "annotator", "class", "judgments", "cross", "wins", "estimate", "se", "low",
+                "high", "z", "p_value", "level_weight", "outlying", "outlying_bonferroni",
+                "outlying_in_class", "unidentified", "divergent", "marginal_estimate", "marginal_low",
+                "marginal_high", "learned_theta")
 
 
 # ------------------------------------------------------------------------------ pseudonyms
@@ -136,62 +152,92 @@ def _classes(judgments: Sequence[Judgment]) -> dict[str, str]:
     return {a: "/".join(sorted(c)) for a, c in seen.items()}
 
 
-def attribute_report(coordinate: CoordinateAudit, classes: Mapping[str, str],
-                     learned: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The per-annotator estimates, flags and class levels of one audited attribute.
+def _level(estimate: np.ndarray, se: np.ndarray, members: list[int], ids: Sequence[str]) -> dict[str, Any]:
+    """The robust level over the annotators at ``members`` (indices with an estimate)."""
+    found = robust_level(estimate[members], se[members])
+    return {"estimate": found.level, "scale": found.scale, "annotators": len(members),
+            "weights": {ids[i]: float(w) for i, w in zip(members, found.weights)},
+            "left_out": [ids[i] for i, w in zip(members, found.weights) if w == 0]}
 
-    ``annotators`` is sorted by estimate (unidentified annotators last, by id); ``learned`` is
-    :func:`load_learned_theta`'s result or None.
-    """
-    ids = list(coordinate.by_annotator)
-    wins = np.array([coordinate.by_annotator[a].wins for a in ids])
-    cross = np.array([coordinate.by_annotator[a].cross for a in ids])
-    estimate, low, high = penalised_log_odds(wins, cross, LEVEL)
-    pool = _interval(coordinate.overall)
-    p_value = penalised_p_value(wins, cross, pool["estimate"])
-    class_levels = {c: _interval(counts) for c, counts in coordinate.by_class.items()}
-    identified = cross > 0
-    m = int(identified.sum())
-    has_learned = learned is not None and coordinate.name in learned["attribute_names"]
+
+def _number(value: float) -> float | None:
+    return None if math.isnan(value) else float(value)
+
+
+def _rows(coordinate: CoordinateAudit, ids: list[str], classes: Mapping[str, str], estimate: np.ndarray,
+          se: np.ndarray, pool: Mapping[str, Any], class_levels: Mapping[str, Any],
+          learned_theta: Callable[[str], float | None]) -> list[dict[str, Any]]:
+    """One row per annotator: the joint estimate and its flags, the marginal estimate, learned theta."""
+    counts = [coordinate.by_annotator[a] for a in ids]
+    wins, cross = np.array([c.wins for c in counts]), np.array([c.cross for c in counts])
+    marginal, marginal_low, marginal_high = penalised_log_odds(wins, cross, LEVEL)
+    known = ~np.isnan(estimate)
+    m = int(known.sum())
+    level = pool["estimate"] if pool["estimate"] is not None else math.nan
+    z = (estimate - level) / se
+    p_value = two_sided_p(z)
     rows = []
     for k, annotator in enumerate(ids):
         cls = classes.get(annotator)
-        level = class_levels.get(cls) if cls is not None else None
-        known = bool(identified[k])
-        theta = learned["annotators"].get(annotator, {}).get(coordinate.name) if has_learned else None
+        own = class_levels.get(cls, {}).get("estimate") if cls is not None else None
+        in_class = bool(known[k] and own is not None and abs(estimate[k] - own) > _Z * se[k])
         rows.append({
-            "annotator": annotator, "class": cls,
-            "judgments": coordinate.by_annotator[annotator].judgments, "cross": int(cross[k]),
-            "wins": int(wins[k]),
-            "estimate": float(estimate[k]) if known else None,
-            "low": float(low[k]) if known else None, "high": float(high[k]) if known else None,
-            "p_value": float(p_value[k]) if known else None,
-            "learned_theta": theta,
-            "unidentified": not known,
-            "divergent": coordinate.by_annotator[annotator].divergent,
-            "outlying": known and bool(p_value[k] < _ALPHA),
-            "outlying_bonferroni": known and bool(p_value[k] < _ALPHA / max(m, 1)),
-            "outlying_in_class": bool(known and level is not None and level["cross"] > 0
-                                      and not low[k] <= level["estimate"] <= high[k]),
+            "annotator": annotator, "class": cls, "judgments": counts[k].judgments,
+            "cross": int(cross[k]), "wins": int(wins[k]),
+            "estimate": _number(estimate[k]), "se": _number(se[k]),
+            "low": _number(estimate[k] - _Z * se[k]), "high": _number(estimate[k] + _Z * se[k]),
+            "z": _number(z[k]), "p_value": _number(p_value[k]),
+            "level_weight": pool["weights"].get(annotator),
+            "outlying": bool(known[k] and p_value[k] < _ALPHA),
+            "outlying_bonferroni": bool(known[k] and p_value[k] < _ALPHA / max(m, 1)),
+            "outlying_in_class": in_class,
+            "unidentified": not known[k], "divergent": counts[k].divergent,
+            "marginal_estimate": float(marginal[k]) if cross[k] else None,
+            "marginal_low": float(marginal_low[k]) if cross[k] else None,
+            "marginal_high": float(marginal_high[k]) if cross[k] else None,
+            "learned_theta": learned_theta(annotator),
         })
     rows.sort(key=lambda r: (r["unidentified"], r["estimate"] or 0.0, r["annotator"]))
+    return rows
+
+
+def attribute_report(coordinate: CoordinateAudit, classes: Mapping[str, str], fit: JointFit,
+                     learned: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The per-annotator estimates, flags and levels of one audited attribute.
+
+    ``fit`` holds every annotator's joint estimate (:func:`badpo.audit.joint.fit_joint`);
+    ``annotators`` is sorted by it (unidentified annotators last, by id); ``learned`` is
+    :func:`load_learned_theta`'s result or None.
+    """
+    column = fit.names.index(coordinate.name)
+    position = {a: k for k, a in enumerate(fit.annotators)}
+    ids = list(coordinate.by_annotator)
+    estimate = np.array([fit.estimate[position[a], column] for a in ids])
+    se = np.array([fit.se[position[a], column] for a in ids])
+    known = [i for i in range(len(ids)) if not math.isnan(estimate[i])]
+    pool = _level(estimate, se, known, ids)  # the robust level every annotator is flagged against
+    class_levels = {cls: {**_level(estimate, se, [i for i in known if classes.get(ids[i]) == cls], ids),
+                          "marginal": _interval(counts)}
+                    for cls, counts in coordinate.by_class.items()}
+    has_learned = learned is not None and coordinate.name in learned["attribute_names"]
+
+    def learned_theta(annotator: str) -> float | None:
+        return learned["annotators"].get(annotator, {}).get(coordinate.name) if has_learned else None
+
+    rows = _rows(coordinate, ids, classes, estimate, se, pool, class_levels, learned_theta)
     for cls, entry in class_levels.items():
-        members = [r for r in rows if r["class"] == cls and r["learned_theta"] is not None]
-        entry["annotators"] = sum(1 for r in rows if r["class"] == cls)
-        entry["learned_theta_mean"] = (float(np.mean([r["learned_theta"] for r in members]))
-                                       if members else None)
-    both = [(r["estimate"], r["learned_theta"]) for r in rows
-            if r["estimate"] is not None and r["learned_theta"] is not None]
-    correlation = (float(np.corrcoef(np.array(both).T)[0, 1])
-                   if len(both) > 2 and np.ptp(np.array(both), axis=0).all() else None)
+        members = [r["learned_theta"] for r in rows if r["class"] == cls and r["learned_theta"] is not None]
+        entry["learned_theta_mean"] = float(np.mean(members)) if members else None
+    both = np.array([(r["estimate"], r["learned_theta"]) for r in rows
+                     if r["estimate"] is not None and r["learned_theta"] is not None]).reshape(-1, 2)
+    correlation = (float(np.corrcoef(both.T)[0, 1]) if len(both) > 2 and np.ptp(both, axis=0).all() else None)
+    flags = ("unidentified", "outlying", "outlying_bonferroni", "outlying_in_class")
     return {
-        "name": coordinate.name, "pool": pool, "classes": class_levels, "annotators": rows,
-        "counts": {"annotators": len(rows), "identified": m,
-                   "unidentified": sum(r["unidentified"] for r in rows),
+        "name": coordinate.name, "pool_level": pool, "pooled_marginal": _interval(coordinate.overall),
+        "classes": class_levels, "annotators": rows, "prior_sd": float(fit.prior_sd[column]),
+        "counts": {"annotators": len(rows), "identified": len(known),
                    "divergent": sum(r["divergent"] is not None for r in rows),
-                   "outlying": sum(r["outlying"] for r in rows),
-                   "outlying_bonferroni": sum(r["outlying_bonferroni"] for r in rows),
-                   "outlying_in_class": sum(r["outlying_in_class"] for r in rows)},
+                   **{flag: sum(r[flag] for r in rows) for flag in flags}},
         "learned_theta_bar": learned["theta_bar"][coordinate.name] if has_learned else None,
         "learned_vs_offline_correlation": correlation,
     }
@@ -235,7 +281,7 @@ def previous_report(directory: str | Path, overwrite: bool = False) -> list[Path
             found = json.loads(document.read_text(encoding="utf-8"))
         except ValueError:
             found = None
-        if isinstance(found, dict) and found.get("format") == REPORT_FORMAT:
+        if isinstance(found, dict) and found.get("format") in _FORMATS:
             plots = [r.get("plot") for r in found.get("attributes", []) if isinstance(r, dict)]
             listed = [out / name for name in (*_REPORT_FILES, *plots)
                       if isinstance(name, str) and Path(name).name == name and (out / name).exists()]
@@ -254,10 +300,11 @@ def previous_report(directory: str | Path, overwrite: bool = False) -> list[Path
 def write_report(result: Audit, judgments: Sequence[Judgment], directory: str | Path,
                  learned: Mapping[str, Any] | None = None, pseudonymised: bool = False,
                  source: str | None = None, overwrite: bool = False,
-                 coverage: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 coverage: Mapping[str, Any] | None = None, *, fit: JointFit) -> dict[str, Any]:
     """Write ``annotators.csv``, ``audit.json``, ``forest-<attribute>.png`` and ``README.md``
     into ``directory`` (created), replacing the report there only with ``overwrite``
-    (:func:`previous_report`); returns what ``audit.json`` holds."""
+    (:func:`previous_report`); ``fit`` is the joint fit of the same judgments
+    (:func:`badpo.audit.joint.fit_joint`). Returns what ``audit.json`` holds."""
     out = Path(directory)
     for path in previous_report(out, overwrite):
         path.unlink()
@@ -266,7 +313,7 @@ def write_report(result: Audit, judgments: Sequence[Judgment], directory: str | 
     if learned is not None and not set(learned["attribute_names"]) & set(result.attribute_names):
         raise ValueError(f"--run: {learned['path']} has theta on {learned['attribute_names']}, none of "
                          f"the audited attributes {list(result.attribute_names)}")
-    reports = [attribute_report(c, classes, learned) for c in result.coordinates]
+    reports = [attribute_report(c, classes, fit, learned) for c in result.coordinates]
     taken: set[str] = set()
     for report in reports:
         stem = _file_stem(report["name"], taken)
@@ -282,8 +329,10 @@ def write_report(result: Audit, judgments: Sequence[Judgment], directory: str | 
     unmatched = (sorted(set(learned["annotators"]) - set(result.annotators)) if learned else [])
     document = {
         "format": REPORT_FORMAT, "level": LEVEL, "source": source, "pseudonymised": pseudonymised,
-        "estimate": "log((wins + 1/2) / (cross - wins + 1/2)), Jeffreys-penalised; "
-                    "interval: profile penalised likelihood",
+        "estimate": f"joint: one logistic regression per annotator on the differences of every "
+                    f"attribute, prior N(0, ({PRIOR_SCALE} / rms of the attribute's non-zero differences)^2), "
+                    "interval +- 1.96 se; pool level: biweight over the annotators; marginal: "
+                    "log((wins + 1/2) / (cross - wins + 1/2)) with its profile interval",
         "run": learned["path"] if learned else None,
         "run_annotators_without_judgments": len(unmatched), "tokenizer_coverage": coverage,
         "attributes": reports, "audit": result.to_dict(),
@@ -299,35 +348,66 @@ def _fmt(entry: Mapping[str, Any]) -> str:
     return f"{entry['estimate']:+.2f} [{entry['low']:+.2f}, {entry['high']:+.2f}]"
 
 
+def _level_text(level: Mapping[str, Any]) -> str:
+    if level["estimate"] is None:
+        return "- (no annotator with an estimate)"
+    left = level["left_out"]
+    return (f"{level['estimate']:+.2f} (biweight over {level['annotators']} annotators"
+            + (f", {len(left)} left out" if left else "") + ")")
+
+
+def _disagree(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Annotators whose marginal interval excludes 0 on one side while the joint estimate lies on
+    the other side of 0 or holds it: the vote went to another attribute that goes with this one."""
+    found = []
+    for r in rows:
+        if r["estimate"] is None or r["marginal_low"] is None:
+            continue
+        marginal_sign = 1 if r["marginal_low"] > 0 else -1 if r["marginal_high"] < 0 else 0
+        joint_sign = 1 if r["low"] > 0 else -1 if r["high"] < 0 else 0
+        if marginal_sign and joint_sign != marginal_sign:
+            found.append(r)
+    return found
+
+
+_FLAGS_MEAN = (
+    "Each annotator's estimate is one logistic regression on the differences of every declared "
+    "attribute at once (prior sd 2.5 on the log-odds scale), so a vote is credited to the attribute "
+    "that explains it, with a 95% interval (estimate +- 1.96 se). The pool level is a biweight "
+    "location of those estimates: annotators far from the bulk get weight 0, so the biased raters "
+    "do not pull it toward themselves. **outlying**: the annotator's bias on this attribute differs "
+    "from the pool level, the other declared attributes held fixed (p < 0.05; about 5% of "
+    "annotators who share the level are flagged by chance; Bonferroni: p < 0.05 / annotators with "
+    "an estimate). A flag says how this annotator labels compared with the others; it does not say "
+    "the level itself is free of bias (read the level for that).")
+
+
 def summary(document: Mapping[str, Any], result: Audit) -> str:
-    """The report's README: what was estimated, each attribute's level, flags and files."""
+    """The report's README: what was estimated and what a flag means, each attribute's levels,
+    flags and files."""
     lines = [
         "# Annotator audit", "",
         f"{result.n_judgments} judgments by {len(result.annotators)} annotators"
         + (f" from `{document['source']}`" if document["source"] else "") + "; ids "
         + ("pseudonymised (HMAC-SHA256 with the user's key)." if document["pseudonymised"]
            else "as in the data: these are per-person estimates, treat them as personal data."),
-        "",
-        "theta_hat_k = log((w + 1/2) / (n - w + 1/2)) over annotator k's n cross-group judgments "
-        "(w won by the attribute side), with a 95% profile-likelihood interval. outlying: the "
-        "interval excludes the pool's level (about 5% of annotators are flagged by chance); "
-        "Bonferroni: p < 0.05 / (annotators with an estimate).",
-        "",
+        "", _FLAGS_MEAN, "",
     ]
     if document["run"]:
         lines += [f"Learned theta_k from `{document['run']}` (its level is the method's choice: "
                   "compare order and spread).", ""]
     for report in document["attributes"]:
-        counts = report["counts"]
+        counts, pooled = report["counts"], report["pooled_marginal"]
         lines += [f"## {report['name']}", "",
-                  f"- pool level: {_fmt(report['pool'])} on {report['pool']['cross']} cross-group "
-                  f"judgments; plot `{report['plot']}`",
+                  f"- pool level: {_level_text(report['pool_level'])}; the log-odds pooled over all "
+                  f"{pooled['cross']} cross-group judgments (which biased raters pull toward themselves) "
+                  f"is {_fmt(pooled)}; plot `{report['plot']}`",
                   f"- annotators: {counts['identified']} with an estimate, {counts['unidentified']} "
                   f"unidentified, {counts['divergent']} divergent, {counts['outlying']} outlying "
                   f"({counts['outlying_bonferroni']} after Bonferroni)"]
         for cls, level in report["classes"].items():
-            if level["cross"]:
-                lines.append(f"- class {cls}: {_fmt(level)} ({level['annotators']} annotators)")
+            if level["estimate"] is not None:
+                lines.append(f"- class {cls}: {_level_text(level)}")
         if report["learned_theta_bar"] is not None:
             corr = report["learned_vs_offline_correlation"]
             lines.append(f"- learned theta_bar {report['learned_theta_bar']:+.3f}; correlation of "
@@ -336,6 +416,12 @@ def summary(document: Mapping[str, Any], result: Audit) -> str:
         if flagged:
             shown = ", ".join(f"{r['annotator']} {r['estimate']:+.2f}" for r in flagged[:10])
             lines.append(f"- outlying: {shown}" + (" ..." if len(flagged) > 10 else ""))
+        disagree = _disagree(report["annotators"])
+        if disagree:
+            shown = ", ".join(f"{r['annotator']} {r['marginal_estimate']:+.2f} -> {r['estimate']:+.2f}"
+                              for r in disagree[:10])
+            lines.append(f"- marginal and joint disagree (another attribute goes with this one in their "
+                         f"judgments; read the joint): {shown}" + (" ..." if len(disagree) > 10 else ""))
         lines.append("")
     lines += ["Files: `annotators.csv` (one row per annotator and attribute), `audit.json` (all of "
               "it, and the label audit), one forest plot per attribute.", ""]
@@ -345,10 +431,13 @@ def summary(document: Mapping[str, Any], result: Audit) -> str:
 def format_report(document: Mapping[str, Any], directory: str | Path) -> str:
     """The lines ``badpo audit`` prints after its table when it wrote a report."""
     lines = [f"report written to {directory}: annotators.csv, audit.json, README.md, "
-             + ", ".join(r["plot"] for r in document["attributes"])]
+             + ", ".join(r["plot"] for r in document["attributes"]),
+             "per annotator: every attribute estimated jointly; outlying = differs from the robust pool "
+             "level, the other attributes held fixed (README.md says more)"]
     for report in document["attributes"]:
         counts = report["counts"]
-        lines.append(f"  {report['name']}: pool {_fmt(report['pool'])}; {counts['identified']} annotators "
+        lines.append(f"  {report['name']}: pool level {_level_text(report['pool_level'])}, pooled "
+                     f"log-odds {_fmt(report['pooled_marginal'])}; {counts['identified']} annotators "
                      f"estimated, {counts['unidentified']} unidentified, {counts['divergent']} divergent, "
                      f"{counts['outlying']} outlying ({counts['outlying_bonferroni']} after Bonferroni)")
     return "\n".join(lines) + "\n"
@@ -390,68 +479,14 @@ def audit_with_report(source: Any, specs: Sequence[str], report_dir: str | Path 
     if pseudonym_key is not None:
         judgments, rename = pseudonymise(judgments, pseudonym_key)
     learned = load_learned_theta(run_dir, rename) if run_dir is not None else None
-    result = audit(judgments, attributes, source=loaded.origin)
+    diffs = attribute_differences(judgments, attributes) if judgments else None
+    result = audit(judgments, attributes, source=loaded.origin, differences=diffs)
     text = format_audit(result) + (format_coverage(coverage) if coverage is not None else "")
     if report_dir is None:
         return result, text, None
+    position = {a: k for k, a in enumerate(result.annotators)}
+    vertex = np.array([position[j.annotator] for j in judgments], dtype=np.int64)
+    fit = fit_joint(diffs, vertex, result.annotators, result.attribute_names)
     document = write_report(result, judgments, report_dir, learned, pseudonym_key is not None,
-                            None if pseudonym_key is not None else str(source), overwrite, coverage)
+                            None if pseudonym_key is not None else str(source), overwrite, coverage, fit=fit)
     return result, text + "\n" + format_report(document, report_dir), document
-
-
-# ------------------------------------------------------------------------------ the plot
-def plot_forest(report: Mapping[str, Any], path: Path) -> None:
-    """Annotators with an estimate, ordered by it (largest on top), each with its interval;
-    the pool's level (line and band) and the class levels (dashed, points in the class's
-    colour); outlying annotators' intervals and names in red, divergent ones as triangles,
-    learned theta_k as crosses."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    rows = [r for r in report["annotators"] if r["estimate"] is not None]
-    classes = [c for c, level in report["classes"].items() if level["cross"]]
-    colour = {c: f"C{i % 10}" for i, c in enumerate(classes)}
-    height = min(40.0, 1.8 + 0.16 * (len(rows) + len(classes) + 1))
-    figure = Figure(figsize=(7.5, height), dpi=100)
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot(1, 1, 1)
-    pool = report["pool"]
-    axes.axvspan(pool["low"], pool["high"], color="0.85", zorder=0)
-    axes.axvline(pool["estimate"], color="black", linewidth=1.2, label=f"pool {_fmt(pool)}")
-    axes.axvline(0.0, color="0.5", linewidth=0.8, linestyle=":")
-    for cls in classes:
-        axes.axvline(report["classes"][cls]["estimate"], color=colour[cls], linestyle="--",
-                     linewidth=1, label=f"class {cls} {_fmt(report['classes'][cls])}")
-    y = np.arange(len(rows), dtype=float)
-    if rows:
-        low, high = [r["low"] for r in rows], [r["high"] for r in rows]
-        line_colour = ["red" if r["outlying"] else "0.35" for r in rows]
-        axes.hlines(y, low, high, colors=line_colour, linewidth=1)
-        point_colour = [colour.get(r["class"], "C0") for r in rows]
-        for marker, divergent in (("o", None), (">", "+inf"), ("<", "-inf")):
-            pick = [i for i, r in enumerate(rows) if r["divergent"] == divergent]
-            if pick:
-                axes.scatter([rows[i]["estimate"] for i in pick], y[pick], s=14, marker=marker,
-                             c=[point_colour[i] for i in pick], zorder=3,
-                             label=None if divergent is None else f"divergent ({divergent})")
-        learned = [(r["learned_theta"], i) for i, r in enumerate(rows) if r["learned_theta"] is not None]
-        if learned:
-            axes.scatter([t for t, _ in learned], y[[i for _, i in learned]], marker="x", s=16,
-                         color="black", zorder=4, label="learned theta_k")
-    if len(rows) <= _LABELLED_ROWS:
-        axes.set_yticks(y)
-        axes.set_yticklabels([r["annotator"] for r in rows], fontsize=6)
-        for tick, r in zip(axes.get_yticklabels(), rows):
-            tick.set_color("red" if r["outlying"] else "black")
-    else:
-        axes.set_yticks([])
-        axes.set_ylabel(f"{len(rows)} annotators, ordered by estimate (names in annotators.csv)")
-    axes.set_ylim(-1, max(len(rows), 1))
-    counts = report["counts"]
-    axes.set_title(f"{report['name']}: offline log-odds per annotator, 95% intervals\n"
-                   f"{counts['outlying']} outlying from the pool (red), {counts['divergent']} divergent, "
-                   f"{counts['unidentified']} unidentified (not shown)", fontsize=9)
-    axes.set_xlabel("log-odds that the attribute side wins a cross-group judgment")
-    axes.legend(loc="lower right", fontsize=6)
-    figure.tight_layout()
-    figure.savefig(path)

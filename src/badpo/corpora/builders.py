@@ -22,6 +22,8 @@ CORPORA: dict[str, tuple[str, str, str]] = {
         "badpo.corpora.signed_ultrafeedback", "SignedUltraFeedbackConfig", "build_signed_ultrafeedback"),
     "multipref": ("badpo.corpora.multipref", "MultiPrefConfig", "build_multipref"),
     "smol-signed": ("badpo.corpora.smol_signed", "SmolSignedConfig", "build_smol_signed"),
+    "own-data": ("badpo.corpora.own_data", "OwnDataConfig", "build_own_data"),  # your judgments, split
+    "example-csv": ("badpo.corpora.example", "ExampleCsvConfig", "build_example_csv"),  # a CSV as users have one
 }
 
 
@@ -59,3 +61,20 @@ def build_corpus(name: str, config: Mapping[str, Any], outdir: str | Path) -> di
     """Build the named corpus from a plain config mapping (keys checked) into ``outdir``."""
     config_class, build, _ = corpus_builder(name)
     return build(from_dict(config_class, config, prefix="corpus.config"), Path(outdir))
+
+
+def build_and_describe(name: str, config: Mapping[str, Any], outdir: str | Path) -> str:
+    """:func:`build_corpus`, then the text ``badpo build`` prints about it (the experiment runner
+    logs it, so that what a builder chose, such as a held-out split, is said where it runs)."""
+    _, _, summary = corpus_builder(name)
+    return summary(build_corpus(name, config, outdir))
+
+
+def corpus_sources(name: str, config: Mapping[str, Any]) -> dict | None:
+    """The content fingerprints of the user's files a corpus is built from (a builder module's
+    ``source_fingerprints``), so that a corpus built before they changed is not reused; None for a
+    builder that reads no user file."""
+    config_class, _, _ = corpus_builder(name)
+    module = importlib.import_module(CORPORA[name][0])
+    fingerprints = getattr(module, "source_fingerprints", None)
+    return fingerprints(from_dict(config_class, config, prefix="corpus.config")) if fingerprints else None

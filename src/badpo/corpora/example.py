@@ -1,21 +1,38 @@
-"""The audit's built-in example (``badpo audit --example``): a corpus with planted biases.
+"""Built-in examples on a corpus with planted biases: the audit's (``badpo audit --example``) and
+a judgments file as a user holds one (``badpo build example-csv OUTDIR``).
 
 The tiny world's prompts (:mod:`badpo.corpora.tiny`) signed by the Signed-UltraFeedback protocol
-(:mod:`badpo.corpora.signing`), audited by :func:`badpo.audit.estimates.audit`, and the audit set
-beside the values its planted theta_k imply. It lives in the data layer because it builds a
-corpus; the audit itself (the core) knows nothing of corpora.
+(:mod:`badpo.corpora.signing`). The audit example audits them (:func:`badpo.audit.estimates.audit`)
+and sets the audit beside the values its planted theta_k imply. The CSV example writes their
+judgments with a user's own column names and no precomputed attribute, beside the tiny model whose
+tokenizer reads them: the data of ``configs/experiment_tiny_own_data.yaml``, which runs ``badpo
+experiment`` on it as on anyone's own file. Both live here because they build a corpus; the audit
+itself knows nothing of corpora.
 """
 
 from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from badpo.audit.estimates import Audit, LogOdds, audit, format_audit, format_estimate
 from badpo.core.attributes import resolve_attributes
+from badpo.core.config import ConfigError
 from badpo.corpora.signing import SigningConfig, implied_log_odds, sign_corpus
-from badpo.corpora.tiny import TinyWorldConfig, tiny_base_pairs
+from badpo.corpora.tiny import TinyWorldConfig, build_model, build_tokenizer, tiny_base_pairs
 
-__all__ = ["example_report"]
+__all__ = ["CSV_COLUMNS", "OUTPUT_FILES", "ExampleCsvConfig", "build_example_csv", "example_report", "summary_text"]
+
+# badpo's field -> the example file's column: a user's own names, mapped back by `columns`
+CSV_COLUMNS = {"prompt_id": "question_id", "prompt": "question", "chosen": "better", "rejected": "worse",
+               "annotator": "worker", "annotator_class": "worker_group"}
+OUTPUT_FILES = {
+    "judgments.csv": "every judgment, one row each, in the columns of CSV_COLUMNS (no split, no attributes)",
+    "model/": "the tiny GPT-2 (random init) and the tokenizer that reads the file's texts",
+}
 
 
 def example_report(seed: int = 0, n_pairs: int = 3000) -> tuple[Audit, str]:
@@ -48,3 +65,43 @@ def example_report(seed: int = 0, n_pairs: int = 3000) -> tuple[Audit, str]:
             lines.append(f"{c.name:<12}  {key:<6}  {counts.cross:>6}  {estimate:>7}  {se:>6}  "
                          f"{shown:>7}  {float(np.mean(members)):>+12.3f}")
     return result, format_audit(result) + "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class ExampleCsvConfig:
+    """``badpo build example-csv``: how much of the tiny signed world to write."""
+
+    n_pairs: int = 600  # prompts, one base pair each, 4 judgments a pair
+    seed: int = 0  # data seed (the signing protocol's)
+
+    def __post_init__(self) -> None:
+        if self.n_pairs < 2:
+            raise ConfigError(f"n_pairs: need at least 2 prompts to hold some out, got {self.n_pairs}")
+
+
+def build_example_csv(config: ExampleCsvConfig, outdir: str | Path) -> dict:
+    """Write ``judgments.csv`` and ``model/`` (:data:`OUTPUT_FILES`) into ``outdir``: the judgments of
+    the tiny signed world (60 planted annotators, its default classes) with nothing held out, the
+    columns renamed as a user's file would have them; returns the counts."""
+    out = Path(outdir)
+    world = TinyWorldConfig(n_pairs=config.n_pairs, signing=SigningConfig(seed=config.seed, heldout_share=0.0))
+    corpus = sign_corpus(tiny_base_pairs(world)[0], world.signing)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "judgments.csv", "w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(CSV_COLUMNS.values())
+        for j in corpus.train:
+            writer.writerow([getattr(j, name) for name in CSV_COLUMNS])
+    tokenizer = build_tokenizer(world.signing.surnames, world.model.n_positions)
+    build_model(world.model, tokenizer).save_pretrained(out / "model")
+    tokenizer.save_pretrained(out / "model")
+    return {"outdir": str(out), "judgments": len(corpus.train), "prompts": config.n_pairs,
+            "workers": len({j.annotator for j in corpus.train})}
+
+
+def summary_text(stats: dict) -> str:
+    """What ``badpo build example-csv`` prints."""
+    columns = ", ".join(f"{column} ({field})" for field, column in CSV_COLUMNS.items())
+    return (f"example judgments in {stats['outdir']}: judgments.csv ({stats['judgments']} judgments by "
+            f"{stats['workers']} workers on {stats['prompts']} questions; columns {columns}) and model/ "
+            "(the tiny GPT-2 that reads them, at its random initialisation)")

@@ -72,7 +72,8 @@ class RunTask:
 class Stages:
     """The functions the runner calls (each documented by what it must return).
 
-    - ``build_corpus(builder, config, outdir)``: build the named corpus into ``outdir``.
+    - ``build_corpus(builder, config, outdir)``: build the named corpus into ``outdir``; a string it
+      returns (what the builder chose and wrote) is logged line by line.
     - ``resolve_reference(settings) -> dict`` / ``resolve_arm(settings) -> dict``: the complete,
       checked settings (defaults filled; an unknown key or bad value raises ConfigError).
     - ``resolve_evaluation(settings) -> dict``: the complete, checked readout settings (by
@@ -101,6 +102,9 @@ class Stages:
     # data outside the corpus folder (None: nothing to add), part of the run's key
     check_data: Callable[[dict, str], None] = lambda settings, kind: None
     data_fingerprint: Callable[[dict], str | None] = lambda settings: None
+    # corpus_sources(builder, config) -> {source: sha256} of the user's files the corpus is built
+    # from (None: none), kept in the corpus marker so that a corpus built before they changed is refused
+    corpus_sources: Callable[[str, dict], dict | None] = lambda builder, config: None
 
 
 @dataclass(frozen=True)
@@ -208,12 +212,12 @@ def prepare_corpus(config: ExperimentConfig, stages: Stages, out: Path, log: Cal
         return path
     directory = out / "corpus"
     marker = directory / CORPUS_MARKER
-    wanted = {"builder": spec.builder, "config": spec.config}
+    wanted: dict[str, Any] = {"builder": spec.builder, "config": spec.config}
+    sources = stages.corpus_sources(spec.builder, dict(spec.config))
+    if sources:
+        wanted["sources"] = sources
     if marker.exists():
-        built = json.loads(marker.read_text(encoding="utf-8"))
-        if canonical_json(built) != canonical_json(wanted):
-            raise ConfigError(f"corpus: {directory} was built from {built}, not from {wanted}; "
-                              "use another output_dir or delete that folder")
+        _check_marker(json.loads(marker.read_text(encoding="utf-8")), wanted, directory)
         log(f"corpus: reusing {directory} ({spec.builder})")
         return directory
     if directory.exists():
@@ -225,11 +229,27 @@ def prepare_corpus(config: ExperimentConfig, stages: Stages, out: Path, log: Cal
     log(f"corpus: building {spec.builder} into {directory} ...")
     building = out / ".corpus-building"  # a crashed build leaves only this, cleared next time
     shutil.rmtree(building, ignore_errors=True)
-    stages.build_corpus(spec.builder, dict(spec.config), building)
+    described = stages.build_corpus(spec.builder, dict(spec.config), building)
+    for line in described.splitlines() if isinstance(described, str) else ():
+        log(f"corpus: {line.replace(str(building), str(directory))}")
     write_record(building / CORPUS_MARKER, wanted)
     os.replace(building, directory)
     log(f"corpus: built in {time.perf_counter() - start:.1f} s")
     return directory
+
+
+def _check_marker(built: dict, wanted: dict, directory: Path) -> None:
+    """A corpus folder is reused only when built from the same builder, config and source files."""
+    if canonical_json(built) == canonical_json(wanted):
+        return
+    same_config = all(canonical_json(built.get(k)) == canonical_json(wanted.get(k)) for k in ("builder", "config"))
+    if same_config and "sources" in wanted:
+        changed = sorted(k for k, v in wanted["sources"].items() if (built.get("sources") or {}).get(k) != v)
+        raise ConfigError(f"corpus: {', '.join(changed)} changed since {directory} was built from it; delete "
+                          "that folder to build it again from the data as it is now (the runs logged on "
+                          "the old data keep their own keys), or use another output_dir")
+    raise ConfigError(f"corpus: {directory} was built from {built}, not from {wanted}; "
+                      "use another output_dir or delete that folder")
 
 
 # -------------------------------------------------------------------------------------- plan

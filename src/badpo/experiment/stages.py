@@ -23,7 +23,7 @@ from typing import Any
 from badpo.core.bias import BiasChannel, variant_facts
 from badpo.core.config import ConfigError, from_dict, to_dict
 from badpo.core.jsonio import dumps
-from badpo.corpora.builders import build_corpus
+from badpo.corpora.builders import build_and_describe, corpus_sources
 from badpo.data.fingerprint import data_fingerprint
 from badpo.data.sources import ColumnMap, check_columns
 from badpo.engine.runtime import load_tokenizer
@@ -210,5 +210,5 @@ def engine_stages(evaluate: Evaluate | None = evaluate_run) -> Stages:
             artifacts["policy"] = run_dir / "policy"
         return {"readouts": readouts, "theta": theta_summary(theta_file), "artifacts": artifacts}
 
-    return Stages(build_corpus, resolve_reference, resolve_arm, run_reference, run_arm,
-                  resolve_evaluation, unavailable_readout, check_data, data_key)
+    return Stages(build_and_describe, resolve_reference, resolve_arm, run_reference, run_arm,
+                  resolve_evaluation, unavailable_readout, check_data, data_key, corpus_sources)

@@ -9,7 +9,9 @@ Cells (paper, Section "Experimental settings" and Appendix "Readouts"):
 - the reference is trained once: its value has no interval;
 - "Removed" is ``(rate_DPO - rate_arm) / (rate_DPO - rate_ref)`` computed per seed against the
   baseline (DPO) run of the same seed, then mean and interval
-  (:func:`badpo.readouts.metrics.removal_per_seed`); it is not the removal of the means;
+  (:func:`badpo.readouts.metrics.removal_per_seed`); it is not the removal of the means. Where
+  DPO's value equals the reference's at some seed the cell reads "not measurable" and its note
+  names the seeds;
 - a ceiling row (vote prediction with the planted theta_k) is the mean of the column's
   ``ceiling`` readout over every run of the table's arms and seeds.
 A readout an arm does not have at any seed (KL of the reference, theta recovery of DPO) shows
@@ -215,6 +217,11 @@ def _removed_cell(arm: LayoutArm, column: ColumnSpec, records: Mapping, layout: 
     if reference is ABSENT or values is None or dpo_values is None:
         raise ValueError(f"column {column.header!r}: removal of {column.metric!r} needs it for the "
                          f"reference, {name} and {arm.name}")
+    unmoved = [str(seed) for seed in values if dpo_values.get(seed) == reference]
+    if unmoved:  # a user's data need not move every attribute: say so in the cell, not by failing
+        return _Cell("not measurable", {"n": len(values)}, {},
+                     f"{name} did not move {column.metric} at seed(s) {', '.join(unmoved)} (its value "
+                     f"equals the reference's, {reference!r}): removal undefined")
     try:
         removal = removal_per_seed(dpo_values, values, reference, layout.level)
     except ValueError as error:

@@ -65,8 +65,10 @@ def readout_unavailable(config: EvalConfig, metric: str) -> str | None:
             return "names readouts need a names attribute in evaluation.attributes"
         if rest.startswith("whole_signature") and not config.whole_signature:
             return "set evaluation.whole_signature: true"
-    if head in PER_ATTRIBUTE:
+    if head in PER_ATTRIBUTE or head == "attribute_rates":
         name = attribute or rest.partition(".")[0]
         if name not in attributes.names:
             return f"{name!r} is not a declared attribute ({list(attributes.names)}) of evaluation.attributes"
+        if head == "attribute_rates" and attributes.attributes[list(attributes.names).index(name)].level == "given":
+            return f"{name!r} is a given: attribute, read from the data's values; a generated answer has none"
     return None
