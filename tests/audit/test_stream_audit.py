@@ -13,7 +13,7 @@ import pytest
 
 from badpo.audit.sequential import interval, log_mixture, separated, side_level
 from badpo.audit.stream import StreamAudit
-from badpo.audit.stream_file import run_stream
+from badpo.audit.stream_file import follow_stream, run_stream
 from badpo.cli import main
 
 
@@ -276,3 +276,19 @@ def test_stream_cli_prints_flags_writes_json_and_refuses_whole_file_options(tmp_
     assert "--report apply to the whole-file audit" in line
     line = cli_error(["audit", str(data), "-a", "tag=given:tag", "--alpha", "0.1"])
     assert "apply to --stream STATE" in line
+
+
+def test_follow_reads_and_says_each_flag(tmp_path):
+    """--follow's loop, two reads: the flags of the first, nothing new in the second."""
+    data, state = tmp_path / "pool.jsonl", tmp_path / "state.json"
+    write_lines(data, pool_rows())
+    said: list[str] = []
+    audit = follow_stream(data, state, ["tag=given:tag"], 0.05, 6, every=0.01, say=said.append, polls=2)
+    assert said[0].startswith(f"following {data} from judgment 1") and audit.judgments == 1200
+    assert len(said) == 2 and said[1].startswith("flag: w0 on tag at judgment")
+    assert json.loads(state.read_text())["judgments"] == 1200
+    broken = dict(json.loads(state.read_text()))
+    del broken["pairs"]
+    state.write_text(json.dumps(broken))
+    with pytest.raises(ValueError, match=r"state.json: not a badpo stream-audit state \(no key 'pairs'\)"):
+        run_stream(data, state, ["tag=given:tag"], 0.05, 6)

@@ -251,7 +251,9 @@ class StreamAudit:
             raise ValueError("load_state: this audit has already taken in judgments")
         try:
             _check_state(state, self.config(), len(self.names))
-        except (KeyError, TypeError, ValueError) as error:
+        except KeyError as error:
+            raise ValueError(f"{where}: not a badpo stream-audit state (no key {error})") from None
+        except (TypeError, ValueError) as error:
             raise ValueError(f"{where}: {error}") from None
         for entry in state["annotators"]:
             k = self._annotator(entry["id"], entry["class"])
