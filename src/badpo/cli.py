@@ -80,10 +80,10 @@ def _add_audit(subparsers) -> argparse.ArgumentParser:
         "annotator's estimates in STATE (JSON; created on the first run) and flags an annotator when an "
         "anytime-valid test says its bias differs from the rest of the pool's")
     stream.add_argument("--stream", metavar="STATE", help="the state file of this stream: resumed when it exists")
-    stream.add_argument("--alpha", type=float, default=0.05,
+    stream.add_argument("--alpha", type=float, default=None,
                         help="chance of any false flag in a pool of up to --pool-size annotators, however often "
                              "it is read (default 0.05)")
-    stream.add_argument("--pool-size", type=int, default=100, metavar="M",
+    stream.add_argument("--pool-size", type=int, default=None, metavar="M",
                         help="the number of annotators alpha is split over (default 100); more annotators "
                              "than M are still tested, and the output says how the bound grows")
     stream.add_argument("--follow", type=float, metavar="SECONDS",
@@ -104,18 +104,21 @@ def _cmd_audit_stream(args: argparse.Namespace) -> int:
         raise ConfigError("--stream STATE needs DATA (a .jsonl file) and at least one --attribute SPEC")
     if args.follow is not None and not args.follow > 0:
         raise ConfigError(f"--follow: the seconds between reads must be > 0, got {args.follow}")
+    if args.follow is not None and args.json:
+        raise ConfigError("--json OUT is written by a one-pass run; run one after --follow (the state keeps all)")
     if args.json:
         check_output_file(args.json, "--json", args.overwrite)
+    alpha = 0.05 if args.alpha is None else args.alpha
+    pool_size = 100 if args.pool_size is None else args.pool_size
     if args.follow is not None:
         try:
-            audit = follow_stream(args.data, args.stream, args.attribute, args.alpha, args.pool_size, args.follow,
-                                  lambda line: print(line, flush=True))
+            follow_stream(args.data, args.stream, args.attribute, alpha, pool_size, args.follow,
+                          lambda line: print(line, flush=True))
         except KeyboardInterrupt:
             print("stopped; the state is saved after every read")
-            return 0
-    else:
-        audit, text = run_stream(args.data, args.stream, args.attribute, args.alpha, args.pool_size)
-        print(text, end="")
+        return 0
+    audit, text = run_stream(args.data, args.stream, args.attribute, alpha, pool_size)
+    print(text, end="")
     if args.json:
         atomic_write_text(args.json, dumps(audit.table(), indent=1, sort_keys=True) + "\n")
     return 0
@@ -124,7 +127,7 @@ def _cmd_audit_stream(args: argparse.Namespace) -> int:
 def _cmd_audit(args: argparse.Namespace) -> int:
     if args.stream:
         return _cmd_audit_stream(args)
-    if args.follow is not None or args.alpha != 0.05 or args.pool_size != 100:
+    if args.follow is not None or args.alpha is not None or args.pool_size is not None:
         raise ConfigError("--alpha, --pool-size and --follow apply to --stream STATE")
     if args.example and (args.data or args.attribute or args.split or args.column):
         raise ConfigError("--example audits the built-in corpus; give no DATA, --attribute, --split "

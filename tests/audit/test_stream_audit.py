@@ -292,3 +292,18 @@ def test_follow_reads_and_says_each_flag(tmp_path):
     state.write_text(json.dumps(broken))
     with pytest.raises(ValueError, match=r"state.json: not a badpo stream-audit state \(no key 'pairs'\)"):
         run_stream(data, state, ["tag=given:tag"], 0.05, 6)
+
+
+def test_stream_options_are_checked_before_any_file_is_read(tmp_path, cli_error):
+    data = tmp_path / "pool.csv"
+    data.write_text("prompt,chosen,rejected,annotator\n")
+    line = cli_error(["audit", str(data), "--stream", str(tmp_path / "s.json"), "-a", "tag=given:tag"])
+    assert "--stream reads a .jsonl file" in line
+    line = cli_error(["audit", str(tmp_path / "p.jsonl"), "--stream", str(tmp_path / "s.json"), "-a", "tag=given:tag",
+                      "--follow", "5", "--json", str(tmp_path / "t.json")])
+    assert "--json OUT is written by a one-pass run" in line
+    line = cli_error(["audit", str(tmp_path / "p.jsonl"), "--stream", str(tmp_path / "s.json"), "-a", "tag=given:tag",
+                      "--alpha", "1.5"])
+    assert "alpha: must lie in (0, 1), got 1.5" in line
+    line = cli_error(["audit", str(tmp_path / "p.jsonl"), "--stream", str(tmp_path / "s.json"), "-a", "tag=given:tag"])
+    assert "no judgment file at" in line

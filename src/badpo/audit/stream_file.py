@@ -135,6 +135,8 @@ def open_stream(data: str | Path, state_path: str | Path, specs: list[str], alph
                 pool_size: int) -> tuple[StreamAudit, FileStream]:
     """The audit and the file, resumed from ``state_path`` when it exists, else new."""
     state_path = Path(state_path)
+    if Path(data).suffix != ".jsonl":
+        raise ValueError(f"{data}: --stream reads a .jsonl file (one judgment per line, appended to as labels arrive)")
     audit = StreamAudit(specs, alpha, pool_size)  # a bad spec or level fails before any file is read
     state = _load_state(state_path)
     if state is None:
