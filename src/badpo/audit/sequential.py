@@ -19,8 +19,11 @@ interval around ``w / n``; n = 0 gives (0, 1).
 **Two rates.** Annotator k's stream and the pool's stream each get a sequence at level ``a``. If
 the two rates are one p, the intervals can be disjoint only when one of them misses p, so by the
 union bound ``P(disjoint at some n) <= 2a`` with no assumption on how the two streams depend on
-each other. :func:`side_level` splits a family-wise ``alpha`` over the annotators and attributes
-(Bonferroni) and each test's share over its two sides.
+each other. That is why it is used rather than one product e-value ``M_k(p) M_pool(p)``: an
+annotator's vote and the pool's vote on the same pair share that pair's quality, so the product is
+not a martingale in the order the votes arrive, while each factor is one in its own stream's.
+:func:`side_level` splits a family-wise ``alpha`` over the annotators and attributes (Bonferroni)
+and each test's share over its two sides.
 
 Standard library and numpy only; the streaming state lives in :mod:`badpo.audit.stream`.
 """
