@@ -21,6 +21,7 @@ from pathlib import Path
 
 from badpo.audit.estimates import BiasIdentifiabilityWarning
 from badpo.audit.report import audit_with_report
+from badpo.audit.stream_file import follow_stream, run_stream
 from badpo.core.config import ConfigError, from_dict, load_config
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.outputs import check_output_file
@@ -102,10 +103,61 @@ def _add_audit(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--pseudonym-key", metavar="KEY",
                         help="the secret key of --pseudonymise (default: $BADPO_PSEUDONYM_KEY); the "
                              "same key gives the same pseudonyms on every run")
+    stream = parser.add_argument_group(
+        "streaming (a pool still being labelled; see docs/audit.md)",
+        "--stream STATE reads the lines appended to the .jsonl DATA since the last run, keeps each "
+        "annotator's estimates in STATE (JSON; created on the first run) and flags an annotator when an "
+        "anytime-valid test says its bias differs from the rest of the pool's")
+    stream.add_argument("--stream", metavar="STATE", help="the state file of this stream: resumed when it exists")
+    stream.add_argument("--alpha", type=float, default=None,
+                        help="chance of any false flag in a pool of up to --pool-size annotators, however often "
+                             "it is read (default 0.05)")
+    stream.add_argument("--pool-size", type=int, default=None, metavar="M",
+                        help="the number of annotators alpha is split over (default 100); more annotators "
+                             "than M are still tested, and the output says how the bound grows")
+    stream.add_argument("--follow", type=float, metavar="SECONDS",
+                        help="keep reading every SECONDS until Ctrl-C, printing each flag as it is raised")
     return parser
 
 
+def _cmd_audit_stream(args: argparse.Namespace) -> int:
+    """``badpo audit DATA --stream STATE``: one pass over what was appended, or --follow."""
+    others = [flag for flag, given in (("--example", args.example), ("--report", args.report),
+                                       ("--run", args.run_dir), ("--pseudonymise", args.pseudonymise),
+                                       ("--tokenizer", args.tokenizer), ("--split", args.split),
+                                       ("--column", args.column)) if given]
+    if others:
+        raise ConfigError(f"--stream reads a .jsonl file with badpo's field names; {', '.join(others)} "
+                          "apply to the whole-file audit")
+    if not (args.data and args.attribute):
+        raise ConfigError("--stream STATE needs DATA (a .jsonl file) and at least one --attribute SPEC")
+    if args.follow is not None and not args.follow > 0:
+        raise ConfigError(f"--follow: the seconds between reads must be > 0, got {args.follow}")
+    if args.follow is not None and args.json:
+        raise ConfigError("--json OUT is written by a one-pass run; run one after --follow (the state keeps all)")
+    if args.json:
+        check_output_file(args.json, "--json", args.overwrite)
+    alpha = 0.05 if args.alpha is None else args.alpha
+    pool_size = 100 if args.pool_size is None else args.pool_size
+    if args.follow is not None:
+        try:
+            follow_stream(args.data, args.stream, args.attribute, alpha, pool_size, args.follow,
+                          lambda line: print(line, flush=True))
+        except KeyboardInterrupt:
+            print("stopped; the state is saved after every read")
+        return 0
+    audit, text = run_stream(args.data, args.stream, args.attribute, alpha, pool_size)
+    print(text, end="")
+    if args.json:
+        atomic_write_text(args.json, dumps(audit.table(), indent=1, sort_keys=True) + "\n")
+    return 0
+
+
 def _cmd_audit(args: argparse.Namespace) -> int:
+    if args.stream:
+        return _cmd_audit_stream(args)
+    if args.follow is not None or args.alpha is not None or args.pool_size is not None:
+        raise ConfigError("--alpha, --pool-size and --follow apply to --stream STATE")
     if args.example and (args.data or args.attribute or args.split or args.column):
         raise ConfigError("--example audits the built-in corpus; give no DATA, --attribute, --split "
                           "or --column")

@@ -292,21 +292,28 @@ def jsonl_rows(path: Path) -> Iterator[tuple[tuple, Any]]:
     index = 0
     with open(path, "rb") as handle:
         for line_number, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise JudgmentError(f"{path} line {line_number}: not UTF-8 text (byte "
-                                    f"{raw[error.start]:#04x} at column {error.start + 1})",
-                                    row=index) from None
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line, object_pairs_hook=_no_duplicate_keys)
-            except ValueError as error:  # json.JSONDecodeError and duplicate keys
-                raise JudgmentError(f"{path} line {line_number}: not valid JSON ({error})",
-                                    row=index) from error
-            yield (index, line_number, str(path)), row
-            index += 1
+            row = parse_jsonl_line(raw, path, line_number, index)
+            if row is not None:
+                yield (index, line_number, str(path)), row
+                index += 1
+
+
+def parse_jsonl_line(raw: bytes, path: str | os.PathLike, line_number: int, index: int) -> Any:
+    """The JSON value of one line of a JSONL file, None for a blank line; text that is not UTF-8,
+    not JSON, or repeats a key is a :class:`JudgmentError` naming the file and line (``index``:
+    the row number it would have). Shared by the whole-file reader above and the streaming audit,
+    which reads a growing file from where it stopped."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise JudgmentError(f"{path} line {line_number}: not UTF-8 text (byte "
+                            f"{raw[error.start]:#04x} at column {error.start + 1})", row=index) from None
+    if not line.strip():
+        return None
+    try:
+        return json.loads(line, object_pairs_hook=_no_duplicate_keys)
+    except ValueError as error:  # json.JSONDecodeError and duplicate keys
+        raise JudgmentError(f"{path} line {line_number}: not valid JSON ({error})", row=index) from error
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
