@@ -102,9 +102,9 @@ def _clock(seconds: float) -> str:
     return f"{minutes // 60}:{minutes % 60:02d}:{seconds:02d}"
 
 
-# The experiments' progress line of a finished run ends with ": done in <s> s", or goes on with
-# "; N arm run(s) left, ETA ..." (runner.run_all
-# and cure.run_cure_experiment); a cure's "running ..." line is a run it had not counted before.
+# A finished run's progress line (runner.run_all, cure.run_cure_experiment) reads ": done in <s> s",
+# possibly followed by "; N arm run(s) left, ETA ..."; a cure's "running ..." line is a run it had
+# not counted before.
 _DONE = re.compile(r": done in ([0-9.]+) s(;|$)")
 _RUNNING = re.compile(r": running \.\.\.$")
 
