@@ -83,3 +83,25 @@ def test_exponent_without_dot_is_a_float(tmp_path):
     path = tmp_path / "run.yaml"
     path.write_text("optim:\n  lr: 5e-7\n")
     assert load_config(Run, path).optim.lr == 5e-7
+
+
+def test_extends_merges_sections_and_replaces_lists(tmp_path):
+    (tmp_path / "base.yaml").write_text("steps: 5\nseeds: [1, 2, 3]\noptim: {lr: 1.0e-4, warmup_ratio: 0.2}\n")
+    (tmp_path / "variant.yaml").write_text("extends: base.yaml\nseeds: [7]\noptim: {lr: 5.0e-5}\n")
+    run = load_config(Run, tmp_path / "variant.yaml", ["steps=9"])
+    assert run.seeds == (7,)  # a list replaces the base's list
+    assert run.optim == Optim(lr=5e-5, warmup_ratio=0.2)  # a section merges key by key
+    assert run.steps == 9  # the command line still wins
+
+
+def test_extends_errors_name_the_file(tmp_path):
+    (tmp_path / "a.yaml").write_text("extends: b.yaml\n")
+    (tmp_path / "b.yaml").write_text("extends: a.yaml\n")
+    with pytest.raises(ConfigError, match=r"b\.yaml: extends 'a\.yaml' makes a cycle"):
+        load_config(Run, tmp_path / "a.yaml")
+    (tmp_path / "c.yaml").write_text("extends: missing.yaml\n")
+    with pytest.raises(ConfigError, match=r"c\.yaml: extends 'missing\.yaml': no such file"):
+        load_config(Run, tmp_path / "c.yaml")
+    (tmp_path / "d.yaml").write_text("extends: [x]\n")
+    with pytest.raises(ConfigError, match=r"d\.yaml: extends must be the path"):
+        load_config(Run, tmp_path / "d.yaml")

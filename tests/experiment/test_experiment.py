@@ -237,6 +237,18 @@ def test_render_only_runs_nothing_and_needs_every_record(tmp_path):
         run_experiment(make_config(tmp_path), fake_stages(calls), log=quiet, render_only=True)
 
 
+def test_a_variant_reuses_the_runs_and_renders_into_its_own_report_dir(tmp_path):
+    run_experiment(make_config(tmp_path), fake_stages([]), log=quiet)
+    main_table = (tmp_path / "table.md").read_text()
+    calls: list[str] = []
+    arms = [{"name": "DPO", "method": "dpo"}, {"name": "BA-DPO (pooled)", "method": "ba_dpo_pooled"}]
+    config = make_config(tmp_path, report_dir="variant", arms=arms)
+    result = run_experiment(config, fake_stages(calls), log=quiet)
+    assert calls == []  # the corpus, the reference and the DPO runs are logged already
+    assert (tmp_path / "table.md").read_text() == main_table  # the main table is not replaced
+    assert (tmp_path / "variant" / "table.md").read_text() == result["markdown"] != main_table
+
+
 def _records_and_layout(tmp_path):
     from badpo.experiment.tables import read_layout
 

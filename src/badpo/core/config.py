@@ -154,13 +154,40 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
 def read_settings(path: str | Path | None = None, overrides: Sequence[str] = ()) -> dict[str, Any]:
     """The keys of a YAML file (optional) with dotted command-line overrides on top, not yet
     checked against a dataclass: for a caller that must know which keys the user set."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        loaded = _parse_yaml(read_text(path), str(path))
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: the top level must be a mapping")
-        data = loaded or {}
+    data = _read_with_bases(Path(path), ()) if path is not None else {}
     return apply_overrides(data, overrides)
+
+
+def _read_with_bases(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
+    """A YAML mapping; with a top-level ``extends: BASE.yaml`` (relative to the file), the base's
+    keys with this file's merged on top (mappings merge key by key; lists and values replace), so
+    that a variant of an experiment states only what differs."""
+    loaded = _parse_yaml(read_text(path), str(path))
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping")
+    data = loaded or {}
+    if "extends" not in data:
+        return data
+    base = data.pop("extends")
+    if not isinstance(base, str) or not base:
+        raise ConfigError(f"{path}: extends must be the path of a YAML file, not {base!r}")
+    base_path = (path.parent / base).resolve()
+    if base_path in seen or base_path == path.resolve():
+        raise ConfigError(f"{path}: extends {base!r} makes a cycle")
+    if not base_path.is_file():
+        raise ConfigError(f"{path}: extends {base!r}: no such file {base_path}")
+    return merge_mappings(_read_with_bases(base_path, (*seen, path.resolve())), data)
+
+
+def merge_mappings(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """``top`` over ``base``: mappings merge recursively, anything else in ``top`` replaces."""
+    merged = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = merge_mappings(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
 
 
 def load_config(cls: type[T], path: str | Path | None = None, overrides: Sequence[str] = ()) -> T:

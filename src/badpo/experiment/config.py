@@ -97,6 +97,9 @@ class ExperimentConfig:
 
     name: str = "experiment"  # shown in the progress lines and above the tables
     output_dir: str = "runs/experiment"  # OUT: corpus/, work/, runs/<key>.json, table.md, ...
+    # where table.md, table.csv, layout.json and the plots go, relative to OUT (null: OUT itself):
+    # a variant that shares OUT's corpus, reference and logged runs renders its own tables there
+    report_dir: str | None = None
     corpus: CorpusSpec = field(default_factory=CorpusSpec)
     reference: dict[str, Any] = field(default_factory=dict)  # SFT stage settings (SFTConfig keys)
     reference_label: str = "Reference (SFT)"  # the reference's row label

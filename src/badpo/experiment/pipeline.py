@@ -40,7 +40,8 @@ def write_outputs(out: Path, layout: TableLayout, records: Mapping[str, Mapping]
 def run_experiment(config: ExperimentConfig, stages: Stages | None = None,
                    log: Callable[[str], None] | None = None, render_only: bool = False) -> dict:
     """Build or find the corpus, run what is not logged yet (unless ``render_only``), then write
-    ``OUT/layout.json``, ``OUT/table.md``, ``OUT/table.csv`` and the plots from the records.
+    ``layout.json``, ``table.md``, ``table.csv`` and the plots from the records into
+    ``OUT/report_dir`` (default OUT).
 
     ``stages`` defaults to :func:`badpo.experiment.stages.engine_stages`. Returns {"markdown",
     "csv", "records", "files"}.
@@ -62,5 +63,7 @@ def run_experiment(config: ExperimentConfig, stages: Stages | None = None,
     else:
         records = run_all(config, stages, plan, out, say)
     layout = build_layout(config, plan)
-    markdown, csv_text, files = write_outputs(out, layout, records, corpus_dir, say)
+    report = out / config.report_dir if config.report_dir else out
+    report.mkdir(parents=True, exist_ok=True)
+    markdown, csv_text, files = write_outputs(report, layout, records, corpus_dir, say)
     return {"markdown": markdown, "csv": csv_text, "records": records, "files": files}
