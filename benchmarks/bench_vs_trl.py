@@ -190,6 +190,9 @@ def measure_size(args, world: Path, data: Path, size: str, scratch: Path) -> dic
                 for _ in range(args.rounds):
                     timed(config, worker)
                 memory[config] = worker.ask(do="memory")
+                if args.profile and config.startswith("badpo/"):
+                    path = args.profile / f"profile_{size}_{config.split('/')[1]}.txt"
+                    print(json.dumps(worker.ask(do="profile", steps=args.block, path=str(path))), flush=True)
             finally:
                 worker.close()
     else:
@@ -320,6 +323,10 @@ def badpo_worker(s: dict, started: float) -> None:
         if command["do"] == "memory":
             _say(_memory(reset))
             continue
+        if command["do"] == "profile":
+            _say(_profile(run, step, command["steps"], Path(command["path"])))
+            step += command["steps"]
+            continue
         held, begin = 0, time.perf_counter()
         for _ in range(command["steps"]):
             train_step(run, step)
@@ -398,6 +405,32 @@ def worker(settings: str) -> None:
     (badpo_worker if s["config"].startswith("badpo/") else trl_worker)(s, started)
 
 
+def _profile(run, first_step: int, steps: int, path: Path) -> dict:
+    """``steps`` training steps under torch.profiler: the operators by their own device time (or
+    CPU time without a GPU) into ``path``, and the step's wall time beside the time the device was
+    busy, which says whether a step waits on the device or on the host."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from badpo.engine.loop import train_step
+
+    cuda = torch.cuda.is_available()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    begin = time.perf_counter()
+    with profile(activities=activities) as prof:
+        for step in range(first_step, first_step + steps):
+            train_step(run, step)
+        if cuda:
+            torch.cuda.synchronize()
+    wall = time.perf_counter() - begin
+    averages = prof.key_averages()
+    sort = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    busy = sum(getattr(e, "self_device_time_total", 0.0) for e in averages) / 1e6 if cuda else None
+    path.write_text(f"{steps} steps, wall {wall:.3f} s, device busy {busy} s\n"
+                    + averages.table(sort_by=sort, row_limit=30, max_name_column_width=60))
+    return {"profile": str(path), "wall_s": wall, "device_busy_s": busy}
+
+
 # -------------------------------------------------------------------------------------- main
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -421,10 +454,17 @@ def main() -> None:
                         help="run the configurations one after another, not interleaved (a GPU "
                              "that cannot hold all four at once)")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_vs_trl.json"))
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="with --sequential: after the timed rounds, profile one block of each badpo "
+                             "configuration into DIR/profile_<size>_<batching>.txt")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker(args.worker)
+    if args.profile:
+        if not args.sequential:
+            raise SystemExit("--profile: needs --sequential (one configuration at a time)")
+        args.profile.mkdir(parents=True, exist_ok=True)
     import torch
     import transformers
     import trl
