@@ -168,7 +168,7 @@ def train_step(run: Run, step: int) -> tuple[Tensor, dict]:
             losses = terms.losses
             if run.weighting is not None:
                 run.weighting.observe(micro.judgments, losses)
-                losses = losses * run.weighting.weights(micro.judgments, step_judgments)
+                losses = losses * run.weighting.weights(micro.judgments, step_judgments).to(losses.device)
             accelerator.backward(losses.sum() / normaliser)
         margin = terms.chosen_rewards - terms.rejected_rewards
         stats += torch.stack([terms.losses.detach().sum(), margin.sum(), (margin > 0).float().sum(),
