@@ -123,3 +123,7 @@ def test_shift_untrusted_needs_trusted_annotators_and_one_value_per_declared_att
     channel = BiasChannel("shared_mean", ["a", "b"], ["k0", "k1"], declared=["a"], trusted=["k0"])
     with pytest.raises(ValueError, match=r"expected 1 values, one per declared attribute \['a'\]"):
         channel.shift_untrusted(torch.zeros(2))
+
+
+def test_an_empty_set_has_no_estimate():
+    assert torch.isnan(offset_mle(torch.zeros(0), torch.zeros(0, 2), LOGISTIC)).tolist() == [True, True]

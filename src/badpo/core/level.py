@@ -104,7 +104,8 @@ def offset_mle(logits: Tensor, directions: Tensor, link: Link, *, max_iter: int 
     real bias). Converged when the largest gradient entry is below ``tol`` times n.
     """
     z = logits.detach().double().flatten()
-    a = directions.detach().double().reshape(len(z), -1)
+    a = directions.detach().double()
+    a = a.reshape(len(z), a.shape[-1] if a.dim() > 1 else 1)  # an empty set keeps its d columns
     result = torch.full((a.shape[1],), float("nan"), dtype=torch.float64)
     touched = (a != 0).any(dim=0)
     if not touched.any():
