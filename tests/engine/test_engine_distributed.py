@@ -7,9 +7,11 @@ step sees the same 8 items. theta lives outside DDP and is averaged by hand: if 
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 
+import pytest
 import torch
 import torch.multiprocessing as mp
 from safetensors.torch import load_file
@@ -48,3 +50,19 @@ def test_two_gloo_processes_match_one_process(tmp_path, save_model_dir):
     cached = [load_file(next((tmp_path / c).glob("*.safetensors")))["logps"]
               for c in ("cache1", "cache2")]
     torch.testing.assert_close(cached[0], cached[1], rtol=0, atol=1e-6)  # sharded reference pass
+
+
+@pytest.mark.filterwarnings("ignore::badpo.audit.estimates.BiasIdentifiabilityWarning")  # fixture labels
+@pytest.mark.parametrize("mode", ["every_step", "final"])
+def test_the_level_step_is_the_same_on_two_processes(tmp_path, save_model_dir, mode):
+    """bias.trusted_level: each process sees its own judgments (every_step: the step's margins;
+    final: its share of the last pass); summed before the solve, both hold the one-process level."""
+    save_model_dir(tmp_path / "model", "gpt2")
+    write_jsonl(tmp_path / "judgments.jsonl", judgment_rows(12, 4))
+    common = ("steps=3", "micro_batch_size=4", "bias.trusted=[ann1]", f"bias.trusted_level={mode}")
+    one = train(make_config(tmp_path, "one", *common, f"cache_dir={tmp_path / 'cache1'}"))
+    mp.spawn(_worker, args=(str(tmp_path), _free_port(), (*common, f"cache_dir={tmp_path / 'cache2'}")),
+             nprocs=2, join=True)
+    assert_same_run(one, tmp_path / "two")
+    levels = [json.loads((folder / "run.json").read_text())["trusted_level"] for folder in (one, tmp_path / "two")]
+    assert levels[0]["level_shift"]["signed"] == pytest.approx(levels[1]["level_shift"]["signed"], abs=1e-5)

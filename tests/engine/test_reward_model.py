@@ -169,6 +169,22 @@ def test_trusted_annotators_flow_through_the_bias_channel(world):
     assert float(theta.theta()[row].abs().sum()) == 0.0 and float(theta.theta().abs().sum()) > 0
 
 
+def test_trusted_annotators_set_the_reward_models_level(world):
+    """bias.trusted_level: final (the default) on the reward model: the same reward model as under
+    gradient, theta of the untrusted moved by the level_shift run.json records, the trusted at 0."""
+    plain = run_cli(world, "trusted-gradient", "bias.trusted=[ann0]", "bias.trusted_level=gradient")
+    final = run_cli(world, "trusted-final", "bias.trusted=[ann0]")
+    weights = load_file(final / "reward_model" / "model.safetensors")
+    for name, value in load_file(plain / "reward_model" / "model.safetensors").items():
+        assert torch.equal(value, weights[name])
+    shift = json.loads((final / "run.json").read_text())["trusted_level"]["level_shift"]["signed"]
+    before, after = BiasChannel.load(plain / "theta.json"), BiasChannel.load(final / "theta.json")
+    moved = (after.theta() - before.theta())[:, 0]
+    expected = torch.tensor([0.0 if a == "ann0" else shift for a in after.annotators])
+    assert shift is not None and abs(shift) > 1e-3
+    torch.testing.assert_close(moved, expected, atol=1e-6, rtol=0)
+
+
 def test_stop_and_resume_equals_the_uninterrupted_run(world):
     whole = run_cli(world, "whole")
     parts = run_cli(world, "parts", "stop_after_steps=2")

@@ -237,3 +237,22 @@ def test_unknown_method_params_are_refused_before_loading(world):
     with pytest.raises(ConfigError, match="unknown key.*method_params.beta"):
         train(make_config(world, "bad", "method=r_dpo", "method_params={beta: 1}",
                           f"data={world / 'nowhere.jsonl'}"))
+
+
+@pytest.mark.parametrize("name", sorted(n for n, m in METHODS.items() if m.learns_theta))
+def test_every_learned_theta_loss_is_its_link_of_its_logits(name):
+    """The level step (badpo.core.level) reads each loss as link(logits): the logits a row returns,
+    put through the row's level_link, give back its per-judgment losses (R-DPO's length term and
+    the bias inside, IPO's squared link)."""
+    method = get_method(name)
+    params = method.parse_params({})
+    views = dict(bias_logit=torch.tensor([0.3, -0.2], requires_grad=True),
+                 policy_chosen=torch.tensor([-1.0, -3.0], requires_grad=True),
+                 policy_rejected=torch.tensor([-2.0, -2.5]), reference_chosen=torch.tensor([-1.5, -2.0]),
+                 reference_rejected=torch.tensor([-1.5, -2.0]), sample_seeds=torch.tensor([7, 8]),
+                 chosen_lengths=torch.tensor([10, 3]), rejected_lengths=torch.tensor([4, 5]),
+                 chosen_token_logratios=(torch.tensor([0.5, 0.25]), torch.tensor([-1.0])),
+                 rejected_token_logratios=(torch.tensor([0.0]), torch.tensor([0.5, 0.0, -0.5])))
+    terms = method.loss(JudgmentBatch(beta=0.1, **views), params)
+    torch.testing.assert_close(method.level_link(params).loss(terms.logits), terms.losses.detach())
+    assert terms.losses.requires_grad and not terms.logits.requires_grad  # a record, not a graph

@@ -34,7 +34,8 @@ every judgment cannot hold a fixed value for some annotators without becoming pe
 (use ``shared_mean``); ``none`` has no theta to fix. The trusted rows get no gradient (their
 raw parameters never move), ``theta()`` reports the fixed values, and ``fixed_offset`` still adds
 to every theta_k. Trusted values are configuration, not state: they are buffers outside
-``state_dict`` and are written to the JSON file under ``trusted``.
+``state_dict`` and are written to the JSON file under ``trusted``. ``shift_untrusted(delta)`` moves
+every other theta_k by delta at once: the level step of :mod:`badpo.core.level`.
 
 Reported mean. The paper's theta_bar is the mean of the theta_k (Corollary "Reward-bias
 degeneracy": theta_bar := (1/m) sum_k theta_k), and ``mean()`` returns exactly that for every
@@ -314,6 +315,24 @@ class BiasChannel(nn.Module):
         if not self.facts.class_offsets:
             raise ValueError(f"variant {self.variant!r} has no class offsets")
         return {c: self._scatter(self.class_offset[i]) for i, c in enumerate(self.classes)}
+
+    @torch.no_grad()
+    def shift_untrusted(self, delta: Tensor) -> None:
+        """Add ``delta`` (``[d]``, the declared coordinates) to theta_k of every annotator that is
+        not trusted, through the shared parameter where there is one (theta_bar) and the free rows
+        otherwise: the level moves, the deviations and the trusted values stay
+        (:mod:`badpo.core.level`). A channel without trusted annotators has no level to set."""
+        if not self.trusted:
+            raise ValueError(f"shift_untrusted: variant {self.variant!r} has no trusted annotator, so "
+                             "its level cannot be set apart from the policy")
+        delta = delta.to(device=self.trusted_mask.device, dtype=self.trusted_theta.dtype)
+        if delta.shape != (len(self.declared),):
+            raise ValueError(f"shift_untrusted: expected {len(self.declared)} values, one per declared "
+                             f"attribute {list(self.declared)}, got shape {tuple(delta.shape)}")
+        if self.facts.separate_mean:
+            self.shared_mean.add_(delta)
+        else:
+            self.annotator_theta[~self.trusted_mask] += delta
 
     # ----------------------------------------------------------------------------------- forward
     def annotator_index(self, annotators: Sequence[str]) -> Tensor:

@@ -84,6 +84,8 @@ def checkpoint_contents(run, state: TrainingState) -> Contents:
         states.update(theta=run.bias, theta_optimizer=run.theta_optimizer)
     if run.weighting is not None:
         states["weighting"] = run.weighting
+    if getattr(run, "level", None) is not None:  # the level step's cached margins
+        states["level"] = run.level
     return Contents(run.policy, states)
 
 

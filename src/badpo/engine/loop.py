@@ -7,7 +7,9 @@ back-propagates sum(losses) / (judgments in the global step / processes), so the
 gradient of the mean loss over the step's judgments whatever the micro-batch size, the number of
 accumulation passes or of processes. Then theta's gradient is averaged over processes (theta is
 not inside the DDP model), the policy's gradient alone is clipped, AdamW (policy, scheduled) and
-Adam (theta, constant lr) step, and both gradients are cleared.
+Adam (theta, constant lr) step, and both gradients are cleared. With trusted annotators the level
+step sets theta's shared level (``bias.trusted_level``, :mod:`badpo.engine.level`): after every
+step (``every_step``) or once the last is done (``final``).
 
 The stages that plug in: the preference stage (:mod:`badpo.engine.preference`), the reward model
 (:mod:`badpo.engine.reward`), and EM-DPO's type policies (:mod:`badpo.engine.mixture`), which runs
@@ -39,6 +41,7 @@ from badpo.engine.checkpoint import (
     resolve_resume,
     save_checkpoint,
 )
+from badpo.engine.level import LevelStep
 from badpo.engine.reporting import RunLog, annotator_theta
 from badpo.engine.run_folder import CONFIG_FILE, check_checkpoint
 from badpo.methods import JudgmentBatch, LossTerms, Method, StepView, Weighting, sample_seeds
@@ -72,6 +75,7 @@ class Run:
     # (run, micro-batch, step, step statistic) -> LossTerms [J]; None: judgment_losses (the method on policy
     # log-probs). badpo.engine.reward gives a reward model's Bradley-Terry terms here.
     losses: Callable[..., LossTerms] | None = None
+    level: LevelStep | None = None  # bias.trusted_level with trusted annotators (badpo.engine.level)
 
 
 def judgment_losses(run: Run, micro, step: int, statistic=None) -> LossTerms:
@@ -170,6 +174,8 @@ def train_step(run: Run, step: int) -> tuple[Tensor, dict]:
                 run.weighting.observe(micro.judgments, losses)
                 losses = losses * run.weighting.weights(micro.judgments, step_judgments).to(losses.device)
             accelerator.backward(losses.sum() / normaliser)
+        if run.level is not None and run.level.every_step:  # this micro-batch's margins, for the step below
+            run.level.observe(micro.judgments, terms.logits, bias_logits(run, micro.judgments.to(accelerator.device)))
         margin = terms.chosen_rewards - terms.rejected_rewards
         stats += torch.stack([terms.losses.detach().sum(), margin.sum(), (margin > 0).float().sum(),
                               terms.chosen_rewards.sum(), terms.rejected_rewards.sum()])
@@ -192,9 +198,25 @@ def train_step(run: Run, step: int) -> tuple[Tensor, dict]:
     if run.theta_optimizer is not None:
         run.theta_optimizer.step()
         run.theta_optimizer.zero_grad(set_to_none=True)
+    if run.level is not None and run.level.every_step:  # after theta's Adam: the trusted set the level
+        norms.update(run.level.apply(run.bias, run.annotator_index, run.attr_diff,
+                                     _summed_over_processes(accelerator)))
     if run.weighting is not None:
         norms.update(run.weighting.update(_summed_over_processes(accelerator)))
     return stats, norms
+
+
+@torch.no_grad()
+def final_level(run: Run) -> dict:
+    """``bias.trusted_level: final``: every judgment's logits under the trained model (one no-grad
+    pass, the items split over processes), then the level step once (:mod:`badpo.engine.level`)."""
+    accelerator = run.accelerator
+    items = torch.arange(len(run.items))[accelerator.process_index::accelerator.num_processes]
+    for chunk in items.split(run.config.micro_batch_size):
+        micro = run.items.micro_batch(chunk)
+        terms = (run.losses or judgment_losses)(run, micro, run.config.steps)
+        run.level.observe(micro.judgments, terms.logits, bias_logits(run, micro.judgments.to(accelerator.device)))
+    return run.level.apply(run.bias, run.annotator_index, run.attr_diff, _summed_over_processes(accelerator))
 
 
 def _summed_over_processes(accelerator):
@@ -316,6 +338,8 @@ def run_stage(stage: Stage, config, output: Path, accelerator, resume: Path | No
     started = time.perf_counter()
     last_record = _loop(stage, run, config, settings, output, state, contents, started)
     if state.step == settings.steps:
+        if getattr(run, "level", None) is not None and not run.level.every_step:
+            final_level(run)
         stage.on_finished(run)
         stage.write_outputs(run, tokenizer, output, cache_parts, last_record, time.perf_counter() - started)
     return output
@@ -348,4 +372,4 @@ def _loop(stage: Stage, run, config, settings: LoopSettings, output: Path, state
 
 
 __all__ = ["Run", "Stage", "JudgmentStage", "LoopSettings", "STATS", "run_stage", "train_step", "judgment_losses",
-           "bias_logits", "step_view", "step_record", "resume_point", "notice"]
+           "bias_logits", "step_view", "step_record", "final_level", "resume_point", "notice"]

@@ -22,6 +22,7 @@ from badpo.core.config import ConfigError
 from badpo.core.jsonio import dumps
 from badpo.engine.batches import PreferenceData, Schedule, load_preference_data, offline_estimate
 from badpo.engine.cache import reference_logprobs, token_offsets
+from badpo.engine.level import build_level_step
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.loop import JudgmentStage, Run
 from badpo.engine.reporting import read_log, report_input, theta_convergence, theta_notice
@@ -172,6 +173,7 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
         weighting=weighting,
         reference_tokens=reference_tokens.to(accelerator.device) if per_token else None,
         token_offsets=token_offsets(data.store) if per_token else None,
+        level=build_level_step(config.bias, bias, method.level_link(method_params), len(data)),
     )
     return run, cache_parts, tokenizer
 
@@ -218,6 +220,8 @@ def write_policy_outputs(run: Run, tokenizer, output: Path, cache_parts: dict, l
                "theta_convergence": (theta_convergence(read_log(output), run.config.steps)
                                      if run.theta_optimizer is not None else None),  # None: no theta learnt
                "reference_cache": {k: v for k, v in cache_parts.items() if k != "tokenization"}}
+    if run.level is not None:  # the trusted annotators' level step, its last shift
+        summary["trusted_level"] = run.level.last
     theta_notice(summary["theta_convergence"], "train")
 
     def write(staging: Path) -> None:

@@ -33,6 +33,7 @@ from torch import Tensor, nn
 from badpo.core.jsonio import dumps
 from badpo.core.losses import bt_loss
 from badpo.engine.batches import Schedule
+from badpo.engine.level import build_level_step
 from badpo.engine.loop import JudgmentStage, Run, bias_logits, resume_point, run_stage
 from badpo.engine.preference import build_bias, read_and_audit, theta_adam
 from badpo.engine.reporting import read_log, report_input, theta_convergence, theta_notice
@@ -74,8 +75,9 @@ def reward_losses(run: Run, micro, step: int, statistic=None) -> LossTerms:
     batch = run.data.store.batch(micro.sequence_rows, device)
     rewards = run.policy(batch["input_ids"], batch["attention_mask"])
     chosen, rejected = rewards[micro.chosen_slot.to(device)], rewards[micro.rejected_slot.to(device)]
-    losses = bt_loss(chosen, rejected, bias_logits(run, micro.judgments.to(device)))
-    return LossTerms(losses, chosen.detach(), rejected.detach())
+    bias = bias_logits(run, micro.judgments.to(device))
+    losses = bt_loss(chosen, rejected, bias)
+    return LossTerms(losses, chosen.detach(), rejected.detach(), (chosen - rejected + bias).detach())
 
 
 def reward_method(config: RMConfig) -> Method:
@@ -102,6 +104,7 @@ def prepare_reward_run(config: RMConfig, accelerator) -> tuple[Run, dict, object
         schedule=Schedule(len(items), config.batch_size, config.runtime.seed), reference=None,
         annotator_index=data.annotator_index.to(accelerator.device),
         attr_diff=data.attr_diff.to(accelerator.device), labels=labels, losses=reward_losses,
+        level=build_level_step(config.bias, bias, method.level_link(None), len(data)),
     )
     return run, {}, tokenizer
 
@@ -122,6 +125,8 @@ def write_reward_outputs(run: Run, tokenizer, output: Path, cache_parts: dict, l
                "wall_s": round(seconds, 2), "final": last,
                "theta_convergence": (theta_convergence(read_log(output), config.steps)
                                      if run.theta_optimizer is not None else None)}
+    if run.level is not None:  # the trusted annotators' level step, its last shift
+        summary["trusted_level"] = run.level.last
     theta_notice(summary["theta_convergence"], "rm")
 
     def write(staging: Path) -> None:

@@ -71,6 +71,13 @@ class BiasSettings:
     # trusted annotators, theta_k fixed instead of learned: a list of ids (fixed at 0) or a mapping
     # id -> [one value per attribute]; pins the shared level (per_annotator, shared_mean, class_offsets)
     trusted: list[str] | dict[str, list[float]] | None = None
+    # with trusted annotators, who sets the untrusted annotators' shared level (badpo.core.level):
+    # final: the trusted judgments, once, on the trained policy's margins, before theta.json is
+    # written (the policy trains as under gradient); every_step: the trusted judgments, after every
+    # optimizer step (the policy is pulled to the trusted annotators' zero, their noise included);
+    # gradient: theta's Adam alone (the level goes where the dynamics leave it). No effect without
+    # bias.trusted
+    trusted_level: Literal["final", "every_step", "gradient"] = "final"
 
     def trusted_values(self, n_attributes: int) -> dict[str, list[float]]:
         """{id: [q] fixed theta}: the list form fixes every coordinate at 0."""

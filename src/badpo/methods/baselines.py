@@ -56,8 +56,11 @@ class CrowdParams(GroupParams):
 # --------------------------------------------------------------------------------------- losses
 def ba_dpo_terms(batch: JudgmentBatch, params: Any = None) -> LossTerms:
     """-log sigmoid(u + b): DPO with the bias logit (eq. barp_dpo_loss)."""
-    return LossTerms(*ba_dpo_loss(batch.policy_chosen, batch.policy_rejected, batch.reference_chosen,
-                                  batch.reference_rejected, batch.bias_logit, batch.beta))
+    losses, chosen_rewards, rejected_rewards = ba_dpo_loss(
+        batch.policy_chosen, batch.policy_rejected, batch.reference_chosen, batch.reference_rejected,
+        batch.bias_logit, batch.beta)
+    logits = chosen_rewards - rejected_rewards + batch.bias_logit.detach()  # u + b: the rewards are beta x ratios
+    return LossTerms(losses, chosen_rewards, rejected_rewards, logits)
 
 
 def r_dpo_terms(batch: JudgmentBatch, params: RDPOParams) -> LossTerms:
@@ -72,8 +75,10 @@ def ipo_terms(batch: JudgmentBatch, params: IPOParams) -> LossTerms:
     enters the margin (b = 0 under ``ipo``: plain IPO). Rewards are logged at the config's beta."""
     losses = ipo_loss(batch.policy_chosen, batch.policy_rejected, batch.reference_chosen,
                       batch.reference_rejected, params.tau, bias_logit=batch.bias_logit)
-    return LossTerms(losses, batch.beta * (batch.policy_chosen - batch.reference_chosen).detach(),
-                     batch.beta * (batch.policy_rejected - batch.reference_rejected).detach())
+    chosen_ratio = (batch.policy_chosen - batch.reference_chosen).detach()
+    rejected_ratio = (batch.policy_rejected - batch.reference_rejected).detach()
+    logits = chosen_ratio - rejected_ratio + batch.bias_logit.detach()  # h + b, IPO's squared link
+    return LossTerms(losses, batch.beta * chosen_ratio, batch.beta * rejected_ratio, logits)
 
 
 def sampo_terms(batch: JudgmentBatch, params: Any = None) -> LossTerms:
@@ -89,7 +94,8 @@ def sampo_terms(batch: JudgmentBatch, params: Any = None) -> LossTerms:
     zeros = torch.zeros_like(chosen_ratio)
     losses, chosen_rewards, rejected_rewards = ba_dpo_loss(
         chosen_ratio, rejected_ratio, zeros, zeros, batch.bias_logit, batch.beta)
-    return LossTerms(losses, chosen_rewards, rejected_rewards)
+    logits = chosen_rewards - rejected_rewards + batch.bias_logit.detach()
+    return LossTerms(losses, chosen_rewards, rejected_rewards, logits)
 
 
 def _down_sample(chosen: Tensor, rejected: Tensor, seed: int) -> tuple[Tensor, Tensor]:

@@ -17,6 +17,9 @@ never branches on a method's name):
 * ``step_statistic``: an optional hook over the whole step (see :class:`Method`).
 * ``type_policies``: the arm trains several policies (EM-DPO + MinMax-DPO); ``badpo.engine.mixture``
   orchestrates them above the one-policy loop (the maths: :mod:`badpo.methods.em`).
+* ``level_link(params)``: how the loss depends on its logit (bias included), which the level step
+  of ``bias.trusted_level`` minimises in (:mod:`badpo.core.level`): logistic for the DPO family,
+  squared for IPO. The loss returns that logit as ``LossTerms.logits``.
 
 Options that mean the same for every arm with a learned theta (warm start, declared subset,
 fixed offset) live in ``TrainConfig.bias``. Adding a method: docs/internals.md.
@@ -31,6 +34,7 @@ from typing import Any
 
 from badpo.core.bias import VARIANT_FACTS
 from badpo.core.config import ConfigError, from_dict
+from badpo.core.level import LOGISTIC, Link, squared
 from badpo.methods.baselines import (
     CrowdParams,
     GroupParams,
@@ -45,6 +49,11 @@ from badpo.methods.baselines import (
 from badpo.methods.em import EMParams
 from badpo.methods.view import JudgmentBatch, LossTerms, Needs, StepView
 from badpo.methods.weighting import Weighting, group_weights
+
+
+def logistic_link(params: Any) -> Link:
+    """The DPO family's and Bradley-Terry's loss -log sigmoid(z) as a function of its logit z."""
+    return LOGISTIC
 
 
 @dataclass(frozen=True)
@@ -68,6 +77,7 @@ class Method:
     type_policies: bool = False  # several policies, trained by badpo.engine.mixture (EM-DPO)
     combines_with_bias: bool = False  # also a <name>_ba_<variant> row per learned variant
     step_statistic: Callable[[StepView, Any], Any] | None = None
+    level_link: Callable[[Any], Link] = logistic_link  # the loss's link (module docstring)
 
     @property
     def learns_theta(self) -> bool:
@@ -81,6 +91,12 @@ class Method:
 
 
 LEARNED_VARIANTS = tuple(v.name for v in VARIANT_FACTS.values() if v.learns_theta)
+
+
+def ipo_link(params: IPOParams) -> Link:
+    """IPO's loss (h + b - 1/(2 tau))^2 as a function of its logit h + b."""
+    return squared(1.0 / (2.0 * params.tau))
+
 
 METHODS: dict[str, Method] = {
     "dpo": Method(
@@ -117,13 +133,13 @@ METHODS: dict[str, Method] = {
         params=CrowdParams, weighting=group_weights(-1), combines_with_bias=True,
     ),
     "ipo": Method("none", "IPO: (h - 1/(2 tau))^2, h the log-ratio margin (Azar et al. 2024)",
-                  loss=ipo_terms, params=IPOParams),
+                  loss=ipo_terms, params=IPOParams, level_link=ipo_link),
     # BA-IPO: IPO's squared loss with the bias logit inside the margin, one row per learned
     # variant as for BA-DPO, so that `method=` alone names the arm (its theta is on the scale of
     # IPO's log-ratio margin h, not of a Bradley-Terry logit: docs/training.md)
     **{f"ba_ipo_{variant}": Method(
         variant, f"BA-IPO ({variant}): (h + theta_k . dg - 1/(2 tau))^2", loss=ipo_terms,
-        params=IPOParams) for variant in LEARNED_VARIANTS},
+        params=IPOParams, level_link=ipo_link) for variant in LEARNED_VARIANTS},
     "em_dpo": Method(
         "none", "EM-DPO + MinMax-DPO: K type policies, annotator type probabilities by EM, mixture "
         "weights minimising the largest regret (Chidambaram et al. 2024)",

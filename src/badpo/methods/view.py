@@ -67,11 +67,15 @@ class StepView:
 
 @dataclass(frozen=True)
 class LossTerms:
-    """Per-judgment losses and the detached implicit rewards logged beside them, each ``[J]``."""
+    """Per-judgment losses and the detached implicit rewards logged beside them, each ``[J]``;
+    ``logits`` (detached, ``[J]``): the logit the loss is a function of through the method's
+    ``level_link``, bias logit included (BA-DPO: u + b), which the level step reads
+    (:mod:`badpo.core.level`); None from a loss that has none."""
 
     losses: Tensor
     chosen_rewards: Tensor
     rejected_rewards: Tensor
+    logits: Tensor | None = None
 
 
 def sample_seeds(seed: int, step: int, judgments: Tensor) -> Tensor:

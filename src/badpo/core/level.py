@@ -1,0 +1,156 @@
+"""The level step: trusted annotators set the shared level of theta (``bias.trusted_level``).
+
+**Setting.** Judgment i has a pre-bias logit z_i (BA-DPO: the margin u_i; a reward model: the
+reward difference; R-DPO: u_i plus its length term), a bias logit b_i = (theta_k(i) + offset) . a_i
+with a_i = g(y_w) - g(y_l) on the declared coordinates, and a loss l(z_i + b_i) whose shape is the
+method's *link*: logistic, l(z) = log(1 + e^-z) (DPO, Bradley-Terry), or squared,
+l(z) = (z - 1/(2 tau))^2 (IPO). T is the set of judgments by trusted annotators (theta_k fixed),
+U the rest.
+
+**The flat direction.** Move the policy's margins by s . a_i (s in R^d: a shift of the policy
+along the attributes, what a policy that absorbed bias carries) and every untrusted theta_k by
+delta. The loss becomes
+
+    L(s, delta) = sum_T l(z_i + b_i + s . a_i) + sum_U l(z_i + b_i + (s + delta) . a_i).
+
+Without trusted judgments L depends on s + delta only: the level is not identified (Corollary
+"Reward-bias degeneracy"). With them the minimiser is unique (when the two sums are strictly
+convex in their argument) and decouples into two d-dimensional problems, because the trusted sum
+depends on s alone and the untrusted one on s + delta alone:
+
+    s_hat = argmin_s sum_T l(z_i + b_i + s . a_i)    (how far the margins are off along a,
+                                                       measured by unbiased annotators)
+    t_hat = argmin_t sum_U l(z_i + b_i + t . a_i)    (the untrusted judgments' own best shift)
+    delta_hat = t_hat - s_hat.
+
+**Why a step, and what it does.** Gradient descent separates s from delta only through the
+trusted judgments' share of the *policy's* gradient, so it crawls along the flat direction; theta's
+own Adam then sets the level wherever the policy's margins happen to be (the paper's reference
+anchoring, Appendix "The common offset and the choice of anchor": the policy keeps the
+reference's tilt). The level step holds the margins z fixed and moves every untrusted theta_k by
+delta_hat: the level the joint minimiser has along the flat direction, counted from the trusted
+annotators' zero (*trusted anchoring*). Applied once to the trained model it only re-counts the
+saved theta_k. Applied after every optimizer step it also changes the policy's anchor: after the
+step both sums of L have their minimum in s at s_hat (the untrusted sum at s + delta_hat = t_hat),
+so the whole data, not only the trusted judgments, pulls the policy's margins by s_hat along a.
+That is the joint minimiser's policy, whose tilt toward the attribute is whatever the trusted
+annotators' own judgments show, their sampling noise included (a noise of 0.09 in the logit is
+0.9 in the policy's log-odds at beta = 0.1). The deviations eps_k and the trusted values are
+left as they are.
+
+**Noise.** s_hat carries the trusted judgments' sampling noise: for one attribute, z = 0 and a
+logistic link it is the log-odds log(w / (n - w)) of the trusted annotators' n cross-group
+judgments (w for the coded side), standard error sqrt(1/w + 1/(n - w)). t_hat carries the larger
+untrusted set's. A level cannot be set to better than the trusted judgments allow.
+
+**What it cannot do.** The level is relative to the policy's margins: quality the margins do not
+yet explain attenuates every logistic coefficient toward 0, the trusted and the untrusted alike,
+and no shift along a removes that (docs/results.md, "Trusted annotators").
+
+Each minimisation is Newton's method with backtracking in float64. A coordinate that no
+judgment of the set touches (a_ij = 0 for all i) has no estimate (NaN); so does every coordinate
+when no finite minimiser is found (a separable set: every trusted judgment went one way).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+__all__ = ["Link", "LOGISTIC", "squared", "offset_mle", "level_shift"]
+
+
+@dataclass(frozen=True)
+class Link:
+    """How a judgment's loss depends on its logit z (bias included): l(z), l'(z), l''(z)."""
+
+    name: str
+    target: float = 0.0  # the squared link's target; unused by the logistic link
+
+    def loss(self, z: Tensor) -> Tensor:
+        if self.name == "logistic":
+            return F.softplus(-z)
+        return (z - self.target) ** 2
+
+    def grad(self, z: Tensor) -> Tensor:
+        if self.name == "logistic":
+            return -torch.sigmoid(-z)
+        return 2.0 * (z - self.target)
+
+    def curvature(self, z: Tensor) -> Tensor:
+        if self.name == "logistic":
+            return torch.sigmoid(z) * torch.sigmoid(-z)
+        return torch.full_like(z, 2.0)
+
+
+LOGISTIC = Link("logistic")  # -log sigmoid(z): DPO, BA-DPO, R-DPO, SamPO, Bradley-Terry
+
+
+def squared(target: float) -> Link:
+    """(z - target)^2: IPO's link, target 1 / (2 tau)."""
+    return Link("squared", float(target))
+
+
+def offset_mle(logits: Tensor, directions: Tensor, link: Link, *, max_iter: int = 50,
+               tol: float = 1e-9, limit: float = 20.0) -> Tensor:
+    """argmin over x in R^d of sum_i l(logits_i + x . directions_i), ``[d]`` float64.
+
+    ``logits`` is ``[n]``, ``directions`` ``[n, d]``. Coordinates no direction touches are NaN;
+    every coordinate is NaN when no minimiser with |x_j| <= ``limit`` is found in ``max_iter``
+    Newton steps (separation drives a logistic x to infinity; ``limit`` logits is far beyond any
+    real bias). Converged when the largest gradient entry is below ``tol`` times n.
+    """
+    z = logits.detach().double().flatten()
+    a = directions.detach().double()
+    a = a.reshape(len(z), a.shape[-1] if a.dim() > 1 else 1)  # an empty set keeps its d columns
+    result = torch.full((a.shape[1],), float("nan"), dtype=torch.float64)
+    touched = (a != 0).any(dim=0)
+    if not touched.any():
+        return result
+    a = a[:, touched]
+    x = torch.zeros(a.shape[1], dtype=torch.float64)
+
+    def total(point: Tensor) -> Tensor:
+        return link.loss(z + a @ point).sum()
+
+    for _ in range(max_iter):
+        shifted = z + a @ x
+        gradient = a.T @ link.grad(shifted)
+        if gradient.abs().max() <= tol * max(len(z), 1):
+            result[touched] = x
+            return result
+        hessian = a.T @ (link.curvature(shifted)[:, None] * a)
+        try:
+            step = torch.linalg.solve(hessian, gradient)
+        except RuntimeError:  # singular: the directions are collinear on this set
+            return result
+        x = _backtrack(total, x, step, gradient)
+        if x.abs().max() > limit:
+            return result
+    return result
+
+
+def _backtrack(total, x: Tensor, step: Tensor, gradient: Tensor) -> Tensor:
+    """x - t * step with t halved until the Armijo condition holds (t >= 2^-30)."""
+    before, slope = total(x), float(gradient @ step)
+    t = 1.0
+    for _ in range(30):
+        candidate = x - t * step
+        if total(candidate) <= before - 1e-4 * t * slope:
+            return candidate
+        t /= 2.0
+    return x - t * step
+
+
+def level_shift(logits: Tensor, directions: Tensor, trusted: Tensor, link: Link) -> tuple[Tensor, Tensor]:
+    """(delta_hat, s_hat), ``[d]`` float64 each: the shift of every untrusted theta_k that puts the
+    level at the joint minimiser along the flat direction, and the trusted judgments' own shift
+    (module docstring). ``logits`` ``[n]`` are z_i + b_i with the current theta, ``directions``
+    ``[n, d]`` the a_i, ``trusted`` ``[n]`` bool. NaN where either set has no estimate."""
+    trusted = trusted.bool()
+    s_hat = offset_mle(logits[trusted], directions[trusted], link)
+    t_hat = offset_mle(logits[~trusted], directions[~trusted], link)
+    return t_hat - s_hat, s_hat

@@ -1,0 +1,99 @@
+"""The level step on the loop (``bias.trusted_level``; the maths: :mod:`badpo.core.level`).
+
+The step needs every judgment's pre-bias logit z_i (the loss's logit minus its bias logit, from
+``LossTerms.logits``). Two modes:
+
+* ``final`` (the default): after the last optimizer step, one no-grad pass over every judgment
+  computes z_i under the trained policy (or reward model), and the untrusted theta_k are moved
+  once, before ``theta.json`` is written. Training is exactly that of ``gradient``: the policy
+  keeps the reference anchoring, and the saved theta_k are counted from the trusted annotators'
+  zero.
+* ``every_step``: :class:`LevelStep` keeps the z_i each judgment had the last time it was in a
+  batch (no extra forward; a margin is at most one pass over the data old) and, after each
+  optimizer step (theta's Adam included), moves the untrusted theta_k on the judgments seen so far.
+  The policy's gradient then pulls it to the trusted annotators' zero (trusted anchoring), their
+  sampling noise included. The cache is checkpointed, so a resumed run takes the same steps.
+
+A coordinate whose level cannot be estimated (no cross-group trusted judgment, or a separable set)
+keeps its level. With several processes each sees its own micro-batches: the new margins are
+summed over processes before the solve, so every process holds the same cache and computes the
+same shift. The solve weighs every judgment alike, also under a method's loss weights
+(Group-DRO, Crowd-PrefRL): the level is a property of the labels, not of the weighting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import torch
+from torch import Tensor
+
+from badpo.core.bias import BiasChannel
+from badpo.core.level import Link, level_shift
+
+__all__ = ["LevelStep", "build_level_step"]
+
+
+class LevelStep:
+    """The cached pre-bias logits of the judgments and the level step (module docstring)."""
+
+    def __init__(self, link: Link, n_judgments: int, every_step: bool) -> None:
+        self.link, self.every_step = link, every_step
+        self.logits = torch.zeros(n_judgments, dtype=torch.float64)  # z_i, the last one seen
+        self.seen = torch.zeros(n_judgments, dtype=torch.bool)
+        self._new = torch.zeros(n_judgments, dtype=torch.float64)  # this step's z_i, scratch
+        self._new_seen = torch.zeros(n_judgments, dtype=torch.float64)
+        self.last: dict = {}  # the latest shift, for the log and run.json
+
+    def observe(self, judgments: Tensor, logits: Tensor | None, bias_logits: Tensor) -> None:
+        """Record one micro-batch: ``logits`` (bias included, ``LossTerms.logits``) minus
+        ``bias_logits`` is each judgment's z_i."""
+        if logits is None:
+            raise RuntimeError("bias.trusted_level: the method's loss returned no LossTerms.logits")
+        rows = judgments.cpu()
+        self._new[rows] = (logits.detach() - bias_logits.detach()).double().cpu()
+        self._new_seen[rows] = 1.0
+
+    def apply(self, bias: BiasChannel, annotator_index: Tensor, attr_diff: Tensor,
+              reduce: Callable[[Tensor], Tensor]) -> dict:
+        """Merge the observed margins (``reduce`` sums over processes), solve for the level on every
+        judgment seen, move every untrusted theta_k; returns what to log: the shift
+        (``level_shift``) and the trusted judgments' own shift of the margins (``trusted_shift``)."""
+        new, new_seen = reduce(self._new), reduce(self._new_seen) > 0
+        self.logits[new_seen] = new[new_seen]
+        self.seen |= new_seen
+        self._new.zero_()
+        self._new_seen.zero_()
+        rows = self.seen.nonzero().flatten()
+        index, diff = annotator_index[rows.to(annotator_index.device)], attr_diff[rows.to(attr_diff.device)]
+        with torch.no_grad():
+            current = bias(index, diff).double().cpu()
+        directions = diff[:, bias.declared_index].double().cpu()
+        trusted = bias.trusted_mask[index].cpu()
+        delta, s_hat = level_shift(self.logits[rows] + current, directions, trusted, self.link)
+        bias.shift_untrusted(delta.nan_to_num(0.0))
+        self.last = {"level_shift": _named(bias.declared, delta), "trusted_shift": _named(bias.declared, s_hat)}
+        return self.last
+
+    def state_dict(self) -> dict[str, Tensor]:
+        return {"logits": self.logits.clone(), "seen": self.seen.clone()}
+
+    def load_state_dict(self, state: Mapping[str, Tensor]) -> None:
+        logits, seen = state["logits"].to(torch.float64), state["seen"].to(torch.bool)
+        if logits.shape != self.logits.shape or seen.shape != self.seen.shape:
+            raise ValueError(f"level: the checkpoint holds margins of {len(logits)} judgments, this run "
+                             f"has {len(self.logits)}")
+        self.logits, self.seen = logits.clone(), seen.clone()
+
+
+def _named(names: tuple[str, ...], values: Tensor) -> dict[str, float | None]:
+    """{attribute: value} for the log; an unestimated coordinate is None."""
+    return {name: (float(v) if torch.isfinite(v) else None) for name, v in zip(names, values)}
+
+
+def build_level_step(settings, bias: BiasChannel | None, link: Link, n_judgments: int) -> LevelStep | None:
+    """The level step of a run (``settings``: its ``BiasSettings``): only with trusted annotators
+    and ``bias.trusted_level`` other than ``gradient``; None otherwise."""
+    if bias is None or not bias.trusted or settings.trusted_level == "gradient":
+        return None
+    return LevelStep(link, n_judgments, every_step=settings.trusted_level == "every_step")

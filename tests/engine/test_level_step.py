@@ -1,0 +1,121 @@
+"""The level step on the loop (``bias.trusted_level``, badpo.engine.level): its cache, its two modes
+on a real run, checkpoint and resume, BA-IPO's squared link, and the reward model."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from badpo.core.bias import BiasChannel
+from badpo.core.config import apply_overrides, from_dict, to_dict
+from badpo.core.level import LOGISTIC
+from badpo.engine.level import LevelStep
+from badpo.engine.settings import TrainConfig
+from badpo.engine.train import train
+from fixtures.engine import assert_same_run, judgment_rows, log_records, make_config, policy_weights, write_jsonl
+
+pytestmark = pytest.mark.filterwarnings("ignore::badpo.audit.estimates.BiasIdentifiabilityWarning")
+
+
+def _one_process(values: torch.Tensor) -> torch.Tensor:
+    """The reduce of a single process: the values as they are."""
+    return values
+
+
+def test_the_cache_keeps_the_latest_margins_and_a_second_step_moves_nothing():
+    """Judgments 0-3 by trusted k0 (coded side wins 3 of 4), 4-9 by k1 (wins 5 of 6) at zero margin:
+    the first step moves k1 by log 5 - log 3; on the same margins a second moves it by 0. A later
+    observation replaces a judgment's margin; the state round-trips and refuses another size."""
+    channel = BiasChannel("shared_mean", ["g"], ["k0", "k1"], trusted=["k0"])
+    index = torch.tensor([0] * 4 + [1] * 6)
+    diff = torch.tensor([[1.0], [1.0], [1.0], [-1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [-1.0]])
+    level = LevelStep(LOGISTIC, 10, every_step=True)
+    level.observe(torch.arange(10), torch.zeros(10), torch.zeros(10))
+    first = level.apply(channel, index, diff, _one_process)
+    assert first["level_shift"]["g"] == pytest.approx(math.log(5 / 3), abs=1e-9)
+    assert first["trusted_shift"]["g"] == pytest.approx(math.log(3), abs=1e-9)
+    assert level.apply(channel, index, diff, _one_process)["level_shift"]["g"] == pytest.approx(0.0, abs=1e-6)
+    level.observe(torch.tensor([2]), torch.tensor([0.5]), torch.tensor([0.25]))
+    level.apply(channel, index, diff, _one_process)
+    assert float(level.logits[2]) == 0.25 and bool(level.seen.all())
+    copy = LevelStep(LOGISTIC, 10, every_step=True)
+    copy.load_state_dict(level.state_dict())
+    assert torch.equal(copy.logits, level.logits)
+    with pytest.raises(ValueError, match="margins of 10 judgments, this run has 3"):
+        LevelStep(LOGISTIC, 3, every_step=True).load_state_dict(level.state_dict())
+
+
+def test_unseen_and_unestimable_coordinates_keep_their_level():
+    """Only trusted judgments seen so far, all on the coded side: no estimate, theta unchanged,
+    logged as None."""
+    channel = BiasChannel("per_annotator", ["g"], ["k0", "k1"], trusted=["k0"], init_mean=[0.4])
+    level = LevelStep(LOGISTIC, 4, every_step=True)
+    level.observe(torch.tensor([0, 1]), torch.zeros(2), torch.zeros(2))
+    logged = level.apply(channel, torch.tensor([0, 0, 1, 1]), torch.ones(4, 1), _one_process)
+    assert logged == {"level_shift": {"g": None}, "trusted_shift": {"g": None}}
+    assert channel.theta()[:, 0].tolist() == pytest.approx([0.0, 0.4])
+
+
+# ------------------------------------------------------------------------- on the training loop
+@pytest.fixture(scope="module")
+def world(tmp_path_factory, save_model_dir) -> Path:
+    """Twelve pairs: trusted ann1 casts four cross-group judgments, the coded side winning three."""
+    root = tmp_path_factory.mktemp("level")
+    save_model_dir(root / "model", "gpt2")
+    write_jsonl(root / "judgments.jsonl", judgment_rows(12, 4))
+    return root
+
+
+def _theta(out: Path) -> dict[str, float]:
+    channel = BiasChannel.load(out / "theta.json")
+    return dict(zip(channel.annotators, channel.theta()[:, 0].tolist()))
+
+
+def _stripped(out: Path) -> list[dict]:
+    """The log records without their wall time."""
+    return [{k: v for k, v in r.items() if k != "elapsed_s"} for r in log_records(out)]
+
+
+def test_final_recounts_theta_from_the_trusted_zero_and_trains_as_gradient(world):
+    """final and gradient train the same policy with the same log; their theta differ by one
+    constant on the untrusted annotators, the level_shift run.json records, and not at all on the
+    trusted one. gradient writes no trusted_level."""
+    common = ("steps=3", "bias.trusted=[ann1]")
+    plain = train(make_config(world, "gradient", *common, "bias.trusted_level=gradient"))
+    final = train(make_config(world, "final", *common))  # the default
+    assert _stripped(plain) == _stripped(final)
+    for name, weights in policy_weights(plain).items():
+        assert torch.equal(weights, policy_weights(final)[name])
+    shift = json.loads((final / "run.json").read_text())["trusted_level"]["level_shift"]["signed"]
+    assert shift is not None and abs(shift) > 1e-3
+    assert "trusted_level" not in json.loads((plain / "run.json").read_text())
+    before, after = _theta(plain), _theta(final)
+    assert after["ann1"] == before["ann1"] == 0.0
+    for annotator in before:
+        if annotator != "ann1":
+            assert after[annotator] - before[annotator] == pytest.approx(shift, abs=1e-6)
+
+
+def test_every_step_logs_its_shift_and_resumes_bit_for_bit(world):
+    """every_step: each record carries the step's shift, the first on the judgments of one step;
+    stopping after 2 of 4 steps and resuming gives the uninterrupted run (the cache is saved)."""
+    settings = ("steps=4", "micro_batch_size=4", "bias.trusted=[ann1]", "bias.trusted_level=every_step")
+    full = train(make_config(world, "every", *settings))
+    assert all("level_shift" in r and "trusted_shift" in r for r in log_records(full))
+    parts = make_config(world, "every-parts", *settings)
+    train(from_dict(TrainConfig, apply_overrides(to_dict(parts), ["stop_after_steps=2"])))
+    resumed = train(from_dict(TrainConfig, apply_overrides(to_dict(parts), ["resume_from=latest"])))
+    assert_same_run(full, resumed, atol=0.0)
+    assert _stripped(full) == _stripped(resumed)
+
+
+def test_ba_ipo_sets_its_level_through_the_squared_link(world):
+    """BA-IPO's loss is squared in h + b: its level step is least squares, always estimable."""
+    out = train(make_config(world, "ipo", "method=ba_ipo_shared_mean", "steps=2", "bias.trusted=[ann1]",
+                            "bias.trusted_level=every_step"))
+    shifts = [r["level_shift"]["signed"] for r in log_records(out)]
+    assert all(s is not None for s in shifts) and _theta(out)["ann1"] == 0.0
