@@ -66,3 +66,19 @@ def test_the_level_step_is_the_same_on_two_processes(tmp_path, save_model_dir, m
     assert_same_run(one, tmp_path / "two")
     levels = [json.loads((folder / "run.json").read_text())["trusted_level"] for folder in (one, tmp_path / "two")]
     assert levels[0]["level_shift"]["signed"] == pytest.approx(levels[1]["level_shift"]["signed"], abs=1e-5)
+
+
+def test_the_fsdp_config_for_gpus_is_an_accelerate_fsdp2_config():
+    """configs/accelerate_fsdp_gpu.yaml is what docs/training.md hands to accelerate for FSDP on GPUs
+    (accelerate offers no FSDP on CPU, so it cannot run here): it must load as accelerate's own
+    config, FSDP version 2, with a whole (not sharded) saved state dict that badpo's outputs need."""
+    from pathlib import Path
+
+    from accelerate.commands.config.config_args import load_config_from_file
+    from accelerate.utils import DistributedType
+
+    path = Path(__file__).parents[2] / "configs" / "accelerate_fsdp_gpu.yaml"
+    config = load_config_from_file(str(path))
+    assert config.distributed_type == DistributedType.FSDP and not config.use_cpu
+    assert config.fsdp_config["fsdp_version"] == 2
+    assert config.fsdp_config["fsdp_state_dict_type"] == "FULL_STATE_DICT"
