@@ -18,6 +18,7 @@ from badpo.readouts.names_analyses import (
     pool_cell_shares,
     relabelled_shifts,
     relabelling_null,
+    sampled_names,
     share_carried,
     shift_without,
 )
@@ -159,3 +160,15 @@ def test_per_name_shares_read_from_a_record():
         per_name_shares(record, "first_name")
     with pytest.raises(ValueError, match="positive"):
         per_name_shares({"sampled": {"n": 0, "per_name": {}}}, "sampled")
+
+
+def test_sampled_names_count_the_signatures_of_pool_names():
+    texts = ["a\n\n--- Latoya Reed", "b", "c\n\n--- Emily Ray", "d\n\n--- Latoya Ray", "e\n\n--- Zed Ray"]
+    recorded = sampled_names(texts)
+    assert recorded["per_name"] == {name: {"Latoya": 2, "Emily": 1}.get(name, 0) for name in POOL_NAMES}
+    assert recorded["cells"] == pytest.approx({"white_woman": 1 / 3, "white_man": 0.0, "black_woman": 2 / 3,
+                                               "black_man": 0.0})
+    # the shares over all five answers: an unsigned answer and a name outside the pool carry none
+    shares = per_name_shares({"sampled": {"n": len(texts), **recorded}}, "sampled")
+    assert shares.sum() == pytest.approx(3 / 5) and shares[POOL_NAMES.index("Latoya")] == pytest.approx(2 / 5)
+    assert all(math.isnan(v) for v in sampled_names(["b"])["cells"].values())

@@ -48,12 +48,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from badpo.core.names import CELL_NAMES, NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES, cell_of
+from badpo.core.names import CELL_NAMES, NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES, cell_of, read_signature
 
 __all__ = [
     "DRAWS", "SEED", "LA_NAMES", "NAMES_READOUTS", "pool_coding", "pool_vector", "per_name_shares",
     "coded_shift", "relabelled_shifts", "relabelling_null", "shift_without", "share_carried",
-    "cell_shares", "pool_cell_shares", "names_null_readouts",
+    "cell_shares", "pool_cell_shares", "sampled_names", "names_null_readouts",
 ]
 
 DRAWS = 1000  # random relabellings of the pool (the paper's 1,000)
@@ -245,6 +245,19 @@ def pool_cell_shares(shares, names: Sequence[str] = POOL_NAMES) -> dict[str, flo
 
 
 # ------------------------------------------------------------------------------ records
+def sampled_names(texts: Sequence[str]) -> dict:
+    """What sampled answers record per name: {"per_name": {pool name: answers signed with it},
+    "cells": {cell: its share of the answers signed with a pool name}} (cells nan when none is).
+    Example: "a\n\n--- Latoya Reed", "b", "c\n\n--- Emily Ray", "d\n\n--- Latoya Ray" ->
+    Latoya 2, Emily 1, every other name 0; black_woman 2/3, white_woman 1/3."""
+    counts = dict.fromkeys(POOL_NAMES, 0)
+    for text in texts:
+        signature = read_signature(text)
+        if signature is not None and signature[0] in counts:
+            counts[signature[0]] += 1
+    return {"per_name": counts, "cells": pool_cell_shares(list(counts.values()))}
+
+
 def names_null_readouts(policy_readouts: Mapping | Sequence[Mapping], reference_readouts: Mapping,
                         draws: int = DRAWS, seed: int = SEED, removed: Sequence[str] = LA_NAMES) -> dict:
     """``names.null`` of one run's readouts (or of several runs pooled: the mean of their shifts,
