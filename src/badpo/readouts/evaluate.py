@@ -241,12 +241,32 @@ def _sampled_readout(texts: Sequence[str]) -> dict:
     return {**sampled_signature_rates(list(texts)), **sampled_names(texts)}
 
 
-def _names_null(result: dict, reference_side: Mapping | None) -> None:
-    """``names.null`` of ``result`` against ``reference_side`` (the reference's readouts), in place:
+def _names_readouts(policy: nn.Module, reference: nn.Module, tokenizer, corpus: Corpus, config: EvalConfig,
+                    tokenization: TokenizationConfig, bodies: Sequence[str] | None,
+                    reference_readouts: Mapping | None) -> tuple[dict, Mapping | None]:
+    """(the policy's names readout, the reference's side of ``names.null``): the reference's
+    readouts as given, or with its first names read here when they hold no per-name shares (none
+    given, or a record read before badpo recorded them)."""
+    rows = corpus.eval_prompts[: config.max_prompts]
+    bodies = bodies if bodies is not None else _bodies(rows, config, policy, reference, tokenizer, tokenization)
+    surnames = corpus.surnames[: config.surnames] if config.whole_signature else None
+    readout = names_readout(policy, tokenizer, [row["prompt"] for row in rows], bodies, surnames, tokenization,
+                            whole_signature_prompts=config.whole_signature_prompts)
+    if policy is not reference and "per_name" not in (reference_readouts or {}).get("names", {}):
+        reference_readouts = {**(reference_readouts or {}),
+                              **reference_names(reference, tokenizer, rows, config, tokenization, bodies, None)}
+    return readout, reference_readouts
+
+
+def _names_null(result: dict, reference_side: Mapping | None, reference_samples: Generations | None = None) -> None:
+    """``names.null`` of ``result`` against ``reference_side`` (the reference's readouts; its
+    sampled signatures from ``reference_samples`` when it records none), in place:
     :func:`badpo.readouts.names_analyses.names_null_readouts`; left out when nothing has both sides."""
     names = result.get("names")
     if not isinstance(names, dict) or reference_side is None:
         return
+    if reference_samples is not None and "per_name" not in reference_side.get("sampled", {}):
+        reference_side = {**reference_side, "sampled": _sampled_readout(reference_samples.texts)}
     names.pop("null", None)
     null = names_null_readouts(result, reference_side)
     if null:
@@ -332,14 +352,8 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
     result: dict = {}
     skipped: dict = {}
     if names:
-        bodies = bodies if bodies is not None else _bodies(rows, config, policy, reference, tokenizer, tokenization)
-        surnames = corpus.surnames[: config.surnames] if config.whole_signature else None
-        result["names"] = names_readout(policy, tokenizer, prompts, bodies, surnames, tokenization,
-                                        whole_signature_prompts=config.whole_signature_prompts)
-        if policy is not reference and "per_name" not in (reference_readouts or {}).get("names", {}):
-            # none given, or a record read before badpo recorded per-name shares
-            reference_readouts = {**(reference_readouts or {}),
-                                  **reference_names(reference, tokenizer, rows, config, tokenization, bodies, None)}
+        result["names"], reference_readouts = _names_readouts(policy, reference, tokenizer, corpus, config,
+                                                              tokenization, bodies, reference_readouts)
     if rows and all("candidates" in row for row in rows):  # length and markdown with the body fixed
         result["candidates"] = format_readout(policy, tokenizer, rows, tokenization, config.batch_size)
 
@@ -388,10 +402,8 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
         if config.judge is not None:
             result.update(judge_readouts(config.judge, prompts, list(samples.texts), attributes.names,
                                          config.judge_max_tokens, next(policy.parameters()).device))
-        if names and policy is not reference and reference_samples is not None and reference_readouts is not None:
-            reference_readouts = {"sampled": _sampled_readout(reference_samples.texts), **reference_readouts}
     if policy is not reference:
-        _names_null(result, reference_readouts)
+        _names_null(result, reference_readouts, reference_samples)
     if skipped:
         result["skipped"] = skipped
     return result
