@@ -66,7 +66,7 @@ from badpo.readouts.model import (
     progress,
     sampled_text_readout,
 )
-from badpo.readouts.names_analyses import names_null_readouts, sampled_names
+from badpo.readouts.names_analyses import names_null_readouts, pool_cell_shares, pool_vector, sampled_names
 from badpo.readouts.settings import EvalConfig
 from badpo.readouts.tilt import answer_body, counterfactual_pairs
 
@@ -474,6 +474,8 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
     result = weighted_mean_readouts(type_readouts, mixture.weights)
     _mixture_per_prompt(result, type_readouts, mixture.weights)
     _names_null(result, reference_readouts)  # of the mixture's shares (linear in the types'), not a mean of p
+    if isinstance(result.get("sampled", {}).get("per_name"), dict):  # a ratio of counts: of the mixed counts
+        result["sampled"]["cells"] = pool_cell_shares(pool_vector(result["sampled"]["per_name"]))
     result["mixture"] = {"weights": list(mixture.weights), "types": type_readouts}
     if not corpus.heldout:
         return result
