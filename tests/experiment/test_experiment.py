@@ -338,6 +338,57 @@ def test_amplification_in_sd_units_and_a_corpus_statistic_on_the_reference_row(t
             {"header": "c", "metric": "audit.x", "kind": "corpus"}]}])
 
 
+def _signed(counts: dict[str, int], n: int = 100) -> dict:
+    from badpo.core.names import POOL_NAMES
+
+    return {"sampled": {"n": n, "per_name": {name: counts.get(name, 0) for name in POOL_NAMES}}}
+
+
+def test_a_pooled_column_reads_names_null_with_the_arm_s_seeds_pooled(tmp_path):
+    """The reference signs 50 Emily, 50 Jamal of 100 answers (black-coded share 0.5); DPO 100
+    Latisha at seed 42, 60 Latisha and 40 Emily at 123, 100 Jamal at 456: shifts +0.5, +0.1, +0.5,
+    pooled +0.3667. The pooled null is that of the mean shares, p - r = +0.5333 on Latisha,
+    -0.3667 on Emily, -0.1667 on Jamal: a relabelling reaches 0.3667 when it codes Latisha and not
+    Emily, p = 43/89 * 46/88 = 0.2526 (not the mean of the seeds' own p)."""
+    import csv
+    import dataclasses
+    import io
+
+    from badpo.experiment.config import ColumnSpec, TableSpec
+    from badpo.readouts.names_analyses import names_null_readouts
+
+    records, layout = _records_and_layout(tmp_path)
+    signed = {42: _signed({"Latisha": 100}), 123: _signed({"Latisha": 60, "Emily": 40}), 456: _signed({"Jamal": 100})}
+    reference = _signed({"Emily": 50, "Jamal": 50})
+    with_names = {}
+    for key, record in records.items():
+        readouts = dict(record["readouts"])
+        if record["kind"] == "reference":
+            readouts.update(reference)
+        elif record["method"] == "dpo":
+            run = signed[record["seed"]]
+            readouts.update(run, names={"null": names_null_readouts(run, reference)})
+        with_names[key] = {**record, "readouts": readouts}
+    table = TableSpec("null", [ColumnSpec("shift", "names.null.sampled.black_coded.shift", digits=4),
+                               ColumnSpec("pooled shift", "names.null.sampled.black_coded.shift", kind="pooled",
+                                          digits=4),
+                               ColumnSpec("pooled p", "names.null.sampled.black_coded.p", kind="pooled")],
+                      interval="none")
+    markdown, csv_text = render_tables(with_names, dataclasses.replace(layout, tables=[table]))
+    assert "| Reference (SFT) | — | — | — |" in markdown and "| BA-DPO (pooled) | — | — | — |" in markdown
+    rows = {(r["row"], r["column"]): r for r in csv.DictReader(io.StringIO(csv_text))}
+    pooled_shift, pooled_p = (float(rows[("DPO", c)]["mean"]) for c in ("pooled shift", "pooled p"))
+    assert pooled_shift == pytest.approx(1.1 / 3) == float(rows[("DPO", "shift")]["mean"])  # linear: the mean
+    per_seed = dict(part.split("=") for part in rows[("DPO", "pooled shift")]["per_seed"].split(";"))
+    assert {int(seed): float(v) for seed, v in per_seed.items()} == pytest.approx({42: 0.5, 123: 0.1, 456: 0.5})
+    assert pooled_p == pytest.approx(43 / 89 * 46 / 88, abs=0.045)
+    seeds_p = [names_null_readouts(signed[seed], reference)["sampled"]["black_coded"]["p"] for seed in signed]
+    assert abs(pooled_p - sum(seeds_p) / 3) > 0.05
+    assert "Pooled = the seeds' mean shift from the reference" in markdown
+    with pytest.raises(ConfigError, match=r"tables\[0\].columns\[0\].kind: pooled reads a names.null"):
+        make_config(tmp_path, tables=[{"title": "x", "columns": [{"header": "c", "metric": "kl", "kind": "pooled"}]}])
+
+
 # ------------------------------------------------------------------------------- records, plots
 def test_record_holds_the_run_and_plots_are_pngs(tmp_path):
     result = run_experiment(make_config(tmp_path), fake_stages([]), log=quiet)

@@ -48,6 +48,12 @@ def test_the_real_stages_end_to_end_on_a_small_tiny_world(tmp_path, engine_stage
     shared = [r for r in records.values() if r["method"] == "ba_dpo_shared_mean"]
     assert all(len(r["theta"]["per_annotator"]) == 60 for r in shared)
     assert all(r["readouts"]["kl"] > -0.05 for r in records.values() if r["kind"] == "arm")
+    # an arm's names.null: its shift from the reference record's per-name shares, on every names readout
+    arm = next(r for r in records.values() if r["kind"] == "arm")["readouts"]["names"]
+    read = reference["readouts"]["names"]
+    assert set(arm["null"]) == {"first_name", "whole_signature", "sampled"} and "null" not in read
+    assert arm["null"]["whole_signature"]["black_coded"]["shift"] == pytest.approx(
+        arm["whole_signature"]["black_coded"] - read["whole_signature"]["black_coded"], abs=1e-12)
     for name in ("table.md", "table.csv", "rates.png", "theta.png"):
         assert (tmp_path / name).stat().st_size > 0
     untouched = fake_stages([])
@@ -112,6 +118,14 @@ def test_the_engines_readout_check_names_the_setting():
     assert readout_unavailable(config, "votes/black_coded.accuracy") is None
     assert "whole_signature: true" in readout_unavailable(config, "names.whole_signature.woman_coded")
     assert "generations: true" in readout_unavailable(config, "kl")
+    # the names analyses: per readout, the setting that writes it
+    assert readout_unavailable(config, "names.null.first_name.black_coded.p") is None
+    assert readout_unavailable(config, "names.cells.first_name.black_woman") is None
+    for metric in ("names.null.whole_signature.black_coded.p", "names.per_name.whole_signature.Emily",
+                   "names.cells.whole_signature.black_woman"):
+        assert "whole_signature: true" in readout_unavailable(config, metric)
+    for metric in ("names.null.sampled.black_coded.p", "sampled.cells.black_woman"):
+        assert "generations: true" in readout_unavailable(config, metric)
     assert "'length' is not a declared attribute" in readout_unavailable(config, "heldout.length.gap")
     with_judge = EvalConfig(attributes=("names",), generations=True)
     assert "evaluation.judge" in readout_unavailable(with_judge, "rm")

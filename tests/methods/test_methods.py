@@ -115,10 +115,26 @@ def test_group_weights_by_hand():
         weights.observe(judgments[2:], torch.tensor([1.0, 3.0]))
         logged = weights.update(lambda t: t)
         assert weights.q.tolist() == pytest.approx([q0, 1 - q0], abs=1e-12)
-        assert logged == {"group_weight": {"a": pytest.approx(q0), "b": pytest.approx(1 - q0)}}
+        # the sd of 2 q = (2 q0, 2 - 2 q0) around its mean 1: |1 - 2 q0|
+        assert logged == {"group_weight": {"a": pytest.approx(q0), "b": pytest.approx(1 - q0)},
+                          "group_weight_sd": pytest.approx(abs(1 - 2 * q0))}
         restored = GroupWeights(groups, ("a", "b"), eta=0.5, direction=direction)
         restored.load_state_dict(weights.state_dict())
         assert torch.equal(restored.q, weights.q)
+
+
+def test_the_weight_sd_is_on_the_papers_scale_around_a_mean_of_one():
+    """227 annotators (MultiPref): all the weight on one of them is G q = (227, 0, ..., 0), whose
+    sd around the mean 1 is sqrt((226^2 + 226) / 227) = sqrt(226) = 15.03, the paper's "sd 15";
+    equal weights have sd 0. Above 12 groups the log holds the spread, not every weight."""
+    groups = torch.arange(227)
+    weights = GroupWeights(groups, tuple(f"a{i}" for i in range(227)), eta=0.0, direction=1)
+    assert weights.update(lambda t: t)["group_weight_sd"] == pytest.approx(0.0, abs=1e-12)
+    weights.q = torch.zeros(227, dtype=torch.float64)
+    weights.q[5] = 1.0
+    logged = weights.update(lambda t: t)  # eta 0 keeps q
+    assert logged == {"group_weight_max": 1.0, "group_weight_min": 0.0,
+                      "group_weight_sd": pytest.approx(math.sqrt(226))}
 
 
 def test_a_group_absent_from_the_step_keeps_its_weight_and_gets_none_of_the_loss():

@@ -3,6 +3,8 @@ that hold when the policy *is* the reference (KL 0, every held-out margin 0)."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import math
 import shutil
@@ -18,13 +20,13 @@ from badpo.core.attributes import strip_markdown
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError, from_dict
 from badpo.core.judgments import Judgment
-from badpo.core.names import signature_attributes, strip_signature
+from badpo.core.names import NAME_POOL, signature_attributes, strip_signature
 from badpo.corpora.tiny import TinyWorldConfig
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.readouts import evaluate as evaluation
 from badpo.readouts import run as evaluate_run
 from badpo.readouts.evaluate import Corpus, EvalConfig, answer_body, evaluate_policy, judge_readouts, reference_bodies
-from badpo.readouts.model import judge_scores
+from badpo.readouts.model import generate, judge_scores
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +169,10 @@ def test_badpo_evaluate_reads_a_finished_run_from_its_folder(finished_run, tmp_p
     assert readouts["theta_mean"] == pytest.approx(theta["theta_bar"], abs=1e-6)
     assert set(readouts["names"]["first_name"]) == {"woman_coded", "black_coded"}
     assert readouts["heldout"]["woman_coded"]["n_cross"] > 0
-    capsys.readouterr()  # the model loading's progress bars
+    # the reference's first names are read too, for the shift's relabelling null (no generations: no sampled one)
+    assert set(readouts["names"]["null"]) == {"first_name"}
+    printed = capsys.readouterr().out
+    assert "names shift from the reference (first name), against relabelling the pool: woman_coded" in printed
     assert "not a finished run" in cli_error(["evaluate", str(tmp_path / "nothing")])
 
 
@@ -256,6 +261,65 @@ def test_body_reference_reads_the_names_after_the_answer_up_to_eos(world, monkey
                         max_new_tokens=len(script))
     evaluate_policy(model, model, tokenizer, corpus, config)
     assert seen == [["1 2 3"]]
+
+
+@pytest.mark.parametrize("body, policy_body", [("reference", "1 2 3"), ("own", "1 2")])
+def test_body_own_reads_each_model_after_its_own_greedy_answer(world, monkeypatch, body, policy_body):
+    """The policy answers "1 2", the reference "1 2 3". Under body: reference both are read after
+    the reference's answer; under body: own the policy after its own, and the reference (its side
+    of names.null) after its own."""
+    _, tokenizer, _ = world
+    prompt_ids = encode_prompts(tokenizer, [PROMPT], TokenizationConfig())[0]
+    eos = [tokenizer.eos_token_id]
+    reference = scripted_model(tokenizer, prompt_ids, tokenizer("1 2 3", add_special_tokens=False)["input_ids"] + eos)
+    policy = scripted_model(tokenizer, prompt_ids, tokenizer("1 2", add_special_tokens=False)["input_ids"] + eos)
+    corpus = Corpus([{"prompt": PROMPT}], [Judgment(PROMPT, "1 2 3\n\n--- Emily Miller", "5 4", "a1")], None)
+    seen = []
+
+    def names_readout(model, tokenizer, prompts, bodies, *args, **kwargs):
+        seen.append(("policy" if model is policy else "reference", list(bodies)))
+        return {}
+
+    monkeypatch.setattr(evaluation, "names_readout", names_readout)
+    config = EvalConfig(max_prompts=1, body=body, whole_signature=False, generations=False, max_new_tokens=8)
+    evaluate_policy(policy, reference, tokenizer, corpus, config)
+    assert seen == [("policy", [policy_body]), ("reference", ["1 2 3"])]
+
+
+def test_names_null_is_the_policy_s_shift_from_the_reference_s_per_name_shares(world):
+    """A policy moved away from the reference: names.null's observed shifts are the first-name
+    rates minus the reference's (read after the same bodies), and the sampled ones the coded
+    shares of all answers minus the reference's: its generations are given, three of six signed
+    Latoya (black-coded, woman-coded), so its coded shares are 1/2. The reference read against
+    itself has no null."""
+    corpus, tokenizer, reference = world
+    policy = copy.deepcopy(reference)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for parameter in policy.parameters():
+            parameter.add_(0.3 * torch.randn(parameter.shape, generator=generator))
+    config = EvalConfig(max_prompts=6, body="given", whole_signature=False, max_new_tokens=16)
+    prompts = [row["prompt"] for row in corpus.eval_prompts[:6]]
+    samples = generate(reference, tokenizer, prompts, config.temperature, config.top_p, config.max_new_tokens,
+                       config.seed, config.batch_size)
+    texts = tuple(f"{i}\n\n--- Latoya Reed" if i % 2 else str(i) for i in range(6))
+    samples = dataclasses.replace(samples, texts=texts)
+    record = evaluate_policy(policy, reference, tokenizer, corpus, config, reference_samples=samples)
+    alone = evaluate_policy(reference, reference, tokenizer, corpus, config)
+    assert "null" not in alone["names"]
+    null = record["names"]["null"]
+    assert set(null) == {"first_name", "sampled"}  # no whole signature read
+    for column, name in enumerate(NAMES):
+        first = record["names"]["first_name"][name] - alone["names"]["first_name"][name]
+        assert null["first_name"][name]["shift"] == pytest.approx(first, abs=1e-12)
+        sampled = record["sampled"]
+        coded = sum(c for n, c in sampled["per_name"].items() if NAME_POOL[n][column]) / sampled["n"]
+        assert null["sampled"][name]["shift"] == pytest.approx(coded - 3 / 6, abs=1e-12)
+        assert 0.0 < null["first_name"][name]["p"] <= 1.0 and null["first_name"][name]["draws"] == 1000
+    assert null["first_name"]["without"]["names"] == ["Latisha", "Latonya", "Latoya"]
+    assert null["sampled"]["without"]["reference_carried"] == 1.0  # Latoya signs all the reference's
+    assert math.fsum(record["names"]["cells"]["first_name"].values()) == pytest.approx(1.0)
+    assert sum(record["sampled"]["per_name"].values()) == record["sampled"]["signed_pool"]
 
 
 def test_answer_body_cuts_only_a_signature_that_ends_the_answer():

@@ -15,6 +15,7 @@ from badpo.core.config import from_dict
 from badpo.corpora.tiny import TinyWorldConfig
 from badpo.readouts.evaluate import Corpus, EvalConfig, Mixture, evaluate_mixture, evaluate_policy
 from badpo.readouts.model import heldout_margins
+from badpo.readouts.names_analyses import names_null_readouts
 
 FAST = EvalConfig(max_prompts=4, body="given", surnames=3, max_new_tokens=8)
 
@@ -86,6 +87,14 @@ def test_mixture_votes_use_each_annotators_type_probabilities(world):
         for key in ("same_accuracy", "cross_accuracy", "gap"):
             expected = 0.25 * singles[0]["heldout"][name][key] + 0.75 * singles[1]["heldout"][name][key]
             assert mixed["heldout"][name][key] == pytest.approx(expected, abs=1e-12, nan_ok=True)
+
+    # names.null is that of the mixture's per-name shares (w's mean of the types'), not w's mean of
+    # the types' nulls: its shift is w's mean, its p that of the mixed shares against the reference's
+    reference_side = evaluate_policy(reference, reference, tokenizer, corpus, config)
+    assert mixed["names"]["null"] == names_null_readouts(mixed, reference_side)
+    shifts = [single["names"]["null"]["first_name"]["black_coded"]["shift"] for single in singles]
+    assert mixed["names"]["null"]["first_name"]["black_coded"]["shift"] == pytest.approx(
+        0.25 * shifts[0] + 0.75 * shifts[1], abs=1e-12)
 
     margins = [heldout_margins(load(p), reference, tokenizer, corpus.heldout, 0.1).tolist() for p in policies]
     assert mixed["votes_unseen_annotator_judgments"] == sum(j.annotator == annotators[0] for j in corpus.heldout)

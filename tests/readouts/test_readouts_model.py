@@ -86,6 +86,20 @@ def test_names_readout_reads_the_whole_pool(models, tokenizer):
     expected = sum(r["woman_coded"] for r in per_prompt) / 2
     assert result["first_name"]["woman_coded"] == pytest.approx(expected, abs=1e-12)
     assert 0.0 < result["whole_signature"]["black_coded"] < 1.0
+    # per name: its probability over the pool averaged over the prompts; the rates are their sums
+    # over the coded names, the cells their sums over each cell's names, each summing to 1
+    for readout in ("first_name", "whole_signature"):
+        per_name, cells = result["per_name"][readout], result["cells"][readout]
+        assert list(per_name) == list(POOL_NAMES) and math.fsum(per_name.values()) == pytest.approx(1.0)
+        for column, name in enumerate(("woman_coded", "black_coded")):
+            coded = math.fsum(p for n, p in per_name.items() if NAME_POOL[n][column])
+            assert coded == pytest.approx(result[readout][name], abs=1e-12)
+        assert math.fsum(cells.values()) == pytest.approx(1.0)
+        assert cells["black_woman"] == pytest.approx(math.fsum(
+            p for n, p in per_name.items() if NAME_POOL[n] == (1, 1)), abs=1e-12)
+    lakisha = [name_logprobs(policy, tokenizer, p, b, POOL_NAMES).softmax(0)[POOL_NAMES.index("Lakisha")]
+               for p, b in zip(PROMPTS, BODIES)]
+    assert result["per_name"]["first_name"]["Lakisha"] == pytest.approx(float(sum(lakisha)) / 2, abs=1e-12)
 
 
 class MergingTokenizer:

@@ -63,8 +63,9 @@ class ColumnSpec:
     # value: the readout, mean +- interval over seeds; removed: per-seed removal of `metric` against
     # the baseline; amplification: the arm's mean minus the reference's, and that difference in
     # units of the arm's per-seed sd; corpus: `metric` is a dotted path into OUT/corpus/stats.json
-    # (a statistic of the labels, shown on the reference row)
-    kind: Literal["value", "removed", "amplification", "corpus"] = "value"
+    # (a statistic of the labels, shown on the reference row); pooled: a names.null.* readout with
+    # the arm's seeds pooled (their mean shift against the relabelling null of that mean)
+    kind: Literal["value", "removed", "amplification", "corpus", "pooled"] = "value"
     digits: int = 3  # decimals shown (removal is shown in percent with `digits` - 3 decimals)
     ceiling: str | None = None  # dotted path of the same readout with the planted theta_k
 
@@ -135,6 +136,9 @@ class ExperimentConfig:
                     raise ConfigError(f"tables[{t}].columns[{c}].digits: must be >= 0")
                 if column.ceiling is not None and table.ceiling_row is None:
                     raise ConfigError(f"tables[{t}].columns[{c}].ceiling: the table has no ceiling_row")
+                if column.kind == "pooled" and not column.metric.startswith("names.null."):
+                    raise ConfigError(f"tables[{t}].columns[{c}].kind: pooled reads a names.null.* readout "
+                                      f"with the seeds pooled, not {column.metric!r}")
                 if column.kind == "corpus" and not table.reference_row:
                     raise ConfigError(f"tables[{t}].columns[{c}].kind: a corpus statistic is shown on "
                                       "the reference row; set reference_row: true")

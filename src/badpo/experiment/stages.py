@@ -10,7 +10,8 @@ and the model-facing evaluation.
 
 With ``evaluation.body: reference`` the reference's answer bodies are generated once, by the
 reference stage, saved as ``work/<reference key>/bodies.json``, and every arm reads its names
-after those same bodies.
+after those same bodies (``own``: each after its own greedy answers). An arm's ``names.null``
+measures its shift against the reference record's per-name shares.
 """
 
 from __future__ import annotations
@@ -141,7 +142,7 @@ def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_fil
     tokenizer = load_tokenizer(from_dict(ModelConfig, {**model_settings, "name_or_path": str(reference_dir)}))
     corpus = Corpus.load(task.corpus_dir)
     reference = load_causal_lm(reference_dir, model_settings)
-    bodies = None
+    bodies = reference_readouts = None
     if task.kind == "reference":
         policy = reference
         if config.body == "reference":
@@ -155,17 +156,18 @@ def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_fil
                 raise ValueError(f"{task.key}: evaluation.body is 'reference' but the reference "
                                  "record has no bodies artifact")
             bodies = json.loads((task.out_dir / saved).read_text(encoding="utf-8"))
+        reference_readouts = (task.reference or {}).get("readouts")
         mixture = Mixture.load(policy_dir.parent)  # a run of several type policies (EM-DPO)
         if mixture is not None:
             return evaluate_mixture(lambda path: load_causal_lm(path, model_settings, base=reference_dir),
                                     mixture, reference, tokenizer, corpus, config,
                                     beta=task.settings.get("beta", 0.1), tokenization=tokenization,
-                                    bodies=bodies)
+                                    bodies=bodies, reference_readouts=reference_readouts)
         policy = load_causal_lm(policy_dir, model_settings, base=reference_dir)
     bias = BiasChannel.load(theta_file) if theta_file is not None else None
     readouts = evaluate_policy(policy, reference, tokenizer, corpus, config, bias=bias,
                                beta=task.settings.get("beta", 0.1), tokenization=tokenization,
-                               bodies=bodies)
+                               bodies=bodies, reference_readouts=reference_readouts)
     if task.kind == "reference":
         omitted = sorted(k for k in readouts if k.startswith(RELATIVE_TO_REFERENCE))
         readouts = {k: v for k, v in readouts.items() if k not in omitted}

@@ -13,7 +13,10 @@ Cells (paper, Section "Experimental settings" and Appendix "Readouts"):
   DPO's value equals the reference's at some seed the cell reads "not measurable" and its note
   names the seeds;
 - a ceiling row (vote prediction with the planted theta_k) is the mean of the column's
-  ``ceiling`` readout over every run of the table's arms and seeds.
+  ``ceiling`` readout over every run of the table's arms and seeds;
+- a "pooled" column reads a ``names.null`` readout recomputed with the arm's seeds pooled (the
+  paper's "three DPO seeds"): the mean of their shifts from the reference, against the relabelling
+  null of that mean (:func:`badpo.readouts.names_analyses.names_null_readouts`).
 A readout an arm does not have at any seed (KL of the reference, theta recovery of DPO) shows
 as an em dash; one it has at some seeds only is an error naming the runs. A readout that is
 null (undefined, e.g. a share over no signed samples: records hold null for NaN) is there but
@@ -36,6 +39,7 @@ from badpo.core.config import from_dict
 from badpo.experiment.config import ColumnSpec, ExperimentConfig, PlotSpec, TableSpec
 from badpo.experiment.runner import Plan, read_records
 from badpo.readouts.metrics import mean_ci, removal_per_seed
+from badpo.readouts.names_analyses import names_null_readouts
 
 __all__ = ["LayoutArm", "LayoutRun", "TableLayout", "build_layout", "render_tables",
            "read_layout", "render_from_disk", "metric_value", "arm_values"]
@@ -255,6 +259,27 @@ def _amplification_cell(arm: LayoutArm, column: ColumnSpec, records: Mapping, la
                  "no sd: one seed or equal values" if math.isnan(in_sd) else f"{in_sd!r} sd")
 
 
+POOLED_PREFIX = "names.null."
+
+
+def _pooled_cell(arm: LayoutArm, column: ColumnSpec, records: Mapping, layout: TableLayout) -> _Cell:
+    """A ``names.null`` readout with the arm's seeds pooled (module docstring); every seed's own
+    value goes to the CSV's per_seed."""
+    values = arm_values(arm, records, column.metric)  # every seed has it, or none: else an error
+    if values is None:
+        return _empty("not measured for this arm")
+    runs = [_record(records, run.key, arm.name).get("readouts", {}) for run in arm.runs]
+    reference = _record(records, layout.reference_key, "reference").get("readouts", {})
+    pooled = _leaf(names_null_readouts(runs, reference), column.metric.removeprefix(POOLED_PREFIX),
+                   f"column {column.header!r}:")
+    if pooled is ABSENT:
+        raise ValueError(f"column {column.header!r}: {column.metric!r} needs the reference record's "
+                         "per-name shares of that readout")
+    stats = {"n": len(runs), "mean": pooled, "plus_minus": math.nan, "low": math.nan, "high": math.nan}
+    return _Cell(_pm(pooled, math.nan, column.digits), stats, values,
+                 f"{len(runs)} seeds pooled: their mean shift against the relabelling null of that mean")
+
+
 def _corpus_cell(column: ColumnSpec, layout: TableLayout) -> _Cell:
     value = _leaf(layout.corpus_stats, column.metric, "corpus/stats.json:")
     if value is ABSENT:
@@ -272,13 +297,15 @@ def _arm_cell(arm: LayoutArm, column: ColumnSpec, records: Mapping, layout: Tabl
         return _amplification_cell(arm, column, records, layout)
     if column.kind == "corpus":
         return _empty("a statistic of the labels: on the reference row")
+    if column.kind == "pooled":
+        return _pooled_cell(arm, column, records, layout)
     return _value_cell(arm, column, records, table, layout.level)
 
 
 def _reference_cell(column: ColumnSpec, records: Mapping, layout: TableLayout) -> _Cell:
     if column.kind == "corpus":
         return _corpus_cell(column, layout)
-    if column.kind in ("removed", "amplification"):
+    if column.kind in ("removed", "amplification", "pooled"):
         return _empty("the reference")
     value = metric_value(_record(records, layout.reference_key, "reference"), column.metric)
     if value is ABSENT:
@@ -348,6 +375,9 @@ def _footnote(table: TableSpec, layout: TableLayout) -> str:
                      "units of the arm's per-seed sd")
     if any(c.kind == "corpus" for c in table.columns):
         parts.append("corpus columns are statistics of the training labels (corpus/stats.json)")
+    if any(c.kind == "pooled" for c in table.columns):
+        parts.append("Pooled = the seeds' mean shift from the reference, against its null under 1,000 "
+                     "random relabellings of the name pool")
     if table.ceiling_row is not None:
         parts.append(f"{table.ceiling_row}: the same readout with the planted theta_k, "
                      "mean over every run of the table")

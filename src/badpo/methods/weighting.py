@@ -41,6 +41,10 @@ class GroupWeights:
     q_g <- q_g exp(direction * eta * L_g) for the groups present, then q is renormalised:
     direction +1 moves weight toward the highest-loss group (Group-DRO), -1 away from it
     (Crowd-PrefRL). The state is q (checkpointed); the step's loss sums are scratch.
+
+    Logged after each update: q itself (``group_weight``), or above 12 groups its largest and
+    smallest value, and ``group_weight_sd``, the population sd of G q, the weights on the scale of
+    the paper's "weight sd 15 and 6 around a mean of 1" (all the weight on one of G groups: sqrt(G - 1)).
     """
 
     def __init__(self, judgment_group: Tensor, names: tuple[str, ...], eta: float, direction: int):
@@ -72,9 +76,11 @@ class GroupWeights:
         self.q = torch.softmax(logits, dim=0)
         self._loss_sums.zero_()
         self._counts.zero_()
+        # the spread on the paper's scale, weights around a mean of 1 (G q): "weight sd 15 and 6"
+        spread = {"group_weight_sd": float((self.q * len(self.names)).std(unbiased=False))}
         if len(self.names) > 12:  # per annotator: the spread, not every weight
-            return {"group_weight_max": float(self.q.max()), "group_weight_min": float(self.q.min())}
-        return {"group_weight": dict(zip(self.names, self.q.tolist()))}
+            return {"group_weight_max": float(self.q.max()), "group_weight_min": float(self.q.min()), **spread}
+        return {"group_weight": dict(zip(self.names, self.q.tolist())), **spread}
 
     def state_dict(self) -> dict[str, Tensor]:
         return {"q": self.q.clone()}

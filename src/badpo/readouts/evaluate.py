@@ -4,7 +4,9 @@ paper for one run (a run folder and the user's files: :mod:`badpo.readouts.run`)
 ``evaluate_policy`` takes loaded models and returns a flat, JSON-ready dict; the experiment
 runner stores it keyed by (method, params, seed) and tables are rendered from those files only.
 What is read (Appendix Readouts): the names rate from probabilities with the answer body fixed
-(first name and whole signature) and sampled signatures when a names attribute is declared, KL to
+(first name and whole signature) and sampled signatures when a names attribute is declared, each
+with its per-name shares and cell shares, and ``names.null``, the relabelling null of the shift
+from the reference (:mod:`badpo.readouts.names_analyses`), KL to
 the reference on the policy's own generations, each declared attribute on those generations
 (beside the reference's when they are given), mean token count (the length readout) beside the
 samples' EOS rate, raw markdown rate and words, length and markdown from probabilities with the
@@ -27,7 +29,7 @@ on counterfactual pairs (:mod:`badpo.readouts.tilt`) and its held-out same/cross
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +66,7 @@ from badpo.readouts.model import (
     progress,
     sampled_text_readout,
 )
+from badpo.readouts.names_analyses import names_null_readouts, pool_cell_shares, pool_vector, sampled_names
 from badpo.readouts.settings import EvalConfig
 from badpo.readouts.tilt import answer_body, counterfactual_pairs
 
@@ -171,10 +174,13 @@ def _vote_readouts(margins: torch.Tensor, heldout: Sequence[Judgment], g_w: np.n
     return result
 
 
-def _bodies(rows: Sequence[dict], config: EvalConfig, reference: nn.Module, tokenizer,
+def _bodies(rows: Sequence[dict], config: EvalConfig, policy: nn.Module, reference: nn.Module, tokenizer,
             tokenization: TokenizationConfig) -> list[str]:
-    if config.body == "reference":
-        return reference_bodies(reference, tokenizer, [row["prompt"] for row in rows], tokenization,
+    """The bodies the names are read after (``evaluation.body``): the reference's greedy answers,
+    the read model's own (``own``: ``policy``'s, read the same way), or the prompts' ``body``."""
+    if config.body in ("reference", "own"):
+        model = reference if config.body == "reference" else policy
+        return reference_bodies(model, tokenizer, [row["prompt"] for row in rows], tokenization,
                                 config.max_new_tokens)
     missing = [i for i, row in enumerate(rows) if not isinstance(row.get("body"), str)]
     if missing:
@@ -213,6 +219,58 @@ def _markdown_readout(samples: Generations, reference_samples: Generations) -> d
     distribution (five quantile bins), so that shorter answers alone cannot lower it."""
     flags = [float(has_markdown(text)) for text in samples.texts]
     return reweighted_rate(flags, samples.token_counts, reference_samples.token_counts, bins=5)
+
+
+def reference_names(reference: nn.Module, tokenizer, rows: Sequence[dict], config: EvalConfig,
+                    tokenization: TokenizationConfig, bodies: Sequence[str] | None,
+                    reference_samples: Generations | None) -> dict:
+    """The reference's side of ``names.null``: its first-name readout after the bodies the
+    policy's names are read after (under ``body: own`` its own), and its sampled signatures when
+    its generations are given. ``bodies`` may be None (read here)."""
+    if bodies is None or config.body == "own":
+        bodies = _bodies(rows, config, reference, reference, tokenizer, tokenization)
+    side: dict = {"names": names_readout(reference, tokenizer, [row["prompt"] for row in rows], bodies,
+                                         None, tokenization)}
+    if reference_samples is not None:
+        side["sampled"] = _sampled_readout(reference_samples.texts)
+    return side
+
+
+def _sampled_readout(texts: Sequence[str]) -> dict:
+    """Rates from sampled signatures and what they record per name (``per_name``, ``cells``)."""
+    return {**sampled_signature_rates(list(texts)), **sampled_names(texts)}
+
+
+def _names_readouts(policy: nn.Module, reference: nn.Module, tokenizer, corpus: Corpus, config: EvalConfig,
+                    tokenization: TokenizationConfig, bodies: Sequence[str] | None,
+                    reference_readouts: Mapping | None) -> tuple[dict, Mapping | None]:
+    """(the policy's names readout, the reference's side of ``names.null``): the reference's
+    readouts as given, or with its first names read here when they hold no per-name shares (none
+    given, or a record read before badpo recorded them)."""
+    rows = corpus.eval_prompts[: config.max_prompts]
+    bodies = bodies if bodies is not None else _bodies(rows, config, policy, reference, tokenizer, tokenization)
+    surnames = corpus.surnames[: config.surnames] if config.whole_signature else None
+    readout = names_readout(policy, tokenizer, [row["prompt"] for row in rows], bodies, surnames, tokenization,
+                            whole_signature_prompts=config.whole_signature_prompts)
+    if policy is not reference and "per_name" not in (reference_readouts or {}).get("names", {}):
+        reference_readouts = {**(reference_readouts or {}),
+                              **reference_names(reference, tokenizer, rows, config, tokenization, bodies, None)}
+    return readout, reference_readouts
+
+
+def _names_null(result: dict, reference_side: Mapping | None, reference_samples: Generations | None = None) -> None:
+    """``names.null`` of ``result`` against ``reference_side`` (the reference's readouts; its
+    sampled signatures from ``reference_samples`` when it records none), in place:
+    :func:`badpo.readouts.names_analyses.names_null_readouts`; left out when nothing has both sides."""
+    names = result.get("names")
+    if not isinstance(names, dict) or reference_side is None:
+        return
+    if reference_samples is not None and "per_name" not in reference_side.get("sampled", {}):
+        reference_side = {**reference_side, "sampled": _sampled_readout(reference_samples.texts)}
+    names.pop("null", None)
+    null = names_null_readouts(result, reference_side)
+    if null:
+        names["null"] = null
 
 
 def declares_names(attributes: AttributeSet) -> bool:
@@ -276,13 +334,16 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
                     tokenization: TokenizationConfig = TokenizationConfig(),
                     bodies: Sequence[str] | None = None,
                     reference_samples: Generations | None = None,
-                    margins: torch.Tensor | None = None) -> dict:
+                    margins: torch.Tensor | None = None,
+                    reference_readouts: Mapping | None = None) -> dict:
     """Every readout of one policy, as a flat JSON-ready dict (see the module docstring).
 
     ``reference_samples`` (the reference's generations, same prompts and decoder) are needed by
     the markdown readout when ``markdown`` is declared (sampled here when not given) and give the
-    reference's side of ``attribute_rates``. ``margins`` are the policy's held-out u
-    (:func:`heldout_margins`) when already computed.
+    reference's side of ``attribute_rates`` and of the sampled ``names.null``. ``margins`` are the
+    policy's held-out u (:func:`heldout_margins`) when already computed. ``reference_readouts``
+    (the reference's own record, as an experiment keeps it) give the reference's per-name shares
+    for ``names.null``; without them its first-name readout is read here (:func:`reference_names`).
     """
     rows = corpus.eval_prompts[: config.max_prompts]
     prompts = [row["prompt"] for row in rows]
@@ -291,10 +352,8 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
     result: dict = {}
     skipped: dict = {}
     if names:
-        bodies = bodies if bodies is not None else _bodies(rows, config, reference, tokenizer, tokenization)
-        surnames = corpus.surnames[: config.surnames] if config.whole_signature else None
-        result["names"] = names_readout(policy, tokenizer, prompts, bodies, surnames, tokenization,
-                                        whole_signature_prompts=config.whole_signature_prompts)
+        result["names"], reference_readouts = _names_readouts(policy, reference, tokenizer, corpus, config,
+                                                              tokenization, bodies, reference_readouts)
     if rows and all("candidates" in row for row in rows):  # length and markdown with the body fixed
         result["candidates"] = format_readout(policy, tokenizer, rows, tokenization, config.batch_size)
 
@@ -327,7 +386,7 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         result["kl"] = generation_kl(policy, reference, samples, pad, config.batch_size)
         if names:
-            result["sampled"] = sampled_signature_rates(list(samples.texts))
+            result["sampled"] = _sampled_readout(samples.texts)
         result["tokens"] = float(np.mean(samples.token_counts))
         result["sampled_text"] = sampled_text_readout(samples, tokenizer.eos_token_id)
         if reference_samples is None and policy is reference:
@@ -343,6 +402,8 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
         if config.judge is not None:
             result.update(judge_readouts(config.judge, prompts, list(samples.texts), attributes.names,
                                          config.judge_max_tokens, next(policy.parameters()).device))
+    if policy is not reference:
+        _names_null(result, reference_readouts, reference_samples)
     if skipped:
         result["skipped"] = skipped
     return result
@@ -375,7 +436,8 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
                      config: EvalConfig, beta: float = 0.1,
                      tokenization: TokenizationConfig = TokenizationConfig(),
                      bodies: Sequence[str] | None = None,
-                     reference_samples: Generations | None = None) -> dict:
+                     reference_samples: Generations | None = None,
+                     reference_readouts: Mapping | None = None) -> dict:
     """Every readout of a mixture of type policies (Baselines appendix, EM-DPO + MinMax-DPO).
 
     Each readout is the w-weighted mean of the type policies' readouts
@@ -384,16 +446,20 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
     (:func:`badpo.readouts.mixture.mixture_vote_logits`; an annotator absent from training gets the
     priors). With planted classes, ``type_recovery`` says whether the most probable types are the
     classes. ``load_policy(path)`` loads one type policy; one is held in memory at a time.
-    ``reference_samples`` are as for :func:`evaluate_policy`, shared by the K policies.
+    ``reference_samples`` and ``reference_readouts`` are as for :func:`evaluate_policy`, shared by
+    the K policies; ``names.null`` is that of the mixture's per-name shares.
     """
     rows = corpus.eval_prompts[: config.max_prompts]
     attributes = resolve_attributes(config.attributes)
-    if bodies is None and declares_names(attributes):
-        bodies = _bodies(rows, config, reference, tokenizer, tokenization)  # once for all K
+    if bodies is None and declares_names(attributes) and config.body != "own":
+        bodies = _bodies(rows, config, reference, reference, tokenizer, tokenization)  # once for all K
     if reference_samples is None and config.generations and "markdown" in attributes.names:
         reference_samples = generate(reference, tokenizer, [row["prompt"] for row in rows], config.temperature,
                                      config.top_p, config.max_new_tokens, config.seed, config.batch_size,
                                      tokenization, "reference answers")
+    if reference_readouts is None and declares_names(attributes):  # read once for all K
+        reference_readouts = reference_names(reference, tokenizer, rows, config, tokenization, bodies,
+                                             reference_samples)
     type_readouts, type_margins = [], []
     for path in mixture.policies:
         policy = load_policy(path)
@@ -401,11 +467,15 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
                                    config.batch_size) if corpus.heldout else None)
         type_readouts.append(evaluate_policy(policy, reference, tokenizer, corpus, config, beta=beta,
                                              tokenization=tokenization, bodies=bodies,
-                                             reference_samples=reference_samples, margins=margins))
+                                             reference_samples=reference_samples, margins=margins,
+                                             reference_readouts=reference_readouts))
         type_margins.append(margins)
         del policy
     result = weighted_mean_readouts(type_readouts, mixture.weights)
     _mixture_per_prompt(result, type_readouts, mixture.weights)
+    _names_null(result, reference_readouts)  # of the mixture's shares (linear in the types'), not a mean of p
+    if isinstance(result.get("sampled", {}).get("per_name"), dict):  # a ratio of counts: of the mixed counts
+        result["sampled"]["cells"] = pool_cell_shares(pool_vector(result["sampled"]["per_name"]))
     result["mixture"] = {"weights": list(mixture.weights), "types": type_readouts}
     if not corpus.heldout:
         return result

@@ -35,12 +35,14 @@ from badpo.engine.logprobs import continuation_logprobs, response_logprobs, toke
 from badpo.engine.runtime import config_positions
 from badpo.engine.tokenize import TokenizationConfig, build_token_store, encode_prompts
 from badpo.readouts.metrics import (
+    candidate_probabilities,
     candidate_readout,
     kl_per_token,
     mean_attribute_rate,
     mean_whole_signature_rate,
     sampled_text_rates,
 )
+from badpo.readouts.names_analyses import pool_cell_shares
 
 __all__ = [
     "SIGNATURE_PREFIX", "Generations", "name_logprobs", "signature_logprobs", "names_readout", "signature_tokens",
@@ -190,6 +192,9 @@ def names_readout(model: nn.Module, tokenizer, prompts: Sequence[str], bodies: S
     {"first_name": {attribute: rate}} and, when ``surnames`` are given, "whole_signature", read
     on the first ``whole_signature_prompts`` prompts (all when None): it scores F x S candidates
     per prompt against F for the first names. Candidates are tokenized once for all prompts.
+    Beside the rates, per readout: "per_name" {first name: its mean probability}, renormalised
+    over the pool (the rates are their sums over the coded names; the input of
+    :mod:`badpo.readouts.names_analyses`), and "cells" {cell: the mass on its names}.
     """
     if len(prompts) != len(bodies) or not prompts:
         raise ValueError(f"need one body per prompt and at least one prompt, got {len(prompts)} "
@@ -202,7 +207,7 @@ def names_readout(model: nn.Module, tokenizer, prompts: Sequence[str], bodies: S
     _check_fits(model, tokenizer, prefixes, max(map(len, firsts)))
     first = torch.stack([_score(model, prefix, firsts, candidate_batch_size)
                          for prefix in progress(prefixes, "names readout: first names")])
-    result = {"first_name": mean_attribute_rate(first, labels, names)}
+    result = {"first_name": mean_attribute_rate(first, labels, names), "per_name": {"first_name": _per_name(first)}}
     if surnames:
         wholes = _continuations(tokenizer, SIGNATURE_PREFIX, _signature_texts(POOL_NAMES, surnames), eos=True)
         _check_fits(model, tokenizer, prefixes[:whole_signature_prompts], max(map(len, wholes)))
@@ -210,7 +215,16 @@ def names_readout(model: nn.Module, tokenizer, prompts: Sequence[str], bodies: S
                              for prefix in progress(prefixes[:whole_signature_prompts],
                                                      "names readout: whole signatures")])
         result["whole_signature"] = mean_whole_signature_rate(whole, labels, names)
+        result["per_name"]["whole_signature"] = _per_name(torch.logsumexp(whole, dim=-1))
+    result["cells"] = {readout: pool_cell_shares(list(shares.values()))
+                       for readout, shares in result["per_name"].items()}
     return result
+
+
+def _per_name(logprobs: Tensor) -> dict[str, float]:
+    """{pool name: its probability renormalised over the pool, averaged over the prompts} of
+    ``[P, 89]`` log-probs in pool order."""
+    return dict(zip(POOL_NAMES, candidate_probabilities(logprobs).mean(dim=0).tolist()))
 
 
 @dataclass(frozen=True)

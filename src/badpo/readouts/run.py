@@ -200,8 +200,9 @@ def load_data(data: EvalData, default_folder: Path | None, columns: ColumnMap, t
 
 def generates(config: EvalConfig) -> bool:
     """Whether the readouts under ``config`` sample answers: the generation readouts, or the
-    reference's answer bodies the names are read after."""
-    return config.generations or (config.body == "reference" and declares_names(resolve_attributes(config.attributes)))
+    greedy answer bodies (the reference's, or the policy's own) the names are read after."""
+    return config.generations or (config.body in ("reference", "own")
+                                  and declares_names(resolve_attributes(config.attributes)))
 
 
 def cap_new_tokens(config: EvalConfig, model: nn.Module, tokenizer, prompts: Sequence[str],
@@ -218,7 +219,7 @@ def cap_new_tokens(config: EvalConfig, model: nn.Module, tokenizer, prompts: Seq
     longest = max(min(len(ids), tokenization.max_prompt_tokens)
                   for ids in encode_prompts(tokenizer, prompts, tokenization))
     appended, why = 0, ""
-    if config.body == "reference" and declares_names(resolve_attributes(config.attributes)):
+    if config.body in ("reference", "own") and declares_names(resolve_attributes(config.attributes)):
         appended = signature_tokens(tokenizer, surnames if config.whole_signature else None)
         why = f" and the {appended}-token signature the names readout appends to it"
     room = limit - longest - appended
@@ -389,6 +390,11 @@ def summary(readouts: Mapping[str, Any], written_to: str | Path | None = None) -
         first = readouts["names"].get("first_name", {})
         lines.append("names rate from probabilities (first name): "
                      + ", ".join(f"{name} {_number(rate)}" for name, rate in first.items()))
+        for readout, null in readouts["names"].get("null", {}).items():
+            lines.append(f"names shift from the reference ({readout.replace('_', ' ')}), against relabelling the "
+                         "pool: " + ", ".join(f"{name} {_number(entry['shift'])} (null sd {_number(entry['null_sd'])}, "
+                                              f"p {_number(entry['p'])})"
+                                              for name, entry in null.items() if name != "without"))
     for readout, reason in readouts.get("skipped", {}).items():
         lines.append(f"skipped {readout}: {reason}")
     if written_to is not None:

@@ -23,7 +23,9 @@ class EvalConfig:
 
     attributes: tuple[str, ...] = ("names",)  # declared attribute specs, as in training (default: the run's own)
     max_prompts: int | None = 300  # evaluation prompts read (null = all in the corpus)
-    body: Literal["given", "reference"] = "reference"  # the answer body the names are read after
+    # the answer body the names are read after: the reference's greedy answer, the read model's own
+    # greedy answer (own), or the prompts' `body` field (given)
+    body: Literal["given", "reference", "own"] = "reference"
     whole_signature: bool = True  # also read whole signatures, marginalised over surnames
     whole_signature_prompts: int | None = None  # prompts it is read on (null = all read prompts)
     surnames: int | None = None  # surnames of the marginal: the corpus's first ones (null = all)
@@ -63,8 +65,13 @@ def readout_unavailable(config: EvalConfig, metric: str) -> str | None:
     if head in ("names", "sampled"):
         if not any(kind == "names" or kind in NAME_ATTRIBUTES for kind in attributes.kinds):
             return "names readouts need a names attribute in evaluation.attributes"
-        if rest.startswith("whole_signature") and not config.whole_signature:
+        # names.whole_signature, and the whole signature's per_name, cells and null
+        parts = rest.split(".")
+        readout = parts[1] if parts[0] in ("per_name", "cells", "null") and len(parts) > 1 else parts[0]
+        if readout == "whole_signature" and not config.whole_signature:
             return "set evaluation.whole_signature: true"
+        if head == "names" and readout == "sampled" and not config.generations:
+            return "names.null.sampled is read on the policy's generations: set evaluation.generations: true"
     if head in PER_ATTRIBUTE or head == "attribute_rates":
         name = attribute or rest.partition(".")[0]
         if name not in attributes.names:

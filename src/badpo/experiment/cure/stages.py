@@ -143,8 +143,11 @@ def _loaded(source: SourceRun):
     return tokenizer, tokenization, policy, reference, settings
 
 
-def _bodies(source: SourceRun, config: EvalConfig, rows: Sequence[dict]) -> list[str]:
-    """The bodies the names are read after: the given ones, or the reference's saved ones."""
+def _bodies(source: SourceRun, config: EvalConfig, rows: Sequence[dict]) -> list[str] | None:
+    """The bodies the names are read after: the given ones, or the reference's saved ones; None
+    under ``body: own`` (each policy's own, read by the evaluation)."""
+    if config.body == "own":
+        return None
     if config.body == "reference":
         if source.bodies is None:
             raise ValueError(f"evaluation.body is 'reference' but the source experiment's reference "
