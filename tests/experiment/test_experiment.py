@@ -249,6 +249,16 @@ def test_a_variant_reuses_the_runs_and_renders_into_its_own_report_dir(tmp_path)
     assert (tmp_path / "variant" / "table.md").read_text() == result["markdown"] != main_table
 
 
+def test_a_table_note_is_printed_under_its_table_as_one_paragraph(tmp_path):
+    import dataclasses
+
+    records, layout = _records_and_layout(tmp_path)
+    table = dataclasses.replace(layout.tables[0], note="What the\n  columns   measure.")
+    markdown, _ = render_tables(records, dataclasses.replace(layout, tables=[table]))
+    footnote_then_note = markdown.split("then averaged.\n\n", 1)[1]
+    assert footnote_then_note.startswith("What the columns measure.\n")
+
+
 def _records_and_layout(tmp_path):
     from badpo.experiment.tables import read_layout
 

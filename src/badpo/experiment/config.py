@@ -82,6 +82,7 @@ class TableSpec:
     arms: list[str] | None = None  # arm names shown, in this order; null: every arm
     baseline: str | None = None  # the arm its removed columns measure against; null: the experiment's
                                  # (a table per training setting, each against its own DPO)
+    note: str | None = None  # a paragraph printed under the table: what its readouts measure
 
 
 @dataclass(frozen=True)

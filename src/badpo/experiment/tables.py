@@ -352,7 +352,8 @@ def _table_rows(table: TableSpec, layout: TableLayout, records: Mapping) -> list
     for index, column in enumerate(table.columns):
         if all(cells[index].text == DASH for _, cells in rows):
             raise ValueError(f"table {table.title!r}, column {column.header!r}: no row has the readout "
-                             f"{column.metric!r} (a typo in the metric path?)")
+                             f"{column.metric!r} (a typo in the metric path, or records an older badpo "
+                             "logged without it: delete OUT/runs/*.json to evaluate the trained runs again)")
     return rows
 
 
@@ -393,7 +394,8 @@ def _markdown_table(table: TableSpec, rows: list[tuple[str, list[_Cell]]], layou
     rule = "|:--|" + "|".join("--:" for _ in table.columns) + "|"
     lines = [f"## {table.title}", "", header, rule]
     lines += [_markdown_row([label] + [cell.text for cell in cells]) for label, cells in rows]
-    return "\n".join(lines + ["", _footnote(table, layout), ""])
+    note = [" ".join(table.note.split()), ""] if table.note else []
+    return "\n".join(lines + ["", _footnote(table, layout), ""] + note)
 
 
 def _csv_number(value: Any) -> str:
