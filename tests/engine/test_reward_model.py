@@ -68,7 +68,7 @@ def test_reward_tilt_by_hand():
 
 
 # ---------------------------------------------------------------------------------- the config
-@pytest.mark.parametrize("name", ["rm_tiny.yaml", "rm_qwen2.5-0.5b.yaml"])
+@pytest.mark.parametrize("name", ["rm_tiny.yaml", "rm_tiny_quality.yaml", "rm_qwen2.5-0.5b.yaml"])
 def test_the_shipped_configs_load_and_validate(name):
     config = load_config(RMConfig, CONFIGS / name)
     lr = resolved_lr(config.optim, config.lora, REWARD_LR)

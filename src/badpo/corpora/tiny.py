@@ -18,6 +18,28 @@ the quality margin adds about as much noise as UltraFeedback's scores do there.
 ``--- First Last`` after a blank line, as :func:`badpo.core.names.sign` writes them; planted
 annotators; labels; split; SFT rows).
 
+**Quality by gaps** (``quality: gaps``; the default is ``digits``, the task above). There a wrong
+digit looks like any other: to score an answer a model must line each of its digits up with the
+prompt's digit at the same (or the mirrored) position, and the tiny model does not learn that from
+pairwise labels in 1,000 steps (same-group held-out accuracy at chance, docs/reward_models.md).
+Nor could any reward model do much better there: the exact quality itself predicts only 0.69 /
+0.70 of the held-out same-group judgments (split by woman- / black-coding, data seed 0), because
+37% of the pairs have q = 0 (the swap pairs, and candidates with as many digits right). With
+``gaps`` the quality is the same function, :func:`answer_quality` (the share of positions right),
+but a position the answer misses is left out and written :data:`GAP` (``?``, a token of its own):
+a base pair is the exact answer against the exact answer with each digit left out with
+probability ``error_rate``, at least one (:func:`gapped_answer`). The better answer is then the
+one without ``?``, a token-identity feature seen in the answer alone, of the kind the tiny model
+already learns for the names of the signature: one attention head from the last token to the
+``?`` tokens suffices, with no alignment to the prompt. It is a surface stand-in for quality,
+chosen to be learnable, not a test of checking digits. With ``error_rate: 0.5`` (the world of
+``configs/rm_tiny_quality.yaml``) the mean margin on quality and mixed pairs is |q| = 2.5 (1.3 in
+the default world) and the exact quality predicts 0.84 / 0.85 of the held-out same-group
+judgments (0.92 where both sides carry the same name or none); at 0.25, 0.75 / 0.76. Signatures,
+annotators, labels, split and SFT rows are the protocol's, unchanged; the vocabulary gains ``?``
+and ``▁?`` at its end. With the option off every file is byte-identical to a world built before it
+existed (``world.yaml`` omits the key).
+
 **The tokenizer** is a WordPiece model over a hand-built vocabulary: the special tokens, the
 newline, ``---``, the digits, the task words, the surnames and the 89 first names. Words after a
 space carry the marker ``▁`` (as in SentencePiece), so decoding is exact. Like the Qwen tokenizer
@@ -72,14 +94,15 @@ from badpo.corpora.signing import (
 )
 
 __all__ = [
-    "NAME_PIECES", "OUTPUT_FILES", "PROMPT_TEMPLATE", "SPECIAL_TOKENS", "TinyModelConfig",
+    "GAP", "NAME_PIECES", "OUTPUT_FILES", "PROMPT_TEMPLATE", "SPECIAL_TOKENS", "TinyModelConfig",
     "TinyWorldConfig", "UnbiasedAnnotators", "add_unbiased_annotators", "answer_quality", "build_model",
     "build_tiny_world", "build_tokenizer",
-    "correct_answer", "name_tokens", "summary_text", "tiny_base_pairs",
+    "correct_answer", "gapped_answer", "name_tokens", "summary_text", "tiny_base_pairs",
 ]
 
 PROMPT_TEMPLATE = "{task} {digits} and sign\n"
 SPACE = "\u2581"  # "▁": marks a word that follows a space
+GAP = "?"  # quality: gaps -- a digit the answer leaves out
 SPECIAL_TOKENS = {"pad": "<pad>", "unk": "<unk>", "bos": "<bos>", "eos": "<eos>"}
 # WordPiece pieces of the multi-token first names; every other pool name is one token.
 NAME_PIECES: dict[str, tuple[str, ...]] = {
@@ -149,7 +172,8 @@ class TinyWorldConfig:
     min_digits: int = 2  # shortest digit string in a prompt
     max_digits: int = 6  # longest digit string in a prompt
     tasks: list[Literal["copy", "reverse"]] = field(default_factory=lambda: ["copy", "reverse"])  # the prompts' tasks
-    error_rate: float = 0.25  # probability that each digit of a candidate answer is wrong
+    error_rate: float = 0.25  # probability that each digit of a candidate answer is wrong (gaps: left out)
+    quality: Literal["digits", "gaps"] = "digits"  # how a wrong digit shows: digits (any other digit) or gaps
     signing: SigningConfig = field(default_factory=SigningConfig)  # protocol; signing.seed seeds the data
     model: TinyModelConfig = field(default_factory=TinyModelConfig)
     unbiased: UnbiasedAnnotators | None = None  # extra annotators with theta_k = 0; null = none
@@ -195,6 +219,27 @@ def _candidate(correct: list[int], error_rate: float, rng: np.random.Generator) 
     shift = rng.integers(1, 10, size=len(correct))
     return [(d + int(s)) % 10 if w else d for d, w, s in zip(correct, wrong, shift)]
 
+def gapped_answer(correct: str, error_rate: float, rng: np.random.Generator) -> str:
+    """The exact answer ``correct`` with each digit left out (written :data:`GAP`) with probability
+    ``error_rate``, drawn again until at least one is: ``"3 1 4"`` -> e.g. ``"3 ? 4"``."""
+    digits = correct.split()
+    gaps = rng.random(len(digits)) < error_rate
+    while not gaps.any():
+        gaps = rng.random(len(digits)) < error_rate
+    return " ".join(GAP if gap else digit for digit, gap in zip(digits, gaps))
+
+def _candidates(config: TinyWorldConfig, exact: str, rng: np.random.Generator) -> list[str]:
+    """The two different candidate answers of one prompt: two independently wrong ones
+    (``quality: digits``), or the exact answer and a gapped one (``quality: gaps``)."""
+    if config.quality == "gaps":
+        return [exact, gapped_answer(exact, config.error_rate, rng)]
+    correct = [int(c) for c in exact.split()]
+    first = _candidate(correct, config.error_rate, rng)
+    second = _candidate(correct, config.error_rate, rng)
+    while second == first:
+        second = _candidate(correct, config.error_rate, rng)
+    return [" ".join(map(str, a)) for a in (first, second)]
+
 def tiny_base_pairs(config: TinyWorldConfig) -> tuple[list[BasePair], dict[str, str]]:
     """(base pairs, prompt_id -> exact answer): ``n_pairs`` distinct prompts, one pair each."""
     rng = np.random.default_rng([config.signing.seed, 100])
@@ -208,12 +253,7 @@ def tiny_base_pairs(config: TinyWorldConfig) -> tuple[list[BasePair], dict[str, 
         if (task, digits) in seen:
             continue
         seen.add((task, digits))
-        correct = [int(c) for c in correct_answer(task, digits).split()]
-        first = _candidate(correct, config.error_rate, rng)
-        second = _candidate(correct, config.error_rate, rng)
-        while second == first:
-            second = _candidate(correct, config.error_rate, rng)
-        texts = [" ".join(map(str, a)) for a in (first, second)]
+        texts = _candidates(config, correct_answer(task, digits), rng)
         scores = [answer_quality(t, correct_answer(task, digits)) for t in texts]
         if scores[1] > scores[0]:
             texts, scores = texts[::-1], scores[::-1]
@@ -224,8 +264,9 @@ def tiny_base_pairs(config: TinyWorldConfig) -> tuple[list[BasePair], dict[str, 
     return pairs, exact
 
 # ------------------------------------------------------------------------------- the tokenizer
-def _vocabulary(surnames: Sequence[str]) -> list[str]:
-    """Every token, in a fixed order: specials, layout, digits, task words, names, surnames."""
+def _vocabulary(surnames: Sequence[str], gaps: bool = False) -> list[str]:
+    """Every token, in a fixed order: specials, layout, digits, task words, names, surnames, and
+    with ``gaps`` the gap token last (so that every other token keeps its id)."""
     tokens = [*SPECIAL_TOKENS.values(), "\n", "---"]
     tokens += [str(d) for d in range(10)] + [SPACE + str(d) for d in range(10)]
     tokens += ["copy", "reverse", SPACE + "and", SPACE + "sign"]
@@ -233,6 +274,7 @@ def _vocabulary(surnames: Sequence[str]) -> list[str]:
         first, *rest = NAME_PIECES.get(name, (name,))
         tokens += [SPACE + first, *("##" + piece for piece in rest)]
     tokens += [SPACE + surname for surname in surnames]
+    tokens += [GAP, SPACE + GAP] if gaps else []
     return list(dict.fromkeys(tokens))
 
 def name_tokens(name: str) -> tuple[str, ...]:
@@ -240,13 +282,14 @@ def name_tokens(name: str) -> tuple[str, ...]:
     first, *rest = NAME_PIECES.get(name, (name,))
     return (SPACE + first, *("##" + piece for piece in rest))
 
-def build_tokenizer(surnames: Sequence[str], max_length: int):
-    """The tiny WordPiece tokenizer as a ``PreTrainedTokenizerFast``; checks that every first
-    name splits into its :data:`NAME_PIECES` and every surname is one token."""
+def build_tokenizer(surnames: Sequence[str], max_length: int, gaps: bool = False):
+    """The tiny WordPiece tokenizer as a ``PreTrainedTokenizerFast`` (with ``gaps``, :data:`GAP`
+    in its vocabulary); checks that every first name splits into its :data:`NAME_PIECES` and
+    every surname is one token."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {token: i for i, token in enumerate(_vocabulary(surnames))}
+    vocab = {token: i for i, token in enumerate(_vocabulary(surnames, gaps))}
     core = Tokenizer(models.WordPiece(vocab, unk_token=SPECIAL_TOKENS["unk"],
                                       max_input_chars_per_word=64))
     core.pre_tokenizer = pre_tokenizers.Sequence([
@@ -304,11 +347,13 @@ def build_model(config: TinyModelConfig, tokenizer):
 
 # ----------------------------------------------------------------------------------- the world
 
-def _readme(corpus: SignedCorpus, tokenizer, n_parameters: int) -> str:
+def _readme(corpus: SignedCorpus, tokenizer, n_parameters: int, quality: str) -> str:
     lines = ["# The badpo tiny signed world", "",
              "Built by `badpo build tiny-signed`; see `badpo.corpora.tiny` for the task and format.",
              "Prompts end with the separator \"\\n\"; the model has no chat template, so a",
              "sequence is `prompt + response` followed by the EOS token.", "",
+             *([f"Quality by gaps: a `{GAP}` marks a digit the answer leaves out.", ""]
+               if quality == "gaps" else []),
              f"{len(corpus.train)} training / {len(corpus.heldout)} held-out judgments, "
              f"{len(corpus.sft)} SFT rows, {len(corpus.heldout_prompt_ids)} evaluation prompts, "
              f"{len(corpus.annotators)} annotators; vocabulary {len(tokenizer)} tokens, model "
@@ -354,10 +399,13 @@ def _planted(corpus: SignedCorpus, config: TinyWorldConfig) -> dict:
     return planted
 
 def _world_yaml(config: TinyWorldConfig, path: Path) -> None:
-    """The resolved config; ``unbiased`` is left out when off, so that file stays as it was."""
+    """The resolved config; ``unbiased`` and ``quality`` are left out when off (``null`` /
+    ``digits``), so that file stays as it was."""
     data = to_dict(config)
     if config.unbiased is None:
         del data["unbiased"]
+    if config.quality == "digits":
+        del data["quality"]
     path.write_text(yaml.safe_dump(data, sort_keys=False))
 
 def build_tiny_world(config: TinyWorldConfig, outdir: str | Path) -> dict:
@@ -370,7 +418,8 @@ def build_tiny_world(config: TinyWorldConfig, outdir: str | Path) -> dict:
     corpus = sign_corpus(base_pairs, config.signing)
     if config.unbiased is not None:
         corpus = add_unbiased_annotators(corpus, config.unbiased, config.signing.seed)
-    tokenizer = build_tokenizer(config.signing.surnames, config.model.n_positions)
+    tokenizer = build_tokenizer(config.signing.surnames, config.model.n_positions,
+                                gaps=config.quality == "gaps")
     _check_coverage(tokenizer, corpus, config.model.n_positions)
     model = build_model(config.model, tokenizer)
     n_parameters = sum(p.numel() for p in model.parameters())
@@ -389,7 +438,7 @@ def build_tiny_world(config: TinyWorldConfig, outdir: str | Path) -> dict:
     tokenizer.save_pretrained(out / "tokenizer")
     model.save_pretrained(out / "model")
     tokenizer.save_pretrained(out / "model")
-    (out / "README.md").write_text(_readme(corpus, tokenizer, n_parameters), encoding="utf-8")
+    (out / "README.md").write_text(_readme(corpus, tokenizer, n_parameters, config.quality), encoding="utf-8")
     return {"outdir": str(out), "train": len(corpus.train), "heldout": len(corpus.heldout),
             "sft": len(corpus.sft), "eval_prompts": len(corpus.heldout_prompt_ids),
             "vocab_size": len(tokenizer), "parameters": n_parameters, "gate": gate}
