@@ -74,7 +74,9 @@ def frozen(channel: BiasChannel) -> BiasChannel:
 
 
 def test_with_theta_frozen_at_zero_it_is_trls_dpo_trainer(world, tmp_path):
-    """Same batch: the same loss; two steps: the same weights, so the same gradient too."""
+    """Same batch: the same loss; two steps: the same weights, so the same gradient too; and every
+    metric TRL logs (logps, logits, entropy, token accuracy, token count, rewards) logged alike,
+    beside theta's."""
     from trl import DPOTrainer
 
     from badpo.integrations.trl import BADPOTrainer
@@ -93,6 +95,14 @@ def test_with_theta_frozen_at_zero_it_is_trls_dpo_trainer(world, tmp_path):
     trl_losses = [r["loss"] for r in trl.state.log_history if "loss" in r]
     our_losses = [r["loss"] for r in ours.state.log_history if "loss" in r]
     assert len(our_losses) == 2 and our_losses == pytest.approx(trl_losses, rel=1e-6)
+    trl_records = [r for r in trl.state.log_history if "loss" in r]
+    our_records = [r for r in ours.state.log_history if "loss" in r]
+    for theirs, mine in zip(trl_records, our_records, strict=True):
+        assert {"logps/chosen", "logits/rejected", "entropy", "mean_token_accuracy", "num_tokens"} <= set(theirs)
+        assert set(theirs) <= set(mine), sorted(set(theirs) - set(mine))
+        for key, value in theirs.items():
+            assert mine[key] == pytest.approx(value, rel=1e-5, abs=1e-7), key
+        assert mine["theta_bar/signed"] == 0.0 and "bias_logit" in mine
     for (name, a), b in zip(trl.model.named_parameters(), ours.model.parameters()):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-7, msg=name)
 
@@ -192,3 +202,4 @@ def test_bad_input_is_one_clear_error(world, tmp_path):
     with pytest.raises(ValueError, match="eval_dataset row 0: annotator 'stranger'"):
         BADPOTrainer(str(path / "model"), args=config(tmp_path), train_dataset=data, eval_dataset=unknown,
                      **common)
+

@@ -19,9 +19,14 @@ the batch. With b = 0 it is TRL's ``sigmoid`` loss; TRL options that change the 
 
 theta trains on its own ``torch.optim.Adam`` (constant lr, 1e-2 by default, no weight decay),
 stepped after each optimizer step of the policy through a ``TrainerCallback``: TRL's scheduler,
-clipping and weight decay never touch it. ``theta_bar/<attribute>`` is added to every log, with
-``theta_k_sd/<attribute>`` (the spread of the theta_k) and, with at most 32 annotators,
-``theta_k/<attribute>/<annotator>`` (the engine's names, :func:`badpo.engine.reporting.theta_k_scalars`), and
+clipping and weight decay never touch it.
+
+Logs. Every log holds TRL's own metrics (``rewards/*``, ``logps/*``, ``logits/*``, ``entropy``,
+``mean_token_accuracy``, ``num_tokens``; computed here from the same fused forward, since the loss
+is not TRL's), ``bias_logit`` (its batch mean), ``theta_bar/<attribute>``, ``theta_k_sd/<attribute>``
+(the spread of the theta_k) and, with at most 32 annotators, ``theta_k/<attribute>/<annotator>``
+(the engine's names, :func:`badpo.engine.reporting.theta_k_scalars`).
+
 ``save_model`` writes ``theta.json`` (:meth:`BiasChannel.save`, the engine's format) beside the
 model.
 """
@@ -163,7 +168,8 @@ class BADPOTrainer(DPOTrainer):
         if self.theta_parameters:  # constant lr, no weight decay; TRL's scheduler never sees it
             self.theta_optimizer = torch.optim.Adam(self.theta_parameters, lr=theta_lr, weight_decay=0.0)
             self.add_callback(_ThetaStep(self))
-        self._bias_metrics = {"train": {}, "eval": {}}
+        self._step_metrics: dict[str, dict[str, list[float]]] = {"train": {}, "eval": {}}
+        self.tokens_seen = 0  # attention-mask tokens of the training batches so far (TRL's num_tokens)
 
     def _channel(self, bias: str | BiasChannel, judgments: Sequence[Judgment]) -> BiasChannel:
         names = tuple(self.attributes.names)
@@ -201,32 +207,66 @@ class BADPOTrainer(DPOTrainer):
         losses, chosen_rewards, rejected_rewards = ba_dpo_loss(
             policy_chosen, policy_rejected, reference_chosen.to(device), reference_rejected.to(device),
             bias_logit, self.beta)
-        self._remember(chosen_rewards, rejected_rewards, bias_logit.detach())
+        with torch.no_grad():
+            self._remember(self._forward_metrics(outputs, inputs, positions) | self._pair_metrics(
+                policy_chosen, policy_rejected, chosen_rewards, rejected_rewards, bias_logit))
         loss = losses.mean()
         if not return_outputs:
             return loss
         with torch.no_grad():  # Trainer.prediction_step reads logits: score them apart
             return loss, model(**model_inputs)
 
-    def _remember(self, chosen_rewards, rejected_rewards, bias_logit) -> None:
-        mode = "train" if self.model.training else "eval"
-        gather = self.accelerator.gather_for_metrics
+    def _forward_metrics(self, outputs, inputs, positions: int) -> dict[str, float]:
+        """TRL's metrics of the policy's forward, over completion tokens of every process: entropy,
+        the mean logit of each side, the chosen side's next-token accuracy, tokens seen."""
+        mask = inputs["completion_mask"][:, 1:].bool()  # position t predicts token t + 1
+        chosen, rejected = mask.chunk(2)
+        entropy, logits, top1 = (outputs.entropy[:, -positions:], outputs.mean_logits[:, -positions:],
+                                  outputs.is_top1[:, -positions:])
+        metrics = {"entropy": self._token_mean(entropy, mask),
+                   "logits/chosen": self._token_mean(logits.chunk(2)[0], chosen),
+                   "logits/rejected": self._token_mean(logits.chunk(2)[1], rejected),
+                   "mean_token_accuracy": self._token_mean(top1.chunk(2)[0], chosen)}
+        if self.model.training:
+            self.tokens_seen += int(self.accelerator.gather(inputs["attention_mask"].sum().reshape(1)).sum())
+        return metrics | {"num_tokens": float(self.tokens_seen)}
+
+    def _token_mean(self, values: torch.Tensor, mask: torch.Tensor) -> float:
+        """Mean of ``values`` where ``mask`` holds, pooled over processes (0 with no token)."""
+        total = torch.where(mask, values.float(), 0.0).sum().reshape(1)
+        count = mask.sum().reshape(1).float()
+        total, count = self.accelerator.gather(total).sum(), self.accelerator.gather(count).sum()
+        return float(total / count) if count > 0 else 0.0
+
+    def _pair_metrics(self, policy_chosen, policy_rejected, chosen_rewards, rejected_rewards,
+                      bias_logit) -> dict[str, float]:
+        """Batch means over every process: the implicit rewards (TRL's names), the policy's summed
+        log-probs, and the bias logit b_k."""
         margin = chosen_rewards - rejected_rewards
         values = {"rewards/chosen": chosen_rewards, "rewards/rejected": rejected_rewards,
                   "rewards/margins": margin, "rewards/accuracies": (margin > 0).float(),
-                  "bias_logit": bias_logit}
-        for key, value in values.items():
-            self._bias_metrics[mode].setdefault(key, []).append(gather(value).float().mean().item())
+                  "logps/chosen": policy_chosen, "logps/rejected": policy_rejected, "bias_logit": bias_logit}
+        gather = self.accelerator.gather_for_metrics
+        return {key: gather(value.detach()).float().mean().item() for key, value in values.items()}
+
+    def _remember(self, metrics: Mapping[str, float]) -> None:
+        store = self._step_metrics["train" if self.model.training else "eval"]
+        for key, value in metrics.items():
+            if key == "num_tokens":  # a running count: the latest value, not a mean
+                store[key] = [value]
+            else:
+                store.setdefault(key, []).append(value)
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        """TRL's log plus the reward statistics of the BA-DPO logit and theta_bar per attribute."""
+        """TRL's metrics of the batches since the last log (means), and theta: theta_bar per
+        attribute, the spread of the theta_k and, with few annotators, each one."""
         mode = "train" if self.model.training else "eval"
         prefix = "" if mode == "train" else "eval_"
-        logs.update({prefix + k: sum(v) / len(v) for k, v in self._bias_metrics[mode].items() if v})
-        self._bias_metrics[mode] = {}
+        logs.update({prefix + k: sum(v) / len(v) for k, v in self._step_metrics[mode].items() if v})
+        self._step_metrics[mode] = {}
         logs.update({f"theta_bar/{name}": value
                      for name, value in zip(self.bias.attribute_names, self.bias.mean().tolist())})
-        theta_k = annotator_theta(self.bias)  # the spread of theta_k, and each one with few annotators
+        theta_k = annotator_theta(self.bias)
         logs.update(theta_k_scalars(theta_k) if theta_k is not None else {})
         super().log(logs, start_time)
 
