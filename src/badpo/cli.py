@@ -373,8 +373,9 @@ data (any format `badpo train` reads: .jsonl, .parquet, .csv, .json, a save_to_d
                   of the run's training data when it holds them (the run's mapping applies)
   A readout whose input is missing is skipped, and the summary says so and why.
 
-attributes: the run's declared ones (its config.yaml), or -a SPEC per attribute (or
-  attributes=[...]); a module:function spec is never taken from RUN_DIR: declare it yourself.
+attributes: the run's declared ones (its config.yaml, or the badpo_run.json of a TRL run), or
+  -a SPEC per attribute (or attributes=[...]); a module:function spec is never taken from RUN_DIR:
+  declare it yourself.
 settings: -c FILE and KEY=VALUE anywhere on the line (the readout settings listed below), e.g.
   max_prompts=100 max_new_tokens=128 seed=1 generations=false judge=MODEL; max_new_tokens is
   lowered to what the model's context leaves after the longest prompt (with a notice).
@@ -393,12 +394,14 @@ def _add_evaluate(subparsers) -> argparse.ArgumentParser:
                     "declared attribute's rate on the policy's and the reference's generations,\n"
                     "held-out accuracy and gap, vote prediction, theta, KL, and the names rates when\n"
                     "names are declared. The reference, tokenizer, tokenization, beta, column mapping\n"
-                    "and declared attributes come from RUN_DIR/config.yaml.",
+                    "and declared attributes come from RUN_DIR/config.yaml (from RUN_DIR/badpo_run.json\n"
+                    "in a folder that BADPOTrainer.save_model wrote with TRL).",
         epilog=EVALUATE_FILES, formatter_class=argparse.RawDescriptionHelpFormatter, any_order=True,
         config_classes=[("readout settings", "badpo.readouts.settings:EvalConfig")],
     )
     parser.add_argument("run_dir", help="the output folder of `badpo train` (or of `badpo rm`: the reward "
-                                        "model's tilt on counterfactual pairs and held-out accuracy)")
+                                        "model's tilt on counterfactual pairs and held-out accuracy; or "
+                                        "of BADPOTrainer.save_model)")
     parser.add_argument("--heldout", metavar="FILE", help="held-out judgments (see below)")
     parser.add_argument("--prompts", metavar="FILE", help="evaluation prompts (see below)")
     # dest is not "corpus": main() names `badpo build CORPUS` in its error line by args.corpus

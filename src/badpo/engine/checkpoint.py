@@ -152,8 +152,9 @@ def _load_policy(accelerator, policy: nn.Module, folder: Path) -> None:
             param.copy_(saved[name])
 
 
-def _write_pair(folder: Path, stem: str, state: Any) -> None:
-    """``stem.json`` (the tree) and ``stem.safetensors`` (its tensors)."""
+def write_state_files(folder: Path, stem: str, state: Any) -> None:
+    """``stem.json`` (the tree) and ``stem.safetensors`` (its tensors): a state saved without
+    pickle (:mod:`badpo.core.state_io`)."""
     from safetensors.torch import save_file
 
     tree, tensors = split_state(state)
@@ -161,7 +162,9 @@ def _write_pair(folder: Path, stem: str, state: Any) -> None:
     (folder / f"{stem}.json").write_text(tree_text(tree), encoding="utf-8")
 
 
-def _read_pair(folder: Path, stem: str) -> Any:
+def read_state_files(folder: Path, stem: str) -> Any:
+    """The state :func:`write_state_files` wrote; a missing or damaged file is a one-line error
+    naming it."""
     tensors, path = _load_tensors(folder / f"{stem}.safetensors"), folder / f"{stem}.json"
     try:
         return join_state(read_tree(path.read_text(encoding="utf-8")), tensors)
@@ -207,11 +210,11 @@ def save_checkpoint(accelerator, output_dir: Path, step: int, keep: int, config,
             shutil.rmtree(temporary)
         temporary.mkdir(parents=True)
     accelerator.wait_for_everyone()
-    _write_pair(temporary, _RNG.format(rank=accelerator.process_index), rng_state())
+    write_state_files(temporary, _RNG.format(rank=accelerator.process_index), rng_state())
     if accelerator.is_main_process:
         _save_policy(accelerator, contents.policy, temporary)
         states = {name: obj.state_dict() for name, obj in contents.states.items()}
-        _write_pair(temporary, _STATE, {"format": FORMAT, "states": states})
+        write_state_files(temporary, _STATE, {"format": FORMAT, "states": states})
         dump_yaml(config, temporary / "config.yaml")
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
@@ -233,7 +236,7 @@ def load_checkpoint(accelerator, checkpoint: Path, contents: Contents) -> None:
     :func:`check_files`; the saved states must be exactly the run's."""
     check_files(checkpoint)
     _load_policy(accelerator, contents.policy, checkpoint)
-    saved = _read_pair(checkpoint, _STATE)
+    saved = read_state_files(checkpoint, _STATE)
     if not isinstance(saved, dict) or saved.get("format") != FORMAT:
         raise ValueError(f"{checkpoint / 'state.json'}: not a {FORMAT} state")
     states = saved["states"]
@@ -244,7 +247,7 @@ def load_checkpoint(accelerator, checkpoint: Path, contents: Contents) -> None:
         obj.load_state_dict(states[name])
     rng = _RNG.format(rank=accelerator.process_index)
     if (checkpoint / f"{rng}.json").exists():
-        set_rng_state(_read_pair(checkpoint, rng))
+        set_rng_state(read_state_files(checkpoint, rng))
     else:
         warnings.warn(f"{checkpoint}: no RNG state of process {accelerator.process_index} (saved by "
                       "fewer processes); its RNG goes on from the seed", BadpoWarning, stacklevel=2)
@@ -274,4 +277,5 @@ def resolve_resume(resume_from: str | None, output_dir: Path) -> Path | None:
 
 __all__ = ["CHECKPOINTS", "FORMAT", "TrainingState", "Contents", "checkpoint_contents",
            "check_checkpointing", "check_files", "save_checkpoint", "load_checkpoint",
-           "list_checkpoints", "resolve_resume", "checkpoint_path", "rng_state", "set_rng_state"]
+           "list_checkpoints", "resolve_resume", "checkpoint_path", "rng_state", "set_rng_state",
+           "write_state_files", "read_state_files"]

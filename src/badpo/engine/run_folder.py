@@ -36,6 +36,7 @@ from badpo.core.jsonio import atomic_write_text
 from badpo.core.notices import BadpoWarning
 from badpo.data.fingerprint import data_fingerprint
 from badpo.engine.checkpoint import check_files
+from badpo.engine.external_run import is_external_run
 from badpo.engine.settings import RUN_CONTROL_KEYS
 
 CONFIG_FILE = "config.yaml"
@@ -113,8 +114,9 @@ _RUN_MARKERS = (*FINAL_NAMES, "checkpoints", "sft.json")
 
 def is_run_folder(folder: Path) -> bool:
     """Whether ``folder`` holds a run of a badpo stage: its config.yaml beside a run's outputs (a
-    user's own folder with a config.yaml alone is not one)."""
-    return (folder / CONFIG_FILE).is_file() and any((folder / name).exists() for name in _RUN_MARKERS)
+    user's own folder with a config.yaml alone is not one), or a run BADPOTrainer saved (its record)."""
+    return is_external_run(folder) or (
+        (folder / CONFIG_FILE).is_file() and any((folder / name).exists() for name in _RUN_MARKERS))
 
 
 def remove_run(folder: Path, run_files: RunFiles = preference_run_files) -> None:

@@ -19,26 +19,45 @@ the batch. With b = 0 it is TRL's ``sigmoid`` loss; TRL options that change the 
 
 theta trains on its own ``torch.optim.Adam`` (constant lr, 1e-2 by default, no weight decay),
 stepped after each optimizer step of the policy through a ``TrainerCallback``: TRL's scheduler,
-clipping and weight decay never touch it. ``theta_bar/<attribute>`` is added to every log, with
-``theta_k_sd/<attribute>`` (the spread of the theta_k) and, with at most 32 annotators,
-``theta_k/<attribute>/<annotator>`` (the engine's names, :func:`badpo.engine.reporting.theta_k_scalars`), and
-``save_model`` writes ``theta.json`` (:meth:`BiasChannel.save`, the engine's format) beside the
-model.
+clipping and weight decay never touch it.
+
+Logs. Every log holds TRL's own metrics (``rewards/*``, ``logps/*``, ``logits/*``, ``entropy``,
+``mean_token_accuracy``, ``num_tokens``; computed here from the same fused forward, since the loss
+is not TRL's), ``bias_logit`` (its batch mean), ``theta_bar/<attribute>``, ``theta_k_sd/<attribute>``
+(the spread of the theta_k) and, with at most 32 annotators, ``theta_k/<attribute>/<annotator>``
+(the engine's names, :func:`badpo.engine.reporting.theta_k_scalars`).
+
+Files. ``save_model`` writes TRL's folder (the policy, or its LoRA adapter, and the tokenizer) with
+``theta.json`` (:meth:`BiasChannel.save`, the engine's format) and the run record ``badpo_run.json``
+(:mod:`badpo.engine.external_run`: method, attributes, annotators, reference, beta, tokenization),
+so that ``badpo evaluate`` and ``badpo compare`` read the folder; Trainer's pickled
+``training_args.bin`` is replaced by ``training_args.json``. Each checkpoint also gets
+``theta_state.json`` + ``theta_state.safetensors`` (theta, theta's Adam and the token count, split
+by :mod:`badpo.core.state_io`), which ``train(resume_from_checkpoint=...)`` loads before TRL
+restores the rest, so that a resumed run goes on as the uninterrupted one would.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
 from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.bias import BiasChannel
+from badpo.core.jsonio import atomic_write_text
 from badpo.core.judgments import FIELDS, Judgment, annotator_classes, validate_judgments
 from badpo.core.losses import ba_dpo_loss
-from badpo.engine.reporting import annotator_theta, theta_k_scalars
+from badpo.engine.checkpoint import read_state_files, write_state_files
+from badpo.engine.external_run import FORMAT, ExternalRun, local_path, method_of_variant, write_external_run
+from badpo.engine.reporting import annotator_theta, theta_convergence, theta_k_scalars
+from badpo.engine.runtime import config_positions
+from badpo.engine.tokenize import DEFAULT_TOKENIZATION, TokenizationConfig
 
 try:
     from trl import DPOConfig, DPOTrainer
@@ -53,6 +72,8 @@ _NOT_MODEL_INPUTS = ("completion_mask", "ref_chosen_logps", "ref_rejected_logps"
 # DPOConfig fields whose non-default value changes TRL's loss away from -log sigmoid(beta * delta).
 _LOSS_OPTIONS = {"loss_type": ["sigmoid"], "ld_alpha": None, "f_divergence_type": "reverse_kl",
                  "use_weighting": False}
+THETA_STATE = "theta_state"  # theta_state.json + theta_state.safetensors in each checkpoint folder
+THETA_FORMAT = "badpo.trl-theta/1"
 
 
 def _judgments(dataset, name: str) -> list[Judgment]:
@@ -101,13 +122,16 @@ class _BiasColumnsCollator:
 
 class _ThetaStep(TrainerCallback):
     """After each optimizer step of the policy: average theta's gradient over processes (theta
-    is outside DDP), step theta's own Adam, clear its gradient."""
+    is outside DDP), step theta's own Adam, clear its gradient. After each checkpoint: theta's
+    state beside TRL's."""
 
     def __init__(self, trainer: BADPOTrainer) -> None:
         self.trainer = trainer
 
     def on_optimizer_step(self, args, state, control, **kwargs):
         trainer = self.trainer
+        if trainer.theta_optimizer is None:
+            return
         accelerator = trainer.accelerator
         for param in trainer.theta_parameters:
             grad = param.grad if param.grad is not None else torch.zeros_like(param)
@@ -116,6 +140,11 @@ class _ThetaStep(TrainerCallback):
             param.grad = grad
         trainer.theta_optimizer.step()
         trainer.theta_optimizer.zero_grad(set_to_none=True)
+
+    def on_save(self, args, state, control, **kwargs):
+        folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+        if args.should_save and folder.is_dir():  # the checkpoint Trainer has just written
+            self.trainer.save_theta_state(folder)
 
 
 class BADPOTrainer(DPOTrainer):
@@ -135,6 +164,8 @@ class BADPOTrainer(DPOTrainer):
         if not theta_lr > 0:
             raise ValueError(f"theta_lr: must be > 0, got {theta_lr}")
         self.attributes = attributes if isinstance(attributes, AttributeSet) else resolve_attributes(attributes)
+        # the specs as given, for the run record (an AttributeSet keeps no specs)
+        self.attribute_specs = None if isinstance(attributes, AttributeSet) else [str(a) for a in attributes]
         judgments = _judgments(train_dataset, "train_dataset")
         self.bias = self._channel(bias, judgments)
         train_dataset = with_bias_columns(train_dataset, judgments, self.attributes, self.bias,
@@ -162,8 +193,10 @@ class BADPOTrainer(DPOTrainer):
         self.theta_optimizer = None
         if self.theta_parameters:  # constant lr, no weight decay; TRL's scheduler never sees it
             self.theta_optimizer = torch.optim.Adam(self.theta_parameters, lr=theta_lr, weight_decay=0.0)
-            self.add_callback(_ThetaStep(self))
-        self._bias_metrics = {"train": {}, "eval": {}}
+        self.add_callback(_ThetaStep(self))
+        self._step_metrics: dict[str, dict[str, list[float]]] = {"train": {}, "eval": {}}
+        self.tokens_seen = 0  # attention-mask tokens of the training batches so far (TRL's num_tokens)
+        self.reference_name = self._reference_name(model, ref_model)
 
     def _channel(self, bias: str | BiasChannel, judgments: Sequence[Judgment]) -> BiasChannel:
         names = tuple(self.attributes.names)
@@ -177,6 +210,19 @@ class BADPOTrainer(DPOTrainer):
 
     def _with_columns(self, dataset, name: str):
         return with_bias_columns(dataset, _judgments(dataset, name), self.attributes, self.bias, name)
+
+    def _reference_name(self, model, ref_model) -> str | None:
+        """The Hub id or local path of the model the policy is compared with (the LoRA base when the
+        adapter is switched off); None when no path says it (a model built in memory, or a LoRA run
+        whose reference is a copy of the adapter it started from)."""
+        peft_config = getattr(self.accelerator.unwrap_model(self.model), "peft_config", None)
+        if ref_model is not None:
+            source = ref_model if isinstance(ref_model, str) else getattr(ref_model, "name_or_path", None)
+        elif peft_config:
+            source = None if "ref" in peft_config else next(iter(peft_config.values())).base_model_name_or_path
+        else:  # TRL's reference is the policy as it was loaded
+            source = model if isinstance(model, str) else getattr(model, "name_or_path", None)
+        return local_path(source) if source else None
 
     def compute_ref_log_probs(self, model, inputs):
         """TRL's reference log-probs, without the bias columns (they are not model inputs)."""
@@ -201,45 +247,150 @@ class BADPOTrainer(DPOTrainer):
         losses, chosen_rewards, rejected_rewards = ba_dpo_loss(
             policy_chosen, policy_rejected, reference_chosen.to(device), reference_rejected.to(device),
             bias_logit, self.beta)
-        self._remember(chosen_rewards, rejected_rewards, bias_logit.detach())
+        with torch.no_grad():
+            self._remember(self._forward_metrics(outputs, inputs, positions) | self._pair_metrics(
+                policy_chosen, policy_rejected, chosen_rewards, rejected_rewards, bias_logit))
         loss = losses.mean()
         if not return_outputs:
             return loss
         with torch.no_grad():  # Trainer.prediction_step reads logits: score them apart
             return loss, model(**model_inputs)
 
-    def _remember(self, chosen_rewards, rejected_rewards, bias_logit) -> None:
-        mode = "train" if self.model.training else "eval"
-        gather = self.accelerator.gather_for_metrics
+    def _forward_metrics(self, outputs, inputs, positions: int) -> dict[str, float]:
+        """TRL's metrics of the policy's forward, over completion tokens of every process: entropy,
+        the mean logit of each side, the chosen side's next-token accuracy, tokens seen."""
+        mask = inputs["completion_mask"][:, 1:].bool()  # position t predicts token t + 1
+        chosen, rejected = mask.chunk(2)
+        entropy, logits, top1 = (outputs.entropy[:, -positions:], outputs.mean_logits[:, -positions:],
+                                  outputs.is_top1[:, -positions:])
+        metrics = {"entropy": self._token_mean(entropy, mask),
+                   "logits/chosen": self._token_mean(logits.chunk(2)[0], chosen),
+                   "logits/rejected": self._token_mean(logits.chunk(2)[1], rejected),
+                   "mean_token_accuracy": self._token_mean(top1.chunk(2)[0], chosen)}
+        if self.model.training:
+            self.tokens_seen += int(self.accelerator.gather(inputs["attention_mask"].sum().reshape(1)).sum())
+        return metrics | {"num_tokens": float(self.tokens_seen)}
+
+    def _token_mean(self, values: torch.Tensor, mask: torch.Tensor) -> float:
+        """Mean of ``values`` where ``mask`` holds, pooled over processes (0 with no token)."""
+        total = torch.where(mask, values.float(), 0.0).sum().reshape(1)
+        count = mask.sum().reshape(1).float()
+        total, count = self.accelerator.gather(total).sum(), self.accelerator.gather(count).sum()
+        return float(total / count) if count > 0 else 0.0
+
+    def _pair_metrics(self, policy_chosen, policy_rejected, chosen_rewards, rejected_rewards,
+                      bias_logit) -> dict[str, float]:
+        """Batch means over every process: the implicit rewards (TRL's names), the policy's summed
+        log-probs, and the bias logit b_k."""
         margin = chosen_rewards - rejected_rewards
         values = {"rewards/chosen": chosen_rewards, "rewards/rejected": rejected_rewards,
                   "rewards/margins": margin, "rewards/accuracies": (margin > 0).float(),
-                  "bias_logit": bias_logit}
-        for key, value in values.items():
-            self._bias_metrics[mode].setdefault(key, []).append(gather(value).float().mean().item())
+                  "logps/chosen": policy_chosen, "logps/rejected": policy_rejected, "bias_logit": bias_logit}
+        gather = self.accelerator.gather_for_metrics
+        return {key: gather(value.detach()).float().mean().item() for key, value in values.items()}
+
+    def _remember(self, metrics: Mapping[str, float]) -> None:
+        store = self._step_metrics["train" if self.model.training else "eval"]
+        for key, value in metrics.items():
+            if key == "num_tokens":  # a running count: the latest value, not a mean
+                store[key] = [value]
+            else:
+                store.setdefault(key, []).append(value)
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        """TRL's log plus the reward statistics of the BA-DPO logit and theta_bar per attribute."""
+        """TRL's metrics of the batches since the last log (means), and theta: theta_bar per
+        attribute, the spread of the theta_k and, with few annotators, each one."""
         mode = "train" if self.model.training else "eval"
         prefix = "" if mode == "train" else "eval_"
-        logs.update({prefix + k: sum(v) / len(v) for k, v in self._bias_metrics[mode].items() if v})
-        self._bias_metrics[mode] = {}
+        logs.update({prefix + k: sum(v) / len(v) for k, v in self._step_metrics[mode].items() if v})
+        self._step_metrics[mode] = {}
         logs.update({f"theta_bar/{name}": value
                      for name, value in zip(self.bias.attribute_names, self.bias.mean().tolist())})
-        theta_k = annotator_theta(self.bias)  # the spread of theta_k, and each one with few annotators
+        theta_k = annotator_theta(self.bias)
         logs.update(theta_k_scalars(theta_k) if theta_k is not None else {})
         super().log(logs, start_time)
 
+    # ------------------------------------------------------------------ files: save, record, resume
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
-        """The model as TRL saves it, and ``theta.json`` beside it (checkpoints included)."""
+        """The model as TRL saves it, and beside it ``theta.json`` and the run record
+        ``badpo_run.json`` (checkpoints included); ``training_args.json`` for Trainer's pickle."""
         super().save_model(output_dir, _internal_call)
-        if self.args.should_save:
-            folder = Path(output_dir if output_dir is not None else self.args.output_dir)
-            folder.mkdir(parents=True, exist_ok=True)
-            self.bias.save(folder / "theta.json")
+        if not self.args.should_save:
+            return
+        folder = Path(output_dir if output_dir is not None else self.args.output_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.bias.save(folder / "theta.json")
+        (folder / "training_args.bin").unlink(missing_ok=True)  # a pickle: loading it could run code
+        atomic_write_text(folder / "training_args.json", self.args.to_json_string())
+        write_external_run(folder, self.run_record())
 
-    def train(self, resume_from_checkpoint=None, *args, **kwargs):
+    def run_record(self) -> ExternalRun:
+        """What ``badpo evaluate`` and ``badpo compare`` need to read this run's folder."""
+        from importlib.metadata import version
+
+        unwrapped = self.accelerator.unwrap_model(self.model)
+        length = self.args.max_length or config_positions(unwrapped.config) or DEFAULT_TOKENIZATION.max_length
+        # text prompts, tokenized by TRL as the tokenizer does with its special tokens: badpo's "never"
+        tokenization = TokenizationConfig(max_prompt_tokens=max(1, length - 1), max_length=max(2, length),
+                                          chat_template="never")
+        remote = bool((self.args.model_init_kwargs or {}).get("trust_remote_code")
+                      or getattr(unwrapped.config, "auto_map", None))
+        names = list(self.bias.attribute_names)
+        logged = [{"step": r["step"], "theta_bar": {n: r[f"theta_bar/{n}"] for n in names}}
+                  for r in self.state.log_history if "step" in r and all(f"theta_bar/{n}" in r for n in names)]
+        return ExternalRun(
+            format=FORMAT, trainer=f"{type(self).__module__}.{type(self).__name__}",
+            method=method_of_variant(self.bias.variant), variant=self.bias.variant, attribute_names=names,
+            attributes=self.attribute_specs, annotators=list(self.bias.annotators), reference=self.reference_name,
+            beta=float(self.beta), tokenization=tokenization, trust_remote_code=remote,
+            step=int(self.state.global_step),
+            theta_convergence=(theta_convergence(logged, self.state.max_steps or self.state.global_step)
+                               if self.theta_optimizer is not None else None),
+            versions={name: version(name) for name in ("badpo", "trl", "transformers")})
+
+    def theta_state(self) -> dict[str, Any]:
+        return {"format": THETA_FORMAT, "variant": self.bias.variant,
+                "attribute_names": list(self.bias.attribute_names), "annotators": list(self.bias.annotators),
+                "theta": self.bias.state_dict(),
+                "theta_optimizer": self.theta_optimizer.state_dict() if self.theta_optimizer is not None else None,
+                "tokens_seen": self.tokens_seen}
+
+    def save_theta_state(self, folder: str | os.PathLike) -> None:
+        """theta, theta's Adam and the token count into ``folder`` (a checkpoint), without pickle."""
+        write_state_files(Path(folder), THETA_STATE, self.theta_state())
+
+    def load_theta_state(self, folder: str | os.PathLike) -> None:
+        """Restore what :meth:`save_theta_state` wrote; another run's state (other variant, attributes
+        or annotators) or a checkpoint without one is a one-line error naming the file."""
+        path = Path(folder) / f"{THETA_STATE}.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"resume_from_checkpoint: {path} is missing: {folder} is not a checkpoint "
+                                    "BADPOTrainer wrote, and theta and its Adam would start again")
+        saved = read_state_files(Path(folder), THETA_STATE)
+        mine = self.theta_state()
+        if not isinstance(saved, dict) or saved.get("format") != THETA_FORMAT:
+            raise ValueError(f"{path}: not a {THETA_FORMAT} state")
+        for key in ("variant", "attribute_names", "annotators"):
+            if saved.get(key) != mine[key]:
+                raise ValueError(f"{path}: {key} {saved.get(key)!r} is not this trainer's {mine[key]!r}")
+        if (saved.get("theta_optimizer") is None) != (self.theta_optimizer is None):
+            learns = self.theta_optimizer is not None
+            raise ValueError(f"{path}: theta_optimizer is {'missing' if learns else 'present'}, but this "
+                             f"trainer's theta {'learns' if learns else 'is frozen'}")
+        try:
+            self.bias.load_state_dict(saved["theta"])
+            if self.theta_optimizer is not None:
+                self.theta_optimizer.load_state_dict(saved["theta_optimizer"])
+        except (KeyError, RuntimeError, ValueError) as error:
+            raise ValueError(f"{path}: does not fit this trainer's theta ({str(error).splitlines()[0]})") from None
+        self.tokens_seen = int(saved.get("tokens_seen", 0))
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, *args, **kwargs):
+        """TRL's train; a resumed run restores theta and theta's Adam from the checkpoint first."""
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+            if resume_from_checkpoint is None:
+                raise ValueError(f"resume_from_checkpoint: no checkpoint folder in {self.args.output_dir}")
         if resume_from_checkpoint:
-            raise ValueError("resume_from_checkpoint: BADPOTrainer does not restore theta's Adam "
-                             "state from a checkpoint yet; start the run again")
-        return super().train(None, *args, **kwargs)
+            self.load_theta_state(resume_from_checkpoint)
+        return super().train(resume_from_checkpoint or None, *args, **kwargs)

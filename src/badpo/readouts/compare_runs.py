@@ -3,7 +3,9 @@
 Each RUN is a run folder that ``badpo evaluate`` has read (its ``readouts.json``), or a readouts
 file written with ``evaluate --out``. Beside the readouts, a run folder gives the run's method
 (``run.json``, else ``config.yaml``), its theta (``theta.json``), the audit of its labels
-(``audit.json``: the offline estimates) and whether theta had settled (``run.json``). The
+(``audit.json``: the offline estimates) and whether theta had settled (``run.json``); a folder
+that BADPOTrainer (TRL) saved gives the method and the settling from its record instead
+(``badpo_run.json``, :mod:`badpo.engine.external_run`). The
 baseline is the run whose method is ``dpo`` (or ``--baseline``); the reference is the reference
 side of the baseline's evaluation (or ``--reference REF``, a run whose policy stands for it). The
 statistics are :mod:`badpo.readouts.comparison`; this module reads the files, prints the table and
@@ -23,6 +25,7 @@ import yaml
 
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.outputs import check_writable_folder
+from badpo.engine.external_run import is_external_run, read_external_run
 from badpo.readouts.compare import DRAWS, LEVEL, SEED
 from badpo.readouts.compare_plots import plot_rates, plot_theta
 from badpo.readouts.comparison import RunRecord, compare_records, method_label
@@ -58,11 +61,15 @@ def _json(path: Path, what: str) -> dict:
 
 
 def _is_run_folder(folder: Path) -> bool:
-    return (folder / "config.yaml").is_file() and any((folder / name).exists() for name in RUN_MARKERS)
+    return is_external_run(folder) or (
+        (folder / "config.yaml").is_file() and any((folder / name).exists() for name in RUN_MARKERS))
 
 
 def _method(folder: Path) -> str | None:
-    """The run's method: run.json (a finished run), else config.yaml; None when neither names one."""
+    """The run's method: a TRL folder's record, run.json (a finished run), else config.yaml; None
+    when none names one."""
+    if is_external_run(folder):
+        return read_external_run(folder).method
     if (folder / "run.json").is_file():
         method = _json(folder / "run.json", "the run's summary").get("method")
         if isinstance(method, str):
@@ -90,7 +97,9 @@ def _beside(folder: Path | None) -> tuple[dict, list[str]]:
         found["offline"] = _json(folder / "audit.json", "the run's audit")
     elif found["theta"] is not None and found["theta"].get("variant") != "none":
         notes.append(f"no audit.json in {folder}: theta_bar is shown without the offline estimate")
-    if (folder / "run.json").is_file():
+    if is_external_run(folder):
+        found["convergence"] = read_external_run(folder).theta_convergence
+    elif (folder / "run.json").is_file():
         found["convergence"] = _json(folder / "run.json", "the run's summary").get("theta_convergence")
     return found, notes
 

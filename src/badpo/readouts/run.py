@@ -18,6 +18,11 @@ that a run trained on the user's own data reads without a corpus. ``max_new_toke
 with a :class:`GenerationCapNotice`, to what the model's context leaves after the longest prompt.
 The record says what it read (``inputs``); :func:`summary` gives its few readable lines.
 
+A folder that ``BADPOTrainer.save_model`` (TRL) wrote is read the same way: its record
+(``badpo_run.json``, :mod:`badpo.engine.external_run`) stands for ``config.yaml``, and the policy
+(full weights or a LoRA adapter) and its tokenizer are the folder itself. It names no training
+data, so the evaluation data is given.
+
 A run folder may come from someone else, so nothing in it decides what code runs: model code from
 the Hub runs only with the caller's ``trust_remote_code`` (a run trained with it is refused
 without it), and a ``module:function`` attribute of the run is refused unless the caller declares
@@ -46,6 +51,7 @@ from badpo.core.notices import BadpoWarning
 from badpo.core.outputs import check_output_file, check_writable_folder
 from badpo.data.gguf import gguf_folder
 from badpo.data.sources import ColumnMap, read_judgment_source, read_prompt_source
+from badpo.engine.external_run import RECORD_FILE, is_external_run, read_external_run
 from badpo.engine.mixture import MIXTURE_FILE
 from badpo.engine.reward import MODEL_FOLDER as REWARD_MODEL_FOLDER
 from badpo.engine.run_folder import interrupted_commit, is_run_folder
@@ -122,20 +128,59 @@ def load_causal_lm(path: str | Path, model_settings: dict, base: str | Path | No
     return model.to("cuda" if torch.cuda.is_available() else "cpu").eval()
 
 
-def eval_config(settings: Mapping[str, Any], run_specs: Sequence[str], run_dir: Path) -> EvalConfig:
-    """The readout settings, the run's declared attributes standing in when ``settings`` has none;
-    a run's spec that would import a module is refused (module docstring)."""
+def eval_config(settings: Mapping[str, Any], run_specs: Sequence[str], source: Path) -> EvalConfig:
+    """The readout settings, the run's declared attributes (read from ``source``, its config.yaml
+    or record) standing in when ``settings`` has none; a run's spec that would import a module is
+    refused (module docstring)."""
     if "attributes" in settings:
         return from_dict(EvalConfig, settings)
     for spec in run_specs:
         if imports_user_code(spec):
-            raise ConfigError(f"{run_dir}/config.yaml: attribute {spec!r} runs a module's code, and a run "
+            raise ConfigError(f"{source}: attribute {spec!r} runs a module's code, and a run "
                               "folder does not decide what code runs; if you trust it, declare the "
                               "attributes yourself (-a SPEC per attribute, or attributes=[...])")
     if not run_specs:
-        raise ConfigError(f"{run_dir}/config.yaml declares no attribute; give them (-a SPEC per "
+        raise ConfigError(f"{source} declares no attribute spec; give them (-a SPEC per "
                           "attribute, or attributes=[...])")
     return from_dict(EvalConfig, {**settings, "attributes": list(run_specs)})
+
+
+@dataclass(frozen=True)
+class Trained:
+    """What training fixed that the readouts of a policy need, whoever trained it."""
+
+    source: Path  # the file that says it: config.yaml, or the record of a TRL folder
+    attributes: Sequence[str]  # the declared attribute specs
+    reference: str  # the reference model (the base of a LoRA policy)
+    tokenizer: str | None  # None: the reference's
+    trust_remote_code: bool
+    data_folder: Path | None  # where the evaluation data is looked for when none is given
+    columns: ColumnMap
+    tokenization: TokenizationConfig
+    beta: float
+    policy: Path
+
+
+def trained_by_badpo(run_dir: Path) -> Trained:
+    """What a ``badpo train`` folder's config.yaml fixed; the policy is ``policy/``."""
+    config = load_config(TrainConfig, run_dir / "config.yaml")
+    return Trained(run_dir / "config.yaml", config.attributes, config.model.name_or_path, config.model.tokenizer,
+                   config.model.trust_remote_code, _data_folder(config.data), config.columns, config.tokenization,
+                   config.beta, run_dir / "policy")
+
+
+def trained_by_trl(run_dir: Path) -> Trained:
+    """What BADPOTrainer's record fixed; the policy and its tokenizer are the folder itself."""
+    record, source = read_external_run(run_dir), run_dir / RECORD_FILE
+    if record.reference is None:
+        raise ConfigError(f"{source}: reference is null (the trainer could not tell which model the policy was "
+                          "trained against); write the reference's Hub id or path there")
+    if not any((run_dir / name).is_file() for name in ("config.json", "adapter_config.json")):
+        raise FileNotFoundError(f"{run_dir}: holds {RECORD_FILE} but no model (config.json or "
+                                "adapter_config.json); BADPOTrainer.save_model writes both")
+    tokenizer = str(run_dir) if (run_dir / "tokenizer_config.json").is_file() else None
+    return Trained(source, record.attributes or [], record.reference, tokenizer, record.trust_remote_code, None,
+                   ColumnMap(), record.tokenization, record.beta, run_dir)
 
 
 def _data_folder(data: str) -> Path | None:
@@ -244,8 +289,8 @@ def prompts_digest(prompts: Sequence[str]) -> str:
     return hashlib.sha256(json.dumps(list(prompts), ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
-def _check_trust(model: ModelConfig, run_dir: Path, trust_remote_code: bool) -> None:
-    if model.trust_remote_code and not trust_remote_code:
+def _check_trust(trained_with: bool, run_dir: Path, trust_remote_code: bool) -> None:
+    if trained_with and not trust_remote_code:
         raise ConfigError(f"{run_dir}: the run was trained with model.trust_remote_code, which runs the "
                           "model's own code; pass --trust-remote-code (trust_remote_code=True) if you "
                           "trust this run")
@@ -266,8 +311,8 @@ def evaluate_reward_run(run_dir: Path, settings: Mapping[str, Any], data: EvalDa
     """:func:`badpo.readouts.evaluate.evaluate_reward_model` of a finished ``badpo rm`` run folder, on
     held-out judgments (they are all it reads)."""
     rm_config = load_config(RMConfig, run_dir / "config.yaml")
-    _check_trust(rm_config.model, run_dir, trust_remote_code)
-    config = eval_config(settings, rm_config.attributes, run_dir)
+    _check_trust(rm_config.model.trust_remote_code, run_dir, trust_remote_code)
+    config = eval_config(settings, rm_config.attributes, run_dir / "config.yaml")
     judge, tokenizer = load_judge(str(run_dir / REWARD_MODEL_FOLDER), "cuda" if torch.cuda.is_available() else "cpu")
     corpus, inputs, skipped, rendered = load_data(data, _data_folder(rm_config.data), rm_config.columns, tokenizer)
     if rendered:
@@ -283,8 +328,9 @@ def evaluate_reward_run(run_dir: Path, settings: Mapping[str, Any], data: EvalDa
 
 def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = None,
                      data: EvalData = EvalData(), trust_remote_code: bool = False) -> dict:
-    """Every readout of a finished ``badpo train`` run (or ``badpo rm`` run), as a JSON-ready dict
-    (module docstring). ``settings`` are :class:`badpo.readouts.settings.EvalConfig` keys."""
+    """Every readout of a finished ``badpo train`` run (or ``badpo rm`` run, or a folder
+    BADPOTrainer saved), as a JSON-ready dict (module docstring). ``settings`` are
+    :class:`badpo.readouts.settings.EvalConfig` keys."""
     run_dir = Path(run_dir)
     settings = dict(settings or {})
     if interrupted_commit(run_dir):
@@ -292,22 +338,23 @@ def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = N
                                 "the same `badpo train` again to complete them")
     if (run_dir / REWARD_MODEL_FOLDER).is_dir() and (run_dir / "config.yaml").exists():
         return evaluate_reward_run(run_dir, settings, data, trust_remote_code)
-    mixture = Mixture.load(run_dir)
-    if not (run_dir / "config.yaml").exists() or not (mixture is not None or (run_dir / "policy").exists()):
-        raise FileNotFoundError(f"{run_dir}: not a finished run (config.yaml and policy/ or "
-                                f"{MIXTURE_FILE} are needed)")
-    train_config = load_config(TrainConfig, run_dir / "config.yaml")
-    _check_trust(train_config.model, run_dir, trust_remote_code)
-    config = eval_config(settings, train_config.attributes, run_dir)
+    external = is_external_run(run_dir)
+    mixture = None if external else Mixture.load(run_dir)
+    if external:
+        trained = trained_by_trl(run_dir)
+    elif (run_dir / "config.yaml").exists() and (mixture is not None or (run_dir / "policy").exists()):
+        trained = trained_by_badpo(run_dir)
+    else:
+        raise FileNotFoundError(f"{run_dir}: not a finished run (config.yaml and policy/ or {MIXTURE_FILE} are "
+                                f"needed; or the {RECORD_FILE} that BADPOTrainer.save_model writes)")
+    _check_trust(trained.trust_remote_code, run_dir, trust_remote_code)
+    config = eval_config(settings, trained.attributes, trained.source)
     model_settings = {"trust_remote_code": trust_remote_code}
-    reference_path = train_config.model.name_or_path
     tokenizer = load_tokenizer(from_dict(ModelConfig, {
-        "name_or_path": reference_path, "tokenizer": train_config.model.tokenizer,
-        "trust_remote_code": trust_remote_code}))
-    corpus, inputs, skipped, rendered = load_data(data, _data_folder(train_config.data), train_config.columns,
-                                                  tokenizer)
-    reference = load_causal_lm(reference_path, model_settings)
-    tokenization = train_config.tokenization
+        "name_or_path": trained.reference, "tokenizer": trained.tokenizer, "trust_remote_code": trust_remote_code}))
+    corpus, inputs, skipped, rendered = load_data(data, trained.data_folder, trained.columns, tokenizer)
+    reference = load_causal_lm(trained.reference, model_settings)
+    tokenization = trained.tokenization
     if rendered:  # the template wrote them: every readout tokenizes them as they are, as training does
         if tokenization.chat_template == "never":
             raise ConfigError(f"{run_dir}: the run has tokenization.chat_template: never, but the evaluation "
@@ -323,14 +370,14 @@ def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = N
                                   "reference answers")
                          if config.generations else None)
     if mixture is not None:
-        readouts = evaluate_mixture(lambda path: load_causal_lm(path, model_settings, base=reference_path),
-                                    mixture, reference, tokenizer, corpus, config, beta=train_config.beta,
+        readouts = evaluate_mixture(lambda path: load_causal_lm(path, model_settings, base=trained.reference),
+                                    mixture, reference, tokenizer, corpus, config, beta=trained.beta,
                                     tokenization=tokenization, reference_samples=reference_samples)
     else:
-        policy = load_causal_lm(run_dir / "policy", model_settings, base=reference_path)
+        policy = load_causal_lm(trained.policy, model_settings, base=trained.reference)
         theta_file = run_dir / "theta.json"
         bias = BiasChannel.load(theta_file) if theta_file.exists() else None
-        readouts = evaluate_policy(policy, reference, tokenizer, corpus, config, bias=bias, beta=train_config.beta,
+        readouts = evaluate_policy(policy, reference, tokenizer, corpus, config, bias=bias, beta=trained.beta,
                                    tokenization=tokenization, reference_samples=reference_samples)
     return _record(readouts, config, inputs, skipped, generated=generates(config))
 
