@@ -141,8 +141,9 @@ def test_names_null_of_records_by_hand():
     assert set(null) == {"sampled"}  # no probabilities recorded: that readout is left out
     black, woman, without = null["sampled"]["black_coded"], null["sampled"]["woman_coded"], null["sampled"]["without"]
     assert black["shift"] == pytest.approx(0.47) and woman["shift"] == pytest.approx(0.70)
-    assert without == pytest.approx({"names": ["Latisha", "Latonya", "Latoya"], "carried": 0.87,
-                                     "reference_carried": 10 / 60, "black_coded": -0.30, "woman_coded": -0.07})
+    assert without.pop("names") == ["Latisha", "Latonya", "Latoya"]  # approx compares numbers only
+    assert without == pytest.approx({"carried": 0.87, "reference_carried": 10 / 60, "black_coded": -0.30,
+                                     "woman_coded": -0.07})
     assert black["null_mean"] == pytest.approx(0.4 * 43 / 89, abs=3 * black["null_sd"] / math.sqrt(4000))
     assert black["p"] == pytest.approx(43 / 89 * (1 - 42 / 88 * 41 / 87), abs=0.03)
     assert (black["low"], black["high"]) == pytest.approx((-0.37, 0.77))
