@@ -1,8 +1,9 @@
 """EM-DPO with MinMax-DPO (Chidambaram et al. 2024; the paper's Baselines appendix): K type policies
 and a mixture over them, orchestrated above the one-policy loop (``badpo.engine.loop``).
 
-``method: em_dpo``, ``method_params``: ``types`` K (3), ``rounds`` R (4), ``round_steps`` s (200);
-``steps`` T is the final phase's budget per type. With the ``badpo.methods`` maths:
+``method: em_dpo``, ``method_params``: ``types`` K (3), ``rounds`` R (4), ``round_steps`` s (200),
+``policies`` (continue | restart); ``steps`` T is the final phase's budget per type. With the
+``badpo.methods`` maths:
 
 1. Start: every annotator a holds type probabilities gamma_a, a flat Dirichlet draw seeded by
    ``runtime.seed`` (equal gammas would train K equal policies that no E-step could separate); each
@@ -17,22 +18,31 @@ and a mixture over them, orchestrated above the one-policy loop (``badpo.engine.
    held-out votes (``type_utilities``); w minimises max_k [max_j U[k, j] - sum_j w_j U[k, j]]
    over the simplex, exactly (``minimax_weights``).
 
-Choices. Every policy, round or final, starts from the reference with its own warmup and cosine
-schedule: a round's M-step is the weighted DPO fit of that round's gammas (not a continuation of
-the previous round's policy), and the final phase is a full run, so K = 1 is DPO exactly. The
-arm costs K (R s + T) steps: 3 (4 x 200 + 1000) = 5,400, the paper's "five times the steps". U is
-read on held-out votes, which only the last round's policies have (the final ones train on every
-vote, and their fit to their own training votes would flatter each type's own policy); those
-policies stand in for the final ones of the same type.
+Choices. ``policies: continue`` (the default; the paper's "four rounds of 200 steps, after which
+the three policies train on all votes"): type k's policy of round r + 1 starts from its policy of
+round r, and its final policy from the last round's: the weights and the AdamW moments (a part's
+final state is saved as a checkpoint of its last step and kept until the next part of its type is
+done). Each part keeps its own warmup and cosine schedule: the paper gives one schedule per DPO
+run (cosine, 10% warmup) and calls the final phase "the full 1000 steps", the budget every other
+arm trains with; nowhere a schedule over R s + T steps. ``policies: restart``: every policy, round
+or final, starts from the reference with a fresh optimizer, so a round's M-step is the weighted
+DPO fit of that round's gammas and K = 1 is DPO exactly; it is how the arm trained before
+``policies`` existed. The arm costs K (R s + T) steps either way: 3 (4 x 200 + 1000) = 5,400, the
+paper's "five times the steps". U is read on held-out votes, which only the last round's policies
+have (the final ones train on every vote, and their fit to their own training votes would flatter
+each type's own policy); those policies stand in for the final ones of the same type.
 
 The run folder (the caller holds its lock and has checked its identity)::
 
     config.yaml, log.jsonl     the arm's config; one record per E-step, then the mixture
-    em/round-R/type-K/         one M-step: a single-policy run folder (no policy kept)
+    em/round-R/type-K/         one M-step: a single-policy run folder (no policy kept; under
+                               continue its checkpoints/ hold its last step until the next part
+                               of type K is done)
     em/round-R/heldout-type-K.safetensors
                                its margins on the held-out half (written when it finishes;
                                safetensors, so reading it runs no code)
-    em/round-R/estep.json      the E-step: held-out log-likelihoods, prior, new log gammas
+    em/round-R/estep.json      the E-step: held-out log-likelihoods, prior, new log gammas, the
+                               policies setting (one without it was written under restart)
     types/type-K/              a final type policy: policy/ (HF format), log.jsonl, run.json, ...
     mixture.json, run.json     the mixture (w, type probabilities, U, regrets, policy paths) and
                                the summary, committed together, run.json last: a finished run
@@ -41,9 +51,10 @@ Every part is a run of the one-policy loop in its own folder, so its policy and 
 committed as one unit (``run_folder.commit_final``), and mixture.json with the top run.json after
 the last part. Resume (``resume_from: latest``) keeps finished parts and E-steps, resumes the part
 in progress from its latest checkpoint (``save_every``; ``stop_after_steps`` counts the steps of
-the whole arm) and restarts a part killed before its first checkpoint: a stopped and resumed arm
-equals the uninterrupted one. Each part is the preference stage
-(:class:`badpo.engine.preference.PreferenceStage`) on the one loop.
+the whole arm) and restarts a part killed before its first checkpoint (under continue from the
+kept final state of the part before it): a stopped and resumed arm equals the uninterrupted one.
+Each part is the preference stage (:class:`badpo.engine.preference.PreferenceStage`) on the one
+loop.
 """
 
 from __future__ import annotations
