@@ -265,7 +265,7 @@ METHOD_PARAMS = {  # the paper's values of every method that has parameters
     "r_dpo": [{"alpha": 0.005}, {"alpha": 0.02}],  # 0.02 is the published value (tab:abl_multipref)
     "group_dro_dpo": [{"groups": "classes", "eta": 0.5}, {"groups": "annotators", "eta": 0.5}],
     "crowd_prefrl": [{"groups": "annotators", "eta": 0.5}],
-    "em_dpo": [{"types": 3, "rounds": 4, "round_steps": 200}],
+    "em_dpo": [{"types": 3, "rounds": 4, "round_steps": 200, "policies": "continue"}],
 }
 
 

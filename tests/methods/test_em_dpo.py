@@ -156,6 +156,9 @@ def test_em_params_are_typed_and_checked():
     for key, value in (("types", 0), ("types", 11), ("rounds", 0), ("round_steps", 0)):
         with pytest.raises(ConfigError, match=f"method_params.{key}: must be"):
             get_method("em_dpo").parse_params({key: value})
+    assert params.policies == "continue" and params.continues
+    with pytest.raises(ConfigError, match="method_params.policies"):
+        get_method("em_dpo").parse_params({"policies": "resume"})
     with pytest.raises(ConfigError, match="unknown key.*method_params.eta"):
         get_method("em_dpo").parse_params({"eta": 0.5})
     offsets = [(p.folder, p.offset) for p in arm_parts(EMParams(2, 1, 5), 7)]
@@ -195,9 +198,10 @@ def _same_arm(a: Path, b: Path) -> None:
 
 
 def test_one_type_and_one_round_is_dpo_bit_for_bit(world):
+    """Under ``policies: restart`` the final phase is a DPO run from the reference."""
     dpo = train(make_config(world, "dpo", "method=dpo", "steps=3"))
     em = train(make_config(world, "em-one", "method=em_dpo", "steps=3",
-                           "method_params={types: 1, rounds: 1, round_steps: 2}"))
+                           "method_params={types: 1, rounds: 1, round_steps: 2, policies: restart}"))
     assert json.loads((em / "mixture.json").read_text())["weights"] == [1.0]
     part = em / "types" / "type-0"
     for x, y in zip(log_records(dpo), log_records(part), strict=True):

@@ -253,6 +253,23 @@ def load_checkpoint(accelerator, checkpoint: Path, contents: Contents) -> None:
                       "fewer processes); its RNG goes on from the seed", BadpoWarning, stacklevel=2)
 
 
+def continue_from(accelerator, checkpoint: Path, policy: nn.Module, optimizer) -> None:
+    """Start a new run where another run's ``checkpoint`` left its policy: copy in the trainable
+    weights and the AdamW moments (and step counts); the new run keeps its own param groups (its
+    learning-rate schedule), step, RNG and every other state. EM-DPO's type policies go on this
+    way from round to round (:mod:`badpo.engine.mixture`). Called on every process."""
+    check_files(checkpoint)
+    _load_policy(accelerator, policy, checkpoint)
+    saved = read_state_files(checkpoint, _STATE)
+    if not isinstance(saved, dict) or saved.get("format") != FORMAT or "optimizer" not in saved["states"]:
+        raise ValueError(f"{checkpoint / 'state.json'}: not a {FORMAT} state with an optimizer")
+    moments, current = saved["states"]["optimizer"], optimizer.state_dict()
+    sizes = [len(group["params"]) for group in current["param_groups"]]
+    if [len(group["params"]) for group in moments["param_groups"]] != sizes:
+        raise ValueError(f"{checkpoint}: its optimizer holds other parameters than this run's")
+    optimizer.load_state_dict({"state": moments["state"], "param_groups": current["param_groups"]})
+
+
 def list_checkpoints(output_dir: Path) -> list[Path]:
     """Complete checkpoints, oldest first (temporary folders are not listed)."""
     folder = output_dir / CHECKPOINTS
@@ -276,6 +293,6 @@ def resolve_resume(resume_from: str | None, output_dir: Path) -> Path | None:
 
 
 __all__ = ["CHECKPOINTS", "FORMAT", "TrainingState", "Contents", "checkpoint_contents",
-           "check_checkpointing", "check_files", "save_checkpoint", "load_checkpoint",
+           "check_checkpointing", "check_files", "save_checkpoint", "load_checkpoint", "continue_from",
            "list_checkpoints", "resolve_resume", "checkpoint_path", "rng_state", "set_rng_state",
            "write_state_files", "read_state_files"]

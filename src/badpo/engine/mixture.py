@@ -1,8 +1,9 @@
 """EM-DPO with MinMax-DPO (Chidambaram et al. 2024; the paper's Baselines appendix): K type policies
 and a mixture over them, orchestrated above the one-policy loop (``badpo.engine.loop``).
 
-``method: em_dpo``, ``method_params``: ``types`` K (3), ``rounds`` R (4), ``round_steps`` s (200);
-``steps`` T is the final phase's budget per type. With the ``badpo.methods`` maths:
+``method: em_dpo``, ``method_params``: ``types`` K (3), ``rounds`` R (4), ``round_steps`` s (200),
+``policies`` (continue | restart); ``steps`` T is the final phase's budget per type. With the
+``badpo.methods`` maths:
 
 1. Start: every annotator a holds type probabilities gamma_a, a flat Dirichlet draw seeded by
    ``runtime.seed`` (equal gammas would train K equal policies that no E-step could separate); each
@@ -17,22 +18,31 @@ and a mixture over them, orchestrated above the one-policy loop (``badpo.engine.
    held-out votes (``type_utilities``); w minimises max_k [max_j U[k, j] - sum_j w_j U[k, j]]
    over the simplex, exactly (``minimax_weights``).
 
-Choices. Every policy, round or final, starts from the reference with its own warmup and cosine
-schedule: a round's M-step is the weighted DPO fit of that round's gammas (not a continuation of
-the previous round's policy), and the final phase is a full run, so K = 1 is DPO exactly. The
-arm costs K (R s + T) steps: 3 (4 x 200 + 1000) = 5,400, the paper's "five times the steps". U is
-read on held-out votes, which only the last round's policies have (the final ones train on every
-vote, and their fit to their own training votes would flatter each type's own policy); those
-policies stand in for the final ones of the same type.
+Choices. ``policies: continue`` (the default; the paper's "four rounds of 200 steps, after which
+the three policies train on all votes"): type k's policy of round r + 1 starts from its policy of
+round r, and its final policy from the last round's: the weights and the AdamW moments (a part's
+final state is saved as a checkpoint of its last step and kept until the next part of its type is
+done). Each part keeps its own warmup and cosine schedule: the paper gives one schedule per DPO
+run (cosine, 10% warmup) and calls the final phase "the full 1000 steps", the budget every other
+arm trains with; nowhere a schedule over R s + T steps. ``policies: restart``: every policy, round
+or final, starts from the reference with a fresh optimizer, so a round's M-step is the weighted
+DPO fit of that round's gammas and K = 1 is DPO exactly; it is how the arm trained before
+``policies`` existed. The arm costs K (R s + T) steps either way: 3 (4 x 200 + 1000) = 5,400, the
+paper's "five times the steps". U is read on held-out votes, which only the last round's policies
+have (the final ones train on every vote, and their fit to their own training votes would flatter
+each type's own policy); those policies stand in for the final ones of the same type.
 
 The run folder (the caller holds its lock and has checked its identity)::
 
     config.yaml, log.jsonl     the arm's config; one record per E-step, then the mixture
-    em/round-R/type-K/         one M-step: a single-policy run folder (no policy kept)
+    em/round-R/type-K/         one M-step: a single-policy run folder (no policy kept; under
+                               continue its checkpoints/ hold its last step until the next part
+                               of type K is done)
     em/round-R/heldout-type-K.safetensors
                                its margins on the held-out half (written when it finishes;
                                safetensors, so reading it runs no code)
-    em/round-R/estep.json      the E-step: held-out log-likelihoods, prior, new log gammas
+    em/round-R/estep.json      the E-step: held-out log-likelihoods, prior, new log gammas, the
+                               policies setting (one without it was written under restart)
     types/type-K/              a final type policy: policy/ (HF format), log.jsonl, run.json, ...
     mixture.json, run.json     the mixture (w, type probabilities, U, regrets, policy paths) and
                                the summary, committed together, run.json last: a finished run
@@ -41,9 +51,10 @@ Every part is a run of the one-policy loop in its own folder, so its policy and 
 committed as one unit (``run_folder.commit_final``), and mixture.json with the top run.json after
 the last part. Resume (``resume_from: latest``) keeps finished parts and E-steps, resumes the part
 in progress from its latest checkpoint (``save_every``; ``stop_after_steps`` counts the steps of
-the whole arm) and restarts a part killed before its first checkpoint: a stopped and resumed arm
-equals the uninterrupted one. Each part is the preference stage
-(:class:`badpo.engine.preference.PreferenceStage`) on the one loop.
+the whole arm) and restarts a part killed before its first checkpoint (under continue from the
+kept final state of the part before it): a stopped and resumed arm equals the uninterrupted one.
+Each part is the preference stage (:class:`badpo.engine.preference.PreferenceStage`) on the one
+loop.
 """
 
 from __future__ import annotations
@@ -65,7 +76,14 @@ from badpo.core.config import ConfigError, dump_yaml
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.losses import dpo_margin
 from badpo.engine.batches import load_preference_data
-from badpo.engine.checkpoint import CHECKPOINTS, list_checkpoints
+from badpo.engine.checkpoint import (
+    CHECKPOINTS,
+    TrainingState,
+    checkpoint_contents,
+    checkpoint_path,
+    list_checkpoints,
+    save_checkpoint,
+)
 from badpo.engine.loop import run_stage
 from badpo.engine.preference import PreferenceStage
 from badpo.engine.run_folder import (
@@ -103,18 +121,22 @@ class Part:
     round: int | None  # None: the final phase
     steps: int
     offset: int  # steps of the arm before this part (stop_after_steps counts over the arm)
+    start: Part | None = None  # the part whose final weights and moments it starts from (None: the reference)
+    handoff: bool = False  # a later part starts from this one: its final state is kept until that part is done
 
 
 def arm_parts(params: EMParams, steps: int) -> list[Part]:
-    """The arm's parts in training order: round 0 type 0 .. K-1, ..., then the final types."""
-    found, offset = [], 0
-    for r in range(params.rounds):
+    """The arm's parts in training order: round 0 type 0 .. K-1, ..., then the final types. Under
+    ``policies: continue`` each part of type k starts from the previous phase's part of type k."""
+    phases = [(r, f"{EM_DIR}/round-{r}", params.round_steps) for r in range(params.rounds)]
+    phases.append((None, TYPES_DIR, steps))
+    found: list[Part] = []
+    for index, (r, folder, count) in enumerate(phases):
         for k in range(params.types):
-            found.append(Part(f"{EM_DIR}/round-{r}/type-{k}", k, r, params.round_steps, offset))
-            offset += params.round_steps
-    for k in range(params.types):
-        found.append(Part(f"{TYPES_DIR}/type-{k}", k, None, steps, offset))
-        offset += steps
+            start = found[-params.types] if params.continues and index > 0 else None
+            offset = found[-1].offset + found[-1].steps if found else 0
+            found.append(Part(f"{folder}/type-{k}", k, r, count, offset, start,
+                              handoff=params.continues and r is not None))
     return found
 
 
@@ -142,6 +164,10 @@ def train_type_policies(config, output: Path, accelerator) -> Path:
     if config.resume_from not in (None, "latest"):
         raise ConfigError(f"resume_from: method {config.method!r} resumes from its own folder; use "
                           "resume_from=latest")
+    kind = accelerator.distributed_type.name
+    if params.continues and not (kind == "NO" or kind.startswith("MULTI_")):
+        raise ConfigError(f"method_params.policies: continue hands each type's policy on through a checkpoint, "
+                          f"which badpo cannot write under {kind}; set it to restart, or train under DDP")
     if config.resume_from is None and any((output / name).exists() for name in (EM_DIR, TYPES_DIR)):
         raise ConfigError(f"output_dir: {output} holds an unfinished run of this config; set "
                           "resume_from=latest to continue it, or overwrite=true to start again")
@@ -153,7 +179,7 @@ def train_type_policies(config, output: Path, accelerator) -> Path:
     parts, total = arm_parts(params, config.steps), params.total_steps(config.steps)
     esteps: list[dict] = []
     for r in range(params.rounds):
-        estep = _read_estep(output / EM_DIR / f"round-{r}" / ESTEP_FILE, votes, params.types)
+        estep = _read_estep(output / EM_DIR / f"round-{r}" / ESTEP_FILE, votes, params)
         if estep is None:
             trained_on = votes.half == r % 2
             for part in (p for p in parts if p.round == r):
@@ -163,7 +189,7 @@ def train_type_policies(config, output: Path, accelerator) -> Path:
                                  weighting=TypeWeights(log_gamma[votes.annotator_index, part.type]),
                                  judgment_mask=trained_on):
                     return output
-            estep = _e_step(output, r, votes, log_gamma, params.types, accelerator)
+            estep = _e_step(output, r, votes, log_gamma, params, accelerator)
         esteps.append(estep)
         log_gamma = torch.tensor(estep["log_type_probabilities"], dtype=torch.float64)
         if accelerator.is_main_process:
@@ -190,17 +216,19 @@ def _margins_file(output: Path, r: int, k: int) -> Path:
     return output / EM_DIR / f"round-{r}" / f"heldout-type-{k}.safetensors"
 
 
+def _part_done(output: Path, part: Part) -> bool:
+    """A round's part is done when its held-out margins are saved, a final part when its run is
+    finished."""
+    if part.round is not None:
+        return _margins_file(output, part.round, part.type).exists()
+    return is_finished(output / part.folder)
+
+
 def _run_part(part: Part, config, output: Path, total: int, *, score, weighting,
               judgment_mask: Tensor | None = None) -> bool:
-    """Train, resume or skip one part (on a fresh accelerator); True when it is done: a round's
-    part when its held-out margins are saved, a final part when its run is finished."""
+    """Train, resume or skip one part (on a fresh accelerator); True when it is done. A part with
+    a ``start`` and no checkpoint of its own begins from the start's final state."""
     folder = output / part.folder
-
-    def done() -> bool:
-        if part.round is not None:
-            return _margins_file(output, part.round, part.type).exists()
-        return is_finished(folder)
-
     sub = dataclasses.replace(config, steps=part.steps, output_dir=str(folder), resume_from=None,
                               stop_after_steps=None, overwrite=False,
                               save_policy=config.save_policy and part.round is None)
@@ -209,9 +237,9 @@ def _run_part(part: Part, config, output: Path, total: int, *, score, weighting,
     if main:
         claim(folder, sub, overwrite=False)  # another run's files here are refused
     accelerator.wait_for_everyone()
-    if done():
-        if main and part.round is not None:  # a round's checkpoints serve nothing once it is scored
-            shutil.rmtree(folder / CHECKPOINTS, ignore_errors=True)
+    if _part_done(output, part):
+        if main:
+            _drop_states(output, part)
         return True
     stop = config.stop_after_steps
     if stop is not None and stop <= part.offset:
@@ -223,6 +251,7 @@ def _run_part(part: Part, config, output: Path, total: int, *, score, weighting,
         sub = dataclasses.replace(sub, resume_from=str(resume))
     elif main and holds_run(folder):  # killed before its first checkpoint: start it again
         remove_run(folder)
+    start = _final_state(output, part.start) if resume is None and part.start is not None else None
     if stop is not None and stop < part.offset + part.steps:
         sub = dataclasses.replace(sub, stop_after_steps=stop - part.offset)
     if main:
@@ -231,14 +260,47 @@ def _run_part(part: Part, config, output: Path, total: int, *, score, weighting,
               f"{part.offset + part.steps} of {total})", file=sys.stderr)
     accelerator.wait_for_everyone()
     try:
-        stage = PreferenceStage(weighting=weighting, judgment_mask=judgment_mask, score=score)
+        stage = PreferenceStage(weighting=weighting, judgment_mask=judgment_mask, start=start,
+                                score=_handing_on(folder, score) if part.handoff else score)
         run_stage(stage, sub, folder, accelerator, resume)
     finally:
         accelerator.free_memory()
     accelerator.wait_for_everyone()  # the main process has committed the part's outputs
-    if done() and main and part.round is not None:
-        shutil.rmtree(folder / CHECKPOINTS, ignore_errors=True)
-    return done()
+    done = _part_done(output, part)
+    if done and main:
+        _drop_states(output, part)
+    return done
+
+
+def _handing_on(folder: Path, score: Callable) -> Callable:
+    """``on_finished`` of a part that a later one starts from: its final state (weights, AdamW
+    moments) saved as a checkpoint of its last step, then ``score``, which marks the part done."""
+
+    def finish(run) -> None:
+        state = TrainingState()
+        state.step = run.config.steps
+        save_checkpoint(run.accelerator, folder, state.step, 1, run.config, checkpoint_contents(run, state))
+        score(run)
+
+    return finish
+
+
+def _final_state(output: Path, part: Part) -> Path:
+    """The checkpoint of ``part``'s last step, kept for the part that starts from it."""
+    path = checkpoint_path(output / part.folder, part.steps)
+    if not path.is_dir():
+        raise RuntimeError(f"{path}: missing, and the next part of type {part.type} starts from it "
+                           "(policies: continue); overwrite=true trains the arm again")
+    return path
+
+
+def _drop_states(output: Path, part: Part) -> None:
+    """Once ``part`` is done: the checkpoints nobody reads again, a round's own (unless a later
+    part starts from them) and those of the part it started from."""
+    if part.round is not None and not part.handoff:
+        shutil.rmtree(output / part.folder / CHECKPOINTS, ignore_errors=True)
+    if part.start is not None:
+        shutil.rmtree(output / part.start.folder / CHECKPOINTS, ignore_errors=True)
 
 
 def policy_margins(run, judgments: Tensor) -> Tensor:
@@ -289,13 +351,13 @@ def _heldout_scorer(path: Path, heldout: Tensor, votes: Votes) -> Callable:
     return score
 
 
-def _e_step(output: Path, r: int, votes: Votes, log_gamma: Tensor, types: int, accelerator) -> dict:
+def _e_step(output: Path, r: int, votes: Votes, log_gamma: Tensor, params: EMParams, accelerator) -> dict:
     """The E-step after round ``r``: new log gammas from the K policies' held-out margins, written
     to ``em/round-r/estep.json`` (atomically) and returned."""
     folder = output / EM_DIR / f"round-{r}"
     heldout = torch.nonzero(votes.half != r % 2).flatten()
     margins = []
-    for k in range(types):
+    for k in range(params.types):
         path = _margins_file(output, r, k)
         saved = load_file(path)
         if not torch.equal(saved["judgments"], heldout):
@@ -304,7 +366,7 @@ def _e_step(output: Path, r: int, votes: Votes, log_gamma: Tensor, types: int, a
     loglik, counts = annotator_loglik(torch.stack(margins, dim=1), votes.annotator_index[heldout],
                                       len(votes.annotators))
     prior = log_gamma.exp().mean(dim=0)
-    estep = {"round": r, "trained_on_half": r % 2, "annotators": list(votes.annotators),
+    estep = {"round": r, "trained_on_half": r % 2, "policies": params.policies, "annotators": list(votes.annotators),
              "prior": prior.tolist(), "heldout_votes": counts.tolist(), "heldout_loglik": loglik.tolist(),
              "log_type_probabilities": type_log_posterior(loglik, prior).tolist()}
     if accelerator.is_main_process:
@@ -313,13 +375,17 @@ def _e_step(output: Path, r: int, votes: Votes, log_gamma: Tensor, types: int, a
     return estep
 
 
-def _read_estep(path: Path, votes: Votes, types: int) -> dict | None:
+def _read_estep(path: Path, votes: Votes, params: EMParams) -> dict | None:
+    """A saved E-step, checked to be this arm's (one written before ``policies`` existed restarted)."""
     if not path.exists():
         return None
     estep = json.loads(path.read_text(encoding="utf-8"))
     shape = (len(estep["log_type_probabilities"]), len(estep["log_type_probabilities"][0]))
-    if estep["annotators"] != list(votes.annotators) or shape != (len(votes.annotators), types):
+    if estep["annotators"] != list(votes.annotators) or shape != (len(votes.annotators), params.types):
         raise RuntimeError(f"{path}: an E-step of other annotators or types; overwrite=true starts again")
+    if estep.get("policies", "restart") != params.policies:
+        raise RuntimeError(f"{path}: an E-step of policies that {estep.get('policies', 'restart')} "
+                           f"(this arm's: {params.policies}); overwrite=true starts again")
     return estep
 
 
@@ -374,6 +440,7 @@ def _summary(config, params: EMParams, votes: Votes, output: Path, parts: list[P
     return {
         "method": config.method, "seed": config.runtime.seed, "steps": config.steps,
         "types": params.types, "rounds": params.rounds, "round_steps": params.round_steps,
+        "policies": params.policies,
         "total_steps": params.total_steps(config.steps), "batching": config.batching,
         "judgments": len(votes.annotator_index), "annotators": len(votes.annotators),
         "weights": mixture["weights"], "max_regret": mixture["max_regret"],

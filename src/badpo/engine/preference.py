@@ -22,6 +22,7 @@ from badpo.core.config import ConfigError
 from badpo.core.jsonio import dumps
 from badpo.engine.batches import PreferenceData, Schedule, load_preference_data, offline_estimate
 from badpo.engine.cache import reference_logprobs, token_offsets
+from badpo.engine.checkpoint import continue_from
 from badpo.engine.level import build_level_step
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.loop import JudgmentStage, Run
@@ -37,16 +38,21 @@ from badpo.methods import Method, Weighting, get_method
 class PreferenceStage(JudgmentStage):
     """The preference stage as the loop runs it. A caller that trains several policies (EM-DPO's
     parts) gives the ``weighting`` (in place of the method's), a ``judgment_mask`` (``[N]`` bool:
-    train on those judgments only, indices unchanged) and ``score(run)``, called once the last
-    step is done."""
+    train on those judgments only, indices unchanged), ``score(run)``, called once the last
+    step is done, and ``start``: a checkpoint of another run whose policy weights and AdamW
+    moments this run starts from (an EM-DPO type policy going on from its previous part; the
+    reference stays the model's own, and a resumed run's checkpoint replaces both)."""
 
     weighting: Weighting | None = None
     judgment_mask: Tensor | None = None
     score: Callable[[Run], None] | None = None
+    start: Path | None = None
     name: str = "train"
 
     def prepare(self, config: TrainConfig, accelerator) -> tuple[Run, dict, object]:
         prepared = prepare_run(config, accelerator, weighting=self.weighting, judgment_mask=self.judgment_mask)
+        if self.start is not None:
+            continue_from(accelerator, self.start, prepared[0].policy, prepared[0].optimizer)
         report_input(accelerator, prepared[0].data.input_report, self.name)
         return prepared
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -23,6 +23,10 @@ class EMParams:
     types: int = 3  # K type policies (the paper: the planted number of classes)
     rounds: int = 4  # EM rounds: an M-step on one half of the votes, then an E-step on the other
     round_steps: int = 200  # optimizer steps of each type policy per round
+    # continue: each type's policy goes on from round to round and into the final phase (its
+    # weights and AdamW moments; each part keeps its own warmup and cosine); restart: every round
+    # and the final phase start again from the reference (badpo.engine.mixture)
+    policies: Literal["continue", "restart"] = "continue"
 
     def __post_init__(self) -> None:
         for key, low, high in (("types", 1, MAX_TYPES), ("rounds", 1, None), ("round_steps", 1, None)):
@@ -31,6 +35,11 @@ class EMParams:
                 bound = f"[{low}, {high}]" if high is not None else f">= {low}"
                 raise ConfigError(f"method_params.{key}: must be {'in ' if high else ''}{bound}, "
                                   f"got {value}")
+
+    @property
+    def continues(self) -> bool:
+        """Each type's policy goes on from its previous part rather than from the reference."""
+        return self.policies == "continue"
 
     def total_steps(self, steps: int) -> int:
         """Optimizer steps of the whole arm: K x (rounds x round_steps + steps)."""
