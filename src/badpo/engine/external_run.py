@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from badpo.core.attributes import imports_user_code, resolve_attributes
 from badpo.core.config import ConfigError, from_dict, to_dict
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.engine.tokenize import TokenizationConfig
@@ -114,6 +115,19 @@ def _check(record: ExternalRun, path: Path) -> None:
         raise ValueError(f"{path}: beta must be a positive number, got {record.beta!r}")
     if not record.attribute_names:
         raise ValueError(f"{path}: attribute_names is empty")
-    if record.attributes is not None and len(record.attributes) != len(record.attribute_names):
-        raise ValueError(f"{path}: attributes holds {len(record.attributes)} specs for "
-                         f"{len(record.attribute_names)} attribute_names")
+    if record.attributes is not None:
+        _check_specs(record.attributes, record.attribute_names, path)
+
+
+def _check_specs(specs: list[str], names: list[str], path: Path) -> None:
+    """The specs declare exactly ``names``, in order (one spec may declare several: ``names`` is
+    woman_coded and black_coded). A ``module:function`` spec is not imported to find out: the record
+    does not decide what code runs, so with one of those only the specs' own syntax is checked."""
+    if any(imports_user_code(spec) for spec in specs):
+        return
+    try:
+        declared = list(resolve_attributes(specs).names)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{path}: attributes: {error}") from None
+    if declared != list(names):
+        raise ValueError(f"{path}: attributes {specs} declare {declared}, not attribute_names {list(names)}")
