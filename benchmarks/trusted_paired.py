@@ -1,0 +1,58 @@
+"""The trusted level's rate criterion, paired by seed (issue 25, item 1).
+
+Reads the logged records of ``configs/experiment_tiny_trusted_seeds.yaml`` (or of any experiment
+holding the arms named below) and prints, per attribute, the mean over seeds of
+``|p(5 trusted) - p(reference)| - |p(none trusted) - p(reference)|`` on the first-name readout with
+its 95% Student-t interval: below 0 means the trusted annotators bring the policy closer to the
+reference. Pairing by seed removes the seed-to-seed variation the two arms share.
+
+    python benchmarks/trusted_paired.py runs/tiny_trusted
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+NONE = "BA-DPO (θ̄+ε_k), none trusted"
+FIVE = "BA-DPO (θ̄+ε_k), 5 trusted"
+
+
+def first_names(out: Path) -> tuple[dict, dict[str, dict[int, dict]]]:
+    """The reference's first-name rates and every arm's, by seed, from ``out/runs/*.json``."""
+    reference, arms = None, {}
+    for path in sorted((out / "runs").glob("*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        rates = record["readouts"]["names"]["first_name"]
+        if record["kind"] == "reference":
+            reference = rates
+        else:
+            arms.setdefault(record["arm"], {})[record["seed"]] = rates
+    if reference is None:
+        raise SystemExit(f"{out}/runs: no reference record")
+    return reference, arms
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, help="the experiment's output_dir (holds runs/*.json)")
+    out = parser.parse_args().out
+    reference, arms = first_names(out)
+    if NONE not in arms or FIVE not in arms:
+        raise SystemExit(f"{out}/runs: needs the arms {NONE!r} and {FIVE!r}")
+    seeds = sorted(set(arms[NONE]) & set(arms[FIVE]))
+    print(f"seeds {seeds}; reference", {a: round(reference[a], 3) for a in ("woman_coded", "black_coded")})
+    for attribute in ("woman_coded", "black_coded"):
+        gaps = np.array([abs(arms[FIVE][s][attribute] - reference[attribute])
+                         - abs(arms[NONE][s][attribute] - reference[attribute]) for s in seeds])
+        half = stats.t.ppf(0.975, len(gaps) - 1) * gaps.std(ddof=1) / np.sqrt(len(gaps))
+        print(f"{attribute}: |5 trusted - ref| - |none - ref| = {gaps.mean():+.4f} ± {half:.4f} "
+              f"(95% t over {len(gaps)} seeds); 5 trusted closer at {int((gaps < 0).sum())} of {len(gaps)}")
+
+
+if __name__ == "__main__":
+    main()
