@@ -3,6 +3,7 @@ on a real run, checkpoint and resume, BA-IPO's squared link, and the reward mode
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from pathlib import Path
@@ -47,6 +48,39 @@ def test_the_cache_keeps_the_latest_margins_and_a_second_step_moves_nothing():
     assert torch.equal(copy.logits, level.logits)
     with pytest.raises(ValueError, match="margins of 10 judgments, this run has 3"):
         LevelStep(LOGISTIC, 3, every_step=True).load_state_dict(level.state_dict())
+
+
+def _gathered(other: LevelStep, channel: BiasChannel, index: torch.Tensor, diff: torch.Tensor):
+    """The reduce of one of two processes: what it holds plus what ``other``, the second process,
+    contributes (recorded from ``other``'s own apply, on a copy of theta)."""
+    contributed = []
+    other.apply(copy.deepcopy(channel), index, diff, lambda values: contributed.append(values.clone()) or values)
+    pending = iter(contributed)
+    return lambda values: values + next(pending)
+
+
+def test_a_judgment_seen_on_two_processes_in_one_step_counts_once():
+    """A step that wraps the epoch holds judgment 5 twice: one process sees it in both of its
+    micro-batches, two processes once each (margins 0.25 and 0.75). Either way its margin is their
+    mean, 0.5, and the shift is the same (summed, it was 1.0 on two processes)."""
+    index = torch.tensor([0] * 4 + [1] * 6)
+    diff = torch.tensor([[1.0], [1.0], [1.0], [-1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [-1.0]])
+    first, second = torch.arange(6), torch.arange(5, 10)
+    margins = {5: 0.25}, {5: 0.75}
+    z = [torch.tensor([m.get(int(j), 0.1 * int(j)) for j in rows]) for m, rows in zip(margins, (first, second))]
+    channels = [BiasChannel("shared_mean", ["g"], ["k0", "k1"], trusted=["k0"]) for _ in range(2)]
+    one = LevelStep(LOGISTIC, 10, every_step=True)
+    for rows, logits in zip((first, second), z):
+        one.observe(rows, logits, torch.zeros(len(rows)))
+    alone = one.apply(channels[0], index, diff, _one_process)
+    processes = [LevelStep(LOGISTIC, 10, every_step=True) for _ in range(2)]
+    for process, rows, logits in zip(processes, (first, second), z):
+        process.observe(rows, logits, torch.zeros(len(rows)))
+    shared = processes[0].apply(channels[1], index, diff, _gathered(processes[1], channels[1], index, diff))
+    assert float(one.logits[5]) == float(processes[0].logits[5]) == 0.5
+    assert torch.equal(one.logits, processes[0].logits)
+    assert shared["level_shift"]["g"] == pytest.approx(alone["level_shift"]["g"], abs=1e-12)
+    assert torch.equal(channels[0].theta(), channels[1].theta())
 
 
 def test_unseen_and_unestimable_coordinates_keep_their_level():
