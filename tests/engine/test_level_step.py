@@ -7,6 +7,7 @@ import copy
 import json
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -14,9 +15,12 @@ import torch
 from badpo.core.bias import BiasChannel
 from badpo.core.config import apply_overrides, from_dict, to_dict
 from badpo.core.level import LOGISTIC
+from badpo.engine.batches import ItemTable
 from badpo.engine.level import LevelStep
+from badpo.engine.loop import final_level
 from badpo.engine.settings import TrainConfig
 from badpo.engine.train import train
+from badpo.methods import LossTerms
 from fixtures.engine import assert_same_run, judgment_rows, log_records, make_config, policy_weights, write_jsonl
 
 pytestmark = pytest.mark.filterwarnings("ignore::badpo.audit.estimates.BiasIdentifiabilityWarning")
@@ -92,6 +96,46 @@ def test_unseen_and_unestimable_coordinates_keep_their_level():
     logged = level.apply(channel, torch.tensor([0, 0, 1, 1]), torch.ones(4, 1), _one_process)
     assert logged == {"level_shift": {"g": None}, "trusted_shift": {"g": None}}
     assert channel.theta()[:, 0].tolist() == pytest.approx([0.0, 0.4])
+
+
+# ------------------------------------------------------------------------- final_level on a fake run
+def _fake_run(process: int, processes: int, n_items: int, seen: list) -> SimpleNamespace:
+    """A run of ``n_items`` one-judgment items whose policy is a dropout and whose loss records, per
+    forward, (process, the policy's mode, whether the dropout changed its input, the judgments)."""
+    def losses(run, micro, step, statistic=None) -> LossTerms:
+        ones = torch.ones(256)
+        seen.append((process, run.policy.training, not torch.equal(run.policy(ones), ones),
+                     micro.judgments.tolist()))
+        zeros = torch.zeros(len(micro.judgments))
+        return LossTerms(zeros, zeros, zeros, logits=0.1 * micro.judgments.double())
+
+    accelerator = SimpleNamespace(process_index=process, num_processes=processes, device=torch.device("cpu"),
+                                  reduce=lambda values, reduction: values)
+    items = ItemTable(sequences=torch.arange(2 * n_items).reshape(n_items, 2), offsets=torch.arange(n_items + 1),
+                      order=torch.arange(n_items), chosen_side=torch.zeros(n_items, dtype=torch.long))
+    policy = torch.nn.Sequential(torch.nn.Dropout(0.5)).train()
+    return SimpleNamespace(accelerator=accelerator, items=items, policy=policy, losses=losses,
+                           config=SimpleNamespace(micro_batch_size=2, steps=3),
+                           level=LevelStep(LOGISTIC, n_items, every_step=False),
+                           bias=BiasChannel("shared_mean", ["g"], ["k0", "k1"], trusted=["k0"]),
+                           annotator_index=torch.arange(n_items) % 2, attr_diff=torch.ones(n_items, 1))
+
+
+@pytest.mark.parametrize("n_items", [5, 1])
+def test_final_level_runs_as_many_forwards_on_every_process_in_eval_mode(n_items):
+    """Items split over two processes unevenly (5: three and two; 1: one and none): every process
+    runs the forwards of the fuller one, the padding's margins unrecorded; the policy is in eval
+    mode throughout (dropout off) and back in train mode after."""
+    seen = []
+    runs = [_fake_run(process, 2, n_items, seen) for process in range(2)]
+    for run in runs:
+        final_level(run)
+        assert run.policy.training
+    forwards = [sum(1 for p, *_ in seen if p == process) for process in range(2)]
+    assert forwards[0] == forwards[1] == math.ceil(math.ceil(n_items / 2) / 2)
+    assert not any(training or dropped for _, training, dropped, _ in seen)
+    recorded = [sorted(runs[p].level.seen.nonzero().flatten().tolist()) for p in range(2)]
+    assert recorded == [list(range(0, n_items, 2)), list(range(1, n_items, 2))]
 
 
 # ------------------------------------------------------------------------- on the training loop
