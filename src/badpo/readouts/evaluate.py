@@ -66,7 +66,7 @@ from badpo.readouts.model import (
     progress,
     sampled_text_readout,
 )
-from badpo.readouts.names_analyses import names_null_readouts, pool_cell_shares, pool_vector, sampled_names
+from badpo.readouts.names_analyses import names_null_readouts, sampled_names, sampled_shares
 from badpo.readouts.settings import EvalConfig
 from badpo.readouts.tilt import answer_body, counterfactual_pairs
 
@@ -441,7 +441,8 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
     """Every readout of a mixture of type policies (Baselines appendix, EM-DPO + MinMax-DPO).
 
     Each readout is the w-weighted mean of the type policies' readouts
-    (:func:`badpo.readouts.mixture.weighted_mean_readouts`), except vote prediction: a held-out vote is
+    (:func:`badpo.readouts.mixture.weighted_mean_readouts`), except the sampled names' shares, ratios
+    of the mixed counts (:func:`badpo.readouts.names_analyses.sampled_shares`), and vote prediction: a held-out vote is
     predicted by its own annotator's mixture, p = sum_k gamma_k sigmoid(u_k)
     (:func:`badpo.readouts.mixture.mixture_vote_logits`; an annotator absent from training gets the
     priors). With planted classes, ``type_recovery`` says whether the most probable types are the
@@ -474,8 +475,8 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
     result = weighted_mean_readouts(type_readouts, mixture.weights)
     _mixture_per_prompt(result, type_readouts, mixture.weights)
     _names_null(result, reference_readouts)  # of the mixture's shares (linear in the types'), not a mean of p
-    if isinstance(result.get("sampled", {}).get("per_name"), dict):  # a ratio of counts: of the mixed counts
-        result["sampled"]["cells"] = pool_cell_shares(pool_vector(result["sampled"]["per_name"]))
+    if isinstance(result.get("sampled", {}).get("per_name"), dict):  # ratios of counts: of the mixed counts
+        result["sampled"].update(sampled_shares(result["sampled"]["per_name"]))
     result["mixture"] = {"weights": list(mixture.weights), "types": type_readouts}
     if not corpus.heldout:
         return result
