@@ -1,18 +1,21 @@
-"""The level step on the loop (``bias.trusted_level``, badpo.engine.level): its cache, its two modes
-on a real run, checkpoint and resume, BA-IPO's squared link, and the reward model."""
+"""The level step on the loop (``bias.trusted_level``, badpo.engine.level): its cache (one process or
+two), the final pass (forwards per process, eval mode), its two modes on a real run, the theta vote
+prediction reads, checkpoint and resume, BA-IPO's squared link, and the reward model."""
 
 from __future__ import annotations
 
 import copy
 import json
 import math
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
+import yaml
 
-from badpo.core.bias import BiasChannel
+from badpo.core.bias import TRAINED_THETA_FILE, BiasChannel
 from badpo.core.config import apply_overrides, from_dict, to_dict
 from badpo.core.level import LOGISTIC
 from badpo.engine.batches import ItemTable
@@ -20,7 +23,10 @@ from badpo.engine.level import LevelStep
 from badpo.engine.loop import final_level
 from badpo.engine.settings import TrainConfig
 from badpo.engine.train import train
+from badpo.experiment.runner import RunTask
+from badpo.experiment.stages import evaluate_run
 from badpo.methods import LossTerms
+from badpo.readouts.run import EvalData, evaluate_run_dir
 from fixtures.engine import assert_same_run, judgment_rows, log_records, make_config, policy_weights, write_jsonl
 
 pytestmark = pytest.mark.filterwarnings("ignore::badpo.audit.estimates.BiasIdentifiabilityWarning")
@@ -158,14 +164,24 @@ def _stripped(out: Path) -> list[dict]:
     return [{k: v for k, v in r.items() if k != "elapsed_s"} for r in log_records(out)]
 
 
-def test_final_recounts_theta_from_the_trusted_zero_and_trains_as_gradient(world):
+@pytest.fixture(scope="module")
+def recounted(world) -> tuple[Path, Path]:
+    """The same run under bias.trusted_level gradient and final (the default)."""
+    common = ("steps=3", "bias.trusted=[ann1]")
+    return (train(make_config(world, "gradient", *common, "bias.trusted_level=gradient")),
+            train(make_config(world, "final", *common)))
+
+
+def test_final_recounts_theta_from_the_trusted_zero_and_trains_as_gradient(recounted):
     """final and gradient train the same policy with the same log; their theta differ by one
     constant on the untrusted annotators, the level_shift run.json records, and not at all on the
-    trusted one. gradient writes no trusted_level."""
-    common = ("steps=3", "bias.trusted=[ann1]")
-    plain = train(make_config(world, "gradient", *common, "bias.trusted_level=gradient"))
-    final = train(make_config(world, "final", *common))  # the default
+    trusted one; final saves the theta before the step, gradient's, as theta_trained.json.
+    gradient writes no trusted_level and no theta_trained.json."""
+    plain, final = recounted
     assert _stripped(plain) == _stripped(final)
+    trained = BiasChannel.load(final / TRAINED_THETA_FILE).theta()
+    assert torch.equal(trained, BiasChannel.load(plain / "theta.json").theta())
+    assert not (plain / TRAINED_THETA_FILE).exists()
     for name, weights in policy_weights(plain).items():
         assert torch.equal(weights, policy_weights(final)[name])
     shift = json.loads((final / "run.json").read_text())["trusted_level"]["level_shift"]["signed"]
@@ -176,6 +192,34 @@ def test_final_recounts_theta_from_the_trusted_zero_and_trains_as_gradient(world
     for annotator in before:
         if annotator != "ann1":
             assert after[annotator] - before[annotator] == pytest.approx(shift, abs=1e-6)
+
+
+def test_votes_pair_the_policy_with_the_theta_it_was_trained_against(world, recounted, tmp_path):
+    """Under final the policy was fitted against gradient's theta; moving theta alone is not the flat
+    direction of the likelihood (that also moves the policy's tilt), so vote prediction reads
+    theta_trained.json: final's votes are gradient's (its saved theta, about 0.4 lower on the
+    untrusted annotators, predicts other votes), while theta_mean reads the recounted theta.
+    So in `badpo evaluate` and in an experiment's readouts."""
+    plain, final = recounted
+    heldout = world / "judgments.jsonl"
+    settings = {"generations": False}
+    read = [evaluate_run_dir(run, settings, EvalData(heldout=str(heldout))) for run in (plain, final)]
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    shutil.copyfile(heldout, corpus / "heldout.jsonl")
+    write_jsonl(corpus / "eval_prompts.jsonl", [{"prompt": "write code"}])
+    task = RunTask("final", "arm", "final", "ba_dpo_shared_mean", 42,
+                   yaml.safe_load((final / "config.yaml").read_text()),
+                   {"generations": False, "body": "given", "attributes": ["given:signed"]},
+                   corpus, final, tmp_path, None)
+    in_experiment = evaluate_run(task, final / "policy", world / "model", final / "theta.json")
+    assert read[1]["votes/signed"] == read[0]["votes/signed"] == in_experiment["votes/signed"]
+    assert read[1]["theta_mean"]["signed"] == pytest.approx(_mean_theta(final), abs=1e-6)
+    assert read[1]["theta_mean"]["signed"] < read[0]["theta_mean"]["signed"] - 0.1
+
+
+def _mean_theta(out: Path) -> float:
+    return sum(_theta(out).values()) / len(_theta(out))
 
 
 def test_every_step_logs_its_shift_and_resumes_bit_for_bit(world):

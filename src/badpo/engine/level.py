@@ -7,7 +7,9 @@ The step needs every judgment's pre-bias logit z_i (the loss's logit minus its b
   computes z_i under the trained policy (or reward model), and the untrusted theta_k are moved
   once, before ``theta.json`` is written. Training is exactly that of ``gradient``: the policy
   keeps the reference anchoring, and the saved theta_k are counted from the trusted annotators'
-  zero.
+  zero. The policy was fitted against theta before the step, and a shift of theta alone is not
+  the degenerate direction (that moves the policy's tilt by the opposite amount): so that theta
+  is saved too, as ``theta_trained.json``, and vote prediction reads it.
 * ``every_step``: :class:`LevelStep` keeps the z_i each judgment had the last time it was in a
   batch (no extra forward; a margin is at most one pass over the data old) and, after each
   optimizer step (theta's Adam included), moves the untrusted theta_k on the judgments seen so far.
@@ -26,14 +28,15 @@ level is a property of the labels, not of the weighting.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from badpo.core.bias import BiasChannel
+from badpo.core.bias import TRAINED_THETA_FILE, BiasChannel
 from badpo.core.level import Link, level_shift
 
-__all__ = ["LevelStep", "build_level_step"]
+__all__ = ["LevelStep", "build_level_step", "save_theta"]
 
 
 class LevelStep:
@@ -46,6 +49,7 @@ class LevelStep:
         self._new = torch.zeros(n_judgments, dtype=torch.float64)  # this step's summed z_i, scratch
         self._new_seen = torch.zeros(n_judgments, dtype=torch.float64)  # and how often each was seen
         self.last: dict = {}  # the latest shift, for the log and run.json
+        self.trained: BiasChannel | None = None  # final: theta before the step, as the policy was trained
 
     def observe(self, judgments: Tensor, logits: Tensor | None, bias_logits: Tensor) -> None:
         """Record one micro-batch: ``logits`` (bias included, ``LossTerms.logits``) minus
@@ -88,6 +92,14 @@ class LevelStep:
             raise ValueError(f"level: the checkpoint holds margins of {len(logits)} judgments, this run "
                              f"has {len(self.logits)}")
         self.logits, self.seen = logits.clone(), seen.clone()
+
+
+def save_theta(bias: BiasChannel, level: LevelStep | None, folder: Path) -> None:
+    """``theta.json`` and, when the final step moved theta after training, ``theta_trained.json``
+    (:data:`badpo.core.bias.TRAINED_THETA_FILE`: the theta the policy was trained against)."""
+    bias.save(folder / "theta.json")
+    if level is not None and level.trained is not None:
+        level.trained.save(folder / TRAINED_THETA_FILE)
 
 
 def _named(names: tuple[str, ...], values: Tensor) -> dict[str, float | None]:

@@ -19,6 +19,7 @@ the preference stage once per part.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import math
 import sys
@@ -229,6 +230,7 @@ def final_level(run: Run) -> dict:
                 run.level.observe(micro.judgments, terms.logits, bias_logits(run, judgments))
     finally:
         run.policy.train(was_training)
+    run.level.trained = copy.deepcopy(run.bias)  # the theta the policy was fitted with, saved beside
     return run.level.apply(run.bias, run.annotator_index, run.attr_diff, _summed_over_processes(accelerator))
 
 

@@ -335,8 +335,14 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
                     bodies: Sequence[str] | None = None,
                     reference_samples: Generations | None = None,
                     margins: torch.Tensor | None = None,
-                    reference_readouts: Mapping | None = None) -> dict:
+                    reference_readouts: Mapping | None = None,
+                    vote_bias: BiasChannel | None = None) -> dict:
     """Every readout of one policy, as a flat JSON-ready dict (see the module docstring).
+
+    ``bias`` is the run's saved theta (the theta readouts); ``vote_bias``, when the run saved it
+    apart, the theta the policy was trained against (``bias.trusted_level: final`` moves theta
+    after training: :data:`badpo.core.bias.TRAINED_THETA_FILE`), which vote prediction pairs with
+    the policy's u (default: ``bias``).
 
     ``reference_samples`` (the reference's generations, same prompts and decoder) are needed by
     the markdown readout when ``markdown`` is declared (sampled here when not given) and give the
@@ -373,8 +379,8 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
             skipped["votes"] = (f"the run's theta is on {undeclared}, which evaluation.attributes does not "
                                 "declare; declare them too for vote prediction")
         else:
-            result.update(_vote_readouts(margins, corpus.heldout, g_w, g_l, attributes.names, bias,
-                                         corpus.planted))
+            result.update(_vote_readouts(margins, corpus.heldout, g_w, g_l, attributes.names,
+                                         bias if vote_bias is None else vote_bias, corpus.planted))
     else:
         skipped["heldout"] = skipped["votes"] = "no held-out judgments"
     if bias is not None and bias.facts.learns_theta:
