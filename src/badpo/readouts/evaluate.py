@@ -329,6 +329,27 @@ def compact_values(values) -> list[float | int]:
     return [int(v) if float(v).is_integer() else float(v) for v in np.asarray(values, dtype=np.float64)]
 
 
+def _heldout_readouts(margins: torch.Tensor, corpus: Corpus, attributes: AttributeSet,
+                      vote_bias: BiasChannel | None, skipped: dict) -> dict:
+    """Held-out accuracy (per attribute and on any) and vote prediction with ``vote_bias``, the
+    theta the policy was trained against; why votes are not read goes into ``skipped``."""
+    values = [attributes.judgment_values(j) for j in corpus.heldout]
+    g_w = np.array([v[0] for v in values])
+    g_l = np.array([v[1] for v in values])
+    result = {"heldout": {name: heldout_accuracy(margins, g_w[:, [a]], g_l[:, [a]])
+                          for a, name in enumerate(attributes.names)},
+              "heldout_any": heldout_accuracy(margins, g_w, g_l)}
+    theta_names = vote_bias.attribute_names if vote_bias is not None else ()
+    undeclared = [name for name in theta_names if name not in attributes.names]
+    if undeclared:  # u + theta_k . dg needs dg on every attribute the run's theta is on
+        skipped["votes"] = (f"the run's theta is on {undeclared}, which evaluation.attributes does not "
+                            "declare; declare them too for vote prediction")
+    else:
+        result.update(_vote_readouts(margins, corpus.heldout, g_w, g_l, attributes.names, vote_bias,
+                                     corpus.planted))
+    return result
+
+
 def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: Corpus, config: EvalConfig,
                     bias: BiasChannel | None = None, beta: float = 0.1,
                     tokenization: TokenizationConfig = TokenizationConfig(),
@@ -364,23 +385,11 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
         result["candidates"] = format_readout(policy, tokenizer, rows, tokenization, config.batch_size)
 
     if corpus.heldout:
-        values = [attributes.judgment_values(j) for j in corpus.heldout]
-        g_w = np.array([v[0] for v in values])
-        g_l = np.array([v[1] for v in values])
         if margins is None:
             margins = heldout_margins(policy, reference, tokenizer, corpus.heldout, beta, tokenization,
                                       config.batch_size)
-        result["heldout"] = {name: heldout_accuracy(margins, g_w[:, [a]], g_l[:, [a]])
-                             for a, name in enumerate(attributes.names)}
-        result["heldout_any"] = heldout_accuracy(margins, g_w, g_l)
-        theta_names = bias.attribute_names if bias is not None else ()
-        undeclared = [name for name in theta_names if name not in attributes.names]
-        if undeclared:  # u + theta_k . dg needs dg on every attribute the run's theta is on
-            skipped["votes"] = (f"the run's theta is on {undeclared}, which evaluation.attributes does not "
-                                "declare; declare them too for vote prediction")
-        else:
-            result.update(_vote_readouts(margins, corpus.heldout, g_w, g_l, attributes.names,
-                                         bias if vote_bias is None else vote_bias, corpus.planted))
+        result.update(_heldout_readouts(margins, corpus, attributes, bias if vote_bias is None else vote_bias,
+                                        skipped))
     else:
         skipped["heldout"] = skipped["votes"] = "no held-out judgments"
     if bias is not None and bias.facts.learns_theta:
