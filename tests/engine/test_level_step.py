@@ -1,21 +1,32 @@
-"""The level step on the loop (``bias.trusted_level``, badpo.engine.level): its cache, its two modes
-on a real run, checkpoint and resume, BA-IPO's squared link, and the reward model."""
+"""The level step on the loop (``bias.trusted_level``, badpo.engine.level): its cache (one process or
+two), the final pass (forwards per process, eval mode), its two modes on a real run, the theta vote
+prediction reads, checkpoint and resume, BA-IPO's squared link, and the reward model."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
+import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
+import yaml
 
-from badpo.core.bias import BiasChannel
+from badpo.core.bias import TRAINED_THETA_FILE, BiasChannel
 from badpo.core.config import apply_overrides, from_dict, to_dict
 from badpo.core.level import LOGISTIC
+from badpo.engine.batches import ItemTable
 from badpo.engine.level import LevelStep
+from badpo.engine.loop import final_level
 from badpo.engine.settings import TrainConfig
 from badpo.engine.train import train
+from badpo.experiment.runner import RunTask
+from badpo.experiment.stages import evaluate_run
+from badpo.methods import LossTerms
+from badpo.readouts.run import EvalData, evaluate_run_dir
 from fixtures.engine import assert_same_run, judgment_rows, log_records, make_config, policy_weights, write_jsonl
 
 pytestmark = pytest.mark.filterwarnings("ignore::badpo.audit.estimates.BiasIdentifiabilityWarning")
@@ -49,6 +60,39 @@ def test_the_cache_keeps_the_latest_margins_and_a_second_step_moves_nothing():
         LevelStep(LOGISTIC, 3, every_step=True).load_state_dict(level.state_dict())
 
 
+def _gathered(other: LevelStep, channel: BiasChannel, index: torch.Tensor, diff: torch.Tensor):
+    """The reduce of one of two processes: what it holds plus what ``other``, the second process,
+    contributes (recorded from ``other``'s own apply, on a copy of theta)."""
+    contributed = []
+    other.apply(copy.deepcopy(channel), index, diff, lambda values: contributed.append(values.clone()) or values)
+    pending = iter(contributed)
+    return lambda values: values + next(pending)
+
+
+def test_a_judgment_seen_on_two_processes_in_one_step_counts_once():
+    """A step that wraps the epoch holds judgment 5 twice: one process sees it in both of its
+    micro-batches, two processes once each (margins 0.25 and 0.75). Either way its margin is their
+    mean, 0.5, and the shift is the same (summed, it was 1.0 on two processes)."""
+    index = torch.tensor([0] * 4 + [1] * 6)
+    diff = torch.tensor([[1.0], [1.0], [1.0], [-1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [-1.0]])
+    first, second = torch.arange(6), torch.arange(5, 10)
+    margins = {5: 0.25}, {5: 0.75}
+    z = [torch.tensor([m.get(int(j), 0.1 * int(j)) for j in rows]) for m, rows in zip(margins, (first, second))]
+    channels = [BiasChannel("shared_mean", ["g"], ["k0", "k1"], trusted=["k0"]) for _ in range(2)]
+    one = LevelStep(LOGISTIC, 10, every_step=True)
+    for rows, logits in zip((first, second), z):
+        one.observe(rows, logits, torch.zeros(len(rows)))
+    alone = one.apply(channels[0], index, diff, _one_process)
+    processes = [LevelStep(LOGISTIC, 10, every_step=True) for _ in range(2)]
+    for process, rows, logits in zip(processes, (first, second), z):
+        process.observe(rows, logits, torch.zeros(len(rows)))
+    shared = processes[0].apply(channels[1], index, diff, _gathered(processes[1], channels[1], index, diff))
+    assert float(one.logits[5]) == float(processes[0].logits[5]) == 0.5
+    assert torch.equal(one.logits, processes[0].logits)
+    assert shared["level_shift"]["g"] == pytest.approx(alone["level_shift"]["g"], abs=1e-12)
+    assert torch.equal(channels[0].theta(), channels[1].theta())
+
+
 def test_unseen_and_unestimable_coordinates_keep_their_level():
     """Only trusted judgments seen so far, all on the coded side: no estimate, theta unchanged,
     logged as None."""
@@ -58,6 +102,46 @@ def test_unseen_and_unestimable_coordinates_keep_their_level():
     logged = level.apply(channel, torch.tensor([0, 0, 1, 1]), torch.ones(4, 1), _one_process)
     assert logged == {"level_shift": {"g": None}, "trusted_shift": {"g": None}}
     assert channel.theta()[:, 0].tolist() == pytest.approx([0.0, 0.4])
+
+
+# ------------------------------------------------------------------------- final_level on a fake run
+def _fake_run(process: int, processes: int, n_items: int, seen: list) -> SimpleNamespace:
+    """A run of ``n_items`` one-judgment items whose policy is a dropout and whose loss records, per
+    forward, (process, the policy's mode, whether the dropout changed its input, the judgments)."""
+    def losses(run, micro, step, statistic=None) -> LossTerms:
+        ones = torch.ones(256)
+        seen.append((process, run.policy.training, not torch.equal(run.policy(ones), ones),
+                     micro.judgments.tolist()))
+        zeros = torch.zeros(len(micro.judgments))
+        return LossTerms(zeros, zeros, zeros, logits=0.1 * micro.judgments.double())
+
+    accelerator = SimpleNamespace(process_index=process, num_processes=processes, device=torch.device("cpu"),
+                                  reduce=lambda values, reduction: values)
+    items = ItemTable(sequences=torch.arange(2 * n_items).reshape(n_items, 2), offsets=torch.arange(n_items + 1),
+                      order=torch.arange(n_items), chosen_side=torch.zeros(n_items, dtype=torch.long))
+    policy = torch.nn.Sequential(torch.nn.Dropout(0.5)).train()
+    return SimpleNamespace(accelerator=accelerator, items=items, policy=policy, losses=losses,
+                           config=SimpleNamespace(micro_batch_size=2, steps=3),
+                           level=LevelStep(LOGISTIC, n_items, every_step=False),
+                           bias=BiasChannel("shared_mean", ["g"], ["k0", "k1"], trusted=["k0"]),
+                           annotator_index=torch.arange(n_items) % 2, attr_diff=torch.ones(n_items, 1))
+
+
+@pytest.mark.parametrize("n_items", [5, 1])
+def test_final_level_runs_as_many_forwards_on_every_process_in_eval_mode(n_items):
+    """Items split over two processes unevenly (5: three and two; 1: one and none): every process
+    runs the forwards of the fuller one, the padding's margins unrecorded; the policy is in eval
+    mode throughout (dropout off) and back in train mode after."""
+    seen = []
+    runs = [_fake_run(process, 2, n_items, seen) for process in range(2)]
+    for run in runs:
+        final_level(run)
+        assert run.policy.training
+    forwards = [sum(1 for p, *_ in seen if p == process) for process in range(2)]
+    assert forwards[0] == forwards[1] == math.ceil(math.ceil(n_items / 2) / 2)
+    assert not any(training or dropped for _, training, dropped, _ in seen)
+    recorded = [sorted(runs[p].level.seen.nonzero().flatten().tolist()) for p in range(2)]
+    assert recorded == [list(range(0, n_items, 2)), list(range(1, n_items, 2))]
 
 
 # ------------------------------------------------------------------------- on the training loop
@@ -80,14 +164,24 @@ def _stripped(out: Path) -> list[dict]:
     return [{k: v for k, v in r.items() if k != "elapsed_s"} for r in log_records(out)]
 
 
-def test_final_recounts_theta_from_the_trusted_zero_and_trains_as_gradient(world):
+@pytest.fixture(scope="module")
+def recounted(world) -> tuple[Path, Path]:
+    """The same run under bias.trusted_level gradient and final (the default)."""
+    common = ("steps=3", "bias.trusted=[ann1]")
+    return (train(make_config(world, "gradient", *common, "bias.trusted_level=gradient")),
+            train(make_config(world, "final", *common)))
+
+
+def test_final_recounts_theta_from_the_trusted_zero_and_trains_as_gradient(recounted):
     """final and gradient train the same policy with the same log; their theta differ by one
     constant on the untrusted annotators, the level_shift run.json records, and not at all on the
-    trusted one. gradient writes no trusted_level."""
-    common = ("steps=3", "bias.trusted=[ann1]")
-    plain = train(make_config(world, "gradient", *common, "bias.trusted_level=gradient"))
-    final = train(make_config(world, "final", *common))  # the default
+    trusted one; final saves the theta before the step, gradient's, as theta_trained.json.
+    gradient writes no trusted_level and no theta_trained.json."""
+    plain, final = recounted
     assert _stripped(plain) == _stripped(final)
+    trained = BiasChannel.load(final / TRAINED_THETA_FILE).theta()
+    assert torch.equal(trained, BiasChannel.load(plain / "theta.json").theta())
+    assert not (plain / TRAINED_THETA_FILE).exists()
     for name, weights in policy_weights(plain).items():
         assert torch.equal(weights, policy_weights(final)[name])
     shift = json.loads((final / "run.json").read_text())["trusted_level"]["level_shift"]["signed"]
@@ -98,6 +192,34 @@ def test_final_recounts_theta_from_the_trusted_zero_and_trains_as_gradient(world
     for annotator in before:
         if annotator != "ann1":
             assert after[annotator] - before[annotator] == pytest.approx(shift, abs=1e-6)
+
+
+def test_votes_pair_the_policy_with_the_theta_it_was_trained_against(world, recounted, tmp_path):
+    """Under final the policy was fitted against gradient's theta; moving theta alone is not the flat
+    direction of the likelihood (that also moves the policy's tilt), so vote prediction reads
+    theta_trained.json: final's votes are gradient's (its saved theta, about 0.4 lower on the
+    untrusted annotators, predicts other votes), while theta_mean reads the recounted theta.
+    So in `badpo evaluate` and in an experiment's readouts."""
+    plain, final = recounted
+    heldout = world / "judgments.jsonl"
+    settings = {"generations": False}
+    read = [evaluate_run_dir(run, settings, EvalData(heldout=str(heldout))) for run in (plain, final)]
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    shutil.copyfile(heldout, corpus / "heldout.jsonl")
+    write_jsonl(corpus / "eval_prompts.jsonl", [{"prompt": "write code"}])
+    task = RunTask("final", "arm", "final", "ba_dpo_shared_mean", 42,
+                   yaml.safe_load((final / "config.yaml").read_text()),
+                   {"generations": False, "body": "given", "attributes": ["given:signed"]},
+                   corpus, final, tmp_path, None)
+    in_experiment = evaluate_run(task, final / "policy", world / "model", final / "theta.json")
+    assert read[1]["votes/signed"] == read[0]["votes/signed"] == in_experiment["votes/signed"]
+    assert read[1]["theta_mean"]["signed"] == pytest.approx(_mean_theta(final), abs=1e-6)
+    assert read[1]["theta_mean"]["signed"] < read[0]["theta_mean"]["signed"] - 0.1
+
+
+def _mean_theta(out: Path) -> float:
+    return sum(_theta(out).values()) / len(_theta(out))
 
 
 def test_every_step_logs_its_shift_and_resumes_bit_for_bit(world):

@@ -284,6 +284,20 @@ def test_cure_config_errors_name_the_key(tmp_path):
                             fake_source_stages(), log=quiet)
 
 
+def test_a_config_extending_a_cure_config_is_a_cure_config(tmp_path):
+    """kind: fixed_offset_cure may come from the config a variant extends (the experiment command
+    and reproduce read the variant as a cure); a variant of an arms x seeds table, or one whose
+    base is missing, is not one."""
+    variant = tmp_path / "cure_variant.yaml"
+    variant.write_text(f"extends: {CONFIGS / 'experiment_tiny_offset.yaml'}\nseeds: [42]\n")
+    assert is_cure_config(variant) and load_cure_config(variant).seeds == [42]
+    table = tmp_path / "table_variant.yaml"
+    table.write_text(f"extends: {experiment_config_path('tiny')}\nseeds: [42]\n")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("extends: missing.yaml\n")
+    assert not is_cure_config(table) and not is_cure_config(broken)
+
+
 @pytest.mark.parametrize("name", ["experiment_tiny_offset.yaml", "experiment_offset.yaml"])
 def test_shipped_cure_configs_validate(name):
     """Every key typed: the cure config, the stage's TrainConfig and the EvalConfig resolve, and the

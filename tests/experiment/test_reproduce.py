@@ -81,6 +81,26 @@ def test_a_sweep_counts_shared_runs_once_and_writes_one_report(sweep, tmp_path):
     assert again == []  # everything logged: nothing trains, the corpus is reused
 
 
+def test_a_table_with_a_report_dir_is_gathered_from_it(tmp_path):
+    """`variant` shares `first`'s folder and renders into OUT/variant (report_dir): the report
+    holds the variant's table (with BA-DPO), not the one `first` wrote in OUT."""
+    out = tmp_path / "shared"
+    dpo = {"name": "DPO", "method": "dpo"}
+    pooled = {"name": "BA-DPO (pooled)", "method": "ba_dpo_pooled"}
+    variant = tmp_path / "variant.yaml"
+    experiment_file(variant, out, [dpo, pooled])
+    variant.write_text(variant.read_text() + "report_dir: variant\n")
+    sweep = from_dict(ReproduceConfig, {"output_dir": str(tmp_path / "report"), "tables": [
+        {"table": "first", "config": experiment_file(tmp_path / "first.yaml", out, [dpo])},
+        {"table": "variant", "config": str(variant)}]})
+    result = run_reproduce(sweep, fake_stages([]), None, log=lambda line: None)
+    gathered = (tmp_path / "report" / "variant" / "table.md").read_text()
+    assert gathered == (out / "variant" / "table.md").read_text()
+    assert "| BA-DPO (pooled) | 0.525" in gathered
+    assert "BA-DPO" not in (tmp_path / "report" / "first" / "table.md").read_text()
+    assert result["tables"]["variant"]["files"][0] == str(tmp_path / "report" / "variant" / "table.md")
+
+
 def test_the_estimate_is_the_mean_run_time_times_the_runs_left():
     """3 runs planned; one finished in 120 s: 2 left x 120 s = 4 min."""
     now = [0.0]

@@ -133,6 +133,31 @@ def test_a_mixtures_per_prompt_values_are_each_prompts_weighted_mean(world):
     assert seven[0] != seven[1]  # the two policies differ on some prompt: the weighted mean is exercised
 
 
+def test_a_mixtures_sampled_shares_are_ratios_of_its_mixed_counts(monkeypatch):
+    """w = (0.25, 0.75); type 0 signs Emily once and Greg once (woman 1/2, black 0/2), type 1
+    Latoya three times (woman 3/3, black 3/3). The mixture signs Emily 0.25, Greg 0.25, Latoya 2.25
+    times: woman 2.5 / 2.75 = 10/11 and black 9/11, not the means of the ratios (0.875, 0.75);
+    its cells from the same counts."""
+    import badpo.readouts.evaluate as evaluate
+    from badpo.core.names import POOL_NAMES
+
+    def sampled(counts: dict, woman: float, black: float) -> dict:
+        per_name = {name: counts.get(name, 0) for name in POOL_NAMES}
+        return {"sampled": {"n": 4, "signed_pool": sum(counts.values()), "woman_share": woman,
+                            "black_share": black, "per_name": per_name, "cells": {}}}
+
+    types = iter([sampled({"Emily": 1, "Greg": 1}, 0.5, 0.0), sampled({"Latoya": 3}, 1.0, 1.0)])
+    monkeypatch.setattr(evaluate, "evaluate_policy", lambda *args, **kwargs: next(types))
+    mixture = Mixture((0.25, 0.75), {}, (0.5, 0.5), (Path("type-0"), Path("type-1")))
+    config = EvalConfig(attributes=("length",), max_prompts=1)
+    mixed = evaluate_mixture(lambda path: None, mixture, None, None, Corpus([], [], None), config)["sampled"]
+    assert mixed["signed_pool"] == pytest.approx(2.75, abs=1e-12)
+    assert mixed["woman_share"] == pytest.approx(10 / 11, abs=1e-12)
+    assert mixed["black_share"] == pytest.approx(9 / 11, abs=1e-12)
+    assert mixed["cells"] == pytest.approx({"white_woman": 1 / 11, "white_man": 1 / 11, "black_woman": 9 / 11,
+                                            "black_man": 0.0}, abs=1e-12)
+
+
 def corpus_values(judgment):
     from badpo.core.attributes import resolve_attributes
 

@@ -61,7 +61,14 @@ from torch import Tensor, nn
 
 from badpo.core.jsonio import atomic_write_text, dumps
 
-__all__ = ["VARIANTS", "VARIANT_FACTS", "FILE_FORMAT", "Variant", "variant_facts", "BiasChannel"]
+__all__ = ["VARIANTS", "VARIANT_FACTS", "FILE_FORMAT", "TRAINED_THETA_FILE", "Variant", "variant_facts",
+           "BiasChannel"]
+
+TRAINED_THETA_FILE = "theta_trained.json"
+"""Beside ``theta.json`` when the level step moved theta after the policy had finished training
+(``bias.trusted_level: final``): theta as the policy was trained against it. The pair (policy,
+this theta) is the fitted one, which vote prediction reads; ``theta.json`` holds the theta_k
+counted from the trusted annotators' zero, which the theta readouts read."""
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@ The step needs every judgment's pre-bias logit z_i (the loss's logit minus its b
   computes z_i under the trained policy (or reward model), and the untrusted theta_k are moved
   once, before ``theta.json`` is written. Training is exactly that of ``gradient``: the policy
   keeps the reference anchoring, and the saved theta_k are counted from the trusted annotators'
-  zero.
+  zero. The policy was fitted against theta before the step, and a shift of theta alone is not
+  the degenerate direction (that moves the policy's tilt by the opposite amount): so that theta
+  is saved too, as ``theta_trained.json``, and vote prediction reads it.
 * ``every_step``: :class:`LevelStep` keeps the z_i each judgment had the last time it was in a
   batch (no extra forward; a margin is at most one pass over the data old) and, after each
   optimizer step (theta's Adam included), moves the untrusted theta_k on the judgments seen so far.
@@ -15,23 +17,26 @@ The step needs every judgment's pre-bias logit z_i (the loss's logit minus its b
   sampling noise included. The cache is checkpointed, so a resumed run takes the same steps.
 
 A coordinate whose level cannot be estimated (no cross-group trusted judgment, or a separable set)
-keeps its level. With several processes each sees its own micro-batches: the new margins are
-summed over processes before the solve, so every process holds the same cache and computes the
-same shift. The solve weighs every judgment alike, also under a method's loss weights
-(Group-DRO, Crowd-PrefRL): the level is a property of the labels, not of the weighting.
+keeps its level. With several processes each sees its own micro-batches: the new margins and
+the times each judgment was seen are summed over processes before the solve, and a judgment's
+margin is their mean (a step that wraps the epoch can hold a judgment twice, on two processes), so
+every process holds the same cache and computes the same shift as one process would. The solve
+weighs every judgment alike, also under a method's loss weights (Group-DRO, Crowd-PrefRL): the
+level is a property of the labels, not of the weighting.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from badpo.core.bias import BiasChannel
+from badpo.core.bias import TRAINED_THETA_FILE, BiasChannel
 from badpo.core.level import Link, level_shift
 
-__all__ = ["LevelStep", "build_level_step"]
+__all__ = ["LevelStep", "build_level_step", "save_theta"]
 
 
 class LevelStep:
@@ -41,9 +46,10 @@ class LevelStep:
         self.link, self.every_step = link, every_step
         self.logits = torch.zeros(n_judgments, dtype=torch.float64)  # z_i, the last one seen
         self.seen = torch.zeros(n_judgments, dtype=torch.bool)
-        self._new = torch.zeros(n_judgments, dtype=torch.float64)  # this step's z_i, scratch
-        self._new_seen = torch.zeros(n_judgments, dtype=torch.float64)
+        self._new = torch.zeros(n_judgments, dtype=torch.float64)  # this step's summed z_i, scratch
+        self._new_seen = torch.zeros(n_judgments, dtype=torch.float64)  # and how often each was seen
         self.last: dict = {}  # the latest shift, for the log and run.json
+        self.trained: BiasChannel | None = None  # final: theta before the step, as the policy was trained
 
     def observe(self, judgments: Tensor, logits: Tensor | None, bias_logits: Tensor) -> None:
         """Record one micro-batch: ``logits`` (bias included, ``LossTerms.logits``) minus
@@ -51,16 +57,18 @@ class LevelStep:
         if logits is None:
             raise RuntimeError("bias.trusted_level: the method's loss returned no LossTerms.logits")
         rows = judgments.cpu()
-        self._new[rows] = (logits.detach() - bias_logits.detach()).double().cpu()
-        self._new_seen[rows] = 1.0
+        self._new.index_add_(0, rows, (logits.detach() - bias_logits.detach()).double().cpu())
+        self._new_seen.index_add_(0, rows, torch.ones(len(rows), dtype=torch.float64))
 
     def apply(self, bias: BiasChannel, annotator_index: Tensor, attr_diff: Tensor,
               reduce: Callable[[Tensor], Tensor]) -> dict:
-        """Merge the observed margins (``reduce`` sums over processes), solve for the level on every
-        judgment seen, move every untrusted theta_k; returns what to log: the shift
-        (``level_shift``) and the trusted judgments' own shift of the margins (``trusted_shift``)."""
-        new, new_seen = reduce(self._new), reduce(self._new_seen) > 0
-        self.logits[new_seen] = new[new_seen]
+        """Merge the observed margins (``reduce`` sums over processes; a judgment seen more than
+        once has the mean of its margins), solve for the level on every judgment seen, move every
+        untrusted theta_k; returns what to log: the shift (``level_shift``) and the trusted
+        judgments' own shift of the margins (``trusted_shift``)."""
+        summed, counts = reduce(torch.stack([self._new, self._new_seen])).double()
+        new_seen = counts > 0
+        self.logits[new_seen] = summed[new_seen] / counts[new_seen]
         self.seen |= new_seen
         self._new.zero_()
         self._new_seen.zero_()
@@ -84,6 +92,14 @@ class LevelStep:
             raise ValueError(f"level: the checkpoint holds margins of {len(logits)} judgments, this run "
                              f"has {len(self.logits)}")
         self.logits, self.seen = logits.clone(), seen.clone()
+
+
+def save_theta(bias: BiasChannel, level: LevelStep | None, folder: Path) -> None:
+    """``theta.json`` and, when the final step moved theta after training, ``theta_trained.json``
+    (:data:`badpo.core.bias.TRAINED_THETA_FILE`: the theta the policy was trained against)."""
+    bias.save(folder / "theta.json")
+    if level is not None and level.trained is not None:
+        level.trained.save(folder / TRAINED_THETA_FILE)
 
 
 def _named(names: tuple[str, ...], values: Tensor) -> dict[str, float | None]:

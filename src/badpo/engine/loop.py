@@ -19,7 +19,9 @@ the preference stage once per part.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -209,13 +211,26 @@ def train_step(run: Run, step: int) -> tuple[Tensor, dict]:
 @torch.no_grad()
 def final_level(run: Run) -> dict:
     """``bias.trusted_level: final``: every judgment's logits under the trained model (one no-grad
-    pass, the items split over processes), then the level step once (:mod:`badpo.engine.level`)."""
-    accelerator = run.accelerator
-    items = torch.arange(len(run.items))[accelerator.process_index::accelerator.num_processes]
-    for chunk in items.split(run.config.micro_batch_size):
-        micro = run.items.micro_batch(chunk)
-        terms = (run.losses or judgment_losses)(run, micro, run.config.steps)
-        run.level.observe(micro.judgments, terms.logits, bias_logits(run, micro.judgments.to(accelerator.device)))
+    pass in eval mode, so no LoRA dropout, the mode restored after; the items split over
+    processes), then the level step once (:mod:`badpo.engine.level`). Every process runs the same
+    number of forwards, as FSDP's gathers inside a forward need: one with fewer items pads with
+    forwards of item 0 whose margins it does not record."""
+    accelerator, size = run.accelerator, run.config.micro_batch_size
+    chunks = torch.arange(len(run.items))[accelerator.process_index::accelerator.num_processes].split(size)
+    forwards = math.ceil(math.ceil(len(run.items) / accelerator.num_processes) / size)  # process 0's
+    was_training = run.policy.training
+    run.policy.eval()
+    try:
+        for index in range(forwards):
+            padding = index >= len(chunks)
+            micro = run.items.micro_batch(torch.zeros(1, dtype=torch.long) if padding else chunks[index])
+            terms = (run.losses or judgment_losses)(run, micro, run.config.steps)
+            if not padding:
+                judgments = micro.judgments.to(accelerator.device)
+                run.level.observe(micro.judgments, terms.logits, bias_logits(run, judgments))
+    finally:
+        run.policy.train(was_training)
+    run.level.trained = copy.deepcopy(run.bias)  # the theta the policy was fitted with, saved beside
     return run.level.apply(run.bias, run.annotator_index, run.attr_diff, _summed_over_processes(accelerator))
 
 

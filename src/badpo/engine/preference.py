@@ -23,7 +23,7 @@ from badpo.core.jsonio import dumps
 from badpo.engine.batches import PreferenceData, Schedule, load_preference_data, offline_estimate
 from badpo.engine.cache import reference_logprobs, token_offsets
 from badpo.engine.checkpoint import continue_from
-from badpo.engine.level import build_level_step
+from badpo.engine.level import build_level_step, save_theta
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.loop import JudgmentStage, Run
 from badpo.engine.reporting import read_log, report_input, theta_convergence, theta_notice
@@ -237,7 +237,7 @@ def write_policy_outputs(run: Run, tokenizer, output: Path, cache_parts: dict, l
             model.save_pretrained(staging / "policy", state_dict=weights, safe_serialization=True)
             tokenizer.save_pretrained(staging / "policy")
         if run.bias is not None:
-            run.bias.save(staging / "theta.json")
+            save_theta(run.bias, run.level, staging)
         (staging / "run.json").write_text(dumps(summary, indent=1) + "\n", encoding="utf-8")
 
     commit_final(output, write)

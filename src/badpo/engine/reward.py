@@ -33,7 +33,7 @@ from torch import Tensor, nn
 from badpo.core.jsonio import dumps
 from badpo.core.losses import bt_loss
 from badpo.engine.batches import Schedule
-from badpo.engine.level import build_level_step
+from badpo.engine.level import build_level_step, save_theta
 from badpo.engine.loop import JudgmentStage, Run, bias_logits, resume_point, run_stage
 from badpo.engine.preference import build_bias, read_and_audit, theta_adam
 from badpo.engine.reporting import read_log, report_input, theta_convergence, theta_notice
@@ -138,7 +138,7 @@ def write_reward_outputs(run: Run, tokenizer, output: Path, cache_parts: dict, l
         model.save_pretrained(staging / MODEL_FOLDER, safe_serialization=True)
         tokenizer.save_pretrained(staging / MODEL_FOLDER)
         if run.bias is not None:
-            run.bias.save(staging / "theta.json")
+            save_theta(run.bias, run.level, staging)
         (staging / "run.json").write_text(dumps(summary, indent=1) + "\n", encoding="utf-8")
 
     commit_final(output, write)

@@ -11,8 +11,9 @@ records the data (written when the folder is claimed, so that a killed run has i
 * a second process training into the same folder at once is refused by an ``flock`` on
   ``.lock`` (the kernel releases it when a process dies, so a crash leaves no stale lock);
 * the final outputs (``policy/``, ``theta.json``, ``run.json``; ``mixture.json`` for an arm of
-  several policies) are written into a staging folder that is renamed to ``.final-commit`` in one
-  step — the commit point — and then moved into place. :func:`recover_final_commit` completes an
+  several policies; ``theta_trained.json`` under ``bias.trusted_level: final``) are written into
+  a staging folder that is renamed to ``.final-commit`` in one step — the commit point — and then
+  moved into place. :func:`recover_final_commit` completes an
   interrupted move, so a kill at any point leaves the previous complete state or the new complete
   state. ``run.json`` exists only in a finished run's state.
 """
@@ -31,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from badpo.core.bias import TRAINED_THETA_FILE
 from badpo.core.config import ConfigError, load_config, to_dict
 from badpo.core.jsonio import atomic_write_text
 from badpo.core.notices import BadpoWarning
@@ -41,7 +43,8 @@ from badpo.engine.settings import RUN_CONTROL_KEYS
 
 CONFIG_FILE = "config.yaml"
 DATA_FILE = "data_fingerprint.json"  # the fingerprint of the run's data (module docstring)
-FINAL_NAMES = ("policy", "reward_model", "theta.json", "mixture.json", "run.json")  # a finished run's outputs
+FINAL_NAMES = ("policy", "reward_model", "theta.json", TRAINED_THETA_FILE, "mixture.json",  # a finished run's
+               "run.json")  # outputs
 _STAGING, _COMMIT, _MANIFEST, _LOCK = ".final-staging", ".final-commit", "MANIFEST", ".lock"
 # what a run writes into its folder; overwrite deletes these and nothing else (em/ and types/
 # hold the parts of an arm of several policies, badpo.engine.mixture)

@@ -175,7 +175,7 @@ def run_reproduce(config: ReproduceConfig, experiment_stages: Stages, cure_stage
                                 render_only=render_only)
         else:
             run_experiment(experiment, experiment_stages, log=follow(False), render_only=render_only)
-        files = _gather(Path(experiment.output_dir), report / entry.table)
+        files = _gather(_tables_folder(experiment, cure), report / entry.table)
         tables[entry.table] = {"output_dir": experiment.output_dir, "files": files,
                                "wall_s": round(clock() - began, 1)}
     readme = report / "README.md"
@@ -196,8 +196,15 @@ def _copy_runs(source: Path, target: Path) -> None:
                 shutil.copy2(path, copy)
 
 
+def _tables_folder(experiment, cure: bool) -> Path:
+    """Where an experiment wrote its tables and plots: ``OUT/report_dir`` (OUT without one; a cure
+    has none)."""
+    out = Path(experiment.output_dir)
+    return out / experiment.report_dir if not cure and experiment.report_dir else out
+
+
 def _gather(source: Path, target: Path) -> list[str]:
-    """Copy a table's report files from its experiment folder into the report."""
+    """Copy a table's report files from where its experiment wrote them into the report."""
     target.mkdir(parents=True, exist_ok=True)
     copied = []
     for name in REPORTED:

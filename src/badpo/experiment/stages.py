@@ -42,7 +42,7 @@ from badpo.readouts.evaluate import (
     evaluate_policy,
     reference_bodies,
 )
-from badpo.readouts.run import load_causal_lm
+from badpo.readouts.run import load_causal_lm, trained_theta
 from badpo.readouts.settings import readout_unavailable
 
 __all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation", "check_data", "data_key",
@@ -167,7 +167,8 @@ def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_fil
     bias = BiasChannel.load(theta_file) if theta_file is not None else None
     readouts = evaluate_policy(policy, reference, tokenizer, corpus, config, bias=bias,
                                beta=task.settings.get("beta", 0.1), tokenization=tokenization,
-                               bodies=bodies, reference_readouts=reference_readouts)
+                               bodies=bodies, reference_readouts=reference_readouts,
+                               vote_bias=trained_theta(theta_file) if theta_file is not None else None)
     if task.kind == "reference":
         omitted = sorted(k for k in readouts if k.startswith(RELATIVE_TO_REFERENCE))
         readouts = {k: v for k, v in readouts.items() if k not in omitted}

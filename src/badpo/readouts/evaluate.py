@@ -66,7 +66,7 @@ from badpo.readouts.model import (
     progress,
     sampled_text_readout,
 )
-from badpo.readouts.names_analyses import names_null_readouts, pool_cell_shares, pool_vector, sampled_names
+from badpo.readouts.names_analyses import names_null_readouts, sampled_names, sampled_shares
 from badpo.readouts.settings import EvalConfig
 from badpo.readouts.tilt import answer_body, counterfactual_pairs
 
@@ -329,14 +329,41 @@ def compact_values(values) -> list[float | int]:
     return [int(v) if float(v).is_integer() else float(v) for v in np.asarray(values, dtype=np.float64)]
 
 
+def _heldout_readouts(margins: torch.Tensor, corpus: Corpus, attributes: AttributeSet,
+                      vote_bias: BiasChannel | None, skipped: dict) -> dict:
+    """Held-out accuracy (per attribute and on any) and vote prediction with ``vote_bias``, the
+    theta the policy was trained against; why votes are not read goes into ``skipped``."""
+    values = [attributes.judgment_values(j) for j in corpus.heldout]
+    g_w = np.array([v[0] for v in values])
+    g_l = np.array([v[1] for v in values])
+    result = {"heldout": {name: heldout_accuracy(margins, g_w[:, [a]], g_l[:, [a]])
+                          for a, name in enumerate(attributes.names)},
+              "heldout_any": heldout_accuracy(margins, g_w, g_l)}
+    theta_names = vote_bias.attribute_names if vote_bias is not None else ()
+    undeclared = [name for name in theta_names if name not in attributes.names]
+    if undeclared:  # u + theta_k . dg needs dg on every attribute the run's theta is on
+        skipped["votes"] = (f"the run's theta is on {undeclared}, which evaluation.attributes does not "
+                            "declare; declare them too for vote prediction")
+    else:
+        result.update(_vote_readouts(margins, corpus.heldout, g_w, g_l, attributes.names, vote_bias,
+                                     corpus.planted))
+    return result
+
+
 def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: Corpus, config: EvalConfig,
                     bias: BiasChannel | None = None, beta: float = 0.1,
                     tokenization: TokenizationConfig = TokenizationConfig(),
                     bodies: Sequence[str] | None = None,
                     reference_samples: Generations | None = None,
                     margins: torch.Tensor | None = None,
-                    reference_readouts: Mapping | None = None) -> dict:
+                    reference_readouts: Mapping | None = None,
+                    vote_bias: BiasChannel | None = None) -> dict:
     """Every readout of one policy, as a flat JSON-ready dict (see the module docstring).
+
+    ``bias`` is the run's saved theta (the theta readouts); ``vote_bias``, when the run saved it
+    apart, the theta the policy was trained against (``bias.trusted_level: final`` moves theta
+    after training: :data:`badpo.core.bias.TRAINED_THETA_FILE`), which vote prediction pairs with
+    the policy's u (default: ``bias``).
 
     ``reference_samples`` (the reference's generations, same prompts and decoder) are needed by
     the markdown readout when ``markdown`` is declared (sampled here when not given) and give the
@@ -358,23 +385,11 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
         result["candidates"] = format_readout(policy, tokenizer, rows, tokenization, config.batch_size)
 
     if corpus.heldout:
-        values = [attributes.judgment_values(j) for j in corpus.heldout]
-        g_w = np.array([v[0] for v in values])
-        g_l = np.array([v[1] for v in values])
         if margins is None:
             margins = heldout_margins(policy, reference, tokenizer, corpus.heldout, beta, tokenization,
                                       config.batch_size)
-        result["heldout"] = {name: heldout_accuracy(margins, g_w[:, [a]], g_l[:, [a]])
-                             for a, name in enumerate(attributes.names)}
-        result["heldout_any"] = heldout_accuracy(margins, g_w, g_l)
-        theta_names = bias.attribute_names if bias is not None else ()
-        undeclared = [name for name in theta_names if name not in attributes.names]
-        if undeclared:  # u + theta_k . dg needs dg on every attribute the run's theta is on
-            skipped["votes"] = (f"the run's theta is on {undeclared}, which evaluation.attributes does not "
-                                "declare; declare them too for vote prediction")
-        else:
-            result.update(_vote_readouts(margins, corpus.heldout, g_w, g_l, attributes.names, bias,
-                                         corpus.planted))
+        result.update(_heldout_readouts(margins, corpus, attributes, bias if vote_bias is None else vote_bias,
+                                        skipped))
     else:
         skipped["heldout"] = skipped["votes"] = "no held-out judgments"
     if bias is not None and bias.facts.learns_theta:
@@ -441,7 +456,8 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
     """Every readout of a mixture of type policies (Baselines appendix, EM-DPO + MinMax-DPO).
 
     Each readout is the w-weighted mean of the type policies' readouts
-    (:func:`badpo.readouts.mixture.weighted_mean_readouts`), except vote prediction: a held-out vote is
+    (:func:`badpo.readouts.mixture.weighted_mean_readouts`), except the sampled names' shares, ratios
+    of the mixed counts (:func:`badpo.readouts.names_analyses.sampled_shares`), and vote prediction: a held-out vote is
     predicted by its own annotator's mixture, p = sum_k gamma_k sigmoid(u_k)
     (:func:`badpo.readouts.mixture.mixture_vote_logits`; an annotator absent from training gets the
     priors). With planted classes, ``type_recovery`` says whether the most probable types are the
@@ -474,8 +490,8 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
     result = weighted_mean_readouts(type_readouts, mixture.weights)
     _mixture_per_prompt(result, type_readouts, mixture.weights)
     _names_null(result, reference_readouts)  # of the mixture's shares (linear in the types'), not a mean of p
-    if isinstance(result.get("sampled", {}).get("per_name"), dict):  # a ratio of counts: of the mixed counts
-        result["sampled"]["cells"] = pool_cell_shares(pool_vector(result["sampled"]["per_name"]))
+    if isinstance(result.get("sampled", {}).get("per_name"), dict):  # ratios of counts: of the mixed counts
+        result["sampled"].update(sampled_shares(result["sampled"]["per_name"]))
     result["mixture"] = {"weights": list(mixture.weights), "types": type_readouts}
     if not corpus.heldout:
         return result

@@ -53,7 +53,7 @@ from badpo.core.names import CELL_NAMES, NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES,
 __all__ = [
     "DRAWS", "SEED", "LA_NAMES", "NAMES_READOUTS", "pool_coding", "pool_vector", "per_name_shares",
     "coded_shift", "relabelled_shifts", "relabelling_null", "shift_without", "share_carried",
-    "cell_shares", "pool_cell_shares", "sampled_names", "names_null_readouts",
+    "cell_shares", "pool_cell_shares", "sampled_names", "sampled_shares", "names_null_readouts",
 ]
 
 DRAWS = 1000  # random relabellings of the pool (the paper's 1,000)
@@ -256,6 +256,18 @@ def sampled_names(texts: Sequence[str]) -> dict:
         if signature is not None and signature[0] in counts:
             counts[signature[0]] += 1
     return {"per_name": counts, "cells": pool_cell_shares(list(counts.values()))}
+
+
+def sampled_shares(per_name: Mapping[str, float]) -> dict:
+    """The shares :func:`sampled_names` and ``sampled_signature_rates`` record, from counts per pool
+    name (a mixture's: its types' counts weighted by w, whose shares are ratios of those sums, not
+    the w-mean of the types' ratios): ``woman_share`` and ``black_share`` of the answers signed
+    with a pool name, and ``cells``; nan when none is. Example: Emily 0.25, Greg 0.25, Latoya 2.25
+    -> woman 2.5 / 2.75 = 10/11, black 2.25 / 2.75 = 9/11."""
+    counts = pool_vector(per_name, what="sampled.per_name")
+    total = float(counts.sum())
+    woman, black = (counts @ pool_coding() / total).tolist() if total > 0 else (math.nan, math.nan)
+    return {"woman_share": woman, "black_share": black, "cells": pool_cell_shares(counts)}
 
 
 def names_null_readouts(policy_readouts: Mapping | Sequence[Mapping], reference_readouts: Mapping,

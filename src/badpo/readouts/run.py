@@ -45,7 +45,7 @@ import torch
 from torch import nn
 
 from badpo.core.attributes import imports_user_code, resolve_attributes
-from badpo.core.bias import BiasChannel
+from badpo.core.bias import TRAINED_THETA_FILE, BiasChannel
 from badpo.core.config import ConfigError, from_dict, load_config
 from badpo.core.notices import BadpoWarning
 from badpo.core.outputs import check_output_file, check_writable_folder
@@ -70,7 +70,7 @@ from badpo.readouts.evaluate import (
 from badpo.readouts.model import context_length, generate, load_judge, signature_tokens
 
 __all__ = ["EvalData", "GenerationCapNotice", "evaluate_run_dir", "load_causal_lm", "prompts_digest", "readouts_path",
-           "summary"]
+           "summary", "trained_theta"]
 
 CORPUS_FILES = {"prompts": "eval_prompts.jsonl", "heldout": "heldout.jsonl", "planted": "planted.json"}
 READOUTS_FILE = "readouts.json"  # the one file evaluate writes into a run folder
@@ -326,6 +326,14 @@ def evaluate_reward_run(run_dir: Path, settings: Mapping[str, Any], data: EvalDa
                    {**inputs, "prompts": None, "model": "reward model"}, skipped, generated=False)
 
 
+def trained_theta(theta_file: Path) -> BiasChannel | None:
+    """The theta a run's policy was trained against, when the run saved it beside ``theta_file``
+    (``bias.trusted_level: final``, :data:`badpo.core.bias.TRAINED_THETA_FILE`); None when
+    ``theta_file`` is that theta."""
+    path = Path(theta_file).with_name(TRAINED_THETA_FILE)
+    return BiasChannel.load(path) if path.exists() else None
+
+
 def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = None,
                      data: EvalData = EvalData(), trust_remote_code: bool = False) -> dict:
     """Every readout of a finished ``badpo train`` run (or ``badpo rm`` run, or a folder
@@ -378,7 +386,8 @@ def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = N
         theta_file = run_dir / "theta.json"
         bias = BiasChannel.load(theta_file) if theta_file.exists() else None
         readouts = evaluate_policy(policy, reference, tokenizer, corpus, config, bias=bias, beta=trained.beta,
-                                   tokenization=tokenization, reference_samples=reference_samples)
+                                   tokenization=tokenization, reference_samples=reference_samples,
+                                   vote_bias=trained_theta(theta_file))
     return _record(readouts, config, inputs, skipped, generated=generates(config))
 
 

@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from badpo.core.config import ConfigError, load_config, to_dict
+from badpo.core.config import ConfigError, load_config, read_settings, to_dict
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.names import NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES
 from badpo.experiment.config import ExperimentConfig, check_runner_keys, merge_settings
@@ -160,14 +160,13 @@ class CureConfig:
 
 
 def is_cure_config(path: str | Path) -> bool:
-    """Whether a YAML file is a cure config (top-level ``kind: fixed_offset_cure``)."""
-    import yaml
-
+    """Whether a YAML file is a cure config (top-level ``kind: fixed_offset_cure``, in the file or
+    in a config it ``extends``)."""
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+        data = read_settings(path)
+    except (OSError, ConfigError):
         return False  # the experiment loader reports it with its own error
-    return isinstance(data, dict) and data.get("kind") == CURE_KIND
+    return data.get("kind") == CURE_KIND
 
 
 # ------------------------------------------------------------------------------------ stages
