@@ -173,6 +173,15 @@ def test_badpo_evaluate_reads_a_finished_run_from_its_folder(finished_run, tmp_p
     assert set(readouts["names"]["null"]) == {"first_name"}
     for side in (readouts["names"], readouts["names"]["reference"]):  # one value per prompt read, in their order
         assert [len(v) for v in side["per_prompt"]["first_name"].values()] == [readouts["inputs"]["n_prompts"]] * 2
+    # which `badpo compare` reads as the rate from first-name probabilities, beside the reference's, with intervals
+    from badpo.readouts.compare_runs import compare_runs
+
+    compared = compare_runs([run_dir]).comparison
+    for name, rate in readouts["names"]["first_name"].items():
+        entry = compared["runs"][0]["first_name"][name]
+        assert entry["rate"]["value"] == pytest.approx(rate, abs=1e-12) and entry["shift"]["low"] is not None
+        reference = compared["first_name"][name]["reference"]
+        assert reference["value"] == pytest.approx(readouts["names"]["reference"]["first_name"][name], abs=1e-12)
     printed = capsys.readouterr().out
     assert "names shift from the reference (first name), against relabelling the pool: woman_coded" in printed
     assert "not a finished run" in cli_error(["evaluate", str(tmp_path / "nothing")])
