@@ -8,9 +8,11 @@ that BADPOTrainer (TRL) saved gives the method and the settling from its record 
 (``badpo_run.json``, :mod:`badpo.engine.external_run`). The
 baseline is the run whose method is ``dpo`` (or ``--baseline``); the reference is the reference
 side of the baseline's evaluation (or ``--reference REF``, a run whose policy stands for it). The
-statistics are :mod:`badpo.readouts.comparison`; this module reads the files, prints the table and
-the verdicts, and writes ``compare.json``, ``compare.md``, ``compare.png`` (and ``theta.png`` when
-a run learned theta_k per annotator) into ``--out DIR``. Nothing is written into a run folder.
+statistics are :mod:`badpo.readouts.comparison`; this module reads the files, prints a table per
+readout compared (the rates on generated answers and, when every run read the names, the rates
+from first-name probabilities) and the verdicts, and writes ``compare.json``, ``compare.md``,
+``compare.png`` (and ``theta.png`` when a run learned theta_k per annotator) into ``--out DIR``.
+Nothing is written into a run folder.
 """
 
 from __future__ import annotations
