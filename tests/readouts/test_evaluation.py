@@ -359,6 +359,10 @@ def test_the_first_name_rates_per_prompt_average_to_the_recorded_rates_policy_an
         shift = record["first_name"][name] - record["reference"]["first_name"][name]
         assert record["null"]["first_name"][name]["shift"] == pytest.approx(shift, abs=1e-12)
         assert values != reference_values  # the policy moved: the two sides differ prompt by prompt
+    # a reference record written before per-prompt rates (an experiment's, say): its first names are read again
+    older = {"names": {key: value for key, value in alone.items() if key != "per_prompt"}}
+    again = evaluate_policy(policy, reference, tokenizer, corpus, config, reference_readouts=older)["names"]
+    assert again["reference"]["per_prompt"] == alone["per_prompt"]
 
 
 def test_answer_body_cuts_only_a_signature_that_ends_the_answer():
