@@ -275,6 +275,14 @@ def _names_null(result: dict, reference_side: Mapping | None, reference_samples:
         names["null"] = null
 
 
+def _names_against_reference(result: dict, reference_side: Mapping | None,
+                             reference_samples: Generations | None = None) -> None:
+    """``names.null`` and ``names.reference`` of ``result``, in place (:func:`_names_null`,
+    :func:`_names_reference`)."""
+    _names_null(result, reference_side, reference_samples)
+    _names_reference(result, reference_side)
+
+
 def _names_reference(result: dict, reference_side: Mapping | None) -> None:
     """``names.reference`` of ``result``, in place: the reference's first-name rates and their
     per-prompt values (``per_prompt.first_name``), read after the same bodies as the policy's: the
@@ -420,8 +428,7 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
             result.update(judge_readouts(config.judge, prompts, list(samples.texts), attributes.names,
                                          config.judge_max_tokens, next(policy.parameters()).device))
     if policy is not reference:
-        _names_null(result, reference_readouts, reference_samples)
-        _names_reference(result, reference_readouts)
+        _names_against_reference(result, reference_readouts, reference_samples)
     if skipped:
         result["skipped"] = skipped
     return result
@@ -491,8 +498,7 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
         del policy
     result = weighted_mean_readouts(type_readouts, mixture.weights)
     _mixture_per_prompt(result, type_readouts, mixture.weights)
-    _names_null(result, reference_readouts)  # of the mixture's shares (linear in the types'), not a mean of p
-    _names_reference(result, reference_readouts)
+    _names_against_reference(result, reference_readouts)  # of the mixture's shares (linear in the types')
     if isinstance(result.get("sampled", {}).get("per_name"), dict):  # a ratio of counts: of the mixed counts
         result["sampled"]["cells"] = pool_cell_shares(pool_vector(result["sampled"]["per_name"]))
     result["mixture"] = {"weights": list(mixture.weights), "types": type_readouts}
