@@ -241,8 +241,9 @@ def compare(runs: str | os.PathLike | Sequence[str | os.PathLike], *, reference:
             baseline: str | os.PathLike | None = None, out: str | os.PathLike | None = None,
             overwrite: bool = False):
     """Evaluated runs side by side (``badpo compare``): each declared attribute's rate with an
-    interval over prompts, each run's removal of the baseline's shift, KL, held-out accuracy,
-    theta against the audit's estimate and a verdict per run. ``runs`` is one run folder or
+    interval over prompts (with names declared, also the rate from first-name probabilities),
+    each run's removal of the baseline's shift, KL, held-out accuracy, theta against the audit's
+    estimate and a verdict per run and readout. ``runs`` is one run folder or
     several; with ``out`` the compare files are written there. Returns a
     :class:`badpo.readouts.compare_runs.Comparison`: ``.comparison`` (the dict of compare.json),
     ``.files``, and ``print()`` shows what the command prints."""

@@ -449,11 +449,13 @@ what it prints: for every declared attribute on generated answers, each run's ra
   reference's with a 95% interval (bootstrap over prompts, 2000 resamples, seed 0); each run's
   removal of the baseline's shift, (base - run) / (base - ref), with a paired interval, or "not
   measurable" when the baseline's own shift has an interval holding 0; KL, held-out accuracy
-  same / cross and gap; theta_bar beside the audit's offline estimate; one verdict line per run.
+  same / cross and gap; theta_bar beside the audit's offline estimate; one verdict line per run
+  and readout. When every run declared a names attribute, the same again for the rate from
+  first-name probabilities with the answer body fixed (names.first_name, the paper's names readout).
   A run evaluated before per-prompt values were recorded has no interval, and the output says so.
 --out DIR: compare.json, compare.md (the tables and verdicts), compare.png (rates with intervals,
-  the reference dashed) and theta.png (theta_k per annotator against the offline estimates, when
-  a run learned them); never inside a run folder.
+  the reference dashed; a panel per readout and attribute) and theta.png (theta_k per annotator
+  against the offline estimates, when a run learned them); never inside a run folder.
 
 example:
   badpo compare runs/dpo runs/ba-shared runs/ba-pooled --out runs/compare
@@ -465,7 +467,8 @@ def _add_compare(subparsers) -> argparse.ArgumentParser:
         "compare", help="did BA-DPO remove the bias? evaluated runs side by side, with intervals and a verdict",
         description="Compare evaluated runs (a DPO run and BA-DPO runs, say): each declared attribute's rate\n"
                     "with an interval over prompts, each run's removal of the baseline's shift, KL,\n"
-                    "held-out accuracy, theta against the audit's estimate, and one verdict line per run.",
+                    "held-out accuracy, theta against the audit's estimate, and one verdict line per run\n"
+                    "and readout (with names declared, also the rate from first-name probabilities).",
         epilog=COMPARE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter, any_order=True,
     )
     parser.add_argument("runs", nargs="+", metavar="RUN", help="a run folder `badpo evaluate` has read")

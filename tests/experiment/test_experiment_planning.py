@@ -54,6 +54,10 @@ def test_the_real_stages_end_to_end_on_a_small_tiny_world(tmp_path, engine_stage
     assert set(arm["null"]) == {"first_name", "whole_signature", "sampled"} and "null" not in read
     assert arm["null"]["whole_signature"]["black_coded"]["shift"] == pytest.approx(
         arm["whole_signature"]["black_coded"] - read["whole_signature"]["black_coded"], abs=1e-12)
+    # and beside its first-name rates per prompt, the reference record's, for compare's intervals
+    assert arm["reference"] == {"first_name": read["first_name"], "per_prompt": {"first_name": read["per_prompt"][
+        "first_name"]}}
+    assert [len(v) for v in arm["per_prompt"]["first_name"].values()] == [3, 3]
     for name in ("table.md", "table.csv", "rates.png", "theta.png"):
         assert (tmp_path / name).stat().st_size > 0
     untouched = fake_stages([])

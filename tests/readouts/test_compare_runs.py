@@ -14,13 +14,20 @@ import numpy as np
 import pytest
 
 from badpo.cli import main
+from badpo.readouts.compare import resample_indices
 from badpo.readouts.compare_runs import compare_runs, load_run
+from badpo.readouts.comparison import RunRecord, compare_records
 from fixtures.engine import judgment_rows, write_jsonl
 from fixtures.runs import (
     BA_DPO,
+    BA_DPO_FIRST,
     DPO,
+    DPO_FIRST,
     REFERENCE,
+    REFERENCE_FIRST,
+    first_name_values,
     flags,
+    names_readout,
     readouts,
     write_pair,
     write_run,
@@ -29,7 +36,7 @@ from fixtures.runs import (
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def numpy_interval(base: list[int], run: list[int] | None, reference: list[int]) -> tuple[float, float]:
+def numpy_interval(base: list[float], run: list[float] | None, reference: list[float]) -> tuple[float, float]:
     """The 95% interval recomputed with numpy alone: 2000 resamples of the 40 prompts from seed 0,
     the removal on each from the three resampled means (the shift base - reference when ``run`` is
     None), and their 2.5% and 97.5% quantiles."""
@@ -49,10 +56,11 @@ def test_the_verdict_gives_the_removal_with_its_interval_and_a_shift_too_small_t
     low, high = numpy_interval(flags(DPO["woman_coded"]), flags(BA_DPO["woman_coded"]), flags(REFERENCE["woman_coded"]))
     s_low, s_high = numpy_interval(flags(DPO["black_coded"]), None, flags(REFERENCE["black_coded"]))
     assert s_low <= 0 <= s_high  # one prompt of 40: DPO's black_coded shift is noise
-    verdict = (f"BA-DPO (shared_mean): removes 90% [{100 * low:.0f}, {100 * high:.0f}] of DPO's shift in "
+    verdict = (f"BA-DPO (shared_mean), on generated answers: removes 90% [{100 * low:.0f}, {100 * high:.0f}] of DPO's "
+               "shift in "
                f"woman_coded; black_coded: DPO did not move it measurably (shift +0.025 [{s_low:+.3f}, {s_high:+.3f}])")
     assert f"  {verdict}\n" in out
-    assert "  DPO (baseline): moves woman_coded by +0.500 [" in out
+    assert "  DPO (baseline), on generated answers: moves woman_coded by +0.500 [" in out
     rates = next(line for line in out.splitlines() if line.startswith("  BA-DPO (shared_mean)") and "[" in line)
     assert rates.split()[2:4] == ["0.250", "[0.125,"]  # woman_coded 10 of 40, and its interval's low end
     comparison = json.loads((tmp_path / "out" / "compare.json").read_text())
@@ -64,6 +72,105 @@ def test_the_verdict_gives_the_removal_with_its_interval_and_a_shift_too_small_t
     assert f"- {verdict}" in markdown and "| BA-DPO (shared_mean) | 0.250 [" in markdown
     for name in ("compare.png", "theta.png"):
         assert (tmp_path / "out" / name).read_bytes().startswith(PNG)
+
+
+def test_the_rate_from_first_name_probabilities_is_a_second_block_with_its_own_removal_and_verdict(tmp_path, capsys):
+    """Every run read the names readout: its first-name rates from probabilities (each prompt's,
+    beside the reference's read after the same bodies) are compared like the rates on generated
+    answers, with the same resamples, and every verdict line names the readout its numbers are from.
+    woman_coded: BA-DPO at 0.5125 removes (0.7 - 0.5125) / (0.7 - 0.5) = 93.75% of DPO's shift;
+    black_coded: DPO's +0.0125 is not measurable."""
+    dpo, ba = write_pair(tmp_path)
+    assert main(["compare", str(dpo), str(ba), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    base, run, ref = (first_name_values(values["woman_coded"]) for values in (DPO_FIRST, BA_DPO_FIRST, REFERENCE_FIRST))
+    low, high = numpy_interval(base, run, ref)
+    s_low, s_high = numpy_interval(first_name_values(DPO_FIRST["black_coded"]), None,
+                                   first_name_values(REFERENCE_FIRST["black_coded"]))
+    assert s_low < 0 < s_high
+    comparison = json.loads((tmp_path / "out" / "compare.json").read_text())
+    assert [r["key"] for r in comparison["readouts"]] == ["attributes", "first_name"]
+    assert comparison["first_name"]["woman_coded"]["reference"]["value"] == pytest.approx(0.5)
+    entry = comparison["runs"][1]["first_name"]["woman_coded"]
+    assert entry["rate"]["value"] == pytest.approx(0.5125)
+    assert (entry["removal"]["value"], entry["removal"]["low"], entry["removal"]["high"]) == pytest.approx(
+        (0.9375, low, high))
+    assert comparison["runs"][1]["first_name"]["black_coded"]["removal"]["measurable"] is False
+    assert comparison["runs"][1]["attributes"]["woman_coded"]["removal"]["value"] == pytest.approx(0.9)  # unchanged
+    line = ("BA-DPO (shared_mean), from first-name probabilities (body fixed): removes 94% "
+            f"[{100 * low:.0f}, {100 * high:.0f}] of DPO's shift in woman_coded; black_coded: DPO did not move it "
+            f"measurably (shift +0.012 [{s_low:+.3f}, {s_high:+.3f}])")
+    assert f"  {line}\n" in out and "  BA-DPO (shared_mean), on generated answers: removes 90% [" in out
+    assert "  DPO (baseline), from first-name probabilities (body fixed): moves woman_coded by +0.200 [" in out
+    assert "\nrate from probabilities (first name, body fixed)   " in out
+    assert comparison["runs"][1]["verdict"].splitlines()[1] == line
+    markdown = (tmp_path / "out" / "compare.md").read_text()
+    assert "Rate from probabilities (first name, body fixed) (`names.first_name`):" in markdown
+    assert "| BA-DPO (shared_mean) | 0.512 [" in markdown and f"- {line}" in markdown
+
+
+def test_the_first_name_block_by_hand_on_four_prompts_and_three_resamples():
+    """Four prompts, three resamples from seed 0 at level 0.5 (the 0.25 and 0.75 quantiles of
+    three numbers: the midpoints of the lower two and of the upper two). woman_coded: reference
+    0.5 on every prompt, DPO (0.9, 0.7, 0.7, 0.5), BA-DPO (0.6, 0.5, 0.5, 0.6). The resamples
+    (3, 2, 2, 1), (1, 0, 0, 0), (0, 3, 2, 3) give DPO 0.65, 0.85, 0.65 (shift interval [0.15,
+    0.25] around 0.2) and BA-DPO 0.525, 0.575, 0.575, so removals (0.65 - 0.525) / 0.15 = 5/6,
+    0.275 / 0.35 = 11/14 and 0.075 / 0.15 = 1/2: (0.7 - 0.55) / 0.2 = 0.75 with the interval
+    [(1/2 + 11/14) / 2, (11/14 + 5/6) / 2] = [9/14, 17/21]. black_coded: DPO (0.5, 0.3, 0.5, 0.6)
+    gives shifts -0.025, -0.05, +0.05 on the resamples: [-0.0375, 0.0125] holds 0, not measurable."""
+    assert resample_indices(4, draws=3, seed=0).tolist() == [[3, 2, 2, 1], [1, 0, 0, 0], [0, 3, 2, 3]]
+    reference = {"woman_coded": [0.5] * 4, "black_coded": [0.5] * 4}
+
+    def record(label: str, method: str, policy: dict[str, list[float]]) -> RunRecord:
+        names = names_readout(policy, reference, n=4)
+        return RunRecord(label, label, method, {"names": names, "inputs": {"n_prompts": 4, "prompts_sha256": "d"}},
+                         source=f"{label}/readouts.json")
+
+    runs = [record("DPO", "dpo", {"woman_coded": [0.9, 0.7, 0.7, 0.5], "black_coded": [0.5, 0.3, 0.5, 0.6]}),
+            record("BA-DPO", "ba_dpo_pooled", {"woman_coded": [0.6, 0.5, 0.5, 0.6], "black_coded": [0.5] * 4})]
+    comparison = compare_records(runs, baseline=0, level=0.5, draws=3, seed=0)
+    assert comparison["first_name"]["woman_coded"]["reference"] == pytest.approx(
+        {"value": 0.5, "low": 0.5, "high": 0.5, "n": 4})
+    dpo, ba = (run["first_name"] for run in comparison["runs"])
+    assert dpo["woman_coded"]["rate"] == pytest.approx({"value": 0.7, "low": 0.65, "high": 0.75, "n": 4})
+    assert ba["woman_coded"]["rate"] == pytest.approx({"value": 0.55, "low": 0.55, "high": 0.575, "n": 4})
+    removal = ba["woman_coded"]["removal"]
+    assert (removal["value"], removal["low"], removal["high"]) == pytest.approx((0.75, 9 / 14, 17 / 21))
+    assert (removal["shift"]["value"], removal["shift"]["low"], removal["shift"]["high"]) == pytest.approx(
+        (0.2, 0.15, 0.25))
+    black = ba["black_coded"]["removal"]
+    assert black["measurable"] is False and black["value"] is None
+    assert (black["shift"]["value"], black["shift"]["low"], black["shift"]["high"]) == pytest.approx(
+        (-0.025, -0.0375, 0.0125))
+    verdict = comparison["runs"][1]["verdict"].splitlines()
+    assert verdict[0] == "BA-DPO: no attribute read on generated answers"
+    assert verdict[1].startswith("BA-DPO, from first-name probabilities (body fixed): removes 75% [64, 81] of DPO's "
+                                 "shift in woman_coded; black_coded: DPO did not move it measurably (shift -0.025 [")
+
+
+def test_first_name_rates_recorded_before_their_per_prompt_values_have_no_interval_and_say_why(tmp_path):
+    """An older readouts.json holds the first-name rates and names.null's shift from the reference,
+    not each prompt's rates nor the reference's: the reference's rate is the policy's minus that
+    shift, and no number of the block has an interval; a note names each file once."""
+    dpo, ba = write_pair(tmp_path, per_prompt=False)
+    result = compare_runs([dpo, ba])
+    assert result.comparison["first_name"]["woman_coded"]["reference"]["value"] == pytest.approx(0.5)
+    entry = result.comparison["runs"][1]["first_name"]["woman_coded"]
+    assert entry["rate"]["low"] is None and entry["removal"]["low"] is None
+    assert entry["removal"]["value"] == pytest.approx(0.9375)
+    assert "from first-name probabilities (body fixed): removes 94% of DPO's shift in woman_coded (no interval)" in (
+        result.text)
+    for run in (dpo, ba):
+        assert result.text.count(f"({run / 'readouts.json'} has no names.per_prompt.first_name)") == 1
+
+
+def test_a_run_whose_evaluation_read_another_reference_first_name_rate_is_told(tmp_path):
+    dpo = write_run(tmp_path / "dpo", "dpo", readouts(DPO, first_name=DPO_FIRST))
+    record = readouts(BA_DPO, first_name=BA_DPO_FIRST)
+    record["names"]["reference"]["first_name"]["woman_coded"] = 0.55
+    ba = write_run(tmp_path / "ba", "ba_dpo_pooled", record)
+    text = compare_runs([dpo, ba]).text
+    assert "its own evaluation read the reference's woman_coded (first-name probability) at 0.55, not 0.5 as" in text
 
 
 def test_theta_bar_is_read_beside_the_offline_estimate_and_a_moving_theta_is_said(tmp_path):
@@ -87,7 +194,7 @@ def test_runs_evaluated_before_per_prompt_values_have_no_interval_and_say_why(tm
     assert "removes 90% of DPO's shift in woman_coded (no interval)" in result.text
     assert re.search(r"no interval: evaluated before badpo recorded per-prompt values \(\S*dpo/readouts.json has no "
                      r"attribute_rates.NAME.per_prompt\): run `badpo evaluate` on it again", result.text)
-    assert result.text.count("evaluated before badpo recorded") == 2  # once per run, not once per number
+    assert result.text.count("evaluated before badpo recorded per-prompt values") == 2  # once per run, not per number
 
 
 def test_runs_read_on_other_prompts_are_not_paired(tmp_path):
@@ -119,6 +226,9 @@ def test_a_reference_run_stands_for_the_reference(tmp_path):
     clean = write_run(tmp_path / "clean", "dpo", readouts({"woman_coded": 12, "black_coded": 4}))
     comparison = compare_runs([dpo, ba], reference=clean).comparison
     assert comparison["reference"]["label"] == "reference (clean)"
+    assert "first_name" not in comparison  # the clean run read no names: that readout has no reference here
+    assert comparison["notes"] == [f"the rate from first-name probabilities is not compared: {clean / 'readouts.json'} "
+                                   "holds no names.first_name (no names attribute declared, or another readout)"]
     assert comparison["attributes"]["woman_coded"]["reference"]["value"] == 0.3
     removal = comparison["runs"][1]["attributes"]["woman_coded"]["removal"]
     assert removal["value"] == pytest.approx((0.7 - 0.25) / (0.7 - 0.3))
@@ -203,7 +313,9 @@ def test_two_trained_runs_evaluated_on_the_same_prompts_compare_end_to_end(tmp_p
     theta = comparison["runs"][1]["theta"]["signed"]
     assert theta["offline"] is not None and theta["theta_bar"] != 0
     assert "its own evaluation read the reference" not in out  # one reference, sampled alike for both
-    assert out.count("\n  DPO (baseline): ") == 1 and "\n  BA-DPO (shared_mean): " in out
+    assert out.count("\n  DPO (baseline), on generated answers: ") == 1
+    assert "\n  BA-DPO (shared_mean), on generated answers: " in out
+    assert "first-name" not in out  # no names attribute: no names readout to compare
     assert (tmp_path / "out" / "compare.png").read_bytes().startswith(PNG)
 
 
@@ -233,7 +345,7 @@ def test_a_pair_level_attribute_is_compared_by_its_mean_token_count(tmp_path):
     assert result.comparison["attributes"]["length"]["reference"]["value"] == 13.0
     removal = result.comparison["runs"][1]["attributes"]["length"]["removal"]
     assert removal["value"] == pytest.approx((33 - 19) / (33 - 13))
-    assert "  DPO (baseline): moves length by +20.0 [" in result.text  # tokens, one decimal
+    assert "  DPO (baseline), on generated answers: moves length by +20.0 [" in result.text  # tokens, one decimal
     assert "13.0 [" in result.text
     with pytest.raises(ValueError, match="given twice"):
         compare_runs([dpo, ba, tmp_path / "dpo"])

@@ -171,6 +171,17 @@ def test_badpo_evaluate_reads_a_finished_run_from_its_folder(finished_run, tmp_p
     assert readouts["heldout"]["woman_coded"]["n_cross"] > 0
     # the reference's first names are read too, for the shift's relabelling null (no generations: no sampled one)
     assert set(readouts["names"]["null"]) == {"first_name"}
+    for side in (readouts["names"], readouts["names"]["reference"]):  # one value per prompt read, in their order
+        assert [len(v) for v in side["per_prompt"]["first_name"].values()] == [readouts["inputs"]["n_prompts"]] * 2
+    # which `badpo compare` reads as the rate from first-name probabilities, beside the reference's, with intervals
+    from badpo.readouts.compare_runs import compare_runs
+
+    compared = compare_runs([run_dir]).comparison
+    for name, rate in readouts["names"]["first_name"].items():
+        entry = compared["runs"][0]["first_name"][name]
+        assert entry["rate"]["value"] == pytest.approx(rate, abs=1e-12) and entry["shift"]["low"] is not None
+        reference = compared["first_name"][name]["reference"]
+        assert reference["value"] == pytest.approx(readouts["names"]["reference"]["first_name"][name], abs=1e-12)
     printed = capsys.readouterr().out
     assert "names shift from the reference (first name), against relabelling the pool: woman_coded" in printed
     assert "not a finished run" in cli_error(["evaluate", str(tmp_path / "nothing")])
@@ -320,6 +331,38 @@ def test_names_null_is_the_policy_s_shift_from_the_reference_s_per_name_shares(w
     assert null["sampled"]["without"]["reference_carried"] == 1.0  # Latoya signs all the reference's
     assert math.fsum(record["names"]["cells"]["first_name"].values()) == pytest.approx(1.0)
     assert sum(record["sampled"]["per_name"].values()) == record["sampled"]["signed_pool"]
+
+
+def test_the_first_name_rates_per_prompt_average_to_the_recorded_rates_policy_and_reference(world):
+    """A policy moved away from the reference, read on 6 prompts: names.per_prompt.first_name holds
+    one rate per prompt whose mean is names.first_name, and names.reference the reference's rates
+    and per-prompt values, which are what the reference read as a policy records for itself (same
+    bodies), so that the shift names.null reports is the difference of their means."""
+    corpus, tokenizer, reference = world
+    policy = copy.deepcopy(reference)
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for parameter in policy.parameters():
+            parameter.add_(0.3 * torch.randn(parameter.shape, generator=generator))
+    config = EvalConfig(max_prompts=6, body="given", whole_signature=False, generations=False)
+    record = evaluate_policy(policy, reference, tokenizer, corpus, config)["names"]
+    alone = evaluate_policy(reference, reference, tokenizer, corpus, config)["names"]
+    assert "reference" not in alone  # the reference read against itself
+    for name in NAMES:
+        values, reference_values = record["per_prompt"]["first_name"][name], record["reference"]["per_prompt"][
+            "first_name"][name]
+        assert len(values) == len(reference_values) == 6 and all(0.0 < v < 1.0 for v in values)
+        assert math.fsum(values) / 6 == pytest.approx(record["first_name"][name], abs=1e-12)
+        assert math.fsum(reference_values) / 6 == pytest.approx(record["reference"]["first_name"][name], abs=1e-12)
+        assert reference_values == alone["per_prompt"]["first_name"][name]
+        assert record["reference"]["first_name"][name] == alone["first_name"][name]
+        shift = record["first_name"][name] - record["reference"]["first_name"][name]
+        assert record["null"]["first_name"][name]["shift"] == pytest.approx(shift, abs=1e-12)
+        assert values != reference_values  # the policy moved: the two sides differ prompt by prompt
+    # a reference record written before per-prompt rates (an experiment's, say): its first names are read again
+    older = {"names": {key: value for key, value in alone.items() if key != "per_prompt"}}
+    again = evaluate_policy(policy, reference, tokenizer, corpus, config, reference_readouts=older)["names"]
+    assert again["reference"]["per_prompt"] == alone["per_prompt"]
 
 
 def test_answer_body_cuts_only_a_signature_that_ends_the_answer():

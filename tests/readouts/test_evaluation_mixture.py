@@ -131,6 +131,11 @@ def test_a_mixtures_per_prompt_values_are_each_prompts_weighted_mean(world):
         assert rate["per_prompt"]["reference"] == singles[0]["attribute_rates"][name]["per_prompt"]["reference"]
     seven = [single["attribute_rates"]["seven"]["per_prompt"]["policy"] for single in singles]
     assert seven[0] != seven[1]  # the two policies differ on some prompt: the weighted mean is exercised
+    for name, values in mixed["names"]["per_prompt"]["first_name"].items():  # the first-name rates likewise
+        a, b = (single["names"]["per_prompt"]["first_name"][name] for single in singles)
+        assert values == pytest.approx([0.25 * x + 0.75 * y for x, y in zip(a, b)], abs=1e-12)
+        assert sum(values) / len(a) == pytest.approx(mixed["names"]["first_name"][name], abs=1e-12)
+        assert mixed["names"]["reference"] == singles[0]["names"]["reference"]
 
 
 def test_a_mixtures_sampled_shares_are_ratios_of_its_mixed_counts(monkeypatch):

@@ -36,7 +36,7 @@ def test_the_default_clamp_leaves_room_for_the_signature_the_names_readout_appen
     assert config.max_new_tokens == 64 - longest - signature_tokens(tokenizer, SURNAMES)
     bodies = reference_bodies(model, tokenizer, PROMPTS, tokenization, config.max_new_tokens)
     rates = names_readout(model, tokenizer, PROMPTS, bodies, SURNAMES, tokenization)
-    assert set(rates) == {"first_name", "whole_signature", "per_name", "cells"}
+    assert set(rates) == {"first_name", "whole_signature", "per_name", "cells", "per_prompt"}
 
 
 def test_a_body_the_context_cannot_hold_is_a_one_line_error_not_an_index_error(world):

@@ -85,6 +85,8 @@ def test_names_readout_reads_the_whole_pool(models, tokenizer):
                                  ("woman_coded", "black_coded")) for p, b in zip(PROMPTS, BODIES)]
     expected = sum(r["woman_coded"] for r in per_prompt) / 2
     assert result["first_name"]["woman_coded"] == pytest.approx(expected, abs=1e-12)
+    for name in ("woman_coded", "black_coded"):  # each prompt's rate, in prompt order: what the mean is of
+        assert result["per_prompt"]["first_name"][name] == pytest.approx([r[name] for r in per_prompt], abs=1e-12)
     assert 0.0 < result["whole_signature"]["black_coded"] < 1.0
     # per name: its probability over the pool averaged over the prompts; the rates are their sums
     # over the coded names, the cells their sums over each cell's names, each summing to 1

@@ -37,10 +37,11 @@ def _removal_text(entry: Mapping) -> str | None:
     return f"{100 * removal['value']:.0f}% [{100 * removal['low']:.0f}, {100 * removal['high']:.0f}] removed"
 
 
-def _rate_panel(axes, comparison: Mapping, name: str) -> None:
-    """One attribute: a point per run with its interval (hollow: no interval), the reference as a
-    line with its band, and the removal written above each run that has one."""
-    attribute, runs = comparison["attributes"][name], comparison["runs"]
+def _rate_panel(axes, comparison: Mapping, readout: Mapping, name: str) -> None:
+    """One attribute on one readout: a point per run with its interval (hollow: no interval), the
+    reference as a line with its band, and the removal written above each run that has one."""
+    key = readout["key"]
+    attribute, runs = comparison[key][name], comparison["runs"]
     reference = attribute["reference"]
     if reference is not None:
         axes.axhline(reference["value"], color="black", linestyle="--", linewidth=1,
@@ -48,7 +49,7 @@ def _rate_panel(axes, comparison: Mapping, name: str) -> None:
         if reference.get("low") is not None:
             axes.axhspan(reference["low"], reference["high"], color="black", alpha=0.08)
     for i, run in enumerate(runs):
-        rate = run["attributes"][name].get("rate")
+        rate = run[key][name].get("rate")
         if rate is None:
             continue
         colour = f"C{i % 10}"
@@ -57,7 +58,7 @@ def _rate_panel(axes, comparison: Mapping, name: str) -> None:
         else:
             axes.errorbar(i, rate["value"], yerr=[[rate["value"] - rate["low"]], [rate["high"] - rate["value"]]],
                           fmt="o", color=colour, capsize=4)
-        text = _removal_text(run["attributes"][name])
+        text = _removal_text(run[key][name])
         if text is not None:
             top = rate["high"] if rate.get("high") is not None else rate["value"]
             axes.annotate(text, (i, top), textcoords="offset points", xytext=(0, 6), ha="center",
@@ -65,26 +66,29 @@ def _rate_panel(axes, comparison: Mapping, name: str) -> None:
     axes.set_xticks(range(len(runs)))
     axes.set_xticklabels([run["label"] for run in runs], rotation=20, ha="right", fontsize="small")
     axes.set_xlim(-0.6, len(runs) - 0.4)
-    axes.set_title(name)
-    axes.set_ylabel("mean tokens" if attribute["unit"] == "tokens" else "rate on generated answers")
+    axes.set_title(f"{name}\n{readout['phrase']}", fontsize="medium")
+    axes.set_ylabel("mean tokens" if attribute["unit"] == "tokens" else readout["title"].split(" (")[0],
+                    fontsize="small")
     axes.margins(y=0.2)
 
 
 def plot_rates(comparison: Mapping, path: Path) -> None:
-    """compare.png: one panel per attribute, each run's rate with its interval and removal, the
-    reference dashed with its interval shaded."""
-    names = list(comparison["attributes"]) or [None]
-    columns = min(len(names), 3)
-    rows = -(-len(names) // columns)
+    """compare.png: one panel per readout and attribute (the rates on generated answers, then from
+    first-name probabilities), each run's rate with its interval and removal, the reference dashed
+    with its interval shaded."""
+    panels = [(readout, name) for readout in comparison["readouts"] for name in comparison[readout["key"]]]
+    panels = panels or [(None, None)]
+    columns = min(len(panels), 3 if len(panels) != 4 else 2)
+    rows = -(-len(panels) // columns)
     figure = _figure(max(4.2, 1.1 + 1.0 * len(comparison["runs"])) * columns, 3.9 * rows)
-    for j, name in enumerate(names):
+    for j, (readout, name) in enumerate(panels):
         axes = figure.add_subplot(rows, columns, j + 1)
         if name is None:
             axes.text(0.5, 0.5, "no attribute read on generated answers", ha="center", va="center")
             axes.set_axis_off()
             continue
-        _rate_panel(axes, comparison, name)
-        if j == 0 and comparison["attributes"][name]["reference"] is not None:
+        _rate_panel(axes, comparison, readout, name)
+        if j == 0 and comparison[readout["key"]][name]["reference"] is not None:
             axes.legend(loc="best", fontsize="small")
     figure.suptitle(f"rates with {comparison['level']:.0%} intervals over prompts; removal of "
                     f"{comparison['baseline'] or 'no baseline'}'s shift above each run", fontsize="medium")

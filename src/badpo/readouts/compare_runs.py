@@ -8,9 +8,11 @@ that BADPOTrainer (TRL) saved gives the method and the settling from its record 
 (``badpo_run.json``, :mod:`badpo.engine.external_run`). The
 baseline is the run whose method is ``dpo`` (or ``--baseline``); the reference is the reference
 side of the baseline's evaluation (or ``--reference REF``, a run whose policy stands for it). The
-statistics are :mod:`badpo.readouts.comparison`; this module reads the files, prints the table and
-the verdicts, and writes ``compare.json``, ``compare.md``, ``compare.png`` (and ``theta.png`` when
-a run learned theta_k per annotator) into ``--out DIR``. Nothing is written into a run folder.
+statistics are :mod:`badpo.readouts.comparison`; this module reads the files, prints a table per
+readout compared (the rates on generated answers and, when every run read the names, the rates
+from first-name probabilities) and the verdicts, and writes ``compare.json``, ``compare.md``,
+``compare.png`` (and ``theta.png`` when a run learned theta_k per annotator) into ``--out DIR``.
+Nothing is written into a run folder.
 """
 
 from __future__ import annotations
@@ -235,14 +237,15 @@ def _removed(entry: Mapping) -> str:
     return f"{100 * removal['value']:.0f}% [{100 * removal['low']:.0f}, {100 * removal['high']:.0f}]"
 
 
-def _rate_rows(comparison: Mapping) -> list[tuple[str, list[str], list[str]]]:
-    """(label, a rate cell per attribute, a removal cell per attribute) for the reference and each run."""
-    attributes = comparison["attributes"]
+def _rate_rows(comparison: Mapping, key: str) -> list[tuple[str, list[str], list[str]]]:
+    """(label, a rate cell per attribute, a removal cell per attribute) for the reference and each
+    run, on the readout ``key`` of the comparison (``attributes``: on generated answers)."""
+    attributes = comparison[key]
     rows = [(comparison["reference"]["label"], [_cell(a["reference"], a["unit"]) for a in attributes.values()],
              [""] * len(attributes))]
     for run in comparison["runs"]:
-        rows.append((run["label"], [_cell(run["attributes"][n].get("rate"), a["unit"]) for n, a in attributes.items()],
-                     [_removed(run["attributes"][n]) for n in attributes]))
+        rows.append((run["label"], [_cell(run[key][n].get("rate"), a["unit"]) for n, a in attributes.items()],
+                     [_removed(run[key][n]) for n in attributes]))
     return rows
 
 
@@ -288,30 +291,39 @@ def _table(title: str, headers: Sequence[str], rows: Sequence[tuple[str, Sequenc
 
 
 def _heading(comparison: Mapping) -> str:
-    n = next((a["reference"]["n"] for a in comparison["attributes"].values() if (a["reference"] or {}).get("n")), None)
+    references = [a["reference"] for r in comparison["readouts"] for a in comparison[r["key"]].values()]
+    n = next((reference["n"] for reference in references if (reference or {}).get("n")), None)
     baseline = f"removal of {comparison['baseline']}'s shift" if comparison["baseline"] else "no baseline"
     return (f"{comparison['level']:.0%} intervals by bootstrap over the {n or '?'} prompts ({comparison['draws']} "
             f"resamples, seed {comparison['seed']}); {baseline}; reference: {comparison['reference']['source']}")
 
 
+def _verdict_lines(comparison: Mapping) -> list[str]:
+    """The verdict lines of every run: one per readout compared."""
+    return [line for run in comparison["runs"] for line in run["verdict"].splitlines()]
+
+
 def format_comparison(comparison: Mapping, files: Sequence[Path] = ()) -> str:
-    """The printed comparison: the rates with intervals, the removals, KL / held-out / theta, one
-    verdict line per run, notes, and the files written."""
-    names = list(comparison["attributes"])
-    rows = _rate_rows(comparison)
-    title, removal_title = "rate on generated answers", f"removed of {comparison['baseline']}'s shift"
-    first = max([len(title), len(removal_title) if comparison["baseline"] else 0,
-                 *(len(label) + 2 for label, _, _ in rows)]) + 2
-    widths = _widths(names, *(rates for _, rates, _ in rows), *(removed for _, _, removed in rows))
+    """The printed comparison: per readout compared (the rates on generated answers; from
+    first-name probabilities when every run read them) the rates with intervals and the removals;
+    KL / held-out / theta, the verdict lines, notes, and the files written."""
+    removal_title = f"removed of {comparison['baseline']}'s shift"
+    tables = [(readout["title"], list(comparison[readout["key"]]), _rate_rows(comparison, readout["key"]))
+              for readout in comparison["readouts"]]
+    first = max([len(removal_title) if comparison["baseline"] else 0, *(len(title) for title, _, _ in tables),
+                 *(len(label) + 2 for _, _, rows in tables for label, _, _ in rows)]) + 2
     lines = [_heading(comparison)]
-    if names:
+    for title, names, rows in tables:
+        if not names:
+            continue
+        widths = _widths(names, *(rates for _, rates, _ in rows), *(removed for _, _, removed in rows))
         lines += _table(title, names, [(label, rates) for label, rates, _ in rows], first, widths)
         removals = [(label, removed) for label, _, removed in rows if any(removed)]
         if removals:
             lines += _table(removal_title, names, removals, first, widths)
     headers, training = _training_table(comparison)
     lines += _table("training effects", headers, training, first, _widths(headers, *(c for _, c in training)))
-    lines += ["verdict", *(f"  {run['verdict']}" for run in comparison["runs"])]
+    lines += ["verdict", *(f"  {line}" for line in _verdict_lines(comparison))]
     notes = _notes(comparison)
     if notes:
         lines += ["notes", *(f"  {note}" for note in notes)]
@@ -321,20 +333,24 @@ def format_comparison(comparison: Mapping, files: Sequence[Path] = ()) -> str:
 
 
 def format_markdown(comparison: Mapping) -> str:
-    """compare.md: the rates and removals as one table, KL / held-out / theta as another, the
-    verdicts and the notes."""
-    names = list(comparison["attributes"])
-    header = ["run"] + [part for n in names for part in (n, "removed")]
-    lines = ["# Comparison", "", _heading(comparison) + ".", "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for label, rates, removed in _rate_rows(comparison):
-        lines.append("| " + " | ".join([label, *(c for pair in zip(rates, removed) for c in pair)]) + " |")
+    """compare.md: per readout compared, the rates and removals as one table; KL / held-out /
+    theta as another; the verdicts and the notes."""
+    lines = ["# Comparison", "", _heading(comparison) + "."]
+    for readout in comparison["readouts"]:
+        names = list(comparison[readout["key"]])
+        if not names and readout["key"] != "attributes":
+            continue
+        header = ["run"] + [part for n in names for part in (n, "removed")]
+        lines += ["", f"{readout['title'][0].upper()}{readout['title'][1:]} (`{readout['source']}`):", "",
+                  "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for label, rates, removed in _rate_rows(comparison, readout["key"]):
+            lines.append("| " + " | ".join([label, *(c for pair in zip(rates, removed) for c in pair)]) + " |")
     headers, training = _training_table(comparison)
     lines += ["", "| run | " + " | ".join(headers) + " |", "|" + "---|" * (len(headers) + 1)]
     lines += ["| " + " | ".join([label, *cells]) + " |" for label, cells in training]
     lines += ["", "KL per token on the run's generations; held-out accuracy on same- / cross-group judgments "
               "(gap); theta_bar beside the offline estimate of the run's audit (moving: not converged)."]
-    lines += ["", "## Verdict", ""] + [f"- {run['verdict']}" for run in comparison["runs"]]
+    lines += ["", "## Verdict", ""] + [f"- {line}" for line in _verdict_lines(comparison)]
     notes = _notes(comparison)
     if notes:
         lines += ["", "## Notes", ""] + [f"- {note}" for note in notes]

@@ -6,8 +6,15 @@ From each run's ``readouts.json`` (``badpo evaluate``) and, beside it, its ``the
 reads it) each run's rate and the reference's with a bootstrap interval over prompts, each run's
 shift from the reference, and each run's removal of the baseline run's shift with its paired
 interval (:mod:`badpo.readouts.compare`); KL, held-out accuracy and gap; theta_bar against the
-offline estimate of the run's audit; one verdict line per run. Pure: the caller reads the files
-(:mod:`badpo.readouts.compare_runs`) and this module turns them into one JSON-ready dict.
+offline estimate of the run's audit; one verdict line per run and readout. Pure: the caller reads
+the files (:mod:`badpo.readouts.compare_runs`) and this module turns them into one JSON-ready dict.
+
+When every run read the names readout, a second block does the same for the paper's names readout,
+the rate from probabilities (``names.first_name``: the first name's probability over the pool at
+the signature, the answer body fixed), beside the reference's read after the same bodies
+(``names.reference``), resampled over the prompts with the same indices
+(``names.per_prompt.first_name``). A rate on generated answers moves with how often a policy signs
+at all; this one reads only which name it would sign with.
 
 The reference is, by default, the reference side the baseline's evaluation recorded (the run's
 own ``model.name_or_path``, sampled on the same prompts with the same seed as every run's), or a
@@ -17,7 +24,7 @@ were recorded has its rates and removal without an interval, and every such plac
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,10 +41,13 @@ from badpo.readouts.compare import (
     shift_interval,
 )
 
-__all__ = ["RunRecord", "Series", "compare_records", "method_label", "read_series"]
+__all__ = ["FIRST_NAME", "GENERATED", "Readout", "RunRecord", "Series", "compare_records", "method_label",
+           "read_first_name", "read_series"]
 
 OLD_RECORD = ("evaluated before badpo recorded per-prompt values ({source} has no attribute_rates.NAME.per_prompt): "
               "run `badpo evaluate` on it again for intervals")
+OLD_FIRST_NAME = ("evaluated before badpo recorded per-prompt first-name rates ({source} has no "
+                  "names.per_prompt.first_name): run `badpo evaluate` on it again for intervals")
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,25 @@ def _key(unit: str, side: str) -> str:
     return f"{side}_tokens" if unit == "tokens" else side
 
 
+def _mapping(value: Any) -> Mapping:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _series(mean: Any, values: Any, digest: str | None, n: int | None, where: str, missing: str) -> Series:
+    """A recorded mean and its per-prompt values (``where`` names them in errors; ``missing`` says
+    why there are none when ``values`` is None). A list that does not hold one number per prompt is
+    an error naming the file and the key; one with a null is a series without values."""
+    if values is None:
+        return Series(float(mean), None, digest, missing, n)
+    if not isinstance(values, list) or not all(isinstance(v, (int, float)) or v is None for v in values):
+        raise ValueError(f"{where}: expected a list of numbers")
+    if n is not None and len(values) != n:
+        raise ValueError(f"{where} holds {len(values)} values, but n is {n}")
+    if any(v is None for v in values) or not values:
+        return Series(float(mean), None, digest, f"{where} has undefined (null) values", n)
+    return Series(float(mean), np.asarray(values, dtype=np.float64), digest, None, len(values))
+
+
 def read_series(record: RunRecord, name: str, key: str) -> Series | None:
     """``attribute_rates.NAME.KEY`` of a record and its per-prompt values; None when the run did
     not read the attribute. A per-prompt list that does not hold one number per prompt is an
@@ -103,16 +132,55 @@ def read_series(record: RunRecord, name: str, key: str) -> Series | None:
     digest = record.readouts.get("inputs", {}).get("prompts_sha256")
     n = entry.get("n") if isinstance(entry.get("n"), int) else None
     per_prompt = entry.get("per_prompt")
-    if not isinstance(per_prompt, Mapping) or key not in per_prompt:
-        return Series(float(entry[key]), None, digest, OLD_RECORD.format(source=record.source), n)
-    values = per_prompt[key]
-    if not isinstance(values, list) or not all(isinstance(v, (int, float)) or v is None for v in values):
-        raise ValueError(f"{where}.per_prompt.{key}: expected a list of numbers")
-    if n is not None and len(values) != n:
-        raise ValueError(f"{where}.per_prompt.{key} holds {len(values)} values, but n is {n}")
-    if any(v is None for v in values) or not values:
-        return Series(float(entry[key]), None, digest, f"{where}.per_prompt.{key} has undefined (null) values", n)
-    return Series(float(entry[key]), np.asarray(values, dtype=np.float64), digest, None, len(values))
+    values = per_prompt.get(key) if isinstance(per_prompt, Mapping) else None
+    return _series(entry[key], values, digest, n, f"{where}.per_prompt.{key}", OLD_RECORD.format(source=record.source))
+
+
+def read_first_name(record: RunRecord, name: str, key: str) -> Series | None:
+    """The first-name rate of NAME from probabilities and its per-prompt values: the policy's
+    (``key`` policy: ``names.first_name``, ``names.per_prompt.first_name``) or the reference's
+    read after the same bodies (``key`` reference: ``names.reference``; in a record written before
+    that, ``names.first_name`` minus the shift ``names.null.first_name`` reports, without values).
+    None when the record holds neither."""
+    names = _mapping(record.readouts.get("names"))
+    inputs = _mapping(record.readouts.get("inputs"))
+    digest, n = inputs.get("prompts_sha256"), inputs.get("n_prompts")
+    n = n if isinstance(n, int) else None
+    old = OLD_FIRST_NAME.format(source=record.source)
+    side = names if key == "policy" else _mapping(names.get("reference"))
+    mean = _mapping(side.get("first_name")).get(name)
+    where = f"{record.source}: names{'' if key == 'policy' else '.reference'}"
+    if mean is None and key == "reference":
+        policy = _mapping(names.get("first_name")).get(name)
+        shift = _mapping(_mapping(_mapping(names.get("null")).get("first_name")).get(name)).get("shift")
+        if isinstance(policy, (int, float)) and isinstance(shift, (int, float)):
+            return Series(float(policy) - float(shift), None, digest, old, n)
+    if mean is None:
+        return None
+    if not isinstance(mean, (int, float)):
+        raise ValueError(f"{where}.first_name.{name} is {mean!r}; expected a number")
+    values = _mapping(_mapping(side.get("per_prompt")).get("first_name")).get(name)
+    return _series(mean, values, digest, n, f"{where}.per_prompt.first_name.{name}", old)
+
+
+@dataclass(frozen=True)
+class Readout:
+    """A readout compare puts side by side, and how each output names it."""
+
+    key: str  # where compare.json holds its attributes (top level) and each run's entries
+    source: str  # where readouts.json holds it
+    title: str  # the heading of its table
+    phrase: str  # how a verdict line names it
+    tag: str  # after an attribute's name in a note ("" for the rates on generated answers)
+    read: Callable[[RunRecord, str, str], Series | None]
+    no_reference: str  # why a record gives no reference rate
+
+
+GENERATED = Readout("attributes", "attribute_rates", "rate on generated answers", "on generated answers", "",
+                    read_series, "no reference generations")
+FIRST_NAME = Readout("first_name", "names.first_name", "rate from probabilities (first name, body fixed)",
+                     "from first-name probabilities (body fixed)", " (first-name probability)", read_first_name,
+                     "no names.reference and no names.null.first_name")
 
 
 def _unpaired(*series: Series) -> str | None:
@@ -161,17 +229,17 @@ def _removal(base: Series, run: Series, reference: Series, resamples: _Resamples
     return removal_interval(base.values, run.values, reference.values, resamples(base.values.size), level)
 
 
-def _attribute(name: str, unit: str, runs: Sequence[RunRecord], baseline: int | None,
+def _attribute(readout: Readout, name: str, unit: str, runs: Sequence[RunRecord], baseline: int | None,
                reference: RunRecord | None, resamples: _Resamples, level: float) -> tuple[dict, list[dict]]:
-    """The reference's rate of one attribute and, per run, its rate, shift and removal."""
+    """The reference's rate of one attribute on one readout and, per run, its rate, shift and removal."""
     source = reference if reference is not None else runs[baseline if baseline is not None else 0]
-    ref = read_series(source, name, _key(unit, "policy" if reference is not None else "reference"))
+    ref = readout.read(source, name, _key(unit, "policy" if reference is not None else "reference"))
     per_run: list[dict] = []
-    series = [read_series(run, name, _key(unit, "policy")) for run in runs]
+    series = [readout.read(run, name, _key(unit, "policy")) for run in runs]
     for i, (run, own) in enumerate(zip(runs, series)):
         if own is None:
-            why = run.readouts.get("skipped", {}).get(f"attribute_rates.{name}")
-            per_run.append({"why": why or f"{run.source} has no attribute_rates.{name}"})
+            why = run.readouts.get("skipped", {}).get(f"{readout.source}.{name}")
+            per_run.append({"why": why or f"{run.source} has no {readout.source}.{name}"})
             continue
         entry = {"rate": _rate(own, resamples, level)}
         if ref is not None:
@@ -181,8 +249,29 @@ def _attribute(name: str, unit: str, runs: Sequence[RunRecord], baseline: int | 
         per_run.append(entry)
     reference_entry = {"unit": unit, "reference": _rate(ref, resamples, level) if ref is not None else None}
     if ref is None:
-        reference_entry["why"] = f"{source.source} holds no reference rate of {name} (no reference generations)"
+        reference_entry["why"] = f"{source.source} holds no reference rate of {name} ({readout.no_reference})"
     return reference_entry, per_run
+
+
+@dataclass(frozen=True)
+class _Block:
+    """A readout as compared: its attributes and the unit each is read in."""
+
+    readout: Readout
+    units: dict[str, str]  # attribute -> rate / tokens, in order
+
+
+def _first_name_block(records: Sequence[RunRecord]) -> tuple[_Block | None, list[str]]:
+    """The rate from first-name probabilities, when every record read it (with a note when only
+    some did): one attribute per coded side of the name pool."""
+    read = [_mapping(_mapping(record.readouts.get("names")).get("first_name")) for record in records]
+    if not any(read):
+        return None, []
+    missing = [record for record, first in zip(records, read) if not first]
+    if missing:
+        return None, [f"the rate from first-name probabilities is not compared: {missing[0].source} holds no "
+                      "names.first_name (no names attribute declared, or another readout)"]
+    return _Block(FIRST_NAME, dict.fromkeys((name for first in read for name in first), "rate")), []
 
 
 def _theta(record: RunRecord) -> dict | None:
@@ -215,19 +304,22 @@ def _heldout(readouts: Mapping[str, Any]) -> dict:
             for name, entry in readouts.get("heldout", {}).items() if isinstance(entry, Mapping)}
 
 
-def _reference_notes(runs: Sequence[RunRecord], names: Sequence[str], units: Mapping[str, str],
-                     source: RunRecord) -> dict[int, list[str]]:
+def _reference_notes(runs: Sequence[RunRecord], blocks: Sequence[_Block], source: RunRecord) -> dict[int, list[str]]:
     """Where a run's own evaluation read another reference rate than the comparison's reference (a
     different reference model, other prompts or another seed)."""
     notes: dict[int, list[str]] = {}
     for i, run in enumerate(runs):
-        for name in names:
-            key = _key(units[name], "reference")
-            mine, theirs = read_series(run, name, key), read_series(source, name, key)
-            if run is not source and mine is not None and theirs is not None and abs(mine.mean - theirs.mean) > 1e-12:
-                notes.setdefault(i, []).append(
-                    f"its own evaluation read the reference's {name} at {mine.mean:.4g}, not {theirs.mean:.4g} "
-                    f"as {source.label}'s did: another reference model, other prompts or another seed?")
+        for block in blocks:
+            for name, unit in block.units.items():
+                key, tag = _key(unit, "reference"), block.readout.tag
+                mine, theirs = block.readout.read(run, name, key), block.readout.read(source, name, key)
+                if run is source or mine is None or theirs is None:
+                    continue
+                if abs(mine.mean - theirs.mean) > 1e-12:
+                    notes.setdefault(i, []).append(
+                        f"its own evaluation read the reference's {name}{tag} at {mine.mean:.4g}, not "
+                        f"{theirs.mean:.4g} as {source.label}'s did: another reference model, other prompts or "
+                        "another seed?")
     return notes
 
 
@@ -244,39 +336,49 @@ def compare_records(runs: Sequence[RunRecord], baseline: int | None = None, refe
     declared = [name for run in records for name in run.readouts.get("inputs", {}).get("attributes", [])]
     read = {name for run in records for name in run.readouts.get("attribute_rates", {})}
     names = [name for name in dict.fromkeys([*declared, *sorted(read)]) if name in read]
-    units = {name: _unit(runs, name) for name in names}
+    blocks = [_Block(GENERATED, {name: _unit(runs, name) for name in names})]
+    first_name, missing = _first_name_block(records)
+    blocks += [first_name] if first_name is not None else []
     resamples = _Resamples(draws, seed)
-    attributes, per_run = {}, [dict() for _ in runs]
-    for name in names:
-        attributes[name], entries = _attribute(name, units[name], runs, baseline, reference, resamples, level)
-        for target, entry in zip(per_run, entries):
-            target[name] = entry
+    by_readout, per_run = {}, [dict() for _ in runs]
+    for block in blocks:
+        by_readout[block.readout.key] = {}
+        for name, unit in block.units.items():
+            by_readout[block.readout.key][name], entries = _attribute(block.readout, name, unit, runs, baseline,
+                                                                       reference, resamples, level)
+            for target, entry in zip(per_run, entries):
+                target.setdefault(block.readout.key, {})[name] = entry
     source = runs[baseline if baseline is not None else 0]
-    extra = _reference_notes(runs, names, units, source) if reference is None else {}
+    extra = _reference_notes(runs, blocks, source) if reference is None else {}
+    keys = [block.readout.key for block in blocks]
     rows, seen = [], set()
     for i, run in enumerate(runs):
         row = {"label": run.label, "path": run.path, "method": run.method, "baseline": i == baseline,
-               "attributes": per_run[i], "kl": run.readouts.get("kl"), "heldout": _heldout(run.readouts),
-               "theta": _theta(run)}
-        rows.append({**row, "notes": [*run.notes, *extra.get(i, []), *_row_notes(row, seen)]})
+               **{key: per_run[i].get(key, {}) for key in keys}, "kl": run.readouts.get("kl"),
+               "heldout": _heldout(run.readouts), "theta": _theta(run)}
+        rows.append({**row, "notes": [*run.notes, *extra.get(i, []), *_row_notes(row, keys, seen)]})
     described = (f"{reference.label}: the policy of {reference.path}" if reference is not None
                  else f"the reference model, as {source.label}'s evaluation read it")
-    result = {"level": level, "draws": draws, "seed": seed, "attributes": attributes,
+    result = {"level": level, "draws": draws, "seed": seed,
+              "readouts": [{"key": b.readout.key, "source": b.readout.source, "title": b.readout.title,
+                            "phrase": b.readout.phrase} for b in blocks],
+              **by_readout,
               "reference": {"label": reference.label if reference is not None else "reference",
                             "source": described},
               "baseline": runs[baseline].label if baseline is not None else None, "runs": rows}
-    result["notes"] = [] if baseline is not None or len(runs) < 2 else [
+    result["notes"] = missing + ([] if baseline is not None or len(runs) < 2 else [
         "no run is DPO (method dpo), so no removal is computed: name the run whose shift the others remove "
-        "with --baseline RUN"]
+        "with --baseline RUN"])
     for row in rows:
         row["verdict"] = verdict(row, result)
     return result
 
 
-def _row_notes(row: Mapping, seen: set[str]) -> list[str]:
+def _row_notes(row: Mapping, keys: Sequence[str], seen: set[str]) -> list[str]:
     """Why a number of the row has no interval (each reason once in the whole comparison: ``seen``
     holds those given for earlier rows), and a theta_bar still moving."""
-    reasons = [entry[part]["why"] for entry in row["attributes"].values() for part in ("rate", "shift", "removal")
+    entries = [entry for key in keys for entry in row[key].values()]
+    reasons = [entry[part]["why"] for entry in entries for part in ("rate", "shift", "removal")
                if isinstance(entry.get(part), Mapping) and entry[part].get("low") is None
                and entry[part].get("measurable") is not False and entry[part].get("why")]
     notes = [f"no interval: {why}" for why in dict.fromkeys(reasons) if why not in seen]
@@ -326,19 +428,25 @@ def _shift_phrase(name: str, entry: Mapping, unit: str) -> str:
     return text if shift.get("low") is not None else f"{text} (no interval)"
 
 
+def _verdict_part(name: str, entry: Mapping, unit: str, baseline: str | None) -> str:
+    if "rate" not in entry:
+        return f"{name}: not read ({entry['why']})"
+    if "removal" in entry:
+        return _removal_phrase(name, entry, unit, baseline)
+    if "shift" in entry:
+        return _shift_phrase(name, entry, unit)
+    return f"{name}: {_span(entry['rate'], unit)} (no reference rate to compare with)"
+
+
 def verdict(row: Mapping, comparison: Mapping) -> str:
-    """One line: what the run did to each attribute, against the baseline's shift when there is a
-    baseline (removal), else against the reference (shift)."""
-    parts = []
-    for name, entry in row["attributes"].items():
-        unit = comparison["attributes"][name]["unit"]
-        if "rate" not in entry:
-            parts.append(f"{name}: not read ({entry['why']})")
-        elif "removal" in entry:
-            parts.append(_removal_phrase(name, entry, unit, comparison["baseline"]))
-        elif "shift" in entry:
-            parts.append(_shift_phrase(name, entry, unit))
-        else:
-            parts.append(f"{name}: {_span(entry['rate'], unit)} (no reference rate to compare with)")
+    """A line per readout, naming it: what the run did to each attribute, against the baseline's
+    shift when there is a baseline (removal), else against the reference (shift)."""
     role = " (baseline)" if row["baseline"] else ""
-    return f"{row['label']}{role}: " + ("; ".join(parts) if parts else "no attribute read on generated answers")
+    lines = []
+    for readout in comparison["readouts"]:
+        key, phrase = readout["key"], readout["phrase"]
+        parts = [_verdict_part(name, entry, comparison[key][name]["unit"], comparison["baseline"])
+                 for name, entry in row[key].items()]
+        lines.append(f"{row['label']}{role}, {phrase}: " + "; ".join(parts) if parts
+                     else f"{row['label']}{role}: no attribute read {phrase}")
+    return "\n".join(lines)

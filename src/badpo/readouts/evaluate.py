@@ -5,7 +5,8 @@ paper for one run (a run folder and the user's files: :mod:`badpo.readouts.run`)
 runner stores it keyed by (method, params, seed) and tables are rendered from those files only.
 What is read (Appendix Readouts): the names rate from probabilities with the answer body fixed
 (first name and whole signature) and sampled signatures when a names attribute is declared, each
-with its per-name shares and cell shares, and ``names.null``, the relabelling null of the shift
+with its per-name shares and cell shares, the first-name rates per prompt beside the reference's
+(``names.reference``), and ``names.null``, the relabelling null of the shift
 from the reference (:mod:`badpo.readouts.names_analyses`), KL to
 the reference on the policy's own generations, each declared attribute on those generations
 (beside the reference's when they are given), mean token count (the length readout) beside the
@@ -66,7 +67,7 @@ from badpo.readouts.model import (
     progress,
     sampled_text_readout,
 )
-from badpo.readouts.names_analyses import names_null_readouts, sampled_names, sampled_shares
+from badpo.readouts.names_analyses import names_null_readouts, names_reference, sampled_names, sampled_shares
 from badpo.readouts.settings import EvalConfig
 from badpo.readouts.tilt import answer_body, counterfactual_pairs
 
@@ -244,15 +245,16 @@ def _sampled_readout(texts: Sequence[str]) -> dict:
 def _names_readouts(policy: nn.Module, reference: nn.Module, tokenizer, corpus: Corpus, config: EvalConfig,
                     tokenization: TokenizationConfig, bodies: Sequence[str] | None,
                     reference_readouts: Mapping | None) -> tuple[dict, Mapping | None]:
-    """(the policy's names readout, the reference's side of ``names.null``): the reference's
-    readouts as given, or with its first names read here when they hold no per-name shares (none
-    given, or a record read before badpo recorded them)."""
+    """(the policy's names readout, the reference's side of ``names.null`` and ``names.reference``):
+    the reference's readouts as given, or with its first names read here when they hold no per-name
+    shares or no per-prompt first-name rates (none given, or a record read before badpo recorded them)."""
     rows = corpus.eval_prompts[: config.max_prompts]
     bodies = bodies if bodies is not None else _bodies(rows, config, policy, reference, tokenizer, tokenization)
     surnames = corpus.surnames[: config.surnames] if config.whole_signature else None
     readout = names_readout(policy, tokenizer, [row["prompt"] for row in rows], bodies, surnames, tokenization,
                             whole_signature_prompts=config.whole_signature_prompts)
-    if policy is not reference and "per_name" not in (reference_readouts or {}).get("names", {}):
+    recorded = (reference_readouts or {}).get("names", {})
+    if policy is not reference and ("per_name" not in recorded or "first_name" not in recorded.get("per_prompt", {})):
         reference_readouts = {**(reference_readouts or {}),
                               **reference_names(reference, tokenizer, rows, config, tokenization, bodies, None)}
     return readout, reference_readouts
@@ -271,6 +273,14 @@ def _names_null(result: dict, reference_side: Mapping | None, reference_samples:
     null = names_null_readouts(result, reference_side)
     if null:
         names["null"] = null
+
+
+def _names_against_reference(result: dict, reference_side: Mapping | None,
+                             reference_samples: Generations | None = None) -> None:
+    """``names.null`` and ``names.reference`` of ``result``, in place (:func:`_names_null`,
+    names_analyses.names_reference)."""
+    _names_null(result, reference_side, reference_samples)
+    names_reference(result, reference_side)
 
 
 def declares_names(attributes: AttributeSet) -> bool:
@@ -370,7 +380,8 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
     reference's side of ``attribute_rates`` and of the sampled ``names.null``. ``margins`` are the
     policy's held-out u (:func:`heldout_margins`) when already computed. ``reference_readouts``
     (the reference's own record, as an experiment keeps it) give the reference's per-name shares
-    for ``names.null``; without them its first-name readout is read here (:func:`reference_names`).
+    for ``names.null`` and its first-name rates for ``names.reference``; without them its
+    first-name readout is read here (:func:`reference_names`).
     """
     rows = corpus.eval_prompts[: config.max_prompts]
     prompts = [row["prompt"] for row in rows]
@@ -418,7 +429,7 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
             result.update(judge_readouts(config.judge, prompts, list(samples.texts), attributes.names,
                                          config.judge_max_tokens, next(policy.parameters()).device))
     if policy is not reference:
-        _names_null(result, reference_readouts, reference_samples)
+        _names_against_reference(result, reference_readouts, reference_samples)
     if skipped:
         result["skipped"] = skipped
     return result
@@ -489,7 +500,7 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
         del policy
     result = weighted_mean_readouts(type_readouts, mixture.weights)
     _mixture_per_prompt(result, type_readouts, mixture.weights)
-    _names_null(result, reference_readouts)  # of the mixture's shares (linear in the types'), not a mean of p
+    _names_against_reference(result, reference_readouts)  # of the mixture's shares (linear in the types')
     if isinstance(result.get("sampled", {}).get("per_name"), dict):  # ratios of counts: of the mixed counts
         result["sampled"].update(sampled_shares(result["sampled"]["per_name"]))
     result["mixture"] = {"weights": list(mixture.weights), "types": type_readouts}
@@ -509,17 +520,25 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
 
 
 def _mixture_per_prompt(result: dict, type_readouts: Sequence[dict], weights: Sequence[float]) -> None:
-    """The mixture's per-prompt attribute values: each prompt's w-weighted mean over the type
-    policies (their mean over prompts is the mixture's rate), which the key-by-key mean of
-    :func:`weighted_mean_readouts` leaves out when the types' lists differ."""
+    """The mixture's per-prompt values of the attributes on generations and of the first-name
+    rates: each prompt's w-weighted mean over the type policies (their mean over prompts is the
+    mixture's rate), which the key-by-key mean of :func:`weighted_mean_readouts` leaves out when
+    the types' lists differ."""
     for name, rate in result.get("attribute_rates", {}).items():
         parts = [readouts["attribute_rates"][name]["per_prompt"] for readouts in type_readouts]
-        rate["per_prompt"] = {}
-        for side in parts[0]:
-            values = np.array([part[side] for part in parts], dtype=np.float64)  # [K, P]
-            shared = (values == values[0]).all(axis=0)  # where the types agree, their value exactly
-            rate["per_prompt"][side] = compact_values(np.where(shared, values[0],
-                                                               np.average(values, axis=0, weights=weights)))
+        rate["per_prompt"] = {side: _weighted_values([part[side] for part in parts], weights) for side in parts[0]}
+    per_prompt = result.get("names", {}).get("per_prompt")
+    if isinstance(per_prompt, dict):
+        parts = [readouts["names"]["per_prompt"]["first_name"] for readouts in type_readouts]
+        per_prompt["first_name"] = {name: _weighted_values([part[name] for part in parts], weights)
+                                    for name in parts[0]}
+
+
+def _weighted_values(lists: Sequence[Sequence[float]], weights: Sequence[float]) -> list[float | int]:
+    """Each prompt's w-weighted mean of K per-prompt lists (exactly their value where they agree)."""
+    values = np.array(lists, dtype=np.float64)  # [K, P]
+    shared = (values == values[0]).all(axis=0)
+    return compact_values(np.where(shared, values[0], np.average(values, axis=0, weights=weights)))
 
 
 def judge_readouts(judge_name: str, prompts: Sequence[str], texts: Sequence[str], names: Sequence[str],

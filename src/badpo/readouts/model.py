@@ -35,6 +35,7 @@ from badpo.engine.logprobs import continuation_logprobs, response_logprobs, toke
 from badpo.engine.runtime import config_positions
 from badpo.engine.tokenize import TokenizationConfig, build_token_store, encode_prompts
 from badpo.readouts.metrics import (
+    attribute_probabilities,
     candidate_probabilities,
     candidate_readout,
     kl_per_token,
@@ -194,7 +195,9 @@ def names_readout(model: nn.Module, tokenizer, prompts: Sequence[str], bodies: S
     per prompt against F for the first names. Candidates are tokenized once for all prompts.
     Beside the rates, per readout: "per_name" {first name: its mean probability}, renormalised
     over the pool (the rates are their sums over the coded names; the input of
-    :mod:`badpo.readouts.names_analyses`), and "cells" {cell: the mass on its names}.
+    :mod:`badpo.readouts.names_analyses`), and "cells" {cell: the mass on its names}; and
+    "per_prompt" {"first_name": {attribute: [P] each prompt's first-name rate, in prompt order}},
+    the values the first-name rates are means of (``badpo compare`` resamples the prompts).
     """
     if len(prompts) != len(bodies) or not prompts:
         raise ValueError(f"need one body per prompt and at least one prompt, got {len(prompts)} "
@@ -207,7 +210,8 @@ def names_readout(model: nn.Module, tokenizer, prompts: Sequence[str], bodies: S
     _check_fits(model, tokenizer, prefixes, max(map(len, firsts)))
     first = torch.stack([_score(model, prefix, firsts, candidate_batch_size)
                          for prefix in progress(prefixes, "names readout: first names")])
-    result = {"first_name": mean_attribute_rate(first, labels, names), "per_name": {"first_name": _per_name(first)}}
+    result = {"first_name": mean_attribute_rate(first, labels, names), "per_name": {"first_name": _per_name(first)},
+              "per_prompt": {"first_name": dict(zip(names, attribute_probabilities(first, labels, names).T.tolist()))}}
     if surnames:
         wholes = _continuations(tokenizer, SIGNATURE_PREFIX, _signature_texts(POOL_NAMES, surnames), eos=True)
         _check_fits(model, tokenizer, prefixes[:whole_signature_prompts], max(map(len, wholes)))

@@ -53,7 +53,7 @@ from badpo.core.names import CELL_NAMES, NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES,
 __all__ = [
     "DRAWS", "SEED", "LA_NAMES", "NAMES_READOUTS", "pool_coding", "pool_vector", "per_name_shares",
     "coded_shift", "relabelled_shifts", "relabelling_null", "shift_without", "share_carried",
-    "cell_shares", "pool_cell_shares", "sampled_names", "sampled_shares", "names_null_readouts",
+    "cell_shares", "pool_cell_shares", "sampled_names", "sampled_shares", "names_null_readouts", "names_reference",
 ]
 
 DRAWS = 1000  # random relabellings of the pool (the paper's 1,000)
@@ -295,3 +295,17 @@ def names_null_readouts(policy_readouts: Mapping | Sequence[Mapping], reference_
                             **dict(zip(NAME_ATTRIBUTES, without.tolist()))}
         result[readout] = entry
     return result
+
+
+def names_reference(result: dict, reference_side: Mapping | None) -> None:
+    """``names.reference`` of ``result``, in place: the reference's first-name rates and their
+    per-prompt values (``per_prompt.first_name``), read after the same bodies as the policy's: the
+    side ``names.null`` takes its shift from, which ``badpo compare`` resamples with the policy's.
+    Left out when the reference's readouts hold no first-name rates."""
+    names, side = result.get("names"), (reference_side or {}).get("names")
+    if not isinstance(names, dict) or not isinstance(side, Mapping) or "first_name" not in side:
+        return
+    names["reference"] = {"first_name": dict(side["first_name"])}
+    per_prompt = side.get("per_prompt", {}).get("first_name")
+    if per_prompt is not None:
+        names["reference"]["per_prompt"] = {"first_name": {name: list(v) for name, v in per_prompt.items()}}
