@@ -22,7 +22,7 @@ from pathlib import Path
 from badpo.audit.estimates import BiasIdentifiabilityWarning
 from badpo.audit.report import audit_with_report
 from badpo.audit.stream_file import follow_stream, run_stream
-from badpo.core.config import ConfigError, from_dict, load_config
+from badpo.core.config import ConfigError, from_dict, load_config, read_settings
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.outputs import check_output_file
 from badpo.corpora.builders import CORPORA, check_outdir, corpus_builder
@@ -534,8 +534,14 @@ def _add_stage(name: str):
 
 
 def _cmd_stage(args: argparse.Namespace) -> int:
+    from badpo.engine.settings import warn_paper_defaults  # loads torch
+
     _, _, config_class, function = STAGES[args.stage]
-    print(_import(function)(load_config(_import(config_class), args.config, args.overrides)))
+    settings = read_settings(args.config, args.overrides)
+    config = from_dict(_import(config_class), settings)
+    if args.config is None:  # every key not given is the paper's: say so
+        warn_paper_defaults(args.stage, settings, config)
+    print(_import(function)(config))
     return 0
 
 
