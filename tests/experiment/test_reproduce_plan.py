@@ -154,7 +154,7 @@ def test_the_report_states_each_tables_finding_above_its_table(sweep):
     assert report.count("**What counts as reproduced**") == 1  # first and offset state none
 
 
-def test_a_source_no_table_makes_is_missing(tmp_path):
+def test_a_source_no_table_makes_is_missing_and_the_sweep_refuses_at_once(tmp_path):
     source = experiment_file(tmp_path / "source.yaml", tmp_path / "s", ["DPO", "Other"])
     only_cure = from_dict(ReproduceConfig, {"output_dir": str(tmp_path / "report"), "tables": [
         {k: v for k, v in cure_entry(tmp_path, source).items() if k != "measured"}]})
@@ -164,6 +164,10 @@ def test_a_source_no_table_makes_is_missing(tmp_path):
     assert "    missing (the sweep stops at this table): source: reference; source: DPO seeds 42, 7; " \
            "source: Other seeds 42, 7\n" in text
     assert "In all: 9 runs to run, 0 logged.\nEstimate: none (the sweep config has no measured times).\n" in text
+    refused = r"^tables\[0\] \(offset\): needs runs that are not logged and that no earlier table makes: source: "
+    with pytest.raises(FileNotFoundError, match=refused + r"reference, source: DPO seed 42, "):
+        run_reproduce(only_cure, fake_source_stages(), fake_cure_stages([]), log=lambda line: None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["source.yaml"]  # refused before anything ran
 
 
 def test_the_command_plans_the_shipped_sweep_on_a_fresh_checkout(tmp_path, monkeypatch, capsys):

@@ -86,6 +86,12 @@ def run_reproduce(config: ReproduceConfig, experiment_stages: Stages, cure_stage
         emit(f"[sweep {progress.status()}] {text}")
 
     plan = plan_sweep(config, experiment_stages, cure_stages)
+    for index, table in enumerate(plan.tables):
+        if table.missing:  # the sweep would stop there, after training every table before it
+            raise FileNotFoundError(
+                f"tables[{index}] ({table.entry.table}): needs runs that are not logged and that no earlier "
+                f"table makes: {', '.join(r.label for r in table.missing)}; run its source experiment first or "
+                "list that experiment's table before it")
     if not render_only:
         progress.planned(plan.to_run)
     report.mkdir(parents=True, exist_ok=True)
