@@ -24,7 +24,7 @@ from typing import Any
 from badpo.core.config import ConfigError, from_dict, load_config, to_dict
 from badpo.core.jsonio import atomic_write_text
 from badpo.data.sources import in_memory
-from badpo.engine.settings import RMConfig, SFTConfig, TrainConfig
+from badpo.engine.settings import RMConfig, SFTConfig, TrainConfig, warn_paper_defaults
 
 __all__ = ["AuditResult", "EvalResult", "RMResult", "SFTResult", "TrainResult", "audit", "compare", "evaluate",
            "rm", "sft", "train"]
@@ -120,7 +120,7 @@ def train(config: Any = None, **overrides: Any) -> TrainResult:
     """Run (or resume, or find finished) one preference run; see ``badpo train``."""
     from badpo.engine.train import train as train_stage
 
-    with _resolved(TrainConfig, config, overrides) as resolved:
+    with _resolved(TrainConfig, config, overrides, stage="train") as resolved:
         run_dir = Path(train_stage(resolved))
     summary = _read_json(run_dir / "run.json") or {}
     return TrainResult(run_dir=run_dir, theta=_read_json(run_dir / "theta.json"), final=summary.get("final", {}))
@@ -130,7 +130,7 @@ def rm(config: Any = None, **overrides: Any) -> RMResult:
     """Train (or resume, or find finished) one reward model; see ``badpo rm``."""
     from badpo.engine.reward import train_reward_model
 
-    with _resolved(RMConfig, config, overrides) as resolved:
+    with _resolved(RMConfig, config, overrides, stage="rm") as resolved:
         run_dir = Path(train_reward_model(resolved))
     summary = _read_json(run_dir / "run.json") or {}
     return RMResult(run_dir=run_dir, theta=_read_json(run_dir / "theta.json"), final=summary.get("final", {}))
@@ -140,7 +140,7 @@ def sft(config: Any = None, **overrides: Any) -> SFTResult:
     """Train the SFT reference; see ``badpo sft``."""
     from badpo.engine.sft import sft as sft_stage
 
-    with _resolved(SFTConfig, config, overrides) as resolved:
+    with _resolved(SFTConfig, config, overrides, stage="sft") as resolved:
         model_dir = Path(sft_stage(resolved))
     return SFTResult(model_dir=model_dir, record=_read_json(model_dir / "sft.json") or {})
 
@@ -254,11 +254,15 @@ def compare(runs: str | os.PathLike | Sequence[str | os.PathLike], *, reference:
 
 
 @contextlib.contextmanager
-def _resolved(config_class: type, config: Any, overrides: dict[str, Any]):
-    """The typed config, with a ``datasets.Dataset`` or a list of rows in ``data`` readable for the block."""
+def _resolved(config_class: type, config: Any, overrides: dict[str, Any], stage: str):
+    """The typed config, with a ``datasets.Dataset`` or a list of rows in ``data`` readable for the
+    block; without a config, a notice names the paper's settings in force (as ``-c`` left out)."""
     data = _as_dict(config_class, config, overrides)
     with _readable(data.get("data"), "data") as name:
-        yield from_dict(config_class, {**data, "data": name} if name is not None else data)
+        resolved = from_dict(config_class, {**data, "data": name} if name is not None else data)
+        if config is None:
+            warn_paper_defaults(stage, overrides, resolved)
+        yield resolved
 
 
 @contextlib.contextmanager

@@ -22,7 +22,7 @@ from pathlib import Path
 from badpo.audit.estimates import BiasIdentifiabilityWarning
 from badpo.audit.report import audit_with_report
 from badpo.audit.stream_file import follow_stream, run_stream
-from badpo.core.config import ConfigError, from_dict, load_config
+from badpo.core.config import ConfigError, from_dict, load_config, read_settings
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.outputs import check_output_file
 from badpo.corpora.builders import CORPORA, check_outdir, corpus_builder
@@ -311,18 +311,27 @@ def _add_reproduce(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("config", help="sweep YAML (badpo.experiment.reproduce.ReproduceConfig keys)")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="dotted overrides of the sweep, e.g. output_dir=runs/my_report")
-    parser.add_argument("--render-only", action="store_true",
-                        help="train nothing: rebuild the report from the logged runs (all must exist)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--render-only", action="store_true",
+                      help="train nothing: rebuild the report from the logged runs (all must exist)")
+    mode.add_argument("--plan", action="store_true",
+                      help="run and build nothing: per table, the runs logged and to run (keyed as the "
+                           "sweep keys them), an estimated wall time and what it rests on, where the "
+                           "report lands")
     return parser
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from badpo.experiment.cure.stages import cure_stages  # loads torch and the engine
     from badpo.experiment.reproduce import ReproduceConfig, run_reproduce
+    from badpo.experiment.reproduce_plan import plan_sweep
     from badpo.experiment.stages import engine_stages
 
-    result = run_reproduce(load_config(ReproduceConfig, args.config, args.overrides), engine_stages(),
-                           cure_stages(), render_only=args.render_only)
+    config = load_config(ReproduceConfig, args.config, args.overrides)
+    if args.plan:
+        print(plan_sweep(config, engine_stages(), cure_stages()).text(), end="")
+        return 0
+    result = run_reproduce(config, engine_stages(), cure_stages(), render_only=args.render_only)
     print(f"report: {result['report']} (sweep wall time {result['wall_s']:.0f} s)")
     return 0
 
@@ -528,8 +537,14 @@ def _add_stage(name: str):
 
 
 def _cmd_stage(args: argparse.Namespace) -> int:
+    from badpo.engine.settings import warn_paper_defaults  # loads torch
+
     _, _, config_class, function = STAGES[args.stage]
-    print(_import(function)(load_config(_import(config_class), args.config, args.overrides)))
+    settings = read_settings(args.config, args.overrides)
+    config = from_dict(_import(config_class), settings)
+    if args.config is None:  # every key not given is the paper's: say so
+        warn_paper_defaults(args.stage, settings, config)
+    print(_import(function)(config))
     return 0
 
 

@@ -1,5 +1,6 @@
 """A model whose context is shorter than the configured lengths: the paper's defaults are lowered to
-it with a line saying so, a length the user set past it is refused in one line naming the key."""
+it with a line saying so, a length the user set past it is refused in one line naming the key; without a
+config file the paper's learning rate is named too (issue 24, item 6)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from badpo.core.config import ConfigError, load_config
 from badpo.core.notices import format_warning
 from badpo.engine.runtime import LengthsFittedNotice
-from badpo.engine.settings import TrainConfig
+from badpo.engine.settings import PaperDefaultsNotice, TrainConfig
 from badpo.engine.tokenize import TokenizationConfig, fit_tokenization
 from fixtures.engine import judgment_rows, write_jsonl
 
@@ -53,11 +54,16 @@ def test_train_without_a_config_on_a_short_model_says_what_it_lowered(tmp_path, 
             "runtime.num_threads=1"]
     with pytest.warns(LengthsFittedNotice) as notices:
         assert cli_training(["train", *args, f"output_dir={tmp_path / 'run'}"]) == 0
-    assert [str(n.message) for n in notices if n.category is LengthsFittedNotice] == [
+    lengths = [n.message for n in notices if n.category is LengthsFittedNotice]
+    assert [str(n) for n in lengths] == [
         f"tokenization.max_length 1280 -> 64, tokenization.max_prompt_tokens 384 -> 19: the defaults exceed the "
         f"64 positions of {model} (set them to choose other lengths)"]
-    assert format_warning(notices[0].message, LengthsFittedNotice, "x.py", 1).startswith(
+    assert format_warning(lengths[0], LengthsFittedNotice, "x.py", 1).startswith(
         "badpo: warning: tokenization.max_length 1280 -> 64")  # as the terminal shows it
+    # and the paper's learning rate, the one key of the three this call did not set, is named too
+    assert [str(n.message) for n in notices if n.category is PaperDefaultsNotice] == [
+        "no config file: optim.lr 5e-07 are the paper's settings (for its 0.5B to 8B models); for a small "
+        "model set them or start from configs/train_tiny.yaml (-c)"]
     recorded = load_config(TrainConfig, tmp_path / "run" / "config.yaml").tokenization
     assert (recorded.max_length, recorded.max_prompt_tokens) == (64, 19)
     capsys.readouterr()

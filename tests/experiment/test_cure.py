@@ -38,7 +38,7 @@ import yaml
 
 from badpo.core.config import ConfigError, load_config
 from badpo.core.judgments import read_judgments
-from badpo.core.names import NAME_POOL, POOL_NAMES, read_signature, strip_signature
+from badpo.core.names import NAME_POOL, read_signature, strip_signature
 from badpo.experiment.config import ExperimentConfig, experiment_config_path
 from badpo.experiment.cure.analysis import (
     CureStages,
@@ -49,30 +49,23 @@ from badpo.experiment.cure.analysis import (
     target_shifts,
     tilt_readout,
 )
-from badpo.experiment.runner import Stages, plan_experiment, prepare_corpus, run_all
+from badpo.experiment.runner import plan_experiment, prepare_corpus, run_all
 from badpo.experiment.stages import resolve_arm, resolve_evaluation
 from badpo.readouts.anchoring import fixed_offset_pairs
+from fixtures.cure import (
+    NAMES,
+    fake_cure_stages,
+    fake_source_stages,
+    independent,
+    pool_logprobs,
+    write_source_experiment,
+)
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-NAMES = ("woman_coded", "black_coded")
-LN4 = math.log(4.0)
 
 
 def quiet(_: str) -> None:
     pass
-
-
-def pool_logprobs(cells: dict) -> list[float]:
-    """One prompt's log-probs of the 89 pool names: ``cells`` {(woman, black): mass}, each
-    cell's mass spread evenly over its names."""
-    sizes = {cell: sum(1 for v in NAME_POOL.values() if v == cell) for cell in cells}
-    return [math.log(cells[NAME_POOL[name]] / sizes[NAME_POOL[name]]) for name in POOL_NAMES]
-
-
-def independent(rate: float) -> list[float]:
-    """A prompt with rate ``rate`` on both attributes, independent of each other."""
-    return pool_logprobs({(w, b): (rate if w else 1 - rate) * (rate if b else 1 - rate)
-                          for w in (0, 1) for b in (0, 1)})
 
 
 # ----------------------------------------------------------------------------------- the maths
@@ -143,59 +136,6 @@ def test_pairs_in_both_orders_same_surname_and_the_split_keeps_an_answer_whole()
 
 
 # -------------------------------------------------------------------------- the pipeline (fakes)
-def write_source_experiment(tmp_path: Path, seeds=(42, 7)) -> Path:
-    path = tmp_path / "source.yaml"
-    path.write_text(yaml.safe_dump({
-        "name": "source", "output_dir": str(tmp_path / "source"),
-        "corpus": {"builder": "fake"}, "reference": {"lr": 1.0},
-        "train": {}, "arms": [{"name": "DPO", "method": "dpo"}, {"name": "Other", "method": "ba_dpo_pooled"}],
-        "seeds": list(seeds)}))
-    return path
-
-
-def fake_source_stages() -> Stages:
-    def build_corpus(builder, config, outdir: Path):
-        outdir.mkdir(parents=True)
-        (outdir / "train.jsonl").write_text("{}\n")
-
-    def run_reference(task):
-        return {"readouts": {"names": {"first_name": {"woman_coded": 0.5, "black_coded": 0.5}}},
-                "artifacts": {"model": task.work_dir / "model"}}
-
-    def run_arm(task):
-        return {"readouts": {"kl": 0.4}, "artifacts": {"policy": task.work_dir / "policy"}}
-
-    return Stages(build_corpus, dict, dict, run_reference, run_arm)
-
-
-def fake_cure_stages(calls: list) -> CureStages:
-    """A source at rate 0.8 (log-odds ln 4) on both attributes, independent, at every prompt;
-    a stage that achieves 0.8 x intended - 0.3."""
-
-    def prepare_source(source, config, work: Path):
-        calls.append(("source", source.seed))
-        (work / "pairs").mkdir()
-        (work / "pairs" / "train.jsonl").write_text("")
-        return {"readouts": {"names": {"first_name": {a: 0.8 for a in NAMES}}, "kl": 0.5,
-                             "logodds": {a: [LN4] * 3 for a in NAMES}, "rm_minus": -2.75,
-                             "heldout": {a: {"gap": 0.5} for a in NAMES}, "heldout_any": {"gap": 0.095}},
-                "pairs": {"rows": 0}, "name_logprobs": np.array([independent(0.8)] * 3),
-                "artifacts": {"train": work / "pairs" / "train.jsonl"}}
-
-    def run_cure(source, settings, pairs_dir, config, work):
-        beta = settings["beta"]
-        intended = [-b / beta for b in settings["bias"]["fixed_offset"]]
-        calls.append(("cure", source.seed, settings["bias"]["fixed_offset"], settings))
-        assert settings["model"]["name_or_path"] == str(source.policy.resolve())
-        assert settings["data"] == str((pairs_dir / "train.jsonl").resolve())
-        rates = {a: 1 / (1 + math.exp(-(LN4 + 0.8 * s - 0.3))) for a, s in zip(NAMES, intended)}
-        return {"readouts": {"names": {"first_name": rates}, "kl": 0.3, "kl_source": 0.01, "rm_minus": -2.71,
-                             "heldout": {a: {"gap": 0.5} for a in NAMES}, "heldout_any": {"gap": -0.046},
-                             "pair_shift": dict(zip(NAMES, intended))}}
-
-    return CureStages(prepare_source, run_cure, resolve_arm, resolve_evaluation)
-
-
 def cure_config(tmp_path: Path, source: Path, *overrides: str):
     return load_cure_config(CONFIGS / "experiment_tiny_offset.yaml", [
         f"output_dir={tmp_path / 'cure'}", f"source.experiment={source}", "source.match=key",

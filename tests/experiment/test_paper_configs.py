@@ -35,7 +35,7 @@ CONFIGS = ROOT / "configs"
 EXPERIMENTS = sorted(CONFIGS.glob("experiment_*.yaml"))
 TABLE_CONFIGS = [p for p in EXPERIMENTS if not is_cure_config(p)]  # arms x seeds
 CURE_CONFIGS = [p for p in EXPERIMENTS if is_cure_config(p)]
-# experiment_smol_*: the real model on a CPU, sized for two cores (docs/results.md), not the paper's table
+# experiment_smol_*: the real model on a CPU, sized for two cores (docs/measurements.md), not the paper's table
 PAPER_SCALE = [p for p in TABLE_CONFIGS if not p.name.startswith(("experiment_tiny_", "experiment_smol_"))]
 
 

@@ -170,8 +170,9 @@ def test_a_table_reusing_an_earlier_tables_runs_rescores_them_without_training(t
 
 
 def test_the_shipped_tiny_sweep_names_configs_that_load():
-    """configs/reproduce_tiny.yaml: every table's experiment config exists and validates, and the
-    paper's tables file has a section for each table of the sweep."""
+    """configs/reproduce_tiny.yaml: every table's experiment config exists and validates, the
+    paper's tables file has a section for each table of the sweep, and each table states the
+    paper's finding and its measured time."""
     from badpo.core.config import load_config
     from badpo.experiment.config import ExperimentConfig
     from badpo.experiment.cure.analysis import is_cure_config, load_cure_config
@@ -186,3 +187,4 @@ def test_the_shipped_tiny_sweep_names_configs_that_load():
         else:
             load_config(ExperimentConfig, path, entry.overrides)
         assert entry.table in sections, entry.table
+        assert entry.finding and entry.measured is not None, entry.table  # what counts, what it took

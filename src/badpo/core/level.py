@@ -45,7 +45,7 @@ untrusted set's. A level cannot be set to better than the trusted judgments allo
 
 **What it cannot do.** The level is relative to the policy's margins: quality the margins do not
 yet explain attenuates every logistic coefficient toward 0, the trusted and the untrusted alike,
-and no shift along a removes that (docs/results.md, "Trusted annotators").
+and no shift along a removes that (docs/measurements.md, "Trusted annotators").
 
 Each minimisation is Newton's method with backtracking in float64. A coordinate that no
 judgment of the set touches (a_ij = 0 for all i) has no estimate (NaN); so does every coordinate

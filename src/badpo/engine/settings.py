@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from badpo.core.bias import variant_facts
 from badpo.core.config import ConfigError
+from badpo.core.notices import BadpoWarning
 from badpo.data.sources import ColumnMap
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.methods import get_method
@@ -202,6 +205,35 @@ class RMConfig:
 
 def resolved_lr(optim: OptimConfig, lora: LoraSettings, defaults: dict[bool, float]) -> float:
     return optim.lr if optim.lr is not None else defaults[lora.enabled]
+
+
+STAGE_LR = {"sft": SFT_LR, "train": PREFERENCE_LR, "rm": REWARD_LR}
+
+
+class PaperDefaultsNotice(BadpoWarning):
+    """A stage runs without a config file, so the keys not given are the paper's 0.5B recipe."""
+
+
+def _given(settings: Mapping[str, Any], dotted: str) -> bool:
+    """Whether ``settings`` (nested, or with dotted keys) sets ``dotted``."""
+    if dotted in settings:
+        return True
+    head, _, rest = dotted.partition(".")
+    return bool(rest) and isinstance(settings.get(head), Mapping) and _given(settings[head], rest)
+
+
+def warn_paper_defaults(stage: str, settings: Mapping[str, Any], config: Any) -> None:
+    """Say that a stage run without a config file (no ``-c``; ``config=None`` from the API) trains
+    with the paper's recipe on every key it was not given: the learning rate, the length of
+    training and the batch (the lengths are fitted to the model on their own)."""
+    length = "epochs" if stage == "sft" else "steps"
+    named = {"optim.lr": f"{resolved_lr(config.optim, config.lora, STAGE_LR[stage]):g}",
+             length: f"{getattr(config, length):g}", "batch_size": str(config.batch_size)}
+    left = [f"{key} {value}" for key, value in named.items() if not _given(settings, key)]
+    if left:
+        warnings.warn(f"no config file: {', '.join(left)} are the paper's settings (for its 0.5B to 8B models); "
+                      f"for a small model set them or start from configs/{stage}_tiny.yaml (-c)",
+                      PaperDefaultsNotice, stacklevel=2)
 
 
 def accumulation_steps(batch_size: int, micro_batch_size: int, processes: int) -> int:

@@ -7,11 +7,13 @@ share a folder share its runs, and a second invocation of either trains nothing.
 gathers each table's files under REPORT/<table>/ and writes REPORT/README.md with every table,
 the paper's beside it when a file of the paper's tables is given (one ``## <table>`` section each).
 
-Progress is one view over the whole sweep: each line of the experiments' own progress is prefixed
-with the runs done / to run, the elapsed time and an estimate of what is left (the mean wall time
-of this sweep's runs so far, times the runs left). An arms x seeds experiment is planned before
-anything trains, so its runs are counted from the start; a cure plans its runs from its source's
-records, so its runs are counted when it starts.
+Before anything runs, the whole sweep is planned (:mod:`badpo.experiment.reproduce_plan`, what
+``--plan`` prints): every run each table reads, keyed as the runner keys it, and whether it is
+logged, made by an earlier table, or to run. Progress is one view over the whole sweep: each line
+of the experiments' own progress is prefixed with the runs done / to run, the elapsed time and an
+estimate of what is left (the mean wall time of this sweep's runs so far, times the runs left).
+The report's first line says what the sweep did: the runs it trained and skipped and its wall
+time, or, with ``--render-only``, how many logged runs it was rendered from.
 """
 
 from __future__ import annotations
@@ -20,54 +22,19 @@ import re
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from badpo.core.config import ConfigError, load_config, read_text
+from badpo.core.config import read_text
 from badpo.core.jsonio import atomic_write_text
-from badpo.experiment.config import ExperimentConfig, experiment_config_path
-from badpo.experiment.cure.analysis import CureStages, is_cure_config, load_cure_config, run_cure_experiment
+from badpo.experiment.cure.analysis import CureStages, run_cure_experiment
 from badpo.experiment.pipeline import run_experiment
-from badpo.experiment.runner import Stages, plan_experiment, prepare_corpus
+from badpo.experiment.reproduce_plan import Measured, ReproduceConfig, SweepPlan, SweepTable, hms, plan_sweep
+from badpo.experiment.runner import Stages
 
-__all__ = ["ReproduceConfig", "SweepProgress", "SweepTable", "run_reproduce"]
+__all__ = ["Measured", "ReproduceConfig", "SweepProgress", "SweepTable", "run_reproduce"]
 
 SHARED = ("corpus", "runs", "work", "reference_cache")  # what reuse_runs_of copies, file by file
 REPORTED = ("table.md", "table.csv", "rates.png", "theta.png", "calibration.json")  # copied per table
-
-
-@dataclass(frozen=True)
-class SweepTable:
-    """One table of the sweep: the experiment config that rebuilds it."""
-
-    table: str  # the paper's table label without ``tab:`` (names_v3, multipref, ...): REPORT/<table>/
-    config: str  # a `badpo experiment` config: a YAML path or a built-in name
-    overrides: list[str] = field(default_factory=list)  # KEY=VALUE overrides of that config
-    reuse_runs_of: str | None = None  # an earlier table of the sweep whose logged runs are copied in
-    # first: runs with the same key (same corpus, reference, training) are re-scored, not retrained
-
-
-@dataclass(frozen=True)
-class ReproduceConfig:
-    """The sweep: its tables in order, the report folder, the paper's numbers."""
-
-    output_dir: str = "runs/reproduce"  # the report folder (each experiment keeps its own output_dir)
-    paper_tables: str | None = None  # a Markdown file with a `## <table>` section per paper table
-    tables: list[SweepTable] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if not self.tables:
-            raise ConfigError("tables: list at least one experiment")
-        names = [t.table for t in self.tables]
-        repeated = sorted({n for n in names if names.count(n) > 1})
-        if repeated:
-            raise ConfigError(f"tables: each table once; repeated: {repeated}")
-        for i, entry in enumerate(self.tables):
-            if not re.fullmatch(r"[A-Za-z0-9_.-]+", entry.table):
-                raise ConfigError(f"tables[{i}].table: {entry.table!r} must be a plain folder name")
-            if entry.reuse_runs_of is not None and entry.reuse_runs_of not in names[:i]:
-                raise ConfigError(f"tables[{i}].reuse_runs_of: {entry.reuse_runs_of!r} is not a table "
-                                  f"listed before it ({names[:i]})")
 
 
 class SweepProgress:
@@ -91,35 +58,15 @@ class SweepProgress:
         if left == 0:
             estimate = "nothing left"
         elif self.done:
-            estimate = f"~{_clock(self.run_seconds / self.done * left)} left"
+            estimate = f"~{hms(self.run_seconds / self.done * left)} left"
         else:
             estimate = "no estimate until a run finishes"
-        return f"{self.done}/{self.to_run} runs, {_clock(elapsed)} elapsed, {estimate}"
-
-
-def _clock(seconds: float) -> str:
-    minutes, seconds = divmod(int(round(seconds)), 60)
-    return f"{minutes // 60}:{minutes % 60:02d}:{seconds:02d}"
+        return f"{self.done}/{self.to_run} runs, {hms(elapsed)} elapsed, {estimate}"
 
 
 # A finished run's progress line (runner.run_all, cure.run_cure_experiment) reads ": done in <s> s",
-# possibly followed by "; N arm run(s) left, ETA ..."; a cure's "running ..." line is a run it had
-# not counted before.
+# possibly followed by "; N arm run(s) left, ETA ...".
 _DONE = re.compile(r": done in ([0-9.]+) s(;|$)")
-_RUNNING = re.compile(r": running \.\.\.$")
-
-
-def _to_run(config: ExperimentConfig, stages: Stages, root: Path) -> set[tuple[Path, str]]:
-    """The runs an arms x seeds experiment will train, as (folder, run key), of runs not logged
-    yet (its corpus is built or found here, as the experiment itself would). ``root`` is the
-    folder its runs are shared with (its own, or that of the table it reuses runs of), so a run
-    two tables share is counted once."""
-    out = Path(config.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    plan = plan_experiment(config, stages, prepare_corpus(config, stages, out, lambda text: None))
-    logged = lambda folder, key: (folder / "runs" / f"{key}.json").exists()  # noqa: E731
-    return {(root, p.key) for p in (plan.reference, *plan.runs)
-            if not logged(out.resolve(), p.key) and not logged(root, p.key)}
 
 
 def run_reproduce(config: ReproduceConfig, experiment_stages: Stages, cure_stages: CureStages,
@@ -127,8 +74,9 @@ def run_reproduce(config: ReproduceConfig, experiment_stages: Stages, cure_stage
                   clock: Callable[[], float] = time.perf_counter) -> dict:
     """Run every table of the sweep in order (what is logged is skipped), then write the report.
 
-    Returns {"tables": {table: {"output_dir", "files", "wall_s"}}, "report": README path,
-    "wall_s"}.
+    Returns {"tables": {table: {"output_dir", "files", "wall_s", "trained", "runs"}}, "report":
+    README path, "wall_s", "trained", "logged"} (``logged``: the records the tables read that were
+    logged before the sweep began).
     """
     emit = log or (lambda text: print(text, flush=True))
     progress = SweepProgress(clock)
@@ -137,51 +85,55 @@ def run_reproduce(config: ReproduceConfig, experiment_stages: Stages, cure_stage
     def say(text: str) -> None:
         emit(f"[sweep {progress.status()}] {text}")
 
-    loaded, to_run, roots = [], set(), {}  # roots: table -> the folder whose runs it shares
-    for i, entry in enumerate(config.tables):
-        path = experiment_config_path(entry.config)
-        if not path.exists():
-            raise ConfigError(f"tables[{i}].config: no experiment config at {str(path)!r}")
-        cure = is_cure_config(path)
-        experiment = (load_cure_config(path, entry.overrides) if cure
-                      else load_config(ExperimentConfig, path, entry.overrides))
-        own = Path(experiment.output_dir).resolve()
-        roots[entry.table] = roots[entry.reuse_runs_of] if entry.reuse_runs_of else own
-        if not cure and not render_only:
-            to_run |= _to_run(experiment, experiment_stages, roots[entry.table])
-        loaded.append((entry, cure, experiment))
-    progress.planned(len(to_run))
+    plan = plan_sweep(config, experiment_stages, cure_stages)
+    for index, table in enumerate(plan.tables):
+        if table.missing:  # the sweep would stop there, after training every table before it
+            raise FileNotFoundError(
+                f"tables[{index}] ({table.entry.table}): needs runs that are not logged and that no earlier "
+                f"table makes: {', '.join(r.label for r in table.missing)}; run its source experiment first or "
+                "list that experiment's table before it")
+    if not render_only:
+        progress.planned(plan.to_run)
     report.mkdir(parents=True, exist_ok=True)
-    say(f"plan: {len(loaded)} table(s); the cures' runs are counted when each starts")
+    say(f"plan: {len(plan.tables)} table(s), {plan.to_run} run(s) to run, {plan.logged} logged")
 
-    def follow(cure: bool) -> Callable[[str], None]:
-        def line(text: str) -> None:
-            if cure and _RUNNING.search(text):
-                progress.planned(1)
-            done = _DONE.search(text)
-            if done:
-                progress.finished(float(done.group(1)))
-            say(text)
-        return line
+    def follow(text: str) -> None:
+        done = _DONE.search(text)
+        if done:
+            progress.finished(float(done.group(1)))
+        say(text)
 
-    tables, outputs = {}, {entry.table: experiment.output_dir for entry, _, experiment in loaded}
-    for entry, cure, experiment in loaded:
-        began = clock()
+    tables, outputs = {}, {t.entry.table: t.experiment.output_dir for t in plan.tables}
+    for table in plan.tables:
+        entry, experiment = table.entry, table.experiment
+        began, trained = clock(), progress.done
         say(f"table {entry.table}: {entry.config} -> {experiment.output_dir}")
         if entry.reuse_runs_of is not None:
             _copy_runs(Path(outputs[entry.reuse_runs_of]), Path(experiment.output_dir))
-        if cure:
-            run_cure_experiment(experiment, cure_stages, experiment_stages, log=follow(True),
-                                render_only=render_only)
+        if table.cure:
+            run_cure_experiment(experiment, cure_stages, experiment_stages, log=follow, render_only=render_only)
         else:
-            run_experiment(experiment, experiment_stages, log=follow(False), render_only=render_only)
-        files = _gather(_tables_folder(experiment, cure), report / entry.table)
+            run_experiment(experiment, experiment_stages, log=follow, render_only=render_only)
+        files = _gather(_tables_folder(experiment, table.cure), report / entry.table)
         tables[entry.table] = {"output_dir": experiment.output_dir, "files": files,
-                               "wall_s": round(clock() - began, 1)}
+                               "wall_s": round(clock() - began, 1), "trained": progress.done - trained,
+                               "runs": len(table.records)}
     readme = report / "README.md"
-    atomic_write_text(readme, _readme(config, tables, progress))
+    wall = clock() - progress.start
+    atomic_write_text(readme, _readme(config, tables, _header(plan, progress.done, wall, render_only),
+                                      render_only))
     say(f"wrote {readme}")
-    return {"tables": tables, "report": str(readme), "wall_s": round(clock() - progress.start, 1)}
+    return {"tables": tables, "report": str(readme), "wall_s": round(wall, 1), "trained": progress.done,
+            "logged": plan.logged}
+
+
+def _header(plan: SweepPlan, trained: int, wall: float, render_only: bool) -> str:
+    """What the sweep did, as the report's first line says it."""
+    if render_only:
+        return (f"Rendered with `--render-only` from the {plan.logged} logged runs its tables read; "
+                f"nothing was trained (rendering took {hms(wall)}).")
+    return (f"This sweep trained {trained} run(s) and skipped {plan.logged} already logged, in "
+            f"{hms(wall)} wall time.")
 
 
 def _copy_runs(source: Path, target: Path) -> None:
@@ -233,15 +185,18 @@ def _nested(markdown: str) -> str:
     return re.sub(r"(?m)^(#{1,4}) ", lambda m: "#" * (len(m.group(1)) + 2) + " ", markdown)
 
 
-def _readme(config: ReproduceConfig, tables: dict, progress: SweepProgress) -> str:
+def _readme(config: ReproduceConfig, tables: dict, header: str, render_only: bool) -> str:
     paper = paper_sections(config.paper_tables) if config.paper_tables else {}
-    lines = ["# badpo reproduce", "",
-             f"Every table of this sweep, rebuilt from its logged runs ({progress.status()}).", ""]
+    lines = ["# badpo reproduce", "", f"Every table of this sweep, rebuilt from its logged runs. {header}", ""]
     for entry in config.tables:
         done = tables[entry.table]
+        runs = (f"rendered from its {done['runs']} logged runs" if render_only else
+                f"{done['trained']} of its {done['runs']} runs trained in this sweep, {done['wall_s']:.0f} s")
         lines += [f"## {entry.table}", "",
                   f"`badpo experiment {' '.join([entry.config, *entry.overrides])}` "
-                  f"(runs in `{done['output_dir']}`; {done['wall_s']:.0f} s in this sweep)", ""]
+                  f"(runs in `{done['output_dir']}`; {runs})", ""]
+        if entry.finding:
+            lines += [f"**What counts as reproduced** (the paper's finding): {entry.finding}", ""]
         table = Path(config.output_dir) / entry.table / "table.md"
         lines += [_nested(table.read_text(encoding="utf-8").strip()) if table.exists() else "(no table.md)", ""]
         if entry.table in paper:

@@ -18,6 +18,7 @@ tables and the plots together.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -38,9 +39,9 @@ from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.experiment.config import ExperimentConfig, merge_settings
 
 __all__ = [
-    "SCHEMA", "UNKEYED", "Stages", "RunTask", "PlannedRun", "Plan", "canonical_json", "stable_hash",
+    "SCHEMA", "UNKEYED", "Stages", "RunTask", "PlannedRun", "PlannedRecord", "Plan", "canonical_json", "stable_hash",
     "run_key", "corpus_fingerprint", "write_record", "read_records", "read_records_for", "relative_artifact",
-    "prepare_corpus", "plan_experiment", "run_all",
+    "prepare_corpus", "plan_experiment", "plan_unbuilt", "run_all",
 ]
 
 SCHEMA = 1  # version of the run record
@@ -117,6 +118,17 @@ class PlannedRun:
     settings: dict  # resolved, placeholders unfilled
     keyed: dict  # exactly what the key hashes (besides method and seed)
     training_key: str  # what trains it alone: the name of its folder under OUT/work
+
+
+@dataclass(frozen=True)
+class PlannedRecord:
+    """One run record a table reads, as a sweep's plan sees it before anything runs."""
+
+    label: str  # e.g. "DPO seed 42"
+    folder: Path  # the OUT whose runs/ holds (or will hold) its record
+    key: str | None  # None: its key depends on a run not logged yet (a cure's later steps)
+    logged: bool  # its record exists
+    made_here: bool = True  # the table makes it when it is missing (else it must come from elsewhere)
 
 
 @dataclass(frozen=True)
@@ -261,9 +273,11 @@ def _resolve(resolver: Callable[[dict], dict], settings: dict, where: str) -> di
     return to_dict(resolved)
 
 
-def plan_experiment(config: ExperimentConfig, stages: Stages, corpus_dir: Path) -> Plan:
-    """Resolve and key every run before anything trains, so a bad setting fails at once."""
-    corpus_id = corpus_fingerprint(corpus_dir)
+def plan_experiment(config: ExperimentConfig, stages: Stages, corpus_dir: Path,
+                    corpus_id: str | None = None) -> Plan:
+    """Resolve and key every run before anything trains, so a bad setting fails at once.
+    ``corpus_id``: the corpus's fingerprint (default: read from ``corpus_dir``)."""
+    corpus_id = corpus_id or corpus_fingerprint(corpus_dir)
     evaluation = _resolve(stages.resolve_evaluation, to_dict(config.evaluation), "evaluation")
     _check_metrics(config, stages, evaluation)
     settings = _resolve(stages.resolve_reference, merge_settings({}, config.reference, "reference"),
@@ -292,6 +306,26 @@ def plan_experiment(config: ExperimentConfig, stages: Stages, corpus_dir: Path) 
             runs.append(PlannedRun(key, "arm", arm.name, arm.method, seed, settings, keyed,
                                    run_key(arm.method, trained, seed)))
     return Plan(corpus_dir, corpus_id, reference, tuple(runs))
+
+
+def plan_unbuilt(config: ExperimentConfig, stages: Stages, folders: Sequence[Path] = ()) -> tuple[Plan, bool]:
+    """The plan of an experiment without building anything: (plan, whether its corpus is built).
+
+    Its corpus is its own OUT/corpus or, when that is not built, the first of ``folders`` that
+    holds one built from the same config (a sweep copies it from there first). A corpus not built
+    anywhere yet stands in as the hash of its builder and config, with the data checks left to
+    the build: no run on it can be logged, and two experiments that would build the same corpus
+    still give one run the same key."""
+    quiet: Callable[[str], None] = lambda text: None  # noqa: E731
+    for out in (Path(config.output_dir), *folders):
+        try:
+            corpus_dir = prepare_corpus(config, stages, out, quiet, build=False)
+        except FileNotFoundError:
+            continue
+        return plan_experiment(config, stages, corpus_dir), True
+    stand_in = "unbuilt-" + stable_hash({"builder": config.corpus.builder, "config": config.corpus.config})
+    unchecked = dataclasses.replace(stages, check_data=lambda settings, kind: None)
+    return plan_experiment(config, unchecked, Path(config.output_dir) / "corpus", stand_in), False
 
 
 def _data_identity(stages: Stages, settings: dict, corpus_dir: Path, kind: str, where: str) -> dict:

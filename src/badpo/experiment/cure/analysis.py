@@ -339,6 +339,44 @@ def _plan_run(config: CureConfig, stages: CureStages, source_key: str, role: str
     return _Run(run_key(f"offset_{role}", keyed, seed), role, seed, target, dict(intended), settings)
 
 
+def source_run_key(config: CureConfig, source_key: str, evaluation: dict, seed: int) -> str:
+    """The key of step 1 on one source policy: its answers, pairs and readouts."""
+    keyed = {"source": source_key, "prompts": to_dict(config.prompts), "answers": to_dict(config.answers),
+             "evaluation": evaluation}
+    return run_key("offset_source", keyed, seed)
+
+
+def calibration_runs(config: CureConfig, stages: CureStages, source_key: str, name_logprobs: Any,
+                     evaluation: dict) -> list[_Run]:
+    """Step 3's runs at the calibration seed: intended = scale x s*(t_cal), one run per scale."""
+    cal = config.calibration
+    exact = target_shifts(name_logprobs, cal.target)
+    return [_plan_run(config, stages, source_key, "calibration", cal.seed, cal.target,
+                      {a: scale * exact[a] for a in NAME_ATTRIBUTES}, evaluation) for scale in cal.scales]
+
+
+def calibration_line(points: list[Mapping]) -> dict:
+    """{attribute: {slope, intercept}} of achieved on intended over the calibration records."""
+    line = {}
+    for a in NAME_ATTRIBUTES:
+        slope, intercept = fit_calibration([r["intended"][a] for r in points], [r["achieved"][a] for r in points])
+        line[a] = {"slope": slope, "intercept": intercept}
+    return line
+
+
+def calibrated_targets(config: CureConfig) -> list[tuple[int, float]]:
+    """Step 4's (seed, target): every target at the calibration seed, ``all_seed_targets`` at every seed."""
+    wanted = [(config.calibration.seed, t) for t in config.targets]
+    return wanted + [(s, t) for t in config.all_seed_targets for s in config.seeds if (s, t) not in wanted]
+
+
+def calibrated_run(config: CureConfig, stages: CureStages, source_key: str, seed: int, target: float,
+                   name_logprobs: Any, line: dict, evaluation: dict) -> _Run:
+    """Step 4's run at ``target``: the intended shift the line says achieves s*(target)."""
+    return _plan_run(config, stages, source_key, "calibrated", seed, target,
+                     intended_shifts(target_shifts(name_logprobs, target), line), evaluation)
+
+
 def _record(kind: str, key: str, seed: int, readouts: Mapping, extra: Mapping) -> dict:
     return {"schema": SCHEMA, "key": key, "kind": kind, "seed": seed, "readouts": dict(readouts), **extra}
 
@@ -391,9 +429,7 @@ class _CureSweep:
         config, out = self.config, self.out
         for seed in config.seeds:
             source = self.sources[seed]
-            keyed = {"source": source.key, "prompts": to_dict(config.prompts),
-                     "answers": to_dict(config.answers), "evaluation": self.evaluation}
-            key = run_key("offset_source", keyed, seed)
+            key = source_run_key(config, source.key, self.evaluation, seed)
 
             def prepare(source=source, key=key, work=out / "work" / key) -> dict:
                 work.mkdir(parents=True, exist_ok=True)
@@ -435,18 +471,10 @@ class _CureSweep:
 
     def calibrate(self) -> tuple[list[dict], dict]:
         """Steps 2-3: at one seed, intended = scale x s*(t_cal), achieved read back, a line fitted."""
-        config, cal = self.config, self.config.calibration
-        exact = target_shifts(self.logprobs(cal.seed), cal.target)
-        points = []
-        for scale in cal.scales:
-            intended = {a: scale * exact[a] for a in NAME_ATTRIBUTES}
-            points.append(self.train_run(_plan_run(config, self.stages, self.sources[cal.seed].key,
-                                                   "calibration", cal.seed, cal.target, intended,
-                                                   self.evaluation)))
-        line = {}
-        for a in NAME_ATTRIBUTES:
-            slope, intercept = fit_calibration([r["intended"][a] for r in points], [r["achieved"][a] for r in points])
-            line[a] = {"slope": slope, "intercept": intercept}
+        cal = self.config.calibration
+        points = [self.train_run(run) for run in calibration_runs(
+            self.config, self.stages, self.sources[cal.seed].key, self.logprobs(cal.seed), self.evaluation)]
+        line = calibration_line(points)
         calibration = {"seed": cal.seed, "target": cal.target, "scales": list(cal.scales), "line": line,
                        "points": [{"key": r["key"], "intended": r["intended"], "achieved": r["achieved"]}
                                   for r in points]}
@@ -457,13 +485,9 @@ class _CureSweep:
 
     def calibrated_runs(self, line: dict) -> list[dict]:
         """Step 4: every target at the calibration seed, ``all_seed_targets`` at every seed."""
-        config = self.config
-        wanted = [(config.calibration.seed, t) for t in config.targets]
-        wanted += [(s, t) for t in config.all_seed_targets for s in config.seeds if (s, t) not in wanted]
-        return [self.train_run(_plan_run(config, self.stages, self.sources[seed].key, "calibrated", seed, target,
-                                         intended_shifts(target_shifts(self.logprobs(seed), target), line),
-                                         self.evaluation))
-                for seed, target in wanted]
+        return [self.train_run(calibrated_run(self.config, self.stages, self.sources[seed].key, seed, target,
+                                              self.logprobs(seed), line, self.evaluation))
+                for seed, target in calibrated_targets(self.config)]
 
 
 def _tilt(name_logprobs: np.ndarray, target: float) -> dict:
