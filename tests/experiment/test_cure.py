@@ -314,3 +314,21 @@ def _real_stages(engine_stages):
     from badpo.experiment.cure.stages import cure_stages
 
     return cure_stages(), engine_stages()
+
+
+def test_a_coordinate_whose_intended_shifts_barely_differ_is_not_calibrated():
+    """The joint s*(t) can be ~0 on one attribute (the other's shift alone brings it to t): a line
+    through intended shifts 0.002 apart has a slope set by noise, so the exact tilt stands."""
+    from badpo.experiment.cure.analysis import calibration_line
+    from badpo.experiment.cure.table import describe_line
+
+    points = [{"intended": {"woman_coded": w, "black_coded": b}, "achieved": {"woman_coded": 0.5 * w, "black_coded": c}}
+              for w, b, c in [(-1.0, -0.001, 0.27), (-1.5, -0.002, 0.29), (-2.0, -0.003, 0.34)]]
+    line = calibration_line(points)
+    assert (line["woman_coded"]["slope"], line["woman_coded"]["intercept"]) == pytest.approx((0.5, 0.0))
+    assert line["woman_coded"]["fitted"] is True
+    black = line["black_coded"]
+    assert (black["slope"], black["intercept"], black["fitted"]) == (1.0, 0.0, False)
+    assert "span 0.002 < 0.1" in line["black_coded"]["why"]
+    text = describe_line(line)
+    assert "woman_coded: achieved = 0.500 x intended +0.000" in text and "black_coded: not calibrated" in text

@@ -42,7 +42,7 @@ from badpo.core.config import ConfigError, load_config, read_settings, to_dict
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.names import NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES
 from badpo.experiment.config import ExperimentConfig, check_runner_keys, merge_settings
-from badpo.experiment.cure.table import render_cure_table
+from badpo.experiment.cure.table import describe_line, render_cure_table
 from badpo.experiment.runner import (
     SCHEMA,
     UNKEYED,
@@ -355,12 +355,26 @@ def calibration_runs(config: CureConfig, stages: CureStages, source_key: str, na
                       {a: scale * exact[a] for a in NAME_ATTRIBUTES}, evaluation) for scale in cal.scales]
 
 
+MIN_CALIBRATION_SPAN = 0.1  # log-odds: intended shifts closer together than this fit no line
+
+
 def calibration_line(points: list[Mapping]) -> dict:
-    """{attribute: {slope, intercept}} of achieved on intended over the calibration records."""
+    """{attribute: {slope, intercept, fitted}} of achieved on intended over the calibration records.
+
+    The calibration scales the joint s*(t), so a coordinate whose s*(t) is near 0 (the other
+    attribute's shift alone brings it to t) has intended shifts a few thousandths apart: a line
+    through them has a slope set by noise (46.9 was fitted on the tiny world). Such a coordinate
+    is not calibrated: slope 1, intercept 0 (the exact tilt), ``fitted`` false and ``why``."""
     line = {}
     for a in NAME_ATTRIBUTES:
-        slope, intercept = fit_calibration([r["intended"][a] for r in points], [r["achieved"][a] for r in points])
-        line[a] = {"slope": slope, "intercept": intercept}
+        intended = [r["intended"][a] for r in points]
+        span = max(intended) - min(intended)
+        if span < MIN_CALIBRATION_SPAN:
+            line[a] = {"slope": 1.0, "intercept": 0.0, "fitted": False,
+                       "why": f"intended shifts span {span:.3f} < {MIN_CALIBRATION_SPAN} log-odds"}
+            continue
+        slope, intercept = fit_calibration(intended, [r["achieved"][a] for r in points])
+        line[a] = {"slope": slope, "intercept": intercept, "fitted": True}
     return line
 
 
@@ -479,8 +493,7 @@ class _CureSweep:
                        "points": [{"key": r["key"], "intended": r["intended"], "achieved": r["achieved"]}
                                   for r in points]}
         atomic_write_text(self.out / "calibration.json", dumps(calibration, indent=2) + "\n")
-        self.say("calibration line: " + "; ".join(
-            f"{a}: achieved = {v['slope']:.3f} intended {v['intercept']:+.3f}" for a, v in line.items()))
+        self.say("calibration line: " + describe_line(line))
         return points, calibration
 
     def calibrated_runs(self, line: dict) -> list[dict]:

@@ -10,12 +10,19 @@ from typing import Any
 from badpo.core.names import NAME_ATTRIBUTES
 from badpo.readouts.metrics import mean_ci
 
-__all__ = ["COLUMNS", "render_cure_table"]
+__all__ = ["COLUMNS", "describe_line", "render_cure_table"]
 
 # The paper's columns (p(woman), p(black), Signed, Tokens, RM-, KL src / SFT, one Gap), after the
 # shifts, and the shift the stage learned on the held-out offset pairs.
 COLUMNS = ("t", "seeds", "shift intended", "shift achieved", "p(woman)", "p(black)", "Signed", "Tokens",
            "RM⁻", "KL src", "KL SFT", "Gap", "Pair shift (held-out)")
+
+
+def describe_line(line: Mapping) -> str:
+    """One clause per attribute: the fitted line, or why there is none."""
+    return "; ".join(f"{a}: achieved = {v['slope']:.3f} x intended {v['intercept']:+.3f}"
+                     if v.get("fitted", True) else f"{a}: not calibrated ({v['why']}; the exact tilt)"
+                     for a, v in line.items())
 
 
 def _get(readouts: Mapping, dotted: str) -> float | None:
@@ -104,7 +111,6 @@ def render_cure_table(config: Any, prepared: Mapping[int, Mapping], calibration_
               "either attribute minus on pairs that agree on both. —: not read (no judge, or a record logged "
               f"before the readout existed). Several seeds: mean ± {config.level:.0%} Student-t half-width. "
               f"Calibration at seed {cal}, target {calibration['target']:g}, scales {calibration['scales']}: "
-              + "; ".join(f"{a}: achieved = {v['slope']:.3f} x intended {v['intercept']:+.3f}"
-                          for a, v in line.items()) + "."]
+              + describe_line(line) + "."]
     csv_lines = [",".join(header)] + [",".join(f'"{c}"' if "," in c else c for c in row) for row in rows]
     return "\n".join(lines) + "\n", "\n".join(csv_lines) + "\n"
