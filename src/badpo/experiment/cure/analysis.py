@@ -218,16 +218,9 @@ def _records_by_arm_seed(runs_dir: Path, arm: str, seeds: list[int], corpus_id: 
     return found
 
 
-def resolve_sources(config: CureConfig, stages: Stages, log: Callable[[str], None]) -> tuple[dict, dict]:
-    """{seed: SourceRun} of the source arm, and {label: [records]} of the reference and compare arms.
-
-    The source experiment is planned exactly as ``badpo experiment`` plans it. With ``source.match:
-    key`` its records are those of the planned keys (with ``source.run_missing`` the reference and
-    the source arm's missing seeds are run first, else a missing record is an error naming the
-    command that makes it). With ``match: arm_seed`` they are the logged records of each arm and
-    seed on the same corpus, whatever their key: a record logged before a settings field was
-    added to the engine (which changes every key) is still found; a warning line says so.
-    """
+def narrowed_source(config: CureConfig) -> tuple[ExperimentConfig, ExperimentConfig]:
+    """The source experiment, and the same narrowed to what the cure reads: its source arm and
+    compare arms at the cure's seeds, no tables; a name or seed it lacks is a ConfigError."""
     source = load_config(ExperimentConfig, config.source.experiment)
     arms = {arm.name: arm for arm in source.arms}
     for name in (config.source.arm, *config.compare_arms):
@@ -238,14 +231,26 @@ def resolve_sources(config: CureConfig, stages: Stages, log: Callable[[str], Non
     if missing_seeds:
         raise ConfigError(f"seeds: {missing_seeds} are not seeds of {config.source.experiment} ({source.seeds})")
     wanted = [arms[config.source.arm], *(arms[n] for n in config.compare_arms)]
-    narrowed = replace(source, arms=wanted, seeds=list(config.seeds), tables=[],
-                       baseline=config.source.arm)
+    return source, replace(source, arms=wanted, seeds=list(config.seeds), tables=[], baseline=config.source.arm)
+
+
+def resolve_sources(config: CureConfig, stages: Stages, log: Callable[[str], None]) -> tuple[dict, dict]:
+    """{seed: SourceRun} of the source arm, and {label: [records]} of the reference and compare arms.
+
+    The source experiment is planned exactly as ``badpo experiment`` plans it. With ``source.match:
+    key`` its records are those of the planned keys (with ``source.run_missing`` the reference and
+    the source arm's missing seeds are run first, else a missing record is an error naming the
+    command that makes it). With ``match: arm_seed`` they are the logged records of each arm and
+    seed on the same corpus, whatever their key: a record logged before a settings field was
+    added to the engine (which changes every key) is still found; a warning line says so.
+    """
+    source, narrowed = narrowed_source(config)
     out = Path(source.output_dir)
     runs_dir = out / "runs"
     corpus_dir = prepare_corpus(narrowed, stages, out, log, build=config.source.run_missing)
     plan = plan_experiment(narrowed, stages, corpus_dir)
     if config.source.run_missing:
-        sub = replace(narrowed, arms=[arms[config.source.arm]])
+        sub = replace(narrowed, arms=[narrowed.arms[0]])  # the source arm alone
         run_all(sub, stages, plan_experiment(sub, stages, corpus_dir), out, log)
 
     def arm_records(name: str) -> dict[int, dict]:

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from badpo.core.config import ConfigError, load_config, to_dict
-from badpo.experiment.config import ExperimentConfig
+from badpo.core.config import ConfigError, to_dict
 from badpo.experiment.cure.analysis import (
     CureConfig,
     CureStages,
@@ -26,6 +24,7 @@ from badpo.experiment.cure.analysis import (
     calibrated_targets,
     calibration_line,
     calibration_runs,
+    narrowed_source,
     source_run_key,
 )
 from badpo.experiment.runner import Plan, PlannedRecord, Stages, plan_unbuilt, read_records
@@ -79,18 +78,8 @@ def _source_records(config: CureConfig, stages: Stages, chains: Mapping[Path, Se
                     ) -> tuple[list[PlannedRecord], dict[int, str]]:
     """The source experiment's records the cure reads (its reference, the source arm and the
     compare arms at the cure's seeds), and the source arm's key at each seed."""
-    source = load_config(ExperimentConfig, config.source.experiment)
-    arms = {arm.name: arm for arm in source.arms}
+    source, narrowed = narrowed_source(config)
     names = [config.source.arm, *config.compare_arms]
-    for name in names:
-        if name not in arms:
-            raise ConfigError(f"source.arm/compare_arms: {name!r} is not an arm of "
-                              f"{config.source.experiment} ({list(arms)})")
-    missing_seeds = sorted(set(config.seeds) - set(source.seeds))
-    if missing_seeds:
-        raise ConfigError(f"seeds: {missing_seeds} are not seeds of {config.source.experiment} ({source.seeds})")
-    narrowed = replace(source, arms=[arms[n] for n in names], seeds=list(config.seeds), tables=[],
-                       baseline=config.source.arm)
     folder = Path(source.output_dir)
     chain = list(chains.get(folder.resolve(), [folder]))
     plan, _ = plan_unbuilt(narrowed, stages, chain[1:])
