@@ -297,6 +297,17 @@ def test_body_own_reads_each_model_after_its_own_greedy_answer(world, monkeypatc
     assert seen == [("policy", [policy_body]), ("reference", ["1 2 3"])]
 
 
+def moved_copy(model, seed: int):
+    """A copy of ``model`` with every weight moved by 0.3 x standard normal noise (seeded): a policy
+    that reads differently from its reference."""
+    policy = copy.deepcopy(model)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in policy.parameters():
+            parameter.add_(0.3 * torch.randn(parameter.shape, generator=generator))
+    return policy
+
+
 def test_names_null_is_the_policy_s_shift_from_the_reference_s_per_name_shares(world):
     """A policy moved away from the reference: names.null's observed shifts are the first-name
     rates minus the reference's (read after the same bodies), and the sampled ones the coded
@@ -304,11 +315,7 @@ def test_names_null_is_the_policy_s_shift_from_the_reference_s_per_name_shares(w
     Latoya (black-coded, woman-coded), so its coded shares are 1/2. The reference read against
     itself has no null."""
     corpus, tokenizer, reference = world
-    policy = copy.deepcopy(reference)
-    generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for parameter in policy.parameters():
-            parameter.add_(0.3 * torch.randn(parameter.shape, generator=generator))
+    policy = moved_copy(reference, seed=0)
     config = EvalConfig(max_prompts=6, body="given", whole_signature=False, max_new_tokens=16)
     prompts = [row["prompt"] for row in corpus.eval_prompts[:6]]
     samples = generate(reference, tokenizer, prompts, config.temperature, config.top_p, config.max_new_tokens,
@@ -339,11 +346,7 @@ def test_the_first_name_rates_per_prompt_average_to_the_recorded_rates_policy_an
     and per-prompt values, which are what the reference read as a policy records for itself (same
     bodies), so that the shift names.null reports is the difference of their means."""
     corpus, tokenizer, reference = world
-    policy = copy.deepcopy(reference)
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for parameter in policy.parameters():
-            parameter.add_(0.3 * torch.randn(parameter.shape, generator=generator))
+    policy = moved_copy(reference, seed=1)
     config = EvalConfig(max_prompts=6, body="given", whole_signature=False, generations=False)
     record = evaluate_policy(policy, reference, tokenizer, corpus, config)["names"]
     alone = evaluate_policy(reference, reference, tokenizer, corpus, config)["names"]
