@@ -4,6 +4,7 @@ says otherwise)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,12 @@ def test_the_real_stages_end_to_end_on_a_small_tiny_world(tmp_path, engine_stage
     shared = [r for r in records.values() if r["method"] == "ba_dpo_shared_mean"]
     assert all(len(r["theta"]["per_annotator"]) == 60 for r in shared)
     assert all(r["readouts"]["kl"] > -0.05 for r in records.values() if r["kind"] == "arm")
+    # the training loop's last logged numbers, under readouts.training (the reference has none)
+    for r in records.values():
+        if r["kind"] == "arm":
+            final = json.loads((tmp_path / r["artifacts"]["run"] / "run.json").read_text())["final"]
+            assert r["readouts"]["training"]["loss"] == final["loss"] and "lr" not in r["readouts"]["training"]
+    assert "training" not in reference["readouts"]
     # an arm's names.null: its shift from the reference record's per-name shares, on every names readout
     arm = next(r for r in records.values() if r["kind"] == "arm")["readouts"]["names"]
     read = reference["readouts"]["names"]
@@ -162,3 +169,16 @@ def test_planning_checks_only_what_the_runner_uses():
 
     resolved = resolve_reference({"data": "{corpus}/sft.jsonl", "model": {"name_or_path": "runs/sft"}})
     assert resolved["output_dir"] == resolved["model"]["name_or_path"] == "runs/sft"
+
+
+# ------------------------------------------------------------------ what only training knows
+def test_training_summary_keeps_the_last_steps_numbers_and_drops_the_bookkeeping(tmp_path):
+    """Group-DRO's weight spread reaches a table only through this: run.json's final row, its
+    top-level numbers without step, lr, elapsed_s and judgments; no run.json, nothing."""
+    from badpo.experiment.stages import training_summary
+
+    assert training_summary(tmp_path) == {}
+    final = {"step": 1000, "loss": 0.53, "lr": 1e-9, "elapsed_s": 11.5, "judgments": 48, "group_weight_sd": 8.3,
+             "group_weight_max": 1, "theta_bar": {"length": 0.0}, "finished": True}
+    (tmp_path / "run.json").write_text(json.dumps({"method": "crowd_prefrl", "final": final}))
+    assert training_summary(tmp_path) == {"loss": 0.53, "group_weight_sd": 8.3, "group_weight_max": 1.0}

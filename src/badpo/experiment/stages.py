@@ -46,7 +46,7 @@ from badpo.readouts.run import load_causal_lm, trained_theta
 from badpo.readouts.settings import readout_unavailable
 
 __all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation", "check_data", "data_key",
-           "theta_summary", "evaluate_run", "engine_stages", "unavailable_readout", "bodies_file"]
+           "theta_summary", "training_summary", "evaluate_run", "engine_stages", "unavailable_readout", "bodies_file"]
 
 # evaluate(task, policy_dir, reference_dir, theta_file or None) -> readouts (nested mapping of
 # numbers). For the reference, policy_dir == reference_dir and theta_file is None. A mixture of type
@@ -126,6 +126,22 @@ def theta_summary(theta_file: Path) -> dict | None:
         summary["per_annotator"] = {annotator: [entry["theta"][a] for a in names]
                                     for annotator, entry in data["annotators"].items()}
     return summary
+
+
+def training_summary(run_dir: Path) -> dict[str, float]:
+    """The numbers of the training loop's last logged step (``run.json`` ``final``), kept in the
+    record under ``readouts.training`` so a table can show what only training knows: the spread
+    of the group weights of Group-DRO and Crowd-PrefRL (``group_weight_sd``), the final loss.
+    Only top-level numbers; the bookkeeping (step, lr, elapsed_s, judgments) is left out."""
+    path = run_dir / "run.json"
+    if not path.exists():
+        return {}
+    final = json.loads(path.read_text(encoding="utf-8")).get("final") or {}
+    return {k: float(v) for k, v in final.items()
+            if k not in _BOOKKEEPING and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+_BOOKKEEPING = ("step", "lr", "elapsed_s", "judgments")
 
 
 def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_file: Path | None) -> dict:
@@ -208,6 +224,9 @@ def engine_stages(evaluate: Evaluate | None = evaluate_run) -> Stages:
         theta_file = run_dir / "theta.json"
         readouts = evaluate(task, run_dir / "policy", Path(settings["model"]["name_or_path"]),
                             theta_file if theta_file.exists() else None)
+        training = training_summary(run_dir)
+        if training:
+            readouts = {**readouts, "training": training}
         artifacts = {"run": run_dir}
         if (run_dir / "policy").exists():  # a mixture of type policies has types/type-K/policy instead
             artifacts["policy"] = run_dir / "policy"
