@@ -1,0 +1,35 @@
+"""benchmarks/name_tokens.py: first-name mass by name length, worked by hand."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+
+from badpo.core.names import NAME_POOL
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "name_tokens.py"
+
+
+@pytest.fixture(scope="module")
+def name_tokens():
+    spec = importlib.util.spec_from_file_location("name_tokens", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_mass_is_summed_by_race_coded_cell_and_token_count(name_tokens):
+    """Four names at 0.4 / 0.3 / 0.2 / 0.1: a two-token and a one-token black-coded name, a
+    one-token and a three-token white-coded one; the perplexity is exp of the entropy."""
+    black = [n for n in NAME_POOL if NAME_POOL[n][1] == 1][:2]
+    white = [n for n in NAME_POOL if NAME_POOL[n][1] == 0][:2]
+    shares = {black[0]: 0.4, black[1]: 0.3, white[0]: 0.2, white[1]: 0.1}
+    lengths = {black[0]: 2, black[1]: 1, white[0]: 1, white[1]: 3}
+    out = name_tokens.mass_by_length(shares, lengths.__getitem__)
+    assert out["longer, black"] == pytest.approx(0.4) and out["one-token, black"] == pytest.approx(0.3)
+    assert out["one-token, white"] == pytest.approx(0.2) and out["longer, white"] == pytest.approx(0.1)
+    entropy = -sum(p * math.log(p) for p in (0.4, 0.3, 0.2, 0.1))
+    assert out["perplexity"] == pytest.approx(math.exp(entropy))
