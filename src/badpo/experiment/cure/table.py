@@ -18,11 +18,21 @@ COLUMNS = ("t", "seeds", "shift intended", "shift achieved", "p(woman)", "p(blac
            "RM⁻", "KL src", "KL SFT", "Gap", "Pair shift (held-out)")
 
 
-def describe_line(line: Mapping) -> str:
-    """One clause per attribute: the fitted line, or why there is none."""
+def _numbers(values: Any) -> str:
+    if isinstance(values, (int, float)):
+        return f"{values:.3f}"
+    return "[" + ", ".join(_numbers(v) for v in values) + "]"
+
+
+def describe_line(fit: Mapping) -> str:
+    """The calibration in one clause: the affine map (``{"attributes", "A", "c"}``, per_coordinate),
+    else per attribute the fitted line or why there is none (scaled)."""
+    if "A" in fit:
+        return (f"achieved = A·intended + c over ({', '.join(fit['attributes'])}), A = {_numbers(fit['A'])}, "
+                f"c = {_numbers(fit['c'])}")
     return "; ".join(f"{a}: achieved = {v['slope']:.3f} x intended {v['intercept']:+.3f}"
                      if v.get("fitted", True) else f"{a}: not calibrated ({v['why']}; the exact tilt)"
-                     for a, v in line.items())
+                     for a, v in fit.items())
 
 
 def _get(readouts: Mapping, dotted: str) -> float | None:
@@ -52,6 +62,13 @@ def _pair(values: list[Mapping | None], digits: int, level: float) -> str:
     return " / ".join(_cell([v[a] for v in values], digits, level) for a in NAME_ATTRIBUTES)
 
 
+def _calibration_labels(calibration: Mapping) -> list[str]:
+    """The rows of the calibration runs: by scale (scaled), or by the coordinate moved (per_coordinate)."""
+    if calibration.get("design", "scaled") == "scaled":
+        return ["+ offset, exact tilt" if s == 1.0 else f"+ offset, calibration x{s:g}" for s in calibration["scales"]]
+    return ["+ offset, exact tilt", *(f"+ offset, calibration {p['point']}" for p in calibration["points"][1:])]
+
+
 def _row(label: str, target: str, records: list[Mapping], level: float, kl_source: bool = True) -> list[str]:
     readouts = [r["readouts"] for r in records]
 
@@ -67,6 +84,12 @@ def _row(label: str, target: str, records: list[Mapping], level: float, kl_sourc
             _pair([r["readouts"].get("pair_shift") for r in records], 2, level)]
 
 
+def _design(calibration: Mapping) -> str:
+    if calibration.get("design", "scaled") == "scaled":
+        return f"scales {calibration['scales']}"
+    return f"s* and s* moved by +{calibration['step']:g} on each attribute alone"
+
+
 def render_cure_table(config: Any, prepared: Mapping[int, Mapping], calibration_records: list[Mapping],
                       calibrated: list[Mapping], calibration: Mapping, tilts: Mapping,
                       compare: Mapping) -> tuple[str, str]:
@@ -76,8 +99,7 @@ def render_cure_table(config: Any, prepared: Mapping[int, Mapping], calibration_
     each target."""
     cal = calibration["seed"]
     rows = [_row(f"{config.source.arm} (source)", "—", [prepared[cal]], config.level, kl_source=False)]
-    for record, scale in zip(calibration_records, calibration["scales"]):
-        label = "+ offset, exact tilt" if scale == 1.0 else f"+ offset, calibration x{scale:g}"
+    for record, label in zip(calibration_records, _calibration_labels(calibration)):
         rows.append(_row(label, f"{record['target']:g}", [record], config.level))
     targets = list(dict.fromkeys([*config.targets, *config.all_seed_targets]))
     for target in targets:
@@ -97,7 +119,6 @@ def render_cure_table(config: Any, prepared: Mapping[int, Mapping], calibration_
                          [prepared[s] for s in config.seeds], config.level, kl_source=False))
     for label, records in compare.items():
         rows.append(_row(label, "—", records, config.level, kl_source=False))
-    line = calibration["line"]
     header = ["Policy", *COLUMNS]
     lines = [f"# {config.name}", "", "| " + " | ".join(header) + " |",
              "|:--|" + "--:|" * len(COLUMNS)]
@@ -106,11 +127,12 @@ def render_cure_table(config: Any, prepared: Mapping[int, Mapping], calibration_
               "black; intended = the offset's shift -b/beta, achieved = the sampling-time tilt of the source "
               "that reads the same rates (both shifts solved together); pair shift = u / (beta (g_w - g_l)) "
               "on the held-out offset pairs, against the source. RM⁻: the judge's score with the signature "
-              "stripped. KL per token on the policy's own samples, to the source and to the SFT reference. "
-              "Gap: held-out accuracy of the margin against the SFT reference on pairs whose names differ in "
-              "either attribute minus on pairs that agree on both. —: not read (no judge, or a record logged "
-              f"before the readout existed). Several seeds: mean ± {config.level:.0%} Student-t half-width. "
-              f"Calibration at seed {cal}, target {calibration['target']:g}, scales {calibration['scales']}: "
-              + describe_line(line) + "."]
+              "stripped. KL per token on the policy's own samples, "
+              "to the source and to the SFT reference. Gap: held-out accuracy of the margin against the SFT "
+              "reference on pairs whose names differ in either attribute minus on pairs that agree on both. "
+              "—: not read (no judge, or a record logged before the readout existed). Several "
+              f"seeds: mean ± {config.level:.0%} Student-t half-width. Calibration at seed {cal}, target "
+              f"{calibration['target']:g}, {_design(calibration)}: "
+              + describe_line(calibration.get("affine") or calibration["line"]) + "."]
     csv_lines = [",".join(header)] + [",".join(f'"{c}"' if "," in c else c for c in row) for row in rows]
     return "\n".join(lines) + "\n", "\n".join(csv_lines) + "\n"
