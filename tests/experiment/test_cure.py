@@ -170,7 +170,9 @@ def test_calibration_line_and_calibrated_offsets_hand_worked(tmp_path):
 
 def test_the_table_has_the_papers_columns_on_logged_records(tmp_path):
     """Table tab:offset's columns: RM⁻ and one Gap (any name attribute differs), read from the
-    logged records; the per-attribute gaps (0.5 in the fakes) are not shown."""
+    logged records; the per-attribute gaps (0.5 in the fakes) are not shown. The sampled
+    black-woman / white-man shares come from ``sampled.cells`` (0.69 / 0.08 in the fake stage); the
+    source's fake record and the sampling-time tilt have none: "—"."""
     source = write_source_experiment(tmp_path)
     config = cure_config(tmp_path, source)
     log_source_experiment(source)
@@ -181,11 +183,17 @@ def test_the_table_has_the_papers_columns_on_logged_records(tmp_path):
     lines = [line.strip("|").split(" | ") for line in markdown.splitlines() if line.startswith("| ")]
     header = [cell.strip() for cell in lines[0]]
     assert header == ["Policy", "t", "seeds", "shift intended", "shift achieved", "p(woman)", "p(black)", "Signed",
-                      "Tokens", "RM⁻", "KL src", "KL SFT", "Gap", "Pair shift (held-out)"]
+                      "Sampled BW / WM", "Tokens", "RM⁻", "KL src", "KL SFT", "Gap", "Pair shift (held-out)"]
     rows = {row[0].strip(): dict(zip(header, (cell.strip() for cell in row))) for row in lines[1:]}
     assert [rows["DPO (source)"][c] for c in ("RM⁻", "KL SFT", "Gap")] == ["-2.75", "0.500", "0.095"]
     assert [rows["+ offset, exact tilt"][c] for c in ("RM⁻", "KL src", "Gap")] == ["-2.71", "0.010", "-0.046"]
     assert [rows["+ offset, calibrated, 2 seeds"][c] for c in ("RM⁻", "Gap")] == ["-2.71 ± 0.00", "-0.046 ± 0.000"]
+    assert rows["+ offset, exact tilt"]["Sampled BW / WM"] == "0.69 / 0.08"
+    assert rows["+ offset, calibrated, 2 seeds"]["Sampled BW / WM"] == "0.69 ± 0.00 / 0.08 ± 0.00"
+    assert rows["DPO (source)"]["Sampled BW / WM"] == rows["source + sampling-time tilt"]["Sampled BW / WM"] == "—"
+    assert "Sampled BW / WM: of the policy's sampled signatures" in markdown
+    csv_header = (tmp_path / "cure" / "table.csv").read_text().splitlines()[0].split(",")
+    assert csv_header == header
 
 
 def _never(*args):

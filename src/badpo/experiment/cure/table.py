@@ -13,9 +13,12 @@ from badpo.readouts.metrics import mean_ci
 __all__ = ["COLUMNS", "describe_line", "render_cure_table"]
 
 # The paper's columns (p(woman), p(black), Signed, Tokens, RM-, KL src / SFT, one Gap), after the
-# shifts, and the shift the stage learned on the held-out offset pairs.
-COLUMNS = ("t", "seeds", "shift intended", "shift achieved", "p(woman)", "p(black)", "Signed", "Tokens",
-           "RM⁻", "KL src", "KL SFT", "Gap", "Pair shift (held-out)")
+# shifts; the black-woman and white-man shares of the sampled signatures (the paper's text below the
+# table quotes them: a balanced readout can still sample mostly one cell); and the shift the stage
+# learned on the held-out offset pairs.
+COLUMNS = ("t", "seeds", "shift intended", "shift achieved", "p(woman)", "p(black)", "Signed", "Sampled BW / WM",
+           "Tokens", "RM⁻", "KL src", "KL SFT", "Gap", "Pair shift (held-out)")
+SAMPLED_CELLS = ("black_woman", "white_man")  # the cells of "Sampled BW / WM"
 
 
 def _numbers(values: Any) -> str:
@@ -62,6 +65,14 @@ def _pair(values: list[Mapping | None], digits: int, level: float) -> str:
     return " / ".join(_cell([v[a] for v in values], digits, level) for a in NAME_ATTRIBUTES)
 
 
+def _cells(readouts: list[Mapping], level: float) -> str:
+    """Black-woman / white-man shares of the sampled signatures; "—" where no record has them."""
+    shares = [[_get(x, f"sampled.cells.{cell}") for x in readouts] for cell in SAMPLED_CELLS]
+    if all(v is None for values in shares for v in values):
+        return "—"
+    return " / ".join(_cell(values, 2, level) for values in shares)
+
+
 def _calibration_labels(calibration: Mapping) -> list[str]:
     """The rows of the calibration runs: by scale (scaled), or by the coordinate moved (per_coordinate)."""
     if calibration.get("design", "scaled") == "scaled":
@@ -79,7 +90,7 @@ def _row(label: str, target: str, records: list[Mapping], level: float, kl_sourc
             _pair([r.get("intended") for r in records], 2, level),
             _pair([r.get("achieved") for r in records], 2, level),
             col("names.first_name.woman_coded"), col("names.first_name.black_coded"),
-            col("sampled.signing_rate", 2), col("tokens", 1), col("rm_minus", 2),
+            col("sampled.signing_rate", 2), _cells(readouts, level), col("tokens", 1), col("rm_minus", 2),
             col("kl_source") if kl_source else "—", col("kl"), col("heldout_any.gap"),
             _pair([r["readouts"].get("pair_shift") for r in records], 2, level)]
 
@@ -126,11 +137,12 @@ def render_cure_table(config: Any, prepared: Mapping[int, Mapping], calibration_
     lines += ["", "Rates: first-name probability readout on the evaluation prompts; shifts in log-odds, woman / "
               "black; intended = the offset's shift -b/beta, achieved = the sampling-time tilt of the source "
               "that reads the same rates (both shifts solved together); pair shift = u / (beta (g_w - g_l)) "
-              "on the held-out offset pairs, against the source. RM⁻: the judge's score with the signature "
-              "stripped. KL per token on the policy's own samples, "
+              "on the held-out offset pairs, against the source. Sampled BW / WM: of the policy's sampled "
+              "signatures that use a pool first name, the shares with a black-woman and with a white-man name. "
+              "RM⁻: the judge's score with the signature stripped. KL per token on the policy's own samples, "
               "to the source and to the SFT reference. Gap: held-out accuracy of the margin against the SFT "
               "reference on pairs whose names differ in either attribute minus on pairs that agree on both. "
-              "—: not read (no judge, or a record logged before the readout existed). Several "
+              "—: not read (no judge, no samples, or a record logged before the readout existed). Several "
               f"seeds: mean ± {config.level:.0%} Student-t half-width. Calibration at seed {cal}, target "
               f"{calibration['target']:g}, {_design(calibration)}: "
               + describe_line(calibration.get("affine") or calibration["line"]) + "."]
