@@ -49,23 +49,20 @@ from badpo.experiment.cure.analysis import (
     target_shifts,
     tilt_readout,
 )
-from badpo.experiment.runner import plan_experiment, prepare_corpus, run_all
 from badpo.experiment.stages import resolve_arm, resolve_evaluation
 from badpo.readouts.anchoring import fixed_offset_pairs
 from fixtures.cure import (
+    CONFIGS,
     NAMES,
+    cure_config,
     fake_cure_stages,
     fake_source_stages,
     independent,
+    log_source_experiment,
     pool_logprobs,
+    quiet,
     write_source_experiment,
 )
-
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-
-
-def quiet(_: str) -> None:
-    pass
 
 
 # ----------------------------------------------------------------------------------- the maths
@@ -136,23 +133,13 @@ def test_pairs_in_both_orders_same_surname_and_the_split_keeps_an_answer_whole()
 
 
 # -------------------------------------------------------------------------- the pipeline (fakes)
-def cure_config(tmp_path: Path, source: Path, *overrides: str):
-    return load_cure_config(CONFIGS / "experiment_tiny_offset.yaml", [
-        f"output_dir={tmp_path / 'cure'}", f"source.experiment={source}", "source.match=key",
-        "source.run_missing=true", "seeds=[42,7]", "calibration.scales=[1.0,1.5,2.0]",
-        "compare_arms=[Other]", *overrides])
-
-
 def test_calibration_line_and_calibrated_offsets_hand_worked(tmp_path):
     source = write_source_experiment(tmp_path)
     calls: list = []
     config = cure_config(tmp_path, source)
     with pytest.raises(FileNotFoundError, match="compare_arms|no record"):  # Other was never run
         run_cure_experiment(config, fake_cure_stages(calls), fake_source_stages(), log=quiet)
-    source_config, stages = load_config(ExperimentConfig, source), fake_source_stages()
-    out = Path(source_config.output_dir)
-    plan = plan_experiment(source_config, stages, prepare_corpus(source_config, stages, out, quiet))
-    run_all(source_config, stages, plan, out, quiet)  # now every source arm is logged
+    log_source_experiment(source)  # now every source arm is logged
     calls.clear()
     result = run_cure_experiment(config, fake_cure_stages(calls), fake_source_stages(), log=quiet)
     line = result["calibration"]["line"]
@@ -183,24 +170,30 @@ def test_calibration_line_and_calibrated_offsets_hand_worked(tmp_path):
 
 def test_the_table_has_the_papers_columns_on_logged_records(tmp_path):
     """Table tab:offset's columns: RM⁻ and one Gap (any name attribute differs), read from the
-    logged records; the per-attribute gaps (0.5 in the fakes) are not shown."""
+    logged records; the per-attribute gaps (0.5 in the fakes) are not shown. The sampled
+    black-woman / white-man shares come from ``sampled.cells`` (0.69 / 0.08 in the fake stage); the
+    source's fake record and the sampling-time tilt have none: "—"."""
     source = write_source_experiment(tmp_path)
     config = cure_config(tmp_path, source)
-    source_config, stages = load_config(ExperimentConfig, source), fake_source_stages()
-    out = Path(source_config.output_dir)
-    corpus = prepare_corpus(source_config, stages, out, quiet)
-    run_all(source_config, stages, plan_experiment(source_config, stages, corpus), out, quiet)
+    log_source_experiment(source)
+    stages = fake_source_stages()
     run_cure_experiment(config, fake_cure_stages([]), stages, log=quiet)
     markdown = run_cure_experiment(config, CureStages(_never, _never, resolve_arm, resolve_evaluation), stages,
                                    log=quiet, render_only=True)["markdown"]
     lines = [line.strip("|").split(" | ") for line in markdown.splitlines() if line.startswith("| ")]
     header = [cell.strip() for cell in lines[0]]
     assert header == ["Policy", "t", "seeds", "shift intended", "shift achieved", "p(woman)", "p(black)", "Signed",
-                      "Tokens", "RM⁻", "KL src", "KL SFT", "Gap", "Pair shift (held-out)"]
+                      "Sampled BW / WM", "Tokens", "RM⁻", "KL src", "KL SFT", "Gap", "Pair shift (held-out)"]
     rows = {row[0].strip(): dict(zip(header, (cell.strip() for cell in row))) for row in lines[1:]}
     assert [rows["DPO (source)"][c] for c in ("RM⁻", "KL SFT", "Gap")] == ["-2.75", "0.500", "0.095"]
     assert [rows["+ offset, exact tilt"][c] for c in ("RM⁻", "KL src", "Gap")] == ["-2.71", "0.010", "-0.046"]
     assert [rows["+ offset, calibrated, 2 seeds"][c] for c in ("RM⁻", "Gap")] == ["-2.71 ± 0.00", "-0.046 ± 0.000"]
+    assert rows["+ offset, exact tilt"]["Sampled BW / WM"] == "0.69 / 0.08"
+    assert rows["+ offset, calibrated, 2 seeds"]["Sampled BW / WM"] == "0.69 ± 0.00 / 0.08 ± 0.00"
+    assert rows["DPO (source)"]["Sampled BW / WM"] == rows["source + sampling-time tilt"]["Sampled BW / WM"] == "—"
+    assert "Sampled BW / WM: of the policy's sampled signatures" in markdown
+    csv_header = (tmp_path / "cure" / "table.csv").read_text().splitlines()[0].split(",")
+    assert csv_header == header
 
 
 def _never(*args):

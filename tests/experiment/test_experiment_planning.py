@@ -12,6 +12,7 @@ import pytest
 from badpo.core.config import ConfigError, load_config
 from badpo.experiment import ExperimentConfig, Stages, run_experiment
 from badpo.experiment.config import experiment_config_path
+from badpo.experiment.cure.analysis import is_cure_config
 from badpo.experiment.runner import plan_experiment, prepare_corpus
 from fixtures.experiment import fake_stages, make_config, quiet
 
@@ -19,7 +20,7 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 @pytest.mark.parametrize("path", [experiment_config_path("tiny"), *sorted(
-    p for p in CONFIGS.glob("experiment_*.yaml") if "kind: fixed_offset_cure" not in p.read_text())],  # test_cure
+    p for p in CONFIGS.glob("experiment_*.yaml") if not is_cure_config(p))],  # cures (extends too): test_cure
                          ids=lambda p: p.name)
 def test_shipped_configs_resolve_against_the_engine(path, tmp_path):
     from badpo.experiment.stages import resolve_arm, resolve_reference

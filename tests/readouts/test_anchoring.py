@@ -7,6 +7,12 @@ Worked values.
   mean x 4.31333, mean y 3.05333, Sxy 1.360767, Sxx 1.530867 -> slope 0.88889, intercept
   -0.78073; the paper prints 0.888 and -0.777 (fitted on unrounded shifts). Race (5.06, 6.18,
   6.92 -> 3.68, 4.76, 5.51): slope 0.9823, intercept -1.2961 (paper: 0.980, -1.285).
+- The coupled calibration, A = [[0.5, 0.1], [0.4, 0.9]], c = [0.2, 0.3], at s* = (-1, 0) and s*
+  moved by 0.5 on each coordinate alone: achieved (-0.3, -0.1), (-0.05, 0.1), (-0.25, 0.35).
+  By hand, A's first column is ((-0.05, 0.1) - (-0.3, -0.1)) / 0.5 = (0.5, 0.4), its second
+  ((-0.25, 0.35) - (-0.3, -0.1)) / 0.5 = (0.1, 0.9), and c = (-0.3, -0.1) - A (-1, 0) = (0.2, 0.3).
+  Inverted at achieved 0: det A = 0.41, A^-1 = [[0.9, -0.1], [-0.4, 0.5]] / 0.41, intended =
+  A^-1 (-0.2, -0.3) = (-0.15, -0.07) / 0.41 = (-0.3658537, -0.1707317).
 - tilted rate: log-odds 0 and log 3, shift log 3 -> sigmoid(log 3) = 3/4, sigmoid(log 9) = 9/10,
   mean 0.825.
 - Joint tilt on a 4-name pool, one name per cell, masses black-woman 0.4, white-woman 0.3,
@@ -38,9 +44,11 @@ from badpo.core.losses import ba_dpo_loss
 from badpo.core.names import read_signature, signature_attributes, strip_signature
 from badpo.readouts.anchoring import (
     NAME_ATTRIBUTES,
+    fit_affine_calibration,
     fit_calibration,
     fixed_offset_for_shift,
     fixed_offset_pairs,
+    invert_affine_calibration,
     invert_calibration,
     logit,
     shifts_for_target,
@@ -111,6 +119,39 @@ def test_calibration_fit_on_the_papers_points_and_its_inversion():
         fit_calibration([3.0, 3.0], [1.0, 2.0])
     with pytest.raises(ValueError, match="cannot be inverted"):
         invert_calibration(1.0, 0.0, 0.0)
+
+
+def test_affine_calibration_recovers_a_hand_worked_coupled_map_and_inverts_it():
+    intended = [[-1.0, 0.0], [-0.5, 0.0], [-1.0, 0.5]]  # s*, then s* + 0.5 on each coordinate alone
+    achieved = [[-0.3, -0.1], [-0.05, 0.1], [-0.25, 0.35]]
+    matrix, intercept = fit_affine_calibration(intended, achieved)
+    assert matrix.ravel().tolist() == pytest.approx([0.5, 0.1, 0.4, 0.9], abs=1e-14)
+    assert intercept.tolist() == pytest.approx([0.2, 0.3], abs=1e-14)
+    solved = invert_affine_calibration([0.0, 0.0], matrix, intercept)
+    assert solved.tolist() == pytest.approx([-0.15 / 0.41, -0.07 / 0.41], abs=1e-13)
+    assert solved.tolist() == pytest.approx([-0.3658537, -0.1707317], abs=1e-7)
+    for x, y in zip(intended, achieved):  # every point round-trips
+        assert invert_affine_calibration(y, matrix, intercept).tolist() == pytest.approx(x, abs=1e-13)
+    # a fourth point on the same map changes nothing (least squares, exact through exact points)
+    four = fit_affine_calibration([*intended, [0.0, 1.0]], [*achieved, [0.3, 1.2]])
+    assert four[0].ravel().tolist() == pytest.approx(matrix.ravel().tolist(), abs=1e-13)
+    assert four[1].tolist() == pytest.approx(intercept.tolist(), abs=1e-13)
+
+
+def test_affine_calibration_refuses_a_design_or_a_map_it_cannot_invert():
+    scaled = [[k * -1.39, k * 0.003] for k in (1.0, 1.3, 1.5)]  # the paper's design: one ray, collinear
+    with pytest.raises(ValueError, match=r"do not span the 2 coordinates \(condition number [0-9.e+]+ > 1e\+06\)"):
+        fit_affine_calibration(scaled, [[0.0, 0.0]] * 3)
+    with pytest.raises(ValueError, match="needs at least 3 points, got 2"):
+        fit_affine_calibration([[0.0, 0.0], [1.0, 0.0]], [[0.0, 0.0], [1.0, 0.0]])
+    with pytest.raises(ValueError, match="same shape"):
+        fit_affine_calibration([[0.0, 0.0]] * 3, [[0.0, 0.0]] * 2)
+    with pytest.raises(ValueError, match=r"cannot be inverted \(condition number [0-9.e+]+ > 1e\+06\)"):
+        invert_affine_calibration([0.0, 0.0], [[1.0, 2.0], [0.5, 1.0]], [0.0, 0.0])
+    with pytest.raises(ValueError, match=r"condition number 1e\+07 > 1e\+06"):
+        invert_affine_calibration([0.0, 0.0], [[1.0, 0.0], [0.0, 1e-7]], [0.0, 0.0])
+    with pytest.raises(ValueError, match=r"must be \[q, q\], \[q\] and \[q\]"):
+        invert_affine_calibration([0.0], [[1.0, 0.0], [0.0, 1.0]], [0.0, 0.0])
 
 
 def test_tilt_logprobs_moves_the_log_odds_by_the_shift():

@@ -16,7 +16,10 @@ other anchor, a target rate t, and the two ways to apply it:
   which drives the policy's margin to u = -b. The policy reaches the intended shift only up
   to a deficit left by the training budget; :func:`fit_calibration` fits the line
   achieved = slope * intended + intercept on a few offsets and :func:`invert_calibration`
-  gives the intended shift that achieves the one wanted.
+  gives the intended shift that achieves the one wanted. When the trained stage couples the
+  coordinates (an offset on one attribute moves the other's readout),
+  :func:`fit_affine_calibration` fits achieved = A intended + c with a q x q matrix A, and
+  :func:`invert_affine_calibration` solves it for the intended shift.
 
 Sign convention: shifts s are signed log-odds (positive moves toward the attribute); the
 offset that produces s is -beta * s. Curing a policy that over-signs (rate 0.967 -> 0.5) needs
@@ -39,7 +42,8 @@ from badpo.readouts.metrics import attribute_logodds
 
 __all__ = [
     "NAME_ATTRIBUTES", "logit", "target_tilt", "tilted_rate", "solve_shift_for_rate",
-    "tilted_rates", "solve_joint_shift", "shifts_for_target", "fit_calibration", "invert_calibration", "tilt_logprobs",
+    "tilted_rates", "solve_joint_shift", "shifts_for_target", "fit_calibration", "invert_calibration",
+    "fit_affine_calibration", "invert_affine_calibration", "MAX_CALIBRATION_CONDITION", "tilt_logprobs",
     "fixed_offset_for_shift", "fixed_offset_pairs",
 ]
 
@@ -266,6 +270,66 @@ def invert_calibration(achieved: float, slope: float, intercept: float) -> float
     if not math.isfinite(slope) or slope == 0.0:
         raise ValueError(f"slope {slope} cannot be inverted: the offset does not move the policy")
     return (achieved - intercept) / slope
+
+
+MAX_CALIBRATION_CONDITION = 1e6  # past it, rounding and noise set the fit or its inverse, not the points
+
+
+def _shift_matrix(values: ArrayLike, what: str) -> np.ndarray:
+    """A finite float64 [n, q] array of shifts (one row a point, one column an attribute)."""
+    matrix = as_float64(values, what).numpy()
+    if matrix.ndim != 2 or matrix.size == 0:
+        raise ValueError(f"{what} must be a non-empty [n, q] array, got shape {matrix.shape}")
+    if not np.isfinite(matrix).all():
+        raise ValueError(f"{what} must be finite")
+    return matrix
+
+
+def fit_affine_calibration(intended: ArrayLike, achieved: ArrayLike,
+                           max_condition: float = MAX_CALIBRATION_CONDITION) -> tuple[np.ndarray, np.ndarray]:
+    """Least-squares achieved = A @ intended + c over n points: ``intended``, ``achieved`` [n, q]
+    -> (A [q, q], c [q]).
+
+    The per-coordinate line cannot see a stage that couples the attributes: A's off-diagonal
+    entries carry how an offset on one attribute moves the other's readout. Exactly determined by
+    q + 1 points whose intended shifts span the q coordinates (s*, then s* moved along each axis);
+    more points are fitted by least squares. Points that do not span them (scaled copies of one
+    s*, whose centred shifts are collinear) leave A unidentified: a ``ValueError`` with the
+    condition number of the centred intended shifts.
+    """
+    x, y = _shift_matrix(intended, "intended"), _shift_matrix(achieved, "achieved")
+    if x.shape != y.shape:
+        raise ValueError(f"intended {x.shape} and achieved {y.shape} must have the same shape [n, q]")
+    n, q = x.shape
+    if n < q + 1:
+        raise ValueError(f"an affine calibration in {q} coordinates needs at least {q + 1} points, got {n}")
+    centred = x - x.mean(axis=0)
+    condition = float(np.linalg.cond(centred))
+    if not condition <= max_condition:
+        raise ValueError(f"the intended shifts do not span the {q} coordinates (condition number {condition:.3g} "
+                         f"> {max_condition:g}): move each coordinate on its own")
+    coefficients, *_ = np.linalg.lstsq(np.hstack([x, np.ones((n, 1))]), y, rcond=None)  # [q + 1, q]
+    return coefficients[:q].T.copy(), coefficients[q].copy()
+
+
+def invert_affine_calibration(achieved: ArrayLike, matrix: ArrayLike, intercept: ArrayLike,
+                              max_condition: float = MAX_CALIBRATION_CONDITION) -> np.ndarray:
+    """The intended shift [q] whose achieved shift is ``achieved`` [q]: A^-1 (achieved - c), with
+    A [q, q] and c [q] from :func:`fit_affine_calibration`. An A too ill-conditioned to invert
+    (the offset barely moves some direction of the readout) is a ``ValueError`` with its
+    condition number."""
+    a = as_float64(matrix, "A").numpy()
+    q = a.shape[0] if a.ndim == 2 else -1
+    wanted, c = as_float64(achieved, "achieved").numpy(), as_float64(intercept, "c").numpy()
+    if a.shape != (q, q) or wanted.shape != (q,) or c.shape != (q,):
+        raise ValueError(f"A {a.shape}, achieved {wanted.shape} and c {c.shape} must be [q, q], [q] and [q]")
+    if not (np.isfinite(a).all() and np.isfinite(wanted).all() and np.isfinite(c).all()):
+        raise ValueError("A, achieved and c must be finite")
+    condition = float(np.linalg.cond(a))
+    if not condition <= max_condition:
+        raise ValueError(f"A = {np.round(a, 3).tolist()} cannot be inverted (condition number {condition:.3g} > "
+                         f"{max_condition:g}): the offset does not move the policy in some direction")
+    return np.linalg.solve(a, wanted - c)
 
 
 def tilt_logprobs(candidate_logprobs: ArrayLike, labels: ArrayLike, shift: Sequence[float]) -> Tensor:

@@ -12,14 +12,17 @@ reference and a frozen offset b = -beta * s in the bias logit. The steps:
    both attributes to t, are found on the evaluation prompts from the source's probabilities of
    the 89 pool names (:func:`badpo.readouts.anchoring.shifts_for_target`: a joint root find, since
    the two attributes are correlated under a DPO source);
-3. calibration: at one seed the stage is trained at ``calibration.scales`` x s*(t_cal); the
+3. calibration: at one seed the stage is trained at a few intended shifts around s*(t_cal); the
    *achieved* shifts of each run are the shifts that, applied together to the source at sampling
-   time, give the rates the trained policy reads (the sampling-time tilt of the same size), and the line
-   achieved = slope * intended + intercept is fitted per coordinate
-   (:func:`badpo.readouts.anchoring.fit_calibration`);
-4. every other run trains at the intended shift the line says achieves s*(t)
-   (:func:`badpo.readouts.anchoring.invert_calibration`): each target at the calibration seed, and
-   ``all_seed_targets`` at every seed, with the line unchanged.
+   time, give the rates the trained policy reads (the sampling-time tilt of the same size). The
+   paper's design (``calibration.design: scaled``) trains at ``calibration.scales`` x s*(t_cal)
+   and fits the line achieved = slope * intended + intercept per coordinate
+   (:func:`badpo.readouts.anchoring.fit_calibration`); ``per_coordinate`` trains at s*(t_cal) and
+   at s*(t_cal) moved by ``calibration.step`` on each coordinate alone, and fits achieved =
+   A intended + c with a full matrix A (:mod:`badpo.experiment.cure.calibration`);
+4. every other run trains at the intended shift the fit says achieves s*(t) (the line or A
+   inverted): each target at the calibration seed, and ``all_seed_targets`` at every seed, with
+   the fit unchanged.
 
 Every source preparation and every trained run is logged once as ``OUT/runs/<key>.json`` (the
 runner's record format and atomic writes), so a second invocation trains nothing. The table
@@ -29,7 +32,6 @@ runner's record format and atomic writes), so a second invocation trains nothing
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -40,8 +42,19 @@ import numpy as np
 
 from badpo.core.config import ConfigError, load_config, read_settings, to_dict
 from badpo.core.jsonio import atomic_write_text, dumps
-from badpo.core.names import NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES
+from badpo.core.names import NAME_ATTRIBUTES
 from badpo.experiment.config import ExperimentConfig, check_runner_keys, merge_settings
+from badpo.experiment.cure.calibration import (
+    CalibrationSpec,
+    achieved_shifts,
+    calibration_fit,
+    calibration_intended,
+    calibration_line,
+    calibration_point_names,
+    intended_shifts,
+    target_shifts,
+    tilt_readout,
+)
 from badpo.experiment.cure.table import describe_line, render_cure_table
 from badpo.experiment.runner import (
     SCHEMA,
@@ -57,13 +70,11 @@ from badpo.experiment.runner import (
     run_key,
     write_record,
 )
-from badpo.readouts.anchoring import fit_calibration, invert_calibration, shifts_for_target, tilt_logprobs
-from badpo.readouts.metrics import mean_attribute_rate
 
 __all__ = ["CURE_KIND", "SourceSpec", "PromptSpec", "AnswerSpec", "CalibrationSpec", "CureConfig",
            "is_cure_config", "CureStages", "SourceRun", "resolve_sources", "intended_shifts",
-           "target_shifts", "achieved_shifts", "tilt_readout", "run_cure_experiment", "render_cure_table",
-           "load_cure_config"]
+           "target_shifts", "achieved_shifts", "tilt_readout", "calibration_line", "calibration_fit",
+           "run_cure_experiment", "render_cure_table", "load_cure_config"]
 
 CURE_KIND = "fixed_offset_cure"  # the top-level ``kind`` of a cure config
 # Train settings the cure sets itself (per run), on top of the runner's own.
@@ -99,15 +110,6 @@ class AnswerSpec:
     seed: int = 0  # sampling seed
     batch_size: int = 16  # prompts per generate call
     heldout_share: float = 0.1  # answers (with all their rows) held out from training
-
-
-@dataclass(frozen=True)
-class CalibrationSpec:
-    """The line achieved = slope * intended + intercept, fitted at one seed."""
-
-    seed: int = 42  # the source seed the line is fitted at
-    target: float = 0.5  # the scales multiply s*(target)
-    scales: list[float] = field(default_factory=lambda: [1.0, 1.3, 1.5])  # intended = scale * s*
 
 
 @dataclass(frozen=True)
@@ -150,9 +152,6 @@ class CureConfig:
             raise ConfigError(f"seeds: list one or more distinct seeds, got {self.seeds}")
         if self.calibration.seed not in self.seeds:
             raise ConfigError(f"calibration.seed: {self.calibration.seed} is not one of seeds {self.seeds}")
-        scales = self.calibration.scales
-        if len(set(scales)) < 2 or not all(math.isfinite(s) and s != 0 for s in scales):
-            raise ConfigError(f"calibration.scales: give two or more distinct non-zero scales, got {scales}")
         check_runner_keys("train", self.train, ("output_dir", "cache_dir", "resume_from",
                                                  "runtime.seed", *CURE_OWNED))
         if not 0.0 < self.level < 1.0:
@@ -286,34 +285,6 @@ def resolve_sources(config: CureConfig, stages: Stages, log: Callable[[str], Non
     return sources, compare
 
 
-# ---------------------------------------------------------------------------------- the maths
-POOL_LABELS = [list(NAME_POOL[name]) for name in POOL_NAMES]  # [89, 2] (woman_coded, black_coded)
-
-
-def target_shifts(name_logprobs: Any, target: float) -> dict[str, float]:
-    """s*(t): the shifts that, applied together at sampling time, bring the source's first-name
-    rates to t on both attributes (``name_logprobs`` [P, 89], pool order; the joint root find)."""
-    return shifts_for_target(name_logprobs, POOL_LABELS, NAME_ATTRIBUTES, target)
-
-
-def achieved_shifts(name_logprobs: Any, rates: Mapping[str, float]) -> dict[str, float]:
-    """The sampling-time tilt of the source that reads the same rates as a trained policy: the
-    shifts that, applied together, bring the source's first-name rates to ``rates``."""
-    return shifts_for_target(name_logprobs, POOL_LABELS, NAME_ATTRIBUTES, {a: rates[a] for a in NAME_ATTRIBUTES})
-
-
-def intended_shifts(wanted: Mapping[str, float], line: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    """The intended shift per attribute whose achieved shift, on the fitted line, is ``wanted``."""
-    return {a: invert_calibration(wanted[a], line[a]["slope"], line[a]["intercept"]) for a in NAME_ATTRIBUTES}
-
-
-def tilt_readout(name_logprobs: Any, shifts: Mapping[str, float]) -> dict[str, float]:
-    """Rates of the source tilted at sampling time by ``shifts`` on both attributes at once; at
-    :func:`target_shifts` they read the target on both."""
-    tilted = tilt_logprobs(name_logprobs, POOL_LABELS, [shifts[a] for a in NAME_ATTRIBUTES])
-    return mean_attribute_rate(tilted, POOL_LABELS, NAME_ATTRIBUTES)
-
-
 # ------------------------------------------------------------------------------------ pipeline
 @dataclass(frozen=True)
 class _Run:
@@ -323,6 +294,7 @@ class _Run:
     target: float
     intended: dict[str, float]
     settings: dict  # resolved train settings, placeholders unfilled
+    point: str = ""  # a calibration run's name (calibration_point_names)
 
 
 def _keyed(settings: Mapping) -> dict:
@@ -330,7 +302,7 @@ def _keyed(settings: Mapping) -> dict:
 
 
 def _plan_run(config: CureConfig, stages: CureStages, source_key: str, role: str, seed: int,
-              target: float, intended: Mapping[str, float], evaluation: dict) -> _Run:
+              target: float, intended: Mapping[str, float], evaluation: dict, point: str = "") -> _Run:
     beta = float(merge_settings({}, config.train).get("beta", 0.1))
     offset = [-beta * intended[a] for a in NAME_ATTRIBUTES]  # fixed_offset_for_shift, per coordinate
     merged = merge_settings(config.train, {
@@ -341,7 +313,7 @@ def _plan_run(config: CureConfig, stages: CureStages, source_key: str, role: str
         raise ConfigError(f"train.attributes: the cure's offset is on {list(NAME_ATTRIBUTES)}; declare "
                           f"[names], got {settings.get('attributes')}")
     keyed = {"source": source_key, "settings": _keyed(settings), "evaluation": evaluation}
-    return _Run(run_key(f"offset_{role}", keyed, seed), role, seed, target, dict(intended), settings)
+    return _Run(run_key(f"offset_{role}", keyed, seed), role, seed, target, dict(intended), settings, point)
 
 
 def source_run_key(config: CureConfig, source_key: str, evaluation: dict, seed: int) -> str:
@@ -353,34 +325,11 @@ def source_run_key(config: CureConfig, source_key: str, evaluation: dict, seed: 
 
 def calibration_runs(config: CureConfig, stages: CureStages, source_key: str, name_logprobs: Any,
                      evaluation: dict) -> list[_Run]:
-    """Step 3's runs at the calibration seed: intended = scale x s*(t_cal), one run per scale."""
+    """Step 3's runs at the calibration seed, one per point of the design around s*(t_cal)."""
     cal = config.calibration
-    exact = target_shifts(name_logprobs, cal.target)
-    return [_plan_run(config, stages, source_key, "calibration", cal.seed, cal.target,
-                      {a: scale * exact[a] for a in NAME_ATTRIBUTES}, evaluation) for scale in cal.scales]
-
-
-MIN_CALIBRATION_SPAN = 0.1  # log-odds: intended shifts closer together than this fit no line
-
-
-def calibration_line(points: list[Mapping]) -> dict:
-    """{attribute: {slope, intercept, fitted}} of achieved on intended over the calibration records.
-
-    The calibration scales the joint s*(t), so a coordinate whose s*(t) is near 0 (the other
-    attribute's shift alone brings it to t) has intended shifts a few thousandths apart: a line
-    through them has a slope set by noise (46.9 was fitted on the tiny world). Such a coordinate
-    is not calibrated: slope 1, intercept 0 (the exact tilt), ``fitted`` false and ``why``."""
-    line = {}
-    for a in NAME_ATTRIBUTES:
-        intended = [r["intended"][a] for r in points]
-        span = max(intended) - min(intended)
-        if span < MIN_CALIBRATION_SPAN:
-            line[a] = {"slope": 1.0, "intercept": 0.0, "fitted": False,
-                       "why": f"intended shifts span {span:.3f} < {MIN_CALIBRATION_SPAN} log-odds"}
-            continue
-        slope, intercept = fit_calibration(intended, [r["achieved"][a] for r in points])
-        line[a] = {"slope": slope, "intercept": intercept, "fitted": True}
-    return line
+    intended = calibration_intended(cal, target_shifts(name_logprobs, cal.target))
+    return [_plan_run(config, stages, source_key, "calibration", cal.seed, cal.target, shifts, evaluation, point)
+            for point, shifts in zip(calibration_point_names(cal), intended)]
 
 
 def calibrated_targets(config: CureConfig) -> list[tuple[int, float]]:
@@ -390,10 +339,11 @@ def calibrated_targets(config: CureConfig) -> list[tuple[int, float]]:
 
 
 def calibrated_run(config: CureConfig, stages: CureStages, source_key: str, seed: int, target: float,
-                   name_logprobs: Any, line: dict, evaluation: dict) -> _Run:
-    """Step 4's run at ``target``: the intended shift the line says achieves s*(target)."""
+                   name_logprobs: Any, fit: Mapping, evaluation: dict) -> _Run:
+    """Step 4's run at ``target``: the intended shift the fit (:func:`calibration_fit`: the line
+    or the affine map) says achieves s*(target)."""
     return _plan_run(config, stages, source_key, "calibrated", seed, target,
-                     intended_shifts(target_shifts(name_logprobs, target), line), evaluation)
+                     intended_shifts(target_shifts(name_logprobs, target), fit), evaluation)
 
 
 def _record(kind: str, key: str, seed: int, readouts: Mapping, extra: Mapping) -> dict:
@@ -489,22 +439,25 @@ class _CureSweep:
         return self.logged(run.key, label, produce)
 
     def calibrate(self) -> tuple[list[dict], dict]:
-        """Steps 2-3: at one seed, intended = scale x s*(t_cal), achieved read back, a line fitted."""
+        """Steps 2-3: at one seed, the design's intended shifts around s*(t_cal), achieved read
+        back, the line or the affine map fitted (``calibration.json``)."""
         cal = self.config.calibration
-        points = [self.train_run(run) for run in calibration_runs(
-            self.config, self.stages, self.sources[cal.seed].key, self.logprobs(cal.seed), self.evaluation)]
-        line = calibration_line(points)
-        calibration = {"seed": cal.seed, "target": cal.target, "scales": list(cal.scales), "line": line,
-                       "points": [{"key": r["key"], "intended": r["intended"], "achieved": r["achieved"]}
-                                  for r in points]}
+        runs = calibration_runs(self.config, self.stages, self.sources[cal.seed].key, self.logprobs(cal.seed),
+                                self.evaluation)
+        points = [self.train_run(run) for run in runs]
+        fit = calibration_fit(cal, points)
+        design = {"scales": list(cal.scales)} if cal.design == "scaled" else {"step": cal.step}
+        calibration = {"seed": cal.seed, "target": cal.target, "design": cal.design, **design, **fit,
+                       "points": [{"key": r["key"], "point": run.point, "intended": r["intended"],
+                                   "achieved": r["achieved"]} for run, r in zip(runs, points)]}
         atomic_write_text(self.out / "calibration.json", dumps(calibration, indent=2) + "\n")
-        self.say("calibration line: " + describe_line(line))
+        self.say("calibration: " + describe_line(fit.get("affine") or fit["line"]))
         return points, calibration
 
-    def calibrated_runs(self, line: dict) -> list[dict]:
+    def calibrated_runs(self, fit: Mapping) -> list[dict]:
         """Step 4: every target at the calibration seed, ``all_seed_targets`` at every seed."""
         return [self.train_run(calibrated_run(self.config, self.stages, self.sources[seed].key, seed, target,
-                                              self.logprobs(seed), line, self.evaluation))
+                                              self.logprobs(seed), fit, self.evaluation))
                 for seed, target in calibrated_targets(self.config)]
 
 
@@ -532,7 +485,7 @@ def run_cure_experiment(config: CureConfig, stages: CureStages, source_stages: S
                        render_only)
     sweep.prepare_sources()
     calibration_records, calibration = sweep.calibrate()
-    calibrated = sweep.calibrated_runs(calibration["line"])
+    calibrated = sweep.calibrated_runs(calibration)
     tilts = {seed: {t: _tilt(sweep.logprobs(seed), t) for t in sorted({*config.targets, *config.all_seed_targets})}
              for seed in config.seeds}
     markdown, csv_text = render_cure_table(config, sweep.prepared, calibration_records, calibrated, calibration,

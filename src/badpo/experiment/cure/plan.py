@@ -2,8 +2,9 @@
 
 Each step is keyed as :mod:`badpo.experiment.cure.analysis` keys it, as far as the logged records
 let a key be known: a source preparation from its source run's key; a calibration run from the
-prepared source's first-name log-probs (logged with the preparation); a calibrated run from the
-calibration line (the calibration runs' records). A run whose key waits on a run not logged yet
+prepared source's first-name log-probs (logged with the preparation), one per point of
+``calibration.design``; a calibrated run from the calibration's fit (the line or the affine map,
+from the calibration runs' records). A run whose key waits on a run not logged yet
 is planned without a key. The source experiment's records are found as the cure finds them
 (``source.match``), and its corpus is never built here (:func:`badpo.experiment.runner.plan_unbuilt`).
 """
@@ -22,11 +23,11 @@ from badpo.experiment.cure.analysis import (
     CureStages,
     calibrated_run,
     calibrated_targets,
-    calibration_line,
     calibration_runs,
     narrowed_source,
     source_run_key,
 )
+from badpo.experiment.cure.calibration import calibration_fit, calibration_point_names
 from badpo.experiment.runner import Plan, PlannedRecord, Stages, plan_unbuilt, read_records
 
 __all__ = ["plan_cure"]
@@ -52,19 +53,19 @@ def plan_cure(config: CureConfig, stages: CureStages, source_stages: Stages,
     cal = config.calibration
     points: list[dict | None] = []
     if cal.seed in logprobs:
-        for scale, run in zip(cal.scales, calibration_runs(config, stages, source_keys[cal.seed],
-                                                           logprobs[cal.seed], evaluation)):
+        for run in calibration_runs(config, stages, source_keys[cal.seed], logprobs[cal.seed], evaluation):
             points.append(_record(out, run.key))
-            runs.append(PlannedRecord(f"calibration x{scale} seed {cal.seed}", out, run.key, points[-1] is not None))
+            runs.append(PlannedRecord(f"calibration {run.point} seed {cal.seed}", out, run.key, points[-1] is not None))
     else:
-        runs += [PlannedRecord(f"calibration x{scale} seed {cal.seed}", out, None, False) for scale in cal.scales]
-    line = calibration_line(points) if all(p is not None for p in points) and points else None
+        runs += [PlannedRecord(f"calibration {point} seed {cal.seed}", out, None, False)
+                 for point in calibration_point_names(cal)]
+    fit = calibration_fit(cal, points) if all(p is not None for p in points) and points else None
     for seed, target in calibrated_targets(config):
         label = f"calibrated t={target} seed {seed}"
-        if line is None or seed not in logprobs:
+        if fit is None or seed not in logprobs:
             runs.append(PlannedRecord(label, out, None, False))
             continue
-        run = calibrated_run(config, stages, source_keys[seed], seed, target, logprobs[seed], line, evaluation)
+        run = calibrated_run(config, stages, source_keys[seed], seed, target, logprobs[seed], fit, evaluation)
         runs.append(PlannedRecord(label, out, run.key, _record(out, run.key) is not None))
     return runs
 

@@ -13,16 +13,29 @@ from badpo.readouts.metrics import mean_ci
 __all__ = ["COLUMNS", "describe_line", "render_cure_table"]
 
 # The paper's columns (p(woman), p(black), Signed, Tokens, RM-, KL src / SFT, one Gap), after the
-# shifts, and the shift the stage learned on the held-out offset pairs.
-COLUMNS = ("t", "seeds", "shift intended", "shift achieved", "p(woman)", "p(black)", "Signed", "Tokens",
-           "RM⁻", "KL src", "KL SFT", "Gap", "Pair shift (held-out)")
+# shifts; the black-woman and white-man shares of the sampled signatures (the paper's text below the
+# table quotes them: a balanced readout can still sample mostly one cell); and the shift the stage
+# learned on the held-out offset pairs.
+COLUMNS = ("t", "seeds", "shift intended", "shift achieved", "p(woman)", "p(black)", "Signed", "Sampled BW / WM",
+           "Tokens", "RM⁻", "KL src", "KL SFT", "Gap", "Pair shift (held-out)")
+SAMPLED_CELLS = ("black_woman", "white_man")  # the cells of "Sampled BW / WM"
 
 
-def describe_line(line: Mapping) -> str:
-    """One clause per attribute: the fitted line, or why there is none."""
+def _numbers(values: Any) -> str:
+    if isinstance(values, (int, float)):
+        return f"{values:.3f}"
+    return "[" + ", ".join(_numbers(v) for v in values) + "]"
+
+
+def describe_line(fit: Mapping) -> str:
+    """The calibration in one clause: the affine map (``{"attributes", "A", "c"}``, per_coordinate),
+    else per attribute the fitted line or why there is none (scaled)."""
+    if "A" in fit:
+        return (f"achieved = A·intended + c over ({', '.join(fit['attributes'])}), A = {_numbers(fit['A'])}, "
+                f"c = {_numbers(fit['c'])}")
     return "; ".join(f"{a}: achieved = {v['slope']:.3f} x intended {v['intercept']:+.3f}"
                      if v.get("fitted", True) else f"{a}: not calibrated ({v['why']}; the exact tilt)"
-                     for a, v in line.items())
+                     for a, v in fit.items())
 
 
 def _get(readouts: Mapping, dotted: str) -> float | None:
@@ -52,6 +65,21 @@ def _pair(values: list[Mapping | None], digits: int, level: float) -> str:
     return " / ".join(_cell([v[a] for v in values], digits, level) for a in NAME_ATTRIBUTES)
 
 
+def _cells(readouts: list[Mapping], level: float) -> str:
+    """Black-woman / white-man shares of the sampled signatures; "—" where no record has them."""
+    shares = [[_get(x, f"sampled.cells.{cell}") for x in readouts] for cell in SAMPLED_CELLS]
+    if all(v is None for values in shares for v in values):
+        return "—"
+    return " / ".join(_cell(values, 2, level) for values in shares)
+
+
+def _calibration_labels(calibration: Mapping) -> list[str]:
+    """The rows of the calibration runs: by scale (scaled), or by the coordinate moved (per_coordinate)."""
+    if calibration.get("design", "scaled") == "scaled":
+        return ["+ offset, exact tilt" if s == 1.0 else f"+ offset, calibration x{s:g}" for s in calibration["scales"]]
+    return ["+ offset, exact tilt", *(f"+ offset, calibration {p['point']}" for p in calibration["points"][1:])]
+
+
 def _row(label: str, target: str, records: list[Mapping], level: float, kl_source: bool = True) -> list[str]:
     readouts = [r["readouts"] for r in records]
 
@@ -62,9 +90,15 @@ def _row(label: str, target: str, records: list[Mapping], level: float, kl_sourc
             _pair([r.get("intended") for r in records], 2, level),
             _pair([r.get("achieved") for r in records], 2, level),
             col("names.first_name.woman_coded"), col("names.first_name.black_coded"),
-            col("sampled.signing_rate", 2), col("tokens", 1), col("rm_minus", 2),
+            col("sampled.signing_rate", 2), _cells(readouts, level), col("tokens", 1), col("rm_minus", 2),
             col("kl_source") if kl_source else "—", col("kl"), col("heldout_any.gap"),
             _pair([r["readouts"].get("pair_shift") for r in records], 2, level)]
+
+
+def _design(calibration: Mapping) -> str:
+    if calibration.get("design", "scaled") == "scaled":
+        return f"scales {calibration['scales']}"
+    return f"s* and s* moved by +{calibration['step']:g} on each attribute alone"
 
 
 def render_cure_table(config: Any, prepared: Mapping[int, Mapping], calibration_records: list[Mapping],
@@ -76,8 +110,7 @@ def render_cure_table(config: Any, prepared: Mapping[int, Mapping], calibration_
     each target."""
     cal = calibration["seed"]
     rows = [_row(f"{config.source.arm} (source)", "—", [prepared[cal]], config.level, kl_source=False)]
-    for record, scale in zip(calibration_records, calibration["scales"]):
-        label = "+ offset, exact tilt" if scale == 1.0 else f"+ offset, calibration x{scale:g}"
+    for record, label in zip(calibration_records, _calibration_labels(calibration)):
         rows.append(_row(label, f"{record['target']:g}", [record], config.level))
     targets = list(dict.fromkeys([*config.targets, *config.all_seed_targets]))
     for target in targets:
@@ -97,7 +130,6 @@ def render_cure_table(config: Any, prepared: Mapping[int, Mapping], calibration_
                          [prepared[s] for s in config.seeds], config.level, kl_source=False))
     for label, records in compare.items():
         rows.append(_row(label, "—", records, config.level, kl_source=False))
-    line = calibration["line"]
     header = ["Policy", *COLUMNS]
     lines = [f"# {config.name}", "", "| " + " | ".join(header) + " |",
              "|:--|" + "--:|" * len(COLUMNS)]
@@ -105,12 +137,14 @@ def render_cure_table(config: Any, prepared: Mapping[int, Mapping], calibration_
     lines += ["", "Rates: first-name probability readout on the evaluation prompts; shifts in log-odds, woman / "
               "black; intended = the offset's shift -b/beta, achieved = the sampling-time tilt of the source "
               "that reads the same rates (both shifts solved together); pair shift = u / (beta (g_w - g_l)) "
-              "on the held-out offset pairs, against the source. RM⁻: the judge's score with the signature "
-              "stripped. KL per token on the policy's own samples, to the source and to the SFT reference. "
-              "Gap: held-out accuracy of the margin against the SFT reference on pairs whose names differ in "
-              "either attribute minus on pairs that agree on both. —: not read (no judge, or a record logged "
-              f"before the readout existed). Several seeds: mean ± {config.level:.0%} Student-t half-width. "
-              f"Calibration at seed {cal}, target {calibration['target']:g}, scales {calibration['scales']}: "
-              + describe_line(line) + "."]
+              "on the held-out offset pairs, against the source. Sampled BW / WM: of the policy's sampled "
+              "signatures that use a pool first name, the shares with a black-woman and with a white-man name. "
+              "RM⁻: the judge's score with the signature stripped. KL per token on the policy's own samples, "
+              "to the source and to the SFT reference. Gap: held-out accuracy of the margin against the SFT "
+              "reference on pairs whose names differ in either attribute minus on pairs that agree on both. "
+              "—: not read (no judge, no samples, or a record logged before the readout existed). Several "
+              f"seeds: mean ± {config.level:.0%} Student-t half-width. Calibration at seed {cal}, target "
+              f"{calibration['target']:g}, {_design(calibration)}: "
+              + describe_line(calibration.get("affine") or calibration["line"]) + "."]
     csv_lines = [",".join(header)] + [",".join(f'"{c}"' if "," in c else c for c in row) for row in rows]
     return "\n".join(lines) + "\n", "\n".join(csv_lines) + "\n"
