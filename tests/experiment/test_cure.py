@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -325,3 +326,28 @@ def test_a_coordinate_whose_intended_shifts_barely_differ_is_not_calibrated():
     assert "span 0.002 < 0.1" in line["black_coded"]["why"]
     text = describe_line(line)
     assert "woman_coded: achieved = 0.500 x intended +0.000" in text and "black_coded: not calibrated" in text
+
+
+def test_arm_seed_takes_the_records_read_out_as_the_source_experiment_reads_them(tmp_path):
+    """The same source runs read out again under other settings (here max_prompts, as a user
+    checking evaluation.body=own would) are further records of each arm and seed; arm_seed
+    matching takes the ones read out under the source experiment's settings, in the run and in
+    the plan, instead of refusing two records."""
+    from badpo.experiment.cure.plan import plan_cure
+    from badpo.experiment.runner import plan_experiment, prepare_corpus, run_all
+
+    source = write_source_experiment(tmp_path)
+    stages = replace(fake_source_stages(), resolve_evaluation=resolve_evaluation)  # every readout setting
+    for overrides in ([], ["evaluation.max_prompts=3"]):
+        logged = load_config(ExperimentConfig, source, overrides)
+        out = Path(logged.output_dir)
+        run_all(logged, stages, plan_experiment(logged, stages, prepare_corpus(logged, stages, out, quiet)), out, quiet)
+    records = [json.loads(p.read_text()) for p in (out / "runs").glob("*.json")]
+    assert sum(r.get("arm") == "DPO" and r.get("seed") == 42 for r in records) == 2
+    config = cure_config(tmp_path, source, "source.match=arm_seed", "source.run_missing=false")
+    plan = plan_cure(config, CureStages(_never, _never, resolve_arm, resolve_evaluation), stages)
+    assert plan is not None
+    result = run_cure_experiment(config, fake_cure_stages([]), stages, log=quiet)
+    used = {r["source"] for r in result["records"].values() if r.get("role") == "calibrated"}
+    default = {r["key"] for r in records if r.get("arm") == "DPO" and r["evaluation"].get("max_prompts") != 3}
+    assert used and used <= default

@@ -72,7 +72,7 @@ from badpo.experiment.runner import (
 )
 
 __all__ = ["CURE_KIND", "SourceSpec", "PromptSpec", "AnswerSpec", "CalibrationSpec", "CureConfig",
-           "is_cure_config", "CureStages", "SourceRun", "resolve_sources", "intended_shifts",
+           "is_cure_config", "CureStages", "SourceRun", "resolve_sources", "read_out_alike", "intended_shifts",
            "target_shifts", "achieved_shifts", "tilt_readout", "calibration_line", "calibration_fit",
            "run_cure_experiment", "render_cure_table", "load_cure_config"]
 
@@ -200,11 +200,21 @@ class CureStages:
     resolve_evaluation: Callable[[dict], dict] = dict
 
 
-def _records_by_arm_seed(runs_dir: Path, arm: str, seeds: list[int], corpus_id: str) -> dict[int, dict]:
-    """The logged records of ``arm`` at each seed, whatever their key (``source.match: arm_seed``)."""
+def read_out_alike(logged: Mapping, planned: Mapping) -> bool:
+    """A record read out under the planned readout settings, on every setting it records (a
+    record logged before a readout setting existed lacks that one: it is not a difference)."""
+    return all(planned[k] == v for k, v in logged.items() if k in planned)
+
+
+def _records_by_arm_seed(runs_dir: Path, arm: str, seeds: list[int], corpus_id: str,
+                         evaluation: Mapping) -> dict[int, dict]:
+    """The logged records of ``arm`` at each seed, whatever their key (``source.match: arm_seed``),
+    among those read out under the source experiment's ``evaluation`` (the same runs read out under
+    other settings, e.g. ``evaluation.body=own``, are other records of the same seed)."""
     found: dict[int, dict] = {}
     for key, record in read_records(runs_dir).items():
-        if record.get("arm") == arm and record.get("seed") in seeds:
+        if (record.get("arm") == arm and record.get("seed") in seeds
+                and read_out_alike(record.get("evaluation", {}), evaluation)):
             if record["seed"] in found:
                 raise ConfigError(f"source.match: arm_seed: {runs_dir} holds two records of {arm!r} at "
                                   f"seed {record['seed']} ({found[record['seed']]['key']}, {key}); use match: key")
@@ -254,7 +264,8 @@ def resolve_sources(config: CureConfig, stages: Stages, log: Callable[[str], Non
 
     def arm_records(name: str) -> dict[int, dict]:
         if config.source.match == "arm_seed":
-            found = _records_by_arm_seed(runs_dir, name, list(config.seeds), plan.corpus_id)
+            evaluation = next(p.keyed["evaluation"] for p in plan.runs if p.arm == name)
+            found = _records_by_arm_seed(runs_dir, name, list(config.seeds), plan.corpus_id, evaluation)
             planned = {p.seed: p.key for p in plan.runs if p.arm == name}
             drifted = [r["key"] for s, r in found.items() if planned[s] != r["key"]]
             if drifted:

@@ -25,6 +25,7 @@ from badpo.experiment.cure.analysis import (
     calibrated_targets,
     calibration_runs,
     narrowed_source,
+    read_out_alike,
     source_run_key,
 )
 from badpo.experiment.cure.calibration import calibration_fit, calibration_point_names
@@ -103,8 +104,8 @@ def _source_records(config: CureConfig, stages: Stages, chains: Mapping[Path, Se
 
 def _by_arm_seed(chain: list[Path], plan: Plan, names: list[str]) -> dict[tuple[str, int], dict]:
     """``source.match: arm_seed``: the logged record of each (arm, seed) on the plan's corpus,
-    whatever its key, in the source's folder or one its runs are copied from; two for one (arm,
-    seed) is the cure's own error."""
+    whatever its key, read out under the plan's readout settings, in the source's folder or one its
+    runs are copied from; two for one (arm, seed) is the cure's own error."""
     found: dict[tuple[str, int], dict] = {}
     seeds = {p.seed for p in plan.runs}
     runs_dir = chain[0] / "runs"
@@ -113,7 +114,8 @@ def _by_arm_seed(chain: list[Path], plan: Plan, names: list[str]) -> dict[tuple[
         logged.update(read_records(folder / "runs") if (folder / "runs").is_dir() else {})
     for key, record in logged.items():
         cell = (record.get("arm"), record.get("seed"))
-        if cell[0] in names and cell[1] in seeds and record.get("corpus") == plan.corpus_id:
+        if (cell[0] in names and cell[1] in seeds and record.get("corpus") == plan.corpus_id
+                and read_out_alike(record.get("evaluation", {}), plan.runs[0].keyed["evaluation"])):
             if cell in found:
                 raise ConfigError(f"source.match: arm_seed: {runs_dir} holds two records of {cell[0]!r} at "
                                   f"seed {cell[1]} ({found[cell]['key']}, {key}); use match: key")
