@@ -150,3 +150,16 @@ def test_the_shipped_coupled_config_is_the_tiny_cure_with_the_coupled_calibratio
     for key in ("source", "prompts", "answers", "method", "train", "evaluation", "seeds"):
         assert getattr(coupled, key) == getattr(base, key), key
     assert (coupled.calibration.seed, coupled.calibration.target) == (base.calibration.seed, base.calibration.target)
+
+
+def test_an_intended_shift_beyond_the_calibration_points_is_named():
+    """Points spanning woman [-1.39, -0.89] and black [0.00, 0.50]: a calibrated shift of
+    -2.79 / -1.45 lies beyond both ranges (the tiny cure's parity run), -1.0 / 0.25 inside."""
+    from badpo.experiment.cure.calibration import extrapolated
+
+    points = [{"intended": {"woman_coded": w, "black_coded": b}} for w, b in
+              ((-1.39, 0.0), (-0.89, 0.0), (-1.39, 0.5))]
+    assert extrapolated({"woman_coded": -1.0, "black_coded": 0.25}, points) == []
+    assert extrapolated({"woman_coded": -2.79, "black_coded": -1.45}, points) == [
+        "woman_coded -2.790 outside the calibration points' [-1.390, -0.890]",
+        "black_coded -1.450 outside the calibration points' [+0.000, +0.500]"]

@@ -51,6 +51,7 @@ from badpo.experiment.cure.calibration import (
     calibration_intended,
     calibration_line,
     calibration_point_names,
+    extrapolated,
     intended_shifts,
     target_shifts,
     tilt_readout,
@@ -465,11 +466,18 @@ class _CureSweep:
         self.say("calibration: " + describe_line(fit.get("affine") or fit["line"]))
         return points, calibration
 
-    def calibrated_runs(self, fit: Mapping) -> list[dict]:
-        """Step 4: every target at the calibration seed, ``all_seed_targets`` at every seed."""
-        return [self.train_run(calibrated_run(self.config, self.stages, self.sources[seed].key, seed, target,
-                                              self.logprobs(seed), fit, self.evaluation))
-                for seed, target in calibrated_targets(self.config)]
+    def calibrated_runs(self, calibration: Mapping) -> list[dict]:
+        """Step 4: every target at the calibration seed, ``all_seed_targets`` at every seed; a line
+        says where a run's intended shift lies beyond the calibration points (extrapolated)."""
+        records = []
+        for seed, target in calibrated_targets(self.config):
+            run = calibrated_run(self.config, self.stages, self.sources[seed].key, seed, target,
+                                 self.logprobs(seed), calibration, self.evaluation)
+            beyond = extrapolated(run.intended, calibration["points"])
+            if beyond:
+                self.say(f"calibrated t={target} seed {seed}: extrapolated, " + "; ".join(beyond))
+            records.append(self.train_run(run))
+        return records
 
 
 def _tilt(name_logprobs: np.ndarray, target: float) -> dict:

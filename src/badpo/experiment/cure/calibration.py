@@ -147,3 +147,15 @@ def intended_shifts(wanted: Mapping[str, float], fit: Mapping) -> dict[str, floa
         return {a: float(v) for a, v in zip(NAME_ATTRIBUTES, solved)}
     line = fit["line"]
     return {a: invert_calibration(wanted[a], line[a]["slope"], line[a]["intercept"]) for a in NAME_ATTRIBUTES}
+
+
+def extrapolated(intended: Mapping[str, float], points: Sequence[Mapping]) -> list[str]:
+    """One clause per attribute whose ``intended`` shift lies outside the range of the calibration
+    points' intended shifts: there the fitted map is extrapolated, and a stage that responds less
+    than linearly (the tiny cure's black-coded offset) overshoots or falls short."""
+    clauses = []
+    for a in NAME_ATTRIBUTES:
+        low, high = (f([p["intended"][a] for p in points]) for f in (min, max))
+        if not low - 1e-9 <= intended[a] <= high + 1e-9:
+            clauses.append(f"{a} {intended[a]:+.3f} outside the calibration points' [{low:+.3f}, {high:+.3f}]")
+    return clauses
