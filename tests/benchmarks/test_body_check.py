@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "body_check.py"
+from fixtures.benchmarks import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def body_check():
-    spec = importlib.util.spec_from_file_location("body_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("body_check")
 
 
 def _record(kind, arm, seed, body, woman, black=0.5):

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 
 from badpo.core.names import NAME_POOL
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "name_tokens.py"
+from fixtures.benchmarks import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def name_tokens():
-    spec = importlib.util.spec_from_file_location("name_tokens", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("name_tokens")
 
 
 def test_mass_is_summed_by_race_coded_cell_and_token_count(name_tokens):
