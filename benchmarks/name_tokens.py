@@ -37,6 +37,15 @@ def mass_by_length(shares: Mapping[str, float], tokens: Callable[[str], int]) ->
     return out
 
 
+def readout_label(record: Mapping, records: list[Mapping]) -> str:
+    """The readout settings that tell this record from the folder's others (the same runs read out
+    under another evaluation.body are other records of the same seed): "" when all agree."""
+    settings = [r.get("evaluation", {}) for r in records]
+    differing = sorted({k for s in settings for k in s if any(t.get(k) != s.get(k) for t in settings)})
+    own = record.get("evaluation", {})
+    return f" [{', '.join(f'{k}={own.get(k)}' for k in differing)}]" if differing else ""
+
+
 def main() -> None:
     from transformers import AutoTokenizer
 
@@ -54,7 +63,7 @@ def main() -> None:
 
     rows: dict[str, list[dict]] = defaultdict(list)
     for record in records:
-        label = record.get("arm") if record["kind"] == "arm" else "Reference"
+        label = (record.get("arm") if record["kind"] == "arm" else "Reference") + readout_label(record, records)
         rows[label].append(mass_by_length(record["readouts"]["names"]["per_name"]["first_name"], tokens))
     counts = {f"{n}, {r}": 0 for n in ("one-token", "longer") for r in ("black", "white")}
     for name in NAME_POOL:

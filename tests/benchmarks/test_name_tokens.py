@@ -27,3 +27,11 @@ def test_mass_is_summed_by_race_coded_cell_and_token_count(name_tokens):
     assert out["one-token, white"] == pytest.approx(0.2) and out["longer, white"] == pytest.approx(0.1)
     entropy = -sum(p * math.log(p) for p in (0.4, 0.3, 0.2, 0.1))
     assert out["perplexity"] == pytest.approx(math.exp(entropy))
+
+
+def test_records_read_out_under_other_settings_are_rows_of_their_own(name_tokens):
+    """Three bodies of one run are three rows, not three seeds of one."""
+    records = [{"evaluation": {"body": b, "max_prompts": 200}} for b in ("given", "reference", "own")]
+    assert [name_tokens.readout_label(r, records) for r in records] == [" [body=given]", " [body=reference]",
+                                                                         " [body=own]"]
+    assert name_tokens.readout_label(records[0], records[:1]) == ""

@@ -351,3 +351,16 @@ def test_arm_seed_takes_the_records_read_out_as_the_source_experiment_reads_them
     used = {r["source"] for r in result["records"].values() if r.get("role") == "calibrated"}
     default = {r["key"] for r in records if r.get("arm") == "DPO" and r["evaluation"].get("max_prompts") != 3}
     assert used and used <= default
+
+
+def test_read_out_alike_on_settings_one_side_lacks():
+    """A record logged before `body` existed was read out as body's default then: it matches a
+    plan asking for that default (reference) and not one asking for `own`; a setting the plan no
+    longer has is ignored."""
+    from badpo.experiment.cure.analysis import READOUT_DEFAULTS, read_out_alike
+
+    assert READOUT_DEFAULTS["body"] == "reference"
+    assert read_out_alike({"max_prompts": 200}, {"max_prompts": 200, "body": "reference"})
+    assert not read_out_alike({"max_prompts": 200}, {"max_prompts": 200, "body": "own"})
+    assert not read_out_alike({"max_prompts": 200, "body": "given"}, {"max_prompts": 200, "body": "reference"})
+    assert read_out_alike({"max_prompts": 200, "removed_setting": 1}, {"max_prompts": 200})

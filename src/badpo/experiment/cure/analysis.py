@@ -71,6 +71,7 @@ from badpo.experiment.runner import (
     run_key,
     write_record,
 )
+from badpo.readouts.settings import EvalConfig
 
 __all__ = ["CURE_KIND", "SourceSpec", "PromptSpec", "AnswerSpec", "CalibrationSpec", "CureConfig",
            "is_cure_config", "CureStages", "SourceRun", "resolve_sources", "read_out_alike", "intended_shifts",
@@ -201,10 +202,15 @@ class CureStages:
     resolve_evaluation: Callable[[dict], dict] = dict
 
 
+READOUT_DEFAULTS = to_dict(EvalConfig())
+
+
 def read_out_alike(logged: Mapping, planned: Mapping) -> bool:
-    """A record read out under the planned readout settings, on every setting it records (a
-    record logged before a readout setting existed lacks that one: it is not a difference)."""
-    return all(planned[k] == v for k, v in logged.items() if k in planned)
+    """A record read out under the planned readout settings: equal on every setting both name; a
+    setting the record lacks (logged before it existed, so read out as its default then did) only
+    where the plan asks for that default; a setting the plan lacks (since removed) is ignored."""
+    return (all(planned[k] == v for k, v in logged.items() if k in planned)
+            and all(k in READOUT_DEFAULTS and planned[k] == READOUT_DEFAULTS[k] for k in planned if k not in logged))
 
 
 def _records_by_arm_seed(runs_dir: Path, arm: str, seeds: list[int], corpus_id: str,

@@ -35,7 +35,7 @@ from badpo.readouts.metrics import mean_attribute_rate
 
 __all__ = ["CalibrationSpec", "POOL_LABELS", "MIN_CALIBRATION_SPAN", "target_shifts", "achieved_shifts",
            "tilt_readout", "calibration_line", "calibration_point_names", "calibration_intended", "calibration_fit",
-           "intended_shifts"]
+           "intended_shifts", "extrapolated"]
 
 
 @dataclass(frozen=True)
