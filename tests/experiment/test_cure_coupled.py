@@ -163,3 +163,16 @@ def test_an_intended_shift_beyond_the_calibration_points_is_named():
     assert extrapolated({"woman_coded": -2.79, "black_coded": -1.45}, points) == [
         "woman_coded -2.790 outside the calibration points' [-1.390, -0.890]",
         "black_coded -1.450 outside the calibration points' [+0.000, +0.500]"]
+
+
+def test_a_stage_that_moves_a_readout_against_its_own_offset_is_refused():
+    """Points whose black-coded step lowers the black-coded readout (A's diagonal -0.2): inverting
+    such a map turns noise into a large shift, so the fit stops with the coordinate named."""
+    from badpo.experiment.cure.calibration import CalibrationSpec, calibration_fit
+
+    spec = CalibrationSpec(design="per_coordinate", step=0.5)
+    points = [{"intended": {"woman_coded": w, "black_coded": b},
+               "achieved": {"woman_coded": 0.6 * w, "black_coded": -0.2 * b}}
+              for w, b in ((-1.0, 0.0), (-0.5, 0.0), (-1.0, 0.5))]
+    with pytest.raises(ValueError, match=r"the black_coded offset moved its own readout by -0.200"):
+        calibration_fit(spec, points)

@@ -133,6 +133,11 @@ def calibration_fit(spec: CalibrationSpec, points: Sequence[Mapping]) -> dict:
         return {"line": calibration_line(list(points))}
     matrix, intercept = fit_affine_calibration([[r["intended"][a] for a in NAME_ATTRIBUTES] for r in points],
                                                [[r["achieved"][a] for a in NAME_ATTRIBUTES] for r in points])
+    for i, a in enumerate(NAME_ATTRIBUTES):
+        if not matrix[i, i] > 0:  # an offset must move its own readout its own way, or inverting is noise
+            raise ValueError(f"calibration: the {a} offset moved its own readout by {matrix[i, i]:+.3f} x "
+                             "intended (A's diagonal): the stage does not respond to it; try a larger "
+                             "calibration.step, or the scaled design")
     return {"affine": {"attributes": list(NAME_ATTRIBUTES), "A": matrix.tolist(), "c": intercept.tolist()}}
 
 
