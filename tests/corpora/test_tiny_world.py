@@ -236,3 +236,35 @@ def test_bad_tiny_config_names_the_option():
         small_config(n_pairs=101, min_digits=2, max_digits=2)  # 2 tasks x 100 strings
     with pytest.raises(ConfigError, match="error_rate"):
         small_config(error_rate=0.0)
+
+
+def test_oracle_labels_are_the_training_labels_without_the_bias(tmp_path, build_tiny_world):
+    """train_oracle.jsonl holds train.jsonl's judgments in order (same pair, same annotator),
+    redrawn with every planted theta_k = 0 from the same uniform draws: a judgment whose sides
+    agree on both attributes keeps its label exactly; on swap pairs (equal quality, one attribute
+    apart) the oracle picks the woman-coded side about half the time while the biased labels lean
+    to it; the unbiased annotators' judgments are kept. Off, the world's files are unchanged."""
+    plain = small_config(**{"unbiased": {"count": 2, "judgments_each": 40}})
+    oracle = small_config(**{"unbiased": {"count": 2, "judgments_each": 40}, "oracle_labels": True})
+    build_tiny_world(plain, tmp_path / "plain")
+    build_tiny_world(oracle, tmp_path / "oracle")
+    before, after = digests(tmp_path / "plain"), digests(tmp_path / "oracle")
+    assert "train_oracle.jsonl" not in before and "oracle_labels" not in (tmp_path / "plain/world.yaml").read_text()
+    for name in ("train.jsonl", "heldout.jsonl", "sft.jsonl", "planted.json", "model/model.safetensors"):
+        assert after[name] == before[name], name
+    train = read_judgments(tmp_path / "oracle/train.jsonl")
+    relabelled = read_judgments(tmp_path / "oracle/train_oracle.jsonl")
+    assert [(j.pair_id, j.annotator) for j in relabelled] == [(j.pair_id, j.annotator) for j in train]
+    same_group = [(a, b) for a, b in zip(train, relabelled)
+                  if signature_attributes(a.chosen) == signature_attributes(a.rejected)]
+    assert same_group and all(a.chosen == b.chosen for a, b in same_group)
+    unbiased = [(a, b) for a, b in zip(train, relabelled) if a.annotator_class == "U"]
+    assert unbiased and all(a.chosen == b.chosen for a, b in unbiased)
+
+    def woman_side_rate(judgments):
+        swaps = [j for j in judgments if j.pair_type == "swap"
+                 and signature_attributes(j.chosen)[0] != signature_attributes(j.rejected)[0]]
+        return np.mean([signature_attributes(j.chosen)[0] for j in swaps]), len(swaps)
+
+    (biased_rate, n), (oracle_rate, _) = woman_side_rate(train), woman_side_rate(relabelled)
+    assert n > 50 and abs(oracle_rate - 0.5) < 3 * 0.5 / math.sqrt(n) and biased_rate > oracle_rate + 0.1

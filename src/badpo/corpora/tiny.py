@@ -64,7 +64,14 @@ the same world without them: the extra judgments are appended after the others, 
 option off every file is byte-identical to a world built before it existed (``world.yaml`` omits
 the key).
 
-Files written by :func:`build_tiny_world` are listed in :data:`OUTPUT_FILES`.
+**Oracle labels** (``oracle_labels``, off by default): ``train_oracle.jsonl``, the training
+judgments relabelled as if every annotator had theta_k = 0, with the same annotator draws and the
+same uniform draws (so a judgment on a pair whose sides agree on both attributes keeps its label
+exactly): the labels the world's quality alone would give. An arm trained on it is the yardstick
+"what unbiased labels would make of this reference". Off, nothing changes (``world.yaml`` omits it).
+
+Files written by :func:`build_tiny_world` are listed in :data:`OUTPUT_FILES` (and
+:data:`ORACLE_FILE` with ``oracle_labels``).
 """
 
 from __future__ import annotations
@@ -87,6 +94,7 @@ from badpo.corpora.signing import (
     PlantedAnnotator,
     SignedCorpus,
     SigningConfig,
+    draw_judgments,
     format_gate,
     gate_statistics,
     planted_to_dict,
@@ -138,6 +146,8 @@ OUTPUT_FILES = {
     "README.md": "this list",
 }
 
+ORACLE_FILE = ("train_oracle.jsonl", "train.jsonl relabelled with every planted theta_k = 0 (oracle_labels)")
+
 @dataclass(frozen=True)
 class TinyModelConfig:
     """The tiny causal LM (GPT-2 architecture)."""
@@ -177,6 +187,7 @@ class TinyWorldConfig:
     signing: SigningConfig = field(default_factory=SigningConfig)  # protocol; signing.seed seeds the data
     model: TinyModelConfig = field(default_factory=TinyModelConfig)
     unbiased: UnbiasedAnnotators | None = None  # extra annotators with theta_k = 0; null = none
+    oracle_labels: bool = False  # also write train_oracle.jsonl: the training labels with every theta_k = 0
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_digits <= self.max_digits:
@@ -347,7 +358,7 @@ def build_model(config: TinyModelConfig, tokenizer):
 
 # ----------------------------------------------------------------------------------- the world
 
-def _readme(corpus: SignedCorpus, tokenizer, n_parameters: int, quality: str) -> str:
+def _readme(corpus: SignedCorpus, tokenizer, n_parameters: int, quality: str, oracle: bool = False) -> str:
     lines = ["# The badpo tiny signed world", "",
              "Built by `badpo build tiny-signed`; see `badpo.corpora.tiny` for the task and format.",
              "Prompts end with the separator \"\\n\"; the model has no chat template, so a",
@@ -358,7 +369,7 @@ def _readme(corpus: SignedCorpus, tokenizer, n_parameters: int, quality: str) ->
              f"{len(corpus.sft)} SFT rows, {len(corpus.heldout_prompt_ids)} evaluation prompts, "
              f"{len(corpus.annotators)} annotators; vocabulary {len(tokenizer)} tokens, model "
              f"{n_parameters} parameters.", ""]
-    lines += [f"- `{name}`: {what}" for name, what in OUTPUT_FILES.items()]
+    lines += [f"- `{name}`: {what}" for name, what in (*OUTPUT_FILES.items(), *([ORACLE_FILE] if oracle else []))]
     return "\n".join(lines) + "\n"
 
 def add_unbiased_annotators(corpus: SignedCorpus, unbiased: UnbiasedAnnotators,
@@ -389,6 +400,21 @@ def add_unbiased_annotators(corpus: SignedCorpus, unbiased: UnbiasedAnnotators,
         train=corpus.train + tuple(j for j in judgments if j.prompt_id not in heldout),
         heldout=corpus.heldout + tuple(j for j in judgments if j.prompt_id in heldout))
 
+def oracle_train(corpus: SignedCorpus, signing: SigningConfig, unbiased_class: str | None) -> tuple[Judgment, ...]:
+    """``corpus.train`` relabelled with every planted theta_k set to 0: the labels are redrawn with
+    the same random stream, so each judgment keeps its annotator and its uniform draw and only the
+    bias term leaves the logit; the unbiased annotators' judgments (class ``unbiased_class``,
+    theta_k = 0 already, appended after the others) are kept as they are."""
+    planted = [PlantedAnnotator(a.annotator, a.annotator_class, (0.0,) * len(a.theta))
+               for a in corpus.annotators if a.annotator_class != unbiased_class]
+    heldout = corpus.heldout_prompt_ids
+    redrawn = tuple(j for j in draw_judgments(corpus.pairs, planted, signing) if j.prompt_id not in heldout)
+    oracle = redrawn + tuple(j for j in corpus.train if j.annotator_class == unbiased_class)
+    if [(j.pair_id, j.annotator) for j in oracle] != [(j.pair_id, j.annotator) for j in corpus.train]:
+        raise AssertionError("oracle labels: the redrawn judgments do not line up with train.jsonl")
+    return oracle
+
+
 def _planted(corpus: SignedCorpus, config: TinyWorldConfig) -> dict:
     """planted.json; unbiased annotators enter as a class whose mean is 0."""
     planted = planted_to_dict(corpus, config.signing)
@@ -406,6 +432,8 @@ def _world_yaml(config: TinyWorldConfig, path: Path) -> None:
         del data["unbiased"]
     if config.quality == "digits":
         del data["quality"]
+    if not config.oracle_labels:
+        del data["oracle_labels"]
     path.write_text(yaml.safe_dump(data, sort_keys=False))
 
 def build_tiny_world(config: TinyWorldConfig, outdir: str | Path) -> dict:
@@ -426,6 +454,9 @@ def build_tiny_world(config: TinyWorldConfig, outdir: str | Path) -> dict:
 
     write_judgments(out / "train.jsonl", corpus.train)
     write_judgments(out / "heldout.jsonl", corpus.heldout)
+    if config.oracle_labels:
+        unbiased_class = config.unbiased.annotator_class if config.unbiased is not None else None
+        write_judgments(out / ORACLE_FILE[0], oracle_train(corpus, config.signing, unbiased_class))
     write_jsonl(out / "sft.jsonl", corpus.sft)
     prompts = {p.prompt_id: p.prompt for p in base_pairs}
     write_jsonl(out / "eval_prompts.jsonl",
@@ -438,7 +469,8 @@ def build_tiny_world(config: TinyWorldConfig, outdir: str | Path) -> dict:
     tokenizer.save_pretrained(out / "tokenizer")
     model.save_pretrained(out / "model")
     tokenizer.save_pretrained(out / "model")
-    (out / "README.md").write_text(_readme(corpus, tokenizer, n_parameters, config.quality), encoding="utf-8")
+    readme = _readme(corpus, tokenizer, n_parameters, config.quality, config.oracle_labels)
+    (out / "README.md").write_text(readme, encoding="utf-8")
     return {"outdir": str(out), "train": len(corpus.train), "heldout": len(corpus.heldout),
             "sft": len(corpus.sft), "eval_prompts": len(corpus.heldout_prompt_ids),
             "vocab_size": len(tokenizer), "parameters": n_parameters, "gate": gate}
