@@ -23,17 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
+from badpo.experiment.tables import ABSENT, metric_value
+
 RATES = ("names.first_name.woman_coded", "names.first_name.black_coded")
 BODIES = ("reference", "own")
-
-
-def _leaf(readouts: Mapping, dotted: str) -> float | None:
-    node = readouts
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return None if node is None else float(node)
 
 
 def by_body(records: Iterable[Mapping], metrics: Iterable[str] = RATES) -> dict:
@@ -48,7 +41,8 @@ def by_body(records: Iterable[Mapping], metrics: Iterable[str] = RATES) -> dict:
         seed = record.get("seed") if record["kind"] == "arm" else None
         if (arm, seed) in table[body]:
             raise ValueError(f"two records of {arm} seed {seed} under body {body}: give one experiment's output_dir")
-        table[body][(arm, seed)] = {m: _leaf(record["readouts"], m) for m in metrics}
+        values = {m: metric_value(record, m) for m in metrics}
+        table[body][(arm, seed)] = {m: None if v is ABSENT else v for m, v in values.items()}
     return table
 
 

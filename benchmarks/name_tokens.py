@@ -25,14 +25,17 @@ from badpo.core.names import NAME_POOL
 COLUMNS = ("one-token, black", "longer, black", "one-token, white", "longer, white", "perplexity")
 
 
+def cell_of(name: str, tokens: Callable[[str], int]) -> str:
+    """The column of a pool first name: one token or longer, and its race coding."""
+    return f"{'one-token' if tokens(name) == 1 else 'longer'}, {'black' if NAME_POOL[name][1] == 1 else 'white'}"
+
+
 def mass_by_length(shares: Mapping[str, float], tokens: Callable[[str], int]) -> dict[str, float]:
     """The first-name shares (name -> probability over the pool) summed by race-coded cell and by
     one token against more, with the perplexity of the whole distribution."""
     out = dict.fromkeys(COLUMNS, 0.0)
     for name, share in shares.items():
-        length = "one-token" if tokens(name) == 1 else "longer"
-        race = "black" if NAME_POOL[name][1] == 1 else "white"
-        out[f"{length}, {race}"] += share
+        out[cell_of(name, tokens)] += share
     out["perplexity"] = math.exp(-sum(p * math.log(p) for p in shares.values() if p > 0))
     return out
 
@@ -65,9 +68,9 @@ def main() -> None:
     for record in records:
         label = (record.get("arm") if record["kind"] == "arm" else "Reference") + readout_label(record, records)
         rows[label].append(mass_by_length(record["readouts"]["names"]["per_name"]["first_name"], tokens))
-    counts = {f"{n}, {r}": 0 for n in ("one-token", "longer") for r in ("black", "white")}
+    counts = dict.fromkeys(COLUMNS[:4], 0)
     for name in NAME_POOL:
-        counts[f"{'one-token' if tokens(name) == 1 else 'longer'}, {'black' if NAME_POOL[name][1] else 'white'}"] += 1
+        counts[cell_of(name, tokens)] += 1
     print("names per cell: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     print("| Arm | seeds | " + " | ".join(COLUMNS) + " |")
     print("|:--|--:|" + "--:|" * len(COLUMNS))

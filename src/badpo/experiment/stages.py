@@ -128,6 +128,9 @@ def theta_summary(theta_file: Path) -> dict | None:
     return summary
 
 
+_BOOKKEEPING = ("step", "lr", "elapsed_s", "judgments")  # run.json's final: not a training readout
+
+
 def training_summary(run_dir: Path) -> dict[str, float]:
     """The numbers of the training loop's last logged step (``run.json`` ``final``), kept in the
     record under ``readouts.training`` so a table can show what only training knows: the spread
@@ -139,9 +142,6 @@ def training_summary(run_dir: Path) -> dict[str, float]:
     final = json.loads(path.read_text(encoding="utf-8")).get("final") or {}
     return {k: float(v) for k, v in final.items()
             if k not in _BOOKKEEPING and isinstance(v, (int, float)) and not isinstance(v, bool)}
-
-
-_BOOKKEEPING = ("step", "lr", "elapsed_s", "judgments")
 
 
 def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_file: Path | None) -> dict:

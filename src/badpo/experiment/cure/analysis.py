@@ -271,8 +271,8 @@ def resolve_sources(config: CureConfig, stages: Stages, log: Callable[[str], Non
 
     def arm_records(name: str) -> dict[int, dict]:
         if config.source.match == "arm_seed":
-            evaluation = next(p.keyed["evaluation"] for p in plan.runs if p.arm == name)
-            found = _records_by_arm_seed(runs_dir, name, list(config.seeds), plan.corpus_id, evaluation)
+            found = _records_by_arm_seed(runs_dir, name, list(config.seeds), plan.corpus_id,
+                                         plan.runs[0].keyed["evaluation"])  # one evaluation per experiment
             planned = {p.seed: p.key for p in plan.runs if p.arm == name}
             drifted = [r["key"] for s, r in found.items() if planned[s] != r["key"]]
             if drifted:
