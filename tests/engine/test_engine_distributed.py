@@ -40,7 +40,7 @@ def _worker(rank: int, world: str, port: int, overrides: tuple[str, ...]) -> Non
 def test_two_gloo_processes_match_one_process(tmp_path, save_model_dir):
     save_model_dir(tmp_path / "model", "gpt2")
     write_jsonl(tmp_path / "judgments.jsonl", judgment_rows())
-    common = ("steps=3", "micro_batch_size=4", "method=ba_dpo_shared_mean", "bias.warm_start=true")
+    common = ("steps=3", "micro_batch_size=4", "method=ba_dpo_shared_mean", "bias.init=offline")
     one = train(make_config(tmp_path, "one", *common, f"cache_dir={tmp_path / 'cache1'}"))
     mp.spawn(_worker, args=(str(tmp_path), _free_port(), (*common, f"cache_dir={tmp_path / 'cache2'}")),
              nprocs=2, join=True)

@@ -59,7 +59,7 @@ def test_engine_loss_is_ba_dpo_loss_on_full_logit_logprobs(world):
     """Step 2's logged loss, recomputed by hand: the policy and theta after step 1 (saved by a
     1-step run with the same data order), the original model as reference, log-probs from full
     logits, and badpo.core.losses.ba_dpo_loss averaged over all 24 judgments (the batch)."""
-    args = ("batch_size=24", "bias.warm_start=true")
+    args = ("batch_size=24", "bias.init=offline")
     one = train(make_config(world, "loss1", "steps=1", *args))
     two = train(make_config(world, "loss2", "steps=2", *args))
     judgments = read_judgments(world / "judgments.jsonl")
@@ -179,7 +179,7 @@ def test_micro_batch_slots_follow_each_judgments_orientation(world):
 def test_warm_start_shuffled_ids_and_option_errors(world):
     """The fixture's signed side wins 9 of 12 cross-group judgments: warm start log(9 / 3), moved
     by at most lr = 1e-9 by the first Adam step."""
-    out = train(make_config(world, "warm", "steps=1", "method=ba_dpo_pooled", "bias.warm_start=true",
+    out = train(make_config(world, "warm", "steps=1", "method=ba_dpo_pooled", "bias.init=offline",
                             "bias.lr=1e-9"))
     assert log_records(out)[0]["theta_bar"]["signed"] == pytest.approx(math.log(3), abs=1e-6)
     shuffled = train(make_config(world, "shuffled", "steps=1", "method=ba_dpo_shuffled_ids"))
@@ -188,12 +188,12 @@ def test_warm_start_shuffled_ids_and_option_errors(world):
     assert BiasChannel.load(classed / "theta.json").classes == ("A", "B")
     declared = train(make_config(world, "declared", "steps=2", "method=ba_dpo_pooled",
                                  "attributes=[given:signed, regex:smith]", "bias.declared=[signed]",
-                                 "bias.warm_start=true"))
+                                 "bias.init=offline"))
     channel = BiasChannel.load(declared / "theta.json")
     assert channel.declared == ("signed",) and float(channel.mean()[1]) == 0.0
     assert float(channel.mean()[0]) != 0.0
-    with pytest.raises(ConfigError, match="bias.warm_start"):
-        train(make_config(world, "bad", "method=dpo", "bias.warm_start=true"))
+    with pytest.raises(ConfigError, match="bias.init: offline"):
+        train(make_config(world, "bad", "method=dpo", "bias.init=offline"))
     with pytest.raises(ConfigError, match="method: unknown method 'ipo2'"):
         train(make_config(world, "bad", "method=ipo2"))
     with pytest.raises(ConfigError, match="batch_size"):

@@ -291,7 +291,8 @@ def test_paper_scale_configs_carry_table_hyperparams(path, planned):
     for run in plan.runs:
         settings = run.settings
         assert (settings["beta"], settings["steps"], settings["batch_size"]) == (0.1, 1000, 32)
-        assert settings["bias"]["lr"] == 1e-2 and settings["bias"]["warm_start"] in (False, True)
+        assert settings["bias"]["lr"] == 1e-2  # the paper's theta: from 0, at the offline estimate in warm arms
+        assert settings["bias"]["init"] == ("offline" if "warm" in run.arm else "zero"), run.arm
         lora = settings["lora"]["enabled"]
         assert lora == lora_model or path.name in LORA_CALIBRATION, run.arm
         allowed = LORA_CALIBRATION[path.name] if lora and path.name in LORA_CALIBRATION else PREFERENCE_LR[lora]

@@ -170,7 +170,7 @@ def test_theta_trains_on_its_own_adam_and_is_saved_beside_the_model(world, tmp_p
     args = config(tmp_path / "out", warmup_steps=10, max_grad_norm=1e-3, weight_decay=0.5)
     trainer = BADPOTrainer(str(path / "model"), args=args, train_dataset=data,
                            processing_class=build_tokenizer(), attributes=["given:signed"],
-                           bias="shared_mean")
+                           bias="shared_mean", theta_init="zero")
     assert trainer.bias.annotators == tuple(f"ann{k}" for k in range(5))
     assert INDEX_COLUMN in trainer.train_dataset.column_names
     trainer.train()
@@ -186,6 +186,22 @@ def test_theta_trains_on_its_own_adam_and_is_saved_beside_the_model(world, tmp_p
     assert saved.variant == "shared_mean"
     torch.testing.assert_close(saved.theta(), trainer.bias.theta().detach().cpu(), rtol=0, atol=0)
     assert (tmp_path / "out" / "model.safetensors").exists()
+
+
+def test_theta_starts_at_the_reference_fit_by_default(world, tmp_path):
+    """The engine's default start: the signed side wins 9 of its 12 cross-group judgments, so
+    theta_bar starts at log(9 / 3) with every deviation at 0; theta_init='zero' starts at 0."""
+    from badpo.integrations.trl import BADPOTrainer
+
+    path, data = world
+    trainer = BADPOTrainer(str(path / "model"), args=config(tmp_path / "out"), train_dataset=data,
+                           processing_class=build_tokenizer(), attributes=["given:signed"],
+                           bias="shared_mean")
+    assert float(trainer.bias.shared_parameter().detach()) == pytest.approx(math.log(3), abs=1e-6)
+    assert float(trainer.bias.deviations().abs().max()) == 0.0
+    with pytest.raises(ValueError, match="theta_init: 'reference' or 'zero'"):
+        BADPOTrainer(str(path / "model"), args=config(tmp_path / "out2"), train_dataset=data,
+                     processing_class=build_tokenizer(), attributes=["given:signed"], theta_init="warm")
 
 
 def test_bad_input_is_one_clear_error(world, tmp_path):

@@ -146,7 +146,7 @@ def test_affine_calibration_refuses_a_design_or_a_map_it_cannot_invert():
         fit_affine_calibration([[0.0, 0.0], [1.0, 0.0]], [[0.0, 0.0], [1.0, 0.0]])
     with pytest.raises(ValueError, match="same shape"):
         fit_affine_calibration([[0.0, 0.0]] * 3, [[0.0, 0.0]] * 2)
-    with pytest.raises(ValueError, match=r"cannot be inverted \(condition number [0-9.e+]+ > 1e\+06\)"):
+    with pytest.raises(ValueError, match=r"cannot be inverted \(condition number (?:[0-9.e+]+|inf) > 1e\+06\)"):
         invert_affine_calibration([0.0, 0.0], [[1.0, 2.0], [0.5, 1.0]], [0.0, 0.0])
     with pytest.raises(ValueError, match=r"condition number 1e\+07 > 1e\+06"):
         invert_affine_calibration([0.0, 0.0], [[1.0, 0.0], [0.0, 1e-7]], [0.0, 0.0])

@@ -122,6 +122,11 @@ def from_dict(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(data) - set(fields))
+    renamed = getattr(cls, "RENAMED", {})  # {old key: what replaced it}, a class attribute
+    for name in unknown:
+        if name in renamed:
+            key = f"{prefix}.{name}" if prefix else name
+            raise ConfigError(f"{key}: no longer a key; {renamed[name]}")
     if unknown:
         names = ", ".join(f"{prefix}.{k}" if prefix else str(k) for k in unknown)
         raise ConfigError(f"unknown key(s): {names} (known: {', '.join(fields)})")

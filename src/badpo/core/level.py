@@ -60,7 +60,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["Link", "LOGISTIC", "squared", "offset_mle", "level_shift"]
+__all__ = ["Link", "LOGISTIC", "squared", "offset_mle", "level_shift", "reference_start"]
 
 
 @dataclass(frozen=True)
@@ -154,3 +154,20 @@ def level_shift(logits: Tensor, directions: Tensor, trusted: Tensor, link: Link)
     s_hat = offset_mle(logits[trusted], directions[trusted], link)
     t_hat = offset_mle(logits[~trusted], directions[~trusted], link)
     return t_hat - s_hat, s_hat
+
+
+def reference_start(directions: Tensor, logits: Tensor, link: Link) -> list[float]:
+    """Theta's shared level at the conditional optimum of the loss with the policy at the reference.
+
+    There every margin is 0 and judgment i's logit is ``logits_i`` (its fixed offset, if any) plus
+    the level's term x . a_i, so the start is :func:`offset_mle` on ``directions`` ``[n, d]``.
+    A coordinate no judgment touches has no signal and starts at 0; a separable set (an
+    attribute's side won every, or none, of its cross-group judgments) has no finite start and is
+    a ``ValueError``. Why start here: docs/training.md, "Where theta starts".
+    """
+    fit = offset_mle(logits, directions, link)
+    touched = (directions.reshape(len(logits), -1) != 0).any(dim=0)
+    if touched.any() and fit[touched].isnan().any():
+        raise ValueError("no finite fit of theta at the reference (an attribute's side won every, "
+                         "or none, of its cross-group judgments)")
+    return torch.nan_to_num(fit, nan=0.0).tolist()

@@ -260,11 +260,11 @@ def offline_estimate(attr_diff: Tensor, names: Sequence[str]) -> list[float]:
     for i, name in enumerate(names):
         total, wins = int((attr_diff[:, i] != 0).sum()), int((attr_diff[:, i] > 0).sum())
         if total == 0:
-            raise ValueError(f"bias.warm_start: attribute {name!r} has no cross-group judgment; "
+            raise ValueError(f"bias.init: offline: attribute {name!r} has no cross-group judgment; "
                              "its offline log-odds are undefined")
         value = offline_log_odds(wins, total)
         if not math.isfinite(value):
-            raise ValueError(f"bias.warm_start: the attribute side of {name!r} won {wins} of its "
+            raise ValueError(f"bias.init: offline: the attribute side of {name!r} won {wins} of its "
                              f"{total} cross-group judgments; its offline log-odds are {value}")
         estimate.append(value)
     return estimate

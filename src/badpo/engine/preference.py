@@ -20,6 +20,7 @@ from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError
 from badpo.core.jsonio import dumps
+from badpo.core.level import reference_start
 from badpo.engine.batches import PreferenceData, Schedule, load_preference_data, offline_estimate
 from badpo.engine.cache import reference_logprobs, token_offsets
 from badpo.engine.checkpoint import continue_from
@@ -73,20 +74,18 @@ def build_bias(method: Method, config: TrainConfig, data: PreferenceData):
                 f"attributes: method {config.method!r} / bias options need at least one")
         return None
     if not method.learns_theta:
-        for key in ("warm_start", "declared", "trusted"):
-            if getattr(config.bias, key) not in (False, None):
+        for key in ("declared", "trusted"):
+            if getattr(config.bias, key) is not None:
                 raise ConfigError(f"bias.{key}: method {config.method!r} learns no theta")
+        if config.bias.init == "offline":
+            raise ConfigError(f"bias.init: offline: method {config.method!r} learns no theta")
     declared = config.bias.declared or list(data.attribute_names)
     unknown = [n for n in declared if n not in data.attribute_names]
     if unknown:
         raise ConfigError(
             f"bias.declared: {unknown} not among the attributes {list(data.attribute_names)}")
-    init_mean = None
-    if config.bias.warm_start:  # the offline log-odds of the declared attributes; the rest stay 0
-        columns = [data.attribute_names.index(n) for n in declared]
-        estimate = dict(zip(declared, offline_estimate(data.attr_diff[:, columns], declared)))
-        init_mean = [estimate.get(n, 0.0) for n in data.attribute_names]
     trusted = config.bias.trusted_values(len(data.attribute_names))
+    init_mean = initial_level(method, config, data, declared, trusted) if method.learns_theta else None
     check_trusted_ids(config, data.annotators)
     for annotator, values in trusted.items():
         if len(values) != len(data.attribute_names):
@@ -102,6 +101,39 @@ def build_bias(method: Method, config: TrainConfig, data: PreferenceData):
         if str(error).startswith("trusted"):
             raise ConfigError(f"bias.{error} (method {config.method!r})") from None
         raise
+
+
+def initial_level(method: Method, config: TrainConfig, data: PreferenceData, declared: list[str],
+                  trusted: dict[str, list[float]]) -> list[float] | None:
+    """Where theta's shared level starts (``bias.init``), one value per attribute, 0 where undeclared.
+
+    ``reference``: the conditional optimum of the arm's loss in the shared level with the policy at
+    the reference, where every margin u is 0 and a judgment's logit is its bias logit alone: the
+    fit of the untrusted judgments' labels on g(y_w) - g(y_l) through the method's link, the fixed
+    offset counted (:func:`badpo.core.level.reference_start`; R-DPO's length term, which is not 0
+    at the reference, is not: its rows start as BA-DPO's). At that point the first policy gradient
+    has no component along the declared attributes, so the policy is not pushed toward the bias
+    while theta climbs (docs/training.md, "Where theta starts"). ``offline``: each attribute's
+    log-odds on its own cross-group judgments. ``zero``: None (theta = 0).
+    """
+    columns = [data.attribute_names.index(n) for n in declared]
+    if config.bias.init == "zero":
+        return None
+    if config.bias.init == "offline":
+        estimate = dict(zip(declared, offline_estimate(data.attr_diff[:, columns], declared)))
+        return [estimate.get(n, 0.0) for n in data.attribute_names]
+    directions = data.attr_diff[:, columns].double()
+    offset = torch.tensor(config.bias.fixed_offset or [0.0] * len(data.attribute_names), dtype=torch.float64)
+    learned = ~torch.tensor([data.annotators[k] in trusted for k in data.annotator_index.tolist()],
+                            dtype=torch.bool)
+    link = method.level_link(method.parse_params(getattr(config, "method_params", {})))
+    try:
+        start = reference_start(directions[learned], (data.attr_diff.double() @ offset)[learned], link)
+    except ValueError as error:
+        raise ConfigError(f"bias.init: reference: {error} for {declared}; set bias.init: zero to "
+                          "start at 0") from None
+    estimate = dict(zip(declared, start))
+    return [estimate.get(n, 0.0) for n in data.attribute_names]
 
 
 def check_trusted_ids(config: TrainConfig, annotators) -> None:

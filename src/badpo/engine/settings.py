@@ -67,8 +67,16 @@ class OptimConfig:
 class BiasSettings:
     """The bias channel's own optimizer and options (the variant comes from the method)."""
 
+    RENAMED = {"warm_start": "use bias.init: offline for the old warm start (true), zero for "
+                             "theta from 0 (false); the default is now init: reference"}
+
     lr: float = 1e-2  # theta's Adam, constant, no weight decay
-    warm_start: bool = False  # start theta_bar / pooled theta at the offline log-odds
+    # where theta starts (docs/training.md, "Where theta starts"): reference = its shared level
+    # (theta_bar, the pooled theta, every theta_k of the free variant) at the conditional optimum
+    # of the arm's own loss with the policy at the reference (u = 0), the deviations at 0: the
+    # point of the flat direction that reference anchoring names; offline = each attribute's
+    # corpus-level log-odds on its own (the paper's warm arms); zero = the paper's theta = 0
+    init: Literal["reference", "offline", "zero"] = "reference"
     declared: list[str] | None = None  # attributes with a trainable theta; null = all
     fixed_offset: list[float] | None = None  # non-trainable offset added to every theta_k
     # trusted annotators, theta_k fixed instead of learned: a list of ids (fixed at 0) or a mapping

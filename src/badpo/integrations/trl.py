@@ -52,6 +52,7 @@ from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.jsonio import atomic_write_text
 from badpo.core.judgments import FIELDS, Judgment, annotator_classes, validate_judgments
+from badpo.core.level import LOGISTIC, reference_start
 from badpo.core.losses import ba_dpo_loss
 from badpo.engine.checkpoint import read_state_files, write_state_files
 from badpo.engine.external_run import FORMAT, ExternalRun, local_path, method_of_variant, write_external_run
@@ -155,14 +156,20 @@ class BADPOTrainer(DPOTrainer):
     on the training annotators, sorted as the engine sorts them, with their classes) or a ready
     :class:`BiasChannel` (warm start, fixed offset, trusted annotators; parameters with
     ``requires_grad=False`` stay frozen). ``theta_lr``: theta's constant Adam learning rate.
+    ``theta_init``: where a variant's theta starts, ``reference`` (the engine's default: the fit
+    of the labels at the reference, docs/training.md) or ``zero``; a ready channel is taken as is.
     Every other argument is ``DPOTrainer``'s.
     """
 
     def __init__(self, model, ref_model=None, args: DPOConfig | None = None, data_collator=None,
                  train_dataset=None, eval_dataset=None, *, attributes: Sequence[str] | AttributeSet,
-                 bias: str | BiasChannel = "shared_mean", theta_lr: float = 1e-2, **kwargs) -> None:
+                 bias: str | BiasChannel = "shared_mean", theta_lr: float = 1e-2,
+                 theta_init: str = "reference", **kwargs) -> None:
         if not theta_lr > 0:
             raise ValueError(f"theta_lr: must be > 0, got {theta_lr}")
+        if theta_init not in ("reference", "zero"):
+            raise ValueError(f"theta_init: 'reference' or 'zero', got {theta_init!r}")
+        self.theta_init = theta_init
         self.attributes = attributes if isinstance(attributes, AttributeSet) else resolve_attributes(attributes)
         # the specs as given, for the run record (an AttributeSet keeps no specs)
         self.attribute_specs = None if isinstance(attributes, AttributeSet) else [str(a) for a in attributes]
@@ -206,7 +213,18 @@ class BADPOTrainer(DPOTrainer):
                                  f"the declared attributes {list(names)}")
             return bias
         annotators = sorted({j.annotator for j in judgments})
-        return BiasChannel(bias, names, annotators, annotator_classes(judgments, "train_dataset"))
+        channel = BiasChannel(bias, names, annotators, annotator_classes(judgments, "train_dataset"))
+        if self.theta_init == "zero" or not channel.facts.learns_theta:
+            return channel
+        diffs = torch.tensor([(g_w - g_l).tolist() for g_w, g_l in map(self.attributes.judgment_values,
+                                                                       judgments)], dtype=torch.float64)
+        try:  # the engine's default start (docs/training.md, "Where theta starts")
+            start = reference_start(diffs.reshape(len(judgments), len(names)),
+                                    torch.zeros(len(judgments), dtype=torch.float64), LOGISTIC)
+        except ValueError as error:
+            raise ValueError(f"theta_init='reference': {error}; pass theta_init='zero'") from None
+        return BiasChannel(bias, names, annotators, annotator_classes(judgments, "train_dataset"),
+                           init_mean=start)
 
     def _with_columns(self, dataset, name: str):
         return with_bias_columns(dataset, _judgments(dataset, name), self.attributes, self.bias, name)
