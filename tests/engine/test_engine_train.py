@@ -85,7 +85,7 @@ def test_engine_loss_is_ba_dpo_loss_on_full_logit_logprobs(world):
 
 def test_theta_frozen_at_zero_is_dpo(world, monkeypatch):
     """theta frozen at its start 0 (no optimizer, no gradient): the bias logit is 0 * dg = 0."""
-    dpo = train(make_config(world, "dpo", "method=dpo"))
+    dpo = train(make_config(world, "dpo", "method=dpo"))  # theta from 0 below: the same logits
     prepare = engine_preference.prepare_run
 
     def with_frozen_theta(config, accelerator=None, **options):
@@ -95,7 +95,7 @@ def test_theta_frozen_at_zero_is_dpo(world, monkeypatch):
         return dataclasses.replace(run, theta_optimizer=None), parts, tokenizer
 
     monkeypatch.setattr(engine_preference, "prepare_run", with_frozen_theta)
-    frozen = train(make_config(world, "frozen", "method=ba_dpo_pooled"))
+    frozen = train(make_config(world, "frozen", "method=ba_dpo_pooled", "bias.init=zero"))
     assert [r["loss"] for r in log_records(dpo)] == [r["loss"] for r in log_records(frozen)]
     assert all(r["theta_bar"]["signed"] == 0.0 for r in log_records(frozen))
     for name, weight in policy_weights(dpo).items():
@@ -107,7 +107,7 @@ def test_theta_lr_is_constant_and_unclipped_while_policy_lr_follows_the_schedule
     0.5 (1 + cos(pi (k - 2) / 8)) for k = 2..9: 1, 0.96194, 0.85355, 0.69134, 0.5, 0.30866,
     0.14645, 0.03806. The policy's gradient is clipped to norm 1e-12; theta's first Adam step is
     still lr * g / (|g| + eps) = 0.01 in size, which a clipped gradient (~1e-12 < eps) could not give."""
-    out = train(make_config(world, "schedule", "steps=10", "optim.warmup_ratio=0.2",
+    out = train(make_config(world, "schedule", "steps=10", "optim.warmup_ratio=0.2", "bias.init=zero",
                             "optim.schedule=cosine", "optim.max_grad_norm=1e-12",
                             "method=ba_dpo_pooled"))
     records = log_records(out)
@@ -120,8 +120,10 @@ def test_theta_lr_is_constant_and_unclipped_while_policy_lr_follows_the_schedule
 
 
 def test_micro_batch_8_x1_equals_2_x4(world):
-    whole = train(make_config(world, "micro8", "micro_batch_size=8"))
-    split = train(make_config(world, "micro2", "micro_batch_size=2"))
+    # theta from 0: at the reference fit the first step's gradient nearly cancels, and Adam turns
+    # float noise in near-zero coordinates into differences larger than the tolerance
+    whole = train(make_config(world, "micro8", "micro_batch_size=8", "bias.init=zero"))
+    split = train(make_config(world, "micro2", "micro_batch_size=2", "bias.init=zero"))
     assert_same_run(whole, split)
 
 
@@ -148,9 +150,9 @@ def _as_dict(config: TrainConfig) -> dict:
 def test_pair_grouped_and_per_judgment_give_the_same_loss_and_update(world):
     """One step over all 24 judgments: 24 judgment items, or 6 pair items of 4 judgments each."""
     per_judgment = train(make_config(world, "perj", "steps=1", "batch_size=24",
-                                     "batching=per_judgment"))
+                                     "batching=per_judgment", "bias.init=zero"))
     grouped = train(make_config(world, "grouped", "steps=1", "batch_size=6", "micro_batch_size=2",
-                                "batching=pair_grouped"))
+                                "batching=pair_grouped", "bias.init=zero"))
     a, b = log_records(per_judgment)[0], log_records(grouped)[0]
     assert a["judgments"] == b["judgments"] == 24
     assert a["loss"] == pytest.approx(b["loss"], abs=1e-6)

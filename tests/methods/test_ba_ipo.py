@@ -87,7 +87,7 @@ def test_badpo_train_reaches_ba_ipo_with_a_learned_theta_and_trusted_ids(world):
     (theta moves, the first loss is (0 + 0 - 1/(2 tau))^2 = 25 at the reference with theta 0);
     with ann1 trusted it stays at 0; plain `ipo` refuses trusted ids (it learns no theta)."""
     out = train(make_config(world, "ba_ipo", "steps=2", "method=ba_ipo_class_offsets",
-                            "bias.trusted=[ann1]"))
+                            "bias.trusted=[ann1]", "bias.init=zero"))
     assert log_records(out)[0]["loss"] == pytest.approx(25.0, abs=1e-4)
     channel = BiasChannel.load(out / "theta.json")
     assert channel.variant == "class_offsets" and channel.classes == ("A", "B")

@@ -21,6 +21,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import Tensor, nn
+from tqdm.auto import tqdm
 
 from badpo.core.notices import BadpoWarning
 from badpo.engine.logprobs import response_token_logprobs
@@ -67,12 +68,14 @@ def token_offsets(store: TokenStore) -> Tensor:
 
 
 def compute_logprobs(model: nn.Module, store: TokenStore, batch_size: int, chunk_size: int,
-                     accelerator, per_token: bool = False) -> tuple[Tensor, Tensor | None]:
+                     accelerator, per_token: bool = False, progress: bool = False
+                     ) -> tuple[Tensor, Tensor | None]:
     """Reference log-probs of every sequence of ``store``: ``[S]`` float32 on the CPU, and with
     ``per_token`` every response token's log-prob in the ragged layout of :func:`token_offsets`.
 
     Sequences are batched by length (little padding); with several processes each computes a
-    strided share and the shares are summed (every other entry is exactly 0).
+    strided share and the shares are summed (every other entry is exactly 0). ``progress``: a bar
+    with the count and an ETA on stderr (minutes on a real model's judgments).
     """
     order = torch.argsort(store.lengths, descending=True, stable=True)
     share = order[accelerator.process_index :: accelerator.num_processes]
@@ -81,7 +84,9 @@ def compute_logprobs(model: nn.Module, store: TokenStore, batch_size: int, chunk
     offsets = token_offsets(store)
     tokens = torch.zeros(int(offsets[-1]), dtype=torch.float32, device=device) if per_token else None
     with reference_mode(model), accelerator.autocast():
-        for rows in share.split(batch_size):
+        batches = share.split(batch_size)
+        for rows in tqdm(batches, desc="reference log-probs", unit="batch", disable=not progress,
+                         dynamic_ncols=True, leave=False):
             batch = store.batch(rows, device)
             summed, flat = response_token_logprobs(model, batch, chunk_size)
             values[rows.to(device)] = summed.float()
@@ -95,8 +100,8 @@ def compute_logprobs(model: nn.Module, store: TokenStore, batch_size: int, chunk
 
 
 def reference_logprobs(model: nn.Module, store: TokenStore, *, identity: dict, cache_dir: str | None,
-                       batch_size: int, chunk_size: int, accelerator, per_token: bool = False
-                       ) -> tuple[Tensor, Tensor | None, dict]:
+                       batch_size: int, chunk_size: int, accelerator, per_token: bool = False,
+                       progress: bool = False) -> tuple[Tensor, Tensor | None, dict]:
     """Load the cached reference log-probs of ``store`` or compute (and cache) them.
 
     ``identity`` holds the model name/revision, tokenization settings and precision; the weights
@@ -113,7 +118,7 @@ def reference_logprobs(model: nn.Module, store: TokenStore, *, identity: dict, c
         cached = _read_cache(path, parts, len(store), int(token_offsets(store)[-1]) if per_token else None)
         if cached is not None:
             return (*cached, parts)
-    values, tokens = compute_logprobs(model, store, batch_size, chunk_size, accelerator, per_token)
+    values, tokens = compute_logprobs(model, store, batch_size, chunk_size, accelerator, per_token, progress)
     if path is not None and accelerator.is_main_process:
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(f".tmp{os.getpid()}")

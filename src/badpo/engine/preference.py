@@ -8,6 +8,7 @@ channel, caches the reference log-probs and builds both optimizers; the outputs 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError
 from badpo.core.jsonio import dumps
 from badpo.core.level import reference_start
+from badpo.core.notices import BadpoWarning
 from badpo.engine.batches import PreferenceData, Schedule, load_preference_data, offline_estimate
 from badpo.engine.cache import reference_logprobs, token_offsets
 from badpo.engine.checkpoint import continue_from
@@ -129,9 +131,10 @@ def initial_level(method: Method, config: TrainConfig, data: PreferenceData, dec
     link = method.level_link(method.parse_params(getattr(config, "method_params", {})))
     try:
         start = reference_start(directions[learned], (data.attr_diff.double() @ offset)[learned], link)
-    except ValueError as error:
-        raise ConfigError(f"bias.init: reference: {error} for {declared}; set bias.init: zero to "
-                          "start at 0") from None
+    except ValueError as error:  # the labels put the level at infinity: start where the paper does
+        warnings.warn(f"bias.init: reference: {error} for {declared}; theta starts at 0 "
+                      "(as under bias.init: zero)", BadpoWarning, stacklevel=2)
+        return None
     estimate = dict(zip(declared, start))
     return [estimate.get(n, 0.0) for n in data.attribute_names]
 
@@ -190,6 +193,7 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
         model, data.store, identity=identity, cache_dir=config.cache_dir,
         batch_size=config.runtime.eval_batch_size, chunk_size=config.runtime.logprob_chunk_size,
         accelerator=accelerator, per_token=per_token,
+        progress=config.report.progress_bar and accelerator.is_main_process,
     )
     policy = LogprobModel(model, config.runtime.logprob_chunk_size)
     optimizer, scheduler = policy_optimizer(policy, config.optim, preference_lr(config), config.steps)
