@@ -45,6 +45,7 @@ from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.names import NAME_ATTRIBUTES
 from badpo.experiment.config import ExperimentConfig, check_runner_keys, merge_settings
 from badpo.experiment.cure.calibration import (
+    DESIGNS,
     CalibrationSpec,
     achieved_shifts,
     calibration_fit,
@@ -464,7 +465,7 @@ class _CureSweep:
                                 self.evaluation)
         points = [self.train_run(run) for run in runs]
         fit = calibration_fit(cal, points)
-        design = {"scales": list(cal.scales)} if cal.design == "scaled" else {"step": cal.step}
+        design = DESIGNS[cal.design].settings(cal)
         calibration = {"seed": cal.seed, "target": cal.target, "design": cal.design, **design, **fit,
                        "points": [{"key": r["key"], "point": run.point, "intended": r["intended"],
                                    "achieved": r["achieved"]} for run, r in zip(runs, points)]}

@@ -17,7 +17,7 @@ The run at s*(t_cal) itself has the same intended shift, hence the same key, und
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -35,7 +35,7 @@ from badpo.readouts.metrics import mean_attribute_rate
 
 __all__ = ["CalibrationSpec", "POOL_LABELS", "MIN_CALIBRATION_SPAN", "target_shifts", "achieved_shifts",
            "tilt_readout", "calibration_line", "calibration_point_names", "calibration_intended", "calibration_fit",
-           "intended_shifts", "extrapolated"]
+           "intended_shifts", "extrapolated", "Design", "DESIGNS", "design_of"]
 
 
 @dataclass(frozen=True)
@@ -56,10 +56,7 @@ class CalibrationSpec:
     def __post_init__(self) -> None:
         if not (math.isfinite(self.step) and self.step > 0):
             raise ConfigError(f"calibration.step: must be a finite log-odds > 0, got {self.step}")
-        scales = self.scales
-        if self.design == "scaled" and (len(set(scales)) < 2 or not all(math.isfinite(s) and s != 0
-                                                                          for s in scales)):
-            raise ConfigError(f"calibration.scales: give two or more distinct non-zero scales, got {scales}")
+        DESIGNS[self.design].check(self)
 
 
 POOL_LABELS = [list(NAME_POOL[name]) for name in POOL_NAMES]  # [89, 2] (woman_coded, black_coded)
@@ -107,30 +104,21 @@ def calibration_line(points: list[Mapping]) -> dict:
     return line
 
 
-def calibration_point_names(spec: CalibrationSpec) -> list[str]:
-    """The name of each calibration run, in the order they run: ``x<scale>`` (scaled); ``s*``,
-    then ``<woman|black> +<step>`` (per_coordinate), for the plan and ``calibration.json``."""
-    if spec.design == "scaled":
-        return [f"x{scale}" for scale in spec.scales]
-    return ["s*", *(f"{a.removesuffix('_coded')} +{spec.step:g}" for a in NAME_ATTRIBUTES)]
+def _check_scales(spec: CalibrationSpec) -> None:
+    if len(set(spec.scales)) < 2 or not all(math.isfinite(s) and s != 0 for s in spec.scales):
+        raise ConfigError(f"calibration.scales: give two or more distinct non-zero scales, got {spec.scales}")
 
 
-def calibration_intended(spec: CalibrationSpec, exact: Mapping[str, float]) -> list[dict[str, float]]:
-    """The intended shifts of the calibration runs, from s*(t_cal) = ``exact``, in the order of
-    :func:`calibration_point_names`. s* is passed on as the same floats (1.0 x s is s), so its run
-    keeps one key under both designs."""
-    if spec.design == "scaled":
-        return [{a: scale * exact[a] for a in NAME_ATTRIBUTES} for scale in spec.scales]
+def _scaled_intended(spec: CalibrationSpec, exact: Mapping[str, float]) -> list[dict[str, float]]:
+    return [{a: scale * exact[a] for a in NAME_ATTRIBUTES} for scale in spec.scales]
+
+
+def _per_coordinate_intended(spec: CalibrationSpec, exact: Mapping[str, float]) -> list[dict[str, float]]:
     return [{a: exact[a] for a in NAME_ATTRIBUTES},
             *({a: exact[a] + (spec.step if a == moved else 0.0) for a in NAME_ATTRIBUTES} for moved in NAME_ATTRIBUTES)]
 
 
-def calibration_fit(spec: CalibrationSpec, points: Sequence[Mapping]) -> dict:
-    """The fitted part of ``calibration.json`` from the calibration records (``intended`` and
-    ``achieved`` each): {"line": per attribute} (scaled) or {"affine": {"attributes", "A", "c"}},
-    A's rows and columns and c's entries in the order of ``attributes`` (per_coordinate)."""
-    if spec.design == "scaled":
-        return {"line": calibration_line(list(points))}
+def _affine_fit(spec: CalibrationSpec, points: Sequence[Mapping]) -> dict:
     matrix, intercept = fit_affine_calibration([[r["intended"][a] for a in NAME_ATTRIBUTES] for r in points],
                                                [[r["achieved"][a] for a in NAME_ATTRIBUTES] for r in points])
     for i, a in enumerate(NAME_ATTRIBUTES):
@@ -139,6 +127,70 @@ def calibration_fit(spec: CalibrationSpec, points: Sequence[Mapping]) -> dict:
                              "intended (A's diagonal): the stage does not respond to it; try a larger "
                              "calibration.step, or the scaled design")
     return {"affine": {"attributes": list(NAME_ATTRIBUTES), "A": matrix.tolist(), "c": intercept.tolist()}}
+
+
+@dataclass(frozen=True)
+class Design:
+    """One calibration design as a row: where its runs sit, how they are fitted, what
+    ``calibration.json`` records of it and how the cure's table names its rows. Nothing else
+    branches on a design's name."""
+
+    check: Callable[[CalibrationSpec], None]  # refuse a spec the design cannot use
+    point_names: Callable[[CalibrationSpec], list[str]]  # each run's name, in run order
+    intended: Callable[[CalibrationSpec, Mapping[str, float]], list[dict[str, float]]]  # from s*(t_cal)
+    fit: Callable[[CalibrationSpec, Sequence[Mapping]], dict]  # the fitted part of calibration.json
+    settings: Callable[[CalibrationSpec], dict]  # the spec's part of calibration.json
+    labels: Callable[[Mapping], list[str]]  # the table's row labels, from calibration.json
+    describe: Callable[[Mapping], str]  # the table's footer, from calibration.json
+
+
+DESIGNS: dict[str, Design] = {
+    "scaled": Design(  # the paper's: a line per attribute through scales x s*
+        check=_check_scales,
+        point_names=lambda spec: [f"x{scale}" for scale in spec.scales],
+        intended=_scaled_intended,
+        fit=lambda spec, points: {"line": calibration_line(list(points))},
+        settings=lambda spec: {"scales": list(spec.scales)},
+        labels=lambda cal: ["+ offset, exact tilt" if s == 1.0 else f"+ offset, calibration x{s:g}"
+                            for s in cal["scales"]],
+        describe=lambda cal: f"scales {cal['scales']}",
+    ),
+    "per_coordinate": Design(  # s* and s* + step on each attribute alone: an affine map
+        check=lambda spec: None,  # scales are inherited from a scaled config, not read
+        point_names=lambda spec: ["s*", *(f"{a.removesuffix('_coded')} +{spec.step:g}" for a in NAME_ATTRIBUTES)],
+        intended=_per_coordinate_intended,
+        fit=_affine_fit,
+        settings=lambda spec: {"step": spec.step},
+        labels=lambda cal: ["+ offset, exact tilt",
+                            *(f"+ offset, calibration {p['point']}" for p in cal["points"][1:])],
+        describe=lambda cal: f"s* and s* moved by +{cal['step']:g} on each attribute alone",
+    ),
+}
+
+
+def design_of(calibration: Mapping) -> Design:
+    """The design row of a ``calibration.json`` (one written before designs existed is scaled)."""
+    return DESIGNS[calibration.get("design", "scaled")]
+
+
+def calibration_point_names(spec: CalibrationSpec) -> list[str]:
+    """The name of each calibration run, in the order they run: ``x<scale>`` (scaled); ``s*``,
+    then ``<woman|black> +<step>`` (per_coordinate), for the plan and ``calibration.json``."""
+    return DESIGNS[spec.design].point_names(spec)
+
+
+def calibration_intended(spec: CalibrationSpec, exact: Mapping[str, float]) -> list[dict[str, float]]:
+    """The intended shifts of the calibration runs, from s*(t_cal) = ``exact``, in the order of
+    :func:`calibration_point_names`. s* is passed on as the same floats (1.0 x s is s), so its run
+    keeps one key under both designs."""
+    return DESIGNS[spec.design].intended(spec, exact)
+
+
+def calibration_fit(spec: CalibrationSpec, points: Sequence[Mapping]) -> dict:
+    """The fitted part of ``calibration.json`` from the calibration records (``intended`` and
+    ``achieved`` each): {"line": per attribute} (scaled) or {"affine": {"attributes", "A", "c"}},
+    A's rows and columns and c's entries in the order of ``attributes`` (per_coordinate)."""
+    return DESIGNS[spec.design].fit(spec, points)
 
 
 def intended_shifts(wanted: Mapping[str, float], fit: Mapping) -> dict[str, float]:

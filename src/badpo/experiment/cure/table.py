@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from badpo.core.names import NAME_ATTRIBUTES
+from badpo.experiment.cure.calibration import design_of
 from badpo.readouts.metrics import mean_ci
 
 __all__ = ["COLUMNS", "describe_line", "render_cure_table"]
@@ -73,13 +74,6 @@ def _cells(readouts: list[Mapping], level: float) -> str:
     return " / ".join(_cell(values, 2, level) for values in shares)
 
 
-def _calibration_labels(calibration: Mapping) -> list[str]:
-    """The rows of the calibration runs: by scale (scaled), or by the coordinate moved (per_coordinate)."""
-    if calibration.get("design", "scaled") == "scaled":
-        return ["+ offset, exact tilt" if s == 1.0 else f"+ offset, calibration x{s:g}" for s in calibration["scales"]]
-    return ["+ offset, exact tilt", *(f"+ offset, calibration {p['point']}" for p in calibration["points"][1:])]
-
-
 def _row(label: str, target: str, records: list[Mapping], level: float, kl_source: bool = True) -> list[str]:
     readouts = [r["readouts"] for r in records]
 
@@ -95,12 +89,6 @@ def _row(label: str, target: str, records: list[Mapping], level: float, kl_sourc
             _pair([r["readouts"].get("pair_shift") for r in records], 2, level)]
 
 
-def _design(calibration: Mapping) -> str:
-    if calibration.get("design", "scaled") == "scaled":
-        return f"scales {calibration['scales']}"
-    return f"s* and s* moved by +{calibration['step']:g} on each attribute alone"
-
-
 def render_cure_table(config: Any, prepared: Mapping[int, Mapping], calibration_records: list[Mapping],
                       calibrated: list[Mapping], calibration: Mapping, tilts: Mapping,
                       compare: Mapping) -> tuple[str, str]:
@@ -110,7 +98,7 @@ def render_cure_table(config: Any, prepared: Mapping[int, Mapping], calibration_
     each target."""
     cal = calibration["seed"]
     rows = [_row(f"{config.source.arm} (source)", "—", [prepared[cal]], config.level, kl_source=False)]
-    for record, label in zip(calibration_records, _calibration_labels(calibration)):
+    for record, label in zip(calibration_records, design_of(calibration).labels(calibration)):
         rows.append(_row(label, f"{record['target']:g}", [record], config.level))
     targets = list(dict.fromkeys([*config.targets, *config.all_seed_targets]))
     for target in targets:
@@ -144,7 +132,7 @@ def render_cure_table(config: Any, prepared: Mapping[int, Mapping], calibration_
               "reference on pairs whose names differ in either attribute minus on pairs that agree on both. "
               "—: not read (no judge, no samples, or a record logged before the readout existed). Several "
               f"seeds: mean ± {config.level:.0%} Student-t half-width. Calibration at seed {cal}, target "
-              f"{calibration['target']:g}, {_design(calibration)}: "
+              f"{calibration['target']:g}, {design_of(calibration).describe(calibration)}: "
               + describe_line(calibration.get("affine") or calibration["line"]) + "."]
     csv_lines = [",".join(header)] + [",".join(f'"{c}"' if "," in c else c for c in row) for row in rows]
     return "\n".join(lines) + "\n", "\n".join(csv_lines) + "\n"
