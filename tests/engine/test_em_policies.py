@@ -159,3 +159,19 @@ def test_an_e_step_of_restarted_policies_is_not_continued(world):
     path.write_text(json.dumps(estep))
     with pytest.raises(RuntimeError, match="an E-step of policies that restart"):
         train(make_config(world, name, *_arm("continue"), "resume_from=latest"))
+
+
+def test_every_process_runs_as_many_margin_forwards_as_the_largest_share():
+    """policy_margins under a sharded model: 11 rows over 2 processes in batches of 5 are shares
+    of 6 and 5 rows, 2 forwards and 1; the second pads with None to 2. Over 1-4 processes every
+    process runs the largest share's count, and the real batches cover every row exactly once
+    (unequal shards cannot hang)."""
+    from badpo.engine.mixture import equal_forwards
+
+    rows = torch.arange(100, 111)
+    assert [len(b) if b is not None else None for b in equal_forwards(rows, 1, 2, 5)] == [5, None]
+    for processes in (1, 2, 3, 4):
+        plans = [equal_forwards(rows, p, processes, 5) for p in range(processes)]
+        assert len({len(plan) for plan in plans}) == 1
+        covered = torch.cat([b for plan in plans for b in plan if b is not None])
+        assert sorted(covered.tolist()) == rows.tolist()

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import shutil
 import sys
@@ -303,25 +304,38 @@ def _drop_states(output: Path, part: Part) -> None:
         shutil.rmtree(output / part.start.folder / CHECKPOINTS, ignore_errors=True)
 
 
+def equal_forwards(rows: Tensor, process: int, processes: int, batch_size: int) -> list[Tensor | None]:
+    """Process ``process``'s strided share of ``rows`` in batches of ``batch_size``, padded with
+    None to the count of the largest share, so that every process runs the same number of forwards
+    (a sharded model gathers its weights inside each forward: a process that stopped early would
+    leave the others waiting for ever)."""
+    share = list(rows[process::processes].split(batch_size))
+    most = math.ceil(math.ceil(len(rows) / processes) / batch_size)
+    return share + [None] * (most - len(share))
+
+
 def policy_margins(run, judgments: Tensor) -> Tensor:
     """u + b of ``judgments`` under ``run``'s policy as trained, against the cached reference:
     ``[H]`` float64 on the CPU. Each distinct sequence is scored once through the run's prepared
     ``LogprobModel`` (the log-prob code training uses), longest first, ``eval_batch_size`` at a
-    time, the rows shared out over the processes."""
+    time, the rows shared out over the processes with the same number of forwards on each
+    (:func:`equal_forwards`)."""
     data, accelerator, device = run.data, run.accelerator, run.accelerator.device
     chosen, rejected = data.chosen_row[judgments], data.rejected_row[judgments]
     rows = torch.unique(torch.cat([chosen, rejected]))
     rows = rows[torch.argsort(data.store.lengths[rows], descending=True, stable=True)]
     logps = torch.zeros(len(data.store), device=device)
-    share = rows[accelerator.process_index :: accelerator.num_processes]
+    batches = equal_forwards(rows, accelerator.process_index, accelerator.num_processes,
+                             run.config.runtime.eval_batch_size)
     was_training = run.policy.training
     run.policy.eval()
     try:
         with torch.no_grad():
-            for batch_rows in share.split(run.config.runtime.eval_batch_size):
-                batch = data.store.batch(batch_rows, device)
-                logps[batch_rows.to(device)] = run.policy(
-                    batch["input_ids"], batch["attention_mask"], batch["response_mask"]).float()
+            for batch_rows in batches:
+                batch = data.store.batch(rows[:1] if batch_rows is None else batch_rows, device)
+                scored = run.policy(batch["input_ids"], batch["attention_mask"], batch["response_mask"])
+                if batch_rows is not None:  # a padding forward keeps FSDP's gathers in step; not kept
+                    logps[batch_rows.to(device)] = scored.float()
             if accelerator.num_processes > 1:
                 logps = accelerator.reduce(logps, reduction="sum")
             c, r = chosen.to(device), rejected.to(device)
