@@ -55,6 +55,7 @@ from badpo.core.config import ConfigError
 from badpo.core.jsonio import atomic_write_text, write_json, write_jsonl
 from badpo.corpora.multipref import summary_text as multipref_summary
 from badpo.corpora.multipref_protocol import (
+    ATTRIBUTES,
     WorldTruth,
     check_protocol,
     default_pool_means,
@@ -234,7 +235,7 @@ def smol_multipref_rows(tasks: Sequence[Task], answers: Sequence[Sequence[str]],
                         ) -> tuple[list[dict[str, Any]], WorldTruth, dict[str, Any]]:
     """The comparisons as MultiPref source rows, the truth that generated their votes, and the
     counts of what was used (pure: the samples in, the rows out)."""
-    attributes = resolve_attributes(("length", "markdown"))
+    attributes = resolve_attributes(ATTRIBUTES)
     annotators = planted_annotators(config)
     side_rng, vote_rng = stage_rng(config.seed, "responses"), stage_rng(config.seed, "votes")
     rows, comparisons, truth_answers = [], {}, {}
