@@ -80,6 +80,31 @@ def test_same_config_gives_byte_identical_files_and_another_seed_does_not(tmp_pa
     assert [r["text"] for r in other_rows] != [r["text"] for r in rows] and other_truth.theta != truth.theta
 
 
+# sha256 of the small world's files, recorded before the protocol moved to
+# badpo.corpora.multipref_protocol (shared with smol-multipref): the move changed no byte. The
+# tokenizer and model folders are left out: they come from tokenizers and torch, not the protocol.
+FROZEN_SHA256 = {
+    "README.md": "dc1d18a976f367fc89cd67cd81bc85c2e0b11bafa685e6fb368e0cfb78857d87",
+    "audit.json": "660d8ef66b26f96d67c76586c06a5d09c06b15c60eb8253ce71308ad7c65e203",
+    "config.yaml": "fd2d74bbd662f4d1515779e7800fb673c62bc7ed40f328e0e548002a965d434b",
+    "eval_prompts.jsonl": "1d10b55c9130e0cea1c52d42aa395ca592579b5c2542782aae43edc381702d2b",
+    "gate.json": "6dd4da8505074b75ba53c07a1d5297cbca7b9540d059240253de31bf4682c169",
+    "heldout.jsonl": "15283027b5350b202053f37347ecde0fdadc64e361880f635c22506517883790",
+    "planted.json": "d954efa8608a7eda0a4111692028298fff09dd75b88623627b30b77c836a27fd",
+    "sft.jsonl": "0b5d47051426894fcb7d7472f86433e38b43a2f7517a65ca0a69204370762cfe",
+    "source.jsonl": "1d63f551064d374ddbd2410d74cbe6ece41c2c172861f7430d5d686e2c338f39",
+    "stats.json": "424618c9950d8eabbf058ee7ab6787351e5659dccf70a0c05b68cbc28c1433ab",
+    "train.jsonl": "33875ecadd0b17d0115d3bb745da50e8cbf5340ac0b7b33d7648c95e3d4d82e4",
+    "world.yaml": "0c0e512de47b6a71cde3a236a9f65436531edebf888285185cdc48302fb883f1",
+}
+
+
+def test_the_small_world_is_byte_for_byte_what_it_was_before_the_protocol_was_shared(tmp_path, build_tiny_multipref):
+    build_tiny_multipref(small_config(), tmp_path)
+    found = {name: sha for name, sha in digests(tmp_path).items() if not name.startswith(("model/", "tokenizer/"))}
+    assert found == FROZEN_SHA256
+
+
 def test_ties_are_dropped_counted_and_as_frequent_as_the_tie_model_says(world):
     """Every judgment is a non-tie vote of the source, every non-tie vote a judgment; the tie
     count matches the sum of Davidson's P(tie) = nu / (e^(z/2) + e^(-z/2) + nu) over the votes."""

@@ -338,3 +338,37 @@ def test_a_table_baseline_must_be_an_arm(planned):
     data["tables"][1]["baseline"] = "LoRA 5e-6, DPO"
     with pytest.raises(ConfigError, match=r"tables\[1\]\.baseline: 'LoRA 5e-6, DPO' is not an arm"):
         from_dict(ExperimentConfig, data)
+
+
+# ------------------------------------------------------------ the real-model MultiPref tables
+def test_smol_multipref_runs_the_names_recipe_with_the_default_init_on_both_attributes(planned):
+    """Issue 32, item 3: the world's keys are SmolMultiPrefConfig's; the names table's recipe (full
+    fine-tuned reference, LoRA r16 arms, 100 steps of 8 comparisons, policy 2e-4, theta 5e-2) with
+    theta's init left at the library default; DPO, both BA-DPO arms, R-DPO at 0.02 and 0.005 and
+    SamPO on length and markdown; the checker, both readouts of each attribute, KL, votes and
+    theta recovery in the tables."""
+    from badpo.corpora.smol_multipref import SmolMultiPrefConfig
+
+    config, plan = planned(CONFIGS / "experiment_smol_multipref.yaml")
+    assert config.corpus.builder == "smol-multipref"
+    world = from_dict(SmolMultiPrefConfig, config.corpus.config)
+    assert world.prompts * world.answers_per_prompt <= 1500  # the sampling budget of the docstring
+    assert not plan.reference.settings["lora"]["enabled"]
+    default_init = TrainConfig().bias.init
+    assert "init" not in (config.train.get("bias") or {})
+    methods = []
+    for run in plan.runs:
+        settings = run.settings
+        assert settings["attributes"] == ["length", "markdown"] and settings["bias"]["init"] == default_init
+        assert (settings["steps"], settings["batch_size"], settings["batching"]) == (100, 8, "pair_grouped")
+        assert (settings["optim"]["lr"], settings["bias"]["lr"]) == (2e-4, 5e-2)
+        assert settings["lora"]["enabled"] and settings["lora"]["rank"] == 16
+        methods.append((run.method, settings["method_params"].get("alpha")))
+    assert sorted(methods, key=str) == sorted([("dpo", None), ("ba_dpo_pooled", None), ("ba_dpo_shared_mean", None),
+                                               ("r_dpo", 0.02), ("r_dpo", 0.005), ("sampo", None)], key=str)
+    metrics = {column.metric for table in config.tables for column in table.columns}
+    assert {"tokens", "candidates.expected_words", "candidates.long", "candidates.markdown", "markdown.rate",
+            "sampled_text.markdown_rate", "checked.accuracy", "kl", "votes/length.accuracy",
+            "votes/markdown.accuracy", "theta_recovery.pearson.length", "theta_recovery.pearson.markdown"} <= metrics
+    assert any("tab:multipref" in t.title for t in config.tables) and any("tab:formatting" in t.title
+                                                                          for t in config.tables)

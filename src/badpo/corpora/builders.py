@@ -22,6 +22,7 @@ CORPORA: dict[str, tuple[str, str, str]] = {
         "badpo.corpora.signed_ultrafeedback", "SignedUltraFeedbackConfig", "build_signed_ultrafeedback"),
     "multipref": ("badpo.corpora.multipref", "MultiPrefConfig", "build_multipref"),
     "smol-signed": ("badpo.corpora.smol_signed", "SmolSignedConfig", "build_smol_signed"),
+    "smol-multipref": ("badpo.corpora.smol_multipref", "SmolMultiPrefConfig", "build_smol_multipref"),
     "own-data": ("badpo.corpora.own_data", "OwnDataConfig", "build_own_data"),  # your judgments, split
     "example-csv": ("badpo.corpora.example", "ExampleCsvConfig", "build_example_csv"),  # a CSV as users have one
 }

@@ -27,7 +27,9 @@ and a vote that is not a tie follows the Bradley-Terry likelihood ``sigmoid(z)``
 builder's dropping of ties leaves the planted model intact. The vote's strength ("clearly" when
 ``|z| >= 1``) is written but, as in the real builder, not read.
 
-**One protocol with MultiPref.** The comparisons are written as MultiPref source rows
+**One protocol with MultiPref**, in :mod:`badpo.corpora.multipref_protocol` (the pools, the votes,
+the files), which the real-model world :mod:`badpo.corpora.smol_multipref` calls too: this module
+only writes the prompts and responses. The comparisons are written as MultiPref source rows
 (``source.jsonl``, the real nested schema) and turned into judgments, split, SFT rows, evaluation
 prompts and audit by :func:`badpo.corpora.multipref.multipref_corpus` and
 :func:`~badpo.corpora.multipref.write_multipref`, so ``badpo build multipref OUT
@@ -45,9 +47,7 @@ and the tiny GPT-2 of :func:`badpo.corpora.tiny.build_model`. Files: :data:`OUTP
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,13 +55,25 @@ from typing import Any, Literal
 
 import numpy as np
 
-from badpo.audit.estimates import BiasIdentifiabilityWarning, audit
 from badpo.core.attributes import resolve_attributes
-from badpo.core.config import ConfigError, dump_yaml
-from badpo.core.jsonio import write_json, write_jsonl
-from badpo.core.judgments import Judgment
-from badpo.corpora.multipref import MultiPrefConfig, multipref_corpus, write_multipref
+from badpo.core.config import ConfigError
 from badpo.corpora.multipref import summary_text as multipref_summary
+from badpo.corpora.multipref_protocol import (
+    ATTRIBUTES,
+    POOLS,
+    WorldTruth,
+    check_protocol,
+    default_pool_means,
+    gate_lines,
+    gate_statistics,
+    implied_log_odds,
+    judged_row,
+    planted_annotators,
+    protocol_corpus,
+    stage_rng,
+    world_truth,
+    write_world,
+)
 from badpo.corpora.tiny import SPACE, SPECIAL_TOKENS, TinyModelConfig, answer_quality, build_model, correct_answer
 
 __all__ = [
@@ -76,8 +88,6 @@ ENDINGS: dict[str, tuple[str, str, str]] = {  # task -> (none, short, long)
     "copy": ("", " as asked", " as asked because copy keeps the order"),
     "reverse": ("", " as asked", " as asked because reverse flips the order"),
 }
-ATTRIBUTES = ("length", "markdown")  # the attribute specs the labels are planted on, in theta order
-POOLS = {"normal_worker_annotations": "crowd", "expert_worker_annotations": "expert"}  # as MultiPref's
 OUTPUT_FILES = {
     "train.jsonl": "training judgments (badpo.core.judgments format), as badpo build multipref writes them",
     "heldout.jsonl": "judgments on the held-out prompts",
@@ -95,11 +105,6 @@ OUTPUT_FILES = {
     "model/": "the tiny GPT-2 (random init) and a copy of the tokenizer",
     "README.md": "this list",
 }
-_STAGES = {"prompts": 1, "responses": 2, "annotators": 3, "votes": 4}
-
-
-def _default_pool_means() -> dict[str, list[float]]:
-    return {"crowd": [1.3, 1.2], "expert": [0.7, 0.8]}
 
 
 @dataclass(frozen=True)
@@ -118,7 +123,7 @@ class TinyMultiPrefConfig:
     crowd_annotators: int = 40  # annotators in the crowd pool
     expert_annotators: int = 30  # annotators in the expert pool
     votes_per_pool: int = 2  # votes of each pool on each comparison (MultiPref: two and two)
-    pool_means: dict[str, list[float]] = field(default_factory=_default_pool_means)  # mu_pool (length, markdown)
+    pool_means: dict[str, list[float]] = field(default_factory=default_pool_means)  # mu_pool (length, markdown)
     sigma: float = 0.5  # per-annotator spread of theta_k around its pool mean (each coordinate)
     tie_strength: float = 1.0  # Davidson's nu: P(tie) = nu / (2 cosh(z/2) + nu), 1/3 at z = 0
     heldout_fraction: float = 0.1  # share of prompt ids held out (the MultiPref builder's split)
@@ -135,13 +140,6 @@ class TinyMultiPrefConfig:
         capacity = len(self.tasks) * sum(10 ** n for n in range(self.min_digits, self.max_digits + 1))
         if not 1 <= self.n_prompts <= capacity // 2:
             raise ConfigError(f"n_prompts: must lie in [1, {capacity // 2}], got {self.n_prompts}")
-        for name in ("comparisons_per_prompt", "votes_per_pool"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name}: must be >= 1, got {getattr(self, name)}")
-        for name in ("crowd_annotators", "expert_annotators"):
-            if getattr(self, name) < self.votes_per_pool:
-                raise ConfigError(f"{name}: a comparison needs {self.votes_per_pool} distinct annotators "
-                                  f"of the pool (votes_per_pool), got {getattr(self, name)}")
         for name in ("error_rate", "markdown_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"{name}: must lie in [0, 1], got {getattr(self, name)}")
@@ -149,34 +147,11 @@ class TinyMultiPrefConfig:
         if len(shares) != 3 or min(shares) < 0 or not math.isclose(sum(shares), 1.0, abs_tol=1e-9):
             raise ConfigError(f"ending_shares: three non-negative shares (none, short, long) summing "
                               f"to 1, got {shares}")
-        if sorted(self.pool_means) != ["crowd", "expert"]:
-            raise ConfigError(f"pool_means: give the pools crowd and expert, got {sorted(self.pool_means)}")
-        for pool, mean in self.pool_means.items():
-            if len(mean) != len(ATTRIBUTES) or not all(map(math.isfinite, mean)):
-                raise ConfigError(f"pool_means.{pool}: expected {len(ATTRIBUTES)} finite numbers "
-                                  f"{ATTRIBUTES}, got {mean}")
-        for name in ("kappa", "sigma", "tie_strength"):
-            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
-                raise ConfigError(f"{name}: must be finite and >= 0, got {getattr(self, name)}")
-        if self.seed < 0:
-            raise ConfigError(f"seed: must be >= 0, got {self.seed}")
+        check_protocol(self)
 
     def rng(self, stage: str) -> np.random.Generator:
         """The generator of one stage: changing a later stage leaves the earlier draws alone."""
-        return np.random.default_rng([self.seed, _STAGES[stage]])
-
-    def pool_size(self, pool: str) -> int:
-        return self.crowd_annotators if pool == "crowd" else self.expert_annotators
-
-
-@dataclass(frozen=True)
-class WorldTruth:
-    """What generated the labels (scoring only)."""
-
-    theta: dict[str, tuple[float, ...]]  # annotator -> planted theta (ATTRIBUTES order)
-    pool: dict[str, str]  # annotator -> crowd / expert
-    comparisons: dict[str, tuple[float, str, np.ndarray]]  # comparison_id -> (q, completion_a, g_a - g_b)
-    answers: dict[str, tuple[str, str]]  # prompt_id -> (task, exact answer)
+        return stage_rng(self.seed, stage)
 
 
 # ------------------------------------------------------------------------------------ responses
@@ -217,33 +192,10 @@ def _prompts(config: TinyMultiPrefConfig) -> list[tuple[str, str, list[int]]]:
     return prompts
 
 
-def _annotators(config: TinyMultiPrefConfig) -> dict[str, list[tuple[str, np.ndarray]]]:
-    """pool -> [(annotator id, planted theta)]."""
-    rng = config.rng("annotators")
-    planted = {}
-    for pool in ("crowd", "expert"):
-        n = config.pool_size(pool)
-        thetas = np.asarray(config.pool_means[pool]) + config.sigma * rng.standard_normal((n, len(ATTRIBUTES)))
-        planted[pool] = [(f"{pool}-{i:02d}", theta) for i, theta in enumerate(thetas)]
-    return planted
-
-
-def _vote(z: float, tie_strength: float, u: float) -> str:
-    """MultiPref's ``overall_pref`` under Davidson's model at logit z, from a uniform draw u."""
-    a, b = math.exp(z / 2), math.exp(-z / 2)
-    total = a + b + tie_strength
-    strength = "clearly" if abs(z) >= 1.0 else "slightly"
-    if u < a / total:
-        return f"A-is-{strength}-better"
-    if u < (a + b) / total:
-        return f"B-is-{strength}-better"
-    return "Tie"
-
-
 def tiny_multipref_rows(config: TinyMultiPrefConfig) -> tuple[list[dict[str, Any]], WorldTruth]:
     """The comparisons as MultiPref source rows, and the truth that generated their votes (pure)."""
     attributes = resolve_attributes(ATTRIBUTES)
-    annotators = _annotators(config)
+    annotators = planted_annotators(config)
     response_rng, vote_rng = config.rng("responses"), config.rng("votes")
     rows, comparisons, answers = [], {}, {}
     for prompt_id, task, digits in _prompts(config):
@@ -255,74 +207,13 @@ def tiny_multipref_rows(config: TinyMultiPrefConfig) -> tuple[list[dict[str, Any
             text_b, score_b = _response(task, correct, config, response_rng)
             while text_b == text_a:  # a judgment needs two different responses
                 text_b, score_b = _response(task, correct, config, response_rng)
-            g_a, g_b = attributes.pair_values(prompt, text_a, text_b)
             quality = config.kappa * (score_a - score_b)
             comparison_id = f"{prompt_id}-{c}"
-            comparisons[comparison_id] = (quality, text_a, g_a - g_b)
-            row: dict[str, Any] = {"comparison_id": comparison_id, "prompt_id": prompt_id, "text": prompt,
-                                   "completion_a": text_a, "completion_b": text_b}
-            for column, pool in POOLS.items():
-                chosen = vote_rng.choice(len(annotators[pool]), config.votes_per_pool, replace=False)
-                row[column] = []
-                for index in chosen:
-                    annotator, theta = annotators[pool][int(index)]
-                    z = quality + float(theta @ (g_a - g_b))
-                    row[column].append({"evaluator": annotator,
-                                        "overall_pref": _vote(z, config.tie_strength, float(vote_rng.random()))})
+            row, diff = judged_row((comparison_id, prompt_id), prompt, (text_a, text_b), quality, annotators,
+                                   config, vote_rng, attributes)
+            comparisons[comparison_id] = (quality, text_a, diff)
             rows.append(row)
-    theta = {a: tuple(float(x) for x in t) for pool in annotators.values() for a, t in pool}
-    pools = {a: pool for pool, members in annotators.items() for a, _ in members}
-    return rows, WorldTruth(theta, pools, comparisons, answers)
-
-
-# ------------------------------------------------------------------------------- planted truth
-def _sigmoid(x: float) -> float:
-    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
-
-
-def implied_log_odds(judgments: Sequence[Judgment], truth: WorldTruth) -> dict[str, dict[str, float | None]]:
-    """attribute -> slice ("all", "crowd", "expert") -> logit(mean p) over the judgments cross-group
-    on the attribute, p the planted probability that its carrying side wins the (non-tie) vote:
-    ``sigmoid(+-(q + theta_k . (g_a - g_b)))``. This is what the audit's offline log-odds of the
-    same slice estimate, given who judged which comparison."""
-    probabilities: dict[str, dict[str, list[float]]] = {name: {"all": []} for name in ATTRIBUTES}
-    for j in judgments:
-        quality, text_a, diff = truth.comparisons[j.pair_id]
-        a_wins = _sigmoid(quality + float(np.dot(truth.theta[j.annotator], diff)))
-        for i, name in enumerate(ATTRIBUTES):
-            if diff[i] != 0:
-                p = a_wins if diff[i] > 0 else 1.0 - a_wins
-                probabilities[name]["all"].append(p)
-                probabilities[name].setdefault(truth.pool[j.annotator], []).append(p)
-    return {name: {key: math.log(np.mean(ps) / (1.0 - np.mean(ps))) if ps else None for key, ps in by.items()}
-            for name, by in probabilities.items()}
-
-
-def gate_statistics(judgments: Sequence[Judgment], truth: WorldTruth) -> dict:
-    """The audit of the judgments (cross-group count, wins, offline log-odds and its s.e., overall
-    and by pool) beside the values the planted theta imply, per attribute."""
-    with warnings.catch_warnings():  # recorded in the result instead
-        warnings.simplefilter("ignore", BiasIdentifiabilityWarning)
-        result = audit(judgments, resolve_attributes(ATTRIBUTES))
-    implied = implied_log_odds(judgments, truth)
-    gate: dict[str, Any] = {"judgments": len(judgments), "warnings": list(result.warnings)}
-    for coordinate in result.coordinates:
-        slices = {"all": coordinate.overall, **coordinate.by_class}
-        gate[coordinate.name] = {
-            "share_cross": coordinate.overall.share_cross,
-            **{key: {**{k: v for k, v in counts.to_dict().items() if k in ("cross", "wins", "log_odds", "se")},
-                     "implied": implied[coordinate.name].get(key)} for key, counts in slices.items()}}
-    return gate
-
-
-def _planted(truth: WorldTruth, config: TinyMultiPrefConfig) -> dict:
-    """planted.json, in the tiny signed world's format (classes are the pools)."""
-    realised = {pool: np.mean([truth.theta[a] for a, p in truth.pool.items() if p == pool], axis=0).tolist()
-                for pool in ("crowd", "expert")}
-    return {"attribute_names": list(ATTRIBUTES), "class_means": {k: list(v) for k, v in config.pool_means.items()},
-            "realised_class_means": realised, "sigma": config.sigma, "tie_strength": config.tie_strength,
-            "annotators": [{"annotator": a, "annotator_class": truth.pool[a], "theta": list(t)}
-                           for a, t in truth.theta.items()]}
+    return rows, world_truth(annotators, comparisons, answers)
 
 
 # -------------------------------------------------------------------------- tokenizer and files
@@ -380,14 +271,13 @@ def build_tiny_multipref(config: TinyMultiPrefConfig, outdir: str | Path) -> dic
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     rows, truth = tiny_multipref_rows(config)
-    protocol = MultiPrefConfig(source="source.jsonl", heldout_fraction=config.heldout_fraction,
-                               n_eval_prompts=config.n_eval_prompts, seed=config.seed, audit_attributes=ATTRIBUTES)
-    corpus = multipref_corpus(rows, protocol)
-    eval_prompts = []
-    for row in corpus.eval_prompts:
-        task, answer = truth.answers[row["prompt_id"]]
-        eval_prompts.append({**row, "body": answer, "candidates": candidate_responses(task, answer)})
-    corpus = dataclasses.replace(corpus, eval_prompts=eval_prompts)
+
+    def eval_fields(prompt_id: str) -> dict:
+        task, answer = truth.answers[prompt_id]
+        return {"body": answer, "candidates": candidate_responses(task, answer)}
+
+    corpus, protocol = protocol_corpus(rows, config, eval_fields)
+    eval_prompts = corpus.eval_prompts
     tokenizer = build_tokenizer(config)
     _check_coverage(tokenizer, sorted({r["text"] + r[f"completion_{side}"] for r in rows for side in "ab"}
                                       | {p["prompt"] + c for p in eval_prompts for c in p["candidates"]}),
@@ -395,32 +285,17 @@ def build_tiny_multipref(config: TinyMultiPrefConfig, outdir: str | Path) -> dic
     model = build_model(config.model, tokenizer)
     n_parameters = sum(p.numel() for p in model.parameters())
 
-    stats = write_multipref(corpus, protocol, out, corpus_name="tiny-multipref")
-    write_jsonl(out / "source.jsonl", rows)
-    write_json(out / "planted.json", _planted(truth, config))
-    gate = gate_statistics(corpus.train, truth)
-    write_json(out / "gate.json", gate)
-    dump_yaml(config, out / "world.yaml")
+    stats = write_world(corpus, protocol, rows, truth, config, out, "tiny-multipref")
     tokenizer.save_pretrained(out / "tokenizer")
     model.save_pretrained(out / "model")
     tokenizer.save_pretrained(out / "model")
     (out / "README.md").write_text(_readme(stats, len(tokenizer), n_parameters), encoding="utf-8")
-    return {**stats, "outdir": str(out), "vocab_size": len(tokenizer), "parameters": n_parameters, "gate": gate}
+    return {**stats, "outdir": str(out), "vocab_size": len(tokenizer), "parameters": n_parameters}
 
 
 def summary_text(summary: Mapping[str, Any]) -> str:
     """What ``badpo build tiny-multipref`` prints: the builder's counts and audit, then the gate."""
-    def number(x: float | None) -> str:
-        return "-" if x is None else f"{x:+.2f}"
-
     lines = [multipref_summary(summary),
              f"in {summary['outdir']}: vocabulary {summary['vocab_size']}, model {summary['parameters']} parameters",
-             f"gate on {summary['gate']['judgments']} training judgments: offline log-odds (s.e.) vs planted-implied"]
-    for name in ATTRIBUTES:
-        for key in ("all", "crowd", "expert"):
-            row = summary["gate"][name].get(key)
-            if row is not None:
-                se = "-" if row["se"] is None else f"{row['se']:.2f}"
-                lines.append(f"  {name:<9} {key:<6} cross {row['cross']:>5}  {number(row['log_odds'])} ({se})"
-                             f"  implied {number(row['implied'])}")
+             *gate_lines(summary["gate"])]
     return "\n".join(lines)

@@ -10,8 +10,10 @@ with its per-name shares and cell shares, the first-name rates per prompt beside
 from the reference (:mod:`badpo.readouts.names_analyses`), KL to
 the reference on the policy's own generations, each declared attribute on those generations
 (beside the reference's when they are given), mean token count (the length readout) beside the
-samples' EOS rate, raw markdown rate and words, length and markdown from probabilities with the
-body fixed when the evaluation prompts carry ``candidates`` (the tiny length-and-format world), the
+samples' EOS rate, raw markdown rate and words, the checker's accuracy of the samples when the
+evaluation prompts carry a question's ``kind`` and ``expected`` answer (:mod:`badpo.readouts.checked`),
+length and markdown from probabilities with the body fixed when the evaluation prompts carry
+``candidates`` (the tiny and the real-model length-and-format worlds), the
 markdown rate reweighted onto the reference's lengths when markdown is declared, held-out
 accuracy on same- and cross-group judgments and the gap (per attribute under ``heldout``, and
 under ``heldout_any`` with a pair cross-group when it differs on any declared attribute: the one
@@ -44,6 +46,7 @@ from badpo.core.judgments import Judgment, read_judgments
 from badpo.core.names import NAME_ATTRIBUTES, read_signature
 from badpo.engine.mixture import MIXTURE_FILE
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
+from badpo.readouts.checked import checked_readout
 from badpo.readouts.metrics import (
     heldout_accuracy,
     reward_tilt,
@@ -415,6 +418,7 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
             result["sampled"] = _sampled_readout(samples.texts)
         result["tokens"] = float(np.mean(samples.token_counts))
         result["sampled_text"] = sampled_text_readout(samples, tokenizer.eos_token_id)
+        result.update(checked_readout(rows, samples.texts))  # prompts with a checker: its accuracy
         if reference_samples is None and policy is reference:
             reference_samples = samples
         if "markdown" in attributes.names:

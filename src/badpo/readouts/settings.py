@@ -45,7 +45,8 @@ class EvalConfig:
 
 # Readouts that exist only under some settings: the first part of a readout's path -> what
 # evaluate_policy needs to write it, and the setting that turns it on.
-GENERATED = ("kl", "sampled", "sampled_text", "tokens", "markdown", "attribute_rates", "rm", "rm_minus")
+GENERATED = ("kl", "sampled", "sampled_text", "checked", "tokens", "markdown", "attribute_rates", "rm",
+             "rm_minus")
 PER_ATTRIBUTE = ("heldout", "votes", "votes_ceiling")
 
 
