@@ -79,6 +79,8 @@ Files written by :func:`build_tiny_world` are listed in :data:`OUTPUT_FILES` (an
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,7 +109,7 @@ __all__ = [
     "GAP", "NAME_PIECES", "OUTPUT_FILES", "PROMPT_TEMPLATE", "SPECIAL_TOKENS", "TinyModelConfig",
     "TinyWorldConfig", "UnbiasedAnnotators", "add_unbiased_annotators", "answer_quality", "build_model",
     "build_tiny_world", "build_tokenizer",
-    "correct_answer", "gapped_answer", "name_tokens", "summary_text", "tiny_base_pairs",
+    "correct_answer", "gapped_answer", "name_tokens", "source_fingerprints", "summary_text", "tiny_base_pairs",
 ]
 
 PROMPT_TEMPLATE = "{task} {digits} and sign\n"
@@ -327,6 +329,12 @@ def build_tokenizer(surnames: Sequence[str], max_length: int, gaps: bool = False
         if got != (SPACE + surname,):
             raise ValueError(f"tiny tokenizer: surname {surname!r} splits into {got}")
     return tokenizer
+
+def source_fingerprints(config: TinyWorldConfig) -> dict[str, str]:
+    """What a world is built from beyond its config: the sha256 of its vocabulary, which issue 35
+    changed under an unchanged config; an experiment then refuses a world built before."""
+    tokens = _vocabulary(config.signing.surnames, config.quality == "gaps", config.name_pieces)
+    return {"tokenizer": hashlib.sha256(json.dumps(tokens).encode()).hexdigest()}
 
 def _check_coverage(tokenizer, corpus: SignedCorpus, max_length: int) -> None:
     """Every prompt + response of the corpus encodes without <unk> and fits the context."""
