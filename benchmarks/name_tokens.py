@@ -1,8 +1,10 @@
 """Where the first-name mass goes, by how many tokens a name takes (issue 23, item 6; issue 25, item 1).
 
-In the tiny tokenizer 43 of the 46 white-coded first names are one token and 39 of the 43
-black-coded ones are two or more. A training that moves mass toward one-token names lowers
-p(black) with no bias planted at all (configs/experiment_tiny_null_world.yaml). This prints, per
+In the tiny tokenizer before issue 35 (``name_pieces: true`` builds it) 43 of the 46 white-coded
+first names are one token and 39 of the 43 black-coded ones two or more. A training that moves
+mass toward one-token names lowers p(black) with no bias planted at all
+(configs/experiment_tiny_null_world.yaml). Since then every pool first name is one token: on a
+world built so, every name falls in a one-token column. This prints, per
 arm, the mean over seeds of the first-name mass on one-token and on longer names, split by the
 race-coded attribute, and the perplexity of the 89-name distribution (exp of its entropy):
 

@@ -3,6 +3,7 @@ check that the audit reads back the planted biases."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -14,14 +15,17 @@ import yaml
 from badpo.cli import main
 from badpo.core.config import from_dict
 from badpo.core.judgments import read_judgments
-from badpo.core.names import CELL_NAMES, CELLS, signature_attributes
+from badpo.core.names import CELL_NAMES, CELLS, POOL_NAMES, signature_attributes
+from badpo.corpora.signing import SURNAMES
 from badpo.corpora.tiny import (
     NAME_PIECES,
     OUTPUT_FILES,
     TinyWorldConfig,
     answer_quality,
+    build_tokenizer,
     correct_answer,
     name_tokens,
+    source_fingerprints,
     tiny_base_pairs,
 )
 from fixtures.files import digests, read_jsonl
@@ -114,7 +118,8 @@ def test_default_world_pair_types_and_cross_group_shares(world):
     assert abs(gate["share_cross"]["any"] - 0.6) < 0.03
 
 
-def test_tokenizer_round_trips_and_splits_names_like_a_real_tokenizer(world):
+def test_tokenizer_round_trips_and_spells_every_pool_name_in_one_token(world):
+    """Issue 35: no name is cheaper to the model for being spelled in fewer tokens."""
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(world / "tokenizer")
@@ -129,20 +134,42 @@ def test_tokenizer_round_trips_and_splits_names_like_a_real_tokenizer(world):
         assert tok(row["prompt"], add_special_tokens=False)["input_ids"] == ids[:len(
             tok(row["prompt"], add_special_tokens=False)["input_ids"])]
     signed = "4 1 3\n\n--- Latoya Miller"
-    assert tok.tokenize(signed) == ["4", "▁1", "▁3", "\n", "\n", "---", "▁La", "##toya", "▁Miller"]
+    assert tok.tokenize(signed) == ["4", "▁1", "▁3", "\n", "\n", "---", "▁Latoya", "▁Miller"]
     assert tok.decode(tok(signed)["input_ids"]) == signed
+    for name in POOL_NAMES:
+        assert tok.tokenize(" " + name) == ["▁" + name] and name_tokens(name) == ("▁" + name,)
+    assert all(tok.tokenize(" " + surname) == ["▁" + surname] for surname in SURNAMES)
+
+
+def test_name_pieces_build_the_tokenizer_of_the_worlds_before_issue_35():
+    """``name_pieces: true``: the 173-token vocabulary of the worlds built before, in which, as
+    under Qwen, white-coded names are about one token and black-coded ones two, and some first
+    pieces are shared across cells."""
+    tok = build_tokenizer(SURNAMES, 64, pieces=True)
+    vocab = [token for token, _ in sorted(tok.get_vocab().items(), key=lambda item: item[1])]
+    digest = hashlib.sha256(json.dumps(vocab).encode()).hexdigest()
+    assert (digest, len(vocab)) == ("a05acbdad6d580af2c7184fa509d207149eb76f2a47f28fbe7ca357708ea9a80", 173)
     counts = {cell: np.mean([len(tok.tokenize(" " + n)) for n in CELLS[cell]]) for cell in CELL_NAMES}
     assert counts["white_woman"] < 1.2 and counts["white_man"] < 1.2  # as under Qwen: 1.1, 1.0
     assert counts["black_woman"] > 1.9 and counts["black_man"] > 1.9  # and 2.1, 2.0
     for name in NAME_PIECES:
-        assert tuple(tok.tokenize(" " + name)) == name_tokens(name)
+        assert tuple(tok.tokenize(" " + name)) == name_tokens(name, pieces=True)
     first_cells = {}
     for cell in CELL_NAMES:
         for name in CELLS[cell]:
             first_cells.setdefault(tok.tokenize(" " + name)[0], set()).add(cell)
     assert first_cells["▁La"] == {"white_woman", "black_woman", "black_man"}
     assert first_cells["▁Ja"] == {"white_man", "black_woman", "black_man"}
-    assert len(tok.tokenize(" Jay")) == 2 and len(tok.tokenize(" Emily")) == 1
+
+
+def test_name_pieces_is_written_to_world_yaml_only_when_on(world, tmp_path, build_tiny_world):
+    assert "name_pieces" not in (world / "world.yaml").read_text()
+    build_tiny_world(small_config(name_pieces=True), tmp_path / "pieces")
+    assert yaml.safe_load((tmp_path / "pieces" / "world.yaml").read_text())["name_pieces"] is True
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tmp_path / "pieces" / "tokenizer")
+    assert len(tok) == 173 and tok.tokenize(" Latoya") == ["▁La", "##toya"]
 
 
 def test_model_loads_as_a_causal_lm_of_the_documented_size(world):
@@ -152,10 +179,10 @@ def test_model_loads_as_a_causal_lm_of_the_documented_size(world):
     model = AutoModelForCausalLM.from_pretrained(world / "model")
     tok = AutoTokenizer.from_pretrained(world / "model")  # the tokenizer travels with the model
     v, d, positions, layers = len(tok), 64, 64, 2
-    assert type(model).__name__ == "GPT2LMHeadModel" and model.config.vocab_size == v == 173
+    assert type(model).__name__ == "GPT2LMHeadModel" and model.config.vocab_size == v == 143
     # embeddings (tied head) + positions + per block 12 d^2 + 13 d + the final layer norm
     expected = v * d + positions * d + layers * (12 * d * d + 13 * d) + 2 * d
-    assert sum(p.numel() for p in model.parameters()) == expected == 115264
+    assert sum(p.numel() for p in model.parameters()) == expected == 113344
     ids = tok("reverse 3 1 4 and sign\n4 1 3\n\n--- Jamal Reed")["input_ids"] + [tok.eos_token_id]
     with torch.no_grad():
         logits = model(torch.tensor([ids])).logits
@@ -268,3 +295,25 @@ def test_oracle_labels_are_the_training_labels_without_the_bias(tmp_path, build_
 
     (biased_rate, n), (oracle_rate, _) = woman_side_rate(train), woman_side_rate(relabelled)
     assert n > 50 and abs(oracle_rate - 0.5) < 3 * 0.5 / math.sqrt(n) and biased_rate > oracle_rate + 0.1
+
+
+def test_an_experiment_refuses_a_world_built_with_another_tokenizer(tmp_path):
+    """The corpus marker carries the vocabulary's digest: a folder built before issue 35 (whose
+    marker has none) or with other name pieces is not reused with the tokenizer it lacks."""
+    from badpo.core.config import ConfigError
+    from badpo.experiment import ExperimentConfig
+    from badpo.experiment.runner import CORPUS_MARKER, prepare_corpus
+    from badpo.experiment.stages import engine_stages
+
+    config = from_dict(ExperimentConfig, {"output_dir": str(tmp_path), "arms": [{"name": "DPO", "method": "dpo"}],
+                                          "corpus": {"builder": "tiny-signed", "config": SMALL}})
+    stages = engine_stages(evaluate=None)
+    folder = prepare_corpus(config, stages, tmp_path, lambda line: None)
+    assert prepare_corpus(config, stages, tmp_path, lambda line: None) == folder  # reused
+    marker = json.loads((folder / CORPUS_MARKER).read_text())
+    assert set(marker["sources"]) == {"tokenizer"}
+    pieces = small_config(name_pieces=True)
+    assert source_fingerprints(pieces) != source_fingerprints(small_config())
+    (folder / CORPUS_MARKER).write_text(json.dumps({k: v for k, v in marker.items() if k != "sources"}))
+    with pytest.raises(ConfigError, match="corpus: tokenizer changed since .* was built from it; delete that folder"):
+        prepare_corpus(config, stages, tmp_path, lambda line: None)

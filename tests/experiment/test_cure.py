@@ -287,8 +287,10 @@ def test_the_cure_end_to_end_on_a_small_tiny_world(tmp_path, engine_stages):
     assert (tmp_path / "cure" / "table.md").exists()
     assert run_cure_config(config, render_only=True)["markdown"] == result["markdown"]
 
-    # the offset reaches the loss: one step over every held-out pair once, policy = reference
-    exact = cures[0]
+    # the offset reaches the loss: one step over every held-out pair once, policy = reference; on
+    # the calibrated run (here an offset of 0.31 on woman-coded names; the first calibration
+    # point's is 0.03, whose effect on the loss, about b^2/8, is under the 1e-4 asked below)
+    exact = cures[-1]
     pairs = tmp_path / "cure" / prepared["artifacts"]["heldout"]
     items = len({j.pair_id for j in read_judgments(pairs)})
     run = Path(train(from_dict(TrainConfig, {

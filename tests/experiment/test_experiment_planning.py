@@ -74,7 +74,8 @@ def test_the_real_stages_end_to_end_on_a_small_tiny_world(tmp_path, engine_stage
         raise AssertionError(f"{task.key} ran again")
 
     again = run_experiment(config, Stages(untouched.build_corpus, engine_stages().resolve_reference,
-                                          engine_stages().resolve_arm, must_not_run, must_not_run), log=quiet)
+                                          engine_stages().resolve_arm, must_not_run, must_not_run,
+                                          corpus_sources=engine_stages().corpus_sources), log=quiet)
     assert again["markdown"] == result["markdown"]
 
 

@@ -41,14 +41,16 @@ and ``▁?`` at its end. With the option off every file is byte-identical to a w
 existed (``world.yaml`` omits the key).
 
 **The tokenizer** is a WordPiece model over a hand-built vocabulary: the special tokens, the
-newline, ``---``, the digits, the task words, the surnames and the 89 first names. Words after a
-space carry the marker ``▁`` (as in SentencePiece), so decoding is exact. Like the Qwen tokenizer
-of the paper, nearly every white-coded name is one token and most black-coded names are two or
-three (:data:`NAME_PIECES`; mean 1.09 / 1.04 / 2.06 / 2.04 tokens per cell), and some first
-pieces are shared across cells (``▁La``: Latoya, Lamar, Laurie; ``▁Ja``: Jasmine, Jamal, Jay).
+newline, ``---``, the digits, the task words, the 89 first names and the surnames, each pool name
+one token. Words after a space carry the marker ``▁`` (as in SentencePiece), so decoding is exact.
+The paper's Qwen tokenizer spells nearly every white-coded name in one token and most black-coded
+ones in two or three; worlds built before issue 35 copied that (:data:`NAME_PIECES`, mean 1.09 /
+1.04 / 2.06 / 2.04 tokens per cell), and with no bias planted their training alone lowered the
+black-coded first-name rate 0.50 -> 0.43, mass moving to one-token names (docs/measurements.md,
+"The null world"). ``name_pieces: true`` builds that tokenizer again, byte for byte.
 The signature position is right after the ``---`` token: the readout's context is
 ``prompt + body + "\\n\\n---"`` (``body`` from ``eval_prompts.jsonl``), a first-name candidate is
-the text ``" " + name`` (e.g. ``" Latoya"`` -> ``▁La ##toya``), and the whole signature is
+the text ``" " + name`` (e.g. ``" Latoya"`` -> ``▁Latoya``), and the whole signature is
 ``" " + first + " " + surname`` followed by EOS. ``encode(prefix) + encode(rest) ==
 encode(prefix + rest)`` whenever the prefix ends with ``"\\n"`` or ``"---"``.
 
@@ -77,6 +79,8 @@ Files written by :func:`build_tiny_world` are listed in :data:`OUTPUT_FILES` (an
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,14 +109,15 @@ __all__ = [
     "GAP", "NAME_PIECES", "OUTPUT_FILES", "PROMPT_TEMPLATE", "SPECIAL_TOKENS", "TinyModelConfig",
     "TinyWorldConfig", "UnbiasedAnnotators", "add_unbiased_annotators", "answer_quality", "build_model",
     "build_tiny_world", "build_tokenizer",
-    "correct_answer", "gapped_answer", "name_tokens", "summary_text", "tiny_base_pairs",
+    "correct_answer", "gapped_answer", "name_tokens", "source_fingerprints", "summary_text", "tiny_base_pairs",
 ]
 
 PROMPT_TEMPLATE = "{task} {digits} and sign\n"
 SPACE = "\u2581"  # "▁": marks a word that follows a space
 GAP = "?"  # quality: gaps -- a digit the answer leaves out
 SPECIAL_TOKENS = {"pad": "<pad>", "unk": "<unk>", "bos": "<bos>", "eos": "<eos>"}
-# WordPiece pieces of the multi-token first names; every other pool name is one token.
+# WordPiece pieces of the first names the worlds before issue 35 spelled in more than one token
+# (``name_pieces: true``); every other pool name was one token there, and every name is one by default.
 NAME_PIECES: dict[str, tuple[str, ...]] = {
     # white woman / white man: two names of 46, sharing La- and Ja- with black-coded names
     "Laurie": ("La", "urie"), "Courtney": ("Court", "ney"), "Jay": ("Ja", "y"),
@@ -188,6 +193,7 @@ class TinyWorldConfig:
     model: TinyModelConfig = field(default_factory=TinyModelConfig)
     unbiased: UnbiasedAnnotators | None = None  # extra annotators with theta_k = 0; null = none
     oracle_labels: bool = False  # also write train_oracle.jsonl: the training labels with every theta_k = 0
+    name_pieces: bool = False  # spell first names in NAME_PIECES, as the worlds before issue 35 did
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_digits <= self.max_digits:
@@ -275,32 +281,33 @@ def tiny_base_pairs(config: TinyWorldConfig) -> tuple[list[BasePair], dict[str, 
     return pairs, exact
 
 # ------------------------------------------------------------------------------- the tokenizer
-def _vocabulary(surnames: Sequence[str], gaps: bool = False) -> list[str]:
-    """Every token, in a fixed order: specials, layout, digits, task words, names, surnames, and
-    with ``gaps`` the gap token last (so that every other token keeps its id)."""
+def _vocabulary(surnames: Sequence[str], gaps: bool = False, pieces: bool = False) -> list[str]:
+    """Every token, in a fixed order: specials, layout, digits, task words, names (with ``pieces``,
+    their :data:`NAME_PIECES`), surnames, and with ``gaps`` the gap token last (so that every
+    other token keeps its id)."""
     tokens = [*SPECIAL_TOKENS.values(), "\n", "---"]
     tokens += [str(d) for d in range(10)] + [SPACE + str(d) for d in range(10)]
     tokens += ["copy", "reverse", SPACE + "and", SPACE + "sign"]
     for name in POOL_NAMES:
-        first, *rest = NAME_PIECES.get(name, (name,))
-        tokens += [SPACE + first, *("##" + piece for piece in rest)]
+        tokens += name_tokens(name, pieces)
     tokens += [SPACE + surname for surname in surnames]
     tokens += [GAP, SPACE + GAP] if gaps else []
     return list(dict.fromkeys(tokens))
 
-def name_tokens(name: str) -> tuple[str, ...]:
-    """The tokens of the first-name candidate ``" " + name``, e.g. ``('▁La', '##toya')``."""
-    first, *rest = NAME_PIECES.get(name, (name,))
+def name_tokens(name: str, pieces: bool = False) -> tuple[str, ...]:
+    """The tokens of the first-name candidate ``" " + name``: ``('▁Latoya',)``, or with ``pieces``
+    (:data:`NAME_PIECES`) ``('▁La', '##toya')``."""
+    first, *rest = NAME_PIECES.get(name, (name,)) if pieces else (name,)
     return (SPACE + first, *("##" + piece for piece in rest))
 
-def build_tokenizer(surnames: Sequence[str], max_length: int, gaps: bool = False):
+def build_tokenizer(surnames: Sequence[str], max_length: int, gaps: bool = False, pieces: bool = False):
     """The tiny WordPiece tokenizer as a ``PreTrainedTokenizerFast`` (with ``gaps``, :data:`GAP`
-    in its vocabulary); checks that every first name splits into its :data:`NAME_PIECES` and
-    every surname is one token."""
+    in its vocabulary); checks that every first name is the tokens :func:`name_tokens` gives (one,
+    or with ``pieces`` its :data:`NAME_PIECES`) and every surname is one token."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {token: i for i, token in enumerate(_vocabulary(surnames, gaps))}
+    vocab = {token: i for i, token in enumerate(_vocabulary(surnames, gaps, pieces))}
     core = Tokenizer(models.WordPiece(vocab, unk_token=SPECIAL_TOKENS["unk"],
                                       max_input_chars_per_word=64))
     core.pre_tokenizer = pre_tokenizers.Sequence([
@@ -314,14 +321,20 @@ def build_tokenizer(surnames: Sequence[str], max_length: int, gaps: bool = False
         **{f"{role}_token": token for role, token in SPECIAL_TOKENS.items()})
     for name in POOL_NAMES:
         got = tuple(core.encode(" " + name, add_special_tokens=False).tokens)
-        if got != name_tokens(name):
+        if got != name_tokens(name, pieces):
             raise ValueError(f"tiny tokenizer: first name {name!r} splits into {got}, not "
-                             f"{name_tokens(name)}; a surname may clash with its pieces")
+                             f"{name_tokens(name, pieces)}; a surname may clash with its pieces")
     for surname in surnames:
         got = tuple(core.encode(" " + surname, add_special_tokens=False).tokens)
         if got != (SPACE + surname,):
             raise ValueError(f"tiny tokenizer: surname {surname!r} splits into {got}")
     return tokenizer
+
+def source_fingerprints(config: TinyWorldConfig) -> dict[str, str]:
+    """What a world is built from beyond its config: the sha256 of its vocabulary, which issue 35
+    changed under an unchanged config; an experiment then refuses a world built before."""
+    tokens = _vocabulary(config.signing.surnames, config.quality == "gaps", config.name_pieces)
+    return {"tokenizer": hashlib.sha256(json.dumps(tokens).encode()).hexdigest()}
 
 def _check_coverage(tokenizer, corpus: SignedCorpus, max_length: int) -> None:
     """Every prompt + response of the corpus encodes without <unk> and fits the context."""
@@ -425,15 +438,16 @@ def _planted(corpus: SignedCorpus, config: TinyWorldConfig) -> dict:
     return planted
 
 def _world_yaml(config: TinyWorldConfig, path: Path) -> None:
-    """The resolved config; ``unbiased`` and ``quality`` are left out when off (``null`` /
-    ``digits``), so that file stays as it was."""
+    """The resolved config; ``unbiased``, ``quality``, ``oracle_labels`` and ``name_pieces`` are
+    left out when off (``null`` / ``digits`` / false), so that file stays as it was."""
     data = to_dict(config)
     if config.unbiased is None:
         del data["unbiased"]
     if config.quality == "digits":
         del data["quality"]
-    if not config.oracle_labels:
-        del data["oracle_labels"]
+    for flag in ("oracle_labels", "name_pieces"):
+        if not data[flag]:
+            del data[flag]
     path.write_text(yaml.safe_dump(data, sort_keys=False))
 
 def build_tiny_world(config: TinyWorldConfig, outdir: str | Path) -> dict:
@@ -447,7 +461,7 @@ def build_tiny_world(config: TinyWorldConfig, outdir: str | Path) -> dict:
     if config.unbiased is not None:
         corpus = add_unbiased_annotators(corpus, config.unbiased, config.signing.seed)
     tokenizer = build_tokenizer(config.signing.surnames, config.model.n_positions,
-                                gaps=config.quality == "gaps")
+                                gaps=config.quality == "gaps", pieces=config.name_pieces)
     _check_coverage(tokenizer, corpus, config.model.n_positions)
     model = build_model(config.model, tokenizer)
     n_parameters = sum(p.numel() for p in model.parameters())

@@ -1,7 +1,7 @@
 """Whether a tokenizer can read the data: the share of its unknown token per side of the data.
 
 A tokenizer maps text it has no piece for to one unknown token (``tokenizer.unk_token_id``):
-English on a 173-token digit tokenizer is all ``<unk>``, and a model trained on that learns
+English on a 143-token digit tokenizer is all ``<unk>``, and a model trained on that learns
 nothing of the text, while the symptom it shows later (two sides "the same tokens after
 tokenization") does not name the cause. So every stage that tokenizes data, and the audit when
 it is given a tokenizer, reports the share per side: above :data:`WARN_SHARE` a warning, above
