@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from badpo.core.config import ConfigError, from_dict
 from badpo.experiment import ExperimentConfig, Stages, read_records, render_from_disk, run_experiment
@@ -410,6 +411,10 @@ def test_record_holds_the_run_and_plots_are_pngs(tmp_path):
     assert record["settings"]["optim"]["lr"] == 5e-7 and record["settings"]["model"] == "{reference}"
     assert record["theta"]["per_annotator"]["a1"] == [0.9, 1.7000000000000002]
     assert record["wall_time_s"] >= 0 and record["reference"].startswith("reference-")
+    made = record["provenance"]  # what made it: commit, versions, device, threads
+    assert made["device"]["kind"] in ("cpu", "cuda") and made["packages"]["torch"] == torch.__version__
+    assert made["source"] is None or len(made["source"]["commit"]) == 40
+    assert made["torch_threads"] == torch.get_num_threads()
     reference = result["records"][record["reference"]]
     assert reference["artifacts"] == {"model": f"work/{reference['training_key']}/model"}  # relative to OUT
     for name in ("rates.png", "theta.png"):

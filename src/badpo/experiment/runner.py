@@ -36,6 +36,7 @@ import numpy as np
 
 from badpo.core.config import ConfigError, to_dict
 from badpo.core.jsonio import atomic_write_text, dumps
+from badpo.engine.provenance import provenance
 from badpo.experiment.config import ExperimentConfig, merge_settings
 
 __all__ = [
@@ -448,6 +449,7 @@ def _execute(planned: PlannedRun, plan: Plan, config: ExperimentConfig, stages: 
         "theta": _jsonable(result.get("theta"), f"{planned.key}: theta"),
         "artifacts": {k: relative_artifact(v, out) for k, v in (result.get("artifacts") or {}).items()},
         "wall_time_s": round(wall, 3),
+        "provenance": provenance(),  # the commit, versions, device and threads that made it
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
 
