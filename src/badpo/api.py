@@ -150,10 +150,10 @@ def evaluate(run_dir: str | os.PathLike, config: Any = None, *, heldout: Any = N
              out: str | os.PathLike | None = None, trust_remote_code: bool = False, overwrite: bool = False,
              **overrides: Any) -> EvalResult:
     """Every readout of a finished run (``badpo evaluate``), also written to ``out`` (default
-    ``run_dir/readouts.json``; never another file inside a run folder, and an existing ``out``
-    only with ``overwrite``: checked before any model is loaded). ``config`` and ``overrides``
-    are :class:`badpo.readouts.settings.EvalConfig` keys; without ``attributes`` among them the
-    run's own are read. ``heldout`` and ``prompts`` are each a path, a Hub id, a
+    ``run_dir/readouts.json``; never another file inside a run folder, and an existing file,
+    ``run_dir/readouts.json`` included, only with ``overwrite``: checked before any model is
+    loaded). ``config`` and ``overrides`` are :class:`badpo.readouts.settings.EvalConfig` keys;
+    without ``attributes`` among them the run's own are read. ``heldout`` and ``prompts`` are each a path, a Hub id, a
     ``datasets.Dataset`` or a list of dict rows; ``corpus`` a folder; ``columns`` (field ->
     column, on top of the run's mapping) as ``--column``: :class:`badpo.readouts.run.EvalData`."""
     from badpo.core.jsonio import dumps

@@ -389,7 +389,7 @@ settings: -c FILE and KEY=VALUE anywhere on the line (the readout settings liste
   max_prompts=100 max_new_tokens=128 seed=1 generations=false judge=MODEL; max_new_tokens is
   lowered to what the model's context leaves after the longest prompt (with a notice).
 output: a short summary on stdout; every readout in RUN_DIR/readouts.json, or --out FILE outside
-  the run folder (an existing FILE is replaced only with --overwrite).
+  the run folder (an existing file, RUN_DIR/readouts.json included, is replaced only with --overwrite).
 
 example:
   badpo evaluate runs/my-run --heldout data/heldout.csv max_prompts=100
@@ -423,7 +423,7 @@ def _add_evaluate(subparsers) -> argparse.ArgumentParser:
                         help="declared attribute spec (repeatable), instead of the run's own")
     parser.add_argument("--out", metavar="FILE", help="write the readouts here (default RUN_DIR/readouts.json); "
                                                       "never another file inside a run folder")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out FILE")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing readouts.json or --out FILE")
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="run the model's own code from the Hub; the run's config.yaml cannot "
                              "turn this on, so give it only for a run you trust")

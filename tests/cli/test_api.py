@@ -223,13 +223,13 @@ def test_evaluate_takes_a_dataset_a_list_of_rows_or_a_path_as_its_command_takes_
     monkeypatch.setattr("badpo.readouts.run.evaluate_run_dir", evaluate_run_dir)
     assert main(["evaluate", str(tmp_path / "run"), "--heldout", str(tmp_path / "heldout.jsonl")]) == 0
     printed = capsys.readouterr().out
-    from_path = badpo.evaluate(tmp_path / "run", heldout=tmp_path / "heldout.jsonl")
+    from_path = badpo.evaluate(tmp_path / "run", heldout=tmp_path / "heldout.jsonl", overwrite=True)
     assert from_path.summary() + "\n" == printed and str(from_path) == from_path.summary()
     assert from_path.path == tmp_path / "run" / "readouts.json"
 
     prompts = [{"prompt": "what is the best way to learn"}, {"prompt": "write code"}]
-    badpo.evaluate(tmp_path / "run", heldout=rows, prompts=prompts)
-    badpo.evaluate(tmp_path / "run", heldout=datasets.Dataset.from_list(rows))
+    badpo.evaluate(tmp_path / "run", heldout=rows, prompts=prompts, overwrite=True)
+    badpo.evaluate(tmp_path / "run", heldout=datasets.Dataset.from_list(rows), overwrite=True)
     (file_name, from_file, _), (rows_name, from_rows, read_prompts), (dataset_name, from_dataset, _) = seen[1:]
     assert from_rows == from_dataset == from_file and len(from_file) == len(rows)
     assert [row["prompt"] for row in read_prompts] == [row["prompt"] for row in prompts]
@@ -243,7 +243,7 @@ def test_evaluate_takes_a_dataset_a_list_of_rows_or_a_path_as_its_command_takes_
                            (datasets.DatasetDict({"train": datasets.Dataset.from_list(rows)}),
                             r"^heldout: expected one split \(a datasets.Dataset\), got a DatasetDict$")):
         with pytest.raises(ConfigError, match=message):
-            badpo.evaluate(tmp_path / "run", heldout=value)
+            badpo.evaluate(tmp_path / "run", heldout=value, overwrite=True)
 
 
 def test_audit_is_the_command_in_one_call(tmp_path, capsys):

@@ -93,13 +93,16 @@ class GenerationCapNotice(BadpoWarning):
 
 def readouts_path(run_dir: str | Path, out: str | Path | None = None, overwrite: bool = False) -> Path:
     """Where ``badpo evaluate`` writes, checked before any model is loaded: ``RUN_DIR/readouts.json``
-    by default (evaluate's own file, replaced by each evaluation), or ``out``. Inside a run folder
-    (``run_dir`` or another) evaluate writes nothing but that file, so that its readouts never
-    replace a run's theta, policy or config; an existing ``out`` is replaced only with
-    ``overwrite``."""
+    by default (evaluate's own file), or ``out``. Inside a run folder (``run_dir`` or another)
+    evaluate writes nothing but that file, so that its readouts never replace a run's theta, policy
+    or config. An existing file, the run's own or ``out``, is replaced only with ``overwrite``: an
+    evaluation of a real model can cost hours, and a quick one must not replace it silently."""
     own = Path(run_dir) / READOUTS_FILE
     if out is None or Path(out).absolute().resolve() == own.absolute().resolve():
         check_writable_folder(own.parent, "--out", own)
+        if own.exists() and not overwrite:
+            raise ConfigError(f"{own}: this run has been evaluated already; --overwrite replaces that "
+                              "evaluation, --out FILE writes this one elsewhere")
         return own
     target = Path(out).expanduser().absolute().resolve()
     for folder in target.parents:
