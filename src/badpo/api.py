@@ -239,18 +239,19 @@ def _audit_data(data: Any, specs: list[str], split: str | None, columns: Mapping
 
 def compare(runs: str | os.PathLike | Sequence[str | os.PathLike], *, reference: str | os.PathLike | None = None,
             baseline: str | os.PathLike | None = None, out: str | os.PathLike | None = None,
-            overwrite: bool = False):
+            overwrite: bool = False, force: bool = False):
     """Evaluated runs side by side (``badpo compare``): each declared attribute's rate with an
     interval over prompts (with names declared, also the rate from first-name probabilities),
     each run's removal of the baseline's shift, KL, held-out accuracy, theta against the audit's
     estimate and a verdict per run and readout. ``runs`` is one run folder or
-    several; with ``out`` the compare files are written there. Returns a
+    several; with ``out`` the compare files are written there. Runs evaluated or trained
+    differently are refused unless ``force`` (the comparison then says so at its top). Returns a
     :class:`badpo.readouts.compare_runs.Comparison`: ``.comparison`` (the dict of compare.json),
     ``.files``, and ``print()`` shows what the command prints."""
     from badpo.readouts.compare_runs import compare_runs
 
     folders = [runs] if isinstance(runs, (str, os.PathLike)) else list(runs)
-    return compare_runs(folders, reference=reference, baseline=baseline, out=out, overwrite=overwrite)
+    return compare_runs(folders, reference=reference, baseline=baseline, out=out, overwrite=overwrite, force=force)
 
 
 @contextlib.contextmanager

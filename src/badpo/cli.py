@@ -30,6 +30,7 @@ from badpo.corpora.example import example_report
 from badpo.data.gguf import PACKAGED as GGUF_PACKAGED
 from badpo.data.sources import ColumnMap
 from badpo.experiment.config import ExperimentConfig, experiment_config_path
+from badpo.readouts.compare_cli import add_compare, cmd_compare
 
 
 class _CommandParser(argparse.ArgumentParser):
@@ -449,56 +450,6 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-COMPARE_EPILOG = """\
-what it reads: each RUN's readouts.json (`badpo evaluate RUN` writes it; or a readouts file written
-  with `evaluate --out`) and, beside it, the run's method (run.json / config.yaml), theta.json,
-  audit.json (the offline estimates) and run.json (whether theta had settled). Evaluate every run
-  on the same --prompts (and seed) so that their prompts can be resampled together.
-what it prints: for every declared attribute on generated answers, each run's rate and the
-  reference's with a 95% interval (bootstrap over prompts, 2000 resamples, seed 0); each run's
-  removal of the baseline's shift, (base - run) / (base - ref), with a paired interval, or "not
-  measurable" when the baseline's own shift has an interval holding 0; KL, held-out accuracy
-  same / cross and gap; theta_bar beside the audit's offline estimate; one verdict line per run
-  and readout. When every run declared a names attribute, the same again for the rate from
-  first-name probabilities with the answer body fixed (names.first_name, the paper's names readout).
-  A run evaluated before per-prompt values were recorded has no interval, and the output says so.
---out DIR: compare.json, compare.md (the tables and verdicts), compare.png (rates with intervals,
-  the reference dashed; a panel per readout and attribute) and theta.png (theta_k per annotator
-  against the offline estimates, when a run learned them); never inside a run folder.
-
-example:
-  badpo compare runs/dpo runs/ba-shared runs/ba-pooled --out runs/compare
-"""
-
-
-def _add_compare(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "compare", help="did BA-DPO remove the bias? evaluated runs side by side, with intervals and a verdict",
-        description="Compare evaluated runs (a DPO run and BA-DPO runs, say): each declared attribute's rate\n"
-                    "with an interval over prompts, each run's removal of the baseline's shift, KL,\n"
-                    "held-out accuracy, theta against the audit's estimate, and one verdict line per run\n"
-                    "and readout (with names declared, also the rate from first-name probabilities).",
-        epilog=COMPARE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter, any_order=True,
-    )
-    parser.add_argument("runs", nargs="+", metavar="RUN", help="a run folder `badpo evaluate` has read")
-    parser.add_argument("--reference", metavar="REF",
-                        help="an evaluated run whose policy stands for the reference (default: the reference "
-                             "model, as the baseline's evaluation read it)")
-    parser.add_argument("--baseline", metavar="RUN",
-                        help="the run whose shift the others remove (default: the run whose method is dpo)")
-    parser.add_argument("--out", metavar="DIR", help="write compare.json, compare.md, compare.png (and theta.png) here")
-    parser.add_argument("--overwrite", action="store_true", help="replace the compare files already in --out DIR")
-    return parser
-
-
-def _cmd_compare(args: argparse.Namespace) -> int:
-    from badpo.readouts.compare_runs import compare_runs  # matplotlib, when it plots
-
-    print(compare_runs(args.runs, reference=args.reference, baseline=args.baseline, out=args.out,
-                       overwrite=args.overwrite).text, end="")
-    return 0
-
-
 # stage command -> (help, description, config class module:name, stage function module:name)
 STAGES: dict[str, tuple[str, str, str, str]] = {
     "sft": ("train the SFT reference (one epoch on one response per pair)",
@@ -552,7 +503,7 @@ COMMANDS: tuple = (
     (_add_audit, _cmd_audit), (_add_build, _cmd_build), (_add_experiment, _cmd_experiment),
     (_add_reproduce, _cmd_reproduce), (_add_demo, _cmd_demo),
     (_add_stage("sft"), _cmd_stage), (_add_stage("train"), _cmd_stage), (_add_stage("rm"), _cmd_stage),
-    (_add_evaluate, _cmd_evaluate), (_add_compare, _cmd_compare), (_add_convert_gguf, _cmd_convert_gguf),
+    (_add_evaluate, _cmd_evaluate), (add_compare, cmd_compare), (_add_convert_gguf, _cmd_convert_gguf),
 )
 
 

@@ -180,8 +180,11 @@ def test_compare_takes_what_the_command_takes_and_prints_what_it_prints(tmp_path
     written = badpo.compare((dpo, ba), out=tmp_path / "out")
     assert json.loads((tmp_path / "out" / "compare.json").read_text()) == json.loads(json.dumps(written.comparison))
     assert [path.name for path in written.files] == ["compare.json", "compare.md", "compare.png", "theta.png"]
-    alone = badpo.compare(ba, baseline=dpo, reference=dpo)
-    assert alone.comparison["baseline"] == "DPO" and alone.comparison["reference"]["label"] == "reference (dpo)"
+    clean = shutil.copytree(dpo, tmp_path / "clean")  # a run whose policy stands for the reference
+    alone = badpo.compare(ba, baseline=dpo, reference=clean)
+    assert alone.comparison["baseline"] == "DPO" and alone.comparison["reference"]["label"] == "reference (clean)"
+    with pytest.raises(ValueError, match="one run given twice"):  # the baseline as its own reference
+        badpo.compare(ba, baseline=dpo, reference=dpo / "readouts.json")
 
 
 def test_chat_rows_train_like_plain_prompts_under_the_same_template(world, save_model_dir):

@@ -127,6 +127,8 @@ def test_the_record_names_the_prompts_its_per_prompt_values_are_on(evaluated):
     prompts: the record carries the SHA-256 of the 8 prompts read, in order."""
     _, _, readouts = evaluated
     assert readouts["inputs"]["prompts_sha256"] == prompts_digest(PROMPTS[:8])
+    settings = readouts["inputs"]["settings"]  # and the settings it read with: compare refuses others
+    assert settings["seed"] == 3 and settings["temperature"] == 0.7 and settings["body"] == "reference"
     assert prompts_digest(PROMPTS[:8]) != prompts_digest(PROMPTS[1:9])
 
 

@@ -68,6 +68,7 @@ from badpo.readouts.evaluate import (
     evaluate_reward_model,
 )
 from badpo.readouts.model import context_length, generate, load_judge, signature_tokens
+from badpo.readouts.settings import SETTINGS_RECORDED
 
 __all__ = ["EvalData", "GenerationCapNotice", "evaluate_run_dir", "load_causal_lm", "prompts_digest", "readouts_path",
            "summary", "trained_theta"]
@@ -302,7 +303,8 @@ def _check_trust(trained_with: bool, run_dir: Path, trust_remote_code: bool) -> 
 def _record(readouts: dict, config: EvalConfig, inputs: dict, skipped: dict, generated: bool = True) -> dict:
     """The readouts with what they were read on and what was skipped (the caller's reasons first);
     ``max_new_tokens`` only where answers were ``generated`` (a reward model generates none)."""
-    inputs = {**inputs, "attributes": list(resolve_attributes(config.attributes).names)}
+    inputs = {**inputs, "attributes": list(resolve_attributes(config.attributes).names),
+              "settings": {key: getattr(config, key) for key in SETTINGS_RECORDED}}  # compare checks them
     if generated:
         inputs["max_new_tokens"] = config.max_new_tokens
     reasons = {**readouts.pop("skipped", {}), **skipped}
