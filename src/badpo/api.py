@@ -176,14 +176,15 @@ def audit(data: Any = None, attributes: str | Sequence[str] = (), *, split: str 
           columns: Mapping[str, str] | None = None, report: str | os.PathLike | None = None,
           run: str | os.PathLike | None = None, pseudonym_key: str | None = None, tokenizer: Any = None,
           json_out: str | os.PathLike | None = None, overwrite: bool = False, example: bool = False,
-          seed: int = 0) -> AuditResult:
+          seed: int = 0, duplicates: str = "keep") -> AuditResult:
     """The label audit (``badpo audit``) of ``data`` (a path, a Hub id, a ``datasets.Dataset`` or a
     list of dict rows) on the declared ``attributes`` (specs, as ``-a``), before any training.
     ``report``: write the per-annotator report to that folder (``run``: beside the learned theta_k
     of that run); ``pseudonym_key``: replace annotator ids by keyed hashes in every output;
     ``tokenizer`` (a name, a path or a loaded tokenizer): say how much of the text it reads;
     ``json_out``: also write the audit as JSON; ``example``: the built-in corpus with planted biases
-    (data seed ``seed``) instead of ``data``. Returns an :class:`AuditResult`, whose ``summary()``
+    (data seed ``seed``) instead of ``data``; ``duplicates``: keep (each a vote) or drop exact
+    duplicate judgments, as ``--duplicates``. Returns an :class:`AuditResult`, whose ``summary()``
     is what the command prints; the audit's warnings are in the text, not raised."""
     import warnings
 
@@ -203,7 +204,7 @@ def audit(data: Any = None, attributes: str | Sequence[str] = (), *, split: str 
             document = None
         else:
             result, text, document = _audit_data(data, specs, split, columns, report, run, pseudonym_key,
-                                                 tokenizer, overwrite)
+                                                 tokenizer, overwrite, duplicates)
     if json_out is not None:
         atomic_write_text(json_out, result.to_json())
     return AuditResult(audit=result, text=text, report=document)
@@ -222,7 +223,8 @@ def _check_audit_call(data: Any, specs: list[str], example: bool, data_only: tup
 
 
 def _audit_data(data: Any, specs: list[str], split: str | None, columns: Mapping[str, str] | None,
-                report: Any, run: Any, key: str | None, tokenizer: Any, overwrite: bool) -> tuple:
+                report: Any, run: Any, key: str | None, tokenizer: Any, overwrite: bool,
+                duplicates: str = "keep") -> tuple:
     """:func:`badpo.audit.report.audit_with_report` on any data the API takes."""
     from badpo.audit.report import audit_with_report
     from badpo.data.sources import ColumnMap
@@ -234,7 +236,7 @@ def _audit_data(data: Any, specs: list[str], split: str | None, columns: Mapping
     mapped = from_dict(ColumnMap, dict(columns or {}), prefix="columns")
     with _readable(data, "data") as name:
         return audit_with_report(name, specs, report, run, key, data_split=split, columns=mapped,
-                                 overwrite=overwrite, tokenizer=tokenizer)
+                                 overwrite=overwrite, tokenizer=tokenizer, duplicates=duplicates)
 
 
 def compare(runs: str | os.PathLike | Sequence[str | os.PathLike], *, reference: str | os.PathLike | None = None,

@@ -83,6 +83,8 @@ def _add_audit(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--attribute", "-a", action="append", default=[], metavar="[NAME=]SPEC",
                         help="declared attribute spec (repeatable), e.g. markdown, names, length:1.5, "
                              "'signoff=regex:-- (cheers|thanks)$' (NAME= gives it a short name)")
+    parser.add_argument("--duplicates", choices=("keep", "drop"), default="keep",
+                        help="exact duplicate judgments: keep each as a vote (default) or drop the repeats")
     parser.add_argument("--json", metavar="OUT", help="also write the audit as JSON to OUT")
     parser.add_argument("--example", action="store_true",
                         help="audit the built-in corpus with planted annotator biases instead of DATA")
@@ -183,7 +185,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         else:
             result, text, _ = audit_with_report(args.data, args.attribute, args.report, args.run_dir, key,
                                                 data_split=args.split, columns=_columns(args.column),
-                                                overwrite=args.overwrite, tokenizer=_audit_tokenizer(args))
+                                                overwrite=args.overwrite, tokenizer=_audit_tokenizer(args),
+                                                duplicates=args.duplicates)
     print(text, end="")
     if args.json:
         atomic_write_text(args.json, result.to_json())
