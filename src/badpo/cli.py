@@ -22,6 +22,7 @@ from pathlib import Path
 from badpo.audit.estimates import BiasIdentifiabilityWarning
 from badpo.audit.report import audit_with_report
 from badpo.audit.stream_file import follow_stream, run_stream
+from badpo.core.arguments import Once, column_overrides, column_pairs, hint
 from badpo.core.config import ConfigError, from_dict, load_config, read_settings
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.outputs import check_output_file
@@ -40,7 +41,7 @@ class _CommandParser(argparse.ArgumentParser):
     ``--help`` lists with their defaults and meanings (:mod:`badpo.core.config_help`, read from the
     classes themselves), imported only when the help is shown."""
 
-    def __init__(self, *args, any_order: bool = False, config_classes: Sequence[tuple[str, str]] = (),
+    def __init__(self, *args, any_order: bool = True, config_classes: Sequence[tuple[str, str]] = (),
                  **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.any_order, self.config_classes = any_order, tuple(config_classes)
@@ -55,6 +56,11 @@ class _CommandParser(argparse.ArgumentParser):
         finally:
             self._intermixing = False
 
+    argv: Sequence[str] = ()  # the command line being parsed (main sets it), for the hint of error()
+
+    def error(self, message: str):
+        super().error(hint(self.prog.split()[-1], message, self.argv))
+
     def format_help(self) -> str:
         from badpo.core.config_help import format_keys
 
@@ -63,7 +69,7 @@ class _CommandParser(argparse.ArgumentParser):
 
 
 def _add_config_args(parser: argparse.ArgumentParser, example: str) -> None:
-    parser.add_argument("--config", "-c", default=None, help="YAML config file")
+    parser.add_argument("--config", "-c", default=None, action=Once, help="YAML config file (once)")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help=f"dotted overrides of this command's config keys (listed below), e.g. {example}")
 
@@ -213,11 +219,7 @@ def _audit_tokenizer(args: argparse.Namespace):
 
 def _columns(items: Sequence[str]) -> ColumnMap:
     """``--column FIELD=COLUMN`` options as the ``columns`` section of a config."""
-    pairs = [item.split("=", 1) for item in items]
-    bad = [item for item, pair in zip(items, pairs) if len(pair) != 2 or not all(pair)]
-    if bad:
-        raise ConfigError(f"--column {bad[0]!r}: expected FIELD=COLUMN, e.g. annotator=worker_id")
-    return from_dict(ColumnMap, dict(pairs), prefix="columns")
+    return from_dict(ColumnMap, column_pairs(items), prefix="columns")
 
 
 def _add_build(subparsers) -> argparse.ArgumentParser:
@@ -440,7 +442,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from badpo.readouts.run import EvalData, evaluate_run_dir, readouts_path, summary  # loads torch
 
     out = readouts_path(args.run_dir, args.out, args.overwrite)  # before any model is loaded
-    settings = read_settings(args.config, args.overrides)
+    overrides, mapped = column_overrides(args.overrides)  # columns.FIELD=COLUMN: --column's other spelling
+    args.column = [*args.column, *mapped]
+    settings = read_settings(args.config, overrides)
     if args.attribute:
         if "attributes" in settings:
             raise ConfigError("attributes: given twice; use -a SPEC or attributes=[...], not both")
@@ -484,6 +488,8 @@ def _add_stage(name: str):
         parser = subparsers.add_parser(name, help=help_text, description=description,
                                        config_classes=[("config keys", config_class)])
         _add_config_args(parser, OVERRIDE_EXAMPLES[name])
+        parser.add_argument("--column", action="append", default=[], metavar="FIELD=COLUMN",
+                            help="the same as the config key columns.FIELD=COLUMN (repeatable)")
         parser.set_defaults(stage=name)
         return parser
 
@@ -494,7 +500,8 @@ def _cmd_stage(args: argparse.Namespace) -> int:
     from badpo.engine.settings import warn_paper_defaults  # loads torch
 
     _, _, config_class, function = STAGES[args.stage]
-    settings = read_settings(args.config, args.overrides)
+    mapped = [f"columns.{field}={column}" for field, column in column_pairs(args.column).items()]
+    settings = read_settings(args.config, [*args.overrides, *mapped])  # --column: columns.FIELD=COLUMN
     config = from_dict(_import(config_class), settings)
     if args.config is None:  # every key not given is the paper's: say so
         warn_paper_defaults(args.stage, settings, config)
@@ -515,10 +522,16 @@ COMMANDS: tuple = (
 USER_ERRORS = (ValueError, OSError, ImportError)
 
 
+class _TopParser(argparse.ArgumentParser):
+    """badpo's own parser: it reports a command's unrecognized arguments, with the same hint."""
+
+    def error(self, message: str):
+        command = next((arg for arg in _CommandParser.argv if not arg.startswith("-")), None)
+        super().error(hint(command, message, _CommandParser.argv))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="badpo", description="Bias-adjusted preference optimization (BA-DPO)."
-    )
+    parser = _TopParser(prog="badpo", description="Bias-adjusted preference optimization (BA-DPO).")
     parser.add_argument("--debug", action="store_true",
                         help="show the full traceback of an error instead of one line")
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=_CommandParser)
@@ -535,6 +548,7 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _CommandParser.argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     if args.debug:
         return args.run(args) or 0
