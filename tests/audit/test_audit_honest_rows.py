@@ -106,3 +106,15 @@ def test_a_missing_column_is_named_with_the_columns_the_file_has(tmp_path, cli_e
     jsonl = write_jsonl(tmp_path / "q.jsonl", records)
     with pytest.raises(ConfigError, match=r"no column holds the field 'prompt'; its columns are \['question'"):
         read_judgment_source(jsonl)
+
+
+def test_a_stream_state_with_a_negative_offset_is_one_line_naming_it(tmp_path):
+    from badpo.audit.stream_file import run_stream
+
+    data, state = write_jsonl(tmp_path / "s.jsonl", rows(12)), tmp_path / "state.json"
+    run_stream(data, state, [SIGNOFF])
+    saved = json.loads(state.read_text())
+    saved["source"]["offset"] = -5
+    state.write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match=r"state.json: its 'source' has a negative offset, line or row count"):
+        run_stream(data, state, [SIGNOFF])

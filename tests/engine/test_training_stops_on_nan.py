@@ -136,3 +136,37 @@ def test_a_diverging_sft_stops_at_the_step_and_writes_no_reference(world):
     with pytest.raises(TrainingDiverged, match="training diverged at step"):
         sft(from_dict(SFTConfig, apply_overrides(base, ())))
     assert not (world / "sft_diverged" / "sft.json").exists()
+
+
+def test_a_checkpoint_of_another_shape_is_refused_naming_the_file(stopped):
+    config, checkpoint = stopped
+    path = checkpoint / "policy_trainable_0.safetensors"
+    weights = load_file(path)
+    name = sorted(weights)[0]
+    weights[name] = torch.zeros(3, 5)
+    save_file(weights, path)
+    with pytest.raises(ValueError, match=r"has shape \[3, 5\], this run's model") as raised:
+        train(dataclasses.replace(config, resume_from="latest", stop_after_steps=None))
+    assert str(path) in str(raised.value) and name in str(raised.value)
+
+
+def test_a_pickle_in_a_run_s_policy_folder_is_refused_before_any_model_loads(stopped, monkeypatch):
+    from badpo.readouts import run as evaluate_run
+
+    config, _ = stopped
+    out = train(dataclasses.replace(config, stop_after_steps=None, resume_from="latest"))  # finished
+    (out / "policy" / "pytorch_model.bin").write_bytes(b"\x80\x04planted")
+    monkeypatch.setattr(evaluate_run, "load_causal_lm", lambda *a, **k: pytest.fail("a model was loaded"))
+    with pytest.raises(ValueError, match="a pickle in the run's policy folder") as raised:
+        evaluate_run.evaluate_run_dir(out, {}, evaluate_run.EvalData())
+    assert str(out / "policy" / "pytorch_model.bin") in str(raised.value)
+
+
+def test_a_run_folder_that_holds_its_own_data_is_refused(world):
+    from badpo.core.config import ConfigError
+    from badpo.engine.settings import check_train
+
+    config = make_config(world, "unused")
+    with pytest.raises(ConfigError, match="holds the run's data"):
+        check_train(dataclasses.replace(config, output_dir=str(world)))  # world/ holds judgments.jsonl
+    check_train(dataclasses.replace(config, output_dir=str(world / "elsewhere")))

@@ -54,6 +54,9 @@ class FileStream:
             expected = str(source["sha256"])
         except (KeyError, TypeError, ValueError):
             raise ValueError(f"{state_path}: its 'source' is not an offset, line and row counts and a sha256") from None
+        if min(offset, lines, rows) < 0:
+            raise ValueError(f"{state_path}: its 'source' has a negative offset, line or row count "
+                             f"({offset}, {lines}, {rows}); the state is damaged: use a new state file")
         size = path.stat().st_size
         if size < offset:
             raise ValueError(f"{state_path}: belongs to another stream: {path} has {size} bytes, fewer than the "

@@ -147,6 +147,10 @@ def _load_policy(accelerator, policy: nn.Module, folder: Path) -> None:
     if set(saved) != set(params):
         missing, extra = sorted(set(params) - set(saved)), sorted(set(saved) - set(params))
         raise ValueError(f"{path}: missing weights {missing[:5]}, unexpected {extra[:5]}")
+    wrong = next((name for name, param in params.items() if saved[name].shape != param.shape), None)
+    if wrong is not None:
+        raise ValueError(f"{path}: {wrong} has shape {list(saved[wrong].shape)}, this run's model "
+                         f"{list(params[wrong].shape)}: the checkpoint is of another model")
     _refuse_non_finite(path, saved)
     with torch.no_grad():
         for name, param in params.items():

@@ -113,6 +113,18 @@ def readouts_path(run_dir: str | Path, out: str | Path | None = None, overwrite:
     return check_output_file(out, "--out", overwrite)
 
 
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")  # formats torch.load unpickles
+
+
+def _refuse_pickles(policy: Path) -> None:
+    """A run's policy folder holds safetensors (badpo and TRL's save_model write no pickle); a
+    pickle there would run code when loaded, or fail deep in transformers: one line naming it."""
+    found = sorted(p for p in policy.iterdir() if p.suffix in PICKLE_SUFFIXES) if policy.is_dir() else []
+    if found:
+        raise ValueError(f"{found[0]}: a pickle in the run's policy folder, which badpo never writes and "
+                         "which could run code if loaded; refusing the run (delete it if you trust the folder)")
+
+
 def load_causal_lm(path: str | Path, model_settings: dict, base: str | Path | None = None) -> nn.Module:
     """A saved policy (full weights, or a LoRA adapter on ``base``) in eval mode, fp32, on the GPU
     when there is one."""
@@ -361,6 +373,8 @@ def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = N
         raise FileNotFoundError(f"{run_dir}: not a finished run (config.yaml and policy/ or {MIXTURE_FILE} are "
                                 f"needed; or the {RECORD_FILE} that BADPOTrainer.save_model writes)")
     _check_trust(trained.trust_remote_code, run_dir, trust_remote_code)
+    if mixture is None:
+        _refuse_pickles(Path(trained.policy))
     config = eval_config(settings, trained.attributes, trained.source)
     model_settings = {"trust_remote_code": trust_remote_code}
     tokenizer = load_tokenizer(from_dict(ModelConfig, {
