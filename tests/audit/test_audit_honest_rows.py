@@ -118,3 +118,15 @@ def test_a_stream_state_with_a_negative_offset_is_one_line_naming_it(tmp_path):
     state.write_text(json.dumps(saved))
     with pytest.raises(ValueError, match=r"state.json: its 'source' has a negative offset, line or row count"):
         run_stream(data, state, [SIGNOFF])
+
+
+def test_a_second_reader_of_one_stream_state_is_refused(tmp_path):
+    from badpo.audit.stream_file import one_reader, run_stream
+
+    data, state = write_jsonl(tmp_path / "s.jsonl", rows(12)), tmp_path / "state.json"
+    with one_reader(state):  # a --follow holding the state
+        with pytest.raises(ValueError, match="another badpo audit --stream is reading this state now"):
+            run_stream(data, state, [SIGNOFF])
+    assert not state.exists()  # the refused reader wrote nothing
+    run_stream(data, state, [SIGNOFF])  # released: the next reader goes on
+    assert json.loads(state.read_text())["source"]["rows"] == 12
