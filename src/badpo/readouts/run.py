@@ -68,6 +68,7 @@ from badpo.readouts.evaluate import (
     evaluate_reward_model,
 )
 from badpo.readouts.model import context_length, generate, load_judge, signature_tokens
+from badpo.readouts.run_paths import made_from, refuse_pickles, resolved_from
 from badpo.readouts.settings import SETTINGS_RECORDED
 
 __all__ = ["EvalData", "GenerationCapNotice", "evaluate_run_dir", "load_causal_lm", "prompts_digest", "readouts_path",
@@ -111,18 +112,6 @@ def readouts_path(run_dir: str | Path, out: str | Path | None = None, overwrite:
             raise ConfigError(f"--out {out}: inside the run folder {folder}, where evaluate writes nothing but "
                               f"its {READOUTS_FILE}; give a path outside it (or leave --out out)")
     return check_output_file(out, "--out", overwrite)
-
-
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")  # formats torch.load unpickles
-
-
-def _refuse_pickles(policy: Path) -> None:
-    """A run's policy folder holds safetensors (badpo and TRL's save_model write no pickle); a
-    pickle there would run code when loaded, or fail deep in transformers: one line naming it."""
-    found = sorted(p for p in policy.iterdir() if p.suffix in PICKLE_SUFFIXES) if policy.is_dir() else []
-    if found:
-        raise ValueError(f"{found[0]}: a pickle in the run's policy folder, which badpo never writes and "
-                         "which could run code if loaded; refusing the run (delete it if you trust the folder)")
 
 
 def load_causal_lm(path: str | Path, model_settings: dict, base: str | Path | None = None) -> nn.Module:
@@ -178,11 +167,14 @@ class Trained:
 
 
 def trained_by_badpo(run_dir: Path) -> Trained:
-    """What a ``badpo train`` folder's config.yaml fixed; the policy is ``policy/``."""
+    """What a ``badpo train`` folder's config.yaml fixed; the policy is ``policy/``. Relative paths
+    in it (the reference, the tokenizer, the data) are resolved against where the run was made."""
     config = load_config(TrainConfig, run_dir / "config.yaml")
-    return Trained(run_dir / "config.yaml", config.attributes, config.model.name_or_path, config.model.tokenizer,
-                   config.model.trust_remote_code, _data_folder(config.data), config.columns, config.tokenization,
-                   config.beta, run_dir / "policy")
+    origin = made_from(run_dir, config.output_dir)
+    model, tokenizer = (resolved_from(origin, config.model.name_or_path), resolved_from(origin, config.model.tokenizer))
+    return Trained(run_dir / "config.yaml", config.attributes, model, tokenizer, config.model.trust_remote_code,
+                   _data_folder(resolved_from(origin, config.data)), config.columns, config.tokenization, config.beta,
+                   run_dir / "policy")
 
 
 def trained_by_trl(run_dir: Path) -> Trained:
@@ -374,7 +366,7 @@ def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = N
                                 f"needed; or the {RECORD_FILE} that BADPOTrainer.save_model writes)")
     _check_trust(trained.trust_remote_code, run_dir, trust_remote_code)
     if mixture is None:
-        _refuse_pickles(Path(trained.policy))
+        refuse_pickles(Path(trained.policy))
     config = eval_config(settings, trained.attributes, trained.source)
     model_settings = {"trust_remote_code": trust_remote_code}
     tokenizer = load_tokenizer(from_dict(ModelConfig, {
