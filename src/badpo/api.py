@@ -150,10 +150,10 @@ def evaluate(run_dir: str | os.PathLike, config: Any = None, *, heldout: Any = N
              out: str | os.PathLike | None = None, trust_remote_code: bool = False, overwrite: bool = False,
              **overrides: Any) -> EvalResult:
     """Every readout of a finished run (``badpo evaluate``), also written to ``out`` (default
-    ``run_dir/readouts.json``; never another file inside a run folder, and an existing ``out``
-    only with ``overwrite``: checked before any model is loaded). ``config`` and ``overrides``
-    are :class:`badpo.readouts.settings.EvalConfig` keys; without ``attributes`` among them the
-    run's own are read. ``heldout`` and ``prompts`` are each a path, a Hub id, a
+    ``run_dir/readouts.json``; never another file inside a run folder, and an existing file,
+    ``run_dir/readouts.json`` included, only with ``overwrite``: checked before any model is
+    loaded). ``config`` and ``overrides`` are :class:`badpo.readouts.settings.EvalConfig` keys;
+    without ``attributes`` among them the run's own are read. ``heldout`` and ``prompts`` are each a path, a Hub id, a
     ``datasets.Dataset`` or a list of dict rows; ``corpus`` a folder; ``columns`` (field ->
     column, on top of the run's mapping) as ``--column``: :class:`badpo.readouts.run.EvalData`."""
     from badpo.core.jsonio import dumps
@@ -176,14 +176,15 @@ def audit(data: Any = None, attributes: str | Sequence[str] = (), *, split: str 
           columns: Mapping[str, str] | None = None, report: str | os.PathLike | None = None,
           run: str | os.PathLike | None = None, pseudonym_key: str | None = None, tokenizer: Any = None,
           json_out: str | os.PathLike | None = None, overwrite: bool = False, example: bool = False,
-          seed: int = 0) -> AuditResult:
+          seed: int = 0, duplicates: str = "keep") -> AuditResult:
     """The label audit (``badpo audit``) of ``data`` (a path, a Hub id, a ``datasets.Dataset`` or a
     list of dict rows) on the declared ``attributes`` (specs, as ``-a``), before any training.
     ``report``: write the per-annotator report to that folder (``run``: beside the learned theta_k
     of that run); ``pseudonym_key``: replace annotator ids by keyed hashes in every output;
     ``tokenizer`` (a name, a path or a loaded tokenizer): say how much of the text it reads;
     ``json_out``: also write the audit as JSON; ``example``: the built-in corpus with planted biases
-    (data seed ``seed``) instead of ``data``. Returns an :class:`AuditResult`, whose ``summary()``
+    (data seed ``seed``) instead of ``data``; ``duplicates``: keep (each a vote) or drop exact
+    duplicate judgments, as ``--duplicates``. Returns an :class:`AuditResult`, whose ``summary()``
     is what the command prints; the audit's warnings are in the text, not raised."""
     import warnings
 
@@ -203,7 +204,7 @@ def audit(data: Any = None, attributes: str | Sequence[str] = (), *, split: str 
             document = None
         else:
             result, text, document = _audit_data(data, specs, split, columns, report, run, pseudonym_key,
-                                                 tokenizer, overwrite)
+                                                 tokenizer, overwrite, duplicates)
     if json_out is not None:
         atomic_write_text(json_out, result.to_json())
     return AuditResult(audit=result, text=text, report=document)
@@ -222,7 +223,8 @@ def _check_audit_call(data: Any, specs: list[str], example: bool, data_only: tup
 
 
 def _audit_data(data: Any, specs: list[str], split: str | None, columns: Mapping[str, str] | None,
-                report: Any, run: Any, key: str | None, tokenizer: Any, overwrite: bool) -> tuple:
+                report: Any, run: Any, key: str | None, tokenizer: Any, overwrite: bool,
+                duplicates: str = "keep") -> tuple:
     """:func:`badpo.audit.report.audit_with_report` on any data the API takes."""
     from badpo.audit.report import audit_with_report
     from badpo.data.sources import ColumnMap
@@ -234,23 +236,24 @@ def _audit_data(data: Any, specs: list[str], split: str | None, columns: Mapping
     mapped = from_dict(ColumnMap, dict(columns or {}), prefix="columns")
     with _readable(data, "data") as name:
         return audit_with_report(name, specs, report, run, key, data_split=split, columns=mapped,
-                                 overwrite=overwrite, tokenizer=tokenizer)
+                                 overwrite=overwrite, tokenizer=tokenizer, duplicates=duplicates)
 
 
 def compare(runs: str | os.PathLike | Sequence[str | os.PathLike], *, reference: str | os.PathLike | None = None,
             baseline: str | os.PathLike | None = None, out: str | os.PathLike | None = None,
-            overwrite: bool = False):
+            overwrite: bool = False, force: bool = False):
     """Evaluated runs side by side (``badpo compare``): each declared attribute's rate with an
     interval over prompts (with names declared, also the rate from first-name probabilities),
     each run's removal of the baseline's shift, KL, held-out accuracy, theta against the audit's
     estimate and a verdict per run and readout. ``runs`` is one run folder or
-    several; with ``out`` the compare files are written there. Returns a
+    several; with ``out`` the compare files are written there. Runs evaluated or trained
+    differently are refused unless ``force`` (the comparison then says so at its top). Returns a
     :class:`badpo.readouts.compare_runs.Comparison`: ``.comparison`` (the dict of compare.json),
     ``.files``, and ``print()`` shows what the command prints."""
     from badpo.readouts.compare_runs import compare_runs
 
     folders = [runs] if isinstance(runs, (str, os.PathLike)) else list(runs)
-    return compare_runs(folders, reference=reference, baseline=baseline, out=out, overwrite=overwrite)
+    return compare_runs(folders, reference=reference, baseline=baseline, out=out, overwrite=overwrite, force=force)
 
 
 @contextlib.contextmanager

@@ -22,6 +22,7 @@ from pathlib import Path
 from badpo.audit.estimates import BiasIdentifiabilityWarning
 from badpo.audit.report import audit_with_report
 from badpo.audit.stream_file import follow_stream, run_stream
+from badpo.core.arguments import Once, column_overrides, column_pairs, hint
 from badpo.core.config import ConfigError, from_dict, load_config, read_settings
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.outputs import check_output_file
@@ -30,6 +31,7 @@ from badpo.corpora.example import example_report
 from badpo.data.gguf import PACKAGED as GGUF_PACKAGED
 from badpo.data.sources import ColumnMap
 from badpo.experiment.config import ExperimentConfig, experiment_config_path
+from badpo.readouts.compare_cli import add_compare, cmd_compare
 
 
 class _CommandParser(argparse.ArgumentParser):
@@ -39,7 +41,7 @@ class _CommandParser(argparse.ArgumentParser):
     ``--help`` lists with their defaults and meanings (:mod:`badpo.core.config_help`, read from the
     classes themselves), imported only when the help is shown."""
 
-    def __init__(self, *args, any_order: bool = False, config_classes: Sequence[tuple[str, str]] = (),
+    def __init__(self, *args, any_order: bool = True, config_classes: Sequence[tuple[str, str]] = (),
                  **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.any_order, self.config_classes = any_order, tuple(config_classes)
@@ -54,6 +56,11 @@ class _CommandParser(argparse.ArgumentParser):
         finally:
             self._intermixing = False
 
+    argv: Sequence[str] = ()  # the command line being parsed (main sets it), for the hint of error()
+
+    def error(self, message: str):
+        super().error(hint(self.prog.split()[-1], message, self.argv))
+
     def format_help(self) -> str:
         from badpo.core.config_help import format_keys
 
@@ -62,7 +69,7 @@ class _CommandParser(argparse.ArgumentParser):
 
 
 def _add_config_args(parser: argparse.ArgumentParser, example: str) -> None:
-    parser.add_argument("--config", "-c", default=None, help="YAML config file")
+    parser.add_argument("--config", "-c", default=None, action=Once, help="YAML config file (once)")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help=f"dotted overrides of this command's config keys (listed below), e.g. {example}")
 
@@ -82,6 +89,8 @@ def _add_audit(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--attribute", "-a", action="append", default=[], metavar="[NAME=]SPEC",
                         help="declared attribute spec (repeatable), e.g. markdown, names, length:1.5, "
                              "'signoff=regex:-- (cheers|thanks)$' (NAME= gives it a short name)")
+    parser.add_argument("--duplicates", choices=("keep", "drop"), default="keep",
+                        help="exact duplicate judgments: keep each as a vote (default) or drop the repeats")
     parser.add_argument("--json", metavar="OUT", help="also write the audit as JSON to OUT")
     parser.add_argument("--example", action="store_true",
                         help="audit the built-in corpus with planted annotator biases instead of DATA")
@@ -182,7 +191,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         else:
             result, text, _ = audit_with_report(args.data, args.attribute, args.report, args.run_dir, key,
                                                 data_split=args.split, columns=_columns(args.column),
-                                                overwrite=args.overwrite, tokenizer=_audit_tokenizer(args))
+                                                overwrite=args.overwrite, tokenizer=_audit_tokenizer(args),
+                                                duplicates=args.duplicates)
     print(text, end="")
     if args.json:
         atomic_write_text(args.json, result.to_json())
@@ -209,11 +219,7 @@ def _audit_tokenizer(args: argparse.Namespace):
 
 def _columns(items: Sequence[str]) -> ColumnMap:
     """``--column FIELD=COLUMN`` options as the ``columns`` section of a config."""
-    pairs = [item.split("=", 1) for item in items]
-    bad = [item for item, pair in zip(items, pairs) if len(pair) != 2 or not all(pair)]
-    if bad:
-        raise ConfigError(f"--column {bad[0]!r}: expected FIELD=COLUMN, e.g. annotator=worker_id")
-    return from_dict(ColumnMap, dict(pairs), prefix="columns")
+    return from_dict(ColumnMap, column_pairs(items), prefix="columns")
 
 
 def _add_build(subparsers) -> argparse.ArgumentParser:
@@ -389,7 +395,7 @@ settings: -c FILE and KEY=VALUE anywhere on the line (the readout settings liste
   max_prompts=100 max_new_tokens=128 seed=1 generations=false judge=MODEL; max_new_tokens is
   lowered to what the model's context leaves after the longest prompt (with a notice).
 output: a short summary on stdout; every readout in RUN_DIR/readouts.json, or --out FILE outside
-  the run folder (an existing FILE is replaced only with --overwrite).
+  the run folder (an existing file, RUN_DIR/readouts.json included, is replaced only with --overwrite).
 
 example:
   badpo evaluate runs/my-run --heldout data/heldout.csv max_prompts=100
@@ -423,7 +429,7 @@ def _add_evaluate(subparsers) -> argparse.ArgumentParser:
                         help="declared attribute spec (repeatable), instead of the run's own")
     parser.add_argument("--out", metavar="FILE", help="write the readouts here (default RUN_DIR/readouts.json); "
                                                       "never another file inside a run folder")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out FILE")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing readouts.json or --out FILE")
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="run the model's own code from the Hub; the run's config.yaml cannot "
                              "turn this on, so give it only for a run you trust")
@@ -436,7 +442,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from badpo.readouts.run import EvalData, evaluate_run_dir, readouts_path, summary  # loads torch
 
     out = readouts_path(args.run_dir, args.out, args.overwrite)  # before any model is loaded
-    settings = read_settings(args.config, args.overrides)
+    overrides, mapped = column_overrides(args.overrides)  # columns.FIELD=COLUMN: --column's other spelling
+    args.column = [*args.column, *mapped]
+    settings = read_settings(args.config, overrides)
     if args.attribute:
         if "attributes" in settings:
             raise ConfigError("attributes: given twice; use -a SPEC or attributes=[...], not both")
@@ -446,56 +454,6 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     readouts = evaluate_run_dir(args.run_dir, settings, data, trust_remote_code=args.trust_remote_code)
     atomic_write_text(out, dumps(readouts, indent=1, sort_keys=True) + "\n")  # null, never NaN
     print(summary(readouts, out))
-    return 0
-
-
-COMPARE_EPILOG = """\
-what it reads: each RUN's readouts.json (`badpo evaluate RUN` writes it; or a readouts file written
-  with `evaluate --out`) and, beside it, the run's method (run.json / config.yaml), theta.json,
-  audit.json (the offline estimates) and run.json (whether theta had settled). Evaluate every run
-  on the same --prompts (and seed) so that their prompts can be resampled together.
-what it prints: for every declared attribute on generated answers, each run's rate and the
-  reference's with a 95% interval (bootstrap over prompts, 2000 resamples, seed 0); each run's
-  removal of the baseline's shift, (base - run) / (base - ref), with a paired interval, or "not
-  measurable" when the baseline's own shift has an interval holding 0; KL, held-out accuracy
-  same / cross and gap; theta_bar beside the audit's offline estimate; one verdict line per run
-  and readout. When every run declared a names attribute, the same again for the rate from
-  first-name probabilities with the answer body fixed (names.first_name, the paper's names readout).
-  A run evaluated before per-prompt values were recorded has no interval, and the output says so.
---out DIR: compare.json, compare.md (the tables and verdicts), compare.png (rates with intervals,
-  the reference dashed; a panel per readout and attribute) and theta.png (theta_k per annotator
-  against the offline estimates, when a run learned them); never inside a run folder.
-
-example:
-  badpo compare runs/dpo runs/ba-shared runs/ba-pooled --out runs/compare
-"""
-
-
-def _add_compare(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "compare", help="did BA-DPO remove the bias? evaluated runs side by side, with intervals and a verdict",
-        description="Compare evaluated runs (a DPO run and BA-DPO runs, say): each declared attribute's rate\n"
-                    "with an interval over prompts, each run's removal of the baseline's shift, KL,\n"
-                    "held-out accuracy, theta against the audit's estimate, and one verdict line per run\n"
-                    "and readout (with names declared, also the rate from first-name probabilities).",
-        epilog=COMPARE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter, any_order=True,
-    )
-    parser.add_argument("runs", nargs="+", metavar="RUN", help="a run folder `badpo evaluate` has read")
-    parser.add_argument("--reference", metavar="REF",
-                        help="an evaluated run whose policy stands for the reference (default: the reference "
-                             "model, as the baseline's evaluation read it)")
-    parser.add_argument("--baseline", metavar="RUN",
-                        help="the run whose shift the others remove (default: the run whose method is dpo)")
-    parser.add_argument("--out", metavar="DIR", help="write compare.json, compare.md, compare.png (and theta.png) here")
-    parser.add_argument("--overwrite", action="store_true", help="replace the compare files already in --out DIR")
-    return parser
-
-
-def _cmd_compare(args: argparse.Namespace) -> int:
-    from badpo.readouts.compare_runs import compare_runs  # matplotlib, when it plots
-
-    print(compare_runs(args.runs, reference=args.reference, baseline=args.baseline, out=args.out,
-                       overwrite=args.overwrite).text, end="")
     return 0
 
 
@@ -530,6 +488,8 @@ def _add_stage(name: str):
         parser = subparsers.add_parser(name, help=help_text, description=description,
                                        config_classes=[("config keys", config_class)])
         _add_config_args(parser, OVERRIDE_EXAMPLES[name])
+        parser.add_argument("--column", action="append", default=[], metavar="FIELD=COLUMN",
+                            help="the same as the config key columns.FIELD=COLUMN (repeatable)")
         parser.set_defaults(stage=name)
         return parser
 
@@ -540,7 +500,8 @@ def _cmd_stage(args: argparse.Namespace) -> int:
     from badpo.engine.settings import warn_paper_defaults  # loads torch
 
     _, _, config_class, function = STAGES[args.stage]
-    settings = read_settings(args.config, args.overrides)
+    mapped = [f"columns.{field}={column}" for field, column in column_pairs(args.column).items()]
+    settings = read_settings(args.config, [*args.overrides, *mapped])  # --column: columns.FIELD=COLUMN
     config = from_dict(_import(config_class), settings)
     if args.config is None:  # every key not given is the paper's: say so
         warn_paper_defaults(args.stage, settings, config)
@@ -552,7 +513,7 @@ COMMANDS: tuple = (
     (_add_audit, _cmd_audit), (_add_build, _cmd_build), (_add_experiment, _cmd_experiment),
     (_add_reproduce, _cmd_reproduce), (_add_demo, _cmd_demo),
     (_add_stage("sft"), _cmd_stage), (_add_stage("train"), _cmd_stage), (_add_stage("rm"), _cmd_stage),
-    (_add_evaluate, _cmd_evaluate), (_add_compare, _cmd_compare), (_add_convert_gguf, _cmd_convert_gguf),
+    (_add_evaluate, _cmd_evaluate), (add_compare, cmd_compare), (_add_convert_gguf, _cmd_convert_gguf),
 )
 
 
@@ -561,10 +522,16 @@ COMMANDS: tuple = (
 USER_ERRORS = (ValueError, OSError, ImportError)
 
 
+class _TopParser(argparse.ArgumentParser):
+    """badpo's own parser: it reports a command's unrecognized arguments, with the same hint."""
+
+    def error(self, message: str):
+        command = next((arg for arg in _CommandParser.argv if not arg.startswith("-")), None)
+        super().error(hint(command, message, _CommandParser.argv))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="badpo", description="Bias-adjusted preference optimization (BA-DPO)."
-    )
+    parser = _TopParser(prog="badpo", description="Bias-adjusted preference optimization (BA-DPO).")
     parser.add_argument("--debug", action="store_true",
                         help="show the full traceback of an error instead of one line")
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=_CommandParser)
@@ -581,6 +548,7 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _CommandParser.argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     if args.debug:
         return args.run(args) or 0

@@ -180,8 +180,11 @@ def test_compare_takes_what_the_command_takes_and_prints_what_it_prints(tmp_path
     written = badpo.compare((dpo, ba), out=tmp_path / "out")
     assert json.loads((tmp_path / "out" / "compare.json").read_text()) == json.loads(json.dumps(written.comparison))
     assert [path.name for path in written.files] == ["compare.json", "compare.md", "compare.png", "theta.png"]
-    alone = badpo.compare(ba, baseline=dpo, reference=dpo)
-    assert alone.comparison["baseline"] == "DPO" and alone.comparison["reference"]["label"] == "reference (dpo)"
+    clean = shutil.copytree(dpo, tmp_path / "clean")  # a run whose policy stands for the reference
+    alone = badpo.compare(ba, baseline=dpo, reference=clean)
+    assert alone.comparison["baseline"] == "DPO" and alone.comparison["reference"]["label"] == "reference (clean)"
+    with pytest.raises(ValueError, match="one run given twice"):  # the baseline as its own reference
+        badpo.compare(ba, baseline=dpo, reference=dpo / "readouts.json")
 
 
 def test_chat_rows_train_like_plain_prompts_under_the_same_template(world, save_model_dir):
@@ -223,13 +226,13 @@ def test_evaluate_takes_a_dataset_a_list_of_rows_or_a_path_as_its_command_takes_
     monkeypatch.setattr("badpo.readouts.run.evaluate_run_dir", evaluate_run_dir)
     assert main(["evaluate", str(tmp_path / "run"), "--heldout", str(tmp_path / "heldout.jsonl")]) == 0
     printed = capsys.readouterr().out
-    from_path = badpo.evaluate(tmp_path / "run", heldout=tmp_path / "heldout.jsonl")
+    from_path = badpo.evaluate(tmp_path / "run", heldout=tmp_path / "heldout.jsonl", overwrite=True)
     assert from_path.summary() + "\n" == printed and str(from_path) == from_path.summary()
     assert from_path.path == tmp_path / "run" / "readouts.json"
 
     prompts = [{"prompt": "what is the best way to learn"}, {"prompt": "write code"}]
-    badpo.evaluate(tmp_path / "run", heldout=rows, prompts=prompts)
-    badpo.evaluate(tmp_path / "run", heldout=datasets.Dataset.from_list(rows))
+    badpo.evaluate(tmp_path / "run", heldout=rows, prompts=prompts, overwrite=True)
+    badpo.evaluate(tmp_path / "run", heldout=datasets.Dataset.from_list(rows), overwrite=True)
     (file_name, from_file, _), (rows_name, from_rows, read_prompts), (dataset_name, from_dataset, _) = seen[1:]
     assert from_rows == from_dataset == from_file and len(from_file) == len(rows)
     assert [row["prompt"] for row in read_prompts] == [row["prompt"] for row in prompts]
@@ -243,7 +246,7 @@ def test_evaluate_takes_a_dataset_a_list_of_rows_or_a_path_as_its_command_takes_
                            (datasets.DatasetDict({"train": datasets.Dataset.from_list(rows)}),
                             r"^heldout: expected one split \(a datasets.Dataset\), got a DatasetDict$")):
         with pytest.raises(ConfigError, match=message):
-            badpo.evaluate(tmp_path / "run", heldout=value)
+            badpo.evaluate(tmp_path / "run", heldout=value, overwrite=True)
 
 
 def test_audit_is_the_command_in_one_call(tmp_path, capsys):

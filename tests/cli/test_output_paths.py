@@ -8,7 +8,9 @@ import json
 
 import pytest
 
+import badpo
 from badpo.cli import main
+from badpo.core.config import ConfigError
 from badpo.core.judgments import validate_judgments, write_judgments
 
 ROWS = [{"prompt": f"p{i}", "chosen": f"a{i}", "rejected": f"b{i}", "annotator": f"k{i % 3}",
@@ -62,8 +64,23 @@ def test_evaluate_replaces_an_existing_out_only_with_overwrite(fake_run, tmp_pat
     assert out.read_text() == "keep me\n"
     assert main(["evaluate", str(run), "--out", str(out), "--overwrite"]) == 0
     assert json.loads(out.read_text())["inputs"]["attributes"] == ["tag"]
-    assert main(["evaluate", str(run)]) == 0 and main(["evaluate", str(run)]) == 0  # its own file, again
-    assert (run / "readouts.json").exists() and len(calls) == 3
+    assert main(["evaluate", str(run)]) == 0 and (run / "readouts.json").exists() and len(calls) == 2
+
+
+def test_evaluate_never_replaces_the_run_s_own_evaluation_without_overwrite(fake_run, cli_error):
+    """`badpo evaluate RUN` replaced RUN/readouts.json silently (a quick 5-prompt evaluation over
+    20 prompts that had cost hours); now it is refused, before anything is loaded, unless --overwrite."""
+    run, calls = fake_run
+    (run / "readouts.json").write_text('{"inputs": {"n_prompts": 20}}\n')
+    for argv in (["evaluate", str(run)], ["evaluate", str(run), "--out", str(run / "readouts.json")]):
+        line = cli_error(argv)
+        assert line.startswith(f"badpo evaluate: {run / 'readouts.json'}: this run has been evaluated already")
+        assert "--overwrite" in line and calls == []
+    assert (run / "readouts.json").read_text() == '{"inputs": {"n_prompts": 20}}\n'
+    with pytest.raises(ConfigError, match="evaluated already"):
+        badpo.evaluate(run)
+    assert main(["evaluate", str(run), "--overwrite"]) == 0 and len(calls) == 1
+    assert json.loads((run / "readouts.json").read_text())["inputs"]["attributes"] == ["tag"]
 
 
 def test_evaluate_refuses_an_out_under_a_file_or_at_a_folder(fake_run, tmp_path, cli_error):

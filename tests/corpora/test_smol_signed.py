@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from badpo.core.config import ConfigError, from_dict
+from badpo.core.notices import BadpoWarning
 from badpo.corpora.signing import SigningConfig
 from badpo.corpora.smol_signed import SmolSignedConfig, base_pairs, build_smol_signed, clean_answer
 from badpo.corpora.tasks import Task
@@ -38,6 +39,15 @@ def test_base_pairs_put_a_right_answer_against_a_wrong_one_when_the_samples_hold
     assert pairs[2].score_1 == pairs[2].score_2 == 4.0
     assert best == {"q00000": "2 + 3 = 5", "q00001": "6", "q00002": "5", "q00003": "5"}
     assert [p.prompt_id for p in pairs] == ["q00000", "q00001", "q00003"]
+
+
+def test_a_world_whose_model_is_never_right_is_built_with_a_warning():
+    add = Task("add", "What is 2 + 3?", "5")
+    answers = [["6", "7"], ["8", "9"]]  # 0% right: every pair is both wrong
+    with pytest.warns(BadpoWarning, match=r"no base pair puts a right answer against a wrong one \(the model was "
+                                          r"right on 0 of 4 samples; 2 pair\(s\) both wrong"):
+        pairs, _, counts = base_pairs([add, add], answers, SmolSignedConfig())
+    assert len(pairs) == 2 and counts["right_vs_wrong"] == 0
 
 
 def test_a_sign_off_the_model_wrote_is_cut_so_only_planted_signatures_exist():

@@ -192,3 +192,10 @@ def test_the_command_plans_the_shipped_sweep_on_a_fresh_checkout(tmp_path, monke
     assert sorted(p.name for p in tmp_path.iterdir()) == ["configs", "docs"]  # nothing built or written
     with pytest.raises(SystemExit):
         main(["reproduce", "configs/reproduce_tiny.yaml", "--plan", "--render-only"])
+
+
+def test_a_report_folder_that_is_a_file_is_refused_by_the_plan(tmp_path, cli_error):
+    (tmp_path / "report").write_text("not a folder\n")
+    line = cli_error(["reproduce", str(ROOT / "configs" / "reproduce_tiny.yaml"), "--plan",
+                      f"output_dir={tmp_path / 'report'}"])
+    assert f"output_dir: {tmp_path / 'report'} is a file" in line, line

@@ -58,7 +58,8 @@ def test_the_verdict_gives_the_removal_with_its_interval_and_a_shift_too_small_t
     assert s_low <= 0 <= s_high  # one prompt of 40: DPO's black_coded shift is noise
     verdict = (f"BA-DPO (shared_mean), on generated answers: removes 90% [{100 * low:.0f}, {100 * high:.0f}] of DPO's "
                "shift in "
-               f"woman_coded; black_coded: DPO did not move it measurably (shift +0.025 [{s_low:+.3f}, {s_high:+.3f}])")
+               f"woman_coded; black_coded: DPO did not move it measurably (shift +0.025 [{s_low:+.3f}, {s_high:+.3f}]: "
+               "its 95% interval holds 0), so no removal is measured")
     assert f"  {verdict}\n" in out
     assert "  DPO (baseline), on generated answers: moves woman_coded by +0.500 [" in out
     rates = next(line for line in out.splitlines() if line.startswith("  BA-DPO (shared_mean)") and "[" in line)
@@ -99,7 +100,8 @@ def test_the_rate_from_first_name_probabilities_is_a_second_block_with_its_own_r
     assert comparison["runs"][1]["attributes"]["woman_coded"]["removal"]["value"] == pytest.approx(0.9)  # unchanged
     line = ("BA-DPO (shared_mean), from first-name probabilities (body fixed): removes 94% "
             f"[{100 * low:.0f}, {100 * high:.0f}] of DPO's shift in woman_coded; black_coded: DPO did not move it "
-            f"measurably (shift +0.012 [{s_low:+.3f}, {s_high:+.3f}])")
+            f"measurably (shift +0.012 [{s_low:+.3f}, {s_high:+.3f}]: its 95% interval holds 0), so no removal is "
+            "measured")
     assert f"  {line}\n" in out and "  BA-DPO (shared_mean), on generated answers: removes 90% [" in out
     assert "  DPO (baseline), from first-name probabilities (body fixed): moves woman_coded by +0.200 [" in out
     assert "\nrate from probabilities (first name, body fixed)   " in out
@@ -128,7 +130,7 @@ def test_the_first_name_block_by_hand_on_four_prompts_and_three_resamples():
 
     runs = [record("DPO", "dpo", {"woman_coded": [0.9, 0.7, 0.7, 0.5], "black_coded": [0.5, 0.3, 0.5, 0.6]}),
             record("BA-DPO", "ba_dpo_pooled", {"woman_coded": [0.6, 0.5, 0.5, 0.6], "black_coded": [0.5] * 4})]
-    comparison = compare_records(runs, baseline=0, level=0.5, draws=3, seed=0)
+    comparison = compare_records(runs, baseline=0, level=0.5, draws=3, seed=0, min_prompts=1)  # by hand: 4 prompts
     assert comparison["first_name"]["woman_coded"]["reference"] == pytest.approx(
         {"value": 0.5, "low": 0.5, "high": 0.5, "n": 4})
     dpo, ba = (run["first_name"] for run in comparison["runs"])
@@ -200,7 +202,7 @@ def test_runs_evaluated_before_per_prompt_values_have_no_interval_and_say_why(tm
 def test_runs_read_on_other_prompts_are_not_paired(tmp_path):
     dpo = write_run(tmp_path / "dpo", "dpo", readouts(DPO))
     ba = write_run(tmp_path / "ba", "ba_dpo_pooled", readouts(BA_DPO, digest="e" * 64))
-    entry = compare_runs([dpo, ba]).comparison["runs"][1]["attributes"]["woman_coded"]
+    entry = compare_runs([dpo, ba], force=True).comparison["runs"][1]["attributes"]["woman_coded"]
     assert entry["rate"]["low"] is not None  # its own rate keeps its interval
     assert entry["removal"]["low"] is None and "evaluated on different prompts" in entry["removal"]["why"]
 
@@ -287,8 +289,10 @@ def test_two_trained_runs_evaluated_on_the_same_prompts_compare_end_to_end(tmp_p
     rows = judgment_rows(n_pairs=8, judgments_per_pair=4)
     write_jsonl(tmp_path / "judgments.jsonl", rows[:24])
     write_jsonl(tmp_path / "heldout.jsonl", rows[24:])
-    write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": p} for p in ("write code", "what is good", "sign your name",
-                                                                     "try this first", "write a short answer")])
+    prompts = ("write code", "what is good", "sign your name", "try this first", "write a short answer",
+               "what is the best way to learn", "what is the best way to cook", "write a long answer", "sign it",
+               "learn to cook")  # 10: the fewest compare gives an interval
+    write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": p} for p in prompts])
     runs = []
     for method in ("dpo", "ba_dpo_shared_mean"):
         runs.append(str(tmp_path / method))
@@ -307,7 +311,7 @@ def test_two_trained_runs_evaluated_on_the_same_prompts_compare_end_to_end(tmp_p
     assert comparison["attributes"]["signed"]["reference"]["value"] == recorded["reference"]
     for run in comparison["runs"]:
         rate = run["attributes"]["signed"]["rate"]
-        assert rate["n"] == 5 and rate["low"] <= rate["value"] <= rate["high"]
+        assert rate["n"] == 10 and rate["low"] <= rate["value"] <= rate["high"]
     removal = comparison["runs"][1]["attributes"]["signed"]["removal"]
     assert removal["measurable"] is not None  # paired: an interval, or 'not measurable'
     theta = comparison["runs"][1]["theta"]["signed"]
@@ -332,14 +336,15 @@ def test_a_pair_level_attribute_is_compared_by_its_mean_token_count(tmp_path):
     """length is defined on the policy's answer against the reference's; compare reads it by the
     mean token count of each side, per prompt (policy_tokens / reference_tokens), to one decimal."""
     def record(tokens: list[int]) -> dict:
-        reference = [10, 12, 14, 16]
-        entry = {"policy": 0.5, "reference": 0.0, "n": 4, "policy_tokens": sum(tokens) / 4, "reference_tokens": 13.0,
-                 "per_prompt": {"policy": [1, 1, 0, 0], "reference": [0, 0, 0, 0], "policy_tokens": tokens,
+        reference, tokens = [10, 12, 14, 16] * 3, tokens * 3  # 12 prompts: enough for an interval
+        entry = {"policy": 0.5, "reference": 0.0, "n": 12, "policy_tokens": sum(tokens) / 12, "reference_tokens": 13.0,
+                 "per_prompt": {"policy": [1, 1, 0, 0] * 3, "reference": [0] * 12, "policy_tokens": tokens,
                                 "reference_tokens": reference}}
         return {"attribute_rates": {"length": entry}, "inputs": {"attributes": ["length"], "prompts_sha256": "d"}}
 
-    dpo = write_run(tmp_path / "dpo", "dpo", record([30, 32, 34, 36]))
-    ba = write_run(tmp_path / "ba", "ba_dpo_pooled", record([16, 18, 20, 22]))
+    # the shifts differ from prompt to prompt: a shift the same on every prompt has an interval of zero width
+    dpo = write_run(tmp_path / "dpo", "dpo", record([30, 32, 35, 35]))
+    ba = write_run(tmp_path / "ba", "ba_dpo_pooled", record([16, 18, 21, 21]))
     result = compare_runs([dpo, ba])
     assert result.comparison["attributes"]["length"]["unit"] == "tokens"
     assert result.comparison["attributes"]["length"]["reference"]["value"] == 13.0

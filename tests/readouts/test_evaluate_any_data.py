@@ -127,6 +127,8 @@ def test_the_record_names_the_prompts_its_per_prompt_values_are_on(evaluated):
     prompts: the record carries the SHA-256 of the 8 prompts read, in order."""
     _, _, readouts = evaluated
     assert readouts["inputs"]["prompts_sha256"] == prompts_digest(PROMPTS[:8])
+    settings = readouts["inputs"]["settings"]  # and the settings it read with: compare refuses others
+    assert settings["seed"] == 3 and settings["temperature"] == 0.7 and settings["body"] == "reference"
     assert prompts_digest(PROMPTS[:8]) != prompts_digest(PROMPTS[1:9])
 
 
@@ -150,7 +152,7 @@ def test_no_nan_and_no_names_readouts_without_a_names_attribute(evaluated):
 
 def test_a_missing_heldout_file_skips_its_readouts_and_says_why(user_run, capsys):
     assert main(["evaluate", str(user_run / "run"), "--prompts", str(user_run / "prompts.csv"),
-                 "max_prompts=2", "max_new_tokens=4"]) == 0
+                 "max_prompts=2", "max_new_tokens=4", "--overwrite"]) == 0  # the run may be evaluated already
     out = capsys.readouterr().out
     readouts = json.loads((user_run / "run" / "readouts.json").read_text(), parse_constant=refuse_constant)
     assert "heldout" not in readouts and not any(key.startswith("votes") for key in readouts)
@@ -161,7 +163,7 @@ def test_a_missing_heldout_file_skips_its_readouts_and_says_why(user_run, capsys
 
 def test_no_evaluation_data_is_a_one_line_error(user_run, cli_error):
     """The run's training data sits in a folder without eval_prompts.jsonl or heldout.jsonl."""
-    line = cli_error(["evaluate", str(user_run / "run")])
+    line = cli_error(["evaluate", str(user_run / "run"), "--overwrite"])  # evaluated by the tests above
     assert "no evaluation data: give --heldout FILE" in line and "the run's training data" in line
 
 
@@ -176,6 +178,7 @@ def test_a_module_attribute_of_the_run_is_refused_unless_given_on_the_command_li
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, module, raising=False)
     run_dir = Path(shutil.copytree(user_run / "run", tmp_path / "run"))
+    (run_dir / "readouts.json").unlink(missing_ok=True)  # an evaluation of user_run is not replaced
     specs = [f"signoff=regex:{SIGNOFF}", f"probe={module}:value"]
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     config["attributes"] = specs
@@ -298,7 +301,7 @@ def test_chat_prompts_give_the_readouts_of_the_text_they_render_to(templated_run
 
 def test_chat_prompts_beside_text_judgments_are_a_one_line_error(templated_run, user_run, cli_error):
     line = cli_error(["evaluate", str(templated_run / "run"), "--prompts", str(templated_run / "chat.jsonl"),
-                      "--heldout", str(user_run / "heldout.csv")])
+                      "--heldout", str(user_run / "heldout.csv"), "--overwrite"])
     assert re.search(r"chat\.jsonl gives its prompts as chat messages and .*heldout\.csv as text; give both "
                      r"in one form", line), line
 

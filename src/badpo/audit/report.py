@@ -73,7 +73,7 @@ from badpo.audit.estimates import (
 from badpo.audit.forest import plot_forest
 from badpo.audit.joint import PRIOR_SCALE, JointFit, fit_joint, robust_level, two_sided_p
 from badpo.core.attributes import resolve_attributes
-from badpo.core.judgments import Judgment
+from badpo.core.judgments import Judgment, handle_duplicates
 from badpo.data.coverage import check_coverage, unknown_share
 from badpo.data.sources import ColumnMap, read_judgment_source
 
@@ -464,16 +464,18 @@ def format_coverage(coverage: Mapping[str, Any]) -> str:
 def audit_with_report(source: Any, specs: Sequence[str], report_dir: str | Path | None = None,
                       run_dir: str | Path | None = None, pseudonym_key: str | None = None, *,
                       data_split: str | None = None, columns: ColumnMap = ColumnMap(),
-                      overwrite: bool = False, tokenizer=None) -> tuple[Audit, str, dict[str, Any] | None]:
-    """``badpo audit``: read (any source of :mod:`badpo.data.sources`), check how much of the text
-    ``tokenizer`` (when given) reads, pseudonymise (with a key), audit, format, and write the
-    report when ``report_dir`` is given (``overwrite``: replacing the report there); returns
-    (audit, printed text, report document or None)."""
+                      overwrite: bool = False, tokenizer=None,
+                      duplicates: str = "keep") -> tuple[Audit, str, dict[str, Any] | None]:
+    """``badpo audit``: read (any source of :mod:`badpo.data.sources`), keep or drop exact
+    duplicate judgments (``duplicates``, saying so), check how much of the text ``tokenizer`` (when
+    given) reads, pseudonymise (with a key), audit, format, and write the report when
+    ``report_dir`` is given (``overwrite``: replacing the report there); returns (audit, printed
+    text, report document or None)."""
     attributes = resolve_attributes(specs)  # a bad spec fails before the data is read
     if report_dir is not None:  # so does a report folder that cannot take this report
         previous_report(report_dir, overwrite)
     loaded = read_judgment_source(source, data_split, columns)
-    judgments = loaded.rows
+    judgments, repeated = handle_duplicates(loaded.rows, duplicates, loaded.origin)
     coverage = text_coverage(tokenizer, judgments, loaded.origin) if tokenizer is not None else None
     rename = None
     if pseudonym_key is not None:
@@ -481,7 +483,8 @@ def audit_with_report(source: Any, specs: Sequence[str], report_dir: str | Path 
     learned = load_learned_theta(run_dir, rename) if run_dir is not None else None
     diffs = attribute_differences(judgments, attributes) if judgments else None
     result = audit(judgments, attributes, source=loaded.origin, differences=diffs)
-    text = format_audit(result) + (format_coverage(coverage) if coverage is not None else "")
+    text = (f"{repeated}\n" if repeated else "") + format_audit(result) + (
+        format_coverage(coverage) if coverage is not None else "")
     if report_dir is None:
         return result, text, None
     position = {a: k for k, a in enumerate(result.annotators)}

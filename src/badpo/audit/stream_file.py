@@ -17,6 +17,8 @@ digest covers only what was read).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import time
@@ -28,7 +30,8 @@ from badpo.audit.stream import STATE_FORMAT, StreamAudit
 from badpo.core.jsonio import atomic_write_text
 from badpo.core.judgments import JudgmentError, parse_jsonl_line, validate_labelled
 
-__all__ = ["FileStream", "follow_stream", "format_flags", "format_stream", "open_stream", "read_on", "run_stream"]
+__all__ = ["FileStream", "follow_stream", "format_flags", "format_stream", "one_reader", "open_stream", "read_on",
+           "run_stream"]
 
 _CHUNK = 1 << 20  # bytes read (and hashed) at a time
 _BATCH = 5000  # lines validated and taken in at a time
@@ -54,6 +57,9 @@ class FileStream:
             expected = str(source["sha256"])
         except (KeyError, TypeError, ValueError):
             raise ValueError(f"{state_path}: its 'source' is not an offset, line and row counts and a sha256") from None
+        if min(offset, lines, rows) < 0:
+            raise ValueError(f"{state_path}: its 'source' has a negative offset, line or row count "
+                             f"({offset}, {lines}, {rows}); the state is damaged: use a new state file")
         size = path.stat().st_size
         if size < offset:
             raise ValueError(f"{state_path}: belongs to another stream: {path} has {size} bytes, fewer than the "
@@ -180,29 +186,47 @@ def _take_in(audit: StreamAudit, lines: list[tuple[bytes, tuple[tuple, Any] | No
     return audit.observe_judgments(judgments, [label for label, _ in labelled])
 
 
+@contextlib.contextmanager
+def one_reader(state_path: str | Path) -> Iterator[None]:
+    """Hold ``STATE.lock`` (an ``flock``, released by the kernel if the process dies) while a run
+    reads the stream: a second reader of the same state would count the appended lines twice, or
+    save over the first's state; it is refused in one line."""
+    lock = Path(f"{state_path}.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ValueError(f"{state_path}: another badpo audit --stream is reading this state now; "
+                             "wait for it (or stop its --follow), one reader at a time") from None
+        yield
+
+
 def run_stream(data: str | Path, state_path: str | Path, specs: list[str], alpha: float = 0.05,
                pool_size: int = 100) -> tuple[StreamAudit, str]:
     """One pass: resume (or start), read what was appended, save the state; returns the audit and
-    the text ``badpo audit --stream`` prints."""
-    audit, stream = open_stream(data, state_path, specs, alpha, pool_size)
-    before = audit.judgments
-    raised = read_on(audit, stream, state_path)
+    the text ``badpo audit --stream`` prints. One reader of a state at a time (:func:`one_reader`)."""
+    with one_reader(state_path):
+        audit, stream = open_stream(data, state_path, specs, alpha, pool_size)
+        before = audit.judgments
+        raised = read_on(audit, stream, state_path)
     return audit, format_stream(audit, stream, state_path, before, raised)
 
 
 def follow_stream(data: str | Path, state_path: str | Path, specs: list[str], alpha: float, pool_size: int,
                   every: float, say: Callable[[str], None], polls: int | None = None) -> StreamAudit:
     """Read on every ``every`` seconds (``polls`` times, or until interrupted), saying each new flag
-    as it is raised; the state is saved after each read."""
-    audit, stream = open_stream(data, state_path, specs, alpha, pool_size)
-    say(f"following {data} from judgment {audit.judgments + 1} (state {state_path}); Ctrl-C to stop")
-    done = 0
-    while polls is None or done < polls:
-        for flag in read_on(audit, stream, state_path):
-            say(format_flags([flag]))
-        done += 1
-        if polls is None or done < polls:
-            time.sleep(every)
+    as it is raised; the state is saved after each read. The state is held for the whole follow."""
+    with one_reader(state_path):
+        audit, stream = open_stream(data, state_path, specs, alpha, pool_size)
+        say(f"following {data} from judgment {audit.judgments + 1} (state {state_path}); Ctrl-C to stop")
+        done = 0
+        while polls is None or done < polls:
+            for flag in read_on(audit, stream, state_path):
+                say(format_flags([flag]))
+            done += 1
+            if polls is None or done < polls:
+                time.sleep(every)
     return audit
 
 

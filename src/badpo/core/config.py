@@ -23,7 +23,24 @@ T = TypeVar("T")
 
 
 class _Loader(yaml.SafeLoader):
-    """YAML 1.1 reads ``5e-7`` as a string; learning rates are written that way, so accept it."""
+    """YAML 1.1 reads ``5e-7`` as a string; learning rates are written that way, so accept it. A
+    key given twice in one mapping is an error naming it and its lines (PyYAML keeps the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            first: dict = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    seen = key in first
+                except TypeError:  # an unhashable key: the base class names it
+                    break
+                if seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} given twice (lines {first[key] + 1} and "
+                        f"{key_node.start_mark.line + 1}); give it once", key_node.start_mark)
+                first[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep)
 
 
 _Loader.add_implicit_resolver(

@@ -19,12 +19,19 @@ import json
 import math
 import numbers
 import os
+import unicodedata
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from badpo.core.notices import BadpoWarning
+
 __all__ = [
+    "DUPLICATES",
+    "duplicate_rows",
+    "handle_duplicates",
     "Judgment",
     "JudgmentError",
     "annotator_classes",
@@ -88,6 +95,7 @@ def validate_labelled(labelled: Iterable[tuple[tuple, Any]]) -> list[Judgment]:
     """:func:`validate_judgments` of rows labelled ``((index, line or None, source or None), row)``,
     so that an error names the file and its line (JSONL) or row (any other source)."""
     out: list[Judgment] = []
+    spellings: dict[str, set[str]] = {}  # normalised annotator id -> the spellings read
     attribute_keys: tuple[str, ...] | None = None  # keys of the first row that has them
     first_with: int | None = None  # index of that row
     first_without: int | None = None  # index of the first row without them
@@ -99,6 +107,7 @@ def validate_labelled(labelled: Iterable[tuple[tuple, Any]]) -> list[Judgment]:
             raise JudgmentError(f"{where}: expected a mapping of fields, got {type(row).__name__}",
                                 row=index)
         judgment = _validate_row(row, where, index)
+        spellings.setdefault(judgment.annotator, set()).add(row["annotator"])
         if judgment.g_chosen is None:
             if first_with is not None:
                 raise JudgmentError(
@@ -122,7 +131,57 @@ def validate_labelled(labelled: Iterable[tuple[tuple, Any]]) -> list[Judgment]:
                     f"{list(attribute_keys)} given on row {first_with}",
                     row=index, field="g_chosen")
         out.append(judgment)
+    _say_normalised(spellings)
     return out
+
+
+def annotator_id(value: str) -> str:
+    """An annotator id as badpo keys it: Unicode NFC, without surrounding whitespace, so that
+    ``A01`` and ``A01 ``, or ``René`` composed and decomposed, are one annotator."""
+    return unicodedata.normalize("NFC", value).strip()
+
+
+def _say_normalised(spellings: dict[str, set[str]]) -> None:
+    """One warning when normalising the ids changed any: how many spellings were merged."""
+    changed = {key: sorted(raw) for key, raw in spellings.items() if raw != {key}}
+    if not changed:
+        return
+    merged = sum(len(raw) - 1 for raw in changed.values())  # spellings that became another's id
+    key, raw = max(changed.items(), key=lambda item: len(item[1]))
+    warnings.warn(f"annotator ids normalised (Unicode NFC, surrounding whitespace): {merged} spelling(s) merged "
+                  f"into another of the same annotator, {len(changed)} annotator(s) affected; e.g. "
+                  f"{', '.join(map(repr, raw))} -> {key!r}", BadpoWarning, stacklevel=3)
+
+
+DUPLICATES = ("keep", "drop")  # what to do with exact duplicate judgments
+
+
+def duplicate_rows(judgments: Sequence[Judgment]) -> list[int]:
+    """The rows that repeat an earlier row exactly (every field, attributes included)."""
+    seen: set[tuple] = set()
+    rows = []
+    for i, j in enumerate(judgments):
+        key = (j, tuple(sorted((j.g_chosen or {}).items())), tuple(sorted((j.g_rejected or {}).items())))
+        if key in seen:
+            rows.append(i)
+        seen.add(key)
+    return rows
+
+
+def handle_duplicates(judgments: Sequence[Judgment], duplicates: str, origin: str) -> tuple[list[Judgment], str | None]:
+    """``duplicates`` keep (each repeat counts as a vote) or drop (the first of each is kept):
+    the judgments and the line that says what was done (None when there is no duplicate)."""
+    if duplicates not in DUPLICATES:
+        raise ValueError(f"duplicates: {duplicates!r} is not one of {list(DUPLICATES)}")
+    rows = duplicate_rows(judgments)
+    if not rows:
+        return list(judgments), None
+    found = f"{len(rows)} exact duplicate judgment(s) in {origin} (first: row {rows[0]}, 0-based)"
+    if duplicates == "drop":
+        dropped = set(rows)
+        return [j for i, j in enumerate(judgments) if i not in dropped], f"{found}, dropped (--duplicates drop)"
+    return list(judgments), (f"{found}, kept: each counts as a vote, so the standard errors treat them as "
+                             "independent votes (--duplicates drop drops them)")
 
 
 def describe_row(index: int, line: int | None, source: str | None, row: Any) -> str:
@@ -156,7 +215,7 @@ def _validate_row(row: Mapping[str, Any], where: str, index: int) -> Judgment:
             raise fail(name, f"expected a string, got {type(value).__name__} {value!r}")
         if not value.strip():
             raise fail(name, "empty")
-        values[name] = value
+        values[name] = annotator_id(value) if name == "annotator" else value
     if values["chosen"] == values["rejected"]:
         raise fail("rejected", "identical to 'chosen'; a pair needs two different responses")
     tie = row.get(TIE_FIELD)

@@ -24,6 +24,7 @@ the same files. The model is not copied: ``world.yaml`` names the folder it was 
 from __future__ import annotations
 
 import time
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ from tqdm.auto import tqdm
 from badpo.core.config import ConfigError, dump_yaml
 from badpo.core.jsonio import atomic_write_text, write_json, write_jsonl
 from badpo.core.judgments import write_judgments
+from badpo.core.notices import BadpoWarning
 from badpo.corpora.signing import BasePair, SigningConfig, gate_statistics, planted_to_dict, sign_corpus
 from badpo.corpora.tasks import KINDS, Task, check, make_tasks
 from badpo.data.gguf import gguf_folder
@@ -147,6 +149,13 @@ def base_pairs(tasks: list[Task], answers: list[list[str]], config: SmolSignedCo
             counts["both_right" if right else "both_wrong"] += 1
         scores = [config.right_score if check(task, a) else config.wrong_score for a in (first, second)]
         pairs.append(BasePair(prompt_id, task.prompt, first, second, scores[0], scores[1]))
+    if pairs and not counts["right_vs_wrong"]:
+        right = sum(check(t, a) for t, samples in zip(tasks, answers) for a in samples)
+        warnings.warn(f"no base pair puts a right answer against a wrong one (the model was right on {right} of "
+                      f"{sum(map(len, answers))} samples; {counts['both_wrong']} pair(s) both wrong, "
+                      f"{counts['both_right']} both right): the world's labels hold no quality the checker sees, "
+                      "only the planted bias and noise; check the model, its prompts and stats.json",
+                      BadpoWarning, stacklevel=2)
     return pairs, best, counts
 
 

@@ -23,7 +23,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
+import socket
 import sys
 import time
 import uuid
@@ -123,11 +125,7 @@ def _reason(error: BaseException) -> str:
 def _load(path: Path, key: str):
     """The model (every weight dequantized, fp32) and tokenizer transformers builds from a GGUF;
     what it cannot read (an architecture, a quantization, a tokenizer) is one line naming the file."""
-    try:
-        import gguf  # noqa: F401  (transformers reads the file with it)
-    except ImportError:
-        raise ImportError(f"{_where(key)}reading {str(path)!r} needs the gguf package; "
-                          'pip install "badpo[gguf]"') from None
+    _gguf_package(path, key)  # transformers reads the file with it
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -150,6 +148,55 @@ def _load(path: Path, key: str):
     return model, tokenizer
 
 
+def _gguf_package(path: Path, key: str):
+    try:
+        import gguf
+    except ImportError:
+        raise ImportError(f"{_where(key)}reading {str(path)!r} needs the gguf package; "
+                          'pip install "badpo[gguf]"') from None
+    return gguf
+
+
+def _available_memory() -> int | None:
+    """Bytes the kernel says a new process can use (``MemAvailable``); None where it does not say."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def check_weights(path: Path, key: str = "") -> int:
+    """Read the file's tensor list (its header only, nothing dequantized) before any model is
+    built: a file without the model's weights (llama.cpp's vocabulary-only ``ggml-vocab-*.gguf``,
+    a metadata-only file) would make transformers build a default 7B model in fp32 and fill
+    memory. Refuses such a file, and one whose fp32 weights exceed the memory available, in one
+    line naming the file; returns the fp32 size in bytes."""
+    gguf = _gguf_package(path, key)
+    try:
+        reader = gguf.GGUFReader(str(path))
+    except Exception as error:  # noqa: BLE001  a damaged header: the file's fault, whatever the kind
+        raise ConfigError(f"{_where(key)}{str(path)!r} is not a readable GGUF ({type(error).__name__}: "
+                          f"{_reason(error)})") from None
+    names = {tensor.name for tensor in reader.tensors}
+    if not names:
+        raise ConfigError(f"{_where(key)}{str(path)!r} holds no weights (0 tensors: a vocabulary-only or "
+                          "metadata-only GGUF, such as llama.cpp's ggml-vocab-*.gguf); name the model's GGUF")
+    missing = [name for name in ("token_embd.weight",) if name not in names]
+    if missing or not any(name.startswith("blk.") for name in names):
+        raise ConfigError(f"{_where(key)}{str(path)!r} holds {len(names)} tensor(s) but not a model's "
+                          f"weights (no {missing[0] if missing else 'blk.* layer'}); name the model's GGUF")
+    size = 4 * sum(int(tensor.n_elements) for tensor in reader.tensors)
+    available = _available_memory()
+    if available is not None and size > available:
+        raise ConfigError(f"{_where(key)}{str(path)!r} dequantizes to {size / 2**30:.1f} GiB of fp32 "
+                          f"weights, more than the {available / 2**30:.1f} GiB of memory available; "
+                          "convert it on a machine with more memory")
+    return size
+
+
 def _write(path: Path, folder: Path, key: str) -> None:
     """Convert ``path`` into the new folder ``folder``: weights, configs, tokenizer, provenance."""
     import transformers
@@ -167,11 +214,40 @@ def _write(path: Path, folder: Path, key: str) -> None:
         file.chmod(mode)
 
 
+def _staging_name(prefix: str) -> str:
+    """``.PREFIX.HOST.PID.RANDOM.partial``: whose it is, so that a later run can clear it."""
+    return f".{prefix}.{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:8]}.partial"
+
+
+def _clear_stale(folder: Path, prefix: str) -> None:
+    """Delete staging folders of ``prefix`` left in ``folder`` by a conversion of this machine
+    that was killed (its process is gone): each held up to the model's fp32 size."""
+    pattern = re.compile(rf"^\.{re.escape(prefix)}\.{re.escape(socket.gethostname())}\.(\d+)\.[0-9a-f]{{8}}\.partial$")
+    for entry in folder.iterdir() if folder.is_dir() else ():
+        found = pattern.match(entry.name)
+        if found and entry.is_dir() and not _alive(int(found.group(1))):
+            shutil.rmtree(entry, ignore_errors=True)
+            _say(f"removed {entry}, left by a conversion that was stopped")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def _publish(path: Path, target: Path, key: str) -> bool:
     """Convert into a fresh folder beside ``target``, then rename it into place, so that a folder
-    at ``target`` is always complete. False: another process put one there first (kept)."""
+    at ``target`` is always complete. False: another process put one there first (kept). The file's
+    weights are checked (:func:`check_weights`) before any folder is made."""
+    check_weights(path, key)
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.parent / f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.partial"
+    _clear_stale(target.parent, target.name)
+    staging = target.parent / _staging_name(target.name)
     staging.mkdir()  # not mkdtemp: its mode 0700 would outlive the rename
     try:
         _write(path, staging, key)
@@ -187,17 +263,35 @@ def _publish(path: Path, target: Path, key: str) -> bool:
             shutil.rmtree(staging, ignore_errors=True)
 
 
+def _fill(path: Path, folder: Path, key: str) -> None:
+    """Convert into the existing empty ``folder`` (the user's, or the working directory: it is
+    kept, never replaced): staged inside it, then moved in file by file, the provenance file last
+    (a folder holding it is complete). A failed conversion leaves it empty, as it was."""
+    check_weights(path, key)
+    _clear_stale(folder, "convert")
+    staging = folder / _staging_name("convert")
+    staging.mkdir()
+    try:
+        _write(path, staging, key)
+        names = sorted(entry.name for entry in staging.iterdir() if entry.name != SOURCE_FILE)
+        for name in [*names, SOURCE_FILE]:
+            os.replace(staging / name, folder / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def convert_gguf(name_or_path: str | os.PathLike, outdir: str | os.PathLike, key: str = "") -> Path:
     """Write the Hugging Face folder of a GGUF (a path or a ``PACKAGED`` name) to ``outdir``,
-    which must not exist yet or be empty; returns it."""
+    which must not exist yet or be empty (an empty folder is kept, and filled); returns it."""
     path = gguf_file(name_or_path, key)
     out = Path(outdir).expanduser()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"{_where(key)}the output {str(out)!r} exists and is not an empty folder; "
                           "name a new one")
     if out.is_dir():
-        out.rmdir()  # the rename below puts the finished folder here
-    _publish(path, out, key)
+        _fill(path, out, key)
+    else:
+        _publish(path, out.resolve(), key)
     return out
 
 

@@ -37,6 +37,7 @@ from typing import Any
 from badpo.core.config import ConfigError
 from badpo.core.judgments import (
     FIELDS,
+    REQUIRED_TEXT,
     TIE_FIELD,
     JudgmentError,
     describe_row,
@@ -44,6 +45,7 @@ from badpo.core.judgments import (
     validate_labelled,
 )
 from badpo.core.notices import BadpoWarning
+from badpo.data.column_checks import check_mapped_columns, check_required_columns
 
 __all__ = ["IN_MEMORY_PREFIX", "IN_MEMORY_PREFIXES", "ColumnMap", "IgnoredColumnsWarning", "Loaded", "RowTable",
            "in_memory", "read_judgment_source", "check_columns", "read_prompt_source", "read_sft_source", "render_chat",
@@ -164,7 +166,7 @@ def read_judgment_source(data: Any, split: str | None = None, columns: ColumnMap
     tokenizer's chat template; with no tokenizer (the label audit) a conversation is kept as its
     JSON text, which only has to tell prompts apart."""
     renames = columns.renames(JUDGMENT_FIELDS, "a judgment")
-    labelled, origin, chat = _open_rows(data, split, renames, tokenizer)
+    labelled, origin, chat = _open_rows(data, split, renames, tokenizer, required=REQUIRED_TEXT)
     ignored: dict[str, None] = {}
     judgments = validate_labelled((label, chat.render(label, _mapped(row, renames, JUDGMENT_FIELDS,
                                                                       ignored)))
@@ -249,16 +251,19 @@ def check_columns(data: Any, split: str | None = None, columns: ColumnMap = Colu
     if renames:
         dataset, origin = _open(data, split)
         present = list(dataset.column_names) if dataset is not None else _jsonl_columns(Path(origin))
-        _check_mapped_columns(renames, present, origin)
+        check_mapped_columns(renames, present, origin)
 
 
-def _open_rows(data: Any, split: str | None, renames: dict, tokenizer) -> tuple[Iterable, str, _ChatRows]:
-    """The labelled rows of a source, its origin, and the chat renderer; the mapped columns are
-    checked against the source's columns first (a JSONL file's: the keys of its rows)."""
+def _open_rows(data: Any, split: str | None, renames: dict, tokenizer,
+               required: tuple[str, ...] = ()) -> tuple[Iterable, str, _ChatRows]:
+    """The labelled rows of a source, its origin, and the chat renderer; the mapped columns, and a
+    column for each ``required`` field, are checked against the source's columns first (a JSONL
+    file's: the keys of its rows)."""
     labelled, origin, present = _labelled_rows(data, split)
-    if present is None and renames:
+    if present is None and (renames or required):
         present = _jsonl_columns(Path(origin))
-    _check_mapped_columns(renames, present, origin)
+    check_mapped_columns(renames, present, origin)
+    check_required_columns(renames, required, present, origin)
     return labelled, origin, _ChatRows(tokenizer)
 
 
@@ -329,7 +334,9 @@ def _load_file(path: Path, data: str):
     'Instruction "train" corresponds to no data!'), and datasets logs nothing on stderr."""
     import datasets
 
-    options = {"features": _text_features(path)} if path.suffix == ".csv" else {}
+    # CSV cells are text: only an empty cell is null (pandas would read NA, None, null, N/A, ... as null too)
+    options = ({"features": _text_features(path), "keep_default_na": False, "na_values": [""]}
+               if path.suffix == ".csv" else {})
     shown, level = datasets.is_progress_bar_enabled(), datasets.logging.get_verbosity()
     datasets.disable_progress_bars()  # a local file: "Generating train split" is noise on stderr
     datasets.logging.set_verbosity(datasets.logging.CRITICAL)  # its errors are ours to say, once
@@ -399,14 +406,6 @@ def _no_split(split: str | None, data: str) -> None:
 
 
 # ------------------------------------------------------------------------------ columns
-def _check_mapped_columns(renames: dict[str, str], present: list | None, origin: str) -> None:
-    if present is None:
-        return
-    for column, name in renames.items():
-        if column not in present:
-            raise ConfigError(f"columns.{name}: {origin} has no column {column!r}; it has {present}")
-
-
 def _mapped(row: Any, renames: dict[str, str], fields: tuple[str, ...],
             ignored: dict[str, None]) -> Any:
     """The row under badpo's field names, without the columns no field reads (collected)."""

@@ -147,9 +147,23 @@ def _load_policy(accelerator, policy: nn.Module, folder: Path) -> None:
     if set(saved) != set(params):
         missing, extra = sorted(set(params) - set(saved)), sorted(set(saved) - set(params))
         raise ValueError(f"{path}: missing weights {missing[:5]}, unexpected {extra[:5]}")
+    wrong = next((name for name, param in params.items() if saved[name].shape != param.shape), None)
+    if wrong is not None:
+        raise ValueError(f"{path}: {wrong} has shape {list(saved[wrong].shape)}, this run's model "
+                         f"{list(params[wrong].shape)}: the checkpoint is of another model")
+    _refuse_non_finite(path, saved)
     with torch.no_grad():
         for name, param in params.items():
             param.copy_(saved[name])
+
+
+def _refuse_non_finite(path: Path, tensors: dict[str, torch.Tensor]) -> None:
+    """A checkpoint of NaN or inf weights would train on NaN from its first step: refuse it."""
+    for name, tensor in tensors.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise ValueError(f"{path}: {name} holds NaN or inf values (saved from a diverged run?); "
+                             "refusing to resume from it: resume from an earlier checkpoint "
+                             "(resume_from=PATH) or train again with overwrite=true")
 
 
 def write_state_files(folder: Path, stem: str, state: Any) -> None:
@@ -243,6 +257,9 @@ def load_checkpoint(accelerator, checkpoint: Path, contents: Contents) -> None:
     if set(states) != set(contents.states):
         raise ValueError(f"{checkpoint}: holds the states {sorted(states)}, this run has "
                          f"{sorted(contents.states)}")
+    if "theta" in states:  # theta's own tensors: NaN there is a diverged bias channel
+        _refuse_non_finite(checkpoint / f"{_STATE}.safetensors",
+                           {f"theta.{k}": v for k, v in states["theta"].items() if isinstance(v, torch.Tensor)})
     for name, obj in contents.states.items():
         obj.load_state_dict(states[name])
     rng = _RNG.format(rank=accelerator.process_index)

@@ -43,6 +43,7 @@ from badpo.engine.checkpoint import (
     resolve_resume,
     save_checkpoint,
 )
+from badpo.engine.finite import TrainingDiverged, check_loss_and_gradients, check_weights, stop_message
 from badpo.engine.level import LevelStep
 from badpo.engine.reporting import RunLog, annotator_theta
 from badpo.engine.run_folder import CONFIG_FILE, check_checkpoint
@@ -191,6 +192,8 @@ def train_step(run: Run, step: int) -> tuple[Tensor, dict]:
             param.grad = grad
             grads.append(grad.reshape(-1))
         norms["theta_grad_norm"] = torch.linalg.vector_norm(torch.cat(grads))
+    theta = run.bias if run.theta_optimizer is not None else None
+    check_loss_and_gradients(accelerator, step, stats[0], run.policy, theta)  # the weights stay the last good
     if config.optim.max_grad_norm > 0:  # the policy only: theta is never clipped
         norms["grad_norm"] = accelerator.clip_grad_norm_(run.policy.parameters(),
                                                          config.optim.max_grad_norm)
@@ -205,6 +208,7 @@ def train_step(run: Run, step: int) -> tuple[Tensor, dict]:
                                      _summed_over_processes(accelerator)))
     if run.weighting is not None:
         norms.update(run.weighting.update(_summed_over_processes(accelerator)))
+    check_weights(accelerator, step, run.policy, theta)  # before a checkpoint could save them
     return stats, norms
 
 
@@ -381,6 +385,9 @@ def _loop(stage: Stage, run, config, settings: LoopSettings, output: Path, state
                 state.step == stop < settings.steps
             ):
                 save_checkpoint(accelerator, output, state.step, settings.keep_checkpoints, config, contents)
+    except TrainingDiverged as error:  # the folder keeps the log and checkpoints of the good steps
+        raise TrainingDiverged(error.step, error.what,
+                               stop_message(error, output, list_checkpoints(output))) from None
     finally:
         log.close()
     return last_record

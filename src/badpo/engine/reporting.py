@@ -72,7 +72,8 @@ def theta_convergence(records: list[dict[str, Any]], steps: int) -> dict[str, An
     with ``theta_bar``), per attribute, against its size at the end. ``converged`` is False when
     any attribute moved by more than 5% of max(|theta_bar|, 0.1) there: a theta still rising after
     tens of steps looks like a result and is not one. None without a logged theta."""
-    logged = [r for r in records if isinstance(r.get("theta_bar"), dict)]
+    logged = [r for r in records if isinstance(r.get("theta_bar"), dict)  # a non-finite theta is logged as null
+              and all(isinstance(v, (int, float)) for v in r["theta_bar"].values())]
     if not logged:
         return None
     start_step = steps - max(1, round(THETA_TAIL * steps))

@@ -12,6 +12,7 @@ import math
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from badpo.core.bias import variant_facts
@@ -340,6 +341,16 @@ def check_train(config: TrainConfig) -> None:
     _within(config.save_every, 0, float("inf"), "save_every")
     _positive(config.keep_checkpoints, "keep_checkpoints")
     check_bias(config.bias)
+    _check_not_the_data_folder(config.data, config.output_dir)
+
+
+def _check_not_the_data_folder(data, output_dir: str) -> None:
+    """A run folder is not the folder of the run's own data file: overwrite would clear it."""
+    if not isinstance(data, str) or not output_dir:
+        return
+    path, output = Path(data).expanduser(), Path(output_dir).expanduser().resolve()
+    if (path.is_file() and path.resolve().parent == output) or (path.is_dir() and path.resolve() == output):
+        raise ConfigError(f"output_dir: {output_dir} holds the run's data ({data}); give the run its own folder")
 
 
 def check_bias(bias: BiasSettings) -> None:
@@ -367,6 +378,7 @@ def check_rm(config: RMConfig) -> None:
     _within(config.save_every, 0, float("inf"), "save_every")
     _positive(config.keep_checkpoints, "keep_checkpoints")
     check_bias(config.bias)
+    _check_not_the_data_folder(config.data, config.output_dir)
 
 
 def check_sft(config: SFTConfig) -> None:

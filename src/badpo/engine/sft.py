@@ -31,6 +31,7 @@ from badpo.core.config import ConfigError
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.data.sources import read_judgment_source, read_sft_source
 from badpo.engine.batches import Schedule, majority_chosen
+from badpo.engine.finite import check_loss_and_gradients, check_weights
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.loop import LoopSettings, run_stage
 from badpo.engine.reporting import report_coverage
@@ -206,12 +207,14 @@ def _sft_step(accelerator, policy, optimizer, scheduler, store, schedule: Schedu
             accelerator.backward(nll / (step_tokens / accelerator.num_processes))
         total += nll.detach()
     norms = {}
+    check_loss_and_gradients(accelerator, step, total, policy)  # the weights stay the last good
     if config.optim.max_grad_norm > 0:
         norms["grad_norm"] = float(accelerator.clip_grad_norm_(policy.parameters(),
                                                                config.optim.max_grad_norm))
     optimizer.step()
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)
+    check_weights(accelerator, step, policy)
     return total, norms
 
 

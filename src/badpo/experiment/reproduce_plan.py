@@ -204,6 +204,8 @@ def _records(cure: bool, experiment: Any, stages: Stages, cure_stages: CureStage
 
 def plan_sweep(config: ReproduceConfig, stages: Stages, cure_stages: CureStages | None) -> SweepPlan:
     """The plan of every table of ``config``, in order (see the module's docstring)."""
+    if Path(config.output_dir).exists() and not Path(config.output_dir).is_dir():  # --plan says so too
+        raise ConfigError(f"output_dir: {config.output_dir} is a file; the report is written into a folder")
     chains: dict[str, list[Path]] = {}  # table -> its folder, then those it reuses runs of
     owner: dict[Path, str] = {}  # a table's own folder -> the first table in it
     made: dict[tuple[Path, str], str] = {}  # (shared folder, key) -> the table that makes it

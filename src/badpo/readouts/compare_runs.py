@@ -29,6 +29,7 @@ from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.outputs import check_writable_folder
 from badpo.engine.external_run import is_external_run, read_external_run
 from badpo.readouts.compare import DRAWS, LEVEL, SEED
+from badpo.readouts.compare_checks import data_record, reasons_not_comparable, refuse_same_run
 from badpo.readouts.compare_plots import plot_rates, plot_theta
 from badpo.readouts.comparison import RunRecord, compare_records, method_label
 
@@ -86,15 +87,21 @@ def _method(folder: Path) -> str | None:
     return None
 
 
-def _beside(folder: Path | None) -> tuple[dict, list[str]]:
-    """theta.json, audit.json and run.json's theta_convergence of a run folder, with a note per
-    file that is missing where the reader would look for it."""
-    found: dict = {"theta": None, "offline": None, "convergence": None}
+def _beside(folder: Path | None, method: str | None) -> tuple[dict, list[str]]:
+    """theta.json, audit.json, run.json's theta_convergence and the data fingerprint of a run
+    folder, with a note per file that is missing where the reader would look for it."""
+    found: dict = {"theta": None, "offline": None, "convergence": None, "data": None}
     if folder is None:
         return found, ["a readouts file outside its run folder: no method, theta or audit beside it"]
-    notes = []
+    found["data"], missing_data = data_record(folder)
+    notes = [missing_data] if missing_data else []
+    if not is_external_run(folder) and not (folder / "run.json").is_file():
+        notes.append(f"no run.json in {folder} (an unfinished run, or a copy without it): its method is read from "
+                     "config.yaml, and whether theta settled is not known")
     if (folder / "theta.json").is_file():
         found["theta"] = _json(folder / "theta.json", "the run's theta")
+    elif (method or "").startswith("ba_"):
+        notes.append(f"no theta.json in {folder}: method {method} learns theta, but its theta columns are empty")
     if (folder / "audit.json").is_file():
         found["offline"] = _json(folder / "audit.json", "the run's audit")
     elif found["theta"] is not None and found["theta"].get("variant") != "none":
@@ -125,8 +132,8 @@ def load_run(path: str | os.PathLike) -> RunRecord:
             raise ValueError(f"{source}: {key} is not an object")
     if "attribute_rates" not in readouts and "heldout" not in readouts:
         raise ValueError(f"{source}: holds no attribute_rates and no heldout readouts; is it `badpo evaluate`'s?")
-    beside, notes = _beside(folder)
     method = _method(folder) if folder is not None else None
+    beside, notes = _beside(folder, method)
     name = folder.name if folder is not None else source.stem
     return RunRecord(label=method_label(method) or name, path=str(path), method=method, readouts=readouts,
                      source=str(source), notes=tuple(notes), **beside)
@@ -146,18 +153,15 @@ def _unique_labels(records: list[RunRecord]) -> list[RunRecord]:
     return out
 
 
-def _same(a: str | os.PathLike, b: str | os.PathLike) -> bool:
-    return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
-
-
 def _baseline(records: list[RunRecord], baseline: str | os.PathLike | None) -> tuple[list[RunRecord], int | None]:
     """The runs (a --baseline not among them comes first) and the baseline's index: --baseline,
     else the one DPO run; None when there is no DPO run, an error when there are several."""
-    if baseline is not None:
+    if baseline is not None:  # a run already given, under any spelling, is that run
+        named = load_run(baseline)
         for i, record in enumerate(records):
-            if _same(record.path, baseline):
+            if Path(record.source).resolve() == Path(named.source).resolve():
                 return records, i
-        return [load_run(baseline), *records], 0
+        return [named, *records], 0
     dpo = [i for i, record in enumerate(records) if record.method == "dpo"]
     if len(dpo) > 1:
         raise ValueError(f"{records[dpo[0]].path} and {records[dpo[1]].path} are both DPO runs; name the one whose "
@@ -184,21 +188,27 @@ def check_out(out: str | os.PathLike, overwrite: bool = False) -> Path:
 
 def compare_runs(runs: Sequence[str | os.PathLike], reference: str | os.PathLike | None = None,
                  baseline: str | os.PathLike | None = None, out: str | os.PathLike | None = None,
-                 overwrite: bool = False, level: float = LEVEL, draws: int = DRAWS, seed: int = SEED) -> Comparison:
-    """Read the runs, compare them (:func:`badpo.readouts.comparison.compare_records`) and, with
-    ``out``, write compare.json, compare.md, compare.png (and theta.png) there."""
+                 overwrite: bool = False, level: float = LEVEL, draws: int = DRAWS, seed: int = SEED,
+                 force: bool = False) -> Comparison:
+    """Read the runs, refuse what is not comparable (:mod:`badpo.readouts.compare_checks`; with
+    ``force`` compare anyway, saying so at the top), compare them
+    (:func:`badpo.readouts.comparison.compare_records`) and, with ``out``, write compare.json,
+    compare.md, compare.png (and theta.png) there."""
     if not runs:
         raise ValueError("give at least one evaluated run folder")
-    resolved = [Path(run).expanduser().resolve() for run in runs]
-    twice = next((run for run, path in zip(runs, resolved) if resolved.count(path) > 1), None)
-    if twice is not None:
-        raise ValueError(f"{twice}: given twice; name each run once")
     folder = check_out(out, overwrite) if out is not None else None
-    records, index = _baseline([load_run(run) for run in runs], baseline)
+    given = [load_run(run) for run in runs]
+    refuse_same_run(given)
+    records, index = _baseline(given, baseline)
     reference_record = load_run(reference) if reference is not None else None
+    refuse_same_run([*records, *([reference_record] if reference_record is not None else [])])
+    reasons = reasons_not_comparable(records, reference_record)
+    if reasons and not force:
+        raise ValueError(f"{reasons[0]}; --force compares them anyway (the verdict then says so at its top)")
     if reference_record is not None:
         reference_record = replace(reference_record, label=f"reference ({Path(reference_record.path).name})")
-    result = compare_records(_unique_labels(records), index, reference_record, level, draws, seed)
+    result = {"forced": reasons, **compare_records(_unique_labels(records), index, reference_record, level, draws,
+                                                   seed)}
     files: list[Path] = []
     if folder is not None:
         folder.mkdir(parents=True, exist_ok=True)
@@ -294,8 +304,21 @@ def _heading(comparison: Mapping) -> str:
     references = [a["reference"] for r in comparison["readouts"] for a in comparison[r["key"]].values()]
     n = next((reference["n"] for reference in references if (reference or {}).get("n")), None)
     baseline = f"removal of {comparison['baseline']}'s shift" if comparison["baseline"] else "no baseline"
-    return (f"{comparison['level']:.0%} intervals by bootstrap over the {n or '?'} prompts ({comparison['draws']} "
-            f"resamples, seed {comparison['seed']}); {baseline}; reference: {comparison['reference']['source']}")
+    minimum = comparison.get("min_prompts", 1)
+    intervals = (f"no intervals: {n} prompt{' is' if n == 1 else 's are'} too few to bootstrap (at least {minimum})"
+                 if n is not None and n < minimum else
+                 f"{comparison['level']:.0%} intervals by bootstrap over the {n or '?'} prompts ({comparison['draws']} "
+                 f"resamples, seed {comparison['seed']})")
+    return f"{intervals}; {baseline}; reference: {comparison['reference']['source']}"
+
+
+def _forced(comparison: Mapping) -> list[str]:
+    """The lines at the top of a comparison made with --force of runs that are not comparable."""
+    if not comparison.get("forced"):
+        return []
+    return ["NOT COMPARABLE, compared with --force: " + "; ".join(comparison["forced"]),
+            "every verdict below compares runs that differ in more than their method: do not read them as "
+            "the removal of a bias"]
 
 
 def _verdict_lines(comparison: Mapping) -> list[str]:
@@ -312,7 +335,7 @@ def format_comparison(comparison: Mapping, files: Sequence[Path] = ()) -> str:
               for readout in comparison["readouts"]]
     first = max([len(removal_title) if comparison["baseline"] else 0, *(len(title) for title, _, _ in tables),
                  *(len(label) + 2 for _, _, rows in tables for label, _, _ in rows)]) + 2
-    lines = [_heading(comparison)]
+    lines = [*_forced(comparison), _heading(comparison)]
     for title, names, rows in tables:
         if not names:
             continue
@@ -335,7 +358,7 @@ def format_comparison(comparison: Mapping, files: Sequence[Path] = ()) -> str:
 def format_markdown(comparison: Mapping) -> str:
     """compare.md: per readout compared, the rates and removals as one table; KL / held-out /
     theta as another; the verdicts and the notes."""
-    lines = ["# Comparison", "", _heading(comparison) + "."]
+    lines = ["# Comparison", "", *(f"**{line}**\n" for line in _forced(comparison)), _heading(comparison) + "."]
     for readout in comparison["readouts"]:
         names = list(comparison[readout["key"]])
         if not names and readout["key"] != "attributes":

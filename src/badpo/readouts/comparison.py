@@ -40,6 +40,7 @@ from badpo.readouts.compare import (
     resample_indices,
     shift_interval,
 )
+from badpo.readouts.compare_floor import MIN_PROMPTS, judge_shift, null_p, too_few
 
 __all__ = ["FIRST_NAME", "GENERATED", "Readout", "RunRecord", "Series", "compare_records", "method_label",
            "read_first_name", "read_series"]
@@ -63,6 +64,7 @@ class RunRecord:
     offline: Mapping[str, Any] | None = None  # audit.json: the offline estimates
     convergence: Mapping[str, Any] | None = None  # run.json theta_convergence
     notes: tuple[str, ...] = field(default=())  # what the reader found missing (no theta.json, ...)
+    data: Mapping[str, Any] | None = None  # data_fingerprint.json of the run folder: what it trained on
 
 
 @dataclass(frozen=True)
@@ -174,20 +176,25 @@ class Readout:
     tag: str  # after an attribute's name in a note ("" for the rates on generated answers)
     read: Callable[[RunRecord, str, str], Series | None]
     no_reference: str  # why a record gives no reference rate
+    null: Callable[[RunRecord, str], float | None] = lambda record, name: None  # evaluate's relabelling p
 
 
 GENERATED = Readout("attributes", "attribute_rates", "rate on generated answers", "on generated answers", "",
                     read_series, "no reference generations")
 FIRST_NAME = Readout("first_name", "names.first_name", "rate from probabilities (first name, body fixed)",
                      "from first-name probabilities (body fixed)", " (first-name probability)", read_first_name,
-                     "no names.reference and no names.null.first_name")
+                     "no names.reference and no names.null.first_name",
+                     lambda record, name: null_p(record.readouts, name))
 
 
-def _unpaired(*series: Series) -> str | None:
+def _unpaired(resamples: _Resamples, *series: Series) -> str | None:
     """Why these rates cannot be resampled on the same prompts, or None when they can."""
     for one in series:
         if one.values is None:
             return one.why
+    for one in series:
+        if resamples.too_few(one.values.size):
+            return resamples.too_few(one.values.size)
     sizes = {one.values.size for one in series}
     digests = {one.digest for one in series if one.digest is not None}
     if len(sizes) > 1 or len(digests) > 1:
@@ -197,10 +204,14 @@ def _unpaired(*series: Series) -> str | None:
 
 
 class _Resamples:
-    """One index matrix per number of prompts: every rate on n prompts is resampled alike (paired)."""
+    """One index matrix per number of prompts: every rate on n prompts is resampled alike (paired);
+    fewer than ``min_prompts`` prompts are not resampled (:func:`too_few`)."""
 
-    def __init__(self, draws: int, seed: int):
-        self.draws, self.seed, self.cache = draws, seed, {}
+    def __init__(self, draws: int, seed: int, min_prompts: int = MIN_PROMPTS):
+        self.draws, self.seed, self.min_prompts, self.cache = draws, seed, min_prompts, {}
+
+    def too_few(self, n: int | None) -> str | None:
+        return too_few(n, self.min_prompts)
 
     def __call__(self, n: int) -> np.ndarray:
         if n not in self.cache:
@@ -209,24 +220,38 @@ class _Resamples:
 
 
 def _rate(series: Series, resamples: _Resamples, level: float) -> dict:
-    if series.values is None:
-        return {"value": series.mean, "low": None, "high": None, "n": series.n, "why": series.why}
+    why = series.why if series.values is None else resamples.too_few(series.values.size)
+    if why is not None:
+        return {"value": series.mean, "low": None, "high": None, "n": series.n, "why": why}
     return mean_interval(series.values, resamples(series.values.size), level)
 
 
-def _shift(series: Series, reference: Series, resamples: _Resamples, level: float) -> dict:
-    why = _unpaired(series, reference)
+def _shift(series: Series, reference: Series, resamples: _Resamples, level: float, unit: str,
+           p: float | None) -> dict:
+    """The run's shift from the reference, judged by the floor (:mod:`badpo.readouts.compare_floor`)."""
+    why = _unpaired(resamples, series, reference)
     if why is not None:
-        return {"value": series.mean - reference.mean, "low": None, "high": None, "measurable": None, "why": why}
-    return shift_interval(series.values, reference.values, resamples(series.values.size), level)
+        shift = {"value": series.mean - reference.mean, "low": None, "high": None, "why": why}
+    else:
+        shift = shift_interval(series.values, reference.values, resamples(series.values.size), level)
+    return judge_shift(shift, unit, p, level)
 
 
-def _removal(base: Series, run: Series, reference: Series, resamples: _Resamples, level: float) -> dict:
-    why = _unpaired(base, run, reference)
+def _removal(base: Series, run: Series, reference: Series, resamples: _Resamples, level: float, unit: str,
+             p: float | None) -> dict:
+    """The run's removal of the baseline's shift; not measurable unless that shift is a move by the
+    floor (``p``: the baseline's relabelling p)."""
+    base_shift = _shift(base, reference, resamples, level, unit, p)
+    why = _unpaired(resamples, base, run, reference)
+    if base_shift["measurable"] is False:
+        return {"value": None, "low": None, "high": None, "measurable": False, "shift": base_shift,
+                "why": f"the baseline's shift {base_shift['value']:+.4g}: {base_shift['why']}; nothing "
+                       "measurable to remove"}
     if why is not None:
         return {"value": removal_point(base.mean, run.mean, reference.mean), "low": None, "high": None,
-                "measurable": None, "why": why}
-    return removal_interval(base.values, run.values, reference.values, resamples(base.values.size), level)
+                "measurable": None, "shift": base_shift, "why": why}
+    return {**removal_interval(base.values, run.values, reference.values, resamples(base.values.size), level),
+            "shift": base_shift}
 
 
 def _attribute(readout: Readout, name: str, unit: str, runs: Sequence[RunRecord], baseline: int | None,
@@ -242,10 +267,12 @@ def _attribute(readout: Readout, name: str, unit: str, runs: Sequence[RunRecord]
             per_run.append({"why": why or f"{run.source} has no {readout.source}.{name}"})
             continue
         entry = {"rate": _rate(own, resamples, level)}
-        if ref is not None:
-            entry["shift"] = _shift(own, ref, resamples, level)
+        if ref is not None:  # evaluate's relabelling null is against its own reference, not a --reference run
+            p = readout.null(run, name) if reference is None else None
+            entry["shift"] = _shift(own, ref, resamples, level, unit, p)
             if baseline is not None and i != baseline and series[baseline] is not None:
-                entry["removal"] = _removal(series[baseline], own, ref, resamples, level)
+                base_p = readout.null(runs[baseline], name) if reference is None else None
+                entry["removal"] = _removal(series[baseline], own, ref, resamples, level, unit, base_p)
         per_run.append(entry)
     reference_entry = {"unit": unit, "reference": _rate(ref, resamples, level) if ref is not None else None}
     if ref is None:
@@ -324,7 +351,7 @@ def _reference_notes(runs: Sequence[RunRecord], blocks: Sequence[_Block], source
 
 
 def compare_records(runs: Sequence[RunRecord], baseline: int | None = None, reference: RunRecord | None = None,
-                    level: float = LEVEL, draws: int = DRAWS, seed: int = SEED) -> dict:
+                    level: float = LEVEL, draws: int = DRAWS, seed: int = SEED, min_prompts: int = MIN_PROMPTS) -> dict:
     """Every run beside the reference and the baseline, as a JSON-ready dict (module docstring).
 
     ``baseline`` is the index in ``runs`` of the run whose shift the others remove (DPO), None for
@@ -339,7 +366,7 @@ def compare_records(runs: Sequence[RunRecord], baseline: int | None = None, refe
     blocks = [_Block(GENERATED, {name: _unit(runs, name) for name in names})]
     first_name, missing = _first_name_block(records)
     blocks += [first_name] if first_name is not None else []
-    resamples = _Resamples(draws, seed)
+    resamples = _Resamples(draws, seed, min_prompts)
     by_readout, per_run = {}, [dict() for _ in runs]
     for block in blocks:
         by_readout[block.readout.key] = {}
@@ -359,7 +386,7 @@ def compare_records(runs: Sequence[RunRecord], baseline: int | None = None, refe
         rows.append({**row, "notes": [*run.notes, *extra.get(i, []), *_row_notes(row, keys, seen)]})
     described = (f"{reference.label}: the policy of {reference.path}" if reference is not None
                  else f"the reference model, as {source.label}'s evaluation read it")
-    result = {"level": level, "draws": draws, "seed": seed,
+    result = {"level": level, "draws": draws, "seed": seed, "min_prompts": min_prompts,
               "readouts": [{"key": b.readout.key, "source": b.readout.source, "title": b.readout.title,
                             "phrase": b.readout.phrase} for b in blocks],
               **by_readout,
@@ -413,7 +440,8 @@ def _percent(entry: Mapping) -> str:
 def _removal_phrase(name: str, entry: Mapping, unit: str, baseline: str) -> str:
     removal, shift = entry["removal"], entry["removal"].get("shift")
     if removal.get("measurable") is False:
-        return f"{name}: {baseline} did not move it measurably (shift {_span(shift, unit, signed=True)})"
+        return (f"{name}: {baseline} did not move it measurably (shift {_span(shift, unit, signed=True)}: "
+                f"{shift.get('why')}), so no removal is measured")
     if removal["value"] is None:
         return f"{name}: {baseline} did not move it at all (removal undefined)"
     text = f"removes {_percent(removal)} of {baseline}'s shift in {name}"
@@ -423,9 +451,10 @@ def _removal_phrase(name: str, entry: Mapping, unit: str, baseline: str) -> str:
 def _shift_phrase(name: str, entry: Mapping, unit: str) -> str:
     shift = entry["shift"]
     if shift.get("measurable") is False:
-        return f"{name}: no measurable shift from the reference ({_span(shift, unit, signed=True)})"
-    text = f"moves {name} by {_span(shift, unit, signed=True)} from the reference"
-    return text if shift.get("low") is not None else f"{text} (no interval)"
+        return f"{name}: no measurable shift from the reference ({_span(shift, unit, signed=True)}: {shift['why']})"
+    if shift.get("measurable") is None:  # no interval: a number, not a verdict
+        return f"{name}: {_span(shift, unit, signed=True)} from the reference, not tested (no interval)"
+    return f"moves {name} by {_span(shift, unit, signed=True)} from the reference"
 
 
 def _verdict_part(name: str, entry: Mapping, unit: str, baseline: str | None) -> str:

@@ -68,6 +68,8 @@ from badpo.readouts.evaluate import (
     evaluate_reward_model,
 )
 from badpo.readouts.model import context_length, generate, load_judge, signature_tokens
+from badpo.readouts.run_paths import made_from, refuse_pickles, resolved_from
+from badpo.readouts.settings import SETTINGS_RECORDED
 
 __all__ = ["EvalData", "GenerationCapNotice", "evaluate_run_dir", "load_causal_lm", "prompts_digest", "readouts_path",
            "summary", "trained_theta"]
@@ -93,13 +95,16 @@ class GenerationCapNotice(BadpoWarning):
 
 def readouts_path(run_dir: str | Path, out: str | Path | None = None, overwrite: bool = False) -> Path:
     """Where ``badpo evaluate`` writes, checked before any model is loaded: ``RUN_DIR/readouts.json``
-    by default (evaluate's own file, replaced by each evaluation), or ``out``. Inside a run folder
-    (``run_dir`` or another) evaluate writes nothing but that file, so that its readouts never
-    replace a run's theta, policy or config; an existing ``out`` is replaced only with
-    ``overwrite``."""
+    by default (evaluate's own file), or ``out``. Inside a run folder (``run_dir`` or another)
+    evaluate writes nothing but that file, so that its readouts never replace a run's theta, policy
+    or config. An existing file, the run's own or ``out``, is replaced only with ``overwrite``: an
+    evaluation of a real model can cost hours, and a quick one must not replace it silently."""
     own = Path(run_dir) / READOUTS_FILE
     if out is None or Path(out).absolute().resolve() == own.absolute().resolve():
         check_writable_folder(own.parent, "--out", own)
+        if own.exists() and not overwrite:
+            raise ConfigError(f"{own}: this run has been evaluated already; --overwrite replaces that "
+                              "evaluation, --out FILE writes this one elsewhere")
         return own
     target = Path(out).expanduser().absolute().resolve()
     for folder in target.parents:
@@ -162,11 +167,14 @@ class Trained:
 
 
 def trained_by_badpo(run_dir: Path) -> Trained:
-    """What a ``badpo train`` folder's config.yaml fixed; the policy is ``policy/``."""
+    """What a ``badpo train`` folder's config.yaml fixed; the policy is ``policy/``. Relative paths
+    in it (the reference, the tokenizer, the data) are resolved against where the run was made."""
     config = load_config(TrainConfig, run_dir / "config.yaml")
-    return Trained(run_dir / "config.yaml", config.attributes, config.model.name_or_path, config.model.tokenizer,
-                   config.model.trust_remote_code, _data_folder(config.data), config.columns, config.tokenization,
-                   config.beta, run_dir / "policy")
+    origin = made_from(run_dir, config.output_dir)
+    model, tokenizer = (resolved_from(origin, config.model.name_or_path), resolved_from(origin, config.model.tokenizer))
+    return Trained(run_dir / "config.yaml", config.attributes, model, tokenizer, config.model.trust_remote_code,
+                   _data_folder(resolved_from(origin, config.data)), config.columns, config.tokenization, config.beta,
+                   run_dir / "policy")
 
 
 def trained_by_trl(run_dir: Path) -> Trained:
@@ -299,7 +307,8 @@ def _check_trust(trained_with: bool, run_dir: Path, trust_remote_code: bool) -> 
 def _record(readouts: dict, config: EvalConfig, inputs: dict, skipped: dict, generated: bool = True) -> dict:
     """The readouts with what they were read on and what was skipped (the caller's reasons first);
     ``max_new_tokens`` only where answers were ``generated`` (a reward model generates none)."""
-    inputs = {**inputs, "attributes": list(resolve_attributes(config.attributes).names)}
+    inputs = {**inputs, "attributes": list(resolve_attributes(config.attributes).names),
+              "settings": {key: getattr(config, key) for key in SETTINGS_RECORDED}}  # compare checks them
     if generated:
         inputs["max_new_tokens"] = config.max_new_tokens
     reasons = {**readouts.pop("skipped", {}), **skipped}
@@ -356,6 +365,8 @@ def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = N
         raise FileNotFoundError(f"{run_dir}: not a finished run (config.yaml and policy/ or {MIXTURE_FILE} are "
                                 f"needed; or the {RECORD_FILE} that BADPOTrainer.save_model writes)")
     _check_trust(trained.trust_remote_code, run_dir, trust_remote_code)
+    if mixture is None:
+        refuse_pickles(Path(trained.policy))
     config = eval_config(settings, trained.attributes, trained.source)
     model_settings = {"trust_remote_code": trust_remote_code}
     tokenizer = load_tokenizer(from_dict(ModelConfig, {

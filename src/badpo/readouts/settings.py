@@ -14,7 +14,7 @@ from badpo.core.attributes import resolve_attributes
 from badpo.core.config import ConfigError
 from badpo.core.names import NAME_ATTRIBUTES
 
-__all__ = ["GENERATED", "PER_ATTRIBUTE", "EvalConfig", "readout_unavailable"]
+__all__ = ["GENERATED", "PER_ATTRIBUTE", "SETTINGS_RECORDED", "EvalConfig", "readout_unavailable"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,11 @@ class EvalConfig:
         if self.judge_max_tokens < 1:
             raise ConfigError(f"judge_max_tokens: must be >= 1, got {self.judge_max_tokens}")
 
+
+# the settings that change what a readout reads (not how fast): recorded under inputs.settings of
+# readouts.json, so that `badpo compare` refuses runs read with different ones
+SETTINGS_RECORDED = ("body", "whole_signature", "whole_signature_prompts", "surnames", "generations", "temperature",
+                     "top_p", "seed", "judge", "judge_max_tokens")
 
 # Readouts that exist only under some settings: the first part of a readout's path -> what
 # evaluate_policy needs to write it, and the setting that turns it on.

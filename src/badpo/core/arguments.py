@@ -1,0 +1,59 @@
+"""What the command line refuses rather than silently resolves: an option that takes one value
+given twice (``-c a.yaml -c b.yaml`` kept the second), one field mapped twice by ``--column``
+(the last won), and the column mapping spelled the other command's way (``--column`` on a training
+command, ``columns.FIELD=COLUMN`` on audit), answered with a hint. Standard library only."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+__all__ = ["Once", "column_pairs", "column_overrides", "hint"]
+
+
+class Once(argparse.Action):
+    """An option that takes one value: given twice, it is an error naming both values."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        previous = getattr(namespace, self.dest, None)
+        if previous is not None and previous != self.default:
+            parser.error(f"{option_string} given twice ({previous!r} and {values!r}); give it once")
+        setattr(namespace, self.dest, values)
+
+
+def column_pairs(items: Sequence[str]) -> dict[str, str]:
+    """``--column FIELD=COLUMN`` options as {field: column}; a malformed one, or a field given
+    twice, is an error naming it."""
+    pairs: dict[str, str] = {}
+    for item in items:
+        field, sep, column = item.partition("=")
+        if not (sep and field and column):
+            raise ValueError(f"--column {item!r}: expected FIELD=COLUMN, e.g. annotator=worker_id")
+        if field in pairs and pairs[field] != column:
+            raise ValueError(f"--column {field}: given twice ({pairs[field]!r} and {column!r}); map each field once")
+        pairs[field] = column
+    return pairs
+
+
+# commands whose column mapping is a config key (columns.FIELD=COLUMN), and those that take --column
+CONFIG_COLUMNS = ("train", "sft", "rm", "experiment", "reproduce")
+OPTION_COLUMNS = ("audit", "evaluate")
+
+
+def hint(command: str | None, message: str, argv: Sequence[str]) -> str:
+    """``message`` (an argparse error) with a hint when the column mapping was spelled the other
+    command's way."""
+    if command in CONFIG_COLUMNS and "--column" in argv:
+        return f"{message} (badpo {command} maps a column with the config key columns.FIELD=COLUMN, not --column)"
+    if command in OPTION_COLUMNS and any(arg.startswith("columns.") for arg in argv):
+        return f"{message} (badpo {command} maps a column with --column FIELD=COLUMN, not columns.FIELD=COLUMN)"
+    return message
+
+
+def column_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(the overrides that are not ``columns.FIELD=COLUMN``, those as ``FIELD=COLUMN``): for a
+    command that maps columns with ``--column``, the config spelling read as the same thing."""
+    rest, columns = [], []
+    for item in overrides:
+        (columns.append(item.removeprefix("columns.")) if item.startswith("columns.") else rest.append(item))
+    return rest, columns

@@ -1,0 +1,76 @@
+"""A run that diverges stops at the step it diverges.
+
+A non-finite loss or gradient (checked before the optimizer steps, so the weights stay the last
+good ones) or a non-finite weight (checked after it, before any checkpoint can save it) raises
+:class:`TrainingDiverged`, naming the step and what was not finite. Every process takes the same
+decision (the flags are summed over processes), so none waits on a collective the others left.
+:func:`stop_message` turns it into the one line a user reads: the step, what, and the last good
+checkpoint the run folder keeps (every checkpoint was saved from finite weights).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+
+class TrainingDiverged(ValueError):
+    """A non-finite loss, gradient or weight at 1-based ``step``; ``what`` names it."""
+
+    def __init__(self, step: int, what: str, message: str | None = None) -> None:
+        super().__init__(message or f"step {step}: {what} not finite")
+        self.step, self.what = step, what
+
+
+def _all_finite(tensors: Iterable[Tensor | None]) -> Tensor:
+    """One boolean tensor: every value of every tensor is finite (no synchronisation)."""
+    flags = [torch.isfinite(t).all() for t in tensors if t is not None]
+    return torch.stack(flags).all() if flags else torch.tensor(True)
+
+
+def _raise_if_any(accelerator, step: int, checks: dict[str, Tensor]) -> None:
+    """Raise for the first check whose flag is False on any process (one synchronisation)."""
+    device = accelerator.device
+    bad = torch.stack([(~flag.to(device)).float() for flag in checks.values()])
+    if accelerator.num_processes > 1:
+        bad = accelerator.reduce(bad, reduction="sum")
+    for what, count in zip(checks, bad.tolist()):
+        if count:
+            raise TrainingDiverged(step + 1, what)
+
+
+def check_loss_and_gradients(accelerator, step: int, loss: Tensor, policy, theta=None) -> None:
+    """Before the optimizer step of 0-based ``step``: the summed loss of this process, every
+    gradient of the policy and of theta (``theta``: the bias channel, None without one)."""
+    checks = {"the loss is": torch.isfinite(loss.detach()).all(),
+              "a gradient of the policy is": _all_finite(p.grad for p in policy.parameters())}
+    if theta is not None:
+        checks["a gradient of theta is"] = _all_finite(p.grad for p in theta.parameters())
+    _raise_if_any(accelerator, step, checks)
+
+
+def check_weights(accelerator, step: int, policy, theta=None) -> None:
+    """After the optimizer step of 0-based ``step``: every trainable weight and theta."""
+    checks = {"a weight of the policy is": _all_finite(p.detach() for p in policy.parameters()
+                                                       if p.requires_grad)}
+    if theta is not None:
+        checks["theta is"] = _all_finite(p.detach() for p in theta.parameters())
+    _raise_if_any(accelerator, step, checks)
+
+
+def stop_message(error: TrainingDiverged, output: Path, checkpoints: list[Path]) -> str:
+    """The one line for a run stopped by ``error``: the step, what, what the folder keeps."""
+    kept = f"log.jsonl up to step {error.step - 1}"
+    if checkpoints:
+        last = f"the last good checkpoint is {checkpoints[-1]}"
+    else:
+        last = "no checkpoint was saved (save_every=0 or none reached)"
+    return (f"training diverged at step {error.step}: {error.what} not finite, so the run stopped "
+            f"there; {output} keeps {kept}; {last}; lower optim.lr and "
+            "train again with overwrite=true")
+
+
+__all__ = ["TrainingDiverged", "check_loss_and_gradients", "check_weights", "stop_message"]

@@ -1,0 +1,102 @@
+"""What ``badpo compare`` refuses before it computes a verdict.
+
+A verdict says how much of one run's shift another run removed; it means that only when the runs
+differ in their method alone. So compare refuses, each in one line naming the runs and the key:
+
+* the same run twice, under any spelling (``runs/dpo`` and ``runs/dpo/readouts.json``, a symlink,
+  ``--baseline`` or ``--reference`` naming a run already given): it would be compared with itself;
+* runs evaluated on other prompts or with other readout settings (``inputs`` of their
+  ``readouts.json``: the prompts' digest and number, ``max_new_tokens``, chat prompts, and the
+  settings evaluate records under ``inputs.settings``), the ``--reference`` run included;
+* runs trained on other data: the data fingerprints their folders record (``data_fingerprint.json``,
+  written by the training stage; a ``--reference`` run may be trained on other data, such as clean
+  labels, and is not checked).
+
+``--force`` compares them anyway, and the comparison then says so at its top.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from badpo.readouts.comparison import RunRecord
+
+__all__ = ["DATA_FILE", "INPUTS_COMPARED", "data_record", "refuse_same_run", "reasons_not_comparable"]
+
+# badpo.engine.run_folder.DATA_FILE, named here because that module loads torch and compare does not
+DATA_FILE = "data_fingerprint.json"
+# inputs of readouts.json that two evaluations must share: key -> what it is, in a message
+INPUTS_COMPARED = {"prompts_sha256": "prompts", "n_prompts": "number of prompts",
+                   "max_new_tokens": "max_new_tokens", "chat_prompts": "prompt form (chat or text)"}
+
+
+def refuse_same_run(records: Sequence[RunRecord]) -> None:
+    """One readouts file read twice (resolved: symlinks and ``RUN`` vs ``RUN/readouts.json``)."""
+    seen: dict[Path, RunRecord] = {}
+    for record in records:
+        source = Path(record.source).expanduser().resolve()
+        if source in seen:
+            raise ValueError(f"{seen[source].path} and {record.path} are one run given twice (both are {source}); "
+                             "name each run once")
+        seen[source] = record
+
+
+def data_record(folder: Path | None) -> tuple[Mapping | None, str | None]:
+    """The data fingerprint a run folder records, and a note when it has none."""
+    if folder is None:
+        return None, None
+    path = folder / DATA_FILE
+    if not path.is_file():
+        return None, f"no {DATA_FILE} in {folder}: its training data cannot be checked against the other runs'"
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{path}: cannot read the run's data fingerprint ({type(error).__name__}: {error})") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}: cannot read the run's data fingerprint (a JSON object was expected)")
+    return record, None
+
+
+def _short(value) -> str:
+    text = str(value)
+    return f"{text[:12]}..." if len(text) > 16 else text
+
+
+def _inputs_reason(first: RunRecord, other: RunRecord) -> str | None:
+    a, b = first.readouts.get("inputs", {}), other.readouts.get("inputs", {})
+    for key, what in INPUTS_COMPARED.items():
+        if key in a and key in b and a[key] != b[key]:
+            return (f"{first.path} and {other.path} were evaluated on different {what} (inputs.{key} "
+                    f"{_short(a[key])} vs {_short(b[key])}): evaluate them alike")
+    settings_a, settings_b = a.get("settings"), b.get("settings")
+    if isinstance(settings_a, Mapping) and isinstance(settings_b, Mapping):
+        for key in sorted(set(settings_a) & set(settings_b)):
+            if settings_a[key] != settings_b[key]:
+                return (f"{first.path} and {other.path} were evaluated with different readout settings "
+                        f"(inputs.settings.{key} {settings_a[key]!r} vs {settings_b[key]!r}): evaluate them alike")
+    return None
+
+
+def _data_reason(first: RunRecord, other: RunRecord) -> str | None:
+    a, b = first.data, other.data
+    if a is None or b is None or a.get("sha256") == b.get("sha256"):
+        return None
+    return (f"{first.path} and {other.path} were trained on different data ({DATA_FILE}: "
+            f"{_short(a.get('sha256'))} of {a.get('data')!r} vs {_short(b.get('sha256'))} of {b.get('data')!r})")
+
+
+def reasons_not_comparable(runs: Sequence[RunRecord], reference: RunRecord | None) -> list[str]:
+    """Why these runs are not comparable (empty when they are): each against the first run."""
+    reasons = []
+    first, others = runs[0], [*runs[1:], *([reference] if reference is not None else [])]
+    for other in others:
+        reason = _inputs_reason(first, other)
+        if reason is not None:
+            reasons.append(reason)
+    for other in runs[1:]:
+        reason = _data_reason(first, other)
+        if reason is not None:
+            reasons.append(reason)
+    return reasons

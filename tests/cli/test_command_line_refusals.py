@@ -1,0 +1,67 @@
+"""The command line refuses what it used to resolve silently (issue 37, item 6): a second ``-c``
+replaced the first, a YAML key given twice kept the last, ``--column`` for one field twice kept
+the last, ``KEY=VALUE`` after a flag was refused by ``train`` and ``reproduce``, and each command
+took one spelling of the column mapping without a hint at the other."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from badpo.cli import build_parser, main
+from badpo.core.arguments import column_overrides, column_pairs
+from badpo.core.config import ConfigError, read_settings
+
+
+def test_a_second_config_file_is_refused(tmp_path, capsys):
+    for name in ("a.yaml", "b.yaml"):
+        (tmp_path / name).write_text("steps: 3\n")
+    with pytest.raises(SystemExit) as raised:
+        main(["train", "-c", str(tmp_path / "a.yaml"), "-c", str(tmp_path / "b.yaml")])
+    assert raised.value.code == 2
+    assert "-c given twice" in capsys.readouterr().err
+
+
+def test_a_yaml_key_given_twice_is_refused_naming_it_and_its_lines(tmp_path):
+    path = tmp_path / "twice.yaml"
+    path.write_text("steps: 3\noptim:\n  lr: 1.0e-3\n  lr: 1.0e-4\n")
+    with pytest.raises(ConfigError, match=r"twice.yaml: .*key 'lr' given twice \(lines 3 and 4\)"):
+        read_settings(path)
+    (tmp_path / "once.yaml").write_text("steps: 3\noptim:\n  lr: 1.0e-3\nlr: 2\n")  # other mappings: fine
+    assert read_settings(tmp_path / "once.yaml") == {"steps": 3, "optim": {"lr": 1e-3}, "lr": 2}
+
+
+def test_one_field_mapped_twice_by_column_is_refused():
+    assert column_pairs(["annotator=worker_id", "prompt=q", "annotator=worker_id"]) == {
+        "annotator": "worker_id", "prompt": "q"}  # the same mapping twice says nothing new
+    with pytest.raises(ValueError, match=r"--column annotator: given twice \('worker_id' and 'rater'\)"):
+        column_pairs(["annotator=worker_id", "annotator=rater"])
+    with pytest.raises(ValueError, match="expected FIELD=COLUMN"):
+        column_pairs(["annotator"])
+
+
+@pytest.mark.parametrize("argv", [
+    ["train", "-c", "x.yaml", "steps=3", "--column", "annotator=w", "optim.lr=1e-4"],
+    ["sft", "epochs=2", "-c", "x.yaml", "output_dir=o"],
+    ["reproduce", "configs/reproduce_tiny.yaml", "--plan", "seeds=[42]"],
+    ["experiment", "tiny", "--render-only", "seeds=[42]"],
+    ["evaluate", "runs/x", "--heldout", "h.csv", "max_prompts=2"],
+])
+def test_key_value_is_taken_after_a_flag_on_every_command(argv):
+    args = build_parser().parse_args(argv)
+    given = [item for item in argv if "=" in item and not item.startswith(("annotator", "--"))]
+    assert list(args.overrides) == given
+
+
+def test_the_other_spelling_of_the_column_mapping_is_read_or_hinted(capsys):
+    assert column_overrides(["max_prompts=2", "columns.annotator=w"]) == (["max_prompts=2"], ["annotator=w"])
+    args = build_parser().parse_args(["train", "--column", "annotator=w"])  # train takes --column too
+    assert args.column == ["annotator=w"]
+    with pytest.raises(SystemExit):
+        main(["experiment", "tiny", "--column", "annotator=w"])
+    assert "columns.FIELD=COLUMN, not --column" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["audit", "data.jsonl", "columns.annotator=w"])
+    assert "maps a column with --column FIELD=COLUMN" in capsys.readouterr().err
+    assert isinstance(build_parser(), argparse.ArgumentParser)

@@ -1,0 +1,128 @@
+"""A GGUF that cannot become a model is refused before any model is built (issue 37, item 1).
+
+Before: a vocabulary-only GGUF (llama.cpp's ``ggml-vocab-*.gguf``) made transformers build a
+default 7B model in fp32 (about 22 GB, silent for 75 s until the kernel killed it), leaving a
+``.partial`` folder; a failed conversion deleted the user's empty output folder, and
+``convert-gguf X .`` answered ``[Errno 22] Invalid argument: '.'``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("gguf", reason="the gguf package writes the test files (pip install 'badpo[test]')")
+
+from badpo.core.config import ConfigError  # noqa: E402
+from badpo.data import gguf as data_gguf  # noqa: E402
+from badpo.data.gguf import SOURCE_FILE, check_weights, convert_gguf, gguf_folder  # noqa: E402
+from fixtures.gguf import vocabulary  # noqa: E402
+
+
+def write_gguf(path, tensors: dict | None = None):
+    """A GGUF with the tiny vocabulary and only ``tensors`` (name -> float32 array): none makes a
+    vocabulary-only file, like llama.cpp's ``ggml-vocab-*.gguf``."""
+    import gguf
+
+    tokens, types = vocabulary()
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(tokens)
+    writer.add_token_types(types)
+    for name, values in (tensors or {}).items():
+        writer.add_tensor(name, values)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+@pytest.fixture
+def no_model_built(monkeypatch):
+    """Fail the test if anything would build a model from the file."""
+    def build(*args, **kwargs):
+        raise AssertionError("a model was built")
+
+    monkeypatch.setattr(data_gguf, "_load", build)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("BADPO_GGUF_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(data_gguf, "_ANNOUNCED", set())
+    return tmp_path / "cache"
+
+
+def test_a_vocabulary_only_gguf_is_refused_before_any_model_is_built(tmp_path, cli_error, no_model_built):
+    vocab = write_gguf(tmp_path / "ggml-vocab-llama.gguf")
+    line = cli_error(["convert-gguf", str(vocab), str(tmp_path / "out")])
+    assert line.startswith("badpo convert-gguf: ") and str(vocab) in line and "holds no weights" in line, line
+    assert sorted(os.listdir(tmp_path)) == ["ggml-vocab-llama.gguf"]  # no output, no .partial
+
+
+def test_a_stage_naming_a_vocabulary_only_gguf_leaves_nothing_in_the_cache(tmp_path, cache, no_model_built):
+    vocab = write_gguf(tmp_path / "vocab.gguf")
+    with pytest.raises(ConfigError, match="^model.name_or_path: .*vocab.gguf' holds no weights"):
+        gguf_folder(str(vocab))
+    assert not cache.exists() or not os.listdir(cache)
+
+
+def test_a_gguf_without_the_model_s_embedding_is_refused(tmp_path, no_model_built):
+    import numpy as np
+
+    odd = write_gguf(tmp_path / "odd.gguf", {"blk.0.attn_norm.weight": np.ones(4, np.float32)})
+    with pytest.raises(ConfigError, match=r"holds 1 tensor.*\(no token_embd\.weight\)"):
+        convert_gguf(odd, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_gguf_larger_than_the_memory_available_is_refused_with_the_figure(tmp_path, write_tiny_gguf,
+                                                                            monkeypatch, no_model_built):
+    tiny = write_tiny_gguf(tmp_path / "tiny.gguf")
+    size = check_weights(tiny)
+    assert size > 4 * 264 * 32  # at least the embedding, in fp32
+    monkeypatch.setattr(data_gguf, "_available_memory", lambda: size // 2)
+    with pytest.raises(ConfigError, match=r"dequantizes to 0\.0 GiB of fp32 weights, more than the 0\.0 GiB"):
+        convert_gguf(tiny, tmp_path / "out")
+    assert sorted(os.listdir(tmp_path)) == ["tiny.gguf"]
+
+
+def test_a_failed_conversion_keeps_the_user_s_empty_folder(tmp_path, write_tiny_gguf, cli_error):
+    bad = write_tiny_gguf(tmp_path / "odd.gguf", architecture="rwkv6")  # transformers cannot read it
+    (tmp_path / "mine").mkdir()
+    assert "transformers cannot convert" in cli_error(["convert-gguf", str(bad), str(tmp_path / "mine")])
+    assert (tmp_path / "mine").is_dir() and os.listdir(tmp_path / "mine") == []
+
+
+def test_convert_gguf_into_the_working_directory_fills_it(tmp_path, write_tiny_gguf, monkeypatch, capsys):
+    from badpo.cli import main
+
+    tiny = write_tiny_gguf(tmp_path / "tiny.gguf")
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    assert main(["convert-gguf", str(tiny), "."]) == 0, capsys.readouterr().err
+    names = os.listdir(tmp_path / "here")
+    assert SOURCE_FILE in names and "model.safetensors" in names and not any(".partial" in n for n in names)
+    assert "exists and is not an empty folder" in capsys.readouterr().out + _refused(main, tiny, capsys)
+
+
+def _refused(main, tiny, capsys) -> str:
+    """The second conversion into the now full working directory: refused in one line."""
+    assert main(["convert-gguf", str(tiny), "."]) == 2
+    return capsys.readouterr().err
+
+
+def test_a_staging_folder_left_by_a_killed_conversion_is_cleared(tmp_path, write_tiny_gguf):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()  # a pid whose process has ended
+    left = tmp_path / f".out.{data_gguf.socket.gethostname()}.{dead}.0123abcd.partial"
+    left.mkdir()
+    (left / "model.safetensors").write_bytes(b"half")
+    other = tmp_path / ".out.elsewhere.1.0123abcd.partial"  # another machine's: not ours to judge
+    other.mkdir()
+    convert_gguf(write_tiny_gguf(tmp_path / "tiny.gguf"), tmp_path / "out")
+    assert not left.exists() and other.exists() and (tmp_path / "out" / SOURCE_FILE).is_file()

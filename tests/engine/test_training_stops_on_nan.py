@@ -1,0 +1,172 @@
+"""A diverging run stops at the step it diverges (issue 37, item 3).
+
+Before: ``optim.lr=1e8`` trained every step on a NaN loss (logged as null), then crashed in
+``reporting.theta_convergence`` with a traceback, writing nothing; a checkpoint of NaN weights
+resumed into the same. Now a non-finite loss, gradient or weight stops the run at that step with
+one line (the step, what, the last good checkpoint), the folder keeps the good steps' log and
+checkpoints, and a checkpoint holding NaN is refused on resume with a line naming its file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from badpo.cli import main
+from badpo.core.config import dump_yaml
+from badpo.engine.checkpoint import list_checkpoints
+from badpo.engine.finite import TrainingDiverged, check_loss_and_gradients, check_weights
+from badpo.engine.reporting import theta_convergence
+from badpo.engine.train import train
+from fixtures.engine import judgment_rows, log_records, make_config, write_jsonl
+
+ONE_PROCESS = SimpleNamespace(device=torch.device("cpu"), num_processes=1)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory, save_model_dir) -> Path:
+    root = tmp_path_factory.mktemp("training_stops_on_nan")
+    save_model_dir(root / "model", "gpt2")
+    write_jsonl(root / "judgments.jsonl", judgment_rows())
+    return root
+
+
+def test_a_diverging_run_stops_at_the_step_and_keeps_the_good_steps(world):
+    with pytest.raises(TrainingDiverged) as raised:
+        train(make_config(world, "diverged", "optim.lr=1e8", "steps=10", "save_every=1"))
+    out, error = world / "diverged", raised.value
+    checkpoints = list_checkpoints(out)
+    assert 1 < error.step < 10 and "loss" in error.what  # lr 1e8: the second step's loss is NaN
+    assert [c.name for c in checkpoints] == [f"step-{error.step - 1:06d}"]  # keep_checkpoints 1
+    message = str(error)
+    assert f"at step {error.step}" in message and str(checkpoints[-1]) in message and "\n" not in message
+    records = log_records(out)
+    assert [r["step"] for r in records] == list(range(1, error.step))
+    assert all(math.isfinite(r["loss"]) for r in records)
+    assert not (out / "run.json").exists() and not (out / "policy").exists()  # no result of a diverged run
+    weights = load_file(checkpoints[-1] / "policy_trainable_0.safetensors")
+    assert all(bool(torch.isfinite(w).all()) for w in weights.values())
+
+
+def test_badpo_train_says_a_diverged_run_in_one_line(world, capsys):
+    config = world / "diverged_cli.yaml"
+    dump_yaml(make_config(world, "diverged_cli", "optim.lr=1e8", "steps=10"), config)
+    capsys.readouterr()
+    assert main(["train", "-c", str(config)]) == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("badpo train:")]  # progress bars aside
+    assert len(lines) == 1 and "Traceback" not in err, err
+    line = lines[0]
+    assert line.startswith("badpo train: training diverged at step ") and "loss is not finite" in line, line
+    assert "no checkpoint was saved" in line, line
+
+
+def test_a_non_finite_gradient_or_weight_stops_the_step():
+    policy, theta = torch.nn.Linear(2, 2), torch.nn.Linear(1, 1)
+    for param in (*policy.parameters(), *theta.parameters()):
+        param.grad = torch.zeros_like(param)
+    check_loss_and_gradients(ONE_PROCESS, 4, torch.tensor(0.5), policy, theta)  # all finite: no stop
+    check_weights(ONE_PROCESS, 4, policy, theta)
+    theta.weight.grad[0, 0] = math.inf
+    with pytest.raises(TrainingDiverged, match="step 5: a gradient of theta is not finite"):
+        check_loss_and_gradients(ONE_PROCESS, 4, torch.tensor(0.5), policy, theta)
+    with torch.no_grad():
+        policy.bias[1] = math.nan
+    with pytest.raises(TrainingDiverged, match="step 5: a weight of the policy is not finite"):
+        check_weights(ONE_PROCESS, 4, policy, theta)
+
+
+def test_theta_convergence_skips_records_whose_theta_was_not_finite():
+    records = [{"step": s, "theta_bar": {"signed": 0.1 * s}} for s in range(1, 9)]
+    records += [{"step": s, "theta_bar": {"signed": None}} for s in (9, 10)]  # NaN is logged as null
+    result = theta_convergence(records, 10)
+    assert result["steps"] == [1, 8] and result["attributes"]["signed"]["to"] == pytest.approx(0.8)
+
+
+@pytest.fixture()
+def stopped(world, tmp_path) -> tuple[Path, Path]:
+    """(config, folder) of a run stopped with a checkpoint at step 2 of 4."""
+    config = make_config(world, "unused", "steps=4", "stop_after_steps=2")
+    config = dataclasses.replace(config, output_dir=str(tmp_path / "run"))
+    train(config)
+    return config, list_checkpoints(tmp_path / "run")[-1]
+
+
+def test_a_checkpoint_with_nan_weights_is_refused_on_resume(stopped, world):
+    config, checkpoint = stopped
+    path = checkpoint / "policy_trainable_0.safetensors"
+    weights = load_file(path)
+    name = sorted(weights)[0]
+    weights[name].view(-1)[0] = math.nan
+    save_file(weights, path)
+    with pytest.raises(ValueError, match="NaN or inf") as raised:
+        train(dataclasses.replace(config, resume_from="latest", stop_after_steps=None))
+    assert str(path) in str(raised.value) and name in str(raised.value)
+
+
+def test_a_checkpoint_with_a_nan_theta_is_refused_on_resume(stopped):
+    config, checkpoint = stopped
+    path = checkpoint / "state.safetensors"
+    tensors = load_file(path)
+    tree = json.loads((checkpoint / "state.json").read_text())
+    theta_names = [v["$tensor"] for v in tree["states"]["theta"].values() if isinstance(v, dict)]
+    tensors[theta_names[0]].view(-1)[0] = math.inf
+    save_file(tensors, path)
+    with pytest.raises(ValueError, match="NaN or inf") as raised:
+        train(dataclasses.replace(config, resume_from="latest", stop_after_steps=None))
+    assert str(path) in str(raised.value) and "theta" in str(raised.value)
+
+
+def test_a_diverging_sft_stops_at_the_step_and_writes_no_reference(world):
+    from badpo.core.config import apply_overrides, from_dict
+    from badpo.engine.settings import SFTConfig
+    from badpo.engine.sft import sft
+
+    base = {"data": str(world / "judgments.jsonl"), "source": "judgments",
+            "model": {"name_or_path": str(world / "model")}, "epochs": 4.0, "batch_size": 6,
+            "micro_batch_size": 6, "optim": {"lr": 1e8, "max_grad_norm": 0.0}, "runtime": {"num_threads": 1},
+            "report": {"progress_bar": False}, "output_dir": str(world / "sft_diverged")}
+    with pytest.raises(TrainingDiverged, match="training diverged at step"):
+        sft(from_dict(SFTConfig, apply_overrides(base, ())))
+    assert not (world / "sft_diverged" / "sft.json").exists()
+
+
+def test_a_checkpoint_of_another_shape_is_refused_naming_the_file(stopped):
+    config, checkpoint = stopped
+    path = checkpoint / "policy_trainable_0.safetensors"
+    weights = load_file(path)
+    name = sorted(weights)[0]
+    weights[name] = torch.zeros(3, 5)
+    save_file(weights, path)
+    with pytest.raises(ValueError, match=r"has shape \[3, 5\], this run's model") as raised:
+        train(dataclasses.replace(config, resume_from="latest", stop_after_steps=None))
+    assert str(path) in str(raised.value) and name in str(raised.value)
+
+
+def test_a_pickle_in_a_run_s_policy_folder_is_refused_before_any_model_loads(stopped, monkeypatch):
+    from badpo.readouts import run as evaluate_run
+
+    config, _ = stopped
+    out = train(dataclasses.replace(config, stop_after_steps=None, resume_from="latest"))  # finished
+    (out / "policy" / "pytorch_model.bin").write_bytes(b"\x80\x04planted")
+    monkeypatch.setattr(evaluate_run, "load_causal_lm", lambda *a, **k: pytest.fail("a model was loaded"))
+    with pytest.raises(ValueError, match="a pickle in the run's policy folder") as raised:
+        evaluate_run.evaluate_run_dir(out, {}, evaluate_run.EvalData())
+    assert str(out / "policy" / "pytorch_model.bin") in str(raised.value)
+
+
+def test_a_run_folder_that_holds_its_own_data_is_refused(world):
+    from badpo.core.config import ConfigError
+    from badpo.engine.settings import check_train
+
+    config = make_config(world, "unused")
+    with pytest.raises(ConfigError, match="holds the run's data"):
+        check_train(dataclasses.replace(config, output_dir=str(world)))  # world/ holds judgments.jsonl
+    check_train(dataclasses.replace(config, output_dir=str(world / "elsewhere")))
