@@ -1,0 +1,345 @@
+"""``badpo audit DATA --discover``: find which attributes the annotators are biased on, before
+declaring one.
+
+**Candidates** are the library of :mod:`badpo.audit.candidates` (length, markdown and its elements,
+names, emoji, punctuation, person, hedges, refusals, numbers, URLs, a signature, sentence forms)
+and the n-grams of the data screen (first / last words of a response, words and phrases that differ
+between the two sides of a pair), each as an attribute spec ``badpo train`` accepts.
+
+**The test**, per candidate, on the pairs whose two sides differ in it: the shared effect (the
+log-odds that its side wins, with a pair-clustered standard error; :mod:`badpo.audit.discover_stats`)
+and, for the library, the spread across annotators (a homogeneity test), combined by Simes. The
+prompts are split in two halves by a hash of the prompt text (``seed``): every candidate with at
+least ``min_pairs`` differing pairs in each half is tested on the first, with Benjamini-Hochberg at
+false discovery rate ``alpha`` over all of them; what it finds is tested again on the held-out half,
+Benjamini-Hochberg over the carried candidates, and must keep its direction. Only what both halves
+find is reported. Confirmed candidates that mark the same pairs (correlation of their pair signs
+>= 0.6, or >= 0.6 of one's pairs marked the same way by the other) are one cluster, named by its
+strongest member (|effect / s.e.| on all data; a library member first at equal strength).
+
+**Quality.** A bias and a quality difference that goes with the candidate cannot be told apart from
+labels alone; what the data allow is reported beside the effect: ``matched``, the effect on the
+pairs whose two sides are identical once the candidate is removed (a swap pair; the regex specs'
+edit, the signature's strip), where quality is held exactly, and the spread across annotators,
+which a shared quality signal does not produce. The limits are on docs/discover.md.
+
+**What it reports** for a cluster: the effect on all data with its interval, on the held-out half,
+on matched pairs, the spread (DerSimonian-Laird tau over the annotators' joint estimates of
+:func:`badpo.audit.joint.fit_joint`, every reported attribute at once, with a Q-profile interval) and
+the robust level of those estimates (:func:`badpo.audit.joint.robust_level`); the ready
+``attributes=[...]`` line; when nothing is found, the smallest effect the data could have shown.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from badpo.audit.discover_data import Candidates, Encoded, Progress, candidate_entries, encode
+from badpo.audit.discover_stats import (
+    Effects,
+    benjamini_hochberg,
+    dl_spread,
+    effects,
+    homogeneity_p,
+    simes2,
+)
+from badpo.audit.joint import fit_joint, robust_level
+from badpo.core.judgments import Judgment
+
+__all__ = ["Discovery", "DiscoverySettings", "Finding", "Tested", "discover"]
+
+_NORMAL = NormalDist()
+CLUSTER_LINK = 0.6  # correlation / containment of pair signs that puts two candidates in one cluster
+POWER = 0.8  # the power of the smallest effect reported when nothing is found
+
+
+@dataclass(frozen=True)
+class DiscoverySettings:
+    alpha: float = 0.05  # false discovery rate of each half's Benjamini-Hochberg
+    min_pairs: int = 20  # differing pairs a candidate needs in each half to be tested
+    min_per_annotator: int = 5  # judgments on differing pairs an annotator needs for the spread test
+    seed: int = 0  # the hash seed of the split by prompt
+    screen: bool = True  # propose n-gram candidates from the data
+
+    def __post_init__(self) -> None:
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"discover: alpha must lie in (0, 1), got {self.alpha}")
+        if self.min_pairs < 2 or self.min_per_annotator < 1:
+            raise ValueError("discover: min_pairs must be >= 2 and min_per_annotator >= 1")
+
+
+@dataclass(frozen=True)
+class Tested:
+    """One candidate's test in both halves."""
+
+    name: str
+    spec: str
+    source: str  # library / data
+    pairs: int  # pairs that differ in it, all data
+    effect: float  # log-odds that its side wins, all data
+    pairs_discovery: int
+    effect_discovery: float
+    p_discovery: float  # Simes of effect and spread (library), effect alone (data)
+    p_spread_discovery: float | None
+    pairs_heldout: int
+    effect_heldout: float
+    p_heldout: float
+    mde: float  # smallest |log-odds| both halves would confirm with 80% power
+    discovered: bool
+    confirmed: bool
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reported cluster, named by its representative."""
+
+    name: str
+    spec: str
+    source: str
+    members: tuple[str, ...]  # the other confirmed candidates of the cluster
+    pairs: int
+    judgments: int
+    effect: tuple[float, float, float]  # estimate, low, high (95%), all data
+    heldout: tuple[float, float, float]
+    pairs_heldout: int
+    matched: tuple[float, float, float] | None  # on pairs that differ only in the candidate
+    pairs_matched: int | None  # None: no edit removes the candidate alone
+    spread: tuple[float, float, float] | None  # tau, low, high
+    p_spread: float | None  # homogeneity over all data
+    level: float | None  # robust level of the annotators' joint estimates
+    annotators: int  # annotators with a joint estimate
+
+
+@dataclass(frozen=True)
+class Discovery:
+    n_judgments: int
+    n_pairs: int
+    n_prompts: int
+    n_annotators: int
+    settings: DiscoverySettings
+    n_library: int
+    n_data: int  # data-screen candidates (n-grams differing on >= 2 min_pairs pairs)
+    tested: tuple[Tested, ...]
+    untestable: tuple[tuple[str, str], ...]  # (library candidate, why it cannot be tested)
+    findings: tuple[Finding, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    def attributes(self) -> list[str]:
+        return [f.spec for f in self.findings]
+
+    def attributes_line(self) -> str | None:
+        """``attributes=[...]`` for ``badpo train`` (JSON strings: Python, YAML and the CLI read it)."""
+        import json
+
+        return f"attributes={json.dumps(self.attributes())}" if self.findings else None
+
+    def power(self) -> dict[str, Any] | None:
+        """The smallest |effect| the data could have shown: on the best-powered candidate and the
+        median over the tested ones; None when nothing was tested."""
+        if not self.tested:
+            return None
+        best = min(self.tested, key=lambda t: t.mde)
+        return {"best": best.name, "best_pairs": best.pairs, "best_mde": best.mde,
+                "median_mde": float(np.median([t.mde for t in self.tested]))}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n_judgments": self.n_judgments, "n_pairs": self.n_pairs, "n_prompts": self.n_prompts,
+                "n_annotators": self.n_annotators, "settings": asdict(self.settings),
+                "n_library": self.n_library, "n_data": self.n_data,
+                "findings": [asdict(f) for f in self.findings], "attributes": self.attributes(),
+                "tested": [asdict(t) for t in self.tested],
+                "untestable": [{"name": n, "reason": r} for n, r in self.untestable],
+                "power": self.power(), "notes": list(self.notes)}
+
+
+# ------------------------------------------------------------------------------------ the tests
+def prompt_halves(prompts: list[str], seed: int) -> np.ndarray:
+    """0 (discovery) or 1 (held out) per prompt: a CRC-32 bit of ``seed`` and the prompt text."""
+    return np.fromiter((zlib.crc32(f"{seed}\x00{p}".encode()) >> 7 & 1 for p in prompts),
+                       dtype=np.int8, count=len(prompts))
+
+
+def _spread_p(enc: Encoded, signs: np.ndarray, pair_mask: np.ndarray, min_per: int) -> float:
+    """The homogeneity p-value across annotators of one candidate (sign per pair) on ``pair_mask``."""
+    d = signs[enc.judge_pair]
+    cross = (d != 0) & pair_mask[enc.judge_pair]
+    won = enc.judge_a_won[cross] == (d[cross] > 0)
+    people = enc.judge_annotator[cross]
+    k = len(enc.annotators)
+    p, _ = homogeneity_p(np.bincount(people, weights=won, minlength=k), np.bincount(people, minlength=k), min_per)
+    return np.nan if p is None else p
+
+
+def _half_effects(enc: Encoded, cands: Candidates, pair_half: np.ndarray, wins_a: np.ndarray,
+                  totals: np.ndarray) -> list[Effects]:
+    """Effects on the discovery half, the held-out half and all data."""
+    out = []
+    for keep in (pair_half == 0, pair_half == 1, np.ones_like(pair_half, dtype=bool)):
+        out.append(effects(cands.entry_candidate, cands.entry_pair, cands.entry_sign,
+                           np.where(keep, wins_a, 0), np.where(keep, totals, 0), len(cands)))
+    return out
+
+
+def _mde(se_discovery: np.ndarray, se_heldout: np.ndarray, alpha: float, m: int) -> np.ndarray:
+    power = _NORMAL.inv_cdf(POWER)
+    first = (_NORMAL.inv_cdf(1 - alpha / (2 * max(m, 1))) + power) * se_discovery
+    return np.maximum(first, (_NORMAL.inv_cdf(1 - alpha / 2) + power) * se_heldout)
+
+
+def _select(p_a: np.ndarray, p_b: np.ndarray, testable: np.ndarray, agree: np.ndarray,
+            alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """(discovered, confirmed): BH over the testable on the first half, BH over those on the
+    second, keeping only those whose direction ``agree``s."""
+    discovered = np.zeros(len(p_a), dtype=bool)
+    discovered[testable] = benjamini_hochberg(p_a[testable], alpha)
+    confirmed = np.zeros(len(p_a), dtype=bool)
+    confirmed[discovered] = benjamini_hochberg(p_b[discovered], alpha)
+    return discovered, confirmed & agree
+
+
+def _test_all(enc: Encoded, cands: Candidates, settings: DiscoverySettings):
+    pair_half = prompt_halves(enc.prompts, settings.seed)[enc.pair_prompt]
+    totals = np.bincount(enc.judge_pair, minlength=enc.n_pairs)
+    wins_a = np.bincount(enc.judge_pair, weights=enc.judge_a_won, minlength=enc.n_pairs).astype(np.int64)
+    first, second, every = _half_effects(enc, cands, pair_half, wins_a, totals)
+    spread = np.full((2, len(cands)), np.nan)
+    for c, source in enumerate(cands.sources):
+        if source == "library" and min(first.pairs[c], second.pairs[c]) >= settings.min_pairs:
+            signs = cands.dense(c, enc.n_pairs)
+            for half in (0, 1):
+                spread[half, c] = _spread_p(enc, signs, pair_half == half, settings.min_per_annotator)
+    p_a, p_b = simes2(first.p, spread[0]), simes2(second.p, spread[1])
+    testable = (first.pairs >= settings.min_pairs) & (second.pairs >= settings.min_pairs)
+    by_effect = np.isnan(spread[0]) | (first.p <= spread[0])
+    agree = ~by_effect | (np.sign(first.estimate) == np.sign(second.estimate))
+    discovered, confirmed = _select(p_a, p_b, testable, agree, settings.alpha)
+    mde = _mde(first.se, second.se, settings.alpha, int(testable.sum()))
+    tested = tuple(Tested(
+        cands.names[c], cands.specs[c], cands.sources[c], int(every.pairs[c]), float(every.estimate[c]),
+        int(first.pairs[c]), float(first.estimate[c]), float(p_a[c]),
+        None if np.isnan(spread[0, c]) else float(spread[0, c]), int(second.pairs[c]),
+        float(second.estimate[c]), float(p_b[c]), float(mde[c]), bool(discovered[c]), bool(confirmed[c]))
+        for c in np.flatnonzero(testable))
+    untestable = tuple(
+        (cands.names[c], f"{int(every.pairs[c])} pairs differ in it ({int(first.pairs[c])} in the discovery "
+                         f"half, {int(second.pairs[c])} held out); the test needs {settings.min_pairs} in each")
+        for c in range(len(cands)) if cands.sources[c] == "library" and not testable[c])
+    return tested, untestable, np.flatnonzero(confirmed), (second, every), pair_half
+
+
+# ------------------------------------------------------------------------------- the clusters
+def _related(x: np.ndarray, y: np.ndarray) -> bool:
+    """Whether two candidates' pair signs go together (correlation or containment >= CLUSTER_LINK)."""
+    fx, fy = x.astype(np.float64), y.astype(np.float64)
+    if fx.std() > 0 and fy.std() > 0 and abs(float(np.corrcoef(fx, fy)[0, 1])) >= CLUSTER_LINK:
+        return True
+    agreement = float(np.sum(fx * fy))
+    return any(abs(agreement) >= CLUSTER_LINK * n for n in (np.count_nonzero(fx), np.count_nonzero(fy)) if n)
+
+
+def clusters(order: list[int], signs: dict[int, np.ndarray]) -> list[list[int]]:
+    """Greedy clusters of candidate indices in ``order``: each joins the first cluster whose first
+    member it is related to (:func:`_related`), else opens one."""
+    found: list[list[int]] = []
+    for c in order:
+        for cluster in found:
+            if _related(signs[c], signs[cluster[0]]):
+                cluster.append(c)
+                break
+        else:
+            found.append([c])
+    return found
+
+
+# ------------------------------------------------------------------------------- the verdict
+def _triple(result: Effects, c: int) -> tuple[float, float, float]:
+    low, high = result.interval()
+    return float(result.estimate[c]), float(low[c]), float(high[c])
+
+
+def _matched(enc: Encoded, cands: Candidates, c: int, wins_a: np.ndarray, totals: np.ndarray):
+    """(effect, pairs) on the pairs whose sides are identical once the candidate is removed;
+    (None, None) without an edit that removes it alone, (None, 0) when no pair is matched."""
+    remove = cands.removers[c]
+    if remove is None:
+        return None, None
+    mask = cands.entry_candidate == c
+    pairs, signs = cands.entry_pair[mask], cands.entry_sign[mask]
+    cache: dict[int, str] = {}
+
+    def plain(text: int) -> str:
+        if text not in cache:
+            cache[text] = remove(enc.texts[text])
+        return cache[text]
+
+    same = np.array([plain(a) == plain(b) for a, b in zip(enc.pair_a[pairs].tolist(), enc.pair_b[pairs].tolist())],
+                    dtype=bool)
+    if not same.any():
+        return None, 0
+    result = effects(np.zeros(int(same.sum()), np.int64), pairs[same], signs[same], wins_a, totals, 1)
+    return _triple(result, 0), int(result.pairs[0])
+
+
+def _joint(enc: Encoded, reps: list[int], signs: dict[int, np.ndarray], names: list[str]):
+    """Per representative: (tau, low, high) or None, robust level or None, annotators estimated."""
+    oriented = np.where(enc.judge_a_won, 1.0, -1.0)
+    diffs = np.stack([signs[c][enc.judge_pair] * oriented for c in reps], axis=1)
+    fit = fit_joint(diffs, enc.judge_annotator, enc.annotators, names)
+    out = []
+    for column in range(len(reps)):
+        values, se = fit.estimate[:, column], fit.se[:, column]
+        seen = np.isfinite(values)
+        level = robust_level(values[seen], se[seen]).level if seen.any() else None
+        out.append((dl_spread(values[seen], se[seen]), level, int(seen.sum())))
+    return out
+
+
+def _findings(enc: Encoded, cands: Candidates, confirmed: np.ndarray, heldout: Effects, every: Effects,
+              settings: DiscoverySettings) -> tuple[Finding, ...]:
+    if not len(confirmed):
+        return ()
+    signs = {int(c): cands.dense(int(c), enc.n_pairs) for c in confirmed}
+    strength = np.abs(every.estimate / every.se)
+    order = sorted(signs, key=lambda c: (-round(float(strength[c]), 1), cands.sources[c] != "library"))
+    groups = clusters(order, signs)
+    reps = [g[0] for g in groups]
+    totals = np.bincount(enc.judge_pair, minlength=enc.n_pairs)
+    wins_a = np.bincount(enc.judge_pair, weights=enc.judge_a_won, minlength=enc.n_pairs).astype(np.int64)
+    joint = _joint(enc, reps, signs, [cands.names[c] for c in reps])
+    findings = []
+    everywhere = np.ones(enc.n_pairs, dtype=bool)
+    for group, (spread, level, estimated) in zip(groups, joint):
+        c = group[0]
+        matched, pairs_matched = _matched(enc, cands, c, wins_a, totals)
+        p_spread = _spread_p(enc, signs[c], everywhere, settings.min_per_annotator)
+        findings.append(Finding(
+            cands.names[c], cands.specs[c], cands.sources[c], tuple(cands.names[m] for m in group[1:]),
+            int(every.pairs[c]), int(every.judgments[c]), _triple(every, c), _triple(heldout, c),
+            int(heldout.pairs[c]), matched, pairs_matched, spread,
+            None if np.isnan(p_spread) else float(p_spread), level, estimated))
+    findings.sort(key=lambda f: -abs(f.effect[0]))
+    return tuple(findings)
+
+
+def discover(judgments: Iterable[Judgment], settings: DiscoverySettings = DiscoverySettings(),
+             progress: Progress | None = None) -> Discovery:
+    """Screen ``judgments`` for the attributes the annotators are biased on (module docstring)."""
+    enc = encode(judgments, progress)
+    cands = candidate_entries(enc, settings.min_pairs, settings.screen, progress)
+    tested, untestable, confirmed, (heldout, every), _ = _test_all(enc, cands, settings)
+    if progress is not None:
+        progress(f"tested {len(tested):,} candidates; {sum(t.discovered for t in tested)} found on the "
+                 f"discovery half, {len(confirmed)} confirmed on the held-out half")
+    findings = _findings(enc, cands, confirmed, heldout, every, settings)
+    notes = []
+    if len(enc.annotators) < 2:
+        notes.append("one annotator: the spread across annotators cannot be tested")
+    n_library = sum(s == "library" for s in cands.sources)
+    return Discovery(len(enc.judge_pair), enc.n_pairs, len(enc.prompts), len(enc.annotators), settings,
+                     n_library, len(cands) - n_library, tested, untestable, findings, tuple(notes))
