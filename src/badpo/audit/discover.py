@@ -148,6 +148,12 @@ class Discovery:
         return {"best": best.name, "best_pairs": best.pairs, "best_mde": best.mde,
                 "median_mde": float(np.median([t.mde for t in self.tested]))}
 
+    def to_json(self) -> str:
+        """:meth:`to_dict` as JSON text (sorted keys; inf / NaN refused)."""
+        import json
+
+        return json.dumps(self.to_dict(), indent=1, sort_keys=True, allow_nan=False) + "\n"
+
     def to_dict(self) -> dict[str, Any]:
         return {"n_judgments": self.n_judgments, "n_pairs": self.n_pairs, "n_prompts": self.n_prompts,
                 "n_annotators": self.n_annotators, "settings": asdict(self.settings),
@@ -327,9 +333,10 @@ def _findings(enc: Encoded, cands: Candidates, confirmed: np.ndarray, heldout: E
     return tuple(findings)
 
 
-def discover(judgments: Iterable[Judgment], settings: DiscoverySettings = DiscoverySettings(),
+def discover(judgments: Iterable[Judgment], settings: DiscoverySettings | None = None,
              progress: Progress | None = None) -> Discovery:
     """Screen ``judgments`` for the attributes the annotators are biased on (module docstring)."""
+    settings = settings or DiscoverySettings()
     enc = encode(judgments, progress)
     cands = candidate_entries(enc, settings.min_pairs, settings.screen, progress)
     tested, untestable, confirmed, (heldout, every), _ = _test_all(enc, cands, settings)
