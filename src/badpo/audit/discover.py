@@ -47,9 +47,10 @@ from badpo.audit.discover_stats import (
     dl_spread,
     effects,
     homogeneity_p,
+    normal_p,
     simes2,
 )
-from badpo.audit.joint import fit_joint, robust_level
+from badpo.audit.joint import fit_annotator, fit_joint, prior_precision, robust_level
 from badpo.core.judgments import Judgment
 
 __all__ = ["Discovery", "DiscoverySettings", "Finding", "Tested", "discover"]
@@ -108,6 +109,7 @@ class Finding:
     effect: tuple[float, float, float]  # estimate, low, high (95%), all data
     heldout: tuple[float, float, float]
     pairs_heldout: int
+    joint: tuple[float, float, float]  # held-out half, every reported attribute in one pooled fit
     matched: tuple[float, float, float] | None  # on pairs that differ only in the candidate
     pairs_matched: int | None  # None: no edit removes the candidate alone
     spread: tuple[float, float, float] | None  # tau, low, high
@@ -292,11 +294,61 @@ def _matched(enc: Encoded, cands: Candidates, c: int, wins_a: np.ndarray, totals
     return _triple(result, 0), int(result.pairs[0])
 
 
+def pooled_fit(x: np.ndarray, cluster: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(theta, s.e.) of one pooled model ``P(chosen) = sigmoid(theta . x)`` over the rows ``x``
+    (attribute differences, chosen minus rejected), with :mod:`badpo.audit.joint`'s prior; the
+    standard errors are a sandwich with the rows of one ``cluster`` (pair) summed in its meat."""
+    rows = (x != 0).any(axis=1)
+    x, cluster = x[rows], cluster[rows]
+    precision = prior_precision(x)
+    theta, _ = fit_annotator(x, precision)
+    lose = 1.0 / (1.0 + np.exp(x @ theta))  # sigmoid(-margin): each row's weight in the gradient
+    information = (x * (lose * (1 - lose))[:, None]).T @ x + np.diag(precision)
+    _, group = np.unique(cluster, return_inverse=True)
+    n_groups = int(group.max()) + 1 if len(group) else 0
+    scores = np.stack([np.bincount(group, weights=x[:, i] * lose, minlength=n_groups)
+                       for i in range(x.shape[1])], axis=1)
+    bread = np.linalg.inv(information)
+    meat = scores.T @ scores * (n_groups / max(n_groups - 1, 1))
+    return theta, np.sqrt(np.diag(bread @ meat @ bread))
+
+
+def _oriented(enc: Encoded, reps: list[int], signs: dict[int, np.ndarray]) -> np.ndarray:
+    """The representatives' differences chosen minus rejected per judgment, [N, R]."""
+    oriented = np.where(enc.judge_a_won, 1.0, -1.0)
+    return np.stack([signs[c][enc.judge_pair] * oriented for c in reps], axis=1)
+
+
+def eliminate(enc: Encoded, reps: list[int], signs: dict[int, np.ndarray], pair_mask: np.ndarray,
+              alpha: float) -> tuple[list[int], list[int], dict[int, tuple[float, float, float]]]:
+    """Backward elimination on the judgments of ``pair_mask``: while the least significant
+    representative of the pooled joint fit (:func:`pooled_fit`) has p > ``alpha``, drop it and
+    refit. Returns (kept, dropped in order, kept -> joint (estimate, low, high))."""
+    rows = pair_mask[enc.judge_pair]
+    kept, dropped = list(reps), []
+    while True:
+        theta, se = pooled_fit(_oriented(enc, kept, signs)[rows], enc.judge_pair[rows])
+        p = normal_p(theta / se)
+        if len(kept) == 1 or p.max() <= alpha:
+            z = _NORMAL.inv_cdf(0.975)
+            joint = {c: (float(t), float(t - z * e), float(t + z * e)) for c, t, e in zip(kept, theta, se)}
+            return kept, dropped, joint
+        dropped.append(kept.pop(int(np.argmax(p))))
+
+
+def _merge(groups: list[list[int]], kept: list[int], dropped: list[int],
+           signs: dict[int, np.ndarray]) -> list[list[int]]:
+    """Each dropped representative's cluster joins the kept one whose pair signs correlate most with it."""
+    by_rep = {g[0]: list(g) for g in groups}
+    for c in dropped:
+        closest = max(kept, key=lambda k: abs(float(np.sum(signs[c].astype(float) * signs[k]))))
+        by_rep[closest] += by_rep.pop(c)
+    return [by_rep[k] for k in kept]
+
+
 def _joint(enc: Encoded, reps: list[int], signs: dict[int, np.ndarray], names: list[str]):
     """Per representative: (tau, low, high) or None, robust level or None, annotators estimated."""
-    oriented = np.where(enc.judge_a_won, 1.0, -1.0)
-    diffs = np.stack([signs[c][enc.judge_pair] * oriented for c in reps], axis=1)
-    fit = fit_joint(diffs, enc.judge_annotator, enc.annotators, names)
+    fit = fit_joint(_oriented(enc, reps, signs), enc.judge_annotator, enc.annotators, names)
     out = []
     for column in range(len(reps)):
         values, se = fit.estimate[:, column], fit.se[:, column]
@@ -307,13 +359,15 @@ def _joint(enc: Encoded, reps: list[int], signs: dict[int, np.ndarray], names: l
 
 
 def _findings(enc: Encoded, cands: Candidates, confirmed: np.ndarray, heldout: Effects, every: Effects,
-              settings: DiscoverySettings) -> tuple[Finding, ...]:
+              settings: DiscoverySettings, pair_half: np.ndarray) -> tuple[Finding, ...]:
     if not len(confirmed):
         return ()
     signs = {int(c): cands.dense(int(c), enc.n_pairs) for c in confirmed}
     strength = np.abs(every.estimate / every.se)
     order = sorted(signs, key=lambda c: (-round(float(strength[c]), 1), cands.sources[c] != "library"))
     groups = clusters(order, signs)
+    kept, dropped, joint_effect = eliminate(enc, [g[0] for g in groups], signs, pair_half == 1, settings.alpha)
+    groups = _merge(groups, kept, dropped, signs)
     reps = [g[0] for g in groups]
     totals = np.bincount(enc.judge_pair, minlength=enc.n_pairs)
     wins_a = np.bincount(enc.judge_pair, weights=enc.judge_a_won, minlength=enc.n_pairs).astype(np.int64)
@@ -327,7 +381,7 @@ def _findings(enc: Encoded, cands: Candidates, confirmed: np.ndarray, heldout: E
         findings.append(Finding(
             cands.names[c], cands.specs[c], cands.sources[c], tuple(cands.names[m] for m in group[1:]),
             int(every.pairs[c]), int(every.judgments[c]), _triple(every, c), _triple(heldout, c),
-            int(heldout.pairs[c]), matched, pairs_matched, spread,
+            int(heldout.pairs[c]), joint_effect[c], matched, pairs_matched, spread,
             None if np.isnan(p_spread) else float(p_spread), level, estimated))
     findings.sort(key=lambda f: -abs(f.effect[0]))
     return tuple(findings)
@@ -339,11 +393,11 @@ def discover(judgments: Iterable[Judgment], settings: DiscoverySettings | None =
     settings = settings or DiscoverySettings()
     enc = encode(judgments, progress)
     cands = candidate_entries(enc, settings.min_pairs, settings.screen, progress)
-    tested, untestable, confirmed, (heldout, every), _ = _test_all(enc, cands, settings)
+    tested, untestable, confirmed, (heldout, every), pair_half = _test_all(enc, cands, settings)
     if progress is not None:
         progress(f"tested {len(tested):,} candidates; {sum(t.discovered for t in tested)} found on the "
                  f"discovery half, {len(confirmed)} confirmed on the held-out half")
-    findings = _findings(enc, cands, confirmed, heldout, every, settings)
+    findings = _findings(enc, cands, confirmed, heldout, every, settings, pair_half)
     notes = []
     if len(enc.annotators) < 2:
         notes.append("one annotator: the spread across annotators cannot be tested")

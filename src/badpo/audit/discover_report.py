@@ -55,9 +55,9 @@ def _matched(finding: Finding) -> str:
 
 
 def _table(findings: tuple[Finding, ...]) -> list[str]:
-    header = ["rank", "attribute", "effect [95% CI]", "held-out", "matched (pairs)", "spread tau [95% CI]",
+    header = ["rank", "attribute", "effect [95% CI]", "held-out", "joint", "matched (pairs)", "spread tau [95% CI]",
               "level", "pairs", "annotators", "also"]
-    rows = [[str(i), f.name, _interval(f.effect), _signed(f.heldout[0]), _matched(f), _spread(f),
+    rows = [[str(i), f.name, _interval(f.effect), _signed(f.heldout[0]), _signed(f.joint[0]), _matched(f), _spread(f),
              "-" if f.level is None else _signed(f.level), str(f.pairs), str(f.annotators),
              ", ".join(f.members) or "-"] for i, f in enumerate(findings, start=1)]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
@@ -148,7 +148,8 @@ def plot_discovery(result: Discovery, path: Path) -> None:
             axes.hlines(y - 0.15, heldout[1], heldout[2], color="C0", linewidth=1, zorder=2)
             axes.plot(heldout[0], y - 0.15, "s", color="C0", markersize=3, zorder=3)
         if matched is not None:
-            axes.plot(matched[0], y + 0.15, "o", mfc="none", color="C3", markersize=4, zorder=3)
+            axes.hlines(y + 0.15, matched[1], matched[2], color="C3", linewidth=0.8, zorder=2)
+            axes.plot(matched[0], y + 0.15, "o", mfc="white", color="C3", markersize=4, zorder=3)
     axes.set_yticks(range(len(rows)))
     axes.set_yticklabels([r[0] for r in reversed(rows)], fontsize=7)
     axes.set_ylim(-1, max(len(rows), 1))
