@@ -24,7 +24,7 @@ edit, the signature's strip), where quality is held exactly, and the spread acro
 which a shared quality signal does not produce. The limits are on docs/discover.md.
 
 **What it reports** for a cluster: the effect on all data with its interval, on the held-out half,
-on matched pairs, the spread (DerSimonian-Laird tau over the annotators' joint estimates of
+on matched pairs, the spread (Paule-Mandel tau over the annotators' joint estimates of
 :func:`badpo.audit.joint.fit_joint`, every reported attribute at once, with a Q-profile interval) and
 the robust level of those estimates (:func:`badpo.audit.joint.robust_level`); the ready
 ``attributes=[...]`` line; when nothing is found, the smallest effect the data could have shown.
@@ -44,11 +44,11 @@ from badpo.audit.discover_data import Candidates, Encoded, Progress, candidate_e
 from badpo.audit.discover_stats import (
     Effects,
     benjamini_hochberg,
-    dl_spread,
     effects,
     homogeneity_p,
     normal_p,
     simes2,
+    spread_sd,
 )
 from badpo.audit.joint import fit_annotator, fit_joint, prior_precision, robust_level
 from badpo.core.judgments import Judgment
@@ -354,7 +354,7 @@ def _joint(enc: Encoded, reps: list[int], signs: dict[int, np.ndarray], names: l
         values, se = fit.estimate[:, column], fit.se[:, column]
         seen = np.isfinite(values)
         level = robust_level(values[seen], se[seen]).level if seen.any() else None
-        out.append((dl_spread(values[seen], se[seen]), level, int(seen.sum())))
+        out.append((spread_sd(values[seen], se[seen]), level, int(seen.sum())))
     return out
 
 

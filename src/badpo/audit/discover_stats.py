@@ -12,7 +12,7 @@ one judgment's binomial variance ``pi (1 - pi) / N^2``; the log-odds' error is t
 **Spread.** Whether the annotators disagree about the candidate: Pearson's chi-square of
 homogeneity over the annotators with at least ``min_per_annotator`` judgments on pairs that differ
 in it (their wins against ``n_k pi``, ``K - 1`` degrees of freedom). Its size is the
-DerSimonian-Laird tau of per-annotator estimates (:func:`dl_spread`) with a Q-profile interval.
+Paule-Mandel tau of per-annotator estimates (:func:`spread_sd`) with a Q-profile interval.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["Effects", "benjamini_hochberg", "chi2_quantile", "chi2_sf", "dl_spread", "effects",
-           "homogeneity_p", "normal_p", "simes2"]
+__all__ = ["Effects", "benjamini_hochberg", "chi2_quantile", "chi2_sf", "effects",
+           "homogeneity_p", "normal_p", "simes2", "spread_sd"]
 
 _NORMAL = NormalDist()
 
@@ -156,19 +156,17 @@ def _solve_tau2(values: np.ndarray, variances: np.ndarray, target: float) -> flo
     return (low + high) / 2
 
 
-def dl_spread(values: np.ndarray, se: np.ndarray, level: float = 0.95) -> tuple[float, float, float] | None:
-    """(tau, low, high): the DerSimonian-Laird between-annotator standard deviation of ``values``
-    (per-annotator estimates with standard errors ``se``) and its Q-profile interval; None with
-    fewer than two annotators."""
+def spread_sd(values: np.ndarray, se: np.ndarray, level: float = 0.95) -> tuple[float, float, float] | None:
+    """(tau, low, high): the between-annotator standard deviation of ``values`` (per-annotator
+    estimates with standard errors ``se``) by Paule-Mandel (the tau^2 at which the generalised Q
+    equals its mean, K - 1) and its Q-profile interval (Q at the chi-square quantiles), so the
+    estimate always lies in its interval; None with fewer than two annotators."""
     keep = np.isfinite(values) & np.isfinite(se) & (se > 0)
     values, variances = values[keep], se[keep] ** 2
     k = len(values)
     if k < 2:
         return None
-    weights = 1.0 / variances
-    q = _generalised_q(values, variances, 0.0)
-    denominator = weights.sum() - (weights ** 2).sum() / weights.sum()
-    tau2 = max(0.0, (q - (k - 1)) / denominator) if denominator > 0 else 0.0
+    tau2 = _solve_tau2(values, variances, k - 1)
     low = _solve_tau2(values, variances, chi2_quantile(0.5 + level / 2, k - 1))
     high = _solve_tau2(values, variances, chi2_quantile(0.5 - level / 2, k - 1))
     return math.sqrt(tau2), math.sqrt(low), math.sqrt(high)
