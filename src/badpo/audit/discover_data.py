@@ -147,21 +147,35 @@ def _library_signs(enc: Encoded, progress: Progress | None) -> tuple[list[tuple[
     return library, signs
 
 
-def _feature_table(texts: list[str]) -> tuple[list[tuple[str, tuple[str, ...]]], np.ndarray, np.ndarray]:
-    """(features, CSR offsets [T + 1], feature ids) of every response."""
-    ids: dict[tuple[str, tuple[str, ...]], int] = {}
-    features: list[tuple[str, tuple[str, ...]]] = []
+def _feature_table(texts: list[str], min_texts: int
+                   ) -> tuple[list[tuple[str, tuple[str, ...]]], np.ndarray, np.ndarray]:
+    """(features, CSR offsets [T + 1], feature ids) of every response, keeping only the features
+    that at least ``min_texts`` responses carry (fewer cannot differ on that many pairs). The
+    first pass holds one 64-bit hash per (response, feature), not the features themselves."""
     flat = array("q")
     offsets = array("q", [0])
     for text in texts:
-        for feature in text_features(text):
-            found = ids.get(feature)
-            if found is None:
-                found = ids[feature] = len(features)
-                features.append(feature)
-            flat.append(found)
+        flat.extend(hash(feature) for feature in text_features(text))
         offsets.append(len(flat))
-    return features, np.frombuffer(offsets, dtype=np.int64), np.frombuffer(flat, dtype=np.int64)
+    hashes = np.frombuffer(flat, dtype=np.int64) if len(flat) else np.zeros(0, np.int64)
+    unique, inverse, counts = np.unique(hashes, return_inverse=True, return_counts=True)
+    del hashes, flat
+    kept = counts >= min_texts
+    new_id = np.where(kept, np.cumsum(kept) - 1, -1)[inverse]
+    del inverse
+    keep_rows = new_id >= 0
+    kept_before = np.concatenate([[0], np.cumsum(keep_rows)])  # kept entries before each position
+    offsets_kept = kept_before[np.frombuffer(offsets, dtype=np.int64)]
+    wanted = {int(h): i for i, h in enumerate(unique[kept].tolist())}
+    features: list = [None] * len(wanted)
+    for text in texts:  # the second pass names the kept hashes, until every one is named
+        if not wanted:
+            break
+        for feature in text_features(text):
+            index = wanted.pop(hash(feature), None)
+            if index is not None:
+                features[index] = feature
+    return features, offsets_kept.astype(np.int64), new_id[keep_rows]
 
 
 def _gather(offsets: np.ndarray, flat: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -205,7 +219,7 @@ def _distinct_features(feature: np.ndarray, pair: np.ndarray, sign: np.ndarray, 
 
 def _data_candidates(enc: Encoded, min_pairs: int, taken: set[str], progress: Progress | None):
     start = time.monotonic()
-    features, offsets, flat = _feature_table(enc.texts)
+    features, offsets, flat = _feature_table(enc.texts, 2 * min_pairs)
     feature, pair, sign = _pair_feature_signs(enc, offsets, flat)
     counts = np.bincount(feature, minlength=len(features))
     kept = _distinct_features(feature, pair, sign, np.flatnonzero(counts >= 2 * min_pairs), features)
