@@ -13,9 +13,14 @@ prompts are split in two halves by a hash of the prompt text (``seed``): every c
 least ``min_pairs`` differing pairs in each half is tested on the first, with Benjamini-Hochberg at
 false discovery rate ``alpha`` over all of them; what it finds is tested again on the held-out half,
 Benjamini-Hochberg over the carried candidates, and must keep its direction. Only what both halves
-find is reported. Confirmed candidates that mark the same pairs (correlation of their pair signs
->= 0.6, or >= 0.6 of one's pairs marked the same way by the other) are one cluster, named by its
-strongest member (|effect / s.e.| on all data; a library member first at equal strength).
+find is reported. The confirmed candidates are then grouped, strongest first (|effect / s.e.| on
+all data; a library member first at equal strength): one that marks the same pairs as a cluster's
+representative (correlation of their pair signs >= 0.6, or >= 0.6 of one's pairs marked the same
+way by the other) joins that cluster; one that does not is tested again on the held-out pairs where
+no representative differs, where they cannot explain it, and opens a cluster only if its effect
+holds there (Bonferroni over the confirmed candidates); else it joins the cluster it overlaps most,
+as a proxy (a word that often ends the answers without the planted ending, a first name under the
+name attributes).
 
 **Quality.** A bias and a quality difference that goes with the candidate cannot be told apart from
 labels alone; what the data allow is reported beside the effect: ``matched``, the effect on the
@@ -46,7 +51,6 @@ from badpo.audit.discover_stats import (
     benjamini_hochberg,
     effects,
     homogeneity_p,
-    normal_p,
     simes2,
     spread_sd,
 )
@@ -251,20 +255,6 @@ def _related(x: np.ndarray, y: np.ndarray) -> bool:
     return any(abs(agreement) >= CLUSTER_LINK * n for n in (np.count_nonzero(fx), np.count_nonzero(fy)) if n)
 
 
-def clusters(order: list[int], signs: dict[int, np.ndarray]) -> list[list[int]]:
-    """Greedy clusters of candidate indices in ``order``: each joins the first cluster whose first
-    member it is related to (:func:`_related`), else opens one."""
-    found: list[list[int]] = []
-    for c in order:
-        for cluster in found:
-            if _related(signs[c], signs[cluster[0]]):
-                cluster.append(c)
-                break
-        else:
-            found.append([c])
-    return found
-
-
 # ------------------------------------------------------------------------------- the verdict
 def _triple(result: Effects, c: int) -> tuple[float, float, float]:
     low, high = result.interval()
@@ -319,31 +309,52 @@ def _oriented(enc: Encoded, reps: list[int], signs: dict[int, np.ndarray]) -> np
     return np.stack([signs[c][enc.judge_pair] * oriented for c in reps], axis=1)
 
 
-def eliminate(enc: Encoded, reps: list[int], signs: dict[int, np.ndarray], pair_mask: np.ndarray,
-              alpha: float) -> tuple[list[int], list[int], dict[int, tuple[float, float, float]]]:
-    """Backward elimination on the judgments of ``pair_mask``: while the least significant
-    representative of the pooled joint fit (:func:`pooled_fit`) has p > ``alpha``, drop it and
-    refit. Returns (kept, dropped in order, kept -> joint (estimate, low, high))."""
+def _overlap(x: np.ndarray, y: np.ndarray) -> float:
+    return abs(float(np.dot(x.astype(np.float64), y)))
+
+
+def _beyond(cands: Candidates, c: int, clean: np.ndarray, wins_a: np.ndarray, totals: np.ndarray
+            ) -> tuple[float, int]:
+    """(p-value, pairs) of candidate ``c``'s effect on the ``clean`` pairs alone."""
+    mask = (cands.entry_candidate == c) & clean[cands.entry_pair]
+    result = effects(np.zeros(int(mask.sum()), np.int64), cands.entry_pair[mask], cands.entry_sign[mask],
+                     wins_a, totals, 1)
+    return float(result.p[0]), int(result.pairs[0])
+
+
+def fold(cands: Candidates, order: list[int], signs: dict[int, np.ndarray], wins_a: np.ndarray,
+         totals: np.ndarray, settings: DiscoverySettings) -> list[list[int]]:
+    """The clusters of the confirmed candidates, strongest first. A candidate joins the first
+    cluster it is related to (:func:`_related`); else it is tested on the pairs where no cluster's
+    representative differs (``wins_a`` and ``totals``: the held-out half), where those cannot
+    explain its effect: with p <= alpha / (confirmed candidates) on at least ``min_pairs`` such
+    pairs it opens a cluster, else it joins the cluster it overlaps most (a proxy of it)."""
+    groups: list[list[int]] = []
+    for c in order:
+        related = [g for g in groups if _related(signs[c], signs[g[0]])]
+        if related:
+            related[0].append(c)
+            continue
+        clean = np.ones(len(totals), dtype=bool)
+        for group in groups:
+            clean &= signs[group[0]] == 0
+        p, pairs = _beyond(cands, c, clean, wins_a, totals)
+        closest = max(groups, key=lambda g: _overlap(signs[c], signs[g[0]]), default=None)
+        explained = pairs < settings.min_pairs or p > settings.alpha / len(order)
+        if closest is not None and explained and _overlap(signs[c], signs[closest[0]]) > 0:
+            closest.append(c)
+        else:
+            groups.append([c])
+    return groups
+
+
+def _joint_effect(enc: Encoded, reps: list[int], signs: dict[int, np.ndarray], pair_mask: np.ndarray
+                  ) -> dict[int, tuple[float, float, float]]:
+    """Each representative's effect in one pooled fit of all of them on the ``pair_mask`` judgments."""
     rows = pair_mask[enc.judge_pair]
-    kept, dropped = list(reps), []
-    while True:
-        theta, se = pooled_fit(_oriented(enc, kept, signs)[rows], enc.judge_pair[rows])
-        p = normal_p(theta / se)
-        if len(kept) == 1 or p.max() <= alpha:
-            z = _NORMAL.inv_cdf(0.975)
-            joint = {c: (float(t), float(t - z * e), float(t + z * e)) for c, t, e in zip(kept, theta, se)}
-            return kept, dropped, joint
-        dropped.append(kept.pop(int(np.argmax(p))))
-
-
-def _merge(groups: list[list[int]], kept: list[int], dropped: list[int],
-           signs: dict[int, np.ndarray]) -> list[list[int]]:
-    """Each dropped representative's cluster joins the kept one whose pair signs correlate most with it."""
-    by_rep = {g[0]: list(g) for g in groups}
-    for c in dropped:
-        closest = max(kept, key=lambda k: abs(float(np.sum(signs[c].astype(float) * signs[k]))))
-        by_rep[closest] += by_rep.pop(c)
-    return [by_rep[k] for k in kept]
+    theta, se = pooled_fit(_oriented(enc, reps, signs)[rows], enc.judge_pair[rows])
+    z = _NORMAL.inv_cdf(0.975)
+    return {c: (float(t), float(t - z * e), float(t + z * e)) for c, t, e in zip(reps, theta, se)}
 
 
 def _joint(enc: Encoded, reps: list[int], signs: dict[int, np.ndarray], names: list[str]):
@@ -365,12 +376,13 @@ def _findings(enc: Encoded, cands: Candidates, confirmed: np.ndarray, heldout: E
     signs = {int(c): cands.dense(int(c), enc.n_pairs) for c in confirmed}
     strength = np.abs(every.estimate / every.se)
     order = sorted(signs, key=lambda c: (-round(float(strength[c]), 1), cands.sources[c] != "library"))
-    groups = clusters(order, signs)
-    kept, dropped, joint_effect = eliminate(enc, [g[0] for g in groups], signs, pair_half == 1, settings.alpha)
-    groups = _merge(groups, kept, dropped, signs)
-    reps = [g[0] for g in groups]
     totals = np.bincount(enc.judge_pair, minlength=enc.n_pairs)
     wins_a = np.bincount(enc.judge_pair, weights=enc.judge_a_won, minlength=enc.n_pairs).astype(np.int64)
+    heldout_pairs = pair_half == 1
+    groups = fold(cands, order, signs, np.where(heldout_pairs, wins_a, 0), np.where(heldout_pairs, totals, 0),
+                  settings)
+    reps = [g[0] for g in groups]
+    joint_effect = _joint_effect(enc, reps, signs, heldout_pairs)
     joint = _joint(enc, reps, signs, [cands.names[c] for c in reps])
     findings = []
     everywhere = np.ones(enc.n_pairs, dtype=bool)
