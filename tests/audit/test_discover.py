@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from badpo.audit.candidates import LIBRARY, feature_spec, text_features
-from badpo.audit.discover import _related, clusters, discover, pooled_fit, prompt_halves
+from badpo.audit.discover import DiscoverySettings, _related, discover, fold, halves, pooled_fit, prompt_halves
 from badpo.audit.discover_data import candidate_entries, encode, library_candidates
 from badpo.audit.discover_report import format_discovery
 from badpo.audit.discover_stats import (
@@ -86,10 +86,13 @@ def test_encode_puts_both_orders_of_one_pair_on_one_pair():
 
 def test_identical_ngram_features_are_one_candidate_named_by_position_first():
     rows = [_judgment(f"p{i}", f"{i} indeed", f"{i}") for i in range(3)]
-    cands = candidate_entries(encode(rows), min_pairs=1)
+    enc = encode(rows)
+    cands = candidate_entries(enc, 1, halves(enc, np.zeros(3, dtype=np.int8)))
     data = [n for n, s in zip(cands.names, cands.sources) if s == "data"]
     assert data == ["ends_indeed"]  # has_indeed differs on the same pairs the same way
-    assert cands.dense(cands.names.index("ends_indeed"), 3).tolist() == [1, 1, 1]
+    index = cands.names.index("ends_indeed")
+    assert cands.dense(index, 3).tolist() == [1, 1, 1]
+    assert cands.sums[2, :3, index].tolist() == [3, 3, 3]  # all data: 3 pairs, 3 judgments, 3 wins
 
 
 def test_effect_treats_a_pair_as_the_unit_hand_worked():
@@ -135,12 +138,29 @@ def test_spread_of_two_annotators_hand_worked():
     assert spread_sd(np.array([1.0]), np.array([1.0])) is None
 
 
-def test_clusters_join_candidates_that_mark_the_same_pairs():
+def test_candidates_that_mark_the_same_pairs_are_related():
     a = np.array([1, -1, 1, 0, 0, 0], dtype=np.int8)
     nested = np.array([1, -1, 0, 0, 0, 0], dtype=np.int8)  # all its pairs marked the same way by a
     other = np.array([0, 0, 0, 1, -1, 1], dtype=np.int8)
     assert _related(a, nested) and not _related(a, other)
-    assert clusters([0, 1, 2], {0: a, 1: other, 2: nested}) == [[0, 2], [1]]
+
+
+def test_fold_keeps_an_effect_that_holds_where_the_stronger_one_is_absent():
+    """Pairs 0-59: A differs (side a carries it) and wins; B rides along on 0-39 (a proxy of A),
+    C differs on 0-19 and 60-119, where A does not and C's side wins all 60 judgments. B is
+    tested where A is absent: none of its pairs, so it joins A; C's 60 clean pairs keep it."""
+    n = 120
+    sign_a = np.where(np.arange(n) < 60, 1, 0).astype(np.int8)
+    sign_b = np.where(np.arange(n) < 40, 1, 0).astype(np.int8)
+    sign_c = np.where((np.arange(n) < 20) | (np.arange(n) >= 60), 1, 0).astype(np.int8)
+    signs = {0: sign_a, 1: sign_b, 2: sign_c}
+    entries = {c: (np.flatnonzero(s), s[np.flatnonzero(s)]) for c, s in signs.items()}
+    wins_a, totals = np.ones(n, dtype=np.int64), np.ones(n, dtype=np.int64)
+    groups = fold(entries, [0, 1, 2], signs, wins_a, totals, DiscoverySettings())
+    assert groups == [[0, 1], [2]]
+    wins_a[60:] = 0  # C's side now loses where A is absent as often as ...
+    wins_a[60:90] = 1  # ... it wins: no effect beyond A, and it overlaps A on 20 pairs
+    assert fold(entries, [0, 1, 2], signs, wins_a, totals, DiscoverySettings()) == [[0, 1, 2]]
 
 
 def test_pooled_fit_of_one_attribute_is_the_log_odds():

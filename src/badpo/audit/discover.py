@@ -15,8 +15,8 @@ false discovery rate ``alpha`` over all of them; what it finds is tested again o
 Benjamini-Hochberg over the carried candidates, and must keep its direction. Only what both halves
 find is reported. The confirmed candidates are then grouped, strongest first (|effect / s.e.| on
 all data; a library member first at equal strength): one that marks the same pairs as a cluster's
-representative (correlation of their pair signs >= 0.6, or >= 0.6 of one's pairs marked the same
-way by the other) joins that cluster; one that does not is tested again on the held-out pairs where
+representative (on the pairs of the one that marks fewer, the other marks >= 0.6 of them the same
+way) joins that cluster; one that does not is tested again on the held-out pairs where
 no representative differs, where they cannot explain it, and opens a cluster only if its effect
 holds there (Bonferroni over the confirmed candidates); else it joins the cluster it overlaps most,
 as a proxy (a word that often ends the answers without the planted ending, a first name under the
@@ -45,11 +45,12 @@ from typing import Any
 
 import numpy as np
 
-from badpo.audit.discover_data import Candidates, Encoded, Progress, candidate_entries, encode
+from badpo.audit.discover_data import Candidates, Encoded, Halves, Progress, candidate_entries, encode
 from badpo.audit.discover_stats import (
     Effects,
     benjamini_hochberg,
     effects,
+    effects_from_sums,
     homogeneity_p,
     simes2,
     spread_sd,
@@ -60,7 +61,7 @@ from badpo.core.judgments import Judgment
 __all__ = ["Discovery", "DiscoverySettings", "Finding", "Tested", "discover"]
 
 _NORMAL = NormalDist()
-CLUSTER_LINK = 0.6  # correlation / containment of pair signs that puts two candidates in one cluster
+CLUSTER_LINK = 0.6  # containment of pair signs that puts two candidates in one cluster
 POWER = 0.8  # the power of the smallest effect reported when nothing is found
 
 
@@ -188,16 +189,6 @@ def _spread_p(enc: Encoded, signs: np.ndarray, pair_mask: np.ndarray, min_per: i
     return np.nan if p is None else p
 
 
-def _half_effects(enc: Encoded, cands: Candidates, pair_half: np.ndarray, wins_a: np.ndarray,
-                  totals: np.ndarray) -> list[Effects]:
-    """Effects on the discovery half, the held-out half and all data."""
-    out = []
-    for keep in (pair_half == 0, pair_half == 1, np.ones_like(pair_half, dtype=bool)):
-        out.append(effects(cands.entry_candidate, cands.entry_pair, cands.entry_sign,
-                           np.where(keep, wins_a, 0), np.where(keep, totals, 0), len(cands)))
-    return out
-
-
 def _mde(se_discovery: np.ndarray, se_heldout: np.ndarray, alpha: float, m: int) -> np.ndarray:
     power = _NORMAL.inv_cdf(POWER)
     first = (_NORMAL.inv_cdf(1 - alpha / (2 * max(m, 1))) + power) * se_discovery
@@ -215,15 +206,20 @@ def _select(p_a: np.ndarray, p_b: np.ndarray, testable: np.ndarray, agree: np.nd
     return discovered, confirmed & agree
 
 
-def _test_all(enc: Encoded, cands: Candidates, settings: DiscoverySettings):
-    pair_half = prompt_halves(enc.prompts, settings.seed)[enc.pair_prompt]
+def halves(enc: Encoded, pair_half: np.ndarray) -> Halves:
+    """(wins of side a, judgments) per pair on the discovery half, the held-out half and all pairs."""
     totals = np.bincount(enc.judge_pair, minlength=enc.n_pairs)
     wins_a = np.bincount(enc.judge_pair, weights=enc.judge_a_won, minlength=enc.n_pairs).astype(np.int64)
-    first, second, every = _half_effects(enc, cands, pair_half, wins_a, totals)
+    return [(np.where(pair_half == h, wins_a, 0), np.where(pair_half == h, totals, 0)) for h in (0, 1)] + [
+        (wins_a, totals)]
+
+
+def _test_all(enc: Encoded, cands: Candidates, settings: DiscoverySettings, pair_half: np.ndarray):
+    first, second, every = (effects_from_sums(sums) for sums in cands.sums)
     spread = np.full((2, len(cands)), np.nan)
     for c, source in enumerate(cands.sources):
         if source == "library" and min(first.pairs[c], second.pairs[c]) >= settings.min_pairs:
-            signs = cands.dense(c, enc.n_pairs)
+            signs = cands.library_signs[:, c]
             for half in (0, 1):
                 spread[half, c] = _spread_p(enc, signs, pair_half == half, settings.min_per_annotator)
     p_a, p_b = simes2(first.p, spread[0]), simes2(second.p, spread[1])
@@ -242,17 +238,15 @@ def _test_all(enc: Encoded, cands: Candidates, settings: DiscoverySettings):
         (cands.names[c], f"{int(every.pairs[c])} pairs differ in it ({int(first.pairs[c])} in the discovery "
                          f"half, {int(second.pairs[c])} held out); the test needs {settings.min_pairs} in each")
         for c in range(len(cands)) if cands.sources[c] == "library" and not testable[c])
-    return tested, untestable, np.flatnonzero(confirmed), (second, every), pair_half
+    return tested, untestable, np.flatnonzero(confirmed), (second, every)
 
 
 # ------------------------------------------------------------------------------- the clusters
 def _related(x: np.ndarray, y: np.ndarray) -> bool:
-    """Whether two candidates' pair signs go together (correlation or containment >= CLUSTER_LINK)."""
-    fx, fy = x.astype(np.float64), y.astype(np.float64)
-    if fx.std() > 0 and fy.std() > 0 and abs(float(np.corrcoef(fx, fy)[0, 1])) >= CLUSTER_LINK:
-        return True
-    agreement = float(np.sum(fx * fy))
-    return any(abs(agreement) >= CLUSTER_LINK * n for n in (np.count_nonzero(fx), np.count_nonzero(fy)) if n)
+    """Whether two candidates mark the same pairs: on the pairs of the one that marks fewer, the
+    other marks at least CLUSTER_LINK of them the same way (net of those it marks the other way)."""
+    smaller = min(np.count_nonzero(x), np.count_nonzero(y))
+    return smaller > 0 and abs(float(np.dot(x.astype(np.float64), y))) >= CLUSTER_LINK * smaller
 
 
 # ------------------------------------------------------------------------------- the verdict
@@ -261,14 +255,13 @@ def _triple(result: Effects, c: int) -> tuple[float, float, float]:
     return float(result.estimate[c]), float(low[c]), float(high[c])
 
 
-def _matched(enc: Encoded, cands: Candidates, c: int, wins_a: np.ndarray, totals: np.ndarray):
+def _matched(enc: Encoded, remove, entries: tuple[np.ndarray, np.ndarray], wins_a: np.ndarray,
+             totals: np.ndarray):
     """(effect, pairs) on the pairs whose sides are identical once the candidate is removed;
     (None, None) without an edit that removes it alone, (None, 0) when no pair is matched."""
-    remove = cands.removers[c]
     if remove is None:
         return None, None
-    mask = cands.entry_candidate == c
-    pairs, signs = cands.entry_pair[mask], cands.entry_sign[mask]
+    pairs, signs = entries
     cache: dict[int, str] = {}
 
     def plain(text: int) -> str:
@@ -313,17 +306,17 @@ def _overlap(x: np.ndarray, y: np.ndarray) -> float:
     return abs(float(np.dot(x.astype(np.float64), y)))
 
 
-def _beyond(cands: Candidates, c: int, clean: np.ndarray, wins_a: np.ndarray, totals: np.ndarray
-            ) -> tuple[float, int]:
-    """(p-value, pairs) of candidate ``c``'s effect on the ``clean`` pairs alone."""
-    mask = (cands.entry_candidate == c) & clean[cands.entry_pair]
-    result = effects(np.zeros(int(mask.sum()), np.int64), cands.entry_pair[mask], cands.entry_sign[mask],
-                     wins_a, totals, 1)
+def _beyond(entries: tuple[np.ndarray, np.ndarray], clean: np.ndarray, wins_a: np.ndarray,
+            totals: np.ndarray) -> tuple[float, int]:
+    """(p-value, pairs) of a candidate's effect (its ``entries``) on the ``clean`` pairs alone."""
+    pairs, signs = entries
+    mask = clean[pairs]
+    result = effects(np.zeros(int(mask.sum()), np.int64), pairs[mask], signs[mask], wins_a, totals, 1)
     return float(result.p[0]), int(result.pairs[0])
 
 
-def fold(cands: Candidates, order: list[int], signs: dict[int, np.ndarray], wins_a: np.ndarray,
-         totals: np.ndarray, settings: DiscoverySettings) -> list[list[int]]:
+def fold(entries: dict[int, tuple[np.ndarray, np.ndarray]], order: list[int], signs: dict[int, np.ndarray],
+         wins_a: np.ndarray, totals: np.ndarray, settings: DiscoverySettings) -> list[list[int]]:
     """The clusters of the confirmed candidates, strongest first. A candidate joins the first
     cluster it is related to (:func:`_related`); else it is tested on the pairs where no cluster's
     representative differs (``wins_a`` and ``totals``: the held-out half), where those cannot
@@ -338,7 +331,7 @@ def fold(cands: Candidates, order: list[int], signs: dict[int, np.ndarray], wins
         clean = np.ones(len(totals), dtype=bool)
         for group in groups:
             clean &= signs[group[0]] == 0
-        p, pairs = _beyond(cands, c, clean, wins_a, totals)
+        p, pairs = _beyond(entries[c], clean, wins_a, totals)
         closest = max(groups, key=lambda g: _overlap(signs[c], signs[g[0]]), default=None)
         explained = pairs < settings.min_pairs or p > settings.alpha / len(order)
         if closest is not None and explained and _overlap(signs[c], signs[closest[0]]) > 0:
@@ -373,13 +366,17 @@ def _findings(enc: Encoded, cands: Candidates, confirmed: np.ndarray, heldout: E
               settings: DiscoverySettings, pair_half: np.ndarray) -> tuple[Finding, ...]:
     if not len(confirmed):
         return ()
-    signs = {int(c): cands.dense(int(c), enc.n_pairs) for c in confirmed}
+    entries = cands.entries([int(c) for c in confirmed])
+    signs = {}
+    for c, (pairs, pair_signs) in entries.items():
+        signs[c] = np.zeros(enc.n_pairs, dtype=np.int8)
+        signs[c][pairs] = pair_signs
     strength = np.abs(every.estimate / every.se)
     order = sorted(signs, key=lambda c: (-round(float(strength[c]), 1), cands.sources[c] != "library"))
     totals = np.bincount(enc.judge_pair, minlength=enc.n_pairs)
     wins_a = np.bincount(enc.judge_pair, weights=enc.judge_a_won, minlength=enc.n_pairs).astype(np.int64)
     heldout_pairs = pair_half == 1
-    groups = fold(cands, order, signs, np.where(heldout_pairs, wins_a, 0), np.where(heldout_pairs, totals, 0),
+    groups = fold(entries, order, signs, np.where(heldout_pairs, wins_a, 0), np.where(heldout_pairs, totals, 0),
                   settings)
     reps = [g[0] for g in groups]
     joint_effect = _joint_effect(enc, reps, signs, heldout_pairs)
@@ -388,7 +385,7 @@ def _findings(enc: Encoded, cands: Candidates, confirmed: np.ndarray, heldout: E
     everywhere = np.ones(enc.n_pairs, dtype=bool)
     for group, (spread, level, estimated) in zip(groups, joint):
         c = group[0]
-        matched, pairs_matched = _matched(enc, cands, c, wins_a, totals)
+        matched, pairs_matched = _matched(enc, cands.removers[c], entries[c], wins_a, totals)
         p_spread = _spread_p(enc, signs[c], everywhere, settings.min_per_annotator)
         findings.append(Finding(
             cands.names[c], cands.specs[c], cands.sources[c], tuple(cands.names[m] for m in group[1:]),
@@ -404,8 +401,9 @@ def discover(judgments: Iterable[Judgment], settings: DiscoverySettings | None =
     """Screen ``judgments`` for the attributes the annotators are biased on (module docstring)."""
     settings = settings or DiscoverySettings()
     enc = encode(judgments, progress)
-    cands = candidate_entries(enc, settings.min_pairs, settings.screen, progress)
-    tested, untestable, confirmed, (heldout, every), pair_half = _test_all(enc, cands, settings)
+    pair_half = prompt_halves(enc.prompts, settings.seed)[enc.pair_prompt]
+    cands = candidate_entries(enc, settings.min_pairs, halves(enc, pair_half), settings.screen, progress)
+    tested, untestable, confirmed, (heldout, every) = _test_all(enc, cands, settings, pair_half)
     if progress is not None:
         progress(f"tested {len(tested):,} candidates; {sum(t.discovered for t in tested)} found on the "
                  f"discovery half, {len(confirmed)} confirmed on the held-out half")

@@ -6,12 +6,18 @@ of the same two texts, either way round, by any annotator, falls on one pair) an
 pair, whether the pair's side ``a`` won and its annotator. Memory grows with the distinct texts and
 with a few integers per judgment.
 
-:func:`candidate_entries` turns every candidate into sparse *pair entries* ``(candidate, pair,
-sign)``: the pairs whose two sides differ on the candidate, ``sign = +1`` where side ``a`` carries
-it. Library candidates are evaluated once per distinct response (``length`` once per pair); data
-candidates come from :func:`badpo.audit.candidates.text_features` and are kept when they differ
-between the sides of at least ``min_pairs`` pairs; features that differ on exactly the same pairs
-the same way are one candidate (the first of ``starts``, ``ends``, ``has``, fewest words first).
+:func:`candidate_entries` gives every candidate its *pair entries*: the pairs whose two sides
+differ on it, with ``sign = +1`` where side ``a`` carries it, and the sums from which its effect on
+each half is computed (:func:`badpo.audit.discover_stats.effect_sums`). Library candidates are
+evaluated once per distinct response (``length`` once per pair) and kept as an int8 [pairs,
+library] table. Data candidates come from :func:`badpo.audit.candidates.text_features`: the n-grams
+are hashed (one 64-bit integer per response and n-gram, in chunks of responses), those carried by
+fewer than ``2 min_pairs`` responses are dropped, and the rest are compared pair by pair in chunks,
+adding to their sums; their entries are never all held, and are recomputed in one pass for the
+few candidates that are confirmed. A data candidate needs ``2 min_pairs`` differing pairs, and
+features that differ on exactly the same pairs the same way are one candidate (the first of
+``starts``, ``ends``, ``has``, fewest words first). Memory: the distinct responses, a few integers
+per judgment and pair, and one 8-byte hash then one 4-byte id per (response, kept n-gram).
 """
 
 from __future__ import annotations
@@ -24,10 +30,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from badpo.audit.candidates import LIBRARY, feature_name, feature_spec, text_features
+from badpo.audit.discover_stats import effect_sums
 from badpo.core.attributes import STRIPPERS, resolve_attributes
 from badpo.core.judgments import Judgment
 
-__all__ = ["Candidates", "Encoded", "Progress", "candidate_entries", "encode", "library_candidates"]
+__all__ = ["Candidates", "Encoded", "Halves", "Progress", "candidate_entries", "encode", "library_candidates"]
 
 Progress = Callable[[str], None]
 _EVERY = 200_000  # judgments between two progress lines
@@ -50,24 +57,38 @@ class Encoded:
         return len(self.pair_a)
 
 
+Halves = list[tuple[np.ndarray, np.ndarray]]  # (wins of side a, judgments) per pair, per set of pairs
+
+
 @dataclass(frozen=True)
 class Candidates:
     names: list[str]  # attribute (coordinate) names
     specs: list[str]  # what `badpo train` takes: attributes=[spec, ...]
     sources: list[str]  # "library" or "data"
     removers: list[Callable[[str], str] | None]  # an edit removing the attribute alone, if any
-    entry_candidate: np.ndarray  # [E]
-    entry_pair: np.ndarray  # [E]
-    entry_sign: np.ndarray  # [E] +1: side a carries the candidate, -1: side b
+    sums: np.ndarray  # [sets, 6, C]: discover_stats.effect_sums per set of pairs (the halves given)
+    library_signs: np.ndarray  # [P, L] int8: each library candidate's sign on every pair
+    load: Callable[[list[int]], dict[int, tuple[np.ndarray, np.ndarray]]]  # data candidates' entries
 
     def __len__(self) -> int:
         return len(self.names)
 
+    def entries(self, indices: list[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """candidate -> (pairs whose sides differ in it, +1 / -1: side a / b carries it); the data
+        candidates' in one pass over the pairs."""
+        n_library = self.library_signs.shape[1]
+        out = {c: self._library(c) for c in indices if c < n_library}
+        return out | self.load([c for c in indices if c >= n_library])
+
+    def _library(self, c: int) -> tuple[np.ndarray, np.ndarray]:
+        pairs = np.flatnonzero(self.library_signs[:, c])
+        return pairs, self.library_signs[pairs, c]
+
     def dense(self, index: int, n_pairs: int) -> np.ndarray:
         """The candidate's sign on every pair (0: both sides alike), int8 [P]."""
         out = np.zeros(n_pairs, dtype=np.int8)
-        mask = self.entry_candidate == index
-        out[self.entry_pair[mask]] = self.entry_sign[mask]
+        pairs, signs = self.entries([index])[index]
+        out[pairs] = signs
         return out
 
 
@@ -147,26 +168,45 @@ def _library_signs(enc: Encoded, progress: Progress | None) -> tuple[list[tuple[
     return library, signs
 
 
+_TEXT_CHUNK = 50_000  # responses hashed at a time
+_PAIR_CHUNK = 20_000  # pairs compared at a time
+
+
+def _hash_chunks(texts: list[str]) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray, np.ndarray]:
+    """Per chunk of responses (CSR offsets, one 64-bit hash per response and n-gram), and every
+    distinct hash with the number of responses that carry it."""
+    chunks = []
+    unique, counts = np.zeros(0, np.int64), np.zeros(0, np.int64)
+    for start in range(0, len(texts), _TEXT_CHUNK):
+        flat, offsets = array("q"), array("q", [0])
+        for text in texts[start:start + _TEXT_CHUNK]:
+            flat.extend(hash(feature) for feature in text_features(text))
+            offsets.append(len(flat))
+        hashes = np.array(flat, dtype=np.int64)
+        chunk_unique, chunk_counts = np.unique(hashes, return_counts=True)
+        unique, inverse = np.unique(np.concatenate([unique, chunk_unique]), return_inverse=True)
+        counts = np.bincount(inverse, weights=np.concatenate([counts, chunk_counts])).astype(np.int64)
+        chunks.append((np.array(offsets, dtype=np.int64), hashes))
+    return chunks, unique, counts
+
+
 def _feature_table(texts: list[str], min_texts: int
                    ) -> tuple[list[tuple[str, tuple[str, ...]]], np.ndarray, np.ndarray]:
-    """(features, CSR offsets [T + 1], feature ids) of every response, keeping only the features
-    that at least ``min_texts`` responses carry (fewer cannot differ on that many pairs). The
-    first pass holds one 64-bit hash per (response, feature), not the features themselves."""
-    flat = array("q")
-    offsets = array("q", [0])
-    for text in texts:
-        flat.extend(hash(feature) for feature in text_features(text))
-        offsets.append(len(flat))
-    hashes = np.frombuffer(flat, dtype=np.int64) if len(flat) else np.zeros(0, np.int64)
-    unique, inverse, counts = np.unique(hashes, return_inverse=True, return_counts=True)
-    del hashes, flat
-    kept = counts >= min_texts
-    new_id = np.where(kept, np.cumsum(kept) - 1, -1)[inverse]
-    del inverse
-    keep_rows = new_id >= 0
-    kept_before = np.concatenate([[0], np.cumsum(keep_rows)])  # kept entries before each position
-    offsets_kept = kept_before[np.frombuffer(offsets, dtype=np.int64)]
-    wanted = {int(h): i for i, h in enumerate(unique[kept].tolist())}
+    """(features, CSR offsets [T + 1], feature ids int32) of every response, keeping only the
+    features that at least ``min_texts`` responses carry (fewer cannot differ on that many pairs);
+    the n-grams are held as hashes until the kept ones are named."""
+    chunks, unique, counts = _hash_chunks(texts)
+    kept = unique[counts >= min_texts]  # sorted
+    offsets, flat, base = [np.zeros(1, np.int64)], [], 0
+    while chunks:
+        chunk_offsets, hashes = chunks.pop(0)
+        position = np.minimum(np.searchsorted(kept, hashes), max(len(kept) - 1, 0))
+        hit = kept[position] == hashes if len(kept) else np.zeros(len(hashes), dtype=bool)
+        kept_before = np.concatenate([[0], np.cumsum(hit)])
+        offsets.append(base + kept_before[chunk_offsets[1:]])
+        flat.append(position[hit].astype(np.int32))
+        base += int(hit.sum())
+    wanted = {int(h): i for i, h in enumerate(kept.tolist())}
     features: list = [None] * len(wanted)
     for text in texts:  # the second pass names the kept hashes, until every one is named
         if not wanted:
@@ -175,7 +215,7 @@ def _feature_table(texts: list[str], min_texts: int
             index = wanted.pop(hash(feature), None)
             if index is not None:
                 features[index] = feature
-    return features, offsets_kept.astype(np.int64), new_id[keep_rows]
+    return features, np.concatenate(offsets), np.concatenate(flat) if flat else np.zeros(0, np.int32)
 
 
 def _gather(offsets: np.ndarray, flat: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -183,49 +223,79 @@ def _gather(offsets: np.ndarray, flat: np.ndarray, rows: np.ndarray) -> tuple[np
     lengths = offsets[rows + 1] - offsets[rows]
     owner = np.repeat(np.arange(len(rows)), lengths)
     starts = np.repeat(offsets[rows] - np.cumsum(lengths) + lengths, lengths)
-    return owner, flat[starts + np.arange(len(owner))]
+    return owner, flat[starts + np.arange(len(owner))].astype(np.int64)
 
 
-def _pair_feature_signs(enc: Encoded, offsets: np.ndarray, flat: np.ndarray
-                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(feature, pair, sign) of every feature that one side of a pair carries and the other not."""
-    pair_a, feature_a = _gather(offsets, flat, enc.pair_a)
-    pair_b, feature_b = _gather(offsets, flat, enc.pair_b)
-    key = np.concatenate([feature_a * enc.n_pairs + pair_a, feature_b * enc.n_pairs + pair_b])
-    sign = np.concatenate([np.ones(len(pair_a), np.int64), -np.ones(len(pair_b), np.int64)])
+def _differing(enc: Encoded, offsets: np.ndarray, flat: np.ndarray, start: int, stop: int
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(feature, pair, sign) of the features that one side of a pair in [start, stop) carries
+    and the other not (sign +1: side a)."""
+    width = stop - start
+    pair_a, feature_a = _gather(offsets, flat, enc.pair_a[start:stop])
+    pair_b, feature_b = _gather(offsets, flat, enc.pair_b[start:stop])
+    key = np.concatenate([feature_a * width + pair_a, feature_b * width + pair_b])
+    sign = np.concatenate([np.ones(len(pair_a), np.int8), -np.ones(len(pair_b), np.int8)])
     unique, inverse = np.unique(key, return_inverse=True)
     total = np.bincount(inverse, weights=sign, minlength=len(unique))
     keep = total != 0
-    return unique[keep] // enc.n_pairs, unique[keep] % enc.n_pairs, total[keep].astype(np.int8)
+    return unique[keep] // width, unique[keep] % width + start, total[keep].astype(np.int8)
+
+
+def _mixed(pair: np.ndarray, sign: np.ndarray) -> np.ndarray:
+    """A pseudo-random 53-bit number per (pair, sign), for telling identical features apart."""
+    mixed = (pair.astype(np.uint64) * np.uint64(2) + (sign > 0)) * np.uint64(0x9E3779B97F4A7C15)
+    return ((mixed ^ (mixed >> np.uint64(29))) >> np.uint64(11)).astype(np.float64)
+
+
+def _stream(enc: Encoded, offsets: np.ndarray, flat: np.ndarray, n_features: int, halves: Halves):
+    """Every feature's effect sums per set of pairs [sets, 6, F] and, to tell identical features
+    apart, the sum of :func:`_mixed` over its entries, accumulated chunk by chunk over the pairs."""
+    sums = np.zeros((len(halves), 6, n_features))
+    fingerprint = np.zeros(n_features)
+    for start in range(0, enc.n_pairs, _PAIR_CHUNK):
+        feature, pair, sign = _differing(enc, offsets, flat, start, min(start + _PAIR_CHUNK, enc.n_pairs))
+        for index, (wins_a, totals) in enumerate(halves):
+            sums[index] += effect_sums(feature, pair, sign, wins_a, totals, n_features)
+        fingerprint += np.bincount(feature, weights=_mixed(pair, sign), minlength=n_features)
+    return sums, fingerprint
 
 
 def _order_key(feature: tuple[str, tuple[str, ...]]) -> tuple[int, int, tuple[str, ...]]:
     return (("starts", "ends", "has").index(feature[0]), len(feature[1]), feature[1])
 
 
-def _distinct_features(feature: np.ndarray, pair: np.ndarray, sign: np.ndarray, kept: np.ndarray,
-                       features: list) -> list[int]:
-    """Of the ``kept`` feature ids, one per set of identical (pair, sign) entries."""
-    mixed = (pair.astype(np.uint64) * np.uint64(2) + (sign > 0)) * np.uint64(0x9E3779B97F4A7C15)
-    mixed ^= mixed >> np.uint64(29)
-    n = int(feature.max()) + 1 if len(feature) else 0
-    total = np.bincount(feature, weights=(mixed >> np.uint64(11)).astype(np.float64), minlength=n)
-    count = np.bincount(feature, minlength=n)
-    chosen: dict[tuple[float, int], int] = {}
+def _distinct(features: list, kept: np.ndarray, fingerprint: np.ndarray, pairs: np.ndarray) -> list[int]:
+    """Of the ``kept`` feature ids, one per set of identical (pair, sign) entries, in name order."""
+    chosen: dict[tuple[float, float], int] = {}
     for f in sorted(kept.tolist(), key=lambda i: _order_key(features[i])):
-        chosen.setdefault((float(total[f]), int(count[f])), f)
+        chosen.setdefault((float(fingerprint[f]), float(pairs[f])), f)
     return sorted(chosen.values(), key=lambda i: _order_key(features[i]))
 
 
-def _data_candidates(enc: Encoded, min_pairs: int, taken: set[str], progress: Progress | None):
+def _loader(enc: Encoded, offsets: np.ndarray, flat: np.ndarray, feature_of: list[int], first: int):
+    """The ``Candidates.load`` of the data candidates: candidate ``first + k`` is feature
+    ``feature_of[k]``; one pass over the pairs for any number of them."""
+    def load(indices: list[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        if not indices:
+            return {}
+        keys = np.array([feature_of[c - first] for c in indices], dtype=np.int64)
+        parts = []
+        for start in range(0, enc.n_pairs, _PAIR_CHUNK):
+            found = _differing(enc, offsets, flat, start, min(start + _PAIR_CHUNK, enc.n_pairs))
+            mask = np.isin(found[0], keys)
+            parts.append([column[mask] for column in found])
+        feature, pair, sign = (np.concatenate(column) for column in zip(*parts))
+        return {c: (pair[feature == key], sign[feature == key]) for c, key in zip(indices, keys.tolist())}
+    return load
+
+
+def _data_candidates(enc: Encoded, min_pairs: int, taken: set[str], halves: Halves, first: int,
+                     progress: Progress | None):
     start = time.monotonic()
     features, offsets, flat = _feature_table(enc.texts, 2 * min_pairs)
-    feature, pair, sign = _pair_feature_signs(enc, offsets, flat)
-    counts = np.bincount(feature, minlength=len(features))
-    kept = _distinct_features(feature, pair, sign, np.flatnonzero(counts >= 2 * min_pairs), features)
-    new_id = np.full(len(features), -1, dtype=np.int64)
-    new_id[kept] = np.arange(len(kept))
-    mask = new_id[feature] >= 0
+    sums, fingerprint = _stream(enc, offsets, flat, len(features), halves)
+    pairs_all = sums[-1, 0]
+    kept = _distinct(features, np.flatnonzero(pairs_all >= 2 * min_pairs), fingerprint, pairs_all)
     names, specs = [], []
     for f in kept:
         name = feature_name(*features[f])
@@ -235,30 +305,29 @@ def _data_candidates(enc: Encoded, min_pairs: int, taken: set[str], progress: Pr
         names.append(name)
         specs.append(feature_spec(*features[f], name=name))
     if progress is not None:
-        progress(f"data screen: {len(features):,} n-grams, {len(kept):,} differ on >= {2 * min_pairs} pairs "
-                 f"({time.monotonic() - start:.0f} s)")
-    return names, specs, new_id[feature[mask]], pair[mask], sign[mask]
+        progress(f"data screen: {len(features):,} n-grams carried by >= {2 * min_pairs} responses, {len(kept):,} "
+                 f"distinct ones differ on >= {2 * min_pairs} pairs ({time.monotonic() - start:.0f} s)")
+    return names, specs, sums[:, :, kept], _loader(enc, offsets, flat, kept, first)
 
 
-def _remover(name: str, attribute) -> Callable[[str], str] | None:
-    return attribute.remove or STRIPPERS.get(attribute.kind)
-
-
-def candidate_entries(enc: Encoded, min_pairs: int, screen: bool = True,
+def candidate_entries(enc: Encoded, min_pairs: int, halves: Halves, screen: bool = True,
                       progress: Progress | None = None) -> Candidates:
-    """Every candidate's pair entries: the library's, then (with ``screen``) the data's."""
+    """Every candidate, the library's then (with ``screen``) the data's, with its effect sums on
+    each set of pairs of ``halves``."""
     library, signs = _library_signs(enc, progress)
     pair, column = np.nonzero(signs)
     names = [name for name, _, _ in library]
     specs = [spec for _, spec, _ in library]
-    removers = [_remover(name, attribute) for name, _, attribute in library]
-    parts = [(column.astype(np.int64), pair.astype(np.int64), signs[pair, column])]
+    removers = [attribute.remove or STRIPPERS.get(attribute.kind) for _, _, attribute in library]
+    sums = [np.stack([effect_sums(column, pair, signs[pair, column], wins_a, totals, len(library))
+                      for wins_a, totals in halves])]
+    load = _loader(enc, np.zeros(1, np.int64), np.zeros(0, np.int32), [], len(library))
     if screen and enc.n_pairs:
-        extra_names, extra_specs, cand, extra_pair, extra_sign = _data_candidates(enc, min_pairs, set(names), progress)
-        parts.append((cand + len(names), extra_pair, extra_sign))
+        extra_names, extra_specs, extra_sums, load = _data_candidates(enc, min_pairs, set(names), halves,
+                                                                      len(library), progress)
         names += extra_names
         specs += extra_specs
+        sums.append(extra_sums)
         removers += [resolve_attributes([s]).attributes[0].remove for s in extra_specs]
-    candidate, pair, sign = (np.concatenate(c) for c in zip(*parts))
     sources = ["library"] * len(library) + ["data"] * (len(names) - len(library))
-    return Candidates(names, specs, sources, removers, candidate, pair, sign.astype(np.int8))
+    return Candidates(names, specs, sources, removers, np.concatenate(sums, axis=2), signs, load)

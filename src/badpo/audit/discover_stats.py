@@ -23,7 +23,8 @@ from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["Effects", "benjamini_hochberg", "chi2_quantile", "chi2_sf", "effects",
+__all__ = ["Effects", "benjamini_hochberg", "chi2_quantile", "chi2_sf", "effect_sums", "effects",
+           "effects_from_sums",
            "homogeneity_p", "normal_p", "simes2", "spread_sd"]
 
 _NORMAL = NormalDist()
@@ -48,17 +49,20 @@ class Effects:
         return self.estimate - z * self.se, self.estimate + z * self.se
 
 
-def effects(candidate: np.ndarray, pair: np.ndarray, sign: np.ndarray, wins_a: np.ndarray,
-            totals: np.ndarray, n_candidates: int) -> Effects:
-    """The shared effect of every candidate from its pair entries (candidate, pair, sign) and each
-    pair's judgments (``totals``) and wins of side a (``wins_a``); entries on pairs with no
-    judgment (another half's) count for nothing."""
+def effect_sums(candidate: np.ndarray, pair: np.ndarray, sign: np.ndarray, wins_a: np.ndarray,
+                totals: np.ndarray, n_candidates: int) -> np.ndarray:
+    """The sufficient statistics of :func:`effects`, [6, n_candidates]: pairs with a judgment,
+    judgments N, wins W of the candidate's side, and the sums of w^2, w n and n^2 over pairs; they
+    add over disjoint sets of pairs, so a screen can accumulate them chunk by chunk."""
     n = totals[pair].astype(np.float64)
     w = np.where(sign > 0, wins_a[pair], totals[pair] - wins_a[pair]).astype(np.float64)
-    count = lambda weights: np.bincount(candidate, weights=weights, minlength=n_candidates)  # noqa: E731
-    pairs = count((n > 0).astype(np.float64))
-    judgments, wins = count(n), count(w)
-    sum_ww, sum_wn, sum_nn = count(w * w), count(w * n), count(n * n)
+    return np.stack([np.bincount(candidate, weights=weights, minlength=n_candidates)
+                     for weights in ((n > 0).astype(np.float64), n, w, w * w, w * n, n * n)])
+
+
+def effects_from_sums(sums: np.ndarray) -> Effects:
+    """:class:`Effects` from :func:`effect_sums` (module docstring)."""
+    pairs, judgments, wins, sum_ww, sum_wn, sum_nn = sums
     smooth = (wins + 0.5) / (judgments + 1.0)
     safe = np.maximum(judgments, 1.0)
     residual = np.maximum(sum_ww - 2 * smooth * sum_wn + smooth ** 2 * sum_nn, 0.0)
@@ -67,6 +71,14 @@ def effects(candidate: np.ndarray, pair: np.ndarray, sign: np.ndarray, wins_a: n
     estimate = np.log((wins + 0.5) / (judgments - wins + 0.5))
     se = np.sqrt(variance) / (smooth * (1 - smooth))
     return Effects(pairs.astype(np.int64), judgments.astype(np.int64), wins.astype(np.int64), estimate, se)
+
+
+def effects(candidate: np.ndarray, pair: np.ndarray, sign: np.ndarray, wins_a: np.ndarray,
+            totals: np.ndarray, n_candidates: int) -> Effects:
+    """The shared effect of every candidate from its pair entries (candidate, pair, sign) and each
+    pair's judgments (``totals``) and wins of side a (``wins_a``); entries on pairs with no
+    judgment (another half's) count for nothing."""
+    return effects_from_sums(effect_sums(candidate, pair, sign, wins_a, totals, n_candidates))
 
 
 def normal_p(z: np.ndarray) -> np.ndarray:
