@@ -8,7 +8,9 @@ Per world: the share of seeds on which each planted attribute is reported (recal
 clusters that are not planted (false discoveries, with the seeds they came from), the share of null
 seeds that report anything, and the seconds per seed.
 
-    python benchmarks/discover_worlds.py [--seeds 20] [--worlds signed multipref ending]
+``--worlds`` also takes harder variants of the ending world (:data:`VARIANTS`).
+
+    python benchmarks/discover_worlds.py [--seeds 20] [--worlds signed multipref ending ending-weak ...]
 """
 
 from __future__ import annotations
@@ -24,27 +26,35 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the wo
 from badpo.audit.discover import discover  # noqa: E402
 from fixtures.discover_worlds import PLANTED, WORLDS  # noqa: E402
 
+# harder variants of the ending world: (world, its keyword arguments)
+VARIANTS = {
+    "ending-weak": ("ending", {"mean": 0.3, "sigma": 0.0}),  # a small shared effect, no spread
+    "ending-small": ("ending", {"n_pairs": 500}),  # the default bias on a quarter of the pairs
+    "ending-spread-only": ("ending", {"mean": 0.0, "sigma": 1.0}),  # annotators disagree, no shared effect
+}
+
 
 def run_world(name: str, seeds: int) -> dict:
+    world, options = VARIANTS.get(name, (name, {}))
     recall: Counter = Counter()
     false: Counter = Counter()
     null_any = []
     start = time.monotonic()
     for seed in range(seeds):
-        found = {f.name for f in discover(WORLDS[name](seed)).findings}
-        recall.update(found & PLANTED[name])
-        false.update(found - PLANTED[name])
-        null_found = [f.name for f in discover(WORLDS[name](seed, null=True)).findings]
+        found = {f.name for f in discover(WORLDS[world](seed, **options)).findings}
+        recall.update(found & PLANTED[world])
+        false.update(found - PLANTED[world])
+        null_found = [f.name for f in discover(WORLDS[world](seed, null=True, **options)).findings]
         if null_found:
             null_any.append((seed, null_found))
-    return {"recall": {a: recall[a] / seeds for a in sorted(PLANTED[name])}, "false": dict(false),
+    return {"recall": {a: recall[a] / seeds for a in sorted(PLANTED[world])}, "false": dict(false),
             "null_any": null_any, "seconds_per_seed": (time.monotonic() - start) / (2 * seeds)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
-    parser.add_argument("--worlds", nargs="+", default=list(WORLDS), choices=list(WORLDS))
+    parser.add_argument("--worlds", nargs="+", default=list(WORLDS), choices=[*WORLDS, *VARIANTS])
     args = parser.parse_args()
     print(f"| world | planted: recall over {args.seeds} seeds | unplanted findings (planted worlds) | "
           f"null seeds reporting anything | s / world |")

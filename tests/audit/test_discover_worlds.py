@@ -34,6 +34,13 @@ def test_the_ending_world_is_found_by_the_data_screen_as_a_declarable_spec():
     assert attribute.fn("", "1 2 3 indeed") == 1.0 and attribute.fn("", "indeed 1 2 3") == 0.0
 
 
+def test_a_bias_the_annotators_disagree_on_without_a_shared_effect_is_found_by_its_spread():
+    """theta_k ~ N(0, 1) on the ending: the pooled log-odds is near 0, the homogeneity test is not."""
+    [finding] = discover(ending_world(0, mean=0.0, sigma=1.0)).findings
+    assert finding.name == "ends_indeed" and finding.effect[1] < 0 < finding.effect[2]
+    assert finding.p_spread < 1e-6 and finding.spread[1] > 0.5
+
+
 def test_names_are_matched_on_swap_pairs_and_length_has_no_edit():
     woman = {f.name: f for f in discover(signed_world(0)).findings}["woman_coded"]
     assert woman.pairs_matched > 100 and woman.matched[1] > 0  # swap pairs: one body under two names

@@ -8,7 +8,8 @@ between the two sides of a pair), each as an attribute spec ``badpo train`` acce
 
 **The test**, per candidate, on the pairs whose two sides differ in it: the shared effect (the
 log-odds that its side wins, with a pair-clustered standard error; :mod:`badpo.audit.discover_stats`)
-and, for the library, the spread across annotators (a homogeneity test), combined by Simes. The
+and, for the library and the ``SPREAD_DATA`` data candidates that differ on the most pairs, the
+spread across annotators (a homogeneity test), combined by Simes. The
 prompts are split in two halves by a hash of the prompt text (``seed``): every candidate with at
 least ``min_pairs`` differing pairs in each half is tested on the first, with Benjamini-Hochberg at
 false discovery rate ``alpha`` over all of them; what it finds is tested again on the held-out half,
@@ -63,6 +64,7 @@ __all__ = ["Discovery", "DiscoverySettings", "Finding", "Tested", "discover"]
 _NORMAL = NormalDist()
 CLUSTER_LINK = 0.6  # containment of pair signs that puts two candidates in one cluster
 POWER = 0.8  # the power of the smallest effect reported when nothing is found
+SPREAD_DATA = 100  # data candidates (those differing on the most pairs) whose spread is tested too
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,7 @@ class Tested:
     effect: float  # log-odds that its side wins, all data
     pairs_discovery: int
     effect_discovery: float
-    p_discovery: float  # Simes of effect and spread (library), effect alone (data)
+    p_discovery: float  # Simes of effect and spread where the spread is tested, else the effect's
     p_spread_discovery: float | None
     pairs_heldout: int
     effect_heldout: float
@@ -214,16 +216,27 @@ def halves(enc: Encoded, pair_half: np.ndarray) -> Halves:
         (wins_a, totals)]
 
 
+def _spread_tests(enc: Encoded, cands: Candidates, testable: np.ndarray, every: Effects,
+                  settings: DiscoverySettings, pair_half: np.ndarray) -> np.ndarray:
+    """The homogeneity p-values [2, C] (nan: not tested) of the testable library candidates and of
+    the SPREAD_DATA testable data candidates that differ on the most pairs (chosen without the labels)."""
+    n_library = cands.library_signs.shape[1]
+    data = [c for c in np.argsort(-every.pairs, kind="stable").tolist() if c >= n_library and testable[c]]
+    chosen = [c for c in range(n_library) if testable[c]] + data[:SPREAD_DATA]
+    spread = np.full((2, len(cands)), np.nan)
+    for c, (pairs, pair_signs) in cands.entries(chosen).items():
+        signs = np.zeros(enc.n_pairs, dtype=np.int8)
+        signs[pairs] = pair_signs
+        for half in (0, 1):
+            spread[half, c] = _spread_p(enc, signs, pair_half == half, settings.min_per_annotator)
+    return spread
+
+
 def _test_all(enc: Encoded, cands: Candidates, settings: DiscoverySettings, pair_half: np.ndarray):
     first, second, every = (effects_from_sums(sums) for sums in cands.sums)
-    spread = np.full((2, len(cands)), np.nan)
-    for c, source in enumerate(cands.sources):
-        if source == "library" and min(first.pairs[c], second.pairs[c]) >= settings.min_pairs:
-            signs = cands.library_signs[:, c]
-            for half in (0, 1):
-                spread[half, c] = _spread_p(enc, signs, pair_half == half, settings.min_per_annotator)
-    p_a, p_b = simes2(first.p, spread[0]), simes2(second.p, spread[1])
     testable = (first.pairs >= settings.min_pairs) & (second.pairs >= settings.min_pairs)
+    spread = _spread_tests(enc, cands, testable, every, settings, pair_half)
+    p_a, p_b = simes2(first.p, spread[0]), simes2(second.p, spread[1])
     by_effect = np.isnan(spread[0]) | (first.p <= spread[0])
     agree = ~by_effect | (np.sign(first.estimate) == np.sign(second.estimate))
     discovered, confirmed = _select(p_a, p_b, testable, agree, settings.alpha)
