@@ -15,6 +15,8 @@ from badpo.audit.discover import discover
 from badpo.cli import main
 from badpo.core.attributes import resolve_attributes
 from badpo.core.judgments import write_judgments
+from badpo.corpora.signing import SigningConfig, sign_corpus
+from badpo.corpora.tiny import TinyWorldConfig, tiny_base_pairs
 from fixtures.discover_worlds import PLANTED, WORLDS, ending_world, signed_world
 
 
@@ -47,6 +49,19 @@ def test_names_are_matched_on_swap_pairs_and_length_has_no_edit():
     length = {f.name: f for f in discover(WORLDS["multipref"](0)).findings}["length"]
     assert length.pairs_matched is None and length.matched is None
     assert any(member.startswith("ends_") for member in length.members)  # the endings make a side longer
+
+
+def test_a_quality_marker_is_reported_with_a_caution_and_planted_biases_without():
+    """Tiny world with quality "gaps" and no planted bias: a left-out digit is written "?", so the
+    side with "?" is worse and loses; labels alone cannot tell that from a bias against question
+    marks, and the caution says so (no matched pair, no spread). The planted worlds carry none."""
+    zero = {"A": [0.0, 0.0], "B": [0.0, 0.0], "C": [0.0, 0.0]}
+    config = TinyWorldConfig(quality="gaps", signing=SigningConfig(seed=0, class_means=zero, sigma=0.0))
+    [finding] = discover(sign_corpus(tiny_base_pairs(config)[0], config.signing).train).findings
+    assert finding.name == "question" and finding.effect[2] < 0
+    assert finding.caution is not None and "quality" in finding.caution
+    for world in WORLDS:
+        assert all(f.caution is None for f in discover(WORLDS[world](0)).findings), world
 
 
 @pytest.mark.parametrize("world", sorted(WORLDS))

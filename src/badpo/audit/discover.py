@@ -38,6 +38,7 @@ the robust level of those estimates (:func:`badpo.audit.joint.robust_level`); th
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -123,6 +124,7 @@ class Finding:
     p_spread: float | None  # homogeneity over all data
     level: float | None  # robust level of the annotators' joint estimates
     annotators: int  # annotators with a joint estimate
+    caution: str | None = None  # why this may be quality rather than bias (:func:`caution`)
 
 
 @dataclass(frozen=True)
@@ -375,6 +377,20 @@ def _joint(enc: Encoded, reps: list[int], signs: dict[int, np.ndarray], names: l
     return out
 
 
+def caution(finding: Finding, alpha: float) -> str | None:
+    """Why a finding may be a quality difference that goes with the attribute, or None: the
+    matched pairs (quality held) do not show the effect, or there are none and the annotators
+    agree on it (no spread), as they agree on quality."""
+    if finding.matched is not None and finding.matched[1] <= 0 <= finding.matched[2]:
+        return (f"on the {finding.pairs_matched} pairs that differ in it alone (quality held) the effect is "
+                f"{finding.matched[0]:+.2f} [{finding.matched[1]:+.2f}, {finding.matched[2]:+.2f}]: it may be quality")
+    agree = finding.p_spread is None or finding.p_spread > alpha
+    if finding.matched is None and agree:
+        return ("no pair differs in it alone and the annotators agree on it (no spread beyond noise), as "
+                "they would on a quality difference that goes with it; declare it only if it is not quality")
+    return None
+
+
 def _findings(enc: Encoded, cands: Candidates, confirmed: np.ndarray, heldout: Effects, every: Effects,
               settings: DiscoverySettings, pair_half: np.ndarray) -> tuple[Finding, ...]:
     if not len(confirmed):
@@ -406,7 +422,7 @@ def _findings(enc: Encoded, cands: Candidates, confirmed: np.ndarray, heldout: E
             int(heldout.pairs[c]), joint_effect[c], matched, pairs_matched, spread,
             None if np.isnan(p_spread) else float(p_spread), level, estimated))
     findings.sort(key=lambda f: -abs(f.effect[0]))
-    return tuple(findings)
+    return tuple(dataclasses.replace(f, caution=caution(f, settings.alpha)) for f in findings)
 
 
 def discover(judgments: Iterable[Judgment], settings: DiscoverySettings | None = None,

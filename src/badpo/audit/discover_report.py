@@ -109,13 +109,16 @@ def format_discovery(result: Discovery) -> str:
     ]
     if result.findings:
         lines += [f"found {len(result.findings)} attribute(s) the annotators are biased on:",
-                  *_table(result.findings), "",
+                  *_table(result.findings), ""]
+        lines += [f"caution, {f.name}: {f.caution}" for f in result.findings if f.caution]
+        lines += ["" if any(f.caution for f in result.findings) else None,
                   "effect: log-odds that the side carrying it wins, over all pairs whose sides differ in it "
                   "(pairs as clusters);", "  a quality difference that goes with the attribute is in it too; "
                   "matched: on pairs identical but for it (quality held);",
                   "  spread: sd of the annotators' joint estimates beyond their noise; level: their robust centre",
                   "", "declare them (badpo train -c CONFIG '...' or badpo.train(..., attributes=[...])):",
                   f"  {result.attributes_line()}"]
+        lines = [line for line in lines if line is not None]
     else:
         lines += _nothing(result)
     lines += _untestable(result) + [f"note: {note}" for note in result.notes]
