@@ -54,12 +54,17 @@ def _matched(finding: Finding) -> str:
     return f"{_interval(finding.matched)} ({finding.pairs_matched})"
 
 
+def _members(members: tuple[str, ...], shown: int = 5) -> str:
+    more = f" and {len(members) - shown} more" if len(members) > shown else ""
+    return ", ".join(members[:shown]) + more if members else "-"
+
+
 def _table(findings: tuple[Finding, ...]) -> list[str]:
     header = ["rank", "attribute", "effect [95% CI]", "held-out", "joint", "matched (pairs)", "spread tau [95% CI]",
               "level", "pairs", "annotators", "also"]
     rows = [[str(i), f.name, _interval(f.effect), _signed(f.heldout[0]), _signed(f.joint[0]), _matched(f), _spread(f),
              "-" if f.level is None else _signed(f.level), str(f.pairs), str(f.annotators),
-             ", ".join(f.members) or "-"] for i, f in enumerate(findings, start=1)]
+             _members(f.members)] for i, f in enumerate(findings, start=1)]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *rows]]
     return [lines[0], "-" * len(lines[0]), *lines[1:]]
@@ -100,8 +105,8 @@ def format_discovery(result: Discovery) -> str:
     lines = [
         f"badpo audit --discover: {result.n_judgments:,} judgments, {result.n_pairs:,} pairs, "
         f"{result.n_prompts:,} prompts, {result.n_annotators:,} annotators",
-        f"candidates: {result.n_library} from the library, {result.n_data} from the data screen (n-grams "
-        f"differing on >= {2 * settings.min_pairs} pairs); {len(result.tested)} tested (>= {settings.min_pairs} "
+        f"candidates: {result.n_library} from the library, {result.n_data:,} from the data screen (n-grams "
+        f"differing on >= {2 * settings.min_pairs} pairs); {len(result.tested):,} tested (>= {settings.min_pairs} "
         "differing pairs in each half of the prompts)",
         f"discovery half: {found} found (Benjamini-Hochberg, FDR {settings.alpha:g}); held-out half: "
         f"{confirmed} confirmed; {len(result.findings)} cluster(s) reported",
@@ -192,8 +197,9 @@ def write_discovery(result: Discovery, directory: str | Path, overwrite: bool = 
             writer.writerow(["" if v is None else v for v in dataclasses.astuple(row)])
     plot_discovery(result, out / "discover-forest.png")
     (out / "discover.md").write_text(f"# badpo audit --discover\n\n```\n{format_discovery(result)}```\n\n"
-                                     "Files: discover.json (everything), discover.csv (every tested candidate, "
-                                     "best first), discover-forest.png (the plot).\n", encoding="utf-8")
+                                     "Files: discover.json (everything: every cluster's members in full), "
+                                     "discover.csv (every tested candidate, best first), discover-forest.png "
+                                     "(the plot).\n", encoding="utf-8")
     return [out / name for name in REPORT_FILES]
 
 
