@@ -188,3 +188,10 @@ def test_too_few_pairs_is_told_what_cannot_be_tested():
     assert "markdown: 10 pairs differ in it" in text and "the test needs 20 in each" in text
     assert "length: 10 pairs differ in it" in text  # 4 words against 2
     assert "never differs between the two sides of a pair here: woman_coded, black_coded, md_header," in text
+
+
+def test_few_prompts_are_named_as_the_reason_nothing_can_be_tested():
+    rows = [_judgment("one prompt", f"- answer {i}", f"answer {i} here", f"r{i % 4}") for i in range(60)]
+    text = format_discovery(discover(rows))
+    assert "nothing can be tested" in text
+    assert "the data have 1 distinct prompt(s), and a candidate needs pairs in both halves" in text

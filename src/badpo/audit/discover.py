@@ -439,7 +439,11 @@ def discover(judgments: Iterable[Judgment], settings: DiscoverySettings | None =
     findings = _findings(enc, cands, confirmed, heldout, every, settings, pair_half)
     notes = []
     if len(enc.annotators) < 2:
-        notes.append("one annotator: the spread across annotators cannot be tested")
+        notes.append(f"{len(enc.annotators)} annotator(s): the spread across annotators cannot be tested")
+    held_out = int(np.count_nonzero(pair_half == 1))
+    if enc.n_pairs and min(held_out, enc.n_pairs - held_out) < 0.1 * enc.n_pairs:
+        notes.append(f"the split by prompt put {held_out} of {enc.n_pairs} pairs in the held-out half: the data "
+                     f"have {len(enc.prompts)} distinct prompt(s), and a candidate needs pairs in both halves")
     n_library = sum(s == "library" for s in cands.sources)
     return Discovery(len(enc.judge_pair), enc.n_pairs, len(enc.prompts), len(enc.annotators), settings,
                      n_library, len(cands) - n_library, tested, untestable, findings, tuple(notes))
