@@ -32,7 +32,7 @@ EXAMPLES = {
     "markdown": "- a point", "md_list": "1. first", "md_header": "# Title\ntext", "md_bold": "a **big** deal",
     "md_code": "run `ls` now", "md_table": "a | b\n|---|---|\n1 | 2", "emoji": "nice \U0001F600",
     "exclamation": "wow! ok", "question": "ok? fine", "first_person": "I did it", "second_person": "Thank you",
-    "hedge": "it might rain", "refusal": "Sorry, no.", "number": "in 1999 it", "url": "see https://x.org",
+    "hedge": "it might rain", "refusal": "Sorry, no.", "number": "in 1999 it", "unit": "it is 5 km away", "url": "see https://x.org",
     "signature": "text\n\n--- Emily Baker", "opens_affirmation": "Sure, here it is",
     "ends_question": "shall we?", "ends_exclamation": "done!", "woman_coded": "text\n\n--- Emily Baker",
     "black_coded": "text\n\n--- Jamal Baker",

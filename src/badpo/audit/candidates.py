@@ -5,9 +5,10 @@ they are (``attributes=[...]``; :func:`badpo.core.attributes.resolve_attributes`
 built-ins ``length`` (pair-level: the side with at least 1.5 times the other's words),
 ``markdown`` and ``names`` (two coordinates, ``woman_coded`` and ``black_coded``), and ``NAME=regex:``
 specs for markdown elements (lists, headers, bold, code, tables), emoji, exclamation and question
-marks, first- and second-person words, hedges, refusals and apologies, numbers, URLs, a signature
-line, and the form of the first and last sentence (opens with an affirmation, ends with a question
-or an exclamation). Every one is 0/1 per response (``length`` per pair), so its effect is a log-odds.
+marks, first- and second-person words, hedges, refusals and apologies, numbers and numbers with a
+unit, URLs, a signature line, and the form of the first and last sentence (opens with an
+affirmation, ends with a question or an exclamation). Every one is 0/1 per response (``length``
+per pair), so its effect is a log-odds.
 
 **The data screen** (:func:`text_features`) proposes strings nobody listed: per response, the first
 and the last one to three whitespace-separated words (``starts`` / ``ends``) and every word and
@@ -49,6 +50,7 @@ LIBRARY: tuple[str, ...] = (
     r"refusal=regex:(?i)\b(?:sorry|apologi[sz]e|apologies|I can(?:no|')t|I am unable|I'm unable"
     r"|I won't|as an AI)\b",
     r"number=regex:\d",
+    r"unit=regex:\d\s?(?:%|°[CF]?|(?:km|kg|mg|g|m|cm|mm|ml|l|s|ms|h|min|mph|GB|MB|KB|USD|EUR)\b)|[$€£]\s?\d",
     r"url=regex:https?://|\bwww\.",
     r"signature=regex:(?m)^--- \S",
     r"opens_affirmation=regex:(?i)\A\s*(?:sure|certainly|of course|absolutely|great question|yes)\b",
