@@ -142,7 +142,7 @@ def plot_discovery(result: Discovery, path: Path) -> None:
     else:
         best = sorted(result.tested, key=lambda t: t.p_discovery)[:_SHOWN_ROWS]
         rows = [(t.name, (t.effect, t.effect - t.mde, t.effect + t.mde), None, None, None, None) for t in best]
-        title = "nothing found: the best-supported candidates, +- the smallest detectable effect"
+        title = "nothing found: the best-supported candidates"
     figure = Figure(figsize=(7.5, 1.6 + 0.4 * max(len(rows), 1)), dpi=100)
     FigureCanvasAgg(figure)
     axes = figure.add_subplot(1, 1, 1)
@@ -162,8 +162,10 @@ def plot_discovery(result: Discovery, path: Path) -> None:
     axes.set_yticklabels([r[0] for r in reversed(rows)], fontsize=7)
     axes.set_ylim(-1, max(len(rows), 1))
     axes.set_xlabel("log-odds that the side carrying the attribute wins")
-    axes.set_title(f"badpo audit --discover: {title}\nblack: all data; blue: held-out half; red circle: "
-                   "matched pairs; grey: level +- spread across annotators", fontsize=8)
+    legend = ("black: all data, 95% interval; blue: held-out half; red circle: matched pairs; grey: level +- "
+              "spread across annotators" if result.findings else
+              "each: the effect on all data +- the smallest effect the data could have shown (80% power)")
+    axes.set_title(f"badpo audit --discover: {title}\n{legend}", fontsize=8)
     figure.tight_layout()
     figure.savefig(path)
 
