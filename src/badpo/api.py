@@ -176,7 +176,7 @@ def audit(data: Any = None, attributes: str | Sequence[str] = (), *, split: str 
           columns: Mapping[str, str] | None = None, report: str | os.PathLike | None = None,
           run: str | os.PathLike | None = None, pseudonym_key: str | None = None, tokenizer: Any = None,
           json_out: str | os.PathLike | None = None, overwrite: bool = False, example: bool = False,
-          seed: int = 0, duplicates: str = "keep") -> AuditResult:
+          seed: int = 0, duplicates: str = "keep", discover: bool = False) -> AuditResult:
     """The label audit (``badpo audit``) of ``data`` (a path, a Hub id, a ``datasets.Dataset`` or a
     list of dict rows) on the declared ``attributes`` (specs, as ``-a``), before any training.
     ``report``: write the per-annotator report to that folder (``run``: beside the learned theta_k
@@ -184,9 +184,16 @@ def audit(data: Any = None, attributes: str | Sequence[str] = (), *, split: str 
     ``tokenizer`` (a name, a path or a loaded tokenizer): say how much of the text it reads;
     ``json_out``: also write the audit as JSON; ``example``: the built-in corpus with planted biases
     (data seed ``seed``) instead of ``data``; ``duplicates``: keep (each a vote) or drop exact
-    duplicate judgments, as ``--duplicates``. Returns an :class:`AuditResult`, whose ``summary()``
+    duplicate judgments, as ``--duplicates``; ``discover``: find the attributes instead of declaring
+    them (``--discover``; ``seed`` then seeds its split; ``.audit`` is a
+    :class:`badpo.audit.discover.Discovery`). Returns an :class:`AuditResult`, whose ``summary()``
     is what the command prints; the audit's warnings are in the text, not raised."""
     import warnings
+
+    if discover:
+        return _discover(data, attributes, split, columns, report, json_out, overwrite, seed,
+                         run is not None or pseudonym_key is not None or tokenizer is not None or example
+                         or duplicates != "keep")
 
     from badpo.audit.estimates import BiasIdentifiabilityWarning
     from badpo.core.outputs import check_output_file
@@ -208,6 +215,28 @@ def audit(data: Any = None, attributes: str | Sequence[str] = (), *, split: str 
     if json_out is not None:
         atomic_write_text(json_out, result.to_json())
     return AuditResult(audit=result, text=text, report=document)
+
+
+def _discover(data: Any, attributes: Any, split: str | None, columns: Mapping[str, str] | None, report: Any,
+              json_out: Any, overwrite: bool, seed: int, others: bool) -> AuditResult:
+    """:func:`audit` with ``discover=True``."""
+    from badpo.audit.discover import DiscoverySettings
+    from badpo.audit.discover_report import discover_source
+    from badpo.core.outputs import check_output_file
+    from badpo.data.sources import ColumnMap
+
+    if attributes or others or data is None:
+        raise ConfigError("discover=True: give data, and no attributes, run, pseudonym_key, tokenizer, example "
+                          "or duplicates='drop'")
+    if json_out is not None:
+        check_output_file(json_out, "json_out", overwrite)
+    with _readable(data, "data") as name:
+        result, text = discover_source(name, report, data_split=split, overwrite=overwrite,
+                                       columns=from_dict(ColumnMap, dict(columns or {}), prefix="columns"),
+                                       settings=DiscoverySettings(seed=seed), progress=False)
+    if json_out is not None:
+        atomic_write_text(json_out, result.to_json())
+    return AuditResult(audit=result, text=text)
 
 
 def _check_audit_call(data: Any, specs: list[str], example: bool, data_only: tuple, run_without_report: bool) -> None:

@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+from badpo.audit.discover_report import add_discover_option, discover_command
 from badpo.audit.estimates import BiasIdentifiabilityWarning
 from badpo.audit.report import audit_with_report
 from badpo.audit.stream_file import follow_stream, run_stream
@@ -94,7 +95,8 @@ def _add_audit(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--json", metavar="OUT", help="also write the audit as JSON to OUT")
     parser.add_argument("--example", action="store_true",
                         help="audit the built-in corpus with planted annotator biases instead of DATA")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the --example corpus")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the --example corpus (--discover: of its split)")
+    add_discover_option(parser)
     parser.add_argument("--report", metavar="DIR",
                         help="write the per-annotator report to DIR: annotators.csv, audit.json, "
                              "forest-<attribute>.png, README.md")
@@ -163,6 +165,10 @@ def _cmd_audit_stream(args: argparse.Namespace) -> int:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
+    if args.discover:
+        if args.duplicates != "keep":
+            raise ConfigError("--discover reads every row; --duplicates drop is for the declared audit")
+        return discover_command(args, _columns(args.column))
     if args.stream:
         return _cmd_audit_stream(args)
     if args.follow is not None or args.alpha is not None or args.pool_size is not None:

@@ -1,0 +1,110 @@
+"""The candidates of ``badpo audit --discover``: attributes the annotators might be biased on.
+
+**The library** (:data:`LIBRARY`) is a list of attribute specs that ``badpo train`` accepts as
+they are (``attributes=[...]``; :func:`badpo.core.attributes.resolve_attributes` reads them): the
+built-ins ``length`` (pair-level: the side with at least 1.5 times the other's words),
+``markdown`` and ``names`` (two coordinates, ``woman_coded`` and ``black_coded``), and ``NAME=regex:``
+specs for markdown elements (lists, headers, bold, code, tables), emoji, exclamation and question
+marks, first- and second-person words, hedges, refusals and apologies, numbers and numbers with a
+unit, URLs, a signature line, and the form of the first and last sentence (opens with an
+affirmation, ends with a question or an exclamation). Every one is 0/1 per response (``length``
+per pair), so its effect is a log-odds.
+
+**The data screen** (:func:`text_features`) proposes strings nobody listed: per response, the first
+and the last one to three whitespace-separated words (``starts`` / ``ends``) and every word and
+two-word phrase anywhere (``has``). Only n-grams whose every word holds a letter are kept: a
+number or a punctuation run is content (which digit an answer holds is its quality, in the tiny
+worlds as in real data) or is covered by the library (``number``, ``exclamation``, ``md_list``).
+A feature becomes a ``NAME=regex:`` spec (:func:`feature_spec`) that matches exactly the responses
+that carry it, so what the screen finds can be declared as it was tested.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from badpo.core.attributes import MARKDOWN_PATTERNS
+
+__all__ = ["LIBRARY", "MAX_WORDS", "feature_name", "feature_spec", "text_features"]
+
+_TABLE = MARKDOWN_PATTERNS["table"].pattern
+_BOLD = MARKDOWN_PATTERNS["bold"].pattern
+
+LIBRARY: tuple[str, ...] = (
+    "length",
+    "markdown",
+    "names",
+    r"md_list=regex:(?m)^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+\S",
+    r"md_header=regex:(?m)^ {0,3}#{1,6}[ \t]+\S",
+    f"md_bold=regex:{_BOLD}",
+    r"md_code=regex:(?m)^ {0,3}(?:```|~~~)|`[^`\n]+`",
+    f"md_table=regex:(?m){_TABLE}",
+    r"emoji=regex:[\U0001F300-\U0001FAFF\u2600-\u27BF\U0001F000-\U0001F2FF]",
+    r"exclamation=regex:!",
+    r"question=regex:\?",
+    r"first_person=regex:\b(?:I|I'm|I've|I'd|I'll|[Mm]e|[Mm]y|[Mm]ine|[Mm]yself|[Ww]e|[Oo]ur|[Uu]s)\b",
+    r"second_person=regex:(?i)\b(?:you|your|yours|yourself|yourselves)\b",
+    r"hedge=regex:(?i)\b(?:perhaps|possibly|probably|maybe|might|it seems|seems to|I think|I believe"
+    r"|arguably|likely|generally|typically)\b",
+    r"refusal=regex:(?i)\b(?:sorry|apologi[sz]e|apologies|I can(?:no|')t|I am unable|I'm unable"
+    r"|I won't|as an AI)\b",
+    r"number=regex:\d",
+    r"unit=regex:\d\s?(?:%|°[CF]?|(?:km|kg|mg|g|m|cm|mm|ml|l|s|ms|h|min|mph|GB|MB|KB|USD|EUR)\b)|[$€£]\s?\d",
+    r"url=regex:https?://|\bwww\.",
+    r"signature=regex:(?m)^--- \S",
+    r"opens_affirmation=regex:(?i)\A\s*(?:sure|certainly|of course|absolutely|great question|yes)\b",
+    r"ends_question=regex:\?\s*\Z",
+    r"ends_exclamation=regex:!\s*\Z",
+)
+"""Attribute specs, each as ``badpo train`` takes it (a name for every ``regex:`` one)."""
+
+MAX_WORDS = 3  # the longest start / end n-gram; phrases anywhere are one or two words
+_LETTER = re.compile(r"[^\W\d_]")
+_POSITIONS = ("starts", "ends", "has")
+
+
+def _wordy(words: tuple[str, ...]) -> bool:
+    return all(_LETTER.search(word) for word in words)
+
+
+def text_features(text: str) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """The distinct (position, words) features of one response: ``("starts", (w1,))`` ..
+    ``("ends", (w_{n-2}, w_{n-1}, w_n))`` and ``("has", (w,))`` / ``("has", (w, w'))``, each
+    yielded once, only those whose every word holds a letter."""
+    words = tuple(text.split())
+    seen: set[tuple[str, tuple[str, ...]]] = set()
+    for k in range(1, min(MAX_WORDS, len(words)) + 1):
+        for position, gram in (("starts", words[:k]), ("ends", words[-k:])):
+            if _wordy(gram):
+                seen.add((position, gram))
+    for i, word in enumerate(words):
+        if _LETTER.search(word):
+            seen.add(("has", (word,)))
+            if i + 1 < len(words) and _LETTER.search(words[i + 1]):
+                seen.add(("has", (word, words[i + 1])))
+    return iter(seen)
+
+
+def feature_pattern(position: str, words: tuple[str, ...]) -> str:
+    """The regular expression that matches a response exactly when it carries the feature (the
+    words are split on whitespace as :func:`text_features` splits them)."""
+    if position not in _POSITIONS or not words:
+        raise ValueError(f"feature ({position!r}, {words!r}): position must be one of {_POSITIONS}, words non-empty")
+    body = r"\s+".join(re.escape(word) for word in words)
+    if position == "starts":
+        return rf"\A\s*{body}(?!\S)"
+    if position == "ends":
+        return rf"(?<!\S){body}\s*\Z"
+    return rf"(?<!\S){body}(?!\S)"
+
+
+def feature_name(position: str, words: tuple[str, ...]) -> str:
+    """A short attribute name for the feature, e.g. ``ends_indeed``, ``has_as_asked``."""
+    slug = "_".join(re.sub(r"[^A-Za-z0-9]+", "-", word).strip("-") or "x" for word in words)
+    return f"{position}_{slug}"[:48]
+
+
+def feature_spec(position: str, words: tuple[str, ...], name: str | None = None) -> str:
+    """The ``NAME=regex:PATTERN`` spec of a data-screen feature."""
+    return f"{name or feature_name(position, words)}=regex:{feature_pattern(position, words)}"

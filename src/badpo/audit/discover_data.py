@@ -1,0 +1,333 @@
+"""The judgments and the candidates of ``badpo audit --discover`` as integer arrays.
+
+:func:`encode` reads judgments once (any iterable: a million rows are never held as objects) into
+distinct responses, distinct pairs (a prompt and an unordered set of two responses: every judgment
+of the same two texts, either way round, by any annotator, falls on one pair) and per judgment its
+pair, whether the pair's side ``a`` won and its annotator. Memory grows with the distinct texts and
+with a few integers per judgment.
+
+:func:`candidate_entries` gives every candidate its *pair entries*: the pairs whose two sides
+differ on it, with ``sign = +1`` where side ``a`` carries it, and the sums from which its effect on
+each half is computed (:func:`badpo.audit.discover_stats.effect_sums`). Library candidates are
+evaluated once per distinct response (``length`` once per pair) and kept as an int8 [pairs,
+library] table. Data candidates come from :func:`badpo.audit.candidates.text_features`: the n-grams
+are hashed (one 64-bit integer per response and n-gram, in chunks of responses), those carried by
+fewer than ``2 min_pairs`` responses are dropped, and the rest are compared pair by pair in chunks,
+adding to their sums; their entries are never all held, and are recomputed in one pass for the
+few candidates that are confirmed. A data candidate needs ``2 min_pairs`` differing pairs, and
+features that differ on exactly the same pairs the same way are one candidate (the first of
+``starts``, ``ends``, ``has``, fewest words first). Memory: the distinct responses, a few integers
+per judgment and pair, and one 8-byte hash then one 4-byte id per (response, kept n-gram).
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from badpo.audit.candidates import LIBRARY, feature_name, feature_spec, text_features
+from badpo.audit.discover_stats import effect_sums
+from badpo.core.attributes import STRIPPERS, resolve_attributes
+from badpo.core.judgments import Judgment
+
+__all__ = ["Candidates", "Encoded", "Halves", "Progress", "candidate_entries", "encode", "library_candidates"]
+
+Progress = Callable[[str], None]
+_EVERY = 200_000  # judgments between two progress lines
+
+
+@dataclass(frozen=True)
+class Encoded:
+    texts: list[str]  # distinct responses
+    prompts: list[str]  # distinct prompts
+    annotators: list[str]  # distinct annotator ids, in order of appearance
+    pair_prompt: np.ndarray  # [P] prompt id of each pair
+    pair_a: np.ndarray  # [P] text id of side a (the smaller id)
+    pair_b: np.ndarray  # [P] text id of side b
+    judge_pair: np.ndarray  # [N] pair of each judgment
+    judge_a_won: np.ndarray  # [N] bool: the chosen response is side a
+    judge_annotator: np.ndarray  # [N] annotator index
+
+    @property
+    def n_pairs(self) -> int:
+        return len(self.pair_a)
+
+
+Halves = list[tuple[np.ndarray, np.ndarray]]  # (wins of side a, judgments) per pair, per set of pairs
+
+
+@dataclass(frozen=True)
+class Candidates:
+    names: list[str]  # attribute (coordinate) names
+    specs: list[str]  # what `badpo train` takes: attributes=[spec, ...]
+    sources: list[str]  # "library" or "data"
+    removers: list[Callable[[str], str] | None]  # an edit removing the attribute alone, if any
+    sums: np.ndarray  # [sets, 6, C]: discover_stats.effect_sums per set of pairs (the halves given)
+    library_signs: np.ndarray  # [P, L] int8: each library candidate's sign on every pair
+    load: Callable[[list[int]], dict[int, tuple[np.ndarray, np.ndarray]]]  # data candidates' entries
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def entries(self, indices: list[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """candidate -> (pairs whose sides differ in it, +1 / -1: side a / b carries it); the data
+        candidates' in one pass over the pairs."""
+        n_library = self.library_signs.shape[1]
+        out = {c: self._library(c) for c in indices if c < n_library}
+        return out | self.load([c for c in indices if c >= n_library])
+
+    def _library(self, c: int) -> tuple[np.ndarray, np.ndarray]:
+        pairs = np.flatnonzero(self.library_signs[:, c])
+        return pairs, self.library_signs[pairs, c]
+
+    def dense(self, index: int, n_pairs: int) -> np.ndarray:
+        """The candidate's sign on every pair (0: both sides alike), int8 [P]."""
+        out = np.zeros(n_pairs, dtype=np.int8)
+        pairs, signs = self.entries([index])[index]
+        out[pairs] = signs
+        return out
+
+
+def _id(table: dict[str, int], items: list[str], key: str) -> int:
+    found = table.get(key)
+    if found is None:
+        found = table[key] = len(items)
+        items.append(key)
+    return found
+
+
+def encode(judgments: Iterable[Judgment], progress: Progress | None = None) -> Encoded:
+    """The integer form of ``judgments`` (module docstring)."""
+    texts: dict[str, int] = {}
+    prompts: dict[str, int] = {}
+    people: dict[str, int] = {}
+    pairs: dict[tuple[int, int, int], int] = {}
+    text_list: list[str] = []
+    prompt_list: list[str] = []
+    people_list: list[str] = []
+    pair_cols = (array("q"), array("q"), array("q"))
+    judge_cols = (array("q"), array("b"), array("q"))
+    start = time.monotonic()
+    for row, j in enumerate(judgments, start=1):
+        chosen, rejected = _id(texts, text_list, j.chosen), _id(texts, text_list, j.rejected)
+        a, b = min(chosen, rejected), max(chosen, rejected)
+        key = (_id(prompts, prompt_list, j.prompt), a, b)
+        pair = pairs.get(key)
+        if pair is None:
+            pair = pairs[key] = len(pairs)
+            for column, value in zip(pair_cols, key):
+                column.append(value)
+        judge_cols[0].append(pair)
+        judge_cols[1].append(chosen == a)
+        judge_cols[2].append(_id(people, people_list, j.annotator))
+        if progress is not None and row % _EVERY == 0:
+            progress(f"read {row:,} judgments ({len(pairs):,} pairs, {time.monotonic() - start:.0f} s)")
+    pair_prompt, pair_a, pair_b = (np.frombuffer(c, dtype=np.int64) if len(c) else np.zeros(0, np.int64)
+                                   for c in pair_cols)
+    judge_pair, judge_annotator = (np.frombuffer(c, dtype=np.int64) if len(c) else np.zeros(0, np.int64)
+                                   for c in (judge_cols[0], judge_cols[2]))
+    judge_a_won = np.frombuffer(judge_cols[1], dtype=np.int8).astype(bool)
+    return Encoded(text_list, prompt_list, people_list, pair_prompt, pair_a, pair_b, judge_pair,
+                   judge_a_won, judge_annotator)
+
+
+def library_candidates() -> list[tuple[str, str, object]]:
+    """(name, spec, Attribute) of every library coordinate; ``names`` becomes ``names.woman_coded``
+    and ``names.black_coded``, each declarable alone."""
+    out = []
+    for spec in LIBRARY:
+        for attribute in resolve_attributes([spec]).attributes:
+            single = f"names.{attribute.name}" if spec == "names" else spec
+            out.append((attribute.name, single, attribute))
+    return out
+
+
+def _library_signs(enc: Encoded, progress: Progress | None) -> tuple[list[tuple[str, str, object]], np.ndarray]:
+    """The library coordinates and their sign on every pair, int8 [P, L]."""
+    library = library_candidates()
+    signs = np.zeros((enc.n_pairs, len(library)), dtype=np.int8)
+    start = time.monotonic()
+    for column, (_name, _spec, attribute) in enumerate(library):
+        if attribute.level == "pair":  # length: one evaluation per pair
+            prompts, texts = enc.prompts, enc.texts
+            values = np.array([attribute.fn(prompts[p], texts[a], texts[b]) for p, a, b in
+                               zip(enc.pair_prompt.tolist(), enc.pair_a.tolist(), enc.pair_b.tolist())],
+                              dtype=np.float64).reshape(-1, 2)
+            signs[:, column] = np.sign(values[:, 0] - values[:, 1])
+        else:  # the library's response-level attributes read the response alone
+            per_text = np.fromiter((attribute.fn("", t) for t in enc.texts), dtype=np.float64,
+                                   count=len(enc.texts))
+            signs[:, column] = np.sign(per_text[enc.pair_a] - per_text[enc.pair_b])
+    if progress is not None:
+        progress(f"library: {len(library)} attributes on {len(enc.texts):,} responses "
+                 f"({time.monotonic() - start:.0f} s)")
+    return library, signs
+
+
+_TEXT_CHUNK = 50_000  # responses hashed at a time
+_PAIR_CHUNK = 20_000  # pairs compared at a time
+
+
+def _hash_chunks(texts: list[str]) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray, np.ndarray]:
+    """Per chunk of responses (CSR offsets, one 64-bit hash per response and n-gram), and every
+    distinct hash with the number of responses that carry it."""
+    chunks = []
+    unique, counts = np.zeros(0, np.int64), np.zeros(0, np.int64)
+    for start in range(0, len(texts), _TEXT_CHUNK):
+        flat, offsets = array("q"), array("q", [0])
+        for text in texts[start:start + _TEXT_CHUNK]:
+            flat.extend(hash(feature) for feature in text_features(text))
+            offsets.append(len(flat))
+        hashes = np.array(flat, dtype=np.int64)
+        chunk_unique, chunk_counts = np.unique(hashes, return_counts=True)
+        unique, inverse = np.unique(np.concatenate([unique, chunk_unique]), return_inverse=True)
+        counts = np.bincount(inverse, weights=np.concatenate([counts, chunk_counts])).astype(np.int64)
+        chunks.append((np.array(offsets, dtype=np.int64), hashes))
+    return chunks, unique, counts
+
+
+def _feature_table(texts: list[str], min_texts: int
+                   ) -> tuple[list[tuple[str, tuple[str, ...]]], np.ndarray, np.ndarray]:
+    """(features, CSR offsets [T + 1], feature ids int32) of every response, keeping only the
+    features that at least ``min_texts`` responses carry (fewer cannot differ on that many pairs);
+    the n-grams are held as hashes until the kept ones are named."""
+    chunks, unique, counts = _hash_chunks(texts)
+    kept = unique[counts >= min_texts]  # sorted
+    offsets, flat, base = [np.zeros(1, np.int64)], [], 0
+    while chunks:
+        chunk_offsets, hashes = chunks.pop(0)
+        position = np.minimum(np.searchsorted(kept, hashes), max(len(kept) - 1, 0))
+        hit = kept[position] == hashes if len(kept) else np.zeros(len(hashes), dtype=bool)
+        kept_before = np.concatenate([[0], np.cumsum(hit)])
+        offsets.append(base + kept_before[chunk_offsets[1:]])
+        flat.append(position[hit].astype(np.int32))
+        base += int(hit.sum())
+    wanted = {int(h): i for i, h in enumerate(kept.tolist())}
+    features: list = [None] * len(wanted)
+    for text in texts:  # the second pass names the kept hashes, until every one is named
+        if not wanted:
+            break
+        for feature in text_features(text):
+            index = wanted.pop(hash(feature), None)
+            if index is not None:
+                features[index] = feature
+    return features, np.concatenate(offsets), np.concatenate(flat) if flat else np.zeros(0, np.int32)
+
+
+def _gather(offsets: np.ndarray, flat: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(position in ``rows``, feature id) of every feature of every row."""
+    lengths = offsets[rows + 1] - offsets[rows]
+    owner = np.repeat(np.arange(len(rows)), lengths)
+    starts = np.repeat(offsets[rows] - np.cumsum(lengths) + lengths, lengths)
+    return owner, flat[starts + np.arange(len(owner))].astype(np.int64)
+
+
+def _differing(enc: Encoded, offsets: np.ndarray, flat: np.ndarray, start: int, stop: int
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(feature, pair, sign) of the features that one side of a pair in [start, stop) carries
+    and the other not (sign +1: side a)."""
+    width = stop - start
+    pair_a, feature_a = _gather(offsets, flat, enc.pair_a[start:stop])
+    pair_b, feature_b = _gather(offsets, flat, enc.pair_b[start:stop])
+    key = np.concatenate([feature_a * width + pair_a, feature_b * width + pair_b])
+    sign = np.concatenate([np.ones(len(pair_a), np.int8), -np.ones(len(pair_b), np.int8)])
+    unique, inverse = np.unique(key, return_inverse=True)
+    total = np.bincount(inverse, weights=sign, minlength=len(unique))
+    keep = total != 0
+    return unique[keep] // width, unique[keep] % width + start, total[keep].astype(np.int8)
+
+
+def _mixed(pair: np.ndarray, sign: np.ndarray) -> np.ndarray:
+    """A pseudo-random 53-bit number per (pair, sign), for telling identical features apart."""
+    mixed = (pair.astype(np.uint64) * np.uint64(2) + (sign > 0)) * np.uint64(0x9E3779B97F4A7C15)
+    return ((mixed ^ (mixed >> np.uint64(29))) >> np.uint64(11)).astype(np.float64)
+
+
+def _stream(enc: Encoded, offsets: np.ndarray, flat: np.ndarray, n_features: int, halves: Halves):
+    """Every feature's effect sums per set of pairs [sets, 6, F] and, to tell identical features
+    apart, the sum of :func:`_mixed` over its entries, accumulated chunk by chunk over the pairs."""
+    sums = np.zeros((len(halves), 6, n_features))
+    fingerprint = np.zeros(n_features)
+    for start in range(0, enc.n_pairs, _PAIR_CHUNK):
+        feature, pair, sign = _differing(enc, offsets, flat, start, min(start + _PAIR_CHUNK, enc.n_pairs))
+        for index, (wins_a, totals) in enumerate(halves):
+            sums[index] += effect_sums(feature, pair, sign, wins_a, totals, n_features)
+        fingerprint += np.bincount(feature, weights=_mixed(pair, sign), minlength=n_features)
+    return sums, fingerprint
+
+
+def _order_key(feature: tuple[str, tuple[str, ...]]) -> tuple[int, int, tuple[str, ...]]:
+    return (("starts", "ends", "has").index(feature[0]), len(feature[1]), feature[1])
+
+
+def _distinct(features: list, kept: np.ndarray, fingerprint: np.ndarray, pairs: np.ndarray) -> list[int]:
+    """Of the ``kept`` feature ids, one per set of identical (pair, sign) entries, in name order."""
+    chosen: dict[tuple[float, float], int] = {}
+    for f in sorted(kept.tolist(), key=lambda i: _order_key(features[i])):
+        chosen.setdefault((float(fingerprint[f]), float(pairs[f])), f)
+    return sorted(chosen.values(), key=lambda i: _order_key(features[i]))
+
+
+def _loader(enc: Encoded, offsets: np.ndarray, flat: np.ndarray, feature_of: list[int], first: int):
+    """The ``Candidates.load`` of the data candidates: candidate ``first + k`` is feature
+    ``feature_of[k]``; one pass over the pairs for any number of them."""
+    def load(indices: list[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        if not indices:
+            return {}
+        keys = np.array([feature_of[c - first] for c in indices], dtype=np.int64)
+        parts = []
+        for start in range(0, enc.n_pairs, _PAIR_CHUNK):
+            found = _differing(enc, offsets, flat, start, min(start + _PAIR_CHUNK, enc.n_pairs))
+            mask = np.isin(found[0], keys)
+            parts.append([column[mask] for column in found])
+        feature, pair, sign = (np.concatenate(column) for column in zip(*parts))
+        return {c: (pair[feature == key], sign[feature == key]) for c, key in zip(indices, keys.tolist())}
+    return load
+
+
+def _data_candidates(enc: Encoded, min_pairs: int, taken: set[str], halves: Halves, first: int,
+                     progress: Progress | None):
+    start = time.monotonic()
+    features, offsets, flat = _feature_table(enc.texts, 2 * min_pairs)
+    sums, fingerprint = _stream(enc, offsets, flat, len(features), halves)
+    pairs_all = sums[-1, 0]
+    kept = _distinct(features, np.flatnonzero(pairs_all >= 2 * min_pairs), fingerprint, pairs_all)
+    names, specs = [], []
+    for f in kept:
+        name = feature_name(*features[f])
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        names.append(name)
+        specs.append(feature_spec(*features[f], name=name))
+    if progress is not None:
+        progress(f"data screen: {len(features):,} n-grams carried by >= {2 * min_pairs} responses, {len(kept):,} "
+                 f"distinct ones differ on >= {2 * min_pairs} pairs ({time.monotonic() - start:.0f} s)")
+    return names, specs, sums[:, :, kept], _loader(enc, offsets, flat, kept, first)
+
+
+def candidate_entries(enc: Encoded, min_pairs: int, halves: Halves, screen: bool = True,
+                      progress: Progress | None = None) -> Candidates:
+    """Every candidate, the library's then (with ``screen``) the data's, with its effect sums on
+    each set of pairs of ``halves``."""
+    library, signs = _library_signs(enc, progress)
+    pair, column = np.nonzero(signs)
+    names = [name for name, _, _ in library]
+    specs = [spec for _, spec, _ in library]
+    removers = [attribute.remove or STRIPPERS.get(attribute.kind) for _, _, attribute in library]
+    sums = [np.stack([effect_sums(column, pair, signs[pair, column], wins_a, totals, len(library))
+                      for wins_a, totals in halves])]
+    load = _loader(enc, np.zeros(1, np.int64), np.zeros(0, np.int32), [], len(library))
+    if screen and enc.n_pairs:
+        extra_names, extra_specs, extra_sums, load = _data_candidates(enc, min_pairs, set(names), halves,
+                                                                      len(library), progress)
+        names += extra_names
+        specs += extra_specs
+        sums.append(extra_sums)
+        removers += [resolve_attributes([s]).attributes[0].remove for s in extra_specs]
+    sources = ["library"] * len(library) + ["data"] * (len(names) - len(library))
+    return Candidates(names, specs, sources, removers, np.concatenate(sums, axis=2), signs, load)
