@@ -273,7 +273,8 @@ def test_a_short_name_flows_through_training_into_the_report(tmp_path, save_mode
     save_model_dir(tmp_path / "model", "gpt2")
     data = write_jsonl(tmp_path / "judgments.jsonl", judgment_rows())
     out = train(make_config(tmp_path, "run", "steps=1", "method=ba_dpo_shared_mean",
-                            "attributes=[sig=given:signed, smith=regex:smith]"))
+                            "attributes=[sig=given:signed, smith=regex:smith]",
+                            "bias.init=zero"))  # smith's side wins all its judgments: no finite start
     theta = json.loads((out / "theta.json").read_text())
     assert theta["attribute_names"] == ["sig", "smith"] and set(theta["theta_bar"]) == {"sig", "smith"}
     assert set(log_records(out)[0]["theta_bar"]) == {"sig", "smith"}

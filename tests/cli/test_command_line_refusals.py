@@ -30,6 +30,10 @@ def test_a_yaml_key_given_twice_is_refused_naming_it_and_its_lines(tmp_path):
         read_settings(path)
     (tmp_path / "once.yaml").write_text("steps: 3\noptim:\n  lr: 1.0e-3\nlr: 2\n")  # other mappings: fine
     assert read_settings(tmp_path / "once.yaml") == {"steps": 3, "optim": {"lr": 1e-3}, "lr": 2}
+    # a YAML merge key is no key given twice: its keys may be overridden, as YAML says
+    (tmp_path / "merge.yaml").write_text("base: &base {lr: 1.0e-3, schedule: cosine}\n"
+                                         "optim:\n  <<: *base\n  lr: 2.0e-4\n")
+    assert read_settings(tmp_path / "merge.yaml")["optim"] == {"lr": 2e-4, "schedule": "cosine"}
 
 
 def test_one_field_mapped_twice_by_column_is_refused():

@@ -105,10 +105,29 @@ def test_ba_ipo_starts_at_its_squared_link_fit():
     assert start[0] == pytest.approx(5.0 * (9 - 3) / 12, abs=1e-9)
 
 
-def test_untouched_attribute_starts_at_zero_and_separable_labels_start_at_zero_with_a_line():
+def test_untouched_attribute_starts_at_zero_and_no_finite_start_is_refused_naming_the_attribute():
     assert _start([[1, 0], [-1, 0], [1, 0]], names=("a", "b"))[1] == 0.0
-    with pytest.warns(UserWarning, match="bias.init: reference: no finite fit .* theta starts at 0"):
-        assert _start([1.0, 1.0, 0.0]) is None  # the side always won: the level is at infinity
+    # b's side won each of its cross-group judgments: b is named, not a
+    with pytest.raises(ConfigError, match=r"bias.init: reference: \['b'\]: no finite fit .* bias.init: zero"):
+        _start([[1, 1], [-1, 0], [1, 0], [0, 1]], names=("a", "b"))
+    # two attributes that always differ together: their levels cannot be told apart
+    with pytest.raises(ConfigError, match=r"\['a', 'b'\]: no finite joint fit .* collinear"):
+        _start([[1, 1], [-1, -1], [1, 1]], names=("a", "b"))
+
+
+def test_a_small_scale_attribute_gets_its_large_start():
+    """given: values of +-0.01 whose side wins 9 of 12: theta . 0.01 = log 3, theta ~ 110, beyond
+    the search's bound on the logit had it bounded theta itself."""
+    diff = [0.01] * 9 + [-0.01] * 3
+    assert _start(diff)[0] == pytest.approx(100 * math.log(3), rel=1e-6)  # 0.01 in float32
+
+
+def test_offline_start_refuses_trusted_and_fixed_offsets():
+    with pytest.raises(ConfigError, match="bias.init: offline counts every judgment"):
+        _start([1.0, -1.0, 1.0], init="offline", fixed_offset=[0.4])
+    with pytest.raises(ConfigError, match="bias.init: offline counts every judgment"):
+        _start([1.0, -1.0, 1.0], method="ba_dpo_shared_mean", annotators=["u", "t", "u"],
+               trusted={"t": [0.0]}, init="offline")
 
 
 def test_init_options_and_the_old_key():

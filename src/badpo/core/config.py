@@ -30,6 +30,8 @@ class _Loader(yaml.SafeLoader):
         if isinstance(node, yaml.MappingNode):
             first: dict = {}
             for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":  # "<<: *anchor": its keys may be overridden
+                    continue
                 key = self.construct_object(key_node, deep=True)
                 try:
                     seen = key in first

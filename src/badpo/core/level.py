@@ -160,14 +160,24 @@ def reference_start(directions: Tensor, logits: Tensor, link: Link) -> list[floa
     """Theta's shared level at the conditional optimum of the loss with the policy at the reference.
 
     There every margin is 0 and judgment i's logit is ``logits_i`` (its fixed offset, if any) plus
-    the level's term x . a_i, so the start is :func:`offset_mle` on ``directions`` ``[n, d]``.
-    A coordinate no judgment touches has no signal and starts at 0; a separable set (an
-    attribute's side won every, or none, of its cross-group judgments) has no finite start and is
-    a ``ValueError``. Why start here: docs/training.md, "Where theta starts".
+    the level's term x . a_i, so the start is :func:`offset_mle` on ``directions`` ``[n, d]``, each
+    column scaled to a largest |a| of 1 first (so that the search's bound is on the logit, not on
+    x: a ``given:`` attribute of size 0.01 may need x = 100). A coordinate no judgment touches has
+    no signal and starts at 0. No finite start is a ``ValueError`` whose message begins with the
+    0-based coordinates to blame: those whose side won every, or none, of their cross-group
+    judgments on their own, else all of them (collinear on these judgments). Why start here:
+    docs/training.md, "Where theta starts".
     """
-    fit = offset_mle(logits, directions, link)
-    touched = (directions.reshape(len(logits), -1) != 0).any(dim=0)
+    a = directions.double().reshape(len(logits), -1)
+    scale = a.abs().amax(dim=0).clamp_min(1e-300)
+    touched = (a != 0).any(dim=0)
+    fit = offset_mle(logits, a / scale, link)
     if touched.any() and fit[touched].isnan().any():
-        raise ValueError("no finite fit of theta at the reference (an attribute's side won every, "
-                         "or none, of its cross-group judgments)")
-    return torch.nan_to_num(fit, nan=0.0).tolist()
+        alone = [j for j in range(a.shape[1]) if touched[j]
+                 and offset_mle(logits, a[:, j:j + 1] / scale[j], link).isnan().any()]
+        if alone:
+            raise ValueError(f"{alone}: no finite fit (the attribute's side won every, or none, of its "
+                             "cross-group judgments)")
+        raise ValueError(f"{[j for j in range(a.shape[1]) if touched[j]]}: no finite joint fit (the "
+                         "attributes are collinear on these judgments: their levels cannot be told apart)")
+    return (torch.nan_to_num(fit, nan=0.0) / scale).tolist()

@@ -8,7 +8,6 @@ channel, caches the reference log-probs and builds both optimizers; the outputs 
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,7 +21,6 @@ from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError
 from badpo.core.jsonio import dumps
 from badpo.core.level import reference_start
-from badpo.core.notices import BadpoWarning
 from badpo.engine.batches import PreferenceData, Schedule, load_preference_data, offline_estimate
 from badpo.engine.cache import reference_logprobs, token_offsets
 from badpo.engine.checkpoint import continue_from
@@ -121,7 +119,10 @@ def initial_level(method: Method, config: TrainConfig, data: PreferenceData, dec
     columns = [data.attribute_names.index(n) for n in declared]
     if config.bias.init == "zero":
         return None
-    if config.bias.init == "offline":
+    if config.bias.init == "offline":  # the paper's warm arms: every judgment, no offset
+        if trusted or config.bias.fixed_offset is not None:
+            raise ConfigError("bias.init: offline counts every judgment as unbiased by any fixed value; "
+                              "with bias.trusted or bias.fixed_offset use bias.init: reference")
         estimate = dict(zip(declared, offline_estimate(data.attr_diff[:, columns], declared)))
         return [estimate.get(n, 0.0) for n in data.attribute_names]
     directions = data.attr_diff[:, columns].double()
@@ -131,10 +132,11 @@ def initial_level(method: Method, config: TrainConfig, data: PreferenceData, dec
     link = method.level_link(method.parse_params(getattr(config, "method_params", {})))
     try:
         start = reference_start(directions[learned], (data.attr_diff.double() @ offset)[learned], link)
-    except ValueError as error:  # the labels put the level at infinity: start where the paper does
-        warnings.warn(f"bias.init: reference: {error} for {declared}; theta starts at 0 "
-                      "(as under bias.init: zero)", BadpoWarning, stacklevel=2)
-        return None
+    except ValueError as error:  # "[j, ...]: why": name the attributes, as bias.init: offline does
+        blamed, _, why = str(error).partition(": ")
+        names = [declared[int(j)] for j in blamed.strip("[]").split(",") if j.strip()]
+        raise ConfigError(f"bias.init: reference: {names}: {why}; declare otherwise, or start theta "
+                          "at 0 with bias.init: zero") from None
     estimate = dict(zip(declared, start))
     return [estimate.get(n, 0.0) for n in data.attribute_names]
 

@@ -40,7 +40,6 @@ restores the rest, so that a resumed run goes on as the uninterrupted one would.
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -55,7 +54,6 @@ from badpo.core.jsonio import atomic_write_text
 from badpo.core.judgments import FIELDS, Judgment, annotator_classes, validate_judgments
 from badpo.core.level import LOGISTIC, reference_start
 from badpo.core.losses import ba_dpo_loss
-from badpo.core.notices import BadpoWarning
 from badpo.engine.checkpoint import read_state_files, write_state_files
 from badpo.engine.external_run import FORMAT, ExternalRun, local_path, method_of_variant, write_external_run
 from badpo.engine.reporting import annotator_theta, theta_convergence, theta_k_scalars
@@ -223,9 +221,11 @@ class BADPOTrainer(DPOTrainer):
         try:  # the engine's default start (docs/training.md, "Where theta starts")
             start = reference_start(diffs.reshape(len(judgments), len(names)),
                                     torch.zeros(len(judgments), dtype=torch.float64), LOGISTIC)
-        except ValueError as error:  # the labels put the level at infinity: start where the paper does
-            warnings.warn(f"theta_init='reference': {error}; theta starts at 0", BadpoWarning, stacklevel=3)
-            return channel
+        except ValueError as error:  # "[j, ...]: why", the coordinates to blame
+            blamed, _, why = str(error).partition(": ")
+            names_blamed = [names[int(j)] for j in blamed.strip("[]").split(",") if j.strip()]
+            raise ValueError(f"theta_init='reference': {names_blamed}: {why}; pass theta_init='zero' to "
+                             "start theta at 0") from None
         return BiasChannel(bias, names, annotators, annotator_classes(judgments, "train_dataset"),
                            init_mean=start)
 
