@@ -7,6 +7,7 @@ produced it, and a CPU record is told apart from a GPU record of the same run.
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import subprocess
@@ -20,18 +21,24 @@ __all__ = ["PACKAGES", "provenance", "source_commit"]
 PACKAGES = ("badpo", "torch", "transformers", "peft", "accelerate", "numpy")
 
 
+def _git(folder: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, timeout=10,
+                          check=True).stdout
+
+
 def source_commit(where: Path | None = None) -> dict[str, object] | None:
-    """{"commit", "dirty"} of the git checkout holding ``where`` (badpo's own source by default);
-    None when it is not a checkout (an installed wheel) or git is missing."""
-    folder = where or Path(__file__).resolve().parent
+    """{"commit", "dirty"} of the git checkout holding ``where`` (badpo's package folder by
+    default): dirty when a tracked file differs from the commit, or a file under ``where`` is not
+    tracked (a new module the run imports); None outside a checkout (an installed wheel) or
+    without git."""
+    folder = where or Path(__file__).resolve().parents[1]
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True,
-                                timeout=10, check=True).stdout.strip()
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=folder,
-                                capture_output=True, text=True, timeout=10, check=True).stdout
+        commit = _git(folder, "rev-parse", "HEAD").strip()
+        changed = _git(folder, "status", "--porcelain", "--untracked-files=no")
+        untracked = _git(folder, "status", "--porcelain", "--untracked-files=all", "--", ".")
     except (OSError, subprocess.SubprocessError):
         return None
-    return {"commit": commit, "dirty": bool(status.strip())}
+    return {"commit": commit, "dirty": bool(changed.strip() or untracked.strip())}
 
 
 def _version(package: str) -> str | None:
@@ -41,9 +48,12 @@ def _version(package: str) -> str | None:
         return None
 
 
+@functools.lru_cache(maxsize=1)
 def provenance() -> dict[str, object]:
     """The commit (None outside a checkout), the versions of :data:`PACKAGES` and Python, the
-    device (the GPU's name, or ``cpu`` with the processor), the CPU cores and torch's threads."""
+    device (the GPU's name, or ``cpu`` with the processor), the CPU cores and torch's threads.
+    Taken once per process, at its first call (the sweep makes it before its first run), so a
+    record names the code the process loaded, not a commit made while it ran."""
     if torch.cuda.is_available():
         device = {"kind": "cuda", "name": torch.cuda.get_device_name(0), "count": torch.cuda.device_count()}
     else:

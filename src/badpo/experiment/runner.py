@@ -463,6 +463,7 @@ def run_all(config: ExperimentConfig, stages: Stages, plan: Plan, out: Path,
     """Run every planned key whose record is missing, the reference first; return the records
     of the plan as read back from disk."""
     runs_dir = out / "runs"
+    provenance()  # taken now, before any run: the code this process loaded (engine/provenance.py)
     todo = [p for p in (plan.reference, *plan.runs) if not (runs_dir / f"{p.key}.json").exists()]
     total = 1 + len(plan.runs)
     log(f"plan: reference + {len(config.arms)} arm(s) x {len(config.seeds)} seed(s) = {total} runs; "
