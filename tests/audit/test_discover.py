@@ -106,6 +106,17 @@ def test_effect_treats_a_pair_as_the_unit_hand_worked():
     assert result.se[0] == pytest.approx(math.sqrt(variance) / (pi * (1 - pi)))
 
 
+def test_an_effect_won_outright_is_not_called_certain():
+    """20 pairs of one vote each, every one won by the candidate's side: each pair's residual is
+    nearly 0, and the error is the floor, the binomial one of 20 independent votes,
+    1 / sqrt(N pi (1 - pi)) = 1.47 on the log-odds (not 0.33, as a floor of pi (1 - pi) / N^2 gave)."""
+    pairs = np.arange(20)
+    result = effects(np.zeros(20, dtype=int), pairs, np.ones(20), np.ones(20), np.ones(20), 1)
+    pi = 20.5 / 21
+    assert result.se[0] == pytest.approx(1 / math.sqrt(20 * pi * (1 - pi)))
+    assert result.estimate[0] / result.se[0] < 4
+
+
 def test_chi_square_tail_and_quantile():
     assert chi2_sf(3.0, 2) == pytest.approx(math.exp(-1.5))  # df 2: exp(-x / 2)
     assert chi2_sf(3.841458820694124, 1) == pytest.approx(0.05)

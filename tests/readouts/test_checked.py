@@ -27,7 +27,11 @@ def test_checked_accuracy_by_hand():
 def test_checked_readout_only_where_the_prompts_have_a_checker():
     assert checked_readout([ADD, REVERSE], ["5", "no"]) == {"checked": {"n": 2, "accuracy": 0.5,
                                                                         "by_kind": {"add": 1.0, "reverse": 0.0}}}
-    assert checked_readout([ADD, {"prompt": "hello"}], ["5", "hi"]) == {}
+    assert checked_readout([{"prompt": "hello"}, {"prompt": "hi"}], ["5", "hi"]) == {}
+    with pytest.raises(ValueError, match="row 1 has no kind and expected answer, where 1 of 2 rows have them"):
+        checked_readout([ADD, {"prompt": "hello"}], ["5", "hi"])
+    with pytest.raises(ValueError, match="row 0: kind 'poem' has no checker"):
+        checked_readout([{**ADD, "kind": "poem"}], ["5"])
     assert readout_unavailable(EvalConfig(generations=False), "checked.accuracy").startswith("checked is read")
     assert readout_unavailable(EvalConfig(), "checked.by_kind.add") is None
 

@@ -7,7 +7,9 @@ judgments won by the side that carries it and the effect is its log-odds, ``log(
 cluster-robust sandwich): every annotator of one pair sees the same quality difference, so their
 votes are not independent, and a binomial error over judgments would call a quality-driven
 agreement a bias. ``Var(pi) = G / (G - 1) * sum_p (w_p - pi n_p)^2 / N^2`` (G pairs), floored at
-one judgment's binomial variance ``pi (1 - pi) / N^2``; the log-odds' error is the delta method's.
+the binomial variance of N independent votes, ``pi (1 - pi) / N`` (near separation every pair's
+residual is 0, and the sum alone would call 20 pairs won outright a certainty); the log-odds'
+error is the delta method's.
 
 **Spread.** Whether the annotators disagree about the candidate: Pearson's chi-square of
 homogeneity over the annotators with at least ``min_per_annotator`` judgments on pairs that differ
@@ -67,7 +69,7 @@ def effects_from_sums(sums: np.ndarray) -> Effects:
     safe = np.maximum(judgments, 1.0)
     residual = np.maximum(sum_ww - 2 * smooth * sum_wn + smooth ** 2 * sum_nn, 0.0)
     variance = residual / safe ** 2 * np.where(pairs > 1, pairs / np.maximum(pairs - 1, 1), 1.0)
-    variance = np.maximum(variance, smooth * (1 - smooth) / safe ** 2)
+    variance = np.maximum(variance, smooth * (1 - smooth) / safe)  # never below independent votes' binomial
     estimate = np.log((wins + 0.5) / (judgments - wins + 0.5))
     se = np.sqrt(variance) / (smooth * (1 - smooth))
     return Effects(pairs.astype(np.int64), judgments.astype(np.int64), wins.astype(np.int64), estimate, se)

@@ -29,7 +29,7 @@ to the tiny signed world:
 Each evaluation prompt carries the question's best body (a right one when there is one) as
 ``body``, its four ``candidates`` (plain, plain long, bold, bold long) for
 :func:`badpo.readouts.model.format_readout`, and the checker's ``kind`` and ``expected`` answer, from
-which :func:`badpo.readouts.model.checked_readout` scores the policy's sampled answers.
+which :func:`badpo.readouts.checked.checked_readout` scores the policy's sampled answers.
 
 **Size.** The defaults (500 questions x 3 samples of <= 40 tokens) sample 1,500 answers: smol-signed
 sampled 2,800 such answers in about 11 min on two quiet cores, so expect about 6 min here (three

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from badpo.corpora.tasks import Task, check
+from badpo.corpora.tasks import KINDS, Task, check
 
 __all__ = ["checked_accuracy", "checked_readout"]
 
@@ -38,7 +38,17 @@ def checked_accuracy(rows: Sequence[Mapping], texts: Sequence[str]) -> dict:
 
 def checked_readout(rows: Sequence[Mapping], texts: Sequence[str]) -> dict:
     """``{"checked": checked_accuracy(rows, texts)}`` when every row carries ``kind`` and
-    ``expected``; ``{}`` otherwise (the prompts have no checker)."""
-    if not rows or not all("kind" in row and "expected" in row for row in rows):
+    ``expected``; ``{}`` when none does (the prompts have no checker). Some rows with a checker
+    and some without, or a kind the checker does not know, is an error naming the first such row:
+    an accuracy over a part of the prompts would read as one over all of them."""
+    carrying = ["kind" in row and "expected" in row for row in rows]
+    if not any(carrying):
         return {}
+    if not all(carrying):
+        raise ValueError(f"eval prompts: row {carrying.index(False)} has no kind and expected answer, "
+                         f"where {sum(carrying)} of {len(rows)} rows have them; give them on every row or none")
+    unknown = next((i for i, row in enumerate(rows) if row["kind"] not in KINDS), None)
+    if unknown is not None:
+        raise ValueError(f"eval prompts: row {unknown}: kind {rows[unknown]['kind']!r} has no checker; "
+                         f"known: {', '.join(KINDS)}")
     return {"checked": checked_accuracy(rows, texts)}
