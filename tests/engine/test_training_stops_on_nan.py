@@ -170,3 +170,12 @@ def test_a_run_folder_that_holds_its_own_data_is_refused(world):
     with pytest.raises(ConfigError, match="holds the run's data"):
         check_train(dataclasses.replace(config, output_dir=str(world)))  # world/ holds judgments.jsonl
     check_train(dataclasses.replace(config, output_dir=str(world / "elsewhere")))
+
+
+def test_the_stop_line_names_the_rate_of_what_diverged(tmp_path):
+    from badpo.engine.finite import stop_message
+
+    policy = stop_message(TrainingDiverged(3, "the loss is"), tmp_path, [])
+    theta = stop_message(TrainingDiverged(3, "a gradient of theta is"), tmp_path, [tmp_path / "checkpoint-2"])
+    assert "lower optim.lr" in policy and "no checkpoint was saved" in policy
+    assert "lower bias.lr" in theta and f"the last good checkpoint is {tmp_path / 'checkpoint-2'}" in theta

@@ -68,8 +68,9 @@ def stop_message(error: TrainingDiverged, output: Path, checkpoints: list[Path])
         last = f"the last good checkpoint is {checkpoints[-1]}"
     else:
         last = "no checkpoint was saved (save_every=0 or none reached)"
+    rate = "bias.lr" if "theta" in error.what else "optim.lr"  # the optimizer of what diverged
     return (f"training diverged at step {error.step}: {error.what} not finite, so the run stopped "
-            f"there; {output} keeps {kept}; {last}; lower optim.lr and "
+            f"there; {output} keeps {kept}; {last}; lower {rate} and "
             "train again with overwrite=true")
 
 
