@@ -66,22 +66,24 @@ def _short(value) -> str:
 
 def _inputs_reason(first: RunRecord, other: RunRecord) -> str | None:
     a, b = first.readouts.get("inputs", {}), other.readouts.get("inputs", {})
+    missing = "(not recorded)"  # a key one run records and the other does not cannot be checked alike
     for key, what in INPUTS_COMPARED.items():
-        if key in a and key in b and a[key] != b[key]:
+        if (key in a or key in b) and a.get(key, missing) != b.get(key, missing):
             return (f"{first.path} and {other.path} were evaluated on different {what} (inputs.{key} "
-                    f"{_short(a[key])} vs {_short(b[key])}): evaluate them alike")
+                    f"{_short(a.get(key, missing))} vs {_short(b.get(key, missing))}): evaluate them alike")
     settings_a, settings_b = a.get("settings"), b.get("settings")
     if isinstance(settings_a, Mapping) and isinstance(settings_b, Mapping):
-        for key in sorted(set(settings_a) & set(settings_b)):
-            if settings_a[key] != settings_b[key]:
+        for key in sorted(set(settings_a) | set(settings_b)):
+            if settings_a.get(key, missing) != settings_b.get(key, missing):
                 return (f"{first.path} and {other.path} were evaluated with different readout settings "
-                        f"(inputs.settings.{key} {settings_a[key]!r} vs {settings_b[key]!r}): evaluate them alike")
+                        f"(inputs.settings.{key} {settings_a.get(key, missing)!r} vs "
+                        f"{settings_b.get(key, missing)!r}): evaluate them alike")
     return None
 
 
 def _data_reason(first: RunRecord, other: RunRecord) -> str | None:
     a, b = first.data, other.data
-    if a is None or b is None or a.get("sha256") == b.get("sha256"):
+    if a is None or b is None or (a.get("sha256") is not None and a.get("sha256") == b.get("sha256")):
         return None
     return (f"{first.path} and {other.path} were trained on different data ({DATA_FILE}: "
             f"{_short(a.get('sha256'))} of {a.get('data')!r} vs {_short(b.get('sha256'))} of {b.get('data')!r})")
