@@ -28,7 +28,7 @@ from badpo.corpora.builders import build_and_describe, corpus_sources
 from badpo.data.fingerprint import data_fingerprint
 from badpo.data.sources import ColumnMap, check_columns
 from badpo.engine.runtime import load_tokenizer
-from badpo.engine.settings import ModelConfig, SFTConfig, TrainConfig, accumulation_steps, check_sft, check_train
+from badpo.engine.settings import BETA, ModelConfig, SFTConfig, TrainConfig, accumulation_steps, check_sft, check_train
 from badpo.engine.sft import FINISHED as SFT_FINISHED
 from badpo.engine.sft import sft
 from badpo.engine.tokenize import TokenizationConfig
@@ -177,12 +177,12 @@ def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_fil
         if mixture is not None:
             return evaluate_mixture(lambda path: load_causal_lm(path, model_settings, base=reference_dir),
                                     mixture, reference, tokenizer, corpus, config,
-                                    beta=task.settings.get("beta", 0.1), tokenization=tokenization,
+                                    beta=task.settings.get("beta", BETA), tokenization=tokenization,
                                     bodies=bodies, reference_readouts=reference_readouts)
         policy = load_causal_lm(policy_dir, model_settings, base=reference_dir)
     bias = BiasChannel.load(theta_file) if theta_file is not None else None
     readouts = evaluate_policy(policy, reference, tokenizer, corpus, config, bias=bias,
-                               beta=task.settings.get("beta", 0.1), tokenization=tokenization,
+                               beta=task.settings.get("beta", BETA), tokenization=tokenization,
                                bodies=bodies, reference_readouts=reference_readouts,
                                vote_bias=trained_theta(theta_file) if theta_file is not None else None)
     if task.kind == "reference":

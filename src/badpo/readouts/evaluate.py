@@ -45,6 +45,7 @@ from badpo.core.bias import BiasChannel
 from badpo.core.judgments import Judgment, read_judgments
 from badpo.core.names import NAME_ATTRIBUTES, read_signature
 from badpo.engine.mixture import MIXTURE_FILE
+from badpo.engine.settings import BETA
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.readouts.checked import checked_readout
 from badpo.readouts.metrics import (
@@ -364,7 +365,7 @@ def _heldout_readouts(margins: torch.Tensor, corpus: Corpus, attributes: Attribu
 
 
 def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: Corpus, config: EvalConfig,
-                    bias: BiasChannel | None = None, beta: float = 0.1,
+                    bias: BiasChannel | None = None, beta: float = BETA,
                     tokenization: TokenizationConfig = TokenizationConfig(),
                     bodies: Sequence[str] | None = None,
                     reference_samples: Generations | None = None,
@@ -463,7 +464,7 @@ class Mixture:
 
 
 def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokenizer, corpus: Corpus,
-                     config: EvalConfig, beta: float = 0.1,
+                     config: EvalConfig, beta: float = BETA,
                      tokenization: TokenizationConfig = TokenizationConfig(),
                      bodies: Sequence[str] | None = None,
                      reference_samples: Generations | None = None,

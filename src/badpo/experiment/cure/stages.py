@@ -27,7 +27,7 @@ from badpo.core.names import NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES, read_signat
 from badpo.core.notices import BadpoWarning
 from badpo.corpora.tiny import PROMPT_TEMPLATE, TinyWorldConfig
 from badpo.engine.runtime import load_tokenizer
-from badpo.engine.settings import ModelConfig, TrainConfig
+from badpo.engine.settings import BETA, ModelConfig, TrainConfig
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.engine.train import train
 from badpo.experiment.cure.analysis import CureConfig, CureStages, SourceRun, run_cure_experiment
@@ -162,7 +162,7 @@ def _bodies(source: SourceRun, config: EvalConfig, rows: Sequence[dict]) -> list
 def _readouts(policy, reference, tokenizer, tokenization, source: SourceRun, evaluation: EvalConfig) -> dict:
     corpus = Corpus.load(source.corpus_dir)
     bodies = _bodies(source, evaluation, corpus.eval_prompts[: evaluation.max_prompts])
-    return evaluate_policy(policy, reference, tokenizer, corpus, evaluation, beta=source.settings.get("beta", 0.1),
+    return evaluate_policy(policy, reference, tokenizer, corpus, evaluation, beta=source.settings.get("beta", BETA),
                            tokenization=tokenization, bodies=bodies)
 
 
