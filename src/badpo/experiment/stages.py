@@ -43,7 +43,7 @@ from badpo.readouts.evaluate import (
     reference_bodies,
 )
 from badpo.readouts.run import load_causal_lm, trained_theta
-from badpo.readouts.settings import readout_unavailable
+from badpo.readouts.table import readout_unavailable
 
 __all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation", "check_data", "data_key",
            "theta_summary", "training_summary", "evaluate_run", "engine_stages", "unavailable_readout", "bodies_file"]
@@ -104,7 +104,7 @@ def data_key(settings: dict) -> str | None:
 
 
 def unavailable_readout(evaluation: dict, metric: str) -> str | None:
-    """:func:`badpo.readouts.settings.readout_unavailable` on resolved readout settings."""
+    """:func:`badpo.readouts.table.readout_unavailable` on resolved readout settings."""
     return readout_unavailable(from_dict(EvalConfig, evaluation, prefix="evaluation"), metric)
 
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -62,14 +61,15 @@ from badpo.readouts.evaluate import (
     Corpus,
     EvalConfig,
     Mixture,
-    declares_names,
     evaluate_mixture,
     evaluate_policy,
     evaluate_reward_model,
 )
 from badpo.readouts.model import context_length, generate, load_judge, signature_tokens
+from badpo.readouts.reading import declares_names
 from badpo.readouts.run_paths import made_from, refuse_pickles, resolved_from
 from badpo.readouts.settings import SETTINGS_RECORDED
+from badpo.readouts.table import summary_lines
 
 __all__ = ["EvalData", "GenerationCapNotice", "evaluate_run_dir", "load_causal_lm", "prompts_digest", "readouts_path",
            "summary", "trained_theta"]
@@ -403,20 +403,11 @@ def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = N
 
 
 # --------------------------------------------------------------------------------- the summary
-def _number(value: Any, digits: int = 3) -> str:
-    """A readout for the eye: ``n/a`` where it is undefined (null or NaN)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    text = f"{value:.{digits}f}"
-    return text[1:] if text.startswith("-") and float(text) == 0.0 else text  # no "-0.0000"
-
-
 def summary(readouts: Mapping[str, Any], written_to: str | Path | None = None) -> str:
-    """A few readable lines of a record of :func:`evaluate_run_dir`: what was read, each declared
-    attribute on the policy's and the reference's generations (a pair-level one: their mean token
-    counts), held-out accuracy and gap (per attribute and, with several, on any of them), vote
-    prediction, a reward model's tilt, KL, the names rates
-    when names are declared, and what was skipped and why."""
+    """A few readable lines of a record of :func:`evaluate_run_dir`: what was read, the lines of
+    each readout row that has them (:func:`badpo.readouts.table.summary_lines`: the attribute
+    rates on generations, held-out accuracy and votes, a reward model's tilt, KL, the names
+    rates), and what was skipped and why."""
     inputs = readouts.get("inputs", {})
     read = [f"{inputs.get('n_heldout', 0)} held-out judgments ({inputs.get('heldout') or 'none'})"]
     if inputs.get("prompts") is not None:
@@ -425,43 +416,7 @@ def summary(readouts: Mapping[str, Any], written_to: str | Path | None = None) -
     generated = f"; max_new_tokens {inputs['max_new_tokens']}" if "max_new_tokens" in inputs else ""
     model = "a reward model: " if inputs.get("model") == "reward model" else ""
     lines = [f"{model}read {', '.join(read)}; attributes {', '.join(inputs.get('attributes', []))}{generated}"]
-    rates = readouts.get("attribute_rates", {})
-    if rates:
-        lines.append(f"{'on generated answers':<28}{'policy':>9}{'reference':>11}")
-        for name, rate in rates.items():
-            if "policy_tokens" in rate:  # pair-level: the token counts, then the attribute's own shares
-                lines.append(f"  {name + ' (mean tokens)':<26}{_number(rate['policy_tokens'], 1):>9}"
-                             f"{_number(rate['reference_tokens'], 1):>11}   (marked side: policy "
-                             f"{_number(rate['policy'])}, reference {_number(rate['reference'])})")
-            else:
-                lines.append(f"  {name:<26}{_number(rate['policy']):>9}{_number(rate.get('reference')):>11}")
-    heldout = dict(readouts.get("heldout", {}))
-    if len(heldout) > 1 and "heldout_any" in readouts:  # a pair cross-group on any of them
-        heldout["any attribute"] = readouts["heldout_any"]
-    if heldout:
-        lines.append(f"{'held-out accuracy':<28}{'same':>9}{'cross':>8}{'gap':>8}   n same / cross")
-        for name, entry in heldout.items():
-            lines.append(f"  {name:<26}{_number(entry['same_accuracy']):>9}{_number(entry['cross_accuracy']):>8}"
-                         f"{_number(entry['gap']):>8}   {entry['n_same']} / {entry['n_cross']}")
-    votes = {key.split("/", 1)[1]: value for key, value in readouts.items() if key.startswith("votes/")}
-    if votes:
-        lines.append("vote prediction with the run's theta_k (cross-group votes): " + ", ".join(
-            f"{name} {_number(entry['accuracy'])} (n {entry['n']})" for name, entry in votes.items()))
-    if "tilt" in readouts:
-        lines.append("reward tilt on counterfactual pairs (share where the attribute side scores higher): " + ", ".join(
-            f"{name} {_number(entry['share_higher'])} (n {entry['n']}, {entry.get('edit', 'first name swapped')})"
-            for name, entry in readouts["tilt"].items()))
-    if "kl" in readouts:
-        lines.append(f"KL(policy || reference) per token on the policy's generations: {_number(readouts['kl'], 4)}")
-    if "names" in readouts:
-        first = readouts["names"].get("first_name", {})
-        lines.append("names rate from probabilities (first name): "
-                     + ", ".join(f"{name} {_number(rate)}" for name, rate in first.items()))
-        for readout, null in readouts["names"].get("null", {}).items():
-            lines.append(f"names shift from the reference ({readout.replace('_', ' ')}), against relabelling the "
-                         "pool: " + ", ".join(f"{name} {_number(entry['shift'])} (null sd {_number(entry['null_sd'])}, "
-                                              f"p {_number(entry['p'])})"
-                                              for name, entry in null.items() if name != "without"))
+    lines.extend(summary_lines(readouts))
     for readout, reason in readouts.get("skipped", {}).items():
         lines.append(f"skipped {readout}: {reason}")
     if written_to is not None:
