@@ -54,3 +54,16 @@ def test_the_summary_shows_the_rows_lines_in_their_order():
     assert lines[0].startswith("on generated answers") and lines[1].split() == ["flag", "0.250", "0.500"]
     assert lines[2].startswith("KL(policy || reference)") and lines[3].endswith("woman_coded 0.500")
     assert summary_lines({}) == []
+
+
+def test_compare_puts_side_by_side_the_rows_that_say_how(monkeypatch):
+    from badpo.readouts.comparison import RunRecord, compare_records
+    from badpo.readouts.table import compared_readouts
+
+    assert [compared.key for compared in compared_readouts()] == ["attributes", "first_name"]
+    readouts = {"attribute_rates": {"flag": {"policy": 0.5, "reference": 0.25, "n": 4}},
+                "names": {"first_name": {"woman_coded": 0.5}}, "inputs": {"attributes": ["flag"]}}
+    run = RunRecord("run", "run", None, readouts)
+    assert [block["key"] for block in compare_records([run])["readouts"]] == ["attributes", "first_name"]
+    monkeypatch.setattr(table, "READOUTS", tuple(row for row in READOUTS if row.name != "names"))
+    assert [block["key"] for block in compare_records([run])["readouts"]] == ["attributes"]

@@ -31,6 +31,7 @@ from badpo.core.judgments import Judgment, read_judgments
 from badpo.core.names import NAME_ATTRIBUTES, read_signature
 from badpo.engine.settings import BETA
 from badpo.engine.tokenize import TokenizationConfig
+from badpo.readouts.compare_series import Compared
 from badpo.readouts.model import Generations, generate
 from badpo.readouts.settings import EvalConfig
 
@@ -157,7 +158,9 @@ class Readout:
     (:func:`badpo.readouts.evaluate.evaluate_reward_model`), not a policy's.
     ``check(config, attributes, head, rest)`` says why a path is not written under settings the
     needs pass (None: it is). ``summary(record)`` gives the row's lines for
-    ``badpo evaluate``; ``summary_order`` places them (the summary reads the generated rates first).
+    ``badpo evaluate``; ``compared`` says how ``badpo compare`` puts two runs side by side on it
+    (:class:`badpo.readouts.compare_series.Compared`: intervals, shift, removal, verdict);
+    ``shown_order`` places both (the generated rates come first).
     """
 
     name: str
@@ -168,7 +171,8 @@ class Readout:
     skipped_as: tuple[str, ...] = ()  # recorded under ``skipped`` when a need with a ``skip`` reason is absent
     check: Callable[[EvalConfig, AttributeSet, str, str], str | None] | None = None
     summary: Callable[[Mapping], list[str]] | None = None
-    summary_order: int = 0
+    compared: Compared | None = None
+    shown_order: int = 0
 
 
 def shown(value, digits: int = 3) -> str:

@@ -1,6 +1,7 @@
 """The readout table: every readout of a policy as a row (:class:`badpo.readouts.reading.Readout`),
 in the order a record holds them; :func:`read_run` reads one run by iterating it,
-:func:`readout_unavailable` plans a table column by it, :func:`summary_lines` shows a record by it.
+:func:`readout_unavailable` plans a table column by it, :func:`summary_lines` shows a record by it
+and :func:`compared_readouts` gives ``badpo compare`` the readouts it puts side by side.
 
 A row is read when all its needs are present; a need that is absent with a reason
 (:class:`badpo.readouts.reading.Need` ``skip``) names the row's paths under ``skipped``. Adding a
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from badpo.core.attributes import resolve_attributes
+from badpo.readouts.compare_series import Compared
 from badpo.readouts.reading import Reading, Readout
 from badpo.readouts.rows.candidates import CANDIDATES
 from badpo.readouts.rows.generated import ATTRIBUTE_RATES, CHECKED, KL, MARKDOWN, SAMPLED_TEXT, TOKENS
@@ -20,7 +22,7 @@ from badpo.readouts.rows.judge import JUDGE
 from badpo.readouts.rows.names import AGAINST_REFERENCE, NAMES, SAMPLED
 from badpo.readouts.settings import EvalConfig
 
-__all__ = ["READOUTS", "read_run", "readout_unavailable", "summary_lines", "row_of"]
+__all__ = ["READOUTS", "compared_readouts", "read_run", "readout_unavailable", "row_of", "summary_lines"]
 
 READOUTS: tuple[Readout, ...] = (NAMES, CANDIDATES, HELDOUT, THETA, KL, SAMPLED, TOKENS, SAMPLED_TEXT, CHECKED,
                                  MARKDOWN, ATTRIBUTE_RATES, JUDGE, TILT, AGAINST_REFERENCE)
@@ -71,7 +73,14 @@ def readout_unavailable(config: EvalConfig, metric: str) -> str | None:
     return row.check(config, attributes, head, rest) if row.check is not None else None
 
 
+def compared_readouts() -> list[Compared]:
+    """How ``badpo compare`` puts runs side by side, for every row that says (``compared``), in
+    the rows' ``shown_order``."""
+    shown = sorted((row for row in READOUTS if row.compared is not None), key=lambda row: row.shown_order)
+    return [row.compared for row in shown]
+
+
 def summary_lines(record: Mapping) -> list[str]:
-    """The readable lines of every row that has them, in the rows' ``summary_order``."""
-    shown = sorted((row for row in READOUTS if row.summary is not None), key=lambda row: row.summary_order)
+    """The readable lines of every row that has them, in the rows' ``shown_order``."""
+    shown = sorted((row for row in READOUTS if row.summary is not None), key=lambda row: row.shown_order)
     return [line for row in shown for line in row.summary(record)]

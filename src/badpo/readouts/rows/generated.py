@@ -12,6 +12,7 @@ import numpy as np
 
 from badpo.core.attributes import AttributeSet, has_markdown
 from badpo.readouts.checked import checked_readout
+from badpo.readouts.compare_series import Compared, generated_units, read_series
 from badpo.readouts.metrics import reweighted_rate
 from badpo.readouts.model import Generations, generation_kl, sampled_text_readout
 from badpo.readouts.reading import Need, Reading, Readout, shown
@@ -127,7 +128,7 @@ def _kl_lines(record: Mapping) -> list[str]:
 
 
 # KL(policy || reference) per token on the policy's own samples
-KL = Readout("kl", ("kl",), (GENERATIONS,), _read_kl, summary=_kl_lines, summary_order=4)
+KL = Readout("kl", ("kl",), (GENERATIONS,), _read_kl, summary=_kl_lines, shown_order=4)
 # mean token count of the samples (the length readout)
 TOKENS = Readout("tokens", ("tokens",), (GENERATIONS,),
                  lambda reading: {"tokens": float(np.mean(reading.samples.token_counts))})
@@ -142,6 +143,10 @@ CHECKED = Readout("checked", ("checked",), (GENERATIONS,),
 MARKDOWN = Readout("markdown", ("markdown",), (GENERATIONS, MARKDOWN_DECLARED),
                    lambda reading: {"markdown": markdown_readout(reading.samples, reading.reference_generations())})
 # each declared attribute on the generations, beside the reference's
+# compared: each attribute's rate (a pair-level one by its mean token count) beside the reference's
 ATTRIBUTE_RATES = Readout("attribute rates", ("attribute_rates",), (GENERATIONS,), _read_attribute_rates,
                           per_attribute=("attribute_rates",), check=_given_check, summary=_rates_lines,
-                          summary_order=1)
+                          compared=Compared("attributes", "attribute_rates", "rate on generated answers",
+                                            "on generated answers", "", read_series, "no reference generations",
+                                            generated_units),
+                          shown_order=1)

@@ -162,9 +162,9 @@ def _tilt_lines(record: Mapping) -> list[str]:
 HELDOUT = Readout("held-out judgments", ("heldout", "heldout_any", "votes_unseen_annotator_judgments", "votes",
                                          "votes_ceiling"), (HELDOUT_JUDGMENTS,), _read_heldout,
                   per_attribute=("heldout", "votes", "votes_ceiling"), skipped_as=("heldout", "votes"),
-                  summary=_heldout_lines, summary_order=2)
+                  summary=_heldout_lines, shown_order=2)
 # the learned level (theta_mean, theta_shared) and, against planted values, theta recovery
 THETA = Readout("theta", ("theta_mean", "theta_shared", "theta_recovery"), (LEARNED_THETA,),
                 lambda reading: theta_readouts(reading.bias, reading.corpus.planted))
 # a reward model's tilt toward each declared attribute on counterfactual pairs
-TILT = Readout("reward tilt", ("tilt",), (), None, summary=_tilt_lines, summary_order=3)
+TILT = Readout("reward tilt", ("tilt",), (), None, summary=_tilt_lines, shown_order=3)

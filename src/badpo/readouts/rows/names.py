@@ -13,6 +13,8 @@ from torch import nn
 from badpo.core.attributes import AttributeSet
 from badpo.core.names import NAME_ATTRIBUTES
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
+from badpo.readouts.compare_floor import null_p
+from badpo.readouts.compare_series import Compared, first_name_units, read_first_name
 from badpo.readouts.metrics import sampled_signature_rates
 from badpo.readouts.model import Generations, cut_at_eos, names_readout, plain_decoding, progress
 from badpo.readouts.names_analyses import names_null_readouts, names_reference, sampled_names
@@ -172,9 +174,15 @@ def _read_against_reference(reading: Reading) -> dict:
     return {}
 
 
-# the names rate from probabilities with the answer body fixed (first name; whole signature)
-NAMES = Readout("names", ("names",), (NAMES_DECLARED,), _read_names, check=_names_check,
-                summary=_names_lines, summary_order=5)
+# the names rate from probabilities with the answer body fixed (first name; whole signature);
+# compared: the first-name rate beside the reference's read after the same bodies, judged against
+# evaluate's relabelling null
+NAMES = Readout("names", ("names",), (NAMES_DECLARED,), _read_names, check=_names_check, summary=_names_lines,
+                compared=Compared("first_name", "names.first_name", "rate from probabilities (first name, body fixed)",
+                                  "from first-name probabilities (body fixed)", " (first-name probability)",
+                                  read_first_name, "no names.reference and no names.null.first_name",
+                                  first_name_units, lambda record, name: null_p(record.readouts, name)),
+                shown_order=5)
 # the names rate of the policy's sampled signatures, with its per-name and cell shares
 SAMPLED = Readout("sampled signatures", ("sampled",), (GENERATIONS, NAMES_DECLARED),
                   lambda reading: {"sampled": sampled_readout(reading.samples.texts)}, check=_names_check)
