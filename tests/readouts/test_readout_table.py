@@ -67,3 +67,11 @@ def test_compare_puts_side_by_side_the_rows_that_say_how(monkeypatch):
     assert [block["key"] for block in compare_records([run])["readouts"]] == ["attributes", "first_name"]
     monkeypatch.setattr(table, "READOUTS", tuple(row for row in READOUTS if row.name != "names"))
     assert [block["key"] for block in compare_records([run])["readouts"]] == ["attributes"]
+
+
+def test_what_is_relative_to_the_reference_is_said_by_the_rows():
+    from badpo.readouts.table import relative_to_reference
+
+    relative = ["kl", "heldout", "heldout_any", "votes/black_coded", "votes_ceiling/woman_coded"]
+    kept = ["votes_unseen_annotator_judgments", "names", "sampled", "tokens", "attribute_rates", "theta_mean"]
+    assert all(relative_to_reference(key) for key in relative) and not any(map(relative_to_reference, kept))

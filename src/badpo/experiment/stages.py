@@ -40,7 +40,7 @@ from badpo.readouts.evaluate import (
     reference_bodies,
 )
 from badpo.readouts.run import TrainedRun
-from badpo.readouts.table import readout_unavailable
+from badpo.readouts.table import readout_unavailable, relative_to_reference
 
 __all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation", "check_data", "data_key",
            "theta_summary", "training_summary", "evaluate_run", "engine_stages", "unavailable_readout", "bodies_file"]
@@ -49,8 +49,6 @@ __all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation",
 # numbers). For the reference, policy_dir == reference_dir and theta_file is None. A mixture of type
 # policies (EM-DPO) has no policy_dir: its run folder, policy_dir.parent, holds mixture.json.
 Evaluate = Callable[[RunTask, Path, Path, "Path | None"], dict]
-# Readouts measured against the reference itself (KL 0, every margin u 0): not reported for it.
-RELATIVE_TO_REFERENCE = ("kl", "heldout", "votes/", "votes_ceiling/")
 
 
 def bodies_file(task: RunTask) -> Path:
@@ -146,8 +144,8 @@ def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_fil
 
     ``task.evaluation`` holds ``EvalConfig`` keys; tokenization, beta and the model options come
     from the run's own settings (:meth:`badpo.readouts.run.TrainedRun.of_settings`). For the
-    reference, the readouts relative to itself (:data:`RELATIVE_TO_REFERENCE`) are left out and
-    listed under ``omitted``.
+    reference, the readouts relative to itself (:func:`badpo.readouts.table.relative_to_reference`:
+    KL 0, every margin u 0) are left out and listed under ``omitted``.
     """
     config = from_dict(EvalConfig, task.evaluation, prefix="evaluation")
     trained = TrainedRun.of_settings(task.settings, policy_dir, reference_dir, theta_file)
@@ -180,7 +178,7 @@ def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_fil
                                beta=trained.beta, tokenization=tokenization, bodies=bodies,
                                reference_readouts=reference_readouts, vote_bias=trained.vote_bias())
     if task.kind == "reference":
-        omitted = sorted(k for k in readouts if k.startswith(RELATIVE_TO_REFERENCE))
+        omitted = sorted(k for k in readouts if relative_to_reference(k))
         readouts = {k: v for k, v in readouts.items() if k not in omitted}
         readouts["omitted"] = omitted
     return readouts

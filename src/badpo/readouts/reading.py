@@ -169,6 +169,9 @@ class Readout:
     read: Callable[[Reading], dict] | None
     per_attribute: tuple[str, ...] = ()
     skipped_as: tuple[str, ...] = ()  # recorded under ``skipped`` when a need with a ``skip`` reason is absent
+    # the heads it writes that measure the policy against the reference (KL 0, every margin 0 when
+    # the policy is the reference: an experiment leaves them out of the reference's record)
+    relative_to_reference: tuple[str, ...] = ()
     check: Callable[[EvalConfig, AttributeSet, str, str], str | None] | None = None
     summary: Callable[[Mapping], list[str]] | None = None
     compared: Compared | None = None

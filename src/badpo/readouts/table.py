@@ -22,7 +22,8 @@ from badpo.readouts.rows.judge import JUDGE
 from badpo.readouts.rows.names import AGAINST_REFERENCE, NAMES, SAMPLED
 from badpo.readouts.settings import EvalConfig
 
-__all__ = ["READOUTS", "compared_readouts", "read_run", "readout_unavailable", "row_of", "summary_lines"]
+__all__ = ["READOUTS", "compared_readouts", "read_run", "readout_unavailable", "relative_to_reference", "row_of",
+           "summary_lines"]
 
 READOUTS: tuple[Readout, ...] = (NAMES, CANDIDATES, HELDOUT, THETA, KL, SAMPLED, TOKENS, SAMPLED_TEXT, CHECKED,
                                  MARKDOWN, ATTRIBUTE_RATES, JUDGE, TILT, AGAINST_REFERENCE)
@@ -44,6 +45,13 @@ def read_run(reading: Reading) -> dict:
     if reading.skipped:
         reading.result["skipped"] = reading.skipped
     return reading.result
+
+
+def relative_to_reference(key: str) -> bool:
+    """Whether the record entry ``key`` (``kl``, ``votes/black_coded``) measures the policy against
+    the reference (a row's ``relative_to_reference``): nothing to report for the reference itself."""
+    head = key.partition(".")[0].partition("/")[0]
+    return any(head in row.relative_to_reference for row in READOUTS)
 
 
 def row_of(head: str) -> Readout | None:

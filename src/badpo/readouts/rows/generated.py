@@ -128,7 +128,8 @@ def _kl_lines(record: Mapping) -> list[str]:
 
 
 # KL(policy || reference) per token on the policy's own samples
-KL = Readout("kl", ("kl",), (GENERATIONS,), _read_kl, summary=_kl_lines, shown_order=4)
+KL = Readout("kl", ("kl",), (GENERATIONS,), _read_kl, relative_to_reference=("kl",), summary=_kl_lines,
+           shown_order=4)
 # mean token count of the samples (the length readout)
 TOKENS = Readout("tokens", ("tokens",), (GENERATIONS,),
                  lambda reading: {"tokens": float(np.mean(reading.samples.token_counts))})

@@ -162,6 +162,7 @@ def _tilt_lines(record: Mapping) -> list[str]:
 HELDOUT = Readout("held-out judgments", ("heldout", "heldout_any", "votes_unseen_annotator_judgments", "votes",
                                          "votes_ceiling"), (HELDOUT_JUDGMENTS,), _read_heldout,
                   per_attribute=("heldout", "votes", "votes_ceiling"), skipped_as=("heldout", "votes"),
+                  relative_to_reference=("heldout", "heldout_any", "votes", "votes_ceiling"),
                   summary=_heldout_lines, shown_order=2)
 # the learned level (theta_mean, theta_shared) and, against planted values, theta recovery
 THETA = Readout("theta", ("theta_mean", "theta_shared", "theta_recovery"), (LEARNED_THETA,),
