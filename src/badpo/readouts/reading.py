@@ -2,8 +2,9 @@
 
 A :class:`Readout` names the paths it writes in a record (``writes``: the first part of each
 path), what it needs (:class:`Need`: a held-out set, generations, a names attribute, a judge...),
-how it reads one run (``read``: a :class:`Reading` -> the entries it adds to the record) and how
-its lines look in the summary of ``badpo evaluate``. A :class:`Need` is checked twice: on the
+how it reads one run (``read``: a :class:`Reading` -> the entries it adds to the record), how
+its lines look in the summary of ``badpo evaluate`` and how ``badpo compare`` puts two runs side
+by side on it (``compared``). A :class:`Need` is checked twice: on the
 loaded run (``present``: the row is read only when all its needs are there) and on the readout
 settings alone (``planned``), so that an experiment refuses a table column that no run would
 fill before anything trains (:func:`badpo.readouts.table.readout_unavailable`).
@@ -139,7 +140,8 @@ class Need:
     """Something a readout needs, checked on a loaded run (``present``) and on the settings
     alone (``planned``: None when the settings cannot tell, as for held-out judgments, which
     come with the data). ``missing`` says what to set, formatted with the readout's ``head``;
-    ``skip`` (when set) is recorded under ``skipped`` for each path the row writes when it is absent."""
+    ``skip`` (when set) is recorded under ``skipped`` for each of the row's ``skipped_as`` when it is
+    absent."""
 
     name: str
     present: Callable[[Reading], bool]
