@@ -19,7 +19,8 @@ from badpo.data.sources import IgnoredColumnsWarning
 from badpo.experiment import ExperimentConfig
 from badpo.experiment.runner import prepare_corpus
 from badpo.experiment.stages import engine_stages
-from badpo.readouts.settings import EvalConfig, readout_unavailable
+from badpo.readouts.settings import EvalConfig
+from badpo.readouts.table import readout_unavailable
 from fixtures.files import read_jsonl
 from fixtures.own_data import ATTRIBUTE, COLUMNS, user_rows, write_user_csv
 

@@ -124,7 +124,8 @@ def test_a_table_of_a_readout_the_settings_turn_off_is_refused_before_anything_r
 
 
 def test_the_engines_readout_check_names_the_setting():
-    from badpo.readouts.settings import EvalConfig, readout_unavailable
+    from badpo.readouts.settings import EvalConfig
+    from badpo.readouts.table import readout_unavailable
 
     config = EvalConfig(attributes=("names",), whole_signature=False, generations=False)
     assert readout_unavailable(config, "names.first_name.woman_coded") is None

@@ -7,7 +7,7 @@ import pytest
 
 from badpo.readouts.checked import checked_accuracy, checked_readout
 from badpo.readouts.evaluate import Corpus, EvalConfig, evaluate_policy
-from badpo.readouts.settings import readout_unavailable
+from badpo.readouts.table import readout_unavailable
 
 ADD = {"prompt": "What is 2 + 3?", "kind": "add", "expected": "5"}
 REVERSE = {"prompt": 'Spell the word "garden" backwards.', "kind": "reverse", "expected": "nedrag"}

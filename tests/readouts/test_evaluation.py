@@ -23,10 +23,10 @@ from badpo.core.judgments import Judgment
 from badpo.core.names import NAME_POOL, signature_attributes, strip_signature
 from badpo.corpora.tiny import TinyWorldConfig
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
-from badpo.readouts import evaluate as evaluation
 from badpo.readouts import run as evaluate_run
 from badpo.readouts.evaluate import Corpus, EvalConfig, answer_body, evaluate_policy, judge_readouts, reference_bodies
 from badpo.readouts.model import generate, judge_scores
+from badpo.readouts.rows import names as names_rows
 
 
 @pytest.fixture(scope="module")
@@ -268,7 +268,7 @@ def test_body_reference_reads_the_names_after_the_answer_up_to_eos(world, monkey
         seen.append(list(bodies))
         return {}
 
-    monkeypatch.setattr(evaluation, "names_readout", names_readout)
+    monkeypatch.setattr(names_rows, "names_readout", names_readout)
     config = EvalConfig(max_prompts=1, body="reference", whole_signature=False, generations=False,
                         max_new_tokens=len(script))
     evaluate_policy(model, model, tokenizer, corpus, config)
@@ -292,7 +292,7 @@ def test_body_own_reads_each_model_after_its_own_greedy_answer(world, monkeypatc
         seen.append(("policy" if model is policy else "reference", list(bodies)))
         return {}
 
-    monkeypatch.setattr(evaluation, "names_readout", names_readout)
+    monkeypatch.setattr(names_rows, "names_readout", names_readout)
     config = EvalConfig(max_prompts=1, body=body, whole_signature=False, generations=False, max_new_tokens=8)
     evaluate_policy(policy, reference, tokenizer, corpus, config)
     assert seen == [("policy", [policy_body]), ("reference", ["1 2 3"])]

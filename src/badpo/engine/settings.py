@@ -22,6 +22,8 @@ from badpo.data.sources import ColumnMap
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.methods import get_method
 
+BETA = 0.1  # DPO's KL strength unless a run says otherwise: the one default every reader of a run falls back to
+
 SFT_LR = {False: 1e-5, True: 1e-4}  # keyed by "LoRA?"
 PREFERENCE_LR = {False: 5e-7, True: 5e-6}
 REWARD_LR = {False: 1e-5, True: 1e-4}  # a reward model's head and backbone learn like SFT
@@ -139,7 +141,7 @@ class TrainConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
-    beta: float = 0.1  # KL strength of DPO
+    beta: float = BETA  # KL strength of DPO
     steps: int = 1000  # optimizer steps
     batch_size: int = 32  # items per step = micro_batch_size x accumulation x processes
     micro_batch_size: int = 2  # items per forward on one process

@@ -21,29 +21,26 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from badpo.core.bias import BiasChannel, variant_facts
+from badpo.core.bias import variant_facts
 from badpo.core.config import ConfigError, from_dict, to_dict
 from badpo.core.jsonio import dumps
 from badpo.corpora.builders import build_and_describe, corpus_sources
 from badpo.data.fingerprint import data_fingerprint
 from badpo.data.sources import ColumnMap, check_columns
-from badpo.engine.runtime import load_tokenizer
-from badpo.engine.settings import ModelConfig, SFTConfig, TrainConfig, accumulation_steps, check_sft, check_train
+from badpo.engine.settings import SFTConfig, TrainConfig, accumulation_steps, check_sft, check_train
 from badpo.engine.sft import FINISHED as SFT_FINISHED
 from badpo.engine.sft import sft
-from badpo.engine.tokenize import TokenizationConfig
 from badpo.engine.train import train
 from badpo.experiment.runner import RunTask, Stages
 from badpo.readouts.evaluate import (
     Corpus,
     EvalConfig,
-    Mixture,
     evaluate_mixture,
     evaluate_policy,
     reference_bodies,
 )
-from badpo.readouts.run import load_causal_lm, trained_theta
-from badpo.readouts.settings import readout_unavailable
+from badpo.readouts.run import TrainedRun
+from badpo.readouts.table import readout_unavailable, relative_to_reference
 
 __all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation", "check_data", "data_key",
            "theta_summary", "training_summary", "evaluate_run", "engine_stages", "unavailable_readout", "bodies_file"]
@@ -52,8 +49,6 @@ __all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation",
 # numbers). For the reference, policy_dir == reference_dir and theta_file is None. A mixture of type
 # policies (EM-DPO) has no policy_dir: its run folder, policy_dir.parent, holds mixture.json.
 Evaluate = Callable[[RunTask, Path, Path, "Path | None"], dict]
-# Readouts measured against the reference itself (KL 0, every margin u 0): not reported for it.
-RELATIVE_TO_REFERENCE = ("kl", "heldout", "votes/", "votes_ceiling/")
 
 
 def bodies_file(task: RunTask) -> Path:
@@ -104,7 +99,7 @@ def data_key(settings: dict) -> str | None:
 
 
 def unavailable_readout(evaluation: dict, metric: str) -> str | None:
-    """:func:`badpo.readouts.settings.readout_unavailable` on resolved readout settings."""
+    """:func:`badpo.readouts.table.readout_unavailable` on resolved readout settings."""
     return readout_unavailable(from_dict(EvalConfig, evaluation, prefix="evaluation"), metric)
 
 
@@ -148,16 +143,16 @@ def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_fil
     """Every readout of one run with :func:`badpo.readouts.evaluate.evaluate_policy`.
 
     ``task.evaluation`` holds ``EvalConfig`` keys; tokenization, beta and the model options come
-    from the run's own settings. For the reference, the readouts relative to itself
-    (:data:`RELATIVE_TO_REFERENCE`) are left out and listed under ``omitted``.
+    from the run's own settings (:meth:`badpo.readouts.run.TrainedRun.of_settings`). For the
+    reference, the readouts relative to itself (:func:`badpo.readouts.table.relative_to_reference`:
+    KL 0, every margin u 0) are left out and listed under ``omitted``.
     """
     config = from_dict(EvalConfig, task.evaluation, prefix="evaluation")
-    tokenization = from_dict(TokenizationConfig, task.settings.get("tokenization", {}), "tokenization")
-    model_settings = {k: v for k, v in task.settings.get("model", {}).items()
-                      if k not in ("name_or_path", "tokenizer", "revision")}
-    tokenizer = load_tokenizer(from_dict(ModelConfig, {**model_settings, "name_or_path": str(reference_dir)}))
+    trained = TrainedRun.of_settings(task.settings, policy_dir, reference_dir, theta_file)
+    tokenization = trained.tokenization
+    tokenizer = trained.load_tokenizer()
     corpus = Corpus.load(task.corpus_dir)
-    reference = load_causal_lm(reference_dir, model_settings)
+    reference = trained.load_reference()
     bodies = reference_readouts = None
     if task.kind == "reference":
         policy = reference
@@ -173,20 +168,17 @@ def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_fil
                                  "record has no bodies artifact")
             bodies = json.loads((task.out_dir / saved).read_text(encoding="utf-8"))
         reference_readouts = (task.reference or {}).get("readouts")
-        mixture = Mixture.load(policy_dir.parent)  # a run of several type policies (EM-DPO)
+        mixture = trained.mixture()  # a run of several type policies (EM-DPO)
         if mixture is not None:
-            return evaluate_mixture(lambda path: load_causal_lm(path, model_settings, base=reference_dir),
-                                    mixture, reference, tokenizer, corpus, config,
-                                    beta=task.settings.get("beta", 0.1), tokenization=tokenization,
-                                    bodies=bodies, reference_readouts=reference_readouts)
-        policy = load_causal_lm(policy_dir, model_settings, base=reference_dir)
-    bias = BiasChannel.load(theta_file) if theta_file is not None else None
-    readouts = evaluate_policy(policy, reference, tokenizer, corpus, config, bias=bias,
-                               beta=task.settings.get("beta", 0.1), tokenization=tokenization,
-                               bodies=bodies, reference_readouts=reference_readouts,
-                               vote_bias=trained_theta(theta_file) if theta_file is not None else None)
+            return evaluate_mixture(trained.load_policy, mixture, reference, tokenizer, corpus, config,
+                                    beta=trained.beta, tokenization=tokenization, bodies=bodies,
+                                    reference_readouts=reference_readouts)
+        policy = trained.load_policy()
+    readouts = evaluate_policy(policy, reference, tokenizer, corpus, config, bias=trained.bias(),
+                               beta=trained.beta, tokenization=tokenization, bodies=bodies,
+                               reference_readouts=reference_readouts, vote_bias=trained.vote_bias())
     if task.kind == "reference":
-        omitted = sorted(k for k in readouts if k.startswith(RELATIVE_TO_REFERENCE))
+        omitted = sorted(k for k in readouts if relative_to_reference(k))
         readouts = {k: v for k, v in readouts.items() if k not in omitted}
         readouts["omitted"] = omitted
     return readouts

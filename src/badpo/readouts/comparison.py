@@ -8,6 +8,8 @@ shift from the reference, and each run's removal of the baseline run's shift wit
 interval (:mod:`badpo.readouts.compare`); KL, held-out accuracy and gap; theta_bar against the
 offline estimate of the run's audit; one verdict line per run and readout. Pure: the caller reads
 the files (:mod:`badpo.readouts.compare_runs`) and this module turns them into one JSON-ready dict.
+The readouts compared are the rows of the readout table that say how
+(:func:`badpo.readouts.table.compared_readouts`; :class:`badpo.readouts.compare_series.Compared`).
 
 When every run read the names readout, a second block does the same for the paper's names readout,
 the rate from probabilities (``names.first_name``: the first name's probability over the pool at
@@ -24,8 +26,8 @@ were recorded has its rates and removal without an interval, and every such plac
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,43 +42,11 @@ from badpo.readouts.compare import (
     resample_indices,
     shift_interval,
 )
-from badpo.readouts.compare_floor import MIN_PROMPTS, judge_shift, null_p, too_few
+from badpo.readouts.compare_floor import MIN_PROMPTS, judge_shift, too_few
+from badpo.readouts.compare_series import Compared, RunRecord, Series
+from badpo.readouts.table import compared_readouts
 
-__all__ = ["FIRST_NAME", "GENERATED", "Readout", "RunRecord", "Series", "compare_records", "method_label",
-           "read_first_name", "read_series"]
-
-OLD_RECORD = ("evaluated before badpo recorded per-prompt values ({source} has no attribute_rates.NAME.per_prompt): "
-              "run `badpo evaluate` on it again for intervals")
-OLD_FIRST_NAME = ("evaluated before badpo recorded per-prompt first-name rates ({source} has no "
-                  "names.per_prompt.first_name): run `badpo evaluate` on it again for intervals")
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """One evaluated run as compare reads it (:func:`badpo.readouts.compare_runs.load_run`)."""
-
-    label: str  # how the run is named in every output
-    path: str  # the run folder (or readouts file) as the caller gave it
-    method: str | None  # the run's method (run.json / config.yaml); None when not known
-    readouts: Mapping[str, Any]
-    source: str = ""  # the readouts file, named in errors and notes
-    theta: Mapping[str, Any] | None = None  # theta.json
-    offline: Mapping[str, Any] | None = None  # audit.json: the offline estimates
-    convergence: Mapping[str, Any] | None = None  # run.json theta_convergence
-    notes: tuple[str, ...] = field(default=())  # what the reader found missing (no theta.json, ...)
-    data: Mapping[str, Any] | None = None  # data_fingerprint.json of the run folder: what it trained on
-
-
-@dataclass(frozen=True)
-class Series:
-    """One rate as a record holds it: its mean and, when recorded, its per-prompt values."""
-
-    mean: float
-    values: np.ndarray | None
-    digest: str | None  # inputs.prompts_sha256: which prompts the values are on
-    why: str | None  # why there are no per-prompt values
-    n: int | None = None  # the number of prompts, as recorded
-
+__all__ = ["RunRecord", "Series", "compare_records", "method_label"]
 
 def method_label(method: str | None) -> str | None:
     """A method as a reader names it: ``dpo`` -> DPO, ``ba_dpo_shared_mean`` -> BA-DPO (shared_mean)."""
@@ -89,102 +59,8 @@ def method_label(method: str | None) -> str | None:
     return method
 
 
-def _unit(records: Sequence[RunRecord], name: str) -> str:
-    """``tokens`` for a pair-level attribute (read by its mean token count), else ``rate``."""
-    for record in records:
-        entry = record.readouts.get("attribute_rates", {}).get(name)
-        if isinstance(entry, Mapping):
-            return "tokens" if "policy_tokens" in entry else "rate"
-    return "rate"
-
-
 def _key(unit: str, side: str) -> str:
     return f"{side}_tokens" if unit == "tokens" else side
-
-
-def _mapping(value: Any) -> Mapping:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _series(mean: Any, values: Any, digest: str | None, n: int | None, where: str, missing: str) -> Series:
-    """A recorded mean and its per-prompt values (``where`` names them in errors; ``missing`` says
-    why there are none when ``values`` is None). A list that does not hold one number per prompt is
-    an error naming the file and the key; one with a null is a series without values."""
-    if values is None:
-        return Series(float(mean), None, digest, missing, n)
-    if not isinstance(values, list) or not all(isinstance(v, (int, float)) or v is None for v in values):
-        raise ValueError(f"{where}: expected a list of numbers")
-    if n is not None and len(values) != n:
-        raise ValueError(f"{where} holds {len(values)} values, but n is {n}")
-    if any(v is None for v in values) or not values:
-        return Series(float(mean), None, digest, f"{where} has undefined (null) values", n)
-    return Series(float(mean), np.asarray(values, dtype=np.float64), digest, None, len(values))
-
-
-def read_series(record: RunRecord, name: str, key: str) -> Series | None:
-    """``attribute_rates.NAME.KEY`` of a record and its per-prompt values; None when the run did
-    not read the attribute. A per-prompt list that does not hold one number per prompt is an
-    error naming the file and the key."""
-    entry = record.readouts.get("attribute_rates", {}).get(name)
-    if not isinstance(entry, Mapping) or entry.get(key) is None:
-        return None
-    where = f"{record.source}: attribute_rates.{name}"
-    if not isinstance(entry[key], (int, float)):
-        raise ValueError(f"{where}.{key} is {entry[key]!r}; expected a number")
-    digest = record.readouts.get("inputs", {}).get("prompts_sha256")
-    n = entry.get("n") if isinstance(entry.get("n"), int) else None
-    per_prompt = entry.get("per_prompt")
-    values = per_prompt.get(key) if isinstance(per_prompt, Mapping) else None
-    return _series(entry[key], values, digest, n, f"{where}.per_prompt.{key}", OLD_RECORD.format(source=record.source))
-
-
-def read_first_name(record: RunRecord, name: str, key: str) -> Series | None:
-    """The first-name rate of NAME from probabilities and its per-prompt values: the policy's
-    (``key`` policy: ``names.first_name``, ``names.per_prompt.first_name``) or the reference's
-    read after the same bodies (``key`` reference: ``names.reference``; in a record written before
-    that, ``names.first_name`` minus the shift ``names.null.first_name`` reports, without values).
-    None when the record holds neither."""
-    names = _mapping(record.readouts.get("names"))
-    inputs = _mapping(record.readouts.get("inputs"))
-    digest, n = inputs.get("prompts_sha256"), inputs.get("n_prompts")
-    n = n if isinstance(n, int) else None
-    old = OLD_FIRST_NAME.format(source=record.source)
-    side = names if key == "policy" else _mapping(names.get("reference"))
-    mean = _mapping(side.get("first_name")).get(name)
-    where = f"{record.source}: names{'' if key == 'policy' else '.reference'}"
-    if mean is None and key == "reference":
-        policy = _mapping(names.get("first_name")).get(name)
-        shift = _mapping(_mapping(_mapping(names.get("null")).get("first_name")).get(name)).get("shift")
-        if isinstance(policy, (int, float)) and isinstance(shift, (int, float)):
-            return Series(float(policy) - float(shift), None, digest, old, n)
-    if mean is None:
-        return None
-    if not isinstance(mean, (int, float)):
-        raise ValueError(f"{where}.first_name.{name} is {mean!r}; expected a number")
-    values = _mapping(_mapping(side.get("per_prompt")).get("first_name")).get(name)
-    return _series(mean, values, digest, n, f"{where}.per_prompt.first_name.{name}", old)
-
-
-@dataclass(frozen=True)
-class Readout:
-    """A readout compare puts side by side, and how each output names it."""
-
-    key: str  # where compare.json holds its attributes (top level) and each run's entries
-    source: str  # where readouts.json holds it
-    title: str  # the heading of its table
-    phrase: str  # how a verdict line names it
-    tag: str  # after an attribute's name in a note ("" for the rates on generated answers)
-    read: Callable[[RunRecord, str, str], Series | None]
-    no_reference: str  # why a record gives no reference rate
-    null: Callable[[RunRecord, str], float | None] = lambda record, name: None  # evaluate's relabelling p
-
-
-GENERATED = Readout("attributes", "attribute_rates", "rate on generated answers", "on generated answers", "",
-                    read_series, "no reference generations")
-FIRST_NAME = Readout("first_name", "names.first_name", "rate from probabilities (first name, body fixed)",
-                     "from first-name probabilities (body fixed)", " (first-name probability)", read_first_name,
-                     "no names.reference and no names.null.first_name",
-                     lambda record, name: null_p(record.readouts, name))
 
 
 def _unpaired(resamples: _Resamples, *series: Series) -> str | None:
@@ -254,7 +130,7 @@ def _removal(base: Series, run: Series, reference: Series, resamples: _Resamples
             "shift": base_shift}
 
 
-def _attribute(readout: Readout, name: str, unit: str, runs: Sequence[RunRecord], baseline: int | None,
+def _attribute(readout: Compared, name: str, unit: str, runs: Sequence[RunRecord], baseline: int | None,
                reference: RunRecord | None, resamples: _Resamples, level: float) -> tuple[dict, list[dict]]:
     """The reference's rate of one attribute on one readout and, per run, its rate, shift and removal."""
     source = reference if reference is not None else runs[baseline if baseline is not None else 0]
@@ -284,21 +160,8 @@ def _attribute(readout: Readout, name: str, unit: str, runs: Sequence[RunRecord]
 class _Block:
     """A readout as compared: its attributes and the unit each is read in."""
 
-    readout: Readout
+    readout: Compared
     units: dict[str, str]  # attribute -> rate / tokens, in order
-
-
-def _first_name_block(records: Sequence[RunRecord]) -> tuple[_Block | None, list[str]]:
-    """The rate from first-name probabilities, when every record read it (with a note when only
-    some did): one attribute per coded side of the name pool."""
-    read = [_mapping(_mapping(record.readouts.get("names")).get("first_name")) for record in records]
-    if not any(read):
-        return None, []
-    missing = [record for record, first in zip(records, read) if not first]
-    if missing:
-        return None, [f"the rate from first-name probabilities is not compared: {missing[0].source} holds no "
-                      "names.first_name (no names attribute declared, or another readout)"]
-    return _Block(FIRST_NAME, dict.fromkeys((name for first in read for name in first), "rate")), []
 
 
 def _theta(record: RunRecord) -> dict | None:
@@ -360,12 +223,11 @@ def compare_records(runs: Sequence[RunRecord], baseline: int | None = None, refe
     if not runs:
         raise ValueError("compare needs at least one evaluated run")
     records = [*runs, *([reference] if reference is not None else [])]
-    declared = [name for run in records for name in run.readouts.get("inputs", {}).get("attributes", [])]
-    read = {name for run in records for name in run.readouts.get("attribute_rates", {})}
-    names = [name for name in dict.fromkeys([*declared, *sorted(read)]) if name in read]
-    blocks = [_Block(GENERATED, {name: _unit(runs, name) for name in names})]
-    first_name, missing = _first_name_block(records)
-    blocks += [first_name] if first_name is not None else []
+    blocks, missing = [], []
+    for readout in compared_readouts():  # the rows of the readout table that say how they compare
+        units, notes = readout.units(runs, records)
+        missing += notes
+        blocks += [_Block(readout, units)] if units is not None else []
     resamples = _Resamples(draws, seed, min_prompts)
     by_readout, per_run = {}, [dict() for _ in runs]
     for block in blocks:

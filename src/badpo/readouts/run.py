@@ -34,7 +34,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -54,25 +53,26 @@ from badpo.data.sources import ColumnMap, read_judgment_source, read_prompt_sour
 from badpo.engine.external_run import RECORD_FILE, is_external_run, read_external_run
 from badpo.engine.mixture import MIXTURE_FILE
 from badpo.engine.reward import MODEL_FOLDER as REWARD_MODEL_FOLDER
-from badpo.engine.run_folder import interrupted_commit, is_run_folder
+from badpo.engine.run_folder import identity, interrupted_commit, is_run_folder
 from badpo.engine.runtime import load_tokenizer
-from badpo.engine.settings import ModelConfig, RMConfig, TrainConfig
+from badpo.engine.settings import BETA, ModelConfig, RMConfig, TrainConfig
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.readouts.evaluate import (
     Corpus,
     EvalConfig,
     Mixture,
-    declares_names,
     evaluate_mixture,
     evaluate_policy,
     evaluate_reward_model,
 )
 from badpo.readouts.model import context_length, generate, load_judge, signature_tokens
+from badpo.readouts.reading import declares_names
 from badpo.readouts.run_paths import made_from, refuse_pickles, resolved_from
 from badpo.readouts.settings import SETTINGS_RECORDED
+from badpo.readouts.table import summary_lines
 
-__all__ = ["EvalData", "GenerationCapNotice", "evaluate_run_dir", "load_causal_lm", "prompts_digest", "readouts_path",
-           "summary", "trained_theta"]
+__all__ = ["EvalData", "GenerationCapNotice", "TrainedRun", "evaluate_run_dir", "load_causal_lm", "prompts_digest",
+           "readouts_path", "summary", "trained_theta"]
 
 CORPUS_FILES = {"prompts": "eval_prompts.jsonl", "heldout": "heldout.jsonl", "planted": "planted.json"}
 READOUTS_FILE = "readouts.json"  # the one file evaluate writes into a run folder
@@ -150,45 +150,131 @@ def eval_config(settings: Mapping[str, Any], run_specs: Sequence[str], source: P
     return from_dict(EvalConfig, {**settings, "attributes": list(run_specs)})
 
 
-@dataclass(frozen=True)
-class Trained:
-    """What training fixed that the readouts of a policy need, whoever trained it."""
+MODEL_KEYS_FIXED = ("name_or_path", "tokenizer", "revision")  # a run's model settings that name what it loads
 
-    source: Path  # the file that says it: config.yaml, or the record of a TRL folder
+
+@dataclass(frozen=True)
+class TrainedRun:
+    """A trained policy and what training fixed that its readouts need, whoever trained it: the one
+    way to open a run for reading (:meth:`open` a folder; :meth:`of_settings` a run whose settings
+    the caller holds, as an experiment does) and to load its models and theta.
+
+    ``kind``: ``badpo`` (a ``badpo train`` folder: its config.yaml), ``reward_model`` (a ``badpo
+    rm`` folder: ``policy`` is its reward model, beta None), ``trl`` (a folder BADPOTrainer saved:
+    its record) or ``settings``. ``policy`` is None for a mixture of type policies
+    (:meth:`mixture`). ``model_settings`` is what loading a model takes (trust_remote_code and the
+    rest of the run's ``model:`` settings, less :data:`MODEL_KEYS_FIXED`)."""
+
+    kind: str
+    folder: Path  # the run folder (mixture.json, theta.json)
+    source: Path | None  # the file that says what training fixed: config.yaml, or the record of a TRL folder
     attributes: Sequence[str]  # the declared attribute specs
     reference: str  # the reference model (the base of a LoRA policy)
     tokenizer: str | None  # None: the reference's
-    trust_remote_code: bool
+    trust_remote_code: bool  # the run was trained with it
     data_folder: Path | None  # where the evaluation data is looked for when none is given
     columns: ColumnMap
     tokenization: TokenizationConfig
-    beta: float
-    policy: Path
+    beta: float | None
+    policy: Path | None
+    theta_file: Path | None
+    model_settings: Mapping[str, Any]
+    config: TrainConfig | RMConfig | None = None  # the resolved config of a badpo run folder
 
+    @classmethod
+    def open(cls, run_dir: str | Path) -> TrainedRun:
+        """A finished ``badpo train`` folder (policy/ or mixture.json), a ``badpo rm`` folder or a
+        folder BADPOTrainer saved."""
+        run_dir = Path(run_dir)
+        if (run_dir / REWARD_MODEL_FOLDER).is_dir() and (run_dir / "config.yaml").exists():
+            return cls._reward_model(run_dir)
+        if is_external_run(run_dir):
+            return cls._trl(run_dir)
+        if (run_dir / "config.yaml").exists() and (Mixture.load(run_dir) is not None or (run_dir / "policy").exists()):
+            return cls._badpo(run_dir)
+        raise FileNotFoundError(f"{run_dir}: not a finished run (config.yaml and policy/ or {MIXTURE_FILE} are "
+                                f"needed; or the {RECORD_FILE} that BADPOTrainer.save_model writes)")
 
-def trained_by_badpo(run_dir: Path) -> Trained:
-    """What a ``badpo train`` folder's config.yaml fixed; the policy is ``policy/``. Relative paths
-    in it (the reference, the tokenizer, the data) are resolved against where the run was made."""
-    config = load_config(TrainConfig, run_dir / "config.yaml")
-    origin = made_from(run_dir, config.output_dir)
-    model, tokenizer = (resolved_from(origin, config.model.name_or_path), resolved_from(origin, config.model.tokenizer))
-    return Trained(run_dir / "config.yaml", config.attributes, model, tokenizer, config.model.trust_remote_code,
-                   _data_folder(resolved_from(origin, config.data)), config.columns, config.tokenization, config.beta,
-                   run_dir / "policy")
+    @classmethod
+    def _badpo(cls, run_dir: Path) -> TrainedRun:
+        """What a ``badpo train`` folder's config.yaml fixed; the policy is ``policy/``. Relative paths
+        in it (the reference, the tokenizer, the data) are resolved against where the run was made."""
+        config = load_config(TrainConfig, run_dir / "config.yaml")
+        origin = made_from(run_dir, config.output_dir)
+        model, tokenizer = (resolved_from(origin, config.model.name_or_path),
+                            resolved_from(origin, config.model.tokenizer))
+        policy = None if Mixture.load(run_dir) is not None else run_dir / "policy"
+        return cls("badpo", run_dir, run_dir / "config.yaml", config.attributes, model, tokenizer,
+                   config.model.trust_remote_code, _data_folder(resolved_from(origin, config.data)), config.columns,
+                   config.tokenization, config.beta, policy, run_dir / "theta.json",
+                   {"trust_remote_code": config.model.trust_remote_code}, config)
 
+    @classmethod
+    def _reward_model(cls, run_dir: Path) -> TrainedRun:
+        """What a ``badpo rm`` folder's config.yaml fixed; the trained model (``policy``) is its
+        reward model, ``reference`` the backbone it started from, and it has no beta."""
+        config = load_config(RMConfig, run_dir / "config.yaml")
+        return cls("reward_model", run_dir, run_dir / "config.yaml", config.attributes, config.model.name_or_path,
+                   config.model.tokenizer, config.model.trust_remote_code, _data_folder(config.data), config.columns,
+                   config.tokenization, None, run_dir / REWARD_MODEL_FOLDER, run_dir / "theta.json",
+                   {"trust_remote_code": config.model.trust_remote_code}, config)
 
-def trained_by_trl(run_dir: Path) -> Trained:
-    """What BADPOTrainer's record fixed; the policy and its tokenizer are the folder itself."""
-    record, source = read_external_run(run_dir), run_dir / RECORD_FILE
-    if record.reference is None:
-        raise ConfigError(f"{source}: reference is null (the trainer could not tell which model the policy was "
-                          "trained against); write the reference's Hub id or path there")
-    if not any((run_dir / name).is_file() for name in ("config.json", "adapter_config.json")):
-        raise FileNotFoundError(f"{run_dir}: holds {RECORD_FILE} but no model (config.json or "
-                                "adapter_config.json); BADPOTrainer.save_model writes both")
-    tokenizer = str(run_dir) if (run_dir / "tokenizer_config.json").is_file() else None
-    return Trained(source, record.attributes or [], record.reference, tokenizer, record.trust_remote_code, None,
-                   ColumnMap(), record.tokenization, record.beta, run_dir)
+    @classmethod
+    def _trl(cls, run_dir: Path) -> TrainedRun:
+        """What BADPOTrainer's record fixed; the policy and its tokenizer are the folder itself."""
+        record, source = read_external_run(run_dir), run_dir / RECORD_FILE
+        if record.reference is None:
+            raise ConfigError(f"{source}: reference is null (the trainer could not tell which model the policy was "
+                              "trained against); write the reference's Hub id or path there")
+        if not any((run_dir / name).is_file() for name in ("config.json", "adapter_config.json")):
+            raise FileNotFoundError(f"{run_dir}: holds {RECORD_FILE} but no model (config.json or "
+                                    "adapter_config.json); BADPOTrainer.save_model writes both")
+        tokenizer = str(run_dir) if (run_dir / "tokenizer_config.json").is_file() else None
+        return cls("trl", run_dir, source, record.attributes or [], record.reference, tokenizer,
+                   record.trust_remote_code, None, ColumnMap(), record.tokenization, record.beta, run_dir,
+                   run_dir / "theta.json", {"trust_remote_code": record.trust_remote_code})
+
+    @classmethod
+    def of_settings(cls, settings: Mapping[str, Any], policy: Path, reference: Path,
+                    theta_file: Path | None = None) -> TrainedRun:
+        """A run whose resolved settings (``TrainConfig`` or ``SFTConfig`` keys) the caller holds, with
+        its policy (a mixture's: ``policy.parent`` holds mixture.json) and reference folders."""
+        model = {k: v for k, v in settings.get("model", {}).items() if k not in MODEL_KEYS_FIXED}
+        return cls("settings", Path(policy).parent, None, settings.get("attributes", ()), str(reference), None,
+                   bool(model.get("trust_remote_code", False)), None, ColumnMap(),
+                   from_dict(TokenizationConfig, settings.get("tokenization", {}), "tokenization"),
+                   settings.get("beta", BETA), Path(policy), theta_file, model)
+
+    def trusting(self, trust_remote_code: bool) -> TrainedRun:
+        """The run loaded with the caller's ``trust_remote_code`` (a run folder does not decide what code runs)."""
+        return dataclasses.replace(self, model_settings={"trust_remote_code": trust_remote_code})
+
+    def mixture(self) -> Mixture | None:
+        """The mixture of type policies the run trained, or None for a run of one policy."""
+        return None if self.kind in ("trl", "reward_model") else Mixture.load(self.folder)
+
+    def load_tokenizer(self):
+        return load_tokenizer(from_dict(ModelConfig, {**self.model_settings, "name_or_path": self.reference,
+                                                      "tokenizer": self.tokenizer}))
+
+    def load_reference(self) -> nn.Module:
+        return load_causal_lm(self.reference, self.model_settings)
+
+    def load_policy(self, path: Path | None = None) -> nn.Module:
+        """The policy (or the type policy at ``path`` of a mixture), on the reference when a LoRA adapter."""
+        return load_causal_lm(path if path is not None else self.policy, self.model_settings, base=self.reference)
+
+    def identity(self) -> dict | None:
+        """What keys a badpo run folder (:func:`badpo.engine.run_folder.identity` of its config)."""
+        return identity(self.config) if self.config is not None else None
+
+    def bias(self) -> BiasChannel | None:
+        """The run's saved theta, when it has one."""
+        return BiasChannel.load(self.theta_file) if self.theta_file is not None and self.theta_file.exists() else None
+
+    def vote_bias(self) -> BiasChannel | None:
+        """The theta the policy was trained against, when saved apart (:func:`trained_theta`)."""
+        return trained_theta(self.theta_file) if self.theta_file is not None else None
 
 
 def _data_folder(data: str) -> Path | None:
@@ -315,23 +401,18 @@ def _record(readouts: dict, config: EvalConfig, inputs: dict, skipped: dict, gen
     return {**readouts, "inputs": inputs, **({"skipped": reasons} if reasons else {})}
 
 
-def evaluate_reward_run(run_dir: Path, settings: Mapping[str, Any], data: EvalData,
-                        trust_remote_code: bool = False) -> dict:
+def evaluate_reward_run(trained: TrainedRun, settings: Mapping[str, Any], data: EvalData) -> dict:
     """:func:`badpo.readouts.evaluate.evaluate_reward_model` of a finished ``badpo rm`` run folder, on
     held-out judgments (they are all it reads)."""
-    rm_config = load_config(RMConfig, run_dir / "config.yaml")
-    _check_trust(rm_config.model.trust_remote_code, run_dir, trust_remote_code)
-    config = eval_config(settings, rm_config.attributes, run_dir / "config.yaml")
-    judge, tokenizer = load_judge(str(run_dir / REWARD_MODEL_FOLDER), "cuda" if torch.cuda.is_available() else "cpu")
-    corpus, inputs, skipped, rendered = load_data(data, _data_folder(rm_config.data), rm_config.columns, tokenizer)
+    config = eval_config(settings, trained.attributes, trained.source)
+    judge, tokenizer = load_judge(str(trained.policy), "cuda" if torch.cuda.is_available() else "cpu")
+    corpus, inputs, skipped, rendered = load_data(data, trained.data_folder, trained.columns, tokenizer)
     if rendered:
         raise ValueError(f"{inputs['heldout']}: chat-format prompts are not read for a reward model yet; "
                          "give the prompts as text")
     if not corpus.heldout:
-        raise ValueError(f"{run_dir} is a reward model, read on held-out judgments: {NO_HELDOUT}")
-    theta_file = run_dir / "theta.json"
-    bias = BiasChannel.load(theta_file) if theta_file.exists() else None
-    return _record(evaluate_reward_model(judge, tokenizer, corpus, config, bias), config,
+        raise ValueError(f"{trained.folder} is a reward model, read on held-out judgments: {NO_HELDOUT}")
+    return _record(evaluate_reward_model(judge, tokenizer, corpus, config, trained.bias()), config,
                    {**inputs, "prompts": None, "model": "reward model"}, skipped, generated=False)
 
 
@@ -353,26 +434,17 @@ def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = N
     if interrupted_commit(run_dir):
         raise FileNotFoundError(f"{run_dir}: the run was stopped while writing its final files; run "
                                 "the same `badpo train` again to complete them")
-    if (run_dir / REWARD_MODEL_FOLDER).is_dir() and (run_dir / "config.yaml").exists():
-        return evaluate_reward_run(run_dir, settings, data, trust_remote_code)
-    external = is_external_run(run_dir)
-    mixture = None if external else Mixture.load(run_dir)
-    if external:
-        trained = trained_by_trl(run_dir)
-    elif (run_dir / "config.yaml").exists() and (mixture is not None or (run_dir / "policy").exists()):
-        trained = trained_by_badpo(run_dir)
-    else:
-        raise FileNotFoundError(f"{run_dir}: not a finished run (config.yaml and policy/ or {MIXTURE_FILE} are "
-                                f"needed; or the {RECORD_FILE} that BADPOTrainer.save_model writes)")
+    trained = TrainedRun.open(run_dir)
     _check_trust(trained.trust_remote_code, run_dir, trust_remote_code)
+    if trained.kind == "reward_model":
+        return evaluate_reward_run(trained, settings, data)
+    trained, mixture = trained.trusting(trust_remote_code), trained.mixture()
     if mixture is None:
         refuse_pickles(Path(trained.policy))
     config = eval_config(settings, trained.attributes, trained.source)
-    model_settings = {"trust_remote_code": trust_remote_code}
-    tokenizer = load_tokenizer(from_dict(ModelConfig, {
-        "name_or_path": trained.reference, "tokenizer": trained.tokenizer, "trust_remote_code": trust_remote_code}))
+    tokenizer = trained.load_tokenizer()
     corpus, inputs, skipped, rendered = load_data(data, trained.data_folder, trained.columns, tokenizer)
-    reference = load_causal_lm(trained.reference, model_settings)
+    reference = trained.load_reference()
     tokenization = trained.tokenization
     if rendered:  # the template wrote them: every readout tokenizes them as they are, as training does
         if tokenization.chat_template == "never":
@@ -389,34 +461,21 @@ def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = N
                                   "reference answers")
                          if config.generations else None)
     if mixture is not None:
-        readouts = evaluate_mixture(lambda path: load_causal_lm(path, model_settings, base=trained.reference),
-                                    mixture, reference, tokenizer, corpus, config, beta=trained.beta,
-                                    tokenization=tokenization, reference_samples=reference_samples)
+        readouts = evaluate_mixture(trained.load_policy, mixture, reference, tokenizer, corpus, config,
+                                    beta=trained.beta, tokenization=tokenization, reference_samples=reference_samples)
     else:
-        policy = load_causal_lm(trained.policy, model_settings, base=trained.reference)
-        theta_file = run_dir / "theta.json"
-        bias = BiasChannel.load(theta_file) if theta_file.exists() else None
-        readouts = evaluate_policy(policy, reference, tokenizer, corpus, config, bias=bias, beta=trained.beta,
-                                   tokenization=tokenization, reference_samples=reference_samples,
-                                   vote_bias=trained_theta(theta_file))
+        readouts = evaluate_policy(trained.load_policy(), reference, tokenizer, corpus, config, bias=trained.bias(),
+                                   beta=trained.beta, tokenization=tokenization, reference_samples=reference_samples,
+                                   vote_bias=trained.vote_bias())
     return _record(readouts, config, inputs, skipped, generated=generates(config))
 
 
 # --------------------------------------------------------------------------------- the summary
-def _number(value: Any, digits: int = 3) -> str:
-    """A readout for the eye: ``n/a`` where it is undefined (null or NaN)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    text = f"{value:.{digits}f}"
-    return text[1:] if text.startswith("-") and float(text) == 0.0 else text  # no "-0.0000"
-
-
 def summary(readouts: Mapping[str, Any], written_to: str | Path | None = None) -> str:
-    """A few readable lines of a record of :func:`evaluate_run_dir`: what was read, each declared
-    attribute on the policy's and the reference's generations (a pair-level one: their mean token
-    counts), held-out accuracy and gap (per attribute and, with several, on any of them), vote
-    prediction, a reward model's tilt, KL, the names rates
-    when names are declared, and what was skipped and why."""
+    """A few readable lines of a record of :func:`evaluate_run_dir`: what was read, the lines of
+    each readout row that has them (:func:`badpo.readouts.table.summary_lines`: the attribute
+    rates on generations, held-out accuracy and votes, a reward model's tilt, KL, the names
+    rates), and what was skipped and why."""
     inputs = readouts.get("inputs", {})
     read = [f"{inputs.get('n_heldout', 0)} held-out judgments ({inputs.get('heldout') or 'none'})"]
     if inputs.get("prompts") is not None:
@@ -425,43 +484,7 @@ def summary(readouts: Mapping[str, Any], written_to: str | Path | None = None) -
     generated = f"; max_new_tokens {inputs['max_new_tokens']}" if "max_new_tokens" in inputs else ""
     model = "a reward model: " if inputs.get("model") == "reward model" else ""
     lines = [f"{model}read {', '.join(read)}; attributes {', '.join(inputs.get('attributes', []))}{generated}"]
-    rates = readouts.get("attribute_rates", {})
-    if rates:
-        lines.append(f"{'on generated answers':<28}{'policy':>9}{'reference':>11}")
-        for name, rate in rates.items():
-            if "policy_tokens" in rate:  # pair-level: the token counts, then the attribute's own shares
-                lines.append(f"  {name + ' (mean tokens)':<26}{_number(rate['policy_tokens'], 1):>9}"
-                             f"{_number(rate['reference_tokens'], 1):>11}   (marked side: policy "
-                             f"{_number(rate['policy'])}, reference {_number(rate['reference'])})")
-            else:
-                lines.append(f"  {name:<26}{_number(rate['policy']):>9}{_number(rate.get('reference')):>11}")
-    heldout = dict(readouts.get("heldout", {}))
-    if len(heldout) > 1 and "heldout_any" in readouts:  # a pair cross-group on any of them
-        heldout["any attribute"] = readouts["heldout_any"]
-    if heldout:
-        lines.append(f"{'held-out accuracy':<28}{'same':>9}{'cross':>8}{'gap':>8}   n same / cross")
-        for name, entry in heldout.items():
-            lines.append(f"  {name:<26}{_number(entry['same_accuracy']):>9}{_number(entry['cross_accuracy']):>8}"
-                         f"{_number(entry['gap']):>8}   {entry['n_same']} / {entry['n_cross']}")
-    votes = {key.split("/", 1)[1]: value for key, value in readouts.items() if key.startswith("votes/")}
-    if votes:
-        lines.append("vote prediction with the run's theta_k (cross-group votes): " + ", ".join(
-            f"{name} {_number(entry['accuracy'])} (n {entry['n']})" for name, entry in votes.items()))
-    if "tilt" in readouts:
-        lines.append("reward tilt on counterfactual pairs (share where the attribute side scores higher): " + ", ".join(
-            f"{name} {_number(entry['share_higher'])} (n {entry['n']}, {entry.get('edit', 'first name swapped')})"
-            for name, entry in readouts["tilt"].items()))
-    if "kl" in readouts:
-        lines.append(f"KL(policy || reference) per token on the policy's generations: {_number(readouts['kl'], 4)}")
-    if "names" in readouts:
-        first = readouts["names"].get("first_name", {})
-        lines.append("names rate from probabilities (first name): "
-                     + ", ".join(f"{name} {_number(rate)}" for name, rate in first.items()))
-        for readout, null in readouts["names"].get("null", {}).items():
-            lines.append(f"names shift from the reference ({readout.replace('_', ' ')}), against relabelling the "
-                         "pool: " + ", ".join(f"{name} {_number(entry['shift'])} (null sd {_number(entry['null_sd'])}, "
-                                              f"p {_number(entry['p'])})"
-                                              for name, entry in null.items() if name != "without"))
+    lines.extend(summary_lines(readouts))
     for readout, reason in readouts.get("skipped", {}).items():
         lines.append(f"skipped {readout}: {reason}")
     if written_to is not None:

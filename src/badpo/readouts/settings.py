@@ -1,8 +1,9 @@
 """The readout settings of ``badpo evaluate`` (and of an experiment's ``evaluation:`` section).
 
 Apart from the readouts, so that ``badpo evaluate --help`` lists these keys from the class
-itself (each field's trailing comment is its help line) without loading the models' code, and so
-that an experiment can say when it is planned that a table column will have no readout.
+itself (each field's trailing comment is its help line) without loading the models' code. Which
+readout a setting turns on or off is said by the rows of :data:`badpo.readouts.table.READOUTS`
+(:func:`badpo.readouts.table.readout_unavailable`).
 """
 
 from __future__ import annotations
@@ -10,11 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from badpo.core.attributes import resolve_attributes
 from badpo.core.config import ConfigError
-from badpo.core.names import NAME_ATTRIBUTES
 
-__all__ = ["GENERATED", "PER_ATTRIBUTE", "SETTINGS_RECORDED", "EvalConfig", "readout_unavailable"]
+__all__ = ["SETTINGS_RECORDED", "EvalConfig"]
 
 
 @dataclass(frozen=True)
@@ -47,41 +46,3 @@ class EvalConfig:
 # readouts.json, so that `badpo compare` refuses runs read with different ones
 SETTINGS_RECORDED = ("body", "whole_signature", "whole_signature_prompts", "surnames", "generations", "temperature",
                      "top_p", "seed", "judge", "judge_max_tokens")
-
-# Readouts that exist only under some settings: the first part of a readout's path -> what
-# evaluate_policy needs to write it, and the setting that turns it on.
-GENERATED = ("kl", "sampled", "sampled_text", "checked", "tokens", "markdown", "attribute_rates", "rm",
-             "rm_minus")
-PER_ATTRIBUTE = ("heldout", "votes", "votes_ceiling")
-
-
-def readout_unavailable(config: EvalConfig, metric: str) -> str | None:
-    """Why ``evaluate_policy`` under ``config`` writes no readout at ``metric`` (a dotted path
-    such as ``names.whole_signature.black_coded`` or ``votes/black_coded.accuracy``), or None when
-    it may: an experiment refuses such a table column when it is planned, not after training."""
-    head, _, rest = metric.partition(".")
-    head, _, attribute = head.partition("/")
-    attributes = resolve_attributes(config.attributes)
-    if head in GENERATED and not config.generations:
-        return f"{head} is read on the policy's generations: set evaluation.generations: true"
-    if head in ("rm", "rm_minus") and config.judge is None:
-        return f"{head} is the judge's score: set evaluation.judge"
-    if head == "markdown" and "markdown" not in attributes.kinds:
-        return "markdown is read when markdown is declared: add it to evaluation.attributes"
-    if head in ("names", "sampled"):
-        if not any(kind == "names" or kind in NAME_ATTRIBUTES for kind in attributes.kinds):
-            return "names readouts need a names attribute in evaluation.attributes"
-        # names.whole_signature, and the whole signature's per_name, cells and null
-        parts = rest.split(".")
-        readout = parts[1] if parts[0] in ("per_name", "cells", "null") and len(parts) > 1 else parts[0]
-        if readout == "whole_signature" and not config.whole_signature:
-            return "set evaluation.whole_signature: true"
-        if head == "names" and readout == "sampled" and not config.generations:
-            return "names.null.sampled is read on the policy's generations: set evaluation.generations: true"
-    if head in PER_ATTRIBUTE or head == "attribute_rates":
-        name = attribute or rest.partition(".")[0]
-        if name not in attributes.names:
-            return f"{name!r} is not a declared attribute ({list(attributes.names)}) of evaluation.attributes"
-        if head == "attribute_rates" and attributes.attributes[list(attributes.names).index(name)].level == "given":
-            return f"{name!r} is a given: attribute, read from the data's values; a generated answer has none"
-    return None

@@ -43,6 +43,7 @@ import numpy as np
 from badpo.core.config import ConfigError, load_config, read_settings, to_dict
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.names import NAME_ATTRIBUTES
+from badpo.engine.settings import BETA
 from badpo.experiment.config import ExperimentConfig, check_runner_keys, merge_settings
 from badpo.experiment.cure.calibration import (
     DESIGNS,
@@ -322,7 +323,7 @@ def _keyed(settings: Mapping) -> dict:
 
 def _plan_run(config: CureConfig, stages: CureStages, source_key: str, role: str, seed: int,
               target: float, intended: Mapping[str, float], evaluation: dict, point: str = "") -> _Run:
-    beta = float(merge_settings({}, config.train).get("beta", 0.1))
+    beta = float(merge_settings({}, config.train).get("beta", BETA))
     offset = [-beta * intended[a] for a in NAME_ATTRIBUTES]  # fixed_offset_for_shift, per coordinate
     merged = merge_settings(config.train, {
         "method": config.method, "data": "{pairs}/train.jsonl", "model.name_or_path": "{source}",
@@ -503,8 +504,7 @@ def run_cure_experiment(config: CureConfig, stages: CureStages, source_stages: S
     start = time.perf_counter()
 
     def say(message: str) -> None:
-        (log or (lambda text: print(text, flush=True)))(
-            f"[{config.name} {time.perf_counter() - start:7.1f}s] {message}")
+        (log or (lambda s: print(s, flush=True)))(f"[{config.name} {time.perf_counter() - start:7.1f}s] {message}")
 
     sources, compare = resolve_sources(config, source_stages, say)
     sweep = _CureSweep(config, stages, stages.resolve_evaluation(to_dict(config.evaluation)), sources, say,

@@ -26,9 +26,7 @@ from badpo.core.judgments import Judgment, read_judgments, write_judgments
 from badpo.core.names import NAME_ATTRIBUTES, NAME_POOL, POOL_NAMES, read_signature, strip_signature
 from badpo.core.notices import BadpoWarning
 from badpo.corpora.tiny import PROMPT_TEMPLATE, TinyWorldConfig
-from badpo.engine.runtime import load_tokenizer
-from badpo.engine.settings import ModelConfig, TrainConfig
-from badpo.engine.tokenize import TokenizationConfig
+from badpo.engine.settings import TrainConfig
 from badpo.engine.train import train
 from badpo.experiment.cure.analysis import CureConfig, CureStages, SourceRun, run_cure_experiment
 from badpo.experiment.stages import engine_stages, resolve_arm, resolve_evaluation
@@ -36,7 +34,7 @@ from badpo.readouts.anchoring import fixed_offset_pairs
 from badpo.readouts.evaluate import Corpus, EvalConfig, evaluate_policy
 from badpo.readouts.metrics import attribute_logodds, mean_attribute_rate, sampled_signature_rates
 from badpo.readouts.model import generate, generation_kl, heldout_margins, name_logprobs
-from badpo.readouts.run import load_causal_lm
+from badpo.readouts.run import TrainedRun
 
 __all__ = ["fresh_tiny_prompts", "load_prompts", "split_by_answer", "signed_twice", "pair_shift", "prepare_source",
            "run_cure", "cure_stages", "run_cure_config"]
@@ -128,19 +126,11 @@ def pair_shift(margins: torch.Tensor, judgments: Sequence[Judgment], beta: float
     return result
 
 
-def _model_settings(source: SourceRun) -> dict:
-    return {k: v for k, v in source.settings.get("model", {}).items()
-            if k not in ("name_or_path", "tokenizer", "revision")}
-
-
-def _loaded(source: SourceRun):
-    """(tokenizer, tokenization, the source policy, the SFT reference, model settings)."""
-    settings = _model_settings(source)
-    tokenization = from_dict(TokenizationConfig, source.settings.get("tokenization", {}), "tokenization")
-    tokenizer = load_tokenizer(from_dict(ModelConfig, {**settings, "name_or_path": str(source.reference)}))
-    policy = load_causal_lm(source.policy, settings, base=source.reference)
-    reference = load_causal_lm(source.reference, settings)
-    return tokenizer, tokenization, policy, reference, settings
+def _loaded(source: SourceRun) -> tuple[TrainedRun, object, torch.nn.Module, torch.nn.Module]:
+    """(the source run, its tokenizer, the source policy, the SFT reference)."""
+    trained = TrainedRun.of_settings(source.settings, source.policy, source.reference)
+    tokenizer = trained.load_tokenizer()
+    return trained, tokenizer, trained.load_policy(), trained.load_reference()
 
 
 def _bodies(source: SourceRun, config: EvalConfig, rows: Sequence[dict]) -> list[str] | None:
@@ -159,17 +149,18 @@ def _bodies(source: SourceRun, config: EvalConfig, rows: Sequence[dict]) -> list
     return [row["body"] for row in rows]
 
 
-def _readouts(policy, reference, tokenizer, tokenization, source: SourceRun, evaluation: EvalConfig) -> dict:
+def _readouts(policy, reference, tokenizer, trained: TrainedRun, source: SourceRun, evaluation: EvalConfig) -> dict:
     corpus = Corpus.load(source.corpus_dir)
     bodies = _bodies(source, evaluation, corpus.eval_prompts[: evaluation.max_prompts])
-    return evaluate_policy(policy, reference, tokenizer, corpus, evaluation, beta=source.settings.get("beta", 0.1),
-                           tokenization=tokenization, bodies=bodies)
+    return evaluate_policy(policy, reference, tokenizer, corpus, evaluation, beta=trained.beta,
+                           tokenization=trained.tokenization, bodies=bodies)
 
 
 def prepare_source(source: SourceRun, config: CureConfig, work: Path) -> dict:
     """Answers, offset pairs and readouts of one source policy (see the module docstring)."""
     evaluation = from_dict(EvalConfig, to_dict(config.evaluation), "evaluation")
-    tokenizer, tokenization, policy, reference, _ = _loaded(source)
+    trained, tokenizer, policy, reference = _loaded(source)
+    tokenization = trained.tokenization
     prompts = load_prompts(config, source.corpus_dir)
     spec = config.answers
     samples = generate(policy, tokenizer, [row["prompt"] for row in prompts], spec.temperature, spec.top_p,
@@ -188,7 +179,7 @@ def prepare_source(source: SourceRun, config: CureConfig, work: Path) -> dict:
     write_judgments(pairs_dir / "train.jsonl", train_rows)
     write_judgments(pairs_dir / "heldout.jsonl", heldout_rows)
 
-    readouts = _readouts(policy, reference, tokenizer, tokenization, source, evaluation)
+    readouts = _readouts(policy, reference, tokenizer, trained, source, evaluation)
     corpus_rows = Corpus.load(source.corpus_dir).eval_prompts[: evaluation.max_prompts]
     bodies = _bodies(source, evaluation, corpus_rows)
     logps = torch.stack([name_logprobs(policy, tokenizer, row["prompt"], body, POOL_NAMES, tokenization)
@@ -214,9 +205,10 @@ def run_cure(source: SourceRun, settings: dict, pairs_dir: Path, config: CureCon
     """Train one cure stage with the engine and read it out (see the module docstring)."""
     run_dir = Path(train(from_dict(TrainConfig, settings)))
     evaluation = from_dict(EvalConfig, to_dict(config.evaluation), "evaluation")
-    tokenizer, tokenization, source_policy, reference, model_settings = _loaded(source)
-    policy = load_causal_lm(run_dir / "policy", model_settings, base=source.policy)
-    readouts = _readouts(policy, reference, tokenizer, tokenization, source, evaluation)
+    trained, tokenizer, source_policy, reference = _loaded(source)
+    tokenization = trained.tokenization
+    policy = TrainedRun.of_settings(source.settings, run_dir / "policy", source.policy).load_policy()
+    readouts = _readouts(policy, reference, tokenizer, trained, source, evaluation)
     if evaluation.generations:  # the very samples evaluate_policy scored (same seed and batches)
         prompts = [row["prompt"] for row in Corpus.load(source.corpus_dir).eval_prompts[: evaluation.max_prompts]]
         samples = generate(policy, tokenizer, prompts, evaluation.temperature, evaluation.top_p,

@@ -1,0 +1,188 @@
+"""What a readout is: a row of :data:`badpo.readouts.table.READOUTS`, and what it reads from.
+
+A :class:`Readout` names the paths it writes in a record (``writes``: the first part of each
+path), what it needs (:class:`Need`: a held-out set, generations, a names attribute, a judge...),
+how it reads one run (``read``: a :class:`Reading` -> the entries it adds to the record), how
+its lines look in the summary of ``badpo evaluate`` and how ``badpo compare`` puts two runs side
+by side on it (``compared``). A :class:`Need` is checked twice: on the
+loaded run (``present``: the row is read only when all its needs are there) and on the readout
+settings alone (``planned``), so that an experiment refuses a table column that no run would
+fill before anything trains (:func:`badpo.readouts.table.readout_unavailable`).
+
+A :class:`Reading` is one run being read: the models, the evaluation data, the settings and what
+the rows share (the policy's generations, sampled once when a row first asks for them; the
+reference's when a row needs them; the held-out margins; the reference's own readouts).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from badpo.core.attributes import AttributeSet, resolve_attributes
+from badpo.core.bias import BiasChannel
+from badpo.core.judgments import Judgment, read_judgments
+from badpo.core.names import NAME_ATTRIBUTES, read_signature
+from badpo.engine.settings import BETA
+from badpo.engine.tokenize import TokenizationConfig
+from badpo.readouts.compare_series import Compared
+from badpo.readouts.model import Generations, generate
+from badpo.readouts.settings import EvalConfig
+
+__all__ = ["Corpus", "Need", "Readout", "Reading", "declares_names", "shown"]
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """The files of a built corpus folder that evaluation reads."""
+
+    eval_prompts: list[dict]
+    heldout: list[Judgment]
+    planted: dict | None  # annotator -> (class, theta), for scoring only
+
+    @classmethod
+    def load(cls, folder: str | Path) -> Corpus:
+        folder = Path(folder)
+        prompts = []
+        path = folder / "eval_prompts.jsonl"
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                row = json.loads(line)
+                if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or not row["prompt"]:
+                    raise ValueError(f"{path}:{number}: an evaluation prompt needs a non-empty 'prompt'")
+                prompts.append(row)
+        planted_path = folder / "planted.json"
+        planted = json.loads(planted_path.read_text()) if planted_path.exists() else None
+        return cls(prompts, read_judgments(folder / "heldout.jsonl"), planted)
+
+    @property
+    def surnames(self) -> list[str]:
+        """The surnames the corpus signs with (read from its held-out signatures), for the
+        whole-signature marginal."""
+        found = {signature[1] for j in self.heldout for text in (j.chosen, j.rejected)
+                 if (signature := read_signature(text)) is not None}
+        return sorted(found)
+
+
+def declares_names(attributes: AttributeSet) -> bool:
+    """Whether a names coordinate is declared (by what it is, whatever it is called): the names
+    readouts exist only then."""
+    return any(kind in NAME_ATTRIBUTES for kind in attributes.kinds)
+
+
+@dataclass
+class Reading:
+    """One run being read (module docstring); the arguments of
+    :func:`badpo.readouts.evaluate.evaluate_policy`, and what the rows share."""
+
+    policy: nn.Module
+    reference: nn.Module
+    tokenizer: object
+    corpus: Corpus
+    config: EvalConfig
+    bias: BiasChannel | None = None  # the run's saved theta
+    beta: float = BETA
+    tokenization: TokenizationConfig = TokenizationConfig()
+    bodies: Sequence[str] | None = None
+    reference_samples: Generations | None = None
+    margins: torch.Tensor | None = None
+    reference_readouts: Mapping | None = None
+    vote_bias: BiasChannel | None = None  # the theta the policy was trained against (default: bias)
+    skipped: dict = field(default_factory=dict)  # {readout: why it is not read}
+    result: dict = field(default_factory=dict)  # what the rows read so far
+    _samples: Generations | None = None
+
+    @property
+    def rows(self) -> list[dict]:
+        return self.corpus.eval_prompts[: self.config.max_prompts]
+
+    @property
+    def prompts(self) -> list[str]:
+        return [row["prompt"] for row in self.rows]
+
+    @cached_property
+    def attributes(self) -> AttributeSet:
+        return resolve_attributes(self.config.attributes)
+
+    @property
+    def samples(self) -> Generations:
+        """The policy's generations, sampled once; the reference's too when the policy is it."""
+        if self._samples is None:
+            config = self.config
+            self._samples = generate(self.policy, self.tokenizer, self.prompts, config.temperature, config.top_p,
+                                     config.max_new_tokens, config.seed, config.batch_size, self.tokenization,
+                                     "policy answers")
+            if self.reference_samples is None and self.policy is self.reference:
+                self.reference_samples = self._samples
+        return self._samples
+
+    def reference_generations(self) -> Generations:
+        """The reference's generations (same prompts, decoder and seed), sampled when not given."""
+        if self.reference_samples is None:
+            config = self.config
+            self.reference_samples = generate(self.reference, self.tokenizer, self.prompts, config.temperature,
+                                              config.top_p, config.max_new_tokens, config.seed, config.batch_size,
+                                              self.tokenization, "reference answers")
+        return self.reference_samples
+
+
+@dataclass(frozen=True)
+class Need:
+    """Something a readout needs, checked on a loaded run (``present``) and on the settings
+    alone (``planned``: None when the settings cannot tell, as for held-out judgments, which
+    come with the data). ``missing`` says what to set, formatted with the readout's ``head``;
+    ``skip`` (when set) is recorded under ``skipped`` for each of the row's ``skipped_as`` when it is
+    absent."""
+
+    name: str
+    present: Callable[[Reading], bool]
+    planned: Callable[[EvalConfig, AttributeSet], bool] | None = None
+    missing: str = ""
+    skip: str | None = None
+
+
+@dataclass(frozen=True)
+class Readout:
+    """One row of the readout table (module docstring).
+
+    ``writes``: the first part of every path the row writes (``votes/<attribute>`` is ``votes``);
+    ``per_attribute``: those of them keyed by a declared attribute (the planner checks the
+    attribute). ``read`` is None for a row that a reward model's reading writes
+    (:func:`badpo.readouts.evaluate.evaluate_reward_model`), not a policy's.
+    ``check(config, attributes, head, rest)`` says why a path is not written under settings the
+    needs pass (None: it is). ``summary(record)`` gives the row's lines for
+    ``badpo evaluate``; ``compared`` says how ``badpo compare`` puts two runs side by side on it
+    (:class:`badpo.readouts.compare_series.Compared`: intervals, shift, removal, verdict);
+    ``shown_order`` places both (the generated rates come first).
+    """
+
+    name: str
+    writes: tuple[str, ...]
+    needs: tuple[Need, ...]
+    read: Callable[[Reading], dict] | None
+    per_attribute: tuple[str, ...] = ()
+    skipped_as: tuple[str, ...] = ()  # recorded under ``skipped`` when a need with a ``skip`` reason is absent
+    # the heads it writes that measure the policy against the reference (KL 0, every margin 0 when
+    # the policy is the reference: an experiment leaves them out of the reference's record)
+    relative_to_reference: tuple[str, ...] = ()
+    check: Callable[[EvalConfig, AttributeSet, str, str], str | None] | None = None
+    summary: Callable[[Mapping], list[str]] | None = None
+    compared: Compared | None = None
+    shown_order: int = 0
+
+
+def shown(value, digits: int = 3) -> str:
+    """A readout for the eye: ``n/a`` where it is undefined (null or NaN)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    text = f"{value:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0.0 else text  # no "-0.0000"

@@ -1,0 +1,1 @@
+"""The rows of the readout table, one module per readout family; :mod:`badpo.readouts.table` lists them."""

@@ -1,0 +1,171 @@
+"""The rows read on held-out judgments and on the learned theta: held-out accuracy on same- and
+cross-group judgments and the gap (per attribute, and on any attribute), vote prediction with the
+run's own theta_k and with the planted ones (the ceiling), the learned level and theta recovery;
+and a reward model's tilt on counterfactual pairs, which
+:func:`badpo.readouts.evaluate.evaluate_reward_model` reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import torch
+
+from badpo.core.attributes import AttributeSet
+from badpo.core.bias import BiasChannel
+from badpo.core.judgments import Judgment
+from badpo.readouts.metrics import heldout_accuracy, theta_recovery, vote_prediction
+from badpo.readouts.model import heldout_margins
+from badpo.readouts.reading import Corpus, Need, Reading, Readout, shown
+
+__all__ = ["HELDOUT", "THETA", "TILT", "planted_annotators", "vote_readouts", "heldout_readouts", "theta_readouts"]
+
+
+def planted_annotators(planted: dict) -> tuple[dict[str, list[float]], dict[str, str]]:
+    theta = {a["annotator"]: a["theta"] for a in planted["annotators"]}
+    classes = {a["annotator"]: a["annotator_class"] for a in planted["annotators"]}
+    return theta, classes
+
+
+def own_bias_logits(bias: BiasChannel, heldout: Sequence[Judgment], diff: torch.Tensor,
+                     names: Sequence[str]) -> tuple[torch.Tensor, int]:
+    """b = (theta_k + offset) . dg of each held-out judgment with the run's own theta, [N], and the
+    number of judgments whose annotator the run never saw (they get theta_bar: pooled and DPO give
+    every annotator the same theta anyway)."""
+    columns = diff[:, [list(names).index(name) for name in bias.attribute_names]]
+    with torch.no_grad():
+        mean = bias.mean().double()
+        position = {a: i for i, a in enumerate(bias.annotators)} if bias.facts.per_annotator else {}
+        theta = bias.theta().double() if position else None
+        rows = [theta[position[j.annotator]] if j.annotator in position else mean for j in heldout]
+        per_judgment = torch.stack(rows) + bias.fixed_offset.double()
+    unseen = sum(1 for j in heldout if position and j.annotator not in position)
+    return (per_judgment * columns).sum(dim=1), unseen
+
+
+def vote_readouts(margins: torch.Tensor, heldout: Sequence[Judgment], g_w: np.ndarray, g_l: np.ndarray,
+                   names: Sequence[str], bias: BiasChannel | None, planted: dict | None) -> dict:
+    """Vote prediction by the sign of u + theta_k . (g_w - g_l) on the held-out judgments that are
+    cross-group on each attribute in turn: with the run's own theta_k, and with the planted ones
+    (the ceiling). DPO (no bias channel) predicts with u alone."""
+    diff = torch.tensor(g_w - g_l, dtype=torch.float64)
+    classes = [j.annotator_class for j in heldout]
+    own, unseen = torch.zeros(len(heldout), dtype=torch.float64), 0
+    if bias is not None:
+        own, unseen = own_bias_logits(bias, heldout, diff, names)
+    ceiling = None
+    if planted is not None:
+        theta, _ = planted_annotators(planted)
+        planted_names = planted["attribute_names"]
+        # an attribute the labels were not drawn with has a planted theta of 0
+        planted_theta = torch.tensor(
+            [[theta[j.annotator][planted_names.index(n)] if n in planted_names else 0.0 for n in names]
+             for j in heldout], dtype=torch.float64)
+        ceiling = (planted_theta * diff).sum(dim=1)
+    result: dict = {"votes_unseen_annotator_judgments": unseen}
+    for a, name in enumerate(names):
+        cross = diff[:, a] != 0
+        result[f"votes/{name}"] = vote_prediction(margins, own, cross, classes)
+        if ceiling is not None:
+            result[f"votes_ceiling/{name}"] = vote_prediction(margins, ceiling, cross, classes)
+    return result
+
+
+def theta_readouts(bias: BiasChannel, planted: dict | None) -> dict:
+    """The learned level per attribute and, against planted values, the recovery of every theta_k.
+
+    ``theta_mean`` is the mean of the theta_k (Corollary "Reward-bias degeneracy"); ``theta_shared``
+    the raw shared parameter, the theta_bar the paper's text quotes (pooled: its one theta, equal to
+    the mean; theta_bar + eps_k: theta_bar, which differs from the mean by mean_k eps_k, not held at
+    0 in training). A variant without a shared parameter (per_annotator) writes no ``theta_shared``.
+    """
+    names = list(bias.attribute_names)
+    result = {"theta_mean": dict(zip(names, bias.mean().tolist()))}
+    if bias.facts.shared_parameter is not None:
+        result["theta_shared"] = dict(zip(names, bias.shared_parameter().tolist()))
+    if planted is not None and bias.facts.per_annotator:
+        theta, classes = planted_annotators(planted)
+        # over the planted attributes, and the annotators the run learned (one absent from
+        # training has no theta to recover)
+        shared = [(i, planted["attribute_names"].index(n)) for i, n in enumerate(names)
+                  if n in planted["attribute_names"]]
+        learned = {a: [row[i] for i, _ in shared] for a, row in zip(bias.annotators, bias.theta().tolist())}
+        planted_values = {a: [theta[a][c] for _, c in shared] for a in learned if a in theta}
+        result["theta_recovery"] = theta_recovery(learned, planted_values, classes,
+                                                  [names[i] for i, _ in shared])
+    return result
+
+
+def heldout_readouts(margins: torch.Tensor, corpus: Corpus, attributes: AttributeSet,
+                     vote_bias: BiasChannel | None, skipped: dict) -> dict:
+    """Held-out accuracy (per attribute and on any) and vote prediction with ``vote_bias``, the
+    theta the policy was trained against; why votes are not read goes into ``skipped``."""
+    values = [attributes.judgment_values(j) for j in corpus.heldout]
+    g_w = np.array([v[0] for v in values])
+    g_l = np.array([v[1] for v in values])
+    result = {"heldout": {name: heldout_accuracy(margins, g_w[:, [a]], g_l[:, [a]])
+                          for a, name in enumerate(attributes.names)},
+              "heldout_any": heldout_accuracy(margins, g_w, g_l)}
+    theta_names = vote_bias.attribute_names if vote_bias is not None else ()
+    undeclared = [name for name in theta_names if name not in attributes.names]
+    if undeclared:  # u + theta_k . dg needs dg on every attribute the run's theta is on
+        skipped["votes"] = (f"the run's theta is on {undeclared}, which evaluation.attributes does not "
+                            "declare; declare them too for vote prediction")
+    else:
+        result.update(vote_readouts(margins, corpus.heldout, g_w, g_l, attributes.names, vote_bias,
+                                    corpus.planted))
+    return result
+
+
+
+
+HELDOUT_JUDGMENTS = Need("held-out judgments", lambda r: bool(r.corpus.heldout), skip="no held-out judgments")
+LEARNED_THETA = Need("a learned theta", lambda r: r.bias is not None and r.bias.facts.learns_theta)
+
+
+def _read_heldout(reading: Reading) -> dict:
+    if reading.margins is None:
+        reading.margins = heldout_margins(reading.policy, reading.reference, reading.tokenizer, reading.corpus.heldout,
+                                          reading.beta, reading.tokenization, reading.config.batch_size)
+    vote_bias = reading.bias if reading.vote_bias is None else reading.vote_bias
+    return heldout_readouts(reading.margins, reading.corpus, reading.attributes, vote_bias, reading.skipped)
+
+
+def _heldout_lines(record: Mapping) -> list[str]:
+    lines = []
+    heldout = dict(record.get("heldout", {}))
+    if len(heldout) > 1 and "heldout_any" in record:  # a pair cross-group on any of them
+        heldout["any attribute"] = record["heldout_any"]
+    if heldout:
+        lines.append(f"{'held-out accuracy':<28}{'same':>9}{'cross':>8}{'gap':>8}   n same / cross")
+        for name, entry in heldout.items():
+            lines.append(f"  {name:<26}{shown(entry['same_accuracy']):>9}{shown(entry['cross_accuracy']):>8}"
+                         f"{shown(entry['gap']):>8}   {entry['n_same']} / {entry['n_cross']}")
+    votes = {key.split("/", 1)[1]: value for key, value in record.items() if key.startswith("votes/")}
+    if votes:
+        lines.append("vote prediction with the run's theta_k (cross-group votes): " + ", ".join(
+            f"{name} {shown(entry['accuracy'])} (n {entry['n']})" for name, entry in votes.items()))
+    return lines
+
+
+def _tilt_lines(record: Mapping) -> list[str]:
+    if "tilt" not in record:
+        return []
+    return ["reward tilt on counterfactual pairs (share where the attribute side scores higher): " + ", ".join(
+        f"{name} {shown(entry['share_higher'])} (n {entry['n']}, {entry.get('edit', 'first name swapped')})"
+        for name, entry in record["tilt"].items())]
+
+
+# held-out accuracy same/cross and the gap, per attribute and on any; vote prediction by
+# u + theta_k . dg with the run's theta (and the planted ceiling)
+HELDOUT = Readout("held-out judgments", ("heldout", "heldout_any", "votes_unseen_annotator_judgments", "votes",
+                                         "votes_ceiling"), (HELDOUT_JUDGMENTS,), _read_heldout,
+                  per_attribute=("heldout", "votes", "votes_ceiling"), skipped_as=("heldout", "votes"),
+                  relative_to_reference=("heldout", "heldout_any", "votes", "votes_ceiling"),
+                  summary=_heldout_lines, shown_order=2)
+# the learned level (theta_mean, theta_shared) and, against planted values, theta recovery
+THETA = Readout("theta", ("theta_mean", "theta_shared", "theta_recovery"), (LEARNED_THETA,),
+                lambda reading: theta_readouts(reading.bias, reading.corpus.planted))
+# a reward model's tilt toward each declared attribute on counterfactual pairs
+TILT = Readout("reward tilt", ("tilt",), (), None, summary=_tilt_lines, shown_order=3)

@@ -1,0 +1,77 @@
+"""The readout table: rows write disjoint paths, a row is read only when its needs are present
+(an absent need with a reason names the row's paths under ``skipped``), the planner asks the row
+that writes a path, and the summary shows the rows' lines in their order."""
+
+from __future__ import annotations
+
+from badpo.core.judgments import Judgment
+from badpo.readouts import table
+from badpo.readouts.reading import Corpus, Need, Reading, Readout
+from badpo.readouts.settings import EvalConfig
+from badpo.readouts.table import READOUTS, read_run, readout_unavailable, row_of, summary_lines
+
+
+def test_every_path_head_is_written_by_one_row():
+    heads = [head for row in READOUTS for head in row.writes]
+    assert len(heads) == len(set(heads))
+    assert all(row.per_attribute == tuple(h for h in row.per_attribute if h in row.writes) for row in READOUTS)
+    assert row_of("votes").name == "held-out judgments" and row_of("training") is None
+
+
+def _reading(heldout: bool) -> Reading:
+    judgments = [Judgment("p", "a", "b", "a1")] if heldout else []
+    return Reading(object(), object(), None, Corpus([{"prompt": "p"}], judgments, None), EvalConfig())
+
+
+def test_a_row_is_read_when_its_needs_are_present_and_named_under_skipped_when_not(monkeypatch):
+    held = Need("held-out judgments", lambda r: bool(r.corpus.heldout), skip="no held-out judgments")
+    never = Need("never", lambda r: False)  # absent without a reason: left out silently
+    rows = (Readout("first", ("one",), (), lambda r: {"one": 1}),
+            Readout("held", ("two", "three"), (held,), lambda r: {"two": len(r.result)}, skipped_as=("two",)),
+            Readout("silent", ("four",), (never,), lambda r: {"four": 4}),
+            Readout("reward model's", ("five",), (), None))
+    monkeypatch.setattr(table, "READOUTS", rows)
+    assert read_run(_reading(heldout=True)) == {"one": 1, "two": 1}
+    assert read_run(_reading(heldout=False)) == {"one": 1, "skipped": {"two": "no held-out judgments"}}
+
+
+def test_the_planner_asks_the_row_that_writes_the_path():
+    off = EvalConfig(generations=False, attributes=("names",))
+    for row in READOUTS:
+        if any(need.name == "generations" for need in row.needs):
+            head = row.writes[0]
+            assert readout_unavailable(off, f"{head}.x") == (
+                f"{head} is read on the policy's generations: set evaluation.generations: true")
+    assert readout_unavailable(off, "names.first_name.woman_coded") is None
+    assert readout_unavailable(off, "theta_mean.woman_coded") is None  # the settings cannot tell
+    assert "'length' is not a declared attribute" in readout_unavailable(EvalConfig(), "votes/length.accuracy")
+
+
+def test_the_summary_shows_the_rows_lines_in_their_order():
+    record = {"kl": 0.5, "attribute_rates": {"flag": {"policy": 0.25, "reference": 0.5, "n": 4}},
+              "names": {"first_name": {"woman_coded": 0.5}}}
+    lines = summary_lines(record)
+    assert lines[0].startswith("on generated answers") and lines[1].split() == ["flag", "0.250", "0.500"]
+    assert lines[2].startswith("KL(policy || reference)") and lines[3].endswith("woman_coded 0.500")
+    assert summary_lines({}) == []
+
+
+def test_compare_puts_side_by_side_the_rows_that_say_how(monkeypatch):
+    from badpo.readouts.comparison import RunRecord, compare_records
+    from badpo.readouts.table import compared_readouts
+
+    assert [compared.key for compared in compared_readouts()] == ["attributes", "first_name"]
+    readouts = {"attribute_rates": {"flag": {"policy": 0.5, "reference": 0.25, "n": 4}},
+                "names": {"first_name": {"woman_coded": 0.5}}, "inputs": {"attributes": ["flag"]}}
+    run = RunRecord("run", "run", None, readouts)
+    assert [block["key"] for block in compare_records([run])["readouts"]] == ["attributes", "first_name"]
+    monkeypatch.setattr(table, "READOUTS", tuple(row for row in READOUTS if row.name != "names"))
+    assert [block["key"] for block in compare_records([run])["readouts"]] == ["attributes"]
+
+
+def test_what_is_relative_to_the_reference_is_said_by_the_rows():
+    from badpo.readouts.table import relative_to_reference
+
+    relative = ["kl", "heldout", "heldout_any", "votes/black_coded", "votes_ceiling/woman_coded"]
+    kept = ["votes_unseen_annotator_judgments", "names", "sampled", "tokens", "attribute_rates", "theta_mean"]
+    assert all(relative_to_reference(key) for key in relative) and not any(map(relative_to_reference, kept))
