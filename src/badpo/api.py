@@ -192,8 +192,8 @@ def audit(data: Any = None, attributes: str | Sequence[str] = (), *, split: str 
 
     if discover:
         return _discover(data, attributes, split, columns, report, json_out, overwrite, seed,
-                         run is not None or pseudonym_key is not None or tokenizer is not None or example
-                         or duplicates != "keep")
+                         run is not None or pseudonym_key is not None or tokenizer is not None or example,
+                         duplicates)
 
     from badpo.audit.estimates import BiasIdentifiabilityWarning
     from badpo.core.outputs import check_output_file
@@ -218,7 +218,7 @@ def audit(data: Any = None, attributes: str | Sequence[str] = (), *, split: str 
 
 
 def _discover(data: Any, attributes: Any, split: str | None, columns: Mapping[str, str] | None, report: Any,
-              json_out: Any, overwrite: bool, seed: int, others: bool) -> AuditResult:
+              json_out: Any, overwrite: bool, seed: int, others: bool, duplicates: str = "keep") -> AuditResult:
     """:func:`audit` with ``discover=True``."""
     from badpo.audit.discover import DiscoverySettings
     from badpo.audit.discover_report import discover_source
@@ -226,14 +226,14 @@ def _discover(data: Any, attributes: Any, split: str | None, columns: Mapping[st
     from badpo.data.sources import ColumnMap
 
     if attributes or others or data is None:
-        raise ConfigError("discover=True: give data, and no attributes, run, pseudonym_key, tokenizer, example "
-                          "or duplicates='drop'")
+        raise ConfigError("discover=True: give data, and no attributes, run, pseudonym_key, tokenizer or example")
     if json_out is not None:
         check_output_file(json_out, "json_out", overwrite)
     with _readable(data, "data") as name:
         result, text = discover_source(name, report, data_split=split, overwrite=overwrite,
                                        columns=from_dict(ColumnMap, dict(columns or {}), prefix="columns"),
-                                       settings=DiscoverySettings(seed=seed), progress=False)
+                                       settings=DiscoverySettings(seed=seed), progress=False,
+                                       duplicates=duplicates)
     if json_out is not None:
         atomic_write_text(json_out, result.to_json())
     return AuditResult(audit=result, text=text)

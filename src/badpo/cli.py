@@ -166,8 +166,6 @@ def _cmd_audit_stream(args: argparse.Namespace) -> int:
 
 def _cmd_audit(args: argparse.Namespace) -> int:
     if args.discover:
-        if args.duplicates != "keep":
-            raise ConfigError("--discover reads every row; --duplicates drop is for the declared audit")
         return discover_command(args, _columns(args.column))
     if args.stream:
         return _cmd_audit_stream(args)

@@ -116,3 +116,14 @@ def test_api_discover_returns_the_discovery(multipref_file):
     assert json.loads(result.to_json())["attributes"] == result.audit.attributes()
     with pytest.raises(badpo.api.ConfigError, match="discover=True"):
         badpo.audit(str(multipref_file), ["length"], discover=True)
+
+
+def test_duplicate_judgments_are_said_and_kept_or_dropped_as_in_the_declared_audit(multipref_file, tmp_path):
+    rows = multipref_file.read_text().splitlines()
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text("\n".join(rows + rows[:30]) + "\n")  # 30 judgments given again
+    kept = badpo.audit(str(twice), discover=True)
+    assert kept.summary().startswith("30 exact duplicate judgment(s) in ") and ", kept:" in kept.summary()
+    dropped = badpo.audit(str(twice), discover=True, duplicates="drop")
+    assert ", dropped (--duplicates drop)" in dropped.summary()
+    assert dropped.audit.attributes() == badpo.audit(str(multipref_file), discover=True).audit.attributes()

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from badpo.audit.discover import Discovery, DiscoverySettings, Finding, discover
+from badpo.core.judgments import handle_duplicates
 from badpo.data.sources import ColumnMap, read_judgment_source
 
 __all__ = ["REPORT_FILES", "add_discover_option", "discover_command", "discover_source", "format_discovery",
@@ -212,15 +213,17 @@ def _stderr_progress() -> Callable[[str], None]:
 
 def discover_source(source: Any, report_dir: str | Path | None = None, *, data_split: str | None = None,
                     columns: ColumnMap = ColumnMap(), overwrite: bool = False,
-                    settings: DiscoverySettings | None = None, progress: bool = True
-                    ) -> tuple[Discovery, str]:
-    """``badpo audit DATA --discover``: read any source of :mod:`badpo.data.sources`, screen it,
-    write the report when ``report_dir`` is given; returns (result, printed text)."""
+                    settings: DiscoverySettings | None = None, progress: bool = True,
+                    duplicates: str = "keep") -> tuple[Discovery, str]:
+    """``badpo audit DATA --discover``: read any source of :mod:`badpo.data.sources`, keep or drop
+    its exact duplicate judgments (``duplicates``, as the declared audit; said in a line when there
+    are any), screen it, write the report when ``report_dir`` is given; returns (result, printed text)."""
     if report_dir is not None:  # a folder that cannot take the report fails before the data is read
         check_report_folder(report_dir, overwrite)
     loaded = read_judgment_source(source, data_split, columns)
-    result = discover(loaded.rows, settings or DiscoverySettings(), _stderr_progress() if progress else None)
-    text = format_discovery(result)
+    rows, repeated = handle_duplicates(loaded.rows, duplicates, loaded.origin)
+    result = discover(rows, settings or DiscoverySettings(), _stderr_progress() if progress else None)
+    text = (f"{repeated}\n" if repeated else "") + format_discovery(result)
     if report_dir is not None:
         write_discovery(result, report_dir, overwrite, loaded.origin)
         text += f"\nreport: {', '.join(REPORT_FILES)} in {report_dir}\n"
@@ -254,7 +257,8 @@ def discover_command(args: Any, columns: ColumnMap) -> int:
     if args.json:
         check_output_file(args.json, "--json", args.overwrite)
     result, text = discover_source(args.data, args.report, data_split=args.split, columns=columns,
-                                   overwrite=args.overwrite, settings=DiscoverySettings(seed=args.seed))
+                                   overwrite=args.overwrite, settings=DiscoverySettings(seed=args.seed),
+                                   duplicates=args.duplicates)
     print(text, end="")
     if args.json:
         from badpo.core.jsonio import atomic_write_text
