@@ -290,7 +290,7 @@ def _add_demo(subparsers) -> argparse.ArgumentParser:
         "demo", help="the whole effect on a laptop: DPO absorbs a planted bias, BA-DPO removes it",
         description="Build the tiny signed world, train the reference, run DPO, BA-DPO pooled and "
                     "BA-DPO theta_bar+eps_k at three seeds, evaluate, and print the table "
-                    "(the built-in experiment 'tiny'; about 5 minutes on two CPU cores, 6 with the install). "
+                    "(the built-in experiment 'tiny'; about 2.5 minutes on two CPU cores, 4 with the install). "
                     "The keys below are an experiment's; their defaults are the class's, which the "
                     "tiny experiment (src/badpo/experiment/tiny.yaml) sets otherwise.",
         config_classes=[("experiment keys", "badpo.experiment.config:ExperimentConfig")],

@@ -60,7 +60,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["Link", "LOGISTIC", "squared", "offset_mle", "level_shift", "reference_start"]
+__all__ = ["Link", "LOGISTIC", "squared", "offset_mle", "level_shift", "reference_start", "NoFiniteStart"]
 
 
 @dataclass(frozen=True)
@@ -156,6 +156,14 @@ def level_shift(logits: Tensor, directions: Tensor, trusted: Tensor, link: Link)
     return t_hat - s_hat, s_hat
 
 
+class NoFiniteStart(ValueError):
+    """:func:`reference_start` has no finite start: ``coordinates`` (0-based) are to blame, ``why``."""
+
+    def __init__(self, coordinates: list[int], why: str) -> None:
+        super().__init__(f"{coordinates}: {why}")
+        self.coordinates, self.why = coordinates, why
+
+
 def reference_start(directions: Tensor, logits: Tensor, link: Link) -> list[float]:
     """Theta's shared level at the conditional optimum of the loss with the policy at the reference.
 
@@ -163,9 +171,9 @@ def reference_start(directions: Tensor, logits: Tensor, link: Link) -> list[floa
     the level's term x . a_i, so the start is :func:`offset_mle` on ``directions`` ``[n, d]``, each
     column scaled to a largest |a| of 1 first (so that the search's bound is on the logit, not on
     x: a ``given:`` attribute of size 0.01 may need x = 100). A coordinate no judgment touches has
-    no signal and starts at 0. No finite start is a ``ValueError`` whose message begins with the
-    0-based coordinates to blame: those whose side won every, or none, of their cross-group
-    judgments on their own, else all of them (collinear on these judgments). Why start here:
+    no signal and starts at 0. No finite start is a :class:`NoFiniteStart` naming the coordinates
+    to blame: those whose side won every, or none, of their cross-group judgments on their own,
+    else all of them (collinear on these judgments). Why start here:
     docs/training.md, "Where theta starts".
     """
     a = directions.double().reshape(len(logits), -1)
@@ -176,8 +184,8 @@ def reference_start(directions: Tensor, logits: Tensor, link: Link) -> list[floa
         alone = [j for j in range(a.shape[1]) if touched[j]
                  and offset_mle(logits, a[:, j:j + 1] / scale[j], link).isnan().any()]
         if alone:
-            raise ValueError(f"{alone}: no finite fit (the attribute's side won every, or none, of its "
-                             "cross-group judgments)")
-        raise ValueError(f"{[j for j in range(a.shape[1]) if touched[j]]}: no finite joint fit (the "
-                         "attributes are collinear on these judgments: their levels cannot be told apart)")
+            raise NoFiniteStart(alone, "no finite fit (the attribute's side won every, or none, of its "
+                                       "cross-group judgments)")
+        raise NoFiniteStart([j for j in range(a.shape[1]) if touched[j]], "no finite joint fit (the "
+                            "attributes are collinear on these judgments: their levels cannot be told apart)")
     return (torch.nan_to_num(fit, nan=0.0) / scale).tolist()

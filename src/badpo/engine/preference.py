@@ -20,7 +20,7 @@ from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError
 from badpo.core.jsonio import dumps
-from badpo.core.level import reference_start
+from badpo.core.level import NoFiniteStart, reference_start
 from badpo.engine.batches import PreferenceData, Schedule, load_preference_data, offline_estimate
 from badpo.engine.cache import reference_logprobs, token_offsets
 from badpo.engine.checkpoint import continue_from
@@ -132,10 +132,9 @@ def initial_level(method: Method, config: TrainConfig, data: PreferenceData, dec
     link = method.level_link(method.parse_params(getattr(config, "method_params", {})))
     try:
         start = reference_start(directions[learned], (data.attr_diff.double() @ offset)[learned], link)
-    except ValueError as error:  # "[j, ...]: why": name the attributes, as bias.init: offline does
-        blamed, _, why = str(error).partition(": ")
-        names = [declared[int(j)] for j in blamed.strip("[]").split(",") if j.strip()]
-        raise ConfigError(f"bias.init: reference: {names}: {why}; declare otherwise, or start theta "
+    except NoFiniteStart as error:  # name the attributes, as bias.init: offline does
+        names = [declared[j] for j in error.coordinates]
+        raise ConfigError(f"bias.init: reference: {names}: {error.why}; declare otherwise, or start theta "
                           "at 0 with bias.init: zero") from None
     estimate = dict(zip(declared, start))
     return [estimate.get(n, 0.0) for n in data.attribute_names]

@@ -49,10 +49,10 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
 from badpo.core.attributes import AttributeSet, resolve_attributes
-from badpo.core.bias import BiasChannel
+from badpo.core.bias import BiasChannel, variant_facts
 from badpo.core.jsonio import atomic_write_text
 from badpo.core.judgments import FIELDS, Judgment, annotator_classes, validate_judgments
-from badpo.core.level import LOGISTIC, reference_start
+from badpo.core.level import LOGISTIC, NoFiniteStart, reference_start
 from badpo.core.losses import ba_dpo_loss
 from badpo.engine.checkpoint import read_state_files, write_state_files
 from badpo.engine.external_run import FORMAT, ExternalRun, local_path, method_of_variant, write_external_run
@@ -213,21 +213,23 @@ class BADPOTrainer(DPOTrainer):
                                  f"the declared attributes {list(names)}")
             return bias
         annotators = sorted({j.annotator for j in judgments})
-        channel = BiasChannel(bias, names, annotators, annotator_classes(judgments, "train_dataset"))
-        if self.theta_init == "zero" or not channel.facts.learns_theta:
-            return channel
-        diffs = torch.tensor([(g_w - g_l).tolist() for g_w, g_l in map(self.attributes.judgment_values,
-                                                                       judgments)], dtype=torch.float64)
-        try:  # the engine's default start (docs/training.md, "Where theta starts")
-            start = reference_start(diffs.reshape(len(judgments), len(names)),
-                                    torch.zeros(len(judgments), dtype=torch.float64), LOGISTIC)
-        except ValueError as error:  # "[j, ...]: why", the coordinates to blame
-            blamed, _, why = str(error).partition(": ")
-            names_blamed = [names[int(j)] for j in blamed.strip("[]").split(",") if j.strip()]
-            raise ValueError(f"theta_init='reference': {names_blamed}: {why}; pass theta_init='zero' to "
-                             "start theta at 0") from None
+        start = None
+        if self.theta_init == "reference" and variant_facts(bias).learns_theta:
+            start = self._reference_start(names, judgments)
         return BiasChannel(bias, names, annotators, annotator_classes(judgments, "train_dataset"),
                            init_mean=start)
+
+    def _reference_start(self, names: tuple[str, ...], judgments: Sequence[Judgment]) -> list[float]:
+        """The engine's default start (docs/training.md, "Where theta starts"): the labels' fit on
+        g(y_w) - g(y_l) with the policy at the reference (every margin 0)."""
+        diffs = torch.tensor([(g_w - g_l).tolist() for g_w, g_l in map(self.attributes.judgment_values,
+                                                                       judgments)], dtype=torch.float64)
+        try:
+            return reference_start(diffs.reshape(len(judgments), len(names)),
+                                   torch.zeros(len(judgments), dtype=torch.float64), LOGISTIC)
+        except NoFiniteStart as error:
+            raise ValueError(f"theta_init='reference': {[names[j] for j in error.coordinates]}: {error.why}; "
+                             "pass theta_init='zero' to start theta at 0") from None
 
     def _with_columns(self, dataset, name: str):
         return with_bias_columns(dataset, _judgments(dataset, name), self.attributes, self.bias, name)

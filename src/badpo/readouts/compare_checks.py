@@ -50,13 +50,18 @@ def data_record(folder: Path | None) -> tuple[Mapping | None, str | None]:
     path = folder / DATA_FILE
     if not path.is_file():
         return None, f"no {DATA_FILE} in {folder}: its training data cannot be checked against the other runs'"
+    return read_json_object(path, "the run's data fingerprint"), None
+
+
+def read_json_object(path: Path, what: str) -> dict:
+    """A JSON object from ``path``; anything else is a one-line error naming the file and ``what``."""
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
-        raise ValueError(f"{path}: cannot read the run's data fingerprint ({type(error).__name__}: {error})") from None
-    if not isinstance(record, dict):
-        raise ValueError(f"{path}: cannot read the run's data fingerprint (a JSON object was expected)")
-    return record, None
+        raise ValueError(f"{path}: cannot read {what} ({type(error).__name__}: {error})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: cannot read {what} (a JSON object was expected, got {type(data).__name__})")
+    return data
 
 
 def _short(value) -> str:

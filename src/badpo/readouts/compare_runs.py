@@ -17,7 +17,6 @@ Nothing is written into a run folder.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -29,7 +28,7 @@ from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.outputs import check_writable_folder
 from badpo.engine.external_run import is_external_run, read_external_run
 from badpo.readouts.compare import DRAWS, LEVEL, SEED
-from badpo.readouts.compare_checks import data_record, reasons_not_comparable, refuse_same_run
+from badpo.readouts.compare_checks import data_record, read_json_object, reasons_not_comparable, refuse_same_run
 from badpo.readouts.compare_plots import plot_rates, plot_theta
 from badpo.readouts.comparison import RunRecord, compare_records, method_label
 
@@ -52,17 +51,6 @@ class Comparison:
         return self.text
 
 
-def _json(path: Path, what: str) -> dict:
-    """A JSON object from ``path``; anything else is a one-line error naming the file."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise ValueError(f"{path}: cannot read {what} ({type(error).__name__}: {error})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: cannot read {what} (a JSON object was expected, got {type(data).__name__})")
-    return data
-
-
 def _is_run_folder(folder: Path) -> bool:
     return is_external_run(folder) or (
         (folder / "config.yaml").is_file() and any((folder / name).exists() for name in RUN_MARKERS))
@@ -74,7 +62,7 @@ def _method(folder: Path) -> str | None:
     if is_external_run(folder):
         return read_external_run(folder).method
     if (folder / "run.json").is_file():
-        method = _json(folder / "run.json", "the run's summary").get("method")
+        method = read_json_object(folder / "run.json", "the run's summary").get("method")
         if isinstance(method, str):
             return method
     if (folder / "config.yaml").is_file():
@@ -99,17 +87,17 @@ def _beside(folder: Path | None, method: str | None) -> tuple[dict, list[str]]:
         notes.append(f"no run.json in {folder} (an unfinished run, or a copy without it): its method is read from "
                      "config.yaml, and whether theta settled is not known")
     if (folder / "theta.json").is_file():
-        found["theta"] = _json(folder / "theta.json", "the run's theta")
+        found["theta"] = read_json_object(folder / "theta.json", "the run's theta")
     elif (method or "").startswith("ba_"):
         notes.append(f"no theta.json in {folder}: method {method} learns theta, but its theta columns are empty")
     if (folder / "audit.json").is_file():
-        found["offline"] = _json(folder / "audit.json", "the run's audit")
+        found["offline"] = read_json_object(folder / "audit.json", "the run's audit")
     elif found["theta"] is not None and found["theta"].get("variant") != "none":
         notes.append(f"no audit.json in {folder}: theta_bar is shown without the offline estimate")
     if is_external_run(folder):
         found["convergence"] = read_external_run(folder).theta_convergence
     elif (folder / "run.json").is_file():
-        found["convergence"] = _json(folder / "run.json", "the run's summary").get("theta_convergence")
+        found["convergence"] = read_json_object(folder / "run.json", "the run's summary").get("theta_convergence")
     return found, notes
 
 
@@ -126,7 +114,7 @@ def load_run(path: str | os.PathLike) -> RunRecord:
         folder = given.parent if given.name == READOUTS_FILE and _is_run_folder(given.parent) else None
     else:
         raise FileNotFoundError(f"{path}: no such run folder or readouts file")
-    readouts = _json(source, "the run's readouts")
+    readouts = read_json_object(source, "the run's readouts")
     for key in ("attribute_rates", "heldout", "inputs"):
         if key in readouts and not isinstance(readouts[key], dict):
             raise ValueError(f"{source}: {key} is not an object")
