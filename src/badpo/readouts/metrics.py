@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from badpo.core.attributes import has_markdown, word_count
+from badpo.core.attributes import word_count
 from badpo.core.checks import (
     ArrayLike,
     as_float64,
@@ -31,6 +31,7 @@ from badpo.core.checks import (
     check_finite,
     check_labels,
 )
+from badpo.core.markdown import has_markdown
 from badpo.core.names import NAME_POOL, read_signature
 
 __all__ = [
@@ -570,7 +571,7 @@ def sampled_text_rates(texts: Sequence[str], ended: ArrayLike, token_counts: Arr
 
     ``ended`` [N] is 1 where the sample stopped with EOS (0: cut at the token limit), ``token_counts``
     [N] its tokens without EOS. Returns {"n", "eos_rate", "markdown_rate" (raw share with
-    :func:`badpo.core.attributes.has_markdown`), "mean_words" (whitespace words, as the length attribute
+    :func:`badpo.core.markdown.has_markdown`), "mean_words" (whitespace words, as the length attribute
     counts), "mean_tokens"}. Example: "1 2", "- 1 2 as asked", "1 2 1 2 1 2" ended (1, 1, 0) with
     2, 5, 6 tokens: eos_rate 2/3, markdown_rate 1/3, mean_words (2 + 5 + 6)/3 = 13/3, mean_tokens 13/3.
     """
