@@ -15,11 +15,11 @@ from scipy.sparse.csgraph import connected_components
 from badpo.audit.estimates import (
     BiasIdentifiabilityWarning,
     audit,
-    format_audit,
     offline_log_odds,
     penalised_log_odds,
     penalised_p_value,
 )
+from badpo.audit.terminal_table import format_audit
 from badpo.cli import main
 from badpo.core.attributes import resolve_attributes
 from badpo.core.judgments import Judgment, read_judgments, validate_judgments, write_judgments

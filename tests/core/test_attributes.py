@@ -15,14 +15,12 @@ from badpo.core.attributes import (
     AttributeNameNotice,
     AttributeSet,
     attribute_stripper,
-    has_markdown,
     length_values,
-    markdown_constructs,
     resolve_attributes,
     split_name,
-    strip_markdown,
 )
 from badpo.core.judgments import Judgment
+from badpo.core.markdown import has_markdown, markdown_constructs, strip_markdown
 from badpo.core.names import strip_signature
 
 REAL_ANSWER = textwrap.dedent("""\

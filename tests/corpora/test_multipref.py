@@ -23,8 +23,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from badpo.cli import main
-from badpo.core.attributes import has_markdown, word_count
+from badpo.core.attributes import word_count
 from badpo.core.judgments import read_judgments
+from badpo.core.markdown import has_markdown
 from badpo.corpora.multipref import (
     MultiPrefConfig,
     build_multipref,

@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from badpo.core.attributes import has_markdown, length_values, resolve_attributes, word_count
+from badpo.core.attributes import length_values, resolve_attributes, word_count
 from badpo.core.config import ConfigError, from_dict
+from badpo.core.markdown import has_markdown
 from badpo.corpora.multipref_protocol import planted_annotators
 from badpo.corpora.smol_multipref import (
     CONTINUATIONS,

@@ -13,9 +13,10 @@ import pytest
 import torch
 
 from badpo.cli import main
-from badpo.core.attributes import has_markdown, length_values, word_count
+from badpo.core.attributes import length_values, word_count
 from badpo.core.config import from_dict
 from badpo.core.judgments import read_judgments
+from badpo.core.markdown import has_markdown
 from badpo.corpora.multipref import OVERALL_PREFS, MultiPrefConfig, build_multipref
 from badpo.corpora.tiny_multipref import (
     ATTRIBUTES,

@@ -26,18 +26,15 @@ from badpo.readouts.metrics import (
     heldout_accuracy,
     kl_per_token,
     mean_attribute_rate,
-    mean_ci,
     mean_whole_signature_rate,
-    removal,
-    removal_per_seed,
     reweighted_rate,
     sampled_signature_rates,
-    student_t_quantile,
     theta_recovery,
     vote_prediction,
     whole_signature_rate,
 )
 from badpo.readouts.mixture import mixture_vote_logits, type_class_agreement, weighted_mean_readouts
+from badpo.readouts.over_seeds import mean_ci, removal, removal_per_seed, student_t_quantile
 
 NAMES = ("woman_coded", "black_coded")
 LABELS = [[1, 0], [0, 1], [1, 1]]

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from badpo.core.attributes import resolve_attributes, strip_markdown
+from badpo.core.attributes import resolve_attributes
 from badpo.core.judgments import Judgment
+from badpo.core.markdown import strip_markdown
 from badpo.core.names import NAME_POOL, read_signature
 from badpo.readouts.tilt import counterfactual_pairs
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from badpo.core.attributes import MARKDOWN_PATTERNS
+from badpo.core.markdown import MARKDOWN_PATTERNS
 
 __all__ = ["LIBRARY", "MAX_WORDS", "feature_name", "feature_spec", "text_features"]
 

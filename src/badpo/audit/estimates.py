@@ -39,21 +39,19 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any, Protocol
 
 import numpy as np
 
-from badpo.core.attributes import resolve_attributes
-from badpo.core.judgments import Judgment, annotator_classes, pair_key, read_judgments
+from badpo.core.judgments import Judgment, annotator_classes, pair_key
 from badpo.core.notices import BadpoWarning
 
 __all__ = [
     "BiasIdentifiabilityWarning", "LogOdds", "AnnotatorGraph", "CoordinateAudit", "Audit",
     "attribute_differences", "offline_log_odds", "penalised_log_odds", "penalised_p_value", "audit",
-    "format_audit", "format_estimate", "report",
 ]
 
 MISSING = "(none)"  # slice key for rows without an annotator class / pair type
@@ -234,7 +232,8 @@ class CoordinateAudit:
 
 @dataclass(frozen=True)
 class Audit:
-    """The whole audit; ``to_dict`` is plain JSON (no inf/NaN), ``format_audit`` the table."""
+    """The whole audit; ``to_dict`` is plain JSON (no inf/NaN),
+    :func:`badpo.audit.terminal_table.format_audit` the table."""
 
     attribute_names: tuple[str, ...]
     n_judgments: int
@@ -380,6 +379,70 @@ def _coordinate_warnings(c: CoordinateAudit, trusted: set[str]) -> list[str]:
     return found
 
 
+@dataclass(frozen=True)
+class _Judges:
+    """Who judged which pair: the audit's index of the judgments, shared by every coordinate."""
+
+    annotators: tuple[str, ...]  # sorted
+    vertex: np.ndarray  # [N] the judgment's annotator, a position in ``annotators``
+    pairs: np.ndarray  # [N] the judgment's pair (one number per pair_key)
+    classes: list[str | None]  # [N] annotator class
+    pair_types: list[str | None]  # [N]
+    type_keys: np.ndarray  # [N] pair type, None as MISSING
+
+
+def _judges(judgments: list[Judgment], trusted: Sequence[str]) -> _Judges:
+    """Index the judgments by annotator and pair; a trusted id without a judgment is a ValueError."""
+    annotators = tuple(sorted({j.annotator for j in judgments}))
+    position = {a: i for i, a in enumerate(annotators)}
+    for annotator in trusted:
+        if annotator not in position:
+            raise ValueError(f"trusted: annotator {annotator!r} has no judgment to audit")
+    vertex = np.array([position[j.annotator] for j in judgments], dtype=np.int64)
+    key_index: dict[str, int] = {}
+    pair_of: dict[tuple, int] = {}  # the same texts and pair_id have the same pair_key: hash them once
+    pairs = np.array([pair_of[t] if (t := (j.pair_id, j.prompt, j.chosen, j.rejected)) in pair_of
+                      else pair_of.setdefault(t, key_index.setdefault(pair_key(j), len(key_index)))
+                      for j in judgments], dtype=np.int64)
+    pair_types = [j.pair_type for j in judgments]
+    type_keys = np.array([MISSING if t is None else t for t in pair_types], dtype=object)
+    return _Judges(annotators, vertex, pairs, [j.annotator_class for j in judgments], pair_types, type_keys)
+
+
+def _audit_coordinate(name: str, cross: np.ndarray, won: np.ndarray, judges: _Judges) -> CoordinateAudit:
+    """The counts of one coordinate (``cross``, ``won``: [N] of that column) in every slice, and its graph."""
+    by_type = _slices(judges.pair_types, cross, won)
+    per_judge = [np.bincount(judges.vertex, weights=w, minlength=len(judges.annotators)).astype(np.int64)
+                 for w in (None, cross, won)]
+    by_annotator = {a: LogOdds(*(int(counts[k]) for counts in per_judge))
+                    for k, a in enumerate(judges.annotators)}
+    return CoordinateAudit(
+        name=name,
+        overall=_counts(np.ones(len(cross), dtype=bool), cross, won),
+        by_class=_slices(judges.classes, cross, won),
+        by_pair_type=by_type,
+        by_pair_type_class={t: _slices(judges.classes, cross, won, judges.type_keys == t) for t in by_type},
+        by_annotator=by_annotator,
+        graph=_components(judges.annotators, judges.vertex, judges.pairs, cross),
+        unidentified=tuple(a for a, c in by_annotator.items() if c.cross == 0),
+        diverge_up=tuple(a for a, c in by_annotator.items() if c.divergent == "+inf"),
+        diverge_down=tuple(a for a, c in by_annotator.items() if c.divergent == "-inf"),
+    )
+
+
+def _audit_warnings(coordinates: Sequence[CoordinateAudit], graph: AnnotatorGraph, annotators: tuple[str, ...],
+                    unidentified: tuple[str, ...], pins: set[str], any_cross: bool) -> list[str]:
+    """Every coordinate's problems, then those of the "any attribute" graph."""
+    found = [w for c in coordinates for w in _coordinate_warnings(c, pins)]
+    if unidentified and len(unidentified) < len(annotators):
+        found.append(f"{len(unidentified)} annotator(s) with no cross-group judgment on any attribute "
+                     f"(theta_k not identified): {_listed(unidentified)}")
+    level = _level_warning(graph, "any attribute", pins, set(annotators) - set(unidentified))
+    if any_cross and level is not None:
+        found.append(level)
+    return found
+
+
 def audit(judgments: Sequence[Judgment], attributes: _AttributeValues,
           trusted: Sequence[str] = (), source: str | None = None,
           differences: np.ndarray | None = None) -> Audit:
@@ -401,129 +464,15 @@ def audit(judgments: Sequence[Judgment], attributes: _AttributeValues,
     if diffs.shape != (len(judgments), len(names)):
         raise ValueError(f"audit: differences of shape {diffs.shape}; expected {(len(judgments), len(names))}")
     cross, won = diffs != 0, diffs > 0  # [N, q]; won implies cross
-    annotators = tuple(sorted({j.annotator for j in judgments}))
-    position = {a: i for i, a in enumerate(annotators)}
-    for annotator in trusted:
-        if annotator not in position:
-            raise ValueError(f"trusted: annotator {annotator!r} has no judgment to audit")
-    pins = set(trusted)
-    vertex = np.array([position[j.annotator] for j in judgments], dtype=np.int64)
-    key_index: dict[str, int] = {}
-    pair_of: dict[tuple, int] = {}  # the same texts and pair_id have the same pair_key: hash them once
-    pairs = np.array([pair_of[t] if (t := (j.pair_id, j.prompt, j.chosen, j.rejected)) in pair_of
-                      else pair_of.setdefault(t, key_index.setdefault(pair_key(j), len(key_index)))
-                      for j in judgments], dtype=np.int64)
-    classes = [j.annotator_class for j in judgments]
-    pair_types = [j.pair_type for j in judgments]
-    everyone = np.ones(len(judgments), dtype=bool)
-
-    coordinates = []
-    for i, name in enumerate(names):
-        col_cross, col_won = cross[:, i], won[:, i]
-        by_type = _slices(pair_types, col_cross, col_won)
-        type_keys = np.array([MISSING if t is None else t for t in pair_types], dtype=object)
-        per_judge = [np.bincount(vertex, weights=w, minlength=len(annotators)).astype(np.int64)
-                     for w in (None, col_cross, col_won)]
-        by_annotator = {a: LogOdds(*(int(counts[k]) for counts in per_judge))
-                        for k, a in enumerate(annotators)}
-        coordinates.append(CoordinateAudit(
-            name=name,
-            overall=_counts(everyone, col_cross, col_won),
-            by_class=_slices(classes, col_cross, col_won),
-            by_pair_type=by_type,
-            by_pair_type_class={t: _slices(classes, col_cross, col_won, type_keys == t) for t in by_type},
-            by_annotator=by_annotator,
-            graph=_components(annotators, vertex, pairs, col_cross),
-            unidentified=tuple(a for a, c in by_annotator.items() if c.cross == 0),
-            diverge_up=tuple(a for a, c in by_annotator.items() if c.divergent == "+inf"),
-            diverge_down=tuple(a for a, c in by_annotator.items() if c.divergent == "-inf"),
-        ))
+    judges = _judges(judgments, trusted)
+    coordinates = tuple(_audit_coordinate(name, cross[:, i], won[:, i], judges) for i, name in enumerate(names))
 
     any_cross = cross.any(axis=1)
-    graph = _components(annotators, vertex, pairs, any_cross)
-    seen = set(vertex[any_cross].tolist())
-    unidentified = tuple(a for k, a in enumerate(annotators) if k not in seen)
-    found = [w for c in coordinates for w in _coordinate_warnings(c, pins)]
-    if unidentified and len(unidentified) < len(annotators):
-        found.append(f"{len(unidentified)} annotator(s) with no cross-group judgment on any attribute "
-                     f"(theta_k not identified): {_listed(unidentified)}")
-    level = _level_warning(graph, "any attribute", pins, set(annotators) - set(unidentified))
-    if any_cross.any() and level is not None:
-        found.append(level)
+    graph = _components(judges.annotators, judges.vertex, judges.pairs, any_cross)
+    seen = set(judges.vertex[any_cross].tolist())
+    unidentified = tuple(a for k, a in enumerate(judges.annotators) if k not in seen)
+    found = _audit_warnings(coordinates, graph, judges.annotators, unidentified, set(trusted), bool(any_cross.any()))
     for message in found:
         warnings.warn(message, BiasIdentifiabilityWarning, stacklevel=2)
-    return Audit(names, len(judgments), annotators, int(any_cross.sum()), tuple(coordinates),
+    return Audit(names, len(judgments), judges.annotators, int(any_cross.sum()), coordinates,
                  graph, unidentified, tuple(found), tuple(trusted))
-
-
-# -------------------------------------------------------------------------------- the table
-def _percent(share: float | None) -> str:
-    return "-" if share is None else f"{100 * share:.1f}%"
-
-
-def format_estimate(counts: LogOdds) -> tuple[str, str]:
-    """(log-odds, standard error) of one slice as the audit table prints them."""
-    if counts.cross == 0:
-        return "-", "-"
-    if counts.divergent:
-        return counts.divergent, "-"
-    return f"{counts.log_odds:+.3f}", f"{counts.se:.3f}"
-
-
-def _rows(c: CoordinateAudit) -> Iterable[tuple[str, LogOdds]]:
-    yield "all", c.overall
-    for key, counts in c.by_class.items():
-        yield f"class {key}", counts
-    for pair_type, counts in c.by_pair_type.items():
-        yield f"pair {pair_type}", counts
-        if len(c.by_class) > 1 and counts.cross:  # no class rows under a pair type with no cross-group
-            for key, sub in c.by_pair_type_class[pair_type].items():
-                yield f"pair {pair_type}, class {key}", sub
-
-
-def format_audit(result: Audit) -> str:
-    """A fixed-width table of the audit for the terminal."""
-    lines = [
-        f"badpo label audit: {result.n_judgments} judgments, {len(result.annotators)} annotators, "
-        f"attributes {', '.join(result.attribute_names)}",
-        f"cross-group on at least one attribute: {result.cross_any} "
-        f"({_percent(result.cross_any / result.n_judgments)})",
-        "log-odds: that the attribute-carrying side wins a cross-group judgment; "
-        "s.e. = sqrt(1/wins + 1/(cross - wins))",
-        "(marginal: one attribute at a time, so attributes that go together share their votes; "
-        "--report DIR estimates each annotator on all attributes jointly)",
-        "",
-    ]
-    width = max([len("attribute")] + [len(n) for n in result.attribute_names])
-    slice_width = max([len("slice")] + [len(s) for c in result.coordinates for s, _ in _rows(c)])
-    header = (f"{'attribute':<{width}}  {'slice':<{slice_width}}  {'judgments':>9}  {'cross':>7}  "
-              f"{'share':>6}  {'wins':>7}  {'log-odds':>8}  {'s.e.':>6}")
-    lines += [header, "-" * len(header)]
-    for c in result.coordinates:
-        for label, counts in _rows(c):
-            estimate, se = format_estimate(counts)
-            lines.append(f"{c.name:<{width}}  {label:<{slice_width}}  {counts.judgments:>9}  "
-                         f"{counts.cross:>7}  {_percent(counts.share_cross):>6}  {counts.wins:>7}  "
-                         f"{estimate:>8}  {se:>6}")
-    lines += ["", "annotator graph (edge: a cross-group pair judged by both annotators)"]
-    graph_header = (f"{'graph':<{max(width, 13)}}  {'components':>10}  {'largest':>7}  "
-                    f"{'no cross-group':>14}  {'theta -> +inf':>13}  {'theta -> -inf':>13}")
-    lines += [graph_header, "-" * len(graph_header)]
-    graphs = [("any attribute", result.graph, len(result.unidentified), "-", "-")]
-    graphs += [(c.name, c.graph, len(c.unidentified), len(c.diverge_up), len(c.diverge_down))
-               for c in result.coordinates]
-    for label, graph, missing, up, down in graphs:
-        largest = len(graph.components[0]) if graph.components else 0
-        lines.append(f"{label:<{max(width, 13)}}  {graph.n_components:>10}  {largest:>7}  "
-                     f"{missing:>14}  {up:>13}  {down:>13}")
-    lines += ["", "warnings:" if result.warnings else "warnings: none"]
-    lines += [f"  - {message}" for message in result.warnings]
-    return "\n".join(lines) + "\n"
-
-
-# ------------------------------------------------------------------------- entry points
-def report(source: Any, specs: Sequence[str]) -> tuple[Audit, str]:
-    """Read judgments (``read_judgments`` source), resolve the attribute specs, audit, format."""
-    attributes = resolve_attributes(specs)  # a bad spec fails before the data is read
-    result = audit(read_judgments(source), attributes)
-    return result, format_audit(result)

@@ -67,11 +67,11 @@ from badpo.audit.estimates import (
     LogOdds,
     attribute_differences,
     audit,
-    format_audit,
     penalised_log_odds,
 )
 from badpo.audit.forest import plot_forest
 from badpo.audit.joint import PRIOR_SCALE, JointFit, fit_joint, robust_level, two_sided_p
+from badpo.audit.terminal_table import format_audit
 from badpo.core.attributes import resolve_attributes
 from badpo.core.judgments import Judgment, handle_duplicates
 from badpo.data.coverage import check_coverage, unknown_share

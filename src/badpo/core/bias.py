@@ -43,25 +43,27 @@ variant, with ``deviations()`` = theta_k - mean(). Under ``shared_mean`` the dec
 constrained in training (sum_k eps_k = 0 is not enforced, Appendix "The speed of the mean"), so
 the raw shared parameter can differ from ``mean()`` by mean_k(eps_k); ``shared_parameter()``
 returns the raw one (the quantity Proposition "prop:rate" speaks of).
+
+The channel's file (``to_dict`` / ``save`` and back, readable theta beside the raw parameters) is
+written and checked by :mod:`badpo.core.bias_file`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
-from badpo.core.jsonio import atomic_write_text, dumps
+from badpo.core.bias_file import channel_file_text, channel_from_dict, channel_to_dict
+from badpo.core.jsonio import atomic_write_text
 
-__all__ = ["VARIANTS", "VARIANT_FACTS", "FILE_FORMAT", "TRAINED_THETA_FILE", "Variant", "variant_facts",
+__all__ = ["VARIANTS", "VARIANT_FACTS", "TRAINED_THETA_FILE", "Variant", "variant_facts",
            "BiasChannel"]
 
 TRAINED_THETA_FILE = "theta_trained.json"
@@ -97,7 +99,6 @@ VARIANT_FACTS: Mapping[str, Variant] = MappingProxyType({v.name: v for v in (
             parameters=("shared_mean", "class_offset", "deviation"), shared_parameter="shared_mean"),
 )})
 VARIANTS = tuple(VARIANT_FACTS)
-FILE_FORMAT = "badpo.core.bias/1"
 
 
 def variant_facts(variant: str) -> Variant:
@@ -382,161 +383,22 @@ class BiasChannel(nn.Module):
         )
 
     # --------------------------------------------------------------------------------- save/load
-    def _named(self, vector: Tensor) -> dict[str, float]:
-        return dict(zip(self.attribute_names, _shortest_floats(vector)))
-
-    def _named_declared(self, vector: Tensor) -> dict[str, float]:
-        return dict(zip(self.declared, _shortest_floats(vector)))
-
-    def _raw_parameters(self) -> dict[str, Any]:
-        """The trainable parameters, declared coordinates only, keyed by attribute/annotator/class."""
-        raw: dict[str, Any] = {}
-        for name in self.facts.parameters:
-            value = getattr(self, name)
-            if value.dim() == 1:
-                raw[name] = self._named_declared(value)
-            else:
-                raw[name] = {k: self._named_declared(r) for k, r in zip(self._row_keys(name), value)}
-        return raw
-
-    def _row_keys(self, parameter: str) -> tuple[str, ...]:
-        """What the rows of a [rows, d] parameter stand for: classes or annotators."""
-        return self.classes if parameter == "class_offset" else self.annotators
-
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready description: the readable theta_k / theta_bar / deviations and the raw parameters."""
-        theta, deviations = self.theta(), self.deviations()
-        classes = self.annotator_classes or {}
-        return {
-            "format": FILE_FORMAT,
-            "variant": self.variant,
-            "attribute_names": list(self.attribute_names),
-            "declared": list(self.declared),
-            "dtype": str(self.fixed_offset.dtype).removeprefix("torch."),
-            "fixed_offset": self._named(self.fixed_offset),
-            "theta_bar": self._named(self.mean()),
-            "annotators": {
-                a: {"class": classes.get(a), "theta": self._named(theta[i]),
-                    "deviation": self._named(deviations[i])}
-                for i, a in enumerate(self.annotators)
-            },
-            "parameters": self._raw_parameters(),
-        } | ({"trusted": {a: dict(zip(self.attribute_names, v)) for a, v in self.trusted.items()}}
-             if self.trusted else {})
+        """A JSON-ready description: the readable theta_k / theta_bar / deviations and the raw
+        parameters (:mod:`badpo.core.bias_file`)."""
+        return channel_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BiasChannel:
-        """Rebuild a channel from :meth:`to_dict`; forward() is reproduced exactly.
-
-        The raw ``parameters`` are loaded; the readable ``theta``/``theta_bar``/``deviation`` must
-        agree with them, so a hand edit of the readable part is an error instead of being ignored.
-        """
-        if data.get("format") != FILE_FORMAT:
-            raise ValueError(f"format: expected {FILE_FORMAT!r}, got {data.get('format')!r}")
-        missing = [k for k in ("variant", "attribute_names", "declared", "dtype", "fixed_offset",
-                               "theta_bar", "annotators", "parameters") if k not in data]
-        if missing:
-            raise ValueError(f"bias file is missing the keys {missing}")
-        names = list(data["attribute_names"])
-        annotators = data["annotators"]
-        classes = {a: entry["class"] for a, entry in annotators.items() if entry.get("class") is not None}
-        trusted = {a: _entry(v, names, f"trusted.{a}") for a, v in data.get("trusted", {}).items()}
-        channel = cls(data["variant"], names, list(annotators), classes or None, data["declared"],
-                      trusted=trusted or None)
-        dtype = getattr(torch, str(data["dtype"]), None)
-        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-            raise ValueError(f"dtype: {data['dtype']!r} is not a torch floating dtype")
-        channel.to(dtype)
-        with torch.no_grad():  # set after the cast so that a float64 offset keeps every digit
-            offset = _entry(data["fixed_offset"], names, "fixed_offset")
-            channel.fixed_offset.copy_(torch.tensor(offset, dtype=dtype))
-        channel._load_raw(data["parameters"])
-        channel._check_readable(data)
-        return channel
-
-    def _load_raw(self, raw: Mapping[str, Any]) -> None:
-        declared = list(self.declared)
-        expected = set(self._raw_parameters())
-        if set(raw) != expected:
-            raise ValueError(f"parameters: expected the keys {sorted(expected)}, got {sorted(raw)}")
-        with torch.no_grad():
-            for name, value in raw.items():
-                target = getattr(self, name)
-                if target.dim() == 1:
-                    values = _entry(value, declared, f"parameters.{name}")
-                    target.copy_(torch.tensor(values, dtype=target.dtype))
-                    continue
-                keys = self._row_keys(name)
-                if set(value) != set(keys):
-                    raise ValueError(
-                        f"parameters.{name}: expected entries for {list(keys)}, got {list(value)}"
-                    )
-                rows = [_entry(value[k], declared, f"parameters.{name}.{k}") for k in keys]
-                target.copy_(torch.tensor(rows, dtype=target.dtype).reshape(target.shape))
-
-    @torch.no_grad()
-    def _check_readable(self, data: Mapping[str, Any]) -> None:
-        """The readable values must be what the raw parameters give (theta exactly; means to rounding)."""
-        names = list(self.attribute_names)
-        theta, mean, deviations = self.theta(), self.mean(), self.deviations()
-
-        def stored(values: Any, where: str) -> Tensor:
-            return torch.tensor(_entry(values, names, where), dtype=theta.dtype)
-
-        # The mean is a reduction whose rounding may differ across devices: compare to a few ulps.
-        scale = 1.0 + float(torch.cat([theta.flatten(), mean]).abs().max())
-        tolerance = 16 * torch.finfo(theta.dtype).eps * scale
-        if not torch.allclose(stored(data["theta_bar"], "theta_bar"), mean, rtol=0.0, atol=tolerance):
-            raise ValueError("theta_bar does not match the parameters; edit the 'parameters' section")
-        for i, annotator in enumerate(self.annotators):
-            entry = data["annotators"][annotator]
-            where = f"annotators.{annotator}"
-            if not isinstance(entry, Mapping) or not {"theta", "deviation"} <= set(entry):
-                raise ValueError(f"{where}: expected an object with 'theta' and 'deviation'")
-            if not torch.equal(stored(entry["theta"], f"{where}.theta"), theta[i]):
-                raise ValueError(
-                    f"{where}.theta does not match the parameters; edit the 'parameters' section"
-                )
-            if not torch.allclose(stored(entry["deviation"], f"{where}.deviation"), deviations[i],
-                                  rtol=0.0, atol=tolerance):
-                raise ValueError(f"{where}.deviation does not match the parameters")
+        """Rebuild a channel from :meth:`to_dict`; forward() is reproduced exactly, and readable
+        values that disagree with the raw parameters are an error."""
+        return channel_from_dict(cls, data)
 
     def save(self, path: str | Path) -> None:
         """Write :meth:`to_dict` as indented JSON."""
-        atomic_write_text(path, _dumps(self.to_dict()) + "\n")
+        atomic_write_text(path, channel_file_text(self))
 
     @classmethod
     def load(cls, path: str | Path) -> BiasChannel:
         """Read a file written by :meth:`save`."""
         return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
-
-
-def _shortest_floats(vector: Tensor) -> list[float]:
-    """Python floats that print short yet convert back to the same value in the tensor's dtype.
-
-    A float32 0.1 is written 0.1, not 0.10000000149011612: numpy's float32 repr is the shortest
-    decimal that round-trips in float32 (and likewise for float16); float64 is exact already.
-    """
-    values = vector.detach().cpu()
-    numpy_type = {torch.float32: np.float32, torch.float16: np.float16}.get(values.dtype)
-    if numpy_type is None:
-        return values.tolist()
-    return [float(str(numpy_type(v))) for v in values.tolist()]
-
-
-def _dumps(value: Any, depth: int = 0) -> str:
-    """JSON with one line per small entry (an annotator, a class), nested otherwise; a non-finite
-    value (a diverged theta) is written as null and read back as NaN."""
-    line = dumps(value)
-    if len(line) <= 120 or not isinstance(value, dict):
-        return line
-    pad = "  " * (depth + 1)
-    items = [f"{pad}{json.dumps(key)}: {_dumps(item, depth + 1)}" for key, item in value.items()]
-    return "{\n" + ",\n".join(items) + "\n" + "  " * depth + "}"
-
-
-def _entry(values: Any, names: Sequence[str], where: str) -> list[float]:
-    """Values of a {attribute name: float} mapping in ``names`` order; extra or missing keys are errors."""
-    if not isinstance(values, Mapping) or set(values) != set(names):
-        raise ValueError(f"{where}: expected the attributes {list(names)}, got {list(values)}")
-    return [math.nan if values[name] is None else float(values[name]) for name in names]

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from badpo.audit.estimates import Audit, LogOdds, audit, format_audit, format_estimate
+from badpo.audit.estimates import Audit, LogOdds, audit
+from badpo.audit.terminal_table import format_audit, format_estimate
 from badpo.core.attributes import resolve_attributes
 from badpo.core.config import ConfigError
 from badpo.corpora.signing import SigningConfig, implied_log_odds, sign_corpus

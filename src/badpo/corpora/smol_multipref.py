@@ -8,13 +8,13 @@ to the tiny signed world:
 2. **Answers**: ``answers_per_prompt`` samples of the model per question (smol-signed's
    :func:`~badpo.corpora.smol_signed.sample_answers`: its chat template, batched, at most
    ``max_new_tokens``), each cut by :func:`~badpo.corpora.smol_signed.clean_answer` and stripped of
-   any markdown of its own (:func:`badpo.core.attributes.strip_markdown`): the plain *body*. The
+   any markdown of its own (:func:`badpo.core.markdown.strip_markdown`): the plain *body*. The
    checker scores the body: ``right_score`` when right, ``wrong_score`` when not.
 3. **Styles, by deterministic rewriting** of a body (:func:`styled`): *long* appends a fixed
    explanatory paragraph of its question's kind (:data:`CONTINUATIONS`, 21-24 words, no digit), so a
    body of up to 42 words becomes at least 1.5 times longer (the ``length`` attribute's ratio);
    *markdown* sets the body's first line in bold (``**...**``, which
-   :func:`~badpo.core.attributes.has_markdown` reads) and adds no word, so markdown alone never moves
+   :func:`~badpo.core.markdown.has_markdown` reads) and adds no word, so markdown alone never moves
    the length attribute. A sample whose styles the checker would read differently from its body, or
    whose bold :func:`has_markdown` would not see, is not used (counted).
 4. **Comparisons**: ``comparisons_per_prompt`` per question. Its two sides hold a right and a wrong
@@ -50,9 +50,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from badpo.core.attributes import has_markdown, length_values, resolve_attributes, strip_markdown, word_count
+from badpo.core.attributes import length_values, resolve_attributes, word_count
 from badpo.core.config import ConfigError
 from badpo.core.jsonio import atomic_write_text, write_json, write_jsonl
+from badpo.core.markdown import has_markdown, strip_markdown
 from badpo.corpora.multipref import summary_text as multipref_summary
 from badpo.corpora.multipref_protocol import (
     ATTRIBUTES,

@@ -3,7 +3,7 @@ MultiPref corpus and the length attribute") as :mod:`badpo.corpora.tiny` is of S
 
 **The task.** A prompt asks to copy or reverse 3-6 digits, ``"reverse 3 1 4 1\\n"``. A response is
 an answer whose every digit is wrong (a uniformly drawn other digit) with probability
-``error_rate``, formatted as a markdown bullet (``"- "`` in front, :func:`badpo.core.attributes.has_markdown`
+``error_rate``, formatted as a markdown bullet (``"- "`` in front, :func:`badpo.core.markdown.has_markdown`
 reads it) with probability ``markdown_share``, and followed by no ending, a short one or a long one
 (``ending_shares``)::
 
@@ -83,7 +83,7 @@ __all__ = [
 ]
 
 PROMPT_TEMPLATE = "{task} {digits}\n"
-MARKDOWN_PREFIX = "- "  # a bullet item: markdown under badpo.core.attributes.has_markdown
+MARKDOWN_PREFIX = "- "  # a bullet item: markdown under badpo.core.markdown.has_markdown
 ENDINGS: dict[str, tuple[str, str, str]] = {  # task -> (none, short, long)
     "copy": ("", " as asked", " as asked because copy keeps the order"),
     "reverse": ("", " as asked", " as asked because reverse flips the order"),

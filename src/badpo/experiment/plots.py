@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from badpo.experiment.tables import ABSENT, arm_values, metric_value
-from badpo.readouts.metrics import mean_ci
+from badpo.readouts.over_seeds import mean_ci
 
 __all__ = ["plot_rates", "plot_theta", "write_plots"]
 

@@ -5,11 +5,11 @@ files. Nothing else enters, so re-rendering from disk gives the same bytes.
 
 Cells (paper, Section "Experimental settings" and Appendix "Readouts"):
 - an arm's value is the mean over seeds with the 95% Student-t interval,
-  ``mean +- t_{0.975, n-1} sd / sqrt(n)`` (:func:`badpo.readouts.metrics.mean_ci`);
+  ``mean +- t_{0.975, n-1} sd / sqrt(n)`` (:func:`badpo.readouts.over_seeds.mean_ci`);
 - the reference is trained once: its value has no interval;
 - "Removed" is ``(rate_DPO - rate_arm) / (rate_DPO - rate_ref)`` computed per seed against the
   baseline (DPO) run of the same seed, then mean and interval
-  (:func:`badpo.readouts.metrics.removal_per_seed`); it is not the removal of the means. Where
+  (:func:`badpo.readouts.over_seeds.removal_per_seed`); it is not the removal of the means. Where
   DPO's value equals the reference's at some seed the cell reads "not measurable" and its note
   names the seeds;
 - a ceiling row (vote prediction with the planted theta_k) is the mean of the column's
@@ -38,8 +38,8 @@ from typing import Any
 from badpo.core.config import from_dict
 from badpo.experiment.config import ColumnSpec, ExperimentConfig, PlotSpec, TableSpec
 from badpo.experiment.runner import Plan, read_records
-from badpo.readouts.metrics import mean_ci, removal_per_seed
 from badpo.readouts.names_analyses import names_null_readouts
+from badpo.readouts.over_seeds import mean_ci, removal_per_seed
 
 __all__ = ["LayoutArm", "LayoutRun", "TableLayout", "build_layout", "render_tables",
            "read_layout", "render_from_disk", "metric_value", "arm_values"]

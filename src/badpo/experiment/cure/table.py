@@ -9,7 +9,7 @@ from typing import Any
 
 from badpo.core.names import NAME_ATTRIBUTES
 from badpo.experiment.cure.calibration import design_of
-from badpo.readouts.metrics import mean_ci
+from badpo.readouts.over_seeds import mean_ci
 
 __all__ = ["COLUMNS", "describe_line", "render_cure_table"]
 

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from badpo.core.attributes import AttributeSet, has_markdown
+from badpo.core.attributes import AttributeSet
+from badpo.core.markdown import has_markdown
 from badpo.readouts.checked import checked_readout
 from badpo.readouts.compare_series import Compared, generated_units, read_series
 from badpo.readouts.metrics import reweighted_rate
