@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from badpo.experiment.tables import ABSENT, metric_value
+from badpo.paper.tables import ABSENT, metric_value
 
 RATES = ("names.first_name.woman_coded", "names.first_name.black_coded")
 BODIES = ("reference", "own")

@@ -86,9 +86,9 @@ def build_tiny_multipref():
 
 @pytest.fixture(scope="session")
 def engine_stages():
-    """``badpo.experiment.stages.engine_stages``, for a test that runs them. A test that only plans
+    """``badpo.paper.stages.engine_stages``, for a test that runs them. A test that only plans
     an experiment with them (resolves its settings) imports the function and stays fast."""
-    from badpo.experiment.stages import engine_stages
+    from badpo.paper.stages import engine_stages
 
     return engine_stages
 

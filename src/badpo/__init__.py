@@ -8,21 +8,24 @@ is explained by theta and not learned by the policy.
 
 __version__ = "0.1.0"
 
-# The Python API (badpo.api) loads torch, transformers and accelerate: it is imported on first use
-# of one of these names, so that ``import badpo.core.losses`` (or the audit) stays light.
-_API = ("train", "sft", "rm", "evaluate", "compare", "TrainResult", "SFTResult", "RMResult",
-        "EvalResult", "AuditResult")
+# The Python API (badpo.api): ``badpo.train`` and the rest are its names, imported on first use, so
+# that ``import badpo.core.losses`` (or the audit) does not run the front door. The package root is
+# a front door too (tests/house/test_layering.py): these late imports are its only edges.
+API_NAMES = ("train", "sft", "rm", "evaluate", "compare", "TrainResult", "SFTResult", "RMResult",
+             "EvalResult", "AuditResult")
 
 
 def __getattr__(name: str):
-    import importlib
-
     if name == "audit":  # the subpackage badpo.audit, callable as badpo.api.audit (see its docstring)
-        return importlib.import_module("badpo.audit")
-    if name in _API:
-        return getattr(importlib.import_module("badpo.api"), name)
+        import badpo.audit as audit_package
+
+        return audit_package
+    if name in API_NAMES:
+        import badpo.api as api
+
+        return getattr(api, name)
     raise AttributeError(f"module 'badpo' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_API, "audit"})
+    return sorted({*globals(), *API_NAMES, "audit"})

@@ -8,7 +8,8 @@ takes a ``datasets.Dataset`` or a list of dict rows: it is read in memory and ``
 records its fingerprint (``datasets.Dataset:<fingerprint>``, ``rows:<fingerprint>``), so that the
 same call with the same data resumes or finds the same run. Each result has ``summary()``: the
 lines its command prints. These functions are reached through ``badpo.<name>``, which imports
-this module (and torch, transformers, accelerate) only when one is first used.
+this module only when one is first used; torch, transformers and accelerate are imported by the
+call that needs them (``badpo audit`` goes through :func:`audit` without loading torch).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from typing import Any
 from badpo.core.config import ConfigError, from_dict, load_config, to_dict
 from badpo.core.jsonio import atomic_write_text
 from badpo.data.sources import in_memory
-from badpo.engine.settings import RMConfig, SFTConfig, TrainConfig, warn_paper_defaults
 
 __all__ = ["AuditResult", "EvalResult", "RMResult", "SFTResult", "TrainResult", "audit", "compare", "evaluate",
            "rm", "sft", "train"]
@@ -118,6 +118,7 @@ class AuditResult:
 
 def train(config: Any = None, **overrides: Any) -> TrainResult:
     """Run (or resume, or find finished) one preference run; see ``badpo train``."""
+    from badpo.engine.settings import TrainConfig
     from badpo.engine.train import train as train_stage
 
     with _resolved(TrainConfig, config, overrides, stage="train") as resolved:
@@ -129,6 +130,7 @@ def train(config: Any = None, **overrides: Any) -> TrainResult:
 def rm(config: Any = None, **overrides: Any) -> RMResult:
     """Train (or resume, or find finished) one reward model; see ``badpo rm``."""
     from badpo.engine.reward import train_reward_model
+    from badpo.engine.settings import RMConfig
 
     with _resolved(RMConfig, config, overrides, stage="rm") as resolved:
         run_dir = Path(train_reward_model(resolved))
@@ -138,6 +140,7 @@ def rm(config: Any = None, **overrides: Any) -> RMResult:
 
 def sft(config: Any = None, **overrides: Any) -> SFTResult:
     """Train the SFT reference; see ``badpo sft``."""
+    from badpo.engine.settings import SFTConfig
     from badpo.engine.sft import sft as sft_stage
 
     with _resolved(SFTConfig, config, overrides, stage="sft") as resolved:
@@ -289,6 +292,8 @@ def compare(runs: str | os.PathLike | Sequence[str | os.PathLike], *, reference:
 def _resolved(config_class: type, config: Any, overrides: dict[str, Any], stage: str):
     """The typed config, with a ``datasets.Dataset`` or a list of rows in ``data`` readable for the
     block; without a config, a notice names the paper's settings in force (as ``-c`` left out)."""
+    from badpo.engine.settings import warn_paper_defaults
+
     data = _as_dict(config_class, config, overrides)
     with _readable(data.get("data"), "data") as name:
         resolved = from_dict(config_class, {**data, "data": name} if name is not None else data)

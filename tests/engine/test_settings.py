@@ -82,20 +82,15 @@ def test_each_commands_override_example_is_a_key_of_its_own_config():
     """The KEY=VALUE help of every config-taking command shows keys that command accepts (it once
     showed ``train.steps=200`` everywhere, a key no stage has)."""
     import argparse
-    import importlib
 
-    from badpo.cli import STAGES, build_parser
+    from badpo.cli import build_parser
+    from badpo.commands.training import TRAININGS
     from badpo.core.config import apply_overrides, from_dict
-    from badpo.corpora.builders import CORPORA
+    from badpo.corpora.builders import corpus_builder
     from badpo.readouts.evaluate import EvalConfig
 
-    def config_class(path: str):
-        module, name = path.split(":")
-        return getattr(importlib.import_module(module), name)
-
-    module, name, _ = CORPORA["tiny-signed"]
-    classes = {"build": getattr(importlib.import_module(module), name), "evaluate": EvalConfig,
-               **{stage: config_class(STAGES[stage][2]) for stage in STAGES}}
+    classes = {"build": corpus_builder("tiny-signed").config_class, "evaluate": EvalConfig,
+               **{row.name: row.config_class() for row in TRAININGS}}
     subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     for command, cls in classes.items():
         overrides = next(a for a in subparsers.choices[command]._actions if a.dest == "overrides")

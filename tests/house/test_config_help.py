@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import re
 from dataclasses import dataclass, field
 from typing import Literal
@@ -70,11 +69,7 @@ def _commands() -> dict[str, argparse.ArgumentParser]:
 
 
 def _classes(command: argparse.ArgumentParser) -> list[type]:
-    found = []
-    for _, spec in command.config_classes:
-        module, name = spec.split(":")
-        found.append(getattr(importlib.import_module(module), name))
-    return found
+    return [config_class() for _, config_class in command.config_classes]
 
 
 CONFIG_COMMANDS = ("build", "experiment", "demo", "reproduce", "sft", "train", "rm", "evaluate")

@@ -1,22 +1,26 @@
 """Imports point one way, and the layers are the folders of ``src/badpo``:
 
-    core -> methods -> data -> audit -> corpora -> engine -> readouts -> experiment -> cli -> integrations
+    core -> methods -> data -> audit -> corpora -> engine -> readouts -> paper -> cli -> integrations
 
-A module's layer is its folder (``badpo/core/losses.py`` is in ``core``); ``cli.py`` and
-``api.py`` (the two front doors) are the ``cli`` layer, and the package root ``badpo`` imports
-nothing. Every ``import badpo...`` and ``from badpo... import`` statement counts, at module level
-or inside a function (a function-local import is still a dependency, it only hides a cycle until
-the function runs), relative imports included. A module may import from its own layer or a lower
-one. The graph of badpo modules must have no cycle.
+A module's layer is its folder (``badpo/core/losses.py`` is in ``core``); ``cli.py``, ``api.py``,
+the command modules of ``commands/`` and the package root ``badpo`` (whose lazy names are the
+API's) are the ``cli`` layer, the front door. Every ``import badpo...`` and ``from badpo... import``
+statement counts, at module level or inside a function (a function-local import is still a
+dependency, it only hides a cycle until the function runs), relative imports included. A module may
+import from its own layer or a lower one. The graph of badpo modules must have no cycle.
 
 Importing ``badpo.a.b`` also runs the package ``badpo.a`` (its ``__init__``); from outside that
 package this counts as an edge to the package too, so an ``__init__`` cannot hide an upward
 import either.
 
-Dynamic imports (``importlib.import_module`` of a name in a string: the corpus builders of
-``badpo.corpora.builders``, the stage functions of ``badpo.cli``, the lazy names of
-``badpo.experiment`` and of ``badpo``, the call of the package ``badpo.audit``, which is the API's
-audit) are not seen here.
+The paper's experiments (``badpo.paper``) sit on the library: no library module imports them, and
+of the front door only the command line does (``badpo experiment``, ``reproduce``, ``demo``).
+
+One edge is allowed upward, and named in :data:`CALLED_DOORS`: the package ``badpo.audit`` is
+callable as the API's audit (``badpo.audit(...)``; a package and a function cannot share a name),
+and its call imports ``badpo.api``. It runs when called, never on import, so it is left out of the
+cycle and layer checks; that it is the only one is checked too. No module names another by a
+string (``importlib.import_module``): a table row holds a function that imports late instead.
 """
 
 from __future__ import annotations
@@ -29,9 +33,14 @@ PACKAGE = SRC / "badpo"
 
 # lowest first; integrations (adapters into other trainers) is an edge like cli: it may import
 # everything, and as the top layer nothing may import it.
-LAYERS = ("core", "methods", "data", "audit", "corpora", "engine", "readouts", "experiment", "cli",
+LAYERS = ("core", "methods", "data", "audit", "corpora", "engine", "readouts", "paper", "cli",
           "integrations")
-FRONT_DOORS = ("badpo.cli", "badpo.api")
+FRONT_DOORS = ("badpo", "badpo.cli", "badpo.api")
+FOLDERS_OF = {"commands": "cli"}  # a folder whose layer has another name
+# (module, imported module): edges that run only when a module object is called, never on import
+CALLED_DOORS = {("badpo.audit", "badpo.api")}
+# the modules that may import the paper's experiments (besides the paper itself)
+PAPER_USERS = ("badpo.cli", "badpo.commands")
 
 
 def module_name(path: Path) -> str:
@@ -40,13 +49,12 @@ def module_name(path: Path) -> str:
 
 
 def layer(module: str) -> str:
-    if module == "badpo":
-        return "core"  # the package root: a docstring, a version and lazy names only
     if module in FRONT_DOORS:
         return "cli"
     folder = module.split(".")[1]
-    if folder in LAYERS and module.count(".") >= 1 and (SRC / "badpo" / folder).is_dir():
-        return folder
+    named = FOLDERS_OF.get(folder, folder)
+    if named in LAYERS and module.count(".") >= 1 and (SRC / "badpo" / folder).is_dir():
+        return named
     raise AssertionError(f"{module} is in no layer folder: move it into one of {LAYERS}")
 
 
@@ -91,9 +99,14 @@ def imports(module: str, path: Path, known: dict[str, Path]) -> dict[str, int]:
     return found
 
 
-def import_graph() -> dict[str, dict[str, int]]:
+def import_graph(called: bool = False) -> dict[str, dict[str, int]]:
+    """{module: {imported module: line}}; the edges of :data:`CALLED_DOORS` only with ``called``."""
     known = modules()
-    return {module: imports(module, path, known) for module, path in known.items()}
+    graph = {module: imports(module, path, known) for module, path in known.items()}
+    if not called:
+        for module, target in CALLED_DOORS:
+            graph[module].pop(target, None)
+    return graph
 
 
 def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
@@ -180,7 +193,56 @@ def test_every_module_but_the_front_doors_lives_in_a_layer_folder():
     top = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
     assert top == ["api", "cli"]
     folders = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__")
-    assert folders == sorted(name for name in LAYERS if name != "cli")
+    assert folders == sorted([*(name for name in LAYERS if name != "cli"), *FOLDERS_OF])
+
+
+def paper_importers(graph: dict[str, dict[str, int]]) -> list[str]:
+    """Every edge into ``badpo.paper`` from a module outside it that is not the command line."""
+    return [f"{module} -> {target} (line {line})" for module, targets in sorted(graph.items())
+            for target, line in sorted(targets.items())
+            if (target == "badpo.paper" or target.startswith("badpo.paper."))
+            and not (module == "badpo.paper" or module.startswith("badpo.paper."))
+            and not any(module == user or module.startswith(user + ".") for user in PAPER_USERS)]
+
+
+def test_only_the_command_line_imports_the_paper():
+    graph = import_graph(called=True)
+    assert any(target.startswith("badpo.paper.") for target in graph["badpo.commands.paper"])  # the walk sees it
+    found = paper_importers(graph)
+    assert not found, "the library imports the paper's experiments:\n  " + "\n  ".join(found)
+    assert paper_importers({"badpo.api": {"badpo.paper.runner": 3}, "badpo.paper.tables": {"badpo.paper": 1},
+                            "badpo.commands.paper": {"badpo.paper.config": 2}}) == [
+        "badpo.api -> badpo.paper.runner (line 3)"]
+
+
+def test_the_only_upward_edge_is_the_callable_audit_package():
+    graph = import_graph(called=True)
+    upward = {(module, target) for module, targets in graph.items() for target in targets
+              if LAYERS.index(layer(target)) > LAYERS.index(layer(module))}
+    assert upward == CALLED_DOORS
+
+
+# modules that import the user's code by the name the user gave (never a badpo module)
+USER_CODE_IMPORTERS = {"badpo.core.attributes": "a module:function attribute spec names the user's function"}
+
+
+def string_imports() -> list[str]:
+    """Every call of ``importlib.import_module`` (or ``__import__``) in the package: a module named
+    by a string, an edge no test sees."""
+    found = []
+    for module, path in modules().items():
+        if module in USER_CODE_IMPORTERS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Call):
+                name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                if name in ("import_module", "__import__"):
+                    found.append(f"{module} (line {node.lineno})")
+    return found
+
+
+def test_no_module_is_imported_by_a_string():
+    assert not string_imports(), "modules named by strings:\n  " + "\n  ".join(string_imports())
 
 
 def private_imports() -> list[str]:

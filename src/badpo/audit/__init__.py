@@ -3,14 +3,14 @@ and the report with its plots.
 
 The package is also the Python API's audit: ``badpo.audit(data, attributes, ...)`` calls
 :func:`badpo.api.audit` (see there), so that the audit reads as ``badpo.train`` and
-``badpo.evaluate`` do although its name is this package's. The API is imported on the first call
-only (by name: it sits in the front-door layer above this one), so ``badpo.audit.estimates`` stays
-light.
+``badpo.evaluate`` do although its name is this package's (a package and a function cannot share
+the name ``badpo.audit``). The call imports the API inside it, the one edge from a library layer to
+the front door, which ``tests/house/test_layering.py`` names as such; ``badpo.audit.estimates``
+stays light.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
 
@@ -19,7 +19,9 @@ class _CallablePackage(types.ModuleType):
     """This package, callable as :func:`badpo.api.audit`."""
 
     def __call__(self, *args, **kwargs):
-        return importlib.import_module("badpo.api").audit(*args, **kwargs)
+        import badpo.api as api  # the front door, above this layer: only when called
+
+        return api.audit(*args, **kwargs)
 
 
 sys.modules[__name__].__class__ = _CallablePackage

@@ -1,45 +1,115 @@
-"""The corpus builders by name, for the command line and the experiment runner.
+"""The corpus builders by name, for the command line and the experiment runner: :data:`CORPORA`,
+one :class:`Corpus` row per name.
 
-Every builder is ``build(config, outdir) -> statistics`` with a frozen config dataclass, and its
-module has ``summary_text(statistics)``. Modules are imported on demand: the real builders pull
-in ``datasets``.
+Every builder is ``build(config, outdir) -> statistics`` with a frozen config dataclass and a
+``summary(statistics) -> text``. A row's ``load`` imports its module when first called (the real
+builders pull in ``datasets``), so that naming a corpus, or ``badpo --help``, imports none of them.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from badpo.core.config import ConfigError, from_dict
 
-# corpus name -> (module, config class, build function)
-CORPORA: dict[str, tuple[str, str, str]] = {
-    "tiny-signed": ("badpo.corpora.tiny", "TinyWorldConfig", "build_tiny_world"),
-    "tiny-multipref": ("badpo.corpora.tiny_multipref", "TinyMultiPrefConfig", "build_tiny_multipref"),
-    "signed-ultrafeedback": (
-        "badpo.corpora.signed_ultrafeedback", "SignedUltraFeedbackConfig", "build_signed_ultrafeedback"),
-    "multipref": ("badpo.corpora.multipref", "MultiPrefConfig", "build_multipref"),
-    "smol-signed": ("badpo.corpora.smol_signed", "SmolSignedConfig", "build_smol_signed"),
-    "smol-multipref": ("badpo.corpora.smol_multipref", "SmolMultiPrefConfig", "build_smol_multipref"),
-    "own-data": ("badpo.corpora.own_data", "OwnDataConfig", "build_own_data"),  # your judgments, split
-    "example-csv": ("badpo.corpora.example", "ExampleCsvConfig", "build_example_csv"),  # a CSV as users have one
-}
+
+@dataclass(frozen=True)
+class Builder:
+    """What one corpus module offers: its config class, how it builds and describes a corpus, the
+    files it writes into OUTDIR, and (for a builder that reads the user's files) their content
+    fingerprints, so that a corpus built before they changed is not reused."""
+
+    config_class: type
+    build: Callable[[Any, Path], dict]
+    summary: Callable[[dict], str]
+    output_files: tuple[str, ...]
+    source_fingerprints: Callable[[Any], dict] | None = None
 
 
-def corpus_builder(name: str) -> tuple[type, Callable[[Any, Path], dict], Callable[[dict], str]]:
-    """(config class, build function, summary function) of the named corpus."""
+@dataclass(frozen=True)
+class Corpus:
+    """One row of :data:`CORPORA`: a name and the function that imports its builder."""
+
+    name: str
+    load: Callable[[], Builder]
+
+
+def _tiny_signed() -> Builder:
+    from badpo.corpora import tiny
+
+    return Builder(tiny.TinyWorldConfig, tiny.build_tiny_world, tiny.summary_text, tuple(tiny.OUTPUT_FILES),
+                   tiny.source_fingerprints)
+
+
+def _tiny_multipref() -> Builder:
+    from badpo.corpora import tiny_multipref as world
+
+    return Builder(world.TinyMultiPrefConfig, world.build_tiny_multipref, world.summary_text,
+                   tuple(world.OUTPUT_FILES))
+
+
+def _signed_ultrafeedback() -> Builder:
+    from badpo.corpora import signed_ultrafeedback as world
+
+    return Builder(world.SignedUltraFeedbackConfig, world.build_signed_ultrafeedback, world.summary_text,
+                   tuple(world.OUTPUT_FILES))
+
+
+def _multipref() -> Builder:
+    from badpo.corpora import multipref
+
+    files = ("train.jsonl", "heldout.jsonl", "sft.jsonl", "eval_prompts.jsonl", "stats.json", "audit.json",
+             "config.yaml")
+    return Builder(multipref.MultiPrefConfig, multipref.build_multipref, multipref.summary_text, files)
+
+
+def _smol_signed() -> Builder:
+    from badpo.corpora import smol_signed as world
+
+    return Builder(world.SmolSignedConfig, world.build_smol_signed, world.summary_text, tuple(world.OUTPUT_FILES))
+
+
+def _smol_multipref() -> Builder:
+    from badpo.corpora import smol_multipref as world
+
+    return Builder(world.SmolMultiPrefConfig, world.build_smol_multipref, world.summary_text,
+                   tuple(world.OUTPUT_FILES))
+
+
+def _own_data() -> Builder:
+    from badpo.corpora import own_data
+
+    return Builder(own_data.OwnDataConfig, own_data.build_own_data, own_data.summary_text,
+                   tuple(own_data.OUTPUT_FILES), own_data.source_fingerprints)
+
+
+def _example_csv() -> Builder:
+    from badpo.corpora import example
+
+    return Builder(example.ExampleCsvConfig, example.build_example_csv, example.summary_text,
+                   tuple(example.OUTPUT_FILES))
+
+
+CORPORA: dict[str, Corpus] = {row.name: row for row in (
+    Corpus("tiny-signed", _tiny_signed),
+    Corpus("tiny-multipref", _tiny_multipref),
+    Corpus("signed-ultrafeedback", _signed_ultrafeedback),
+    Corpus("multipref", _multipref),
+    Corpus("smol-signed", _smol_signed),
+    Corpus("smol-multipref", _smol_multipref),
+    Corpus("own-data", _own_data),  # your judgments, split
+    Corpus("example-csv", _example_csv),  # a CSV as users have one
+)}
+
+
+def corpus_builder(name: str) -> Builder:
+    """The builder of the named corpus; an unknown name is a one-line error listing the known ones."""
     if name not in CORPORA:
         raise ConfigError(f"unknown corpus {name!r}; choose one of {sorted(CORPORA)}")
-    module_name, config_name, build_name = CORPORA[name]
-    module = importlib.import_module(module_name)
-    return getattr(module, config_name), getattr(module, build_name), module.summary_text
-
-
-# what `badpo build multipref` writes (the other builders list theirs in OUTPUT_FILES)
-_MULTIPREF_FILES = ("train.jsonl", "heldout.jsonl", "sft.jsonl", "eval_prompts.jsonl", "stats.json",
-                    "audit.json", "config.yaml")
+    return CORPORA[name].load()
 
 
 def check_outdir(name: str, outdir: str | Path, overwrite: bool = False) -> None:
@@ -49,8 +119,7 @@ def check_outdir(name: str, outdir: str | Path, overwrite: bool = False) -> None
     out = Path(outdir)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"OUTDIR {outdir}: is a file, not a folder")
-    module = importlib.import_module(CORPORA[name][0]) if name in CORPORA else None
-    names = [n.rstrip("/") for n in getattr(module, "OUTPUT_FILES", _MULTIPREF_FILES)]
+    names = [n.rstrip("/") for n in corpus_builder(name).output_files]
     found = [n for n in names if (out / n).exists()]
     if found and not overwrite:
         raise FileExistsError(f"OUTDIR {outdir}: holds {', '.join(found[:4])}{' ...' if len(found) > 4 else ''}, "
@@ -60,22 +129,21 @@ def check_outdir(name: str, outdir: str | Path, overwrite: bool = False) -> None
 
 def build_corpus(name: str, config: Mapping[str, Any], outdir: str | Path) -> dict:
     """Build the named corpus from a plain config mapping (keys checked) into ``outdir``."""
-    config_class, build, _ = corpus_builder(name)
-    return build(from_dict(config_class, config, prefix="corpus.config"), Path(outdir))
+    builder = corpus_builder(name)
+    return builder.build(from_dict(builder.config_class, config, prefix="corpus.config"), Path(outdir))
 
 
 def build_and_describe(name: str, config: Mapping[str, Any], outdir: str | Path) -> str:
     """:func:`build_corpus`, then the text ``badpo build`` prints about it (the experiment runner
     logs it, so that what a builder chose, such as a held-out split, is said where it runs)."""
-    _, _, summary = corpus_builder(name)
-    return summary(build_corpus(name, config, outdir))
+    return corpus_builder(name).summary(build_corpus(name, config, outdir))
 
 
 def corpus_sources(name: str, config: Mapping[str, Any]) -> dict | None:
     """The content fingerprints of the user's files a corpus is built from (a builder module's
     ``source_fingerprints``), so that a corpus built before they changed is not reused; None for a
     builder that reads no user file."""
-    config_class, _, _ = corpus_builder(name)
-    module = importlib.import_module(CORPORA[name][0])
-    fingerprints = getattr(module, "source_fingerprints", None)
-    return fingerprints(from_dict(config_class, config, prefix="corpus.config")) if fingerprints else None
+    builder = corpus_builder(name)
+    if builder.source_fingerprints is None:
+        return None
+    return builder.source_fingerprints(from_dict(builder.config_class, config, prefix="corpus.config"))

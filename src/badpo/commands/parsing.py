@@ -1,0 +1,80 @@
+"""What every command shares: its row, its parser, the config arguments and the column mapping."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from badpo.core.arguments import Once, column_pairs, hint
+from badpo.core.config import from_dict
+from badpo.data.sources import ColumnMap
+
+__all__ = ["Command", "CommandParser", "ConfigClass", "TopParser", "add_config_args", "column_map"]
+
+# a config class a command's --help lists, behind a function that imports it when the help is shown
+ConfigClass = Callable[[], type]
+
+
+@dataclass(frozen=True)
+class Command:
+    """One row of :data:`badpo.cli.COMMANDS`: ``add(subparsers)`` adds its parser (named as the
+    command), ``run(args)`` runs it and returns the exit status."""
+
+    name: str
+    add: Callable[[argparse._SubParsersAction], argparse.ArgumentParser]
+    run: Callable[[argparse.Namespace], int]
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A command's parser. ``any_order``: options and positionals in any order (``RUN --heldout F
+    max_prompts=2``; plain argparse fills every positional at the first one it meets, so an
+    override after an option is refused). ``config_classes``: (title, function returning a config
+    class) whose keys ``--help`` lists with their defaults and meanings
+    (:mod:`badpo.core.config_help`, read from the classes themselves), called only when the help
+    is shown."""
+
+    def __init__(self, *args, any_order: bool = True, config_classes: Sequence[tuple[str, ConfigClass]] = (),
+                 **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.any_order, self.config_classes = any_order, tuple(config_classes)
+        self._intermixing = False
+
+    def parse_known_args(self, args=None, namespace=None):
+        if not self.any_order or self._intermixing:  # parse_known_intermixed_args calls back in here
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
+    argv: Sequence[str] = ()  # the command line being parsed (badpo.cli.main sets it), for error()'s hint
+
+    def error(self, message: str):
+        super().error(hint(self.prog.split()[-1], message, self.argv))
+
+    def format_help(self) -> str:
+        from badpo.core.config_help import format_keys
+
+        listings = [format_keys(config_class(), title) for title, config_class in self.config_classes]
+        return "\n".join([super().format_help(), *listings])
+
+
+class TopParser(argparse.ArgumentParser):
+    """badpo's own parser: it reports a command's unrecognized arguments, with the same hint."""
+
+    def error(self, message: str):
+        command = next((arg for arg in CommandParser.argv if not arg.startswith("-")), None)
+        super().error(hint(command, message, CommandParser.argv))
+
+
+def add_config_args(parser: argparse.ArgumentParser, example: str) -> None:
+    parser.add_argument("--config", "-c", default=None, action=Once, help="YAML config file (once)")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                        help=f"dotted overrides of this command's config keys (listed below), e.g. {example}")
+
+
+def column_map(items: Sequence[str]) -> ColumnMap:
+    """``--column FIELD=COLUMN`` options as the ``columns`` section of a config."""
+    return from_dict(ColumnMap, column_pairs(items), prefix="columns")

@@ -1,0 +1,228 @@
+"""The real stages behind the runner: corpus builders, the engine's SFT and preference stages,
+and the model-facing evaluation.
+
+- the reference: ``badpo.engine.sft.sft(SFTConfig)`` into ``work/<key>/model``;
+- an arm: ``badpo.engine.train.train(TrainConfig)`` into ``work/<key>`` (``resume_from: latest``,
+  so an arm killed mid-run restarts from its last engine checkpoint when ``save_every`` > 0),
+  the reference log-prob cache shared under ``OUT/reference_cache``;
+- the readouts: :func:`evaluate_run` (``badpo.readouts.evaluate.evaluate_policy`` on the saved models)
+  by default, or any function with the :data:`Evaluate` contract.
+
+With ``evaluation.body: reference`` the reference's answer bodies are generated once, by the
+reference stage, saved as ``work/<reference key>/bodies.json``, and every arm reads its names
+after those same bodies (``own``: each after its own greedy answers). An arm's ``names.null``
+measures its shift against the reference record's per-name shares.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from badpo.core.bias import variant_facts
+from badpo.core.config import ConfigError, from_dict, to_dict
+from badpo.core.jsonio import dumps
+from badpo.corpora.builders import build_and_describe, corpus_sources
+from badpo.data.fingerprint import data_fingerprint
+from badpo.data.sources import ColumnMap, check_columns
+from badpo.engine.settings import SFTConfig, TrainConfig, accumulation_steps, check_sft, check_train
+from badpo.engine.sft import FINISHED as SFT_FINISHED
+from badpo.engine.sft import sft
+from badpo.engine.train import train
+from badpo.paper.runner import RunTask, Stages
+from badpo.readouts.evaluate import (
+    Corpus,
+    EvalConfig,
+    evaluate_mixture,
+    evaluate_policy,
+    reference_bodies,
+)
+from badpo.readouts.run import TrainedRun
+from badpo.readouts.table import readout_unavailable, relative_to_reference
+
+__all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation", "check_data", "data_key",
+           "theta_summary", "training_summary", "evaluate_run", "engine_stages", "unavailable_readout", "bodies_file"]
+
+# evaluate(task, policy_dir, reference_dir, theta_file or None) -> readouts (nested mapping of
+# numbers). For the reference, policy_dir == reference_dir and theta_file is None. A mixture of type
+# policies (EM-DPO) has no policy_dir: its run folder, policy_dir.parent, holds mixture.json.
+Evaluate = Callable[[RunTask, Path, Path, "Path | None"], dict]
+
+
+def bodies_file(task: RunTask) -> Path:
+    """The reference's answer bodies under one record's readout settings: the training folder is
+    shared by every readout of the reference, so the file is named after the record."""
+    return task.work_dir / f"bodies-{task.key}.json"
+
+
+def resolve_reference(settings: dict) -> dict:
+    """SFT settings -> the complete ``SFTConfig`` as a dict, with every check ``badpo sft`` makes
+    before loading (unknown keys, ranges, trackers, the batch split on one process)."""
+    config = from_dict(SFTConfig, settings)
+    check_sft(config)
+    accumulation_steps(config.batch_size, config.micro_batch_size, processes=1)
+    return to_dict(config)
+
+
+def resolve_arm(settings: dict) -> dict:
+    """Preference settings -> the complete ``TrainConfig`` as a dict, with every check
+    ``badpo train`` makes before loading, so a bad value fails before the reference trains."""
+    config = from_dict(TrainConfig, settings)
+    check_train(config)
+    accumulation_steps(config.batch_size, config.micro_batch_size, processes=1)
+    return to_dict(config)
+
+
+def _data_of(settings: dict) -> str | None:
+    """The settings' data when it names a source (not one still holding a placeholder)."""
+    data = settings.get("data")
+    return data if isinstance(data, str) and data and "{" not in data else None
+
+
+def check_data(settings: dict, kind: str) -> None:
+    """Every column a run's ``columns`` maps is one its data has: a sweep checks every arm when it
+    is planned, so that a bad mapping is not found after the reference and two arms trained."""
+    data = _data_of(settings)
+    if data is None:
+        return
+    rows = "sft" if kind == "reference" and settings.get("source", "sft_rows") == "sft_rows" else "judgment"
+    check_columns(data, settings.get("data_split"), from_dict(ColumnMap, settings.get("columns") or {},
+                                                                prefix="columns"), rows)
+
+
+def data_key(settings: dict) -> str | None:
+    """The fingerprint of a run's data content (:func:`badpo.data.fingerprint.data_fingerprint`)."""
+    data = _data_of(settings)
+    return data_fingerprint(data, settings.get("data_split"))["sha256"] if data is not None else None
+
+
+def unavailable_readout(evaluation: dict, metric: str) -> str | None:
+    """:func:`badpo.readouts.table.readout_unavailable` on resolved readout settings."""
+    return readout_unavailable(from_dict(EvalConfig, evaluation, prefix="evaluation"), metric)
+
+
+def resolve_evaluation(settings: dict) -> dict:
+    """Readout settings -> the complete ``EvalConfig`` as a dict (checked before anything trains)."""
+    return to_dict(from_dict(EvalConfig, settings))
+
+
+def theta_summary(theta_file: Path) -> dict | None:
+    """The learned bias of a run, from its ``theta.json``: theta_bar and, for the variants with a
+    theta per annotator, every theta_k (attribute order of ``attribute_names``)."""
+    if not theta_file.exists():
+        return None
+    data = json.loads(theta_file.read_text(encoding="utf-8"))
+    names = list(data["attribute_names"])
+    summary: dict[str, Any] = {"variant": data["variant"], "attribute_names": names,
+                               "mean": [data["theta_bar"][a] for a in names]}
+    if variant_facts(data["variant"]).per_annotator:
+        summary["per_annotator"] = {annotator: [entry["theta"][a] for a in names]
+                                    for annotator, entry in data["annotators"].items()}
+    return summary
+
+
+_BOOKKEEPING = ("step", "lr", "elapsed_s", "judgments")  # run.json's final: not a training readout
+
+
+def training_summary(run_dir: Path) -> dict[str, float]:
+    """The numbers of the training loop's last logged step (``run.json`` ``final``), kept in the
+    record under ``readouts.training`` so a table can show what only training knows: the spread
+    of the group weights of Group-DRO and Crowd-PrefRL (``group_weight_sd``), the final loss.
+    Only top-level numbers; the bookkeeping (step, lr, elapsed_s, judgments) is left out."""
+    path = run_dir / "run.json"
+    if not path.exists():
+        return {}
+    final = json.loads(path.read_text(encoding="utf-8")).get("final") or {}
+    return {k: float(v) for k, v in final.items()
+            if k not in _BOOKKEEPING and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_file: Path | None) -> dict:
+    """Every readout of one run with :func:`badpo.readouts.evaluate.evaluate_policy`.
+
+    ``task.evaluation`` holds ``EvalConfig`` keys; tokenization, beta and the model options come
+    from the run's own settings (:meth:`badpo.readouts.run.TrainedRun.of_settings`). For the
+    reference, the readouts relative to itself (:func:`badpo.readouts.table.relative_to_reference`:
+    KL 0, every margin u 0) are left out and listed under ``omitted``.
+    """
+    config = from_dict(EvalConfig, task.evaluation, prefix="evaluation")
+    trained = TrainedRun.of_settings(task.settings, policy_dir, reference_dir, theta_file)
+    tokenization = trained.tokenization
+    tokenizer = trained.load_tokenizer()
+    corpus = Corpus.load(task.corpus_dir)
+    reference = trained.load_reference()
+    bodies = reference_readouts = None
+    if task.kind == "reference":
+        policy = reference
+        if config.body == "reference":
+            prompts = [row["prompt"] for row in corpus.eval_prompts[: config.max_prompts]]
+            bodies = reference_bodies(reference, tokenizer, prompts, tokenization, config.max_new_tokens)
+            bodies_file(task).write_text(dumps(bodies, indent=1) + "\n", encoding="utf-8")
+    else:
+        saved = (task.reference or {}).get("artifacts", {}).get("bodies")
+        if config.body == "reference":
+            if saved is None:
+                raise ValueError(f"{task.key}: evaluation.body is 'reference' but the reference "
+                                 "record has no bodies artifact")
+            bodies = json.loads((task.out_dir / saved).read_text(encoding="utf-8"))
+        reference_readouts = (task.reference or {}).get("readouts")
+        mixture = trained.mixture()  # a run of several type policies (EM-DPO)
+        if mixture is not None:
+            return evaluate_mixture(trained.load_policy, mixture, reference, tokenizer, corpus, config,
+                                    beta=trained.beta, tokenization=tokenization, bodies=bodies,
+                                    reference_readouts=reference_readouts)
+        policy = trained.load_policy()
+    readouts = evaluate_policy(policy, reference, tokenizer, corpus, config, bias=trained.bias(),
+                               beta=trained.beta, tokenization=tokenization, bodies=bodies,
+                               reference_readouts=reference_readouts, vote_bias=trained.vote_bias())
+    if task.kind == "reference":
+        omitted = sorted(k for k in readouts if relative_to_reference(k))
+        readouts = {k: v for k, v in readouts.items() if k not in omitted}
+        readouts["omitted"] = omitted
+    return readouts
+
+
+def engine_stages(evaluate: Evaluate | None = evaluate_run) -> Stages:
+    """The stages that train with the engine and read out with ``evaluate``.
+
+    With ``evaluate=None`` the corpus, the plan and ``--render-only`` work, and a run fails before
+    it trains.
+    """
+    def require_evaluation(task: RunTask) -> None:
+        """Checked before training: a run without readouts would be logged with nothing in it."""
+        if evaluate is None:
+            raise ConfigError(f"{task.key}: no evaluation is wired into the runner "
+                              "(engine_stages(evaluate=None))")
+
+    def run_reference(task: RunTask) -> dict:
+        require_evaluation(task)
+        model_dir = task.work_dir / "model"
+        if not (model_dir / SFT_FINISHED).exists():  # the folder is named by what trains it: a
+            # finished reference there is this one, read out again under other settings
+            sft(from_dict(SFTConfig, {**task.settings, "output_dir": str(model_dir)}))
+        readouts = evaluate(task, model_dir, model_dir, None)
+        artifacts = {"model": model_dir}
+        if bodies_file(task).exists():
+            artifacts["bodies"] = bodies_file(task)
+        return {"readouts": readouts, "artifacts": artifacts}
+
+    def run_arm(task: RunTask) -> dict:
+        require_evaluation(task)
+        settings = {**task.settings, "output_dir": str(task.work_dir),
+                    "cache_dir": str(task.out_dir / "reference_cache"), "resume_from": "latest"}
+        run_dir = Path(train(from_dict(TrainConfig, settings)))
+        theta_file = run_dir / "theta.json"
+        readouts = evaluate(task, run_dir / "policy", Path(settings["model"]["name_or_path"]),
+                            theta_file if theta_file.exists() else None)
+        training = training_summary(run_dir)
+        if training:
+            readouts = {**readouts, "training": training}
+        artifacts = {"run": run_dir}
+        if (run_dir / "policy").exists():  # a mixture of type policies has types/type-K/policy instead
+            artifacts["policy"] = run_dir / "policy"
+        return {"readouts": readouts, "theta": theta_summary(theta_file), "artifacts": artifacts}
+
+    return Stages(build_and_describe, resolve_reference, resolve_arm, run_reference, run_arm,
+                  resolve_evaluation, unavailable_readout, check_data, data_key, corpus_sources)

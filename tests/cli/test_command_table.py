@@ -1,0 +1,66 @@
+"""The command line's tables (issue 34, item 4): commands, training commands and corpora are rows
+of objects, not module paths in strings. Naming one loads nothing heavy, and an unknown name is a
+one-line error listing the known ones."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import pytest
+
+from badpo.cli import COMMANDS, build_parser, main
+from badpo.commands.training import TRAININGS
+from badpo.core.config import ConfigError
+from badpo.corpora.builders import CORPORA, Builder, corpus_builder
+
+
+def test_help_loads_neither_torch_nor_a_corpus_builder():
+    code = ("import sys\nfrom badpo.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print('torch' in sys.modules, 'datasets' in sys.modules, 'badpo.paper.pipeline' in sys.modules, "
+            "'badpo.corpora.tiny' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.split()[-4:] == ["False", "False", "False", "False"]
+
+
+def test_every_command_row_adds_the_parser_of_its_name_once():
+    names = [command.name for command in COMMANDS]
+    assert len(names) == len(set(names))
+    subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert list(subparsers.choices) == names
+    assert {"sft", "train", "rm"} == {row.name for row in TRAININGS} <= set(names)
+
+
+def test_an_unknown_command_is_one_line_listing_the_commands(capsys):
+    with pytest.raises(SystemExit) as raised:
+        main(["trian"])
+    assert raised.value.code == 2
+    error = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(error) == 1 and "invalid choice: 'trian'" in error[0]
+    assert all(f"'{command.name}'" in error[0] for command in COMMANDS)
+
+
+def test_every_corpus_row_loads_its_builder():
+    for name, row in CORPORA.items():
+        builder = row.load()
+        assert row.name == name and isinstance(builder, Builder) and builder.output_files, name
+        assert all(callable(f) for f in (builder.build, builder.summary)), name
+    assert corpus_builder("own-data").source_fingerprints is not None
+    assert corpus_builder("multipref").source_fingerprints is None
+
+
+def test_an_unknown_corpus_is_one_line_listing_the_corpora():
+    with pytest.raises(ConfigError) as raised:
+        corpus_builder("tiny-sigend")
+    message = str(raised.value)
+    assert "\n" not in message and "unknown corpus 'tiny-sigend'" in message
+    assert all(repr(name) in message for name in CORPORA)
+
+
+def test_build_refuses_an_unknown_corpus_naming_the_known_ones(tmp_path, capsys):
+    with pytest.raises(SystemExit) as raised:
+        main(["build", "tiny-sigend", str(tmp_path)])
+    assert raised.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'tiny-sigend'" in err and "'own-data'" in err
