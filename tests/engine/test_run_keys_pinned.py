@@ -104,13 +104,8 @@ def _stage_configs() -> list[Path]:
 
 
 def _resolved(config):
-    from badpo.engine.settings import PREFERENCE_LR, REWARD_LR, SFT_LR, format_output_dir, resolved_lr
-
-    if not isinstance(config, SFTConfig):
-        config = format_output_dir(config)
-    defaults = {TrainConfig: PREFERENCE_LR, RMConfig: REWARD_LR, SFTConfig: SFT_LR}[type(config)]
-    return dataclasses.replace(config, optim=dataclasses.replace(
-        config.optim, lr=resolved_lr(config.optim, config.lora, defaults)))
+    """The config as the stage trains with it and its folder records it."""
+    return config.resolved()
 
 
 def test_the_defaults_of_each_stage_config_are_as_pinned():
