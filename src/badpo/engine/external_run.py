@@ -8,8 +8,7 @@ adds ``theta.json`` (:meth:`badpo.core.bias.BiasChannel.save`) and :data:`RECORD
 the rest in one JSON object (:class:`ExternalRun`): the method and its parameters, the bias
 variant, the attribute specs, the annotators, the reference model, beta, how prompts were
 tokenized, the step reached and whether theta had settled. The readers recognise the folder by that
-file (:func:`is_external_run`)
-and read the policy from the folder itself.
+file (:func:`is_external_run`) and read the policy from the folder itself.
 
 The record is data only: a reader checks every key and its type, and a bad one is a one-line
 error naming the file and the key. Nothing in it decides what code runs (a ``module:function``
