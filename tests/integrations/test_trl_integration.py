@@ -25,6 +25,8 @@ from badpo.core.bias import BiasChannel  # noqa: E402
 from badpo.engine.cache import reference_logprobs  # noqa: E402
 from badpo.engine.loop import judgment_losses  # noqa: E402
 from badpo.engine.preference import prepare_run  # noqa: E402
+from badpo.engine.runtime import make_accelerator  # noqa: E402
+from badpo.methods import METHODS  # noqa: E402
 from fixtures.engine import build_tokenizer, judgment_rows, make_config, write_jsonl  # noqa: E402
 
 if TYPE_CHECKING:
@@ -157,6 +159,70 @@ def test_first_step_loss_is_the_engines(world, tmp_path, precompute):
         assert row["prompt_ids"] + row["chosen_ids"] == ids, i
     assert first_batch_loss(trainer) == pytest.approx(engine, rel=1e-5)
     assert engine != pytest.approx(math.log(2), rel=1e-3)  # policy != reference and b != 0
+
+
+@pytest.fixture(scope="module")
+def engine_run(world):
+    """The engine's run on the same judgments, the policy not its reference: every row's loss below
+    is the engine's own (judgment_losses) on this run with that row, its parameters and channel."""
+    path, _ = world
+    run = prepare_run(make_config(path, "unused", f"model.name_or_path={path / 'policy'}", "cache_dir=null",
+                                  "method=dpo"))[0]
+    reference_model = AutoModelForCausalLM.from_pretrained(path / "model")
+    run.reference = reference_logprobs(reference_model, run.data.store, identity={}, cache_dir=None,
+                                       batch_size=8, chunk_size=64, accelerator=run.accelerator)[0]
+    return run, reference_model
+
+
+def channel_of(variant: str, run) -> BiasChannel:
+    """A channel of ``variant`` on the engine's annotators whose every parameter is away from 0."""
+    channel = BiasChannel(variant, ["signed"], run.data.annotators, run.data.annotator_classes)
+    with torch.no_grad():
+        for parameter in channel.parameters():
+            parameter.copy_(torch.linspace(-0.3, 0.5, parameter.numel()).reshape(parameter.shape))
+    return channel
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_every_method_row_trl_can_give_is_its_loss_in_trl(world, engine_run, tmp_path, name):
+    """Each row of the method table: inside TRL, the loss on one batch is the engine's on the same
+    judgments, models and theta (fp32); a row whose view TRL's batch lacks is refused, by name."""
+    import dataclasses
+
+    from badpo.integrations.trl import BADPOTrainer, trl_refusal
+
+    path, data = world
+    run, reference_model = engine_run
+    row = METHODS[name]
+    params = {"alpha": 0.05} if name.startswith("r_dpo") else {}
+    kwargs = dict(ref_model=reference_model, attributes=["given:signed"], args=config(tmp_path),
+                  train_dataset=data, processing_class=build_tokenizer(), method=name, method_params=params)
+    refusal = trl_refusal(name)
+    if refusal is not None:
+        with pytest.raises(ValueError, match=f"^method: method '{name}' cannot train inside TRL: it "):
+            BADPOTrainer(str(path / "policy"), **kwargs)
+        return
+    channel = channel_of(row.bias_variant, run)
+    # a trainer built before resets accelerate's state: the engine's run gets an accelerator again
+    ours = dataclasses.replace(run, method=row, params=row.parse_params(params), bias=channel,
+                               accelerator=make_accelerator(run.config.runtime.precision))
+    with torch.no_grad():
+        engine = float(judgment_losses(ours, ours.items.micro_batch(torch.arange(len(run.items))), 0).losses.mean())
+    trainer = BADPOTrainer(str(path / "policy"), bias=channel, **kwargs)
+    assert trainer.run_record().method == name
+    assert first_batch_loss(trainer) == pytest.approx(engine, rel=1e-6)
+
+
+def test_the_trainer_names_a_bias_of_another_variant_than_its_method(world, tmp_path):
+    from badpo.integrations.trl import BADPOTrainer
+
+    path, data = world
+    with pytest.raises(ValueError, match="^bias: method 'ipo' learns the bias variant 'none', not 'pooled'"):
+        BADPOTrainer(str(path / "model"), args=config(tmp_path), train_dataset=data, processing_class=build_tokenizer(),
+                     attributes=["given:signed"], method="ipo", bias="pooled")
+    with pytest.raises(ValueError, match="method: unknown method 'dpo2'"):
+        BADPOTrainer(str(path / "model"), args=config(tmp_path), train_dataset=data, processing_class=build_tokenizer(),
+                     attributes=["given:signed"], method="dpo2")
 
 
 def test_theta_trains_on_its_own_adam_and_is_saved_beside_the_model(world, tmp_path):

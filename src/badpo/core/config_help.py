@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ConfigKey", "config_keys", "field_comments", "format_keys", "show_value"]
+__all__ = ["ConfigKey", "config_keys", "field_comments", "format_keys", "inherited_comments", "show_value"]
 
 LONGEST_DEFAULT = 48  # a longer default (a list of 24 surnames) is cut, with " ..."
 
@@ -65,6 +65,17 @@ def field_comments(cls: type) -> dict[str, str]:
             row -= 1
         trailing = [comments[r] for r in range(node.lineno, (node.end_lineno or node.lineno) + 1) if r in comments]
         found[node.target.id] = " ".join(above + trailing)
+    return found
+
+
+def inherited_comments(cls: type) -> dict[str, str]:
+    """{field: its comment} of a dataclass and of the dataclasses it extends: a field's comment is
+    the one of the last class that declares it with one (a stage's config re-declares a shared
+    key to say what it means there)."""
+    found: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(klass):
+            found.update({name: text for name, text in field_comments(klass).items() if text})
     return found
 
 
@@ -124,7 +135,7 @@ def _with_choices(meaning: str, tp: Any) -> str:
 def config_keys(cls: type, prefix: str = "") -> list[ConfigKey]:
     """Every key of the dataclass ``cls``, nested sections flattened (module docstring)."""
     hints = typing.get_type_hints(cls)
-    comments = field_comments(cls)
+    comments = inherited_comments(cls)
     keys: list[ConfigKey] = []
     for item in dataclasses.fields(cls):
         if not item.init:

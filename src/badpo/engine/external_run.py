@@ -5,10 +5,10 @@ its ``config.yaml`` (reference, tokenization, beta, attributes), ``policy/``, ``
 ``run.json``. A TRL output folder has TRL's own layout instead: the policy's weights (or its LoRA
 adapter) and tokenizer at the top of the folder, as ``save_pretrained`` writes them. BADPOTrainer
 adds ``theta.json`` (:meth:`badpo.core.bias.BiasChannel.save`) and :data:`RECORD_FILE`, which says
-the rest in one JSON object (:class:`ExternalRun`): the method, the bias variant, the attribute
-specs, the annotators, the reference model, beta, how prompts were tokenized, the step reached and
-whether theta had settled. The readers recognise the folder by that file (:func:`is_external_run`)
-and read the policy from the folder itself.
+the rest in one JSON object (:class:`ExternalRun`): the method and its parameters, the bias
+variant, the attribute specs, the annotators, the reference model, beta, how prompts were
+tokenized, the step reached and whether theta had settled. The readers recognise the folder by that
+file (:func:`is_external_run`) and read the policy from the folder itself.
 
 The record is data only: a reader checks every key and its type, and a bad one is a one-line
 error naming the file and the key. Nothing in it decides what code runs (a ``module:function``
@@ -52,6 +52,7 @@ class ExternalRun:
     beta: float  # DPO's KL strength
     tokenization: TokenizationConfig  # how a prompt was tokenized in training (text prompts: "never")
     trust_remote_code: bool = False  # the model was loaded with trust_remote_code
+    method_params: dict[str, Any] = field(default_factory=dict)  # the method's own parameters, resolved
     step: int = 0  # optimizer steps done when the folder was written
     theta_convergence: dict[str, Any] | None = None  # badpo.engine.reporting.theta_convergence; None: no log
     versions: dict[str, str] = field(default_factory=dict)  # badpo, trl, transformers

@@ -19,16 +19,15 @@ from badpo.audit.estimates import Audit, audit
 from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError
-from badpo.core.jsonio import dumps
 from badpo.core.level import NoFiniteStart, reference_start
 from badpo.engine.batches import PreferenceData, Schedule, load_preference_data, offline_estimate
 from badpo.engine.cache import reference_logprobs, token_offsets
 from badpo.engine.checkpoint import continue_from
-from badpo.engine.level import build_level_step, save_theta
+from badpo.engine.level import build_level_step
+from badpo.engine.lifecycle import commit_judgment_outputs
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.loop import JudgmentStage, Run
-from badpo.engine.reporting import read_log, report_input, theta_convergence, theta_notice
-from badpo.engine.run_folder import commit_final
+from badpo.engine.reporting import report_input
 from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
 from badpo.engine.settings import PREFERENCE_LR, TrainConfig, accumulation_steps, resolved_lr
 from badpo.engine.tokenize import settings_dict
@@ -247,37 +246,24 @@ def preference_lr(config: TrainConfig) -> float:
 
 
 def write_policy_outputs(run: Run, tokenizer, output: Path, cache_parts: dict, last: dict,
-                   seconds: float) -> None:
+                         seconds: float) -> None:
     """policy/, theta.json and run.json, committed as one unit; main process only for the files."""
     accelerator = run.accelerator
     # Called on every process: gathers FSDP / DeepSpeed shards.
     state = accelerator.get_state_dict(run.policy) if run.config.save_policy else None
     if not accelerator.is_main_process:
         return
-    summary = {"method": run.config.method, "seed": run.config.runtime.seed,
-               "steps": run.config.steps, "batching": run.config.batching,
-               "judgments": len(run.data), "pairs": int(run.data.pair_rows.shape[0]),
-               "input": run.data.input_report,
-               "audit_warnings": list(run.labels.warnings) if run.labels is not None else [],
-               "wall_s": round(seconds, 2), "final": last,
-               "theta_convergence": (theta_convergence(read_log(output), run.config.steps)
-                                     if run.theta_optimizer is not None else None),  # None: no theta learnt
-               "reference_cache": {k: v for k, v in cache_parts.items() if k != "tokenization"}}
-    if run.level is not None:  # the trusted annotators' level step, its last shift
-        summary["trusted_level"] = run.level.last
-    theta_notice(summary["theta_convergence"], "train")
 
-    def write(staging: Path) -> None:
+    def write_policy(staging: Path) -> None:
         if run.config.save_policy:
             model = accelerator.unwrap_model(run.policy).model
             weights = {k.removeprefix("model."): v for k, v in state.items()}
             model.save_pretrained(staging / "policy", state_dict=weights, safe_serialization=True)
             tokenizer.save_pretrained(staging / "policy")
-        if run.bias is not None:
-            save_theta(run.bias, run.level, staging)
-        (staging / "run.json").write_text(dumps(summary, indent=1) + "\n", encoding="utf-8")
 
-    commit_final(output, write)
+    commit_judgment_outputs(
+        run, output, last, seconds, head={"method": run.config.method}, write_model=write_policy,
+        tail={"reference_cache": {k: v for k, v in cache_parts.items() if k != "tokenization"}})
 
 
 __all__ = ["PreferenceStage", "prepare_run", "read_and_audit", "build_bias", "check_trusted_ids", "audit_labels",

@@ -24,22 +24,20 @@ encoding does not have (docs/reward_models.md).
 from __future__ import annotations
 
 import dataclasses
-import sys
 from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
-from badpo.core.jsonio import dumps
 from badpo.core.losses import bt_loss
 from badpo.engine.batches import Schedule
-from badpo.engine.level import build_level_step, save_theta
-from badpo.engine.loop import JudgmentStage, Run, bias_logits, resume_point, run_stage
+from badpo.engine.level import build_level_step
+from badpo.engine.lifecycle import Lifecycle, commit_judgment_outputs
+from badpo.engine.loop import JudgmentStage, Run, bias_logits, run_stage
 from badpo.engine.preference import build_bias, read_and_audit, theta_adam
-from badpo.engine.reporting import read_log, report_input, theta_convergence, theta_notice
-from badpo.engine.run_folder import commit_final, is_finished, own_folder
-from badpo.engine.runtime import fit_to_model, load_model, make_accelerator, policy_optimizer
-from badpo.engine.settings import REWARD_LR, RMConfig, check_rm, format_output_dir, resolved_lr
+from badpo.engine.reporting import report_input
+from badpo.engine.runtime import load_model, policy_optimizer
+from badpo.engine.settings import RMConfig, check_rm
 from badpo.engine.tokenize import TokenStore
 from badpo.methods import LossTerms, Method
 
@@ -118,18 +116,8 @@ def write_reward_outputs(run: Run, tokenizer, output: Path, cache_parts: dict, l
     if not accelerator.is_main_process:
         return
     config = run.config
-    summary = {"method": config.method, "variant": config.variant, "seed": config.runtime.seed,
-               "steps": config.steps, "batching": config.batching, "judgments": len(run.data),
-               "pairs": int(run.data.pair_rows.shape[0]), "input": run.data.input_report,
-               "audit_warnings": list(run.labels.warnings) if run.labels is not None else [],
-               "wall_s": round(seconds, 2), "final": last,
-               "theta_convergence": (theta_convergence(read_log(output), config.steps)
-                                     if run.theta_optimizer is not None else None)}
-    if run.level is not None:  # the trusted annotators' level step, its last shift
-        summary["trusted_level"] = run.level.last
-    theta_notice(summary["theta_convergence"], "rm")
 
-    def write(staging: Path) -> None:
+    def write_reward_model(staging: Path) -> None:
         model = accelerator.unwrap_model(run.policy).model
         model.load_state_dict({k.removeprefix("model."): v for k, v in state.items()})
         if config.lora.enabled:
@@ -137,11 +125,9 @@ def write_reward_outputs(run: Run, tokenizer, output: Path, cache_parts: dict, l
         model.config.pad_token_id = tokenizer.pad_token_id
         model.save_pretrained(staging / MODEL_FOLDER, safe_serialization=True)
         tokenizer.save_pretrained(staging / MODEL_FOLDER)
-        if run.bias is not None:
-            save_theta(run.bias, run.level, staging)
-        (staging / "run.json").write_text(dumps(summary, indent=1) + "\n", encoding="utf-8")
 
-    commit_final(output, write)
+    commit_judgment_outputs(run, output, last, seconds, head={"method": config.method, "variant": config.variant},
+                            tail={}, write_model=write_reward_model)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,25 +149,19 @@ class RewardStage(JudgmentStage):
         write_reward_outputs(run, tokenizer, output, cache_parts, last, seconds)
 
 
+REWARD_RUN = Lifecycle(check_rm)
+
+
+def _train_in(config: RMConfig, output: Path, accelerator, resume: Path | None) -> Path:
+    return run_stage(RewardStage(), config, output, accelerator, resume)
+
+
 def train_reward_model(config: RMConfig) -> Path:
     """Train (or resume) one reward model; returns its folder: ``reward_model/``, ``theta.json``,
     ``config.yaml``, ``log.jsonl``, ``audit.json``, ``run.json``, ``checkpoints/``. A folder holding
     another run is refused (``overwrite: true`` replaces it); a finished run is left as it is."""
-    config = format_output_dir(config)
-    lr = resolved_lr(config.optim, config.lora, REWARD_LR)
-    config = dataclasses.replace(config, optim=dataclasses.replace(config.optim, lr=lr))
-    check_rm(config)
-    output = Path(config.output_dir)
-    accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
-    config = fit_to_model(config, accelerator)
-    with own_folder(output, config, accelerator):
-        if is_finished(output):
-            if accelerator.is_main_process:
-                print(f"badpo rm: {output} holds this run, finished; its results are kept "
-                      "(overwrite=true trains it again)", file=sys.stderr)
-            return output
-        return run_stage(RewardStage(), config, output, accelerator, resume_point(config, output))
+    return REWARD_RUN.run(config, _train_in)
 
 
-__all__ = ["train_reward_model", "RewardStage", "prepare_reward_run", "reward_losses", "RewardScorer",
+__all__ = ["train_reward_model", "REWARD_RUN", "RewardStage", "prepare_reward_run", "reward_losses", "RewardScorer",
            "without_final_eos", "MODEL_FOLDER"]

@@ -1,4 +1,8 @@
-"""Typed configuration of the two engine stages, ``badpo sft`` and ``badpo train``.
+"""Typed configuration of the three engine stages, ``badpo sft``, ``badpo train`` and ``badpo rm``.
+
+What they share is one base, :class:`RunConfig` (the data, the model, how it trains, the folder),
+extended by :class:`JudgmentRunConfig` for the two that train on judgments with a bias channel and
+checkpoints; each stage's own keys follow the shared ones.
 
 Defaults are the paper's recipe (Appendix "Models and training", Table "Hyperparameters"). A
 learning rate left at ``null`` resolves by stage and by LoRA: SFT 1e-5 full / 1e-4 LoRA,
@@ -10,10 +14,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from badpo.core.bias import variant_facts
 from badpo.core.config import ConfigError
@@ -125,88 +129,102 @@ class RuntimeConfig:
 
 
 @dataclass(frozen=True)
-class TrainConfig:
-    """``badpo train``: a preference run of one method at one seed."""
+class RunConfig:
+    """What a run of every stage (``sft``, ``train``, ``rm``) is configured by: its data, its model,
+    how it trains and where it writes. Each stage's config extends it with its own keys, and a run
+    folder's lifecycle (:mod:`badpo.engine.lifecycle`) reads only these."""
 
-    method: str = "dpo"  # a key of badpo.methods.METHODS
-    method_params: dict[str, Any] = field(default_factory=dict)  # the method's own parameters
+    command: ClassVar[str] = ""  # the command that runs this config, as its messages name it
+    lr_defaults: ClassVar[Mapping[bool, float]] = {}  # optim.lr left at null, keyed by "LoRA?"
+
     data: str = ""  # judgments: .jsonl/.parquet/.csv/.json, a save_to_disk folder or a Hub id
     data_split: str | None = None  # split of a Hub dataset / saved DatasetDict; null = train / the only one
     columns: ColumnMap = field(default_factory=ColumnMap)  # field -> the data's column, e.g. annotator: worker_id
-    attributes: list[str] = field(default_factory=list)  # attribute specs, one per coordinate
     model: ModelConfig = field(default_factory=ModelConfig)
     lora: LoraSettings = field(default_factory=LoraSettings)
     tokenization: TokenizationConfig = field(default_factory=TokenizationConfig)
-    bias: BiasSettings = field(default_factory=BiasSettings)
     optim: OptimConfig = field(default_factory=OptimConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
-    beta: float = BETA  # KL strength of DPO
-    steps: int = 1000  # optimizer steps
     batch_size: int = 32  # items per step = micro_batch_size x accumulation x processes
     micro_batch_size: int = 2  # items per forward on one process
-    batching: Literal["per_judgment", "pair_grouped"] = "per_judgment"  # what an item is
+    output_dir: str = ""  # the run's folder
+    overwrite: bool = False  # replace a different run found in output_dir (it is deleted first)
+
+    def resolved(self) -> RunConfig:
+        """The config the run trains with and its folder records: ``optim.lr`` left at null is the
+        stage's default."""
+        lr = resolved_lr(self.optim, self.lora, self.lr_defaults)
+        return dataclasses.replace(self, optim=dataclasses.replace(self.optim, lr=lr))
+
+
+@dataclass(frozen=True)
+class JudgmentRunConfig(RunConfig):
+    """A run on judgments with a bias channel, checkpoints and resume: ``train`` and ``rm``. Its
+    ``method`` (a key of TrainConfig, a name RMConfig makes of its variant) names it."""
+
     output_dir: str = "runs/{method}-seed{seed}"  # {method} and {seed} are filled in
-    cache_dir: str | None = "runs/reference_cache"  # reference log-prob cache; null = no cache
+    attributes: list[str] = field(default_factory=list)  # attribute specs, one per coordinate
+    bias: BiasSettings = field(default_factory=BiasSettings)
+    steps: int = 1000  # optimizer steps
+    batching: Literal["per_judgment", "pair_grouped"] = "per_judgment"  # what an item is
     save_every: int = 0  # checkpoint every this many steps; 0 = only at stop_after_steps
     keep_checkpoints: int = 2  # newest checkpoints kept
     resume_from: str | None = None  # a checkpoint folder, or "latest" in output_dir
     stop_after_steps: int | None = None  # stop (with a checkpoint) after this many steps
-    save_policy: bool = True  # write the final policy (HF format) to output_dir/policy
-    overwrite: bool = False  # replace a different run found in output_dir (it is deleted first)
     drop_identical_pairs: bool = False  # drop judgments whose two sides tokenize alike; else an error
+
+    def resolved(self) -> JudgmentRunConfig:
+        """As :meth:`RunConfig.resolved`, with ``{method}`` and ``{seed}`` filled in output_dir."""
+        output_dir = self.output_dir.format(method=self.method, seed=self.runtime.seed)  # type: ignore[attr-defined]
+        return dataclasses.replace(super().resolved(), output_dir=output_dir)
 
 
 @dataclass(frozen=True)
-class SFTConfig:
+class TrainConfig(JudgmentRunConfig):
+    """``badpo train``: a preference run of one method at one seed."""
+
+    command: ClassVar[str] = "train"
+    lr_defaults: ClassVar[Mapping[bool, float]] = PREFERENCE_LR
+
+    method: str = "dpo"  # a key of badpo.methods.METHODS
+    method_params: dict[str, Any] = field(default_factory=dict)  # the method's own parameters
+    beta: float = BETA  # KL strength of DPO
+    cache_dir: str | None = "runs/reference_cache"  # reference log-prob cache; null = no cache
+    save_policy: bool = True  # write the final policy (HF format) to output_dir/policy
+
+
+@dataclass(frozen=True)
+class SFTConfig(RunConfig):
     """``badpo sft``: the reference, fine-tuned on one response per pair."""
+
+    command: ClassVar[str] = "sft"
+    lr_defaults: ClassVar[Mapping[bool, float]] = SFT_LR
 
     data: str = ""  # sft rows (prompt, response) or judgments (see source); any format of train's data
     data_split: str | None = None  # as for train
     columns: ColumnMap = field(default_factory=ColumnMap)  # as for train (sft rows: prompt, response)
-    source: Literal["sft_rows", "judgments"] = "sft_rows"  # judgments: majority-chosen side
-    tie_break: Literal["first_judgment", "skip"] = "first_judgment"  # pairs with tied votes
-    model: ModelConfig = field(default_factory=ModelConfig)
-    lora: LoraSettings = field(default_factory=LoraSettings)
-    tokenization: TokenizationConfig = field(default_factory=TokenizationConfig)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
-    report: ReportConfig = field(default_factory=ReportConfig)
-    epochs: float = 1.0  # passes over the rows (the last step is filled from the next shuffle)
     batch_size: int = 32  # sequences per step = micro_batch_size x accumulation x processes
     micro_batch_size: int = 4  # sequences per forward on one process
-    merge_lora: bool = True  # save base + adapter merged, so the reference is a plain model
     output_dir: str = "runs/sft"  # the reference in Hugging Face format
     overwrite: bool = False  # delete another run's reference in output_dir first (else refused)
+    source: Literal["sft_rows", "judgments"] = "sft_rows"  # judgments: majority-chosen side
+    tie_break: Literal["first_judgment", "skip"] = "first_judgment"  # pairs with tied votes
+    epochs: float = 1.0  # passes over the rows (the last step is filled from the next shuffle)
+    merge_lora: bool = True  # save base + adapter merged, so the reference is a plain model
 
 
 @dataclass(frozen=True)
-class RMConfig:
+class RMConfig(JudgmentRunConfig):
     """``badpo rm``: a Bradley-Terry reward model (scalar head) with a bias variant, at one seed."""
 
-    variant: str = "shared_mean"  # bias variant (badpo.core.bias.VARIANTS); none = a plain Bradley-Terry model
-    data: str = ""  # judgments, any format of train's data
-    data_split: str | None = None  # as for train
-    columns: ColumnMap = field(default_factory=ColumnMap)  # as for train
-    attributes: list[str] = field(default_factory=list)  # attribute specs, one per coordinate
+    command: ClassVar[str] = "rm"
+    lr_defaults: ClassVar[Mapping[bool, float]] = REWARD_LR
+
     model: ModelConfig = field(default_factory=ModelConfig)  # the backbone (a score head is added)
     lora: LoraSettings = field(default_factory=LoraSettings)  # merged into the saved model
-    tokenization: TokenizationConfig = field(default_factory=TokenizationConfig)
-    bias: BiasSettings = field(default_factory=BiasSettings)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
-    report: ReportConfig = field(default_factory=ReportConfig)
-    steps: int = 1000  # optimizer steps
-    batch_size: int = 32  # items per step = micro_batch_size x accumulation x processes
-    micro_batch_size: int = 2  # items per forward on one process
-    batching: Literal["per_judgment", "pair_grouped"] = "per_judgment"  # what an item is
     output_dir: str = "runs/{method}-seed{seed}"  # {method} (rm_<variant>) and {seed} are filled in
-    save_every: int = 0  # checkpoint every this many steps; 0 = only at stop_after_steps
-    keep_checkpoints: int = 2  # newest checkpoints kept
-    resume_from: str | None = None  # a checkpoint folder, or "latest" in output_dir
-    stop_after_steps: int | None = None  # stop (with a checkpoint) after this many steps
-    overwrite: bool = False  # replace a different run found in output_dir (it is deleted first)
-    drop_identical_pairs: bool = False  # drop judgments whose two sides tokenize alike; else an error
+    variant: str = "shared_mean"  # bias variant (badpo.core.bias.VARIANTS); none = a plain Bradley-Terry model
 
     @property
     def method(self) -> str:
@@ -216,9 +234,6 @@ class RMConfig:
 
 def resolved_lr(optim: OptimConfig, lora: LoraSettings, defaults: dict[bool, float]) -> float:
     return optim.lr if optim.lr is not None else defaults[lora.enabled]
-
-
-STAGE_LR = {"sft": SFT_LR, "train": PREFERENCE_LR, "rm": REWARD_LR}
 
 
 class PaperDefaultsNotice(BadpoWarning):
@@ -238,7 +253,7 @@ def warn_paper_defaults(stage: str, settings: Mapping[str, Any], config: Any) ->
     with the paper's recipe on every key it was not given: the learning rate, the length of
     training and the batch (the lengths are fitted to the model on their own)."""
     length = "epochs" if stage == "sft" else "steps"
-    named = {"optim.lr": f"{resolved_lr(config.optim, config.lora, STAGE_LR[stage]):g}",
+    named = {"optim.lr": f"{resolved_lr(config.optim, config.lora, config.lr_defaults):g}",
              length: f"{getattr(config, length):g}", "batch_size": str(config.batch_size)}
     left = [f"{key} {value}" for key, value in named.items() if not _given(settings, key)]
     if left:
@@ -297,12 +312,12 @@ def check_trackers(report: ReportConfig) -> None:
         raise ConfigError(f"report.log_every: must be >= 1, got {report.log_every}")
 
 
-def check_common(model: ModelConfig, lora: LoraSettings, optim: OptimConfig, runtime: RuntimeConfig,
-                 report: ReportConfig, data: str, batch_size: int, micro_batch_size: int) -> None:
-    """Checks shared by both stages, before any data or model is loaded; each error names its key."""
+def check_common(config: RunConfig) -> None:
+    """Checks shared by every stage, before any data or model is loaded; each error names its key."""
+    model, lora, optim, runtime = config.model, config.lora, config.optim, config.runtime
     if not model.name_or_path:
         raise ConfigError("model.name_or_path: required (a Hub id or a local path)")
-    if not data:
+    if not config.data:
         raise ConfigError("data: required (a .jsonl/.parquet/.csv/.json file, a save_to_disk folder "
                           "or a Hub dataset id)")
     _within(optim.warmup_ratio, 0.0, 1.0, "optim.warmup_ratio")
@@ -322,21 +337,26 @@ def check_common(model: ModelConfig, lora: LoraSettings, optim: OptimConfig, run
     if runtime.num_threads is not None:
         _positive(runtime.num_threads, "runtime.num_threads")
     _within(runtime.seed, 0, 2**32 - 1, "runtime.seed", closed_high=True)
-    _positive(batch_size, "batch_size")
-    _positive(micro_batch_size, "micro_batch_size")
-    check_trackers(report)
+    _positive(config.batch_size, "batch_size")
+    _positive(config.micro_batch_size, "micro_batch_size")
+    check_trackers(config.report)
 
 
 def check_train(config: TrainConfig) -> None:
-    check_common(config.model, config.lora, config.optim, config.runtime, config.report, config.data,
-                 config.batch_size, config.micro_batch_size)
+    check_common(config)
     method = get_method(config.method)
     params = method.parse_params(config.method_params)
     _positive(config.beta, "beta")  # beta < 0 would learn the reverse preference
-    _positive(config.steps, "steps")
     # an arm of several policies counts stop_after_steps over all of its steps (badpo.engine.mixture)
-    total, what = ((params.total_steps(config.steps), "the arm's total steps") if method.type_policies
-                   else (config.steps, "steps"))
+    check_judgment_run(config, lambda steps: (params.total_steps(steps), "the arm's total steps")
+                       if method.type_policies else (steps, "steps"))
+
+
+def check_judgment_run(config: JudgmentRunConfig, total_steps: Callable[[int], tuple[int, str]]) -> None:
+    """The checks ``train`` and ``rm`` share: the length of the run, its checkpoints, the bias
+    options and its folder. ``total_steps(steps)``: the run's steps and what to call them."""
+    _positive(config.steps, "steps")
+    total, what = total_steps(config.steps)
     if config.stop_after_steps is not None and not 0 < config.stop_after_steps <= total:
         raise ConfigError(f"stop_after_steps: must lie in [1, {what}={total}], "
                           f"got {config.stop_after_steps}")
@@ -368,33 +388,14 @@ def check_bias(bias: BiasSettings) -> None:
 
 
 def check_rm(config: RMConfig) -> None:
-    check_common(config.model, config.lora, config.optim, config.runtime, config.report, config.data,
-                 config.batch_size, config.micro_batch_size)
+    check_common(config)
     try:
         variant_facts(config.variant)
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    _positive(config.steps, "steps")
-    if config.stop_after_steps is not None and not 0 < config.stop_after_steps <= config.steps:
-        raise ConfigError(f"stop_after_steps: must lie in [1, steps={config.steps}], got {config.stop_after_steps}")
-    _within(config.save_every, 0, float("inf"), "save_every")
-    _positive(config.keep_checkpoints, "keep_checkpoints")
-    check_bias(config.bias)
-    _check_not_the_data_folder(config.data, config.output_dir)
+    check_judgment_run(config, lambda steps: (steps, "steps"))
 
 
 def check_sft(config: SFTConfig) -> None:
-    check_common(config.model, config.lora, config.optim, config.runtime, config.report, config.data,
-                 config.batch_size, config.micro_batch_size)
+    check_common(config)
     _positive(config.epochs, "epochs")
-
-
-def stage_name(config) -> str:
-    """The command whose config this is (``sft``, ``train``, ``rm``), as its messages name it."""
-    return {SFTConfig: "sft", TrainConfig: "train", RMConfig: "rm"}[type(config)]
-
-
-def format_output_dir(config):
-    """Fill ``{method}`` and ``{seed}`` in output_dir (a TrainConfig or an RMConfig)."""
-    output_dir = config.output_dir.format(method=config.method, seed=config.runtime.seed)
-    return dataclasses.replace(config, output_dir=output_dir)

@@ -21,7 +21,6 @@ import dataclasses
 import math
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -32,12 +31,13 @@ from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.data.sources import read_judgment_source, read_sft_source
 from badpo.engine.batches import Schedule, majority_chosen
 from badpo.engine.finite import check_loss_and_gradients, check_weights
+from badpo.engine.lifecycle import Lifecycle
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.loop import LoopSettings, run_stage
 from badpo.engine.reporting import report_coverage
-from badpo.engine.run_folder import CONFIG_FILE, DATA_FILE, own_folder, sync_tree
-from badpo.engine.runtime import fit_to_model, load_model, load_tokenizer, make_accelerator, policy_optimizer
-from badpo.engine.settings import SFT_LR, SFTConfig, accumulation_steps, check_sft, resolved_lr
+from badpo.engine.run_folder import CONFIG_FILE, DATA_FILE, sync_tree
+from badpo.engine.runtime import load_model, load_tokenizer, policy_optimizer
+from badpo.engine.settings import SFTConfig, accumulation_steps, check_sft
 from badpo.engine.tokenize import build_token_store, token_coverage
 
 FINISHED = "sft.json"  # written last: the reference in the folder is complete
@@ -66,10 +66,12 @@ def sft_run_files(folder: Path) -> tuple[str, ...]:
     return (*_RUN_FILES, *listed_model_files(folder))
 
 
-def _check_output_folder(config: SFTConfig, output: Path) -> None:
-    """Refuse the base model's own folder, and an ``overwrite`` of a model whose files no run listed
-    (a model badpo did not write, or a reference of a badpo before the listing): deleting only
-    some of its files would leave a mix of two models."""
+def _check_output_folder(config: SFTConfig, output: Path, accelerator) -> None:
+    """Before the folder is locked: the batch split on these processes; refuse the base model's
+    own folder, and an ``overwrite`` of a model whose files no run listed (a model badpo did not
+    write, or a reference of a badpo before the listing): deleting only some of its files would
+    leave a mix of two models."""
+    accumulation_steps(config.batch_size, config.micro_batch_size, accelerator.num_processes)
     if os.path.realpath(output) == os.path.realpath(config.model.name_or_path):
         raise ConfigError(f"output_dir: {output} is the folder of the model being fine-tuned "
                           "(model.name_or_path); choose another output_dir")
@@ -94,23 +96,21 @@ def sft_rows(config: SFTConfig, tokenizer) -> tuple[list[tuple[str, str]], list[
     return rows, ties, loaded.rendered_prompts
 
 
+def _never(config: SFTConfig) -> bool:
+    return False
+
+
+SFT_RUN = Lifecycle(check_sft, finished=FINISHED, kept="holds this reference, finished; it is kept",
+                    run_files=sft_run_files, resumes=_never, check_folder=_check_output_folder)
+
+
+def _train_in(config: SFTConfig, output: Path, accelerator, resume: None) -> Path:
+    return run_stage(SFTStage(), config, output, accelerator, None)
+
+
 def sft(config: SFTConfig) -> Path:
     """Fine-tune ``config.model`` on the rows and save it (merged, under LoRA) to output_dir."""
-    lr = resolved_lr(config.optim, config.lora, SFT_LR)
-    config = dataclasses.replace(config, optim=dataclasses.replace(config.optim, lr=lr))
-    check_sft(config)
-    accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
-    config = fit_to_model(config, accelerator)
-    accumulation_steps(config.batch_size, config.micro_batch_size, accelerator.num_processes)
-    output = Path(config.output_dir)
-    _check_output_folder(config, output)
-    with own_folder(output, config, accelerator, sft_run_files):
-        if (output / FINISHED).exists():
-            if accelerator.is_main_process:
-                print(f"badpo sft: {output} holds this reference, finished; it is kept "
-                      "(overwrite=true trains it again)", file=sys.stderr)
-            return output
-        return run_stage(SFTStage(), config, output, accelerator, None)
+    return SFT_RUN.run(config, _train_in)
 
 
 @dataclasses.dataclass

@@ -1,22 +1,35 @@
 """``badpo train``: one preference run (DPO, a BA-DPO arm or a baseline) at one seed.
 
-The run folder is owned for the run's duration (lock, identity); a finished run is kept, an
-arm of several policies (EM-DPO) goes to :mod:`badpo.engine.mixture`, and every other arm is the
-preference stage (:mod:`badpo.engine.preference`) on the one loop (:mod:`badpo.engine.loop`).
+The run lives in its folder as every stage's does (:mod:`badpo.engine.lifecycle`); an arm of
+several policies (EM-DPO) goes to :mod:`badpo.engine.mixture`, which resumes its parts itself, and
+every other arm is the preference stage (:mod:`badpo.engine.preference`) on the one loop
+(:mod:`badpo.engine.loop`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
-from badpo.engine.loop import notice, resume_point, run_stage
+from badpo.engine.lifecycle import Lifecycle
+from badpo.engine.loop import run_stage
 from badpo.engine.mixture import train_type_policies
-from badpo.engine.preference import PreferenceStage, preference_lr
-from badpo.engine.run_folder import is_finished, own_folder
-from badpo.engine.runtime import fit_to_model, make_accelerator
-from badpo.engine.settings import TrainConfig, check_train, format_output_dir
+from badpo.engine.preference import PreferenceStage
+from badpo.engine.settings import TrainConfig, check_train
 from badpo.methods import get_method
+
+
+def _one_policy(config: TrainConfig) -> bool:
+    """Whether the arm trains one policy on the loop, from the folder's own checkpoints."""
+    return not get_method(config.method).type_policies
+
+
+PREFERENCE_RUN = Lifecycle(check_train, resumes=_one_policy)
+
+
+def _train_in(config: TrainConfig, output: Path, accelerator, resume: Path | None) -> Path:
+    if not _one_policy(config):  # several policies, each trained by the loop below
+        return train_type_policies(config, output, accelerator)
+    return run_stage(PreferenceStage(), config, output, accelerator, resume)
 
 
 def train(config: TrainConfig) -> Path:
@@ -27,20 +40,7 @@ def train(config: TrainConfig) -> Path:
     A folder holding another run is refused (``overwrite: true`` replaces it); a finished run is
     left as it is.
     """
-    config = format_output_dir(config)
-    config = dataclasses.replace(config, optim=dataclasses.replace(config.optim, lr=preference_lr(config)))
-    check_train(config)
-    output = Path(config.output_dir)
-    accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
-    config = fit_to_model(config, accelerator)
-    with own_folder(output, config, accelerator):
-        if is_finished(output):
-            notice("train", accelerator, f"{output} holds this run, finished; its results are kept "
-                                 "(overwrite=true trains it again)")
-            return output
-        if get_method(config.method).type_policies:  # several policies, each trained by the loop below
-            return train_type_policies(config, output, accelerator)
-        return run_stage(PreferenceStage(), config, output, accelerator, resume_point(config, output))
+    return PREFERENCE_RUN.run(config, _train_in)
 
 
-__all__ = ["train"]
+__all__ = ["train", "PREFERENCE_RUN"]

@@ -11,11 +11,16 @@ attribute difference g(y_w) - g(y_l) (computed on the raw texts, before TRL appe
 annotator's row in the bias channel are added as two columns; ``remove_unused_columns`` is set to
 False so that they survive, and the collator is wrapped to turn them into tensors beside TRL's.
 
-The loss is badpo's :func:`~badpo.core.losses.ba_dpo_loss` on the summed completion log-probs that
-TRL's fused LM head returns (the same forward as ``DPOTrainer``'s) and TRL's reference log-probs
-(live, or precomputed with ``precompute_ref_log_probs``): ``-log sigmoid(u + b_k)``, averaged over
-the batch. With b = 0 it is TRL's ``sigmoid`` loss; TRL options that change the loss
-(other loss types, ``ld_alpha``, f-divergences, WPO weighting) are refused.
+The loss is a row of badpo's method table (``method``, :data:`badpo.methods.METHODS`), the same
+function the engine's loop calls, on the summed completion log-probs that TRL's fused LM head
+returns (the same forward as ``DPOTrainer``'s), TRL's reference log-probs (live, or precomputed
+with ``precompute_ref_log_probs``), the bias logit and, for a row that asks for them, the
+completion lengths; averaged over the batch. By default the row is BA-DPO of the bias variant
+(``dpo`` for ``none``): ``-log sigmoid(u + b_k)``, which with b = 0 is TRL's ``sigmoid`` loss.
+A row that needs what TRL's batch does not hold is refused by name (:data:`TRL_LACKS`: several
+policies, loss weights with state, a statistic over the whole step, shuffled annotators,
+per-token reference log-probs, per-judgment seeds); so are TRL options that change the loss
+(other loss types, ``ld_alpha``, f-divergences, WPO weighting).
 
 theta trains on its own ``torch.optim.Adam`` (constant lr, 1e-2 by default, no weight decay),
 stepped after each optimizer step of the policy through a ``TrainerCallback``: TRL's scheduler,
@@ -40,7 +45,7 @@ restores the rest, so that a resumed run goes on as the uninterrupted one would.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,23 +54,24 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
 from badpo.core.attributes import AttributeSet, resolve_attributes
-from badpo.core.bias import BiasChannel, variant_facts
+from badpo.core.bias import BiasChannel
+from badpo.core.config import to_dict
 from badpo.core.jsonio import atomic_write_text
 from badpo.core.judgments import FIELDS, Judgment, annotator_classes, validate_judgments
-from badpo.core.level import LOGISTIC, NoFiniteStart, reference_start
-from badpo.core.losses import ba_dpo_loss
+from badpo.core.level import NoFiniteStart, reference_start
 from badpo.engine.checkpoint import read_state_files, write_state_files
 from badpo.engine.external_run import FORMAT, ExternalRun, local_path, method_of_variant, write_external_run
 from badpo.engine.reporting import annotator_theta, theta_convergence, theta_k_scalars
 from badpo.engine.runtime import config_positions
 from badpo.engine.tokenize import DEFAULT_TOKENIZATION, TokenizationConfig
+from badpo.methods import JudgmentBatch, Method, get_method
 
 try:
     from trl import DPOConfig, DPOTrainer
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError("badpo.integrations.trl needs TRL: pip install 'badpo[trl]'") from error
 
-__all__ = ["BADPOTrainer", "INDEX_COLUMN", "DIFF_COLUMN", "with_bias_columns"]
+__all__ = ["BADPOTrainer", "INDEX_COLUMN", "DIFF_COLUMN", "TRL_LACKS", "trl_refusal", "with_bias_columns"]
 
 INDEX_COLUMN = "badpo_annotator_index"  # the annotator's row in the bias channel
 DIFF_COLUMN = "badpo_attr_diff"  # g(y_w) - g(y_l), one value per attribute
@@ -75,6 +81,25 @@ _LOSS_OPTIONS = {"loss_type": ["sigmoid"], "ld_alpha": None, "f_divergence_type"
                  "use_weighting": False}
 THETA_STATE = "theta_state"  # theta_state.json + theta_state.safetensors in each checkpoint folder
 THETA_FORMAT = "badpo.trl-theta/1"
+
+# What a method row may ask for that TRL's batch (prompt, chosen, rejected, the annotator's row and
+# g_w - g_l) does not hold: (does the row ask for it, what it needs)
+TRL_LACKS: tuple[tuple[Callable[[Method], bool], str], ...] = (
+    (lambda row: row.type_policies, "trains several policies and mixes them (badpo.engine.mixture)"),
+    (lambda row: row.weighting is not None, "weights each judgment by its annotator group, with "
+                                            "state moved after every step"),
+    (lambda row: row.step_statistic is not None, "needs a statistic over the whole optimizer step"),
+    (lambda row: row.shuffle_annotators, "reassigns the judgments to random annotators as the data is read"),
+    (lambda row: row.needs.token_logratios, "needs per-token reference log-probs, of which TRL keeps the sums"),
+    (lambda row: row.needs.sample_seeds, "needs a seed per judgment of the data"),
+)
+
+
+def trl_refusal(name: str) -> str | None:
+    """Why method ``name`` cannot train inside TRL, or None when it can."""
+    row = get_method(name)
+    return next((f"method {name!r} cannot train inside TRL: it {why}; train it with badpo train"
+                 for asks, why in TRL_LACKS if asks(row)), None)
 
 
 def _judgments(dataset, name: str) -> list[Judgment]:
@@ -148,28 +173,53 @@ class _ThetaStep(TrainerCallback):
             self.trainer.save_theta_state(folder)
 
 
+def _method_row(method: str | None, bias: str | BiasChannel | None) -> tuple[str, Method]:
+    """The row the loss comes from: ``method``, or BA-DPO of the bias variant (``dpo`` for ``none``;
+    ``shared_mean`` when neither is given). A row TRL cannot train, or a bias of another variant
+    than the row's, is a one-line error."""
+    variant = bias.variant if isinstance(bias, BiasChannel) else bias
+    if method is None:
+        method = method_of_variant(variant or "shared_mean")
+    refusal = trl_refusal(method)  # an unknown name: a ConfigError listing the known ones
+    if refusal is not None:
+        raise ValueError(f"method: {refusal}")
+    row = get_method(method)
+    if variant is not None and variant != row.bias_variant:
+        raise ValueError(f"bias: method {method!r} learns the bias variant {row.bias_variant!r}, not "
+                         f"{variant!r}; leave bias out, or give a channel of that variant")
+    return method, row
+
+
 class BADPOTrainer(DPOTrainer):
-    """TRL's ``DPOTrainer`` with the BA-DPO bias logit b_k = theta_k . (g(y_w) - g(y_l)).
+    """TRL's ``DPOTrainer`` with the BA-DPO bias logit b_k = theta_k . (g(y_w) - g(y_l)), and its loss
+    from a row of badpo's method table.
 
     ``attributes``: badpo attribute specs (``["names"]``, ``["signoff=regex:..."]``, ...) or an
-    :class:`AttributeSet`. ``bias``: a variant of :data:`badpo.core.bias.VARIANTS` (the channel is built
-    on the training annotators, sorted as the engine sorts them, with their classes) or a ready
-    :class:`BiasChannel` (warm start, fixed offset, trusted annotators; parameters with
-    ``requires_grad=False`` stay frozen). ``theta_lr``: theta's constant Adam learning rate.
-    ``theta_init``: where a variant's theta starts, ``reference`` (the engine's default: the fit
-    of the labels at the reference, docs/training.md) or ``zero``; a ready channel is taken as is.
-    Every other argument is ``DPOTrainer``'s.
+    :class:`AttributeSet`. ``method``: a key of :data:`badpo.methods.METHODS` whose view TRL's batch
+    gives (``dpo``, ``ba_dpo_<variant>``, ``ipo``, ``ba_ipo_<variant>``, ``r_dpo`` and its
+    ``_ba_<variant>`` rows; another is refused, naming what it needs), with its ``method_params``;
+    by default BA-DPO of the bias variant. ``bias``: a variant of :data:`badpo.core.bias.VARIANTS`
+    (the method's own by default, ``shared_mean`` without a method; the channel is built on the
+    training annotators, sorted as the engine sorts them, with their classes) or a ready
+    :class:`BiasChannel` of the method's variant (warm start, fixed offset, trusted annotators;
+    parameters with ``requires_grad=False`` stay frozen). ``theta_lr``: theta's constant Adam
+    learning rate. ``theta_init``: where a variant's theta starts, ``reference`` (the engine's
+    default: the fit of the labels at the reference through the method's link, docs/training.md)
+    or ``zero``; a ready channel is taken as is. Every other argument is ``DPOTrainer``'s.
     """
 
     def __init__(self, model, ref_model=None, args: DPOConfig | None = None, data_collator=None,
                  train_dataset=None, eval_dataset=None, *, attributes: Sequence[str] | AttributeSet,
-                 bias: str | BiasChannel = "shared_mean", theta_lr: float = 1e-2,
+                 bias: str | BiasChannel | None = None, method: str | None = None,
+                 method_params: Mapping[str, Any] | None = None, theta_lr: float = 1e-2,
                  theta_init: str = "reference", **kwargs) -> None:
         if not theta_lr > 0:
             raise ValueError(f"theta_lr: must be > 0, got {theta_lr}")
         if theta_init not in ("reference", "zero"):
             raise ValueError(f"theta_init: 'reference' or 'zero', got {theta_init!r}")
         self.theta_init = theta_init
+        self.method_name, self.method = _method_row(method, bias)
+        self.method_params = self.method.parse_params(dict(method_params or {}))
         self.attributes = attributes if isinstance(attributes, AttributeSet) else resolve_attributes(attributes)
         # the specs as given, for the run record (an AttributeSet keeps no specs)
         self.attribute_specs = None if isinstance(attributes, AttributeSet) else [str(a) for a in attributes]
@@ -185,9 +235,9 @@ class BADPOTrainer(DPOTrainer):
         args = args if args is not None else DPOConfig()
         for option, default in _LOSS_OPTIONS.items():
             if getattr(args, option) != default:
-                raise ValueError(f"args.{option}: BADPOTrainer adds its bias to the DPO logit "
-                                 f"(TRL's {_LOSS_OPTIONS['loss_type']} loss); {option} must be "
-                                 f"{default!r}, got {getattr(args, option)!r}")
+                raise ValueError(f"args.{option}: BADPOTrainer's loss is its method's ({self.method_name!r}) "
+                                 f"with the bias logit inside; {option} must be {default!r}, got "
+                                 f"{getattr(args, option)!r}")
         args.remove_unused_columns = False  # the bias columns must reach the collator
         super().__init__(model, ref_model, args, data_collator, train_dataset, eval_dataset, **kwargs)
         if self.aux_loss_enabled:
@@ -205,7 +255,7 @@ class BADPOTrainer(DPOTrainer):
         self.tokens_seen = 0  # attention-mask tokens of the training batches so far (TRL's num_tokens)
         self.reference_name = self._reference_name(model, ref_model)
 
-    def _channel(self, bias: str | BiasChannel, judgments: Sequence[Judgment]) -> BiasChannel:
+    def _channel(self, bias: str | BiasChannel | None, judgments: Sequence[Judgment]) -> BiasChannel:
         names = tuple(self.attributes.names)
         if isinstance(bias, BiasChannel):
             if tuple(bias.attribute_names) != names:
@@ -214,19 +264,20 @@ class BADPOTrainer(DPOTrainer):
             return bias
         annotators = sorted({j.annotator for j in judgments})
         start = None
-        if self.theta_init == "reference" and variant_facts(bias).learns_theta:
+        if self.theta_init == "reference" and self.method.learns_theta:
             start = self._reference_start(names, judgments)
-        return BiasChannel(bias, names, annotators, annotator_classes(judgments, "train_dataset"),
-                           init_mean=start)
+        return BiasChannel(self.method.bias_variant, names, annotators,
+                           annotator_classes(judgments, "train_dataset"), init_mean=start)
 
     def _reference_start(self, names: tuple[str, ...], judgments: Sequence[Judgment]) -> list[float]:
         """The engine's default start (docs/training.md, "Where theta starts"): the labels' fit on
-        g(y_w) - g(y_l) with the policy at the reference (every margin 0)."""
+        g(y_w) - g(y_l) through the method's link, with the policy at the reference (every margin 0)."""
         diffs = torch.tensor([(g_w - g_l).tolist() for g_w, g_l in map(self.attributes.judgment_values,
                                                                        judgments)], dtype=torch.float64)
         try:
             return reference_start(diffs.reshape(len(judgments), len(names)),
-                                   torch.zeros(len(judgments), dtype=torch.float64), LOGISTIC)
+                                   torch.zeros(len(judgments), dtype=torch.float64),
+                                   self.method.level_link(self.method_params))
         except NoFiniteStart as error:
             raise ValueError(f"theta_init='reference': {[names[j] for j in error.coordinates]}: {error.why}; "
                              "pass theta_init='zero' to start theta at 0") from None
@@ -253,7 +304,8 @@ class BADPOTrainer(DPOTrainer):
             model, {k: v for k, v in inputs.items() if k not in (INDEX_COLUMN, DIFF_COLUMN)})
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        """Mean over the batch of -log sigmoid(u + b_k); the batch is [chosen; rejected] rows."""
+        """Mean over the batch of the method's loss (BA-DPO: -log sigmoid(u + b_k)); the batch is
+        [chosen; rejected] rows."""
         device = self.accelerator.device
         model_inputs = {k: v for k, v in inputs.items() if k not in _NOT_MODEL_INPUTS}
         completion_mask = inputs["completion_mask"]
@@ -267,17 +319,25 @@ class BADPOTrainer(DPOTrainer):
             reference = self.ref_model if self.ref_model is not None else self.model
             reference_chosen, reference_rejected = self.compute_ref_log_probs(reference, inputs)
         bias_logit = self.bias(inputs[INDEX_COLUMN].to(device), inputs[DIFF_COLUMN].to(device))
-        losses, chosen_rewards, rejected_rewards = ba_dpo_loss(
-            policy_chosen, policy_rejected, reference_chosen.to(device), reference_rejected.to(device),
-            bias_logit, self.beta)
+        view = JudgmentBatch(policy_chosen, policy_rejected, reference_chosen.to(device),
+                             reference_rejected.to(device), bias_logit, self.beta, **self._views(inputs))
+        terms = self.method.loss(view, self.method_params)
         with torch.no_grad():
             self._remember(self._forward_metrics(outputs, inputs, positions) | self._pair_metrics(
-                policy_chosen, policy_rejected, chosen_rewards, rejected_rewards, bias_logit))
-        loss = losses.mean()
+                policy_chosen, policy_rejected, terms.chosen_rewards, terms.rejected_rewards, bias_logit))
+        loss = terms.losses.mean()
         if not return_outputs:
             return loss
         with torch.no_grad():  # Trainer.prediction_step reads logits: score them apart
             return loss, model(**model_inputs)
+
+    def _views(self, inputs) -> dict[str, torch.Tensor]:
+        """The extra views the method's row asks for that TRL's batch gives: the completion lengths
+        in tokens (EOS included, as the engine counts a response)."""
+        if not self.method.needs.lengths:
+            return {}
+        chosen, rejected = inputs["completion_mask"].sum(dim=1).chunk(2)
+        return {"chosen_lengths": chosen, "rejected_lengths": rejected}
 
     def _forward_metrics(self, outputs, inputs, positions: int) -> dict[str, float]:
         """TRL's metrics of the policy's forward, over completion tokens of every process: entropy,
@@ -363,10 +423,10 @@ class BADPOTrainer(DPOTrainer):
                   for r in self.state.log_history if "step" in r and all(f"theta_bar/{n}" in r for n in names)]
         return ExternalRun(
             format=FORMAT, trainer=f"{type(self).__module__}.{type(self).__name__}",
-            method=method_of_variant(self.bias.variant), variant=self.bias.variant, attribute_names=names,
+            method=self.method_name, variant=self.bias.variant, attribute_names=names,
             attributes=self.attribute_specs, annotators=list(self.bias.annotators), reference=self.reference_name,
             beta=float(self.beta), tokenization=tokenization, trust_remote_code=remote,
-            step=int(self.state.global_step),
+            method_params=to_dict(self.method_params), step=int(self.state.global_step),
             theta_convergence=(theta_convergence(logged, self.state.max_steps or self.state.global_step)
                                if self.theta_optimizer is not None else None),
             versions={name: version(name) for name in ("badpo", "trl", "transformers")})

@@ -1,0 +1,175 @@
+"""The settings a run is keyed by stay as they were: the resolved settings of every stage config
+under configs/, the keys the planner gives every experiment under configs/, and the key of every
+committed run record under results/ that today's settings read.
+
+The digests were taken before the three stage configs got their common base
+(:class:`badpo.engine.settings.RunConfig`) and the run folder its one lifecycle
+(:mod:`badpo.engine.lifecycle`); a change to a key's name, default or meaning shows here first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+
+from badpo.core.config import ConfigError, dump_yaml, load_config, to_dict
+from badpo.engine.run_folder import identity
+from badpo.engine.settings import RMConfig, SFTConfig, TrainConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+STAGE_CLASSES = {"train": TrainConfig, "sft": SFTConfig, "rm": RMConfig}
+
+
+def _paper(module: str):
+    """The paper's experiment package, where it lives (badpo.paper, or badpo.experiment before)."""
+    try:
+        return importlib.import_module(f"badpo.paper.{module}")
+    except ModuleNotFoundError:
+        return importlib.import_module(f"badpo.experiment.{module}")
+
+
+def _digest(value) -> str:
+    return hashlib.sha256(_paper("runner").canonical_json(value).encode("ascii")).hexdigest()[:16]
+
+
+# to_dict of each class's defaults, and of each stage config as read from its file
+DEFAULTS = {"TrainConfig": "830d0d527b50c218", "SFTConfig": "30fa398747368e5d", "RMConfig": "5c3053cbe9f29957"}
+READ = {
+    "rm_qwen2.5-0.5b.yaml": "1171298c92ce7104", "rm_tiny.yaml": "5b9bb7a1401e29f7",
+    "rm_tiny_quality.yaml": "d309557fc3f58c7e", "sft_llama3.1-8b.yaml": "5ae2c67a1bbaac15",
+    "sft_mistral-7b.yaml": "426730e3b2effb07", "sft_qwen2.5-0.5b.yaml": "39ad6974bdad4b1c",
+    "sft_tiny.yaml": "9c96f711b0134d73", "train_llama3.1-8b.yaml": "f4aa8c90836b261f",
+    "train_mistral-7b.yaml": "d6d002ea9a3fd155", "train_qwen2.5-0.5b.yaml": "ab7448e105a00152",
+    "train_tiny.yaml": "69f933c5961c84f7",
+}
+# (to_dict, identity) of each as the stage resolves it before it trains: the learning rate and output_dir filled in
+RESOLVED = {
+    "rm_qwen2.5-0.5b.yaml": ["4ac8507b41a2f7cb", "77039b1f1ca15e0f"],
+    "rm_tiny.yaml": ["151daa1421154c3b", "6fbd35e74fc6de2a"],
+    "rm_tiny_quality.yaml": ["9d6cc68c7cc0aadb", "0df448983168e9b6"],
+    "sft_llama3.1-8b.yaml": ["5ae2c67a1bbaac15", "9f48496650671115"],
+    "sft_mistral-7b.yaml": ["426730e3b2effb07", "a7f9b5d3e6fe411d"],
+    "sft_qwen2.5-0.5b.yaml": ["39ad6974bdad4b1c", "ab0205fd6408ef4a"],
+    "sft_tiny.yaml": ["9c96f711b0134d73", "d280c56ded13a6db"],
+    "train_llama3.1-8b.yaml": ["b54679884a22328a", "869d876023002a43"],
+    "train_mistral-7b.yaml": ["7b290c879cfdfd81", "c7b2d2e27bbe6510"],
+    "train_qwen2.5-0.5b.yaml": ["13ef667b74041e36", "3504030a475a233a"],
+    "train_tiny.yaml": ["d3a09cb90811f644", "98f8e201625bb429"],
+    "TrainConfig": ["0236787f80d546a0", "fd03276b742a4eb2"],
+    "SFTConfig": ["2d2ca640cf5cd4c3", "8c44f2a1d13bb3b2"],
+    "RMConfig": ["6c6a29c25149038b", "76ef45b2628e9add"],
+}
+# sha256 of the space-joined keys (the reference, then every run) of each experiment's plan
+PLANS = {
+    "experiment_abl_multipref.yaml": "24007ed65f60e86d",
+    "experiment_abl_multipref_seed42.yaml": "ce8e738cf3040cd7",
+    "experiment_abl_names_v3.yaml": "400f092a4a2dc909",
+    "experiment_abl_names_v3_seed42.yaml": "1b8c18e91d6c46d5",
+    "experiment_attributes.yaml": "537f48b9e11beec8", "experiment_formatting.yaml": "b8a82b489d61cea3",
+    "experiment_formatting_llama3.1-8b.yaml": "6cd1425cc5e4861d", "experiment_lora.yaml": "97ed3fa741187a2f",
+    "experiment_mistral_multipref.yaml": "ebc379c7f477daa7",
+    "experiment_mistral_names_v3.yaml": "351922e06b13ba49", "experiment_multipref.yaml": "d460160ca4cb8df7",
+    "experiment_multipref_llama3.1-8b.yaml": "8035ed89572c0d6b",
+    "experiment_names_samples.yaml": "d634d3d81089e43d", "experiment_names_v3.yaml": "fd76b79f39e282f8",
+    "experiment_names_v3_llama3.1-8b.yaml": "0ba2b67fed61bcc3",
+    "experiment_smol_abl_names_v3.yaml": "4c9f5605f74f27b9",
+    "experiment_smol_calibration.yaml": "d40da7cc88fcb45f", "experiment_smol_lora.yaml": "259a3002242921e1",
+    "experiment_smol_multipref.yaml": "b7c98101d420003c", "experiment_smol_names.yaml": "ccf991c61f6c4d1c",
+    "experiment_smol_names_ba.yaml": "96e8893cf550febb",
+    "experiment_smol_names_lr1e-4.yaml": "64222b472a707179",
+    "experiment_smol_names_warm.yaml": "2a7cb8eb47a60352",
+    "experiment_tiny_abl_multipref.yaml": "4df93a75f1dcd24d",
+    "experiment_tiny_abl_names_v3.yaml": "6d7e015d3aea06f2",
+    "experiment_tiny_attributes.yaml": "420b283132918d9a", "experiment_tiny_ba_ipo.yaml": "097120c5952dedc9",
+    "experiment_tiny_em_policies.yaml": "55d747400124ac20",
+    "experiment_tiny_formatting.yaml": "d134fa55db45fcc9", "experiment_tiny_lora.yaml": "d1b0a945213a3cd9",
+    "experiment_tiny_multipref.yaml": "3f797079d2faf6e8",
+    "experiment_tiny_multipref_init.yaml": "747caffa8a789e58",
+    "experiment_tiny_names_samples.yaml": "278095b5e6705f96",
+    "experiment_tiny_names_v3.yaml": "044d3e92cebb3007", "experiment_tiny_null_world.yaml": "718991d10e811c22",
+    "experiment_tiny_own_data.yaml": "7078642e8d3a7d54", "experiment_tiny_trusted.yaml": "fbee1c68ba491fdc",
+    "experiment_tiny_trusted_oracle.yaml": "ef8e055b7d3dd130",
+    "experiment_tiny_trusted_seeds.yaml": "76719909a56afa18",
+}
+RECORDS_KEYED = 32  # the records under results/ whose settings today's resolver reads (the others name bias.warm_start)
+
+
+def _stage_configs() -> list[Path]:
+    return sorted(p for p in (ROOT / "configs").glob("*.yaml") if p.name.split("_")[0] in STAGE_CLASSES)
+
+
+def _resolved(config):
+    """The config as the stage trains with it and its folder records it."""
+    return config.resolved()
+
+
+def test_the_defaults_of_each_stage_config_are_as_pinned():
+    assert {cls.__name__: _digest(to_dict(cls())) for cls in STAGE_CLASSES.values()} == DEFAULTS
+
+
+def test_every_stage_config_reads_and_resolves_as_pinned():
+    read, resolved = {}, {}
+    for path in _stage_configs():
+        config = load_config(STAGE_CLASSES[path.name.split("_")[0]], path)
+        read[path.name] = _digest(to_dict(config))
+        resolved[path.name] = [_digest(to_dict(_resolved(config))), _digest(identity(_resolved(config)))]
+    for cls in STAGE_CLASSES.values():
+        resolved[cls.__name__] = [_digest(to_dict(_resolved(cls()))), _digest(identity(_resolved(cls())))]
+    assert read == READ
+    assert resolved == RESOLVED
+
+
+def test_every_experiment_plans_the_pinned_keys(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    config_module, runner = _paper("config"), _paper("runner")
+    stages = _paper("stages").engine_stages()
+    found = {}
+    for path in sorted((ROOT / "configs").glob("experiment_*.yaml")):
+        if path.name not in PLANS:  # a cure's config, not a table of arms
+            continue
+        config = load_config(config_module.ExperimentConfig, path)
+        plan, _ = runner.plan_unbuilt(dataclasses.replace(config, output_dir=str(tmp_path / path.stem)), stages)
+        keys = " ".join([plan.reference.key, *(run.key for run in plan.runs)])
+        found[path.name] = hashlib.sha256(keys.encode()).hexdigest()[:16]
+    assert found == PLANS
+
+
+def _recomputed_key(record: dict, folder: Path) -> str:
+    """The key the planner gives the run a record logged: its settings resolved again, with the
+    corpus, reference and readout settings it was keyed by."""
+    runner, stages = _paper("runner"), _paper("stages")
+    resolve = stages.resolve_arm if record["kind"] == "arm" else stages.resolve_reference
+    settings = resolve(record["settings"])
+    keyed = {"settings": {k: v for k, v in settings.items() if k not in runner.UNKEYED}, "corpus": record["corpus"]}
+    if record["kind"] == "arm":
+        keyed["reference"] = json.loads((folder / f"{record['reference']}.json").read_text())["training_key"]
+    keyed["evaluation"] = record["evaluation"]
+    return runner.run_key(record["method"] if record["kind"] == "arm" else "reference", keyed, record["seed"])
+
+
+def test_the_committed_run_records_keep_their_keys():
+    checked, older = 0, []
+    for path in sorted((ROOT / "results").glob("**/runs/*.json")):
+        record = json.loads(path.read_text())
+        try:
+            key = _recomputed_key(record, path.parent)
+        except ConfigError as error:
+            older.append(str(error))
+            continue
+        assert key == record["key"], path
+        checked += 1
+    assert checked == RECORDS_KEYED
+    assert all("bias.warm_start: no longer a key" in why for why in older)
+
+
+@pytest.mark.parametrize("path", _stage_configs(), ids=lambda path: path.name)
+def test_config_yaml_reads_back_as_the_config_it_records(path, tmp_path):
+    """What a run folder's config.yaml records reads back to the same config: a resumed run is the same run."""
+    resolved = _resolved(load_config(STAGE_CLASSES[path.name.split("_")[0]], path))
+    dump_yaml(resolved, tmp_path / "config.yaml")
+    assert load_config(type(resolved), tmp_path / "config.yaml") == resolved
