@@ -25,8 +25,6 @@ NOT_YET_MEASURED: tuple[str, ...] = (
     "readouts/model.py",  # readouts as rows
     "readouts/evaluate*.py",
     "readouts/compare*.py",
-    "engine/*",  # one run lifecycle
-    "integrations/*",  # the TRL trainer takes its loss from the METHODS row
 )
 
 
