@@ -34,7 +34,7 @@ def _paper(module: str):
 
 
 def _digest(value) -> str:
-    return hashlib.sha256(_paper("runner").canonical_json(value).encode("ascii")).hexdigest()[:16]
+    return hashlib.sha256(_paper("records").canonical_json(value).encode("ascii")).hexdigest()[:16]
 
 
 # to_dict of each class's defaults, and of each stage config as read from its file
@@ -142,14 +142,14 @@ def test_every_experiment_plans_the_pinned_keys(tmp_path, monkeypatch):
 def _recomputed_key(record: dict, folder: Path) -> str:
     """The key the planner gives the run a record logged: its settings resolved again, with the
     corpus, reference and readout settings it was keyed by."""
-    runner, stages = _paper("runner"), _paper("stages")
+    records, stages = _paper("records"), _paper("stages")
     resolve = stages.resolve_arm if record["kind"] == "arm" else stages.resolve_reference
     settings = resolve(record["settings"])
-    keyed = {"settings": {k: v for k, v in settings.items() if k not in runner.UNKEYED}, "corpus": record["corpus"]}
+    keyed = {"settings": {k: v for k, v in settings.items() if k not in records.UNKEYED}, "corpus": record["corpus"]}
     if record["kind"] == "arm":
         keyed["reference"] = json.loads((folder / f"{record['reference']}.json").read_text())["training_key"]
     keyed["evaluation"] = record["evaluation"]
-    return runner.run_key(record["method"] if record["kind"] == "arm" else "reference", keyed, record["seed"])
+    return records.run_key(record["method"] if record["kind"] == "arm" else "reference", keyed, record["seed"])
 
 
 def test_the_committed_run_records_keep_their_keys():

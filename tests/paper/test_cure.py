@@ -42,15 +42,9 @@ from badpo.core.judgments import read_judgments
 from badpo.core.names import NAME_POOL, read_signature, strip_signature
 from badpo.paper.anchoring import fixed_offset_pairs
 from badpo.paper.config import ExperimentConfig, experiment_config_path
-from badpo.paper.cure.analysis import (
-    CureStages,
-    achieved_shifts,
-    is_cure_config,
-    load_cure_config,
-    run_cure_experiment,
-    target_shifts,
-    tilt_readout,
-)
+from badpo.paper.cure.analysis import CureStages, run_cure_experiment
+from badpo.paper.cure.calibration import achieved_shifts, target_shifts, tilt_readout
+from badpo.paper.cure.config import is_cure_config, load_cure_config
 from badpo.paper.stages import resolve_arm, resolve_evaluation
 from fixtures.cure import (
     CONFIGS,
@@ -315,7 +309,7 @@ def _real_stages(engine_stages):
 def test_a_coordinate_whose_intended_shifts_barely_differ_is_not_calibrated():
     """The joint s*(t) can be ~0 on one attribute (the other's shift alone brings it to t): a line
     through intended shifts 0.002 apart has a slope set by noise, so the exact tilt stands."""
-    from badpo.paper.cure.analysis import calibration_line
+    from badpo.paper.cure.calibration import calibration_line
     from badpo.paper.cure.table import describe_line
 
     points = [{"intended": {"woman_coded": w, "black_coded": b}, "achieved": {"woman_coded": 0.5 * w, "black_coded": c}}

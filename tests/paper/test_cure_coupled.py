@@ -20,7 +20,8 @@ import shutil
 import pytest
 
 from badpo.core.config import ConfigError
-from badpo.paper.cure.analysis import is_cure_config, load_cure_config, run_cure_experiment
+from badpo.paper.cure.analysis import run_cure_experiment
+from badpo.paper.cure.config import is_cure_config, load_cure_config
 from badpo.paper.cure.plan import plan_cure
 from badpo.paper.cure.table import describe_line
 from fixtures.cure import (

@@ -17,7 +17,8 @@ import torch
 from badpo.core.config import ConfigError, from_dict
 from badpo.paper.config import ExperimentConfig, experiment_config_path
 from badpo.paper.pipeline import run_experiment
-from badpo.paper.runner import Stages, plan_experiment, prepare_corpus, read_records, run_key
+from badpo.paper.records import read_records, run_key
+from badpo.paper.runner import Stages, plan_experiment, prepare_corpus
 from badpo.paper.tables import render_from_disk, render_tables
 from fixtures.experiment import (
     RATES,
@@ -79,7 +80,7 @@ def test_key_is_sha256_of_canonical_json_and_stable_across_processes():
     text = '{"method":"dpo","params":{"a":[1.5,"x"],"b":1,"optim":{"lr":5e-07}},"seed":42}'
     expected = "dpo-seed42-" + hashlib.sha256(text.encode()).hexdigest()[:12]
     assert run_key("dpo", params, 42) == expected
-    script = ("from badpo.paper.runner import run_key; "
+    script = ("from badpo.paper.records import run_key; "
               "print(run_key('dpo', {'optim': {'lr': 5e-7}, 'a': [1.5, 'x'], 'b': 1}, 42))")
     for hash_seed in ("0", "12345"):
         env = {**os.environ, "PYTHONHASHSEED": hash_seed}

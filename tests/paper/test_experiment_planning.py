@@ -11,7 +11,7 @@ import pytest
 
 from badpo.core.config import ConfigError, load_config
 from badpo.paper.config import ExperimentConfig, experiment_config_path
-from badpo.paper.cure.analysis import is_cure_config
+from badpo.paper.cure.config import is_cure_config
 from badpo.paper.pipeline import run_experiment
 from badpo.paper.runner import Stages, plan_experiment, prepare_corpus
 from fixtures.experiment import fake_stages, make_config, quiet

@@ -25,8 +25,9 @@ from badpo.core.config import ConfigError, from_dict, load_config, to_dict
 from badpo.engine.settings import SFTConfig, TrainConfig, check_sft, check_train
 from badpo.methods import get_method
 from badpo.paper.config import ColumnSpec, ExperimentConfig, TableSpec, merge_settings
-from badpo.paper.cure.analysis import is_cure_config, load_cure_config
-from badpo.paper.runner import canonical_json, plan_experiment
+from badpo.paper.cure.config import is_cure_config, load_cure_config
+from badpo.paper.records import canonical_json
+from badpo.paper.runner import plan_experiment
 from badpo.paper.stages import engine_stages, resolve_arm, resolve_evaluation
 from badpo.paper.tables import LayoutArm, LayoutRun, TableLayout, render_tables
 

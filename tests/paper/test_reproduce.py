@@ -175,7 +175,7 @@ def test_the_shipped_tiny_sweep_names_configs_that_load():
     paper's finding and its measured time."""
     from badpo.core.config import load_config
     from badpo.paper.config import ExperimentConfig
-    from badpo.paper.cure.analysis import is_cure_config, load_cure_config
+    from badpo.paper.cure.config import is_cure_config, load_cure_config
 
     root = Path(__file__).resolve().parents[2]
     sweep = load_config(ReproduceConfig, root / "configs" / "reproduce_tiny.yaml")

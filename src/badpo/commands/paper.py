@@ -44,7 +44,7 @@ def _experiment(name_or_path: str, overrides, render_only: bool = False) -> dict
 
 
 def _run_table(args: argparse.Namespace) -> int:
-    from badpo.paper.cure.analysis import is_cure_config, load_cure_config
+    from badpo.paper.cure.config import is_cure_config, load_cure_config
 
     path = experiment_config_path(args.config)
     if is_cure_config(path):  # kind: fixed_offset_cure, the table of the fixed-offset cure

@@ -15,7 +15,8 @@ from badpo.core.config import to_dict
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.paper.config import ExperimentConfig
 from badpo.paper.plots import write_plots
-from badpo.paper.runner import Stages, plan_experiment, prepare_corpus, read_records_for, run_all
+from badpo.paper.records import read_records_for
+from badpo.paper.runner import Stages, plan_experiment, prepare_corpus, run_all
 from badpo.paper.stages import engine_stages
 from badpo.paper.tables import TableLayout, build_layout, render_tables
 

@@ -24,7 +24,8 @@ from typing import Any
 
 from badpo.core.config import ConfigError, load_config
 from badpo.paper.config import ExperimentConfig, experiment_config_path
-from badpo.paper.cure.analysis import CureStages, is_cure_config, load_cure_config
+from badpo.paper.cure.analysis import CureStages
+from badpo.paper.cure.config import is_cure_config, load_cure_config
 from badpo.paper.cure.plan import plan_cure
 from badpo.paper.runner import PlannedRecord, Stages, plan_unbuilt
 

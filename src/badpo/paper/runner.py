@@ -8,7 +8,8 @@ written to ``OUT/runs/<record key>.json`` atomically (a temporary file, then ``o
 only once the run has finished, so a crashed sweep resumes by skipping every key whose JSON
 exists: nothing is run twice. A run read out under other settings gets a new record from the
 same folder, where training finds its finished run and trains nothing (``badpo.engine`` keeps a
-finished run): re-scoring never retrains. The tables are rendered from the records alone.
+finished run): re-scoring never retrains. The tables are rendered from the records alone. Keys and
+records themselves (hashing, reading, writing) are :mod:`badpo.paper.records`.
 
 The runner knows nothing of models. It calls the functions of a :class:`Stages` bundle: the real
 one wraps the engine and the readouts (:mod:`badpo.paper.stages`), tests pass fakes.
@@ -22,11 +23,10 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,20 +35,24 @@ from typing import Any, Literal
 import numpy as np
 
 from badpo.core.config import ConfigError, to_dict
-from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.paper.config import ExperimentConfig, merge_settings
 from badpo.paper.provenance import provenance
+from badpo.paper.records import (
+    SCHEMA,
+    canonical_json,
+    keyed_settings,
+    read_records_for,
+    relative_artifact,
+    run_key,
+    stable_hash,
+    write_record,
+)
 
 __all__ = [
-    "SCHEMA", "UNKEYED", "Stages", "RunTask", "PlannedRun", "PlannedRecord", "Plan", "canonical_json", "stable_hash",
-    "run_key", "corpus_fingerprint", "write_record", "read_records", "read_records_for", "relative_artifact",
-    "prepare_corpus", "plan_experiment", "plan_unbuilt", "run_all",
+    "Stages", "RunTask", "PlannedRun", "PlannedRecord", "Plan", "corpus_fingerprint", "fill_placeholders",
+    "prepare_corpus", "plan_experiment", "plan_unbuilt", "run_all", "eta_note",
 ]
 
-SCHEMA = 1  # version of the run record
-# Bookkeeping settings that do not change a run's result: left out of its key.
-UNKEYED = ("output_dir", "cache_dir", "report", "save_every", "keep_checkpoints", "resume_from",
-           "overwrite")
 CORPUS_MARKER = ".badpo-corpus.json"  # written into OUT/corpus once a build has finished
 RESULT_KEYS = frozenset({"readouts", "theta", "artifacts"})
 
@@ -140,37 +144,6 @@ class Plan:
     runs: tuple[PlannedRun, ...]  # seed-major: every arm at the first seed, then the next seed
 
 
-# ------------------------------------------------------------------------------------- keys
-def canonical_json(value: Any) -> str:
-    """One text per value: sorted keys, no spaces, ASCII; NaN or a non-JSON type is an error."""
-    try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
-                          allow_nan=False)
-    except (TypeError, ValueError) as error:
-        raise ConfigError(f"settings cannot be keyed: {error}") from None
-
-
-def stable_hash(value: Any) -> str:
-    """sha256 of :func:`canonical_json`: the same in every process and on every machine."""
-    return hashlib.sha256(canonical_json(value).encode("ascii")).hexdigest()
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower() or "run"
-
-
-def run_key(method: str, params: Mapping[str, Any], seed: int | None) -> str:
-    """``<method>-seed<seed>-<12 hex of sha256(method, params, seed)>``; any change in a
-    parameter changes the hex part, the prefix is only there to be read."""
-    digest = stable_hash({"method": method, "params": params, "seed": seed})[:12]
-    seed_part = f"-seed{seed}" if seed is not None else ""
-    return f"{_slug(method)}{seed_part}-{digest}"
-
-
-def _keyed(settings: Mapping[str, Any]) -> dict:
-    return {k: v for k, v in settings.items() if k not in UNKEYED}
-
-
 def corpus_fingerprint(corpus_dir: Path) -> str:
     """sha256 over every file of the corpus (relative path and content), the build marker aside:
     a run's key changes when its data does, wherever the corpus lives."""
@@ -182,29 +155,6 @@ def corpus_fingerprint(corpus_dir: Path) -> str:
         digest.update(path.relative_to(corpus_dir).as_posix().encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
-
-
-# ---------------------------------------------------------------------------------- records
-def write_record(path: Path, record: Mapping[str, Any]) -> None:
-    """Write a run record as strict JSON, atomically: an undefined readout (NaN) is null."""
-    atomic_write_text(path, dumps(record, indent=2, sort_keys=True) + "\n")
-
-
-def read_records(runs_dir: str | Path) -> dict[str, dict]:
-    """Every ``<key>.json`` under ``runs_dir`` -> {key: record}; a file that is not a record of
-    this schema, or whose key differs from its name, is an error naming the file."""
-    records = {}
-    for path in sorted(Path(runs_dir).glob("*.json")):
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path}: not valid JSON ({error})") from None
-        if not isinstance(record, dict) or record.get("schema") != SCHEMA:
-            raise ValueError(f"{path}: not a run record of schema {SCHEMA}")
-        if record.get("key") != path.stem:
-            raise ValueError(f"{path}: holds the record of key {record.get('key')!r}")
-        records[path.stem] = record
-    return records
 
 
 # ------------------------------------------------------------------------------------ corpus
@@ -283,7 +233,7 @@ def plan_experiment(config: ExperimentConfig, stages: Stages, corpus_dir: Path,
     _check_metrics(config, stages, evaluation)
     settings = _resolve(stages.resolve_reference, merge_settings({}, config.reference, "reference"),
                         "reference")
-    trained = {"settings": _keyed(settings), "corpus": corpus_id,
+    trained = {"settings": keyed_settings(settings), "corpus": corpus_id,
                **_data_identity(stages, settings, corpus_dir, "reference", "reference")}
     keyed = {**trained, "evaluation": evaluation}
     reference = PlannedRun(run_key("reference", keyed, None), "reference", None, None, None,
@@ -295,7 +245,7 @@ def plan_experiment(config: ExperimentConfig, stages: Stages, corpus_dir: Path,
             merged = merge_settings(config.train, arm.params, where)
             merged = merge_settings(merged, {"method": arm.method, "runtime.seed": seed}, where)
             settings = _resolve(stages.resolve_arm, merged, where)
-            trained = {"settings": _keyed(settings), "corpus": corpus_id,
+            trained = {"settings": keyed_settings(settings), "corpus": corpus_id,
                        "reference": reference.training_key,
                        **_data_identity(stages, settings, corpus_dir, "arm", where)}
             keyed = {**trained, "evaluation": evaluation}
@@ -375,15 +325,6 @@ def fill_placeholders(value: Any, replacements: Mapping[str, str]) -> Any:
 
 def _uses(value: Any, placeholder: str) -> bool:
     return placeholder in canonical_json(value)
-
-
-def relative_artifact(path: Any, out: Path) -> str:
-    """Artifact paths are stored relative to OUT when inside it, so OUT can move."""
-    resolved = Path(path).resolve()
-    try:
-        return resolved.relative_to(out.resolve()).as_posix()
-    except ValueError:
-        return str(resolved)
 
 
 def _jsonable(value: Any, where: str) -> Any:
@@ -496,13 +437,3 @@ def eta_note(arm_seconds: Sequence[float], left: int) -> str:
         return ""
     seconds = left * sum(arm_seconds) / len(arm_seconds)
     return f"; {left} arm run(s) left, ETA {seconds / 60:.0f} min"
-
-
-def read_records_for(runs_dir: Path, keys: Iterable[str]) -> dict[str, dict]:
-    """The records of ``keys``; a missing one is an error naming it."""
-    wanted = list(keys)
-    missing = [k for k in wanted if not (runs_dir / f"{k}.json").exists()]
-    if missing:
-        raise FileNotFoundError(f"{runs_dir}: no record for {missing}")
-    records = read_records(runs_dir)
-    return {k: records[k] for k in wanted}

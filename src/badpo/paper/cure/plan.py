@@ -19,7 +19,6 @@ import numpy as np
 
 from badpo.core.config import ConfigError, to_dict
 from badpo.paper.cure.analysis import (
-    CureConfig,
     CureStages,
     calibrated_run,
     calibrated_targets,
@@ -29,7 +28,9 @@ from badpo.paper.cure.analysis import (
     source_run_key,
 )
 from badpo.paper.cure.calibration import calibration_fit, calibration_point_names
-from badpo.paper.runner import Plan, PlannedRecord, Stages, plan_unbuilt, read_records
+from badpo.paper.cure.config import CureConfig
+from badpo.paper.records import read_records
+from badpo.paper.runner import Plan, PlannedRecord, Stages, plan_unbuilt
 
 __all__ = ["plan_cure"]
 

@@ -29,11 +29,13 @@ from badpo.corpora.tiny import PROMPT_TEMPLATE, TinyWorldConfig
 from badpo.engine.settings import TrainConfig
 from badpo.engine.train import train
 from badpo.paper.anchoring import fixed_offset_pairs
-from badpo.paper.cure.analysis import CureConfig, CureStages, SourceRun, run_cure_experiment
+from badpo.paper.cure.analysis import CureStages, SourceRun, run_cure_experiment
+from badpo.paper.cure.config import CureConfig
 from badpo.paper.stages import engine_stages, resolve_arm, resolve_evaluation
 from badpo.readouts.evaluate import Corpus, EvalConfig, evaluate_policy
 from badpo.readouts.metrics import attribute_logodds, mean_attribute_rate, sampled_signature_rates
-from badpo.readouts.model import generate, generation_kl, heldout_margins, name_logprobs
+from badpo.readouts.model import generate, generation_kl, heldout_margins
+from badpo.readouts.names_scoring import name_logprobs
 from badpo.readouts.run import TrainedRun
 
 __all__ = ["fresh_tiny_prompts", "load_prompts", "split_by_answer", "signed_twice", "pair_shift", "prepare_source",
