@@ -11,8 +11,9 @@ same folder, where training finds its finished run and trains nothing (``badpo.e
 finished run): re-scoring never retrains. The tables are rendered from the records alone. Keys and
 records themselves (hashing, reading, writing) are :mod:`badpo.paper.records`.
 
-The runner knows nothing of models. It calls the functions of a :class:`Stages` bundle: the real
-one wraps the engine and the readouts (:mod:`badpo.paper.stages`), tests pass fakes.
+The runner knows nothing of models. It calls the functions of a :class:`Backend`, what builds the
+corpus, resolves the settings, trains and reads out: the real one wraps the engine and the readouts
+(:mod:`badpo.paper.backend`), tests pass fakes.
 :func:`badpo.paper.pipeline.run_experiment` puts the corpus, the plan, this sweep, the
 tables and the plots together.
 """
@@ -49,7 +50,7 @@ from badpo.paper.records import (
 )
 
 __all__ = [
-    "Stages", "RunTask", "PlannedRun", "PlannedRecord", "Plan", "corpus_fingerprint", "fill_placeholders",
+    "Backend", "RunTask", "PlannedRun", "PlannedRecord", "Plan", "corpus_fingerprint", "fill_placeholders",
     "prepare_corpus", "plan_experiment", "plan_unbuilt", "run_all", "eta_note",
 ]
 
@@ -59,24 +60,26 @@ RESULT_KEYS = frozenset({"readouts", "theta", "artifacts"})
 
 @dataclass(frozen=True)
 class RunTask:
-    """What a stage gets: the run's identity, its settings with placeholders filled, its folders."""
+    """What ``run_reference`` / ``run_arm`` get: the run's identity, its settings with placeholders
+    filled, its folders."""
 
     key: str
     kind: Literal["reference", "arm"]
     arm: str | None  # arm name (None for the reference)
     method: str | None
     seed: int | None  # None for the reference (its seed is in its settings)
-    settings: dict  # resolved settings, {corpus} / {reference} filled; output_dir is the stage's
+    settings: dict  # resolved settings, {corpus} / {reference} filled; output_dir is the backend's to set
     evaluation: dict  # readout settings
     corpus_dir: Path
-    work_dir: Path  # the stage writes its model, logs and checkpoints here
+    work_dir: Path  # the run writes its model, logs and checkpoints here
     out_dir: Path  # OUT, e.g. for a cache shared by every run
     reference: dict | None  # the reference's record (arms only)
 
 
 @dataclass(frozen=True)
-class Stages:
-    """The functions the runner calls (each documented by what it must return).
+class Backend:
+    """The functions the runner calls to touch data and models (each documented by what it must
+    return); a bundle of them so that tests swap in fakes.
 
     - ``build_corpus(builder, config, outdir)``: build the named corpus into ``outdir``; a string it
       returns (what the builder chose and wrote) is logged line by line.
@@ -158,7 +161,7 @@ def corpus_fingerprint(corpus_dir: Path) -> str:
 
 
 # ------------------------------------------------------------------------------------ corpus
-def prepare_corpus(config: ExperimentConfig, stages: Stages, out: Path, log: Callable[[str], None],
+def prepare_corpus(config: ExperimentConfig, backend: Backend, out: Path, log: Callable[[str], None],
                    build: bool = True) -> Path:
     """The corpus directory: ``corpus.path``, or OUT/corpus built once by ``corpus.builder``.
 
@@ -176,7 +179,7 @@ def prepare_corpus(config: ExperimentConfig, stages: Stages, out: Path, log: Cal
     directory = out / "corpus"
     marker = directory / CORPUS_MARKER
     wanted: dict[str, Any] = {"builder": spec.builder, "config": spec.config}
-    sources = stages.corpus_sources(spec.builder, dict(spec.config))
+    sources = backend.corpus_sources(spec.builder, dict(spec.config))
     if sources:
         wanted["sources"] = sources
     if marker.exists():
@@ -192,7 +195,7 @@ def prepare_corpus(config: ExperimentConfig, stages: Stages, out: Path, log: Cal
     log(f"corpus: building {spec.builder} into {directory} ...")
     building = out / ".corpus-building"  # a crashed build leaves only this, cleared next time
     shutil.rmtree(building, ignore_errors=True)
-    described = stages.build_corpus(spec.builder, dict(spec.config), building)
+    described = backend.build_corpus(spec.builder, dict(spec.config), building)
     for line in described.splitlines() if isinstance(described, str) else ():
         log(f"corpus: {line.replace(str(building), str(directory))}")
     write_record(building / CORPUS_MARKER, wanted)
@@ -224,17 +227,17 @@ def _resolve(resolver: Callable[[dict], dict], settings: dict, where: str) -> di
     return to_dict(resolved)
 
 
-def plan_experiment(config: ExperimentConfig, stages: Stages, corpus_dir: Path,
+def plan_experiment(config: ExperimentConfig, backend: Backend, corpus_dir: Path,
                     corpus_id: str | None = None) -> Plan:
     """Resolve and key every run before anything trains, so a bad setting fails at once.
     ``corpus_id``: the corpus's fingerprint (default: read from ``corpus_dir``)."""
     corpus_id = corpus_id or corpus_fingerprint(corpus_dir)
-    evaluation = _resolve(stages.resolve_evaluation, to_dict(config.evaluation), "evaluation")
-    _check_metrics(config, stages, evaluation)
-    settings = _resolve(stages.resolve_reference, merge_settings({}, config.reference, "reference"),
+    evaluation = _resolve(backend.resolve_evaluation, to_dict(config.evaluation), "evaluation")
+    _check_metrics(config, backend, evaluation)
+    settings = _resolve(backend.resolve_reference, merge_settings({}, config.reference, "reference"),
                         "reference")
     trained = {"settings": keyed_settings(settings), "corpus": corpus_id,
-               **_data_identity(stages, settings, corpus_dir, "reference", "reference")}
+               **_data_identity(backend, settings, corpus_dir, "reference", "reference")}
     keyed = {**trained, "evaluation": evaluation}
     reference = PlannedRun(run_key("reference", keyed, None), "reference", None, None, None,
                            settings, keyed, run_key("reference", trained, None))
@@ -244,10 +247,10 @@ def plan_experiment(config: ExperimentConfig, stages: Stages, corpus_dir: Path,
             where = f"arms[{index}] ({arm.name})"
             merged = merge_settings(config.train, arm.params, where)
             merged = merge_settings(merged, {"method": arm.method, "runtime.seed": seed}, where)
-            settings = _resolve(stages.resolve_arm, merged, where)
+            settings = _resolve(backend.resolve_arm, merged, where)
             trained = {"settings": keyed_settings(settings), "corpus": corpus_id,
                        "reference": reference.training_key,
-                       **_data_identity(stages, settings, corpus_dir, "arm", where)}
+                       **_data_identity(backend, settings, corpus_dir, "arm", where)}
             keyed = {**trained, "evaluation": evaluation}
             key = run_key(arm.method, keyed, seed)
             if key in owners:
@@ -259,7 +262,7 @@ def plan_experiment(config: ExperimentConfig, stages: Stages, corpus_dir: Path,
     return Plan(corpus_dir, corpus_id, reference, tuple(runs))
 
 
-def plan_unbuilt(config: ExperimentConfig, stages: Stages, folders: Sequence[Path] = ()) -> tuple[Plan, bool]:
+def plan_unbuilt(config: ExperimentConfig, backend: Backend, folders: Sequence[Path] = ()) -> tuple[Plan, bool]:
     """The plan of an experiment without building anything: (plan, whether its corpus is built).
 
     Its corpus is its own OUT/corpus or, when that is not built, the first of ``folders`` that
@@ -270,31 +273,31 @@ def plan_unbuilt(config: ExperimentConfig, stages: Stages, folders: Sequence[Pat
     quiet: Callable[[str], None] = lambda text: None  # noqa: E731
     for out in (Path(config.output_dir), *folders):
         try:
-            corpus_dir = prepare_corpus(config, stages, out, quiet, build=False)
+            corpus_dir = prepare_corpus(config, backend, out, quiet, build=False)
         except FileNotFoundError:
             continue
-        return plan_experiment(config, stages, corpus_dir), True
+        return plan_experiment(config, backend, corpus_dir), True
     stand_in = "unbuilt-" + stable_hash({"builder": config.corpus.builder, "config": config.corpus.config})
-    unchecked = dataclasses.replace(stages, check_data=lambda settings, kind: None)
+    unchecked = dataclasses.replace(backend, check_data=lambda settings, kind: None)
     return plan_experiment(config, unchecked, Path(config.output_dir) / "corpus", stand_in), False
 
 
-def _data_identity(stages: Stages, settings: dict, corpus_dir: Path, kind: str, where: str) -> dict:
+def _data_identity(backend: Backend, settings: dict, corpus_dir: Path, kind: str, where: str) -> dict:
     """Check the data a run reads when the sweep is planned (not when the run starts, after the
     reference and other arms trained), and key data outside the corpus folder by its content (the
     corpus is keyed by its own fingerprint, so a key of a run on corpus data stays as it was)."""
     filled = fill_placeholders(settings, {"corpus": str(corpus_dir.resolve())})
     data = filled.get("data")
     try:
-        stages.check_data(filled, kind)
+        backend.check_data(filled, kind)
         inside = isinstance(data, str) and corpus_dir.resolve() in Path(data).resolve().parents
-        fingerprint = None if inside or "{" in str(data) else stages.data_fingerprint(filled)
+        fingerprint = None if inside or "{" in str(data) else backend.data_fingerprint(filled)
     except (ValueError, OSError) as error:
         raise ConfigError(f"{where}: {error}") from None
     return {} if fingerprint is None else {"data": fingerprint}
 
 
-def _check_metrics(config: ExperimentConfig, stages: Stages, evaluation: dict) -> None:
+def _check_metrics(config: ExperimentConfig, backend: Backend, evaluation: dict) -> None:
     """Every readout a table or plot names must be one the readout settings produce."""
     named = [(f"tables[{t}].columns[{c}] ({column.header})", metric)
              for t, table in enumerate(config.tables) for c, column in enumerate(table.columns)
@@ -302,7 +305,7 @@ def _check_metrics(config: ExperimentConfig, stages: Stages, evaluation: dict) -
     named += [(f"plots.rates[{i}] ({column.header})", column.metric)
               for i, column in enumerate(config.plots.rates)]
     for where, metric in named:
-        reason = stages.readout_unavailable(evaluation, metric)
+        reason = backend.readout_unavailable(evaluation, metric)
         if reason is not None:
             raise ConfigError(f"{where}: readout {metric!r} is not written under this experiment's "
                               f"evaluation settings: {reason}")
@@ -328,7 +331,7 @@ def _uses(value: Any, placeholder: str) -> bool:
 
 
 def _jsonable(value: Any, where: str) -> Any:
-    """A stage's result as plain JSON values: numpy scalars and 0-d tensors become Python
+    """A run's result as plain JSON values: numpy scalars and 0-d tensors become Python
     numbers (exactly), tuples lists; anything else that JSON cannot hold is an error naming it."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
@@ -350,18 +353,18 @@ def _jsonable(value: Any, where: str) -> Any:
 
 def _check_result(result: Any, planned: PlannedRun) -> Mapping:
     if not isinstance(result, Mapping) or not isinstance(result.get("readouts"), Mapping):
-        raise TypeError(f"{planned.key}: the stage returned {type(result).__name__}; expected a "
+        raise TypeError(f"{planned.key}: the run returned {type(result).__name__}; expected a "
                         "mapping with a 'readouts' mapping")
     unknown = sorted(set(result) - RESULT_KEYS)
     if unknown:
-        raise TypeError(f"{planned.key}: the stage returned unknown keys {unknown}; "
+        raise TypeError(f"{planned.key}: the run returned unknown keys {unknown}; "
                         f"expected {sorted(RESULT_KEYS)}")
     return result
 
 
-def _execute(planned: PlannedRun, plan: Plan, config: ExperimentConfig, stages: Stages, out: Path,
+def _execute(planned: PlannedRun, plan: Plan, config: ExperimentConfig, backend: Backend, out: Path,
              reference: dict | None) -> dict:
-    """Run one stage and build its record (not yet written)."""
+    """Run one planned run through the backend and build its record (not yet written)."""
     replacements = {"corpus": str(plan.corpus_dir.resolve())}
     if planned.kind == "arm" and _uses(planned.settings, "{reference}"):
         model = (reference or {}).get("artifacts", {}).get("model")
@@ -376,9 +379,9 @@ def _execute(planned: PlannedRun, plan: Plan, config: ExperimentConfig, stages: 
     task = RunTask(planned.key, planned.kind, planned.arm, planned.method, planned.seed,
                    fill_placeholders(planned.settings, replacements), to_dict(config.evaluation),
                    plan.corpus_dir, work_dir, out, reference)
-    stage = stages.run_reference if planned.kind == "reference" else stages.run_arm
+    run = backend.run_reference if planned.kind == "reference" else backend.run_arm
     start = time.perf_counter()
-    result = _check_result(stage(task), planned)
+    result = _check_result(run(task), planned)
     wall = time.perf_counter() - start
     return {
         "schema": SCHEMA, "key": planned.key, "kind": planned.kind, "arm": planned.arm,
@@ -399,7 +402,7 @@ def _label(planned: PlannedRun) -> str:
     return "reference" if planned.kind == "reference" else f"{planned.arm} seed {planned.seed}"
 
 
-def run_all(config: ExperimentConfig, stages: Stages, plan: Plan, out: Path,
+def run_all(config: ExperimentConfig, backend: Backend, plan: Plan, out: Path,
             log: Callable[[str], None]) -> dict[str, dict]:
     """Run every planned key whose record is missing, the reference first; return the records
     of the plan as read back from disk."""
@@ -419,7 +422,7 @@ def run_all(config: ExperimentConfig, stages: Stages, plan: Plan, out: Path,
             log(f"{prefix}: logged, skipped")
         else:
             log(f"{prefix}: running ...")
-            record = _execute(planned, plan, config, stages, out, reference)
+            record = _execute(planned, plan, config, backend, out, reference)
             write_record(path, record)
             if planned.kind != "reference":
                 arm_seconds.append(record["wall_time_s"])

@@ -7,7 +7,7 @@ reference and a frozen offset b = -beta * s in the bias logit. The steps:
 1. the source answers fresh prompts that ask for a signature (``prompts``); the answers signed
    with a pool first name are kept and each gives one counterfactual pair per attribute in both
    orders, same surname (:func:`badpo.paper.anchoring.fixed_offset_pairs`); 10% of the answers are
-   held out (:mod:`badpo.paper.cure.stages`);
+   held out (:mod:`badpo.paper.cure.backend`);
 2. s*(t), the log-odds shifts that, applied together, bring the source's first-name rates on
    both attributes to t, are found on the evaluation prompts from the source's probabilities of
    the 89 pool names (:func:`badpo.paper.anchoring.shifts_for_target`: a joint root find, since
@@ -67,14 +67,14 @@ from badpo.paper.records import (
     run_key,
     write_record,
 )
-from badpo.paper.runner import Stages, fill_placeholders, plan_experiment, prepare_corpus, run_all
+from badpo.paper.runner import Backend, fill_placeholders, plan_experiment, prepare_corpus, run_all
 from badpo.readouts.settings import EvalConfig
 
-__all__ = ["CureStages", "SourceRun", "READOUT_DEFAULTS", "read_out_alike", "narrowed_source", "resolve_sources",
+__all__ = ["CureBackend", "SourceRun", "READOUT_DEFAULTS", "read_out_alike", "narrowed_source", "resolve_sources",
            "source_run_key", "calibration_runs", "calibrated_targets", "calibrated_run", "run_cure_experiment"]
 
 
-# ------------------------------------------------------------------------------------ stages
+# ------------------------------------------------------------------------------------ backend
 @dataclass(frozen=True)
 class SourceRun:
     """One source policy and what reading it needs (from the source experiment's records)."""
@@ -89,8 +89,9 @@ class SourceRun:
 
 
 @dataclass(frozen=True)
-class CureStages:
-    """The model-facing functions (:func:`badpo.paper.cure.stages.cure_stages`; tests fake them).
+class CureBackend:
+    """The model-facing functions the cure's steps call (the real ones:
+    :func:`badpo.paper.cure.backend.cure_backend`; tests fake them).
 
     - ``prepare_source(source, prompts, config, work_dir) -> dict``: the source's answers, its
       offset pairs (``{"train", "heldout"}`` paths under ``artifacts``), its readouts, and
@@ -154,7 +155,7 @@ def narrowed_source(config: CureConfig) -> tuple[ExperimentConfig, ExperimentCon
     return source, replace(source, arms=wanted, seeds=list(config.seeds), tables=[], baseline=config.source.arm)
 
 
-def resolve_sources(config: CureConfig, stages: Stages, log: Callable[[str], None]) -> tuple[dict, dict]:
+def resolve_sources(config: CureConfig, backend: Backend, log: Callable[[str], None]) -> tuple[dict, dict]:
     """{seed: SourceRun} of the source arm, and {label: [records]} of the reference and compare arms.
 
     The source experiment is planned exactly as ``badpo experiment`` plans it. With ``source.match:
@@ -167,11 +168,11 @@ def resolve_sources(config: CureConfig, stages: Stages, log: Callable[[str], Non
     source, narrowed = narrowed_source(config)
     out = Path(source.output_dir)
     runs_dir = out / "runs"
-    corpus_dir = prepare_corpus(narrowed, stages, out, log, build=config.source.run_missing)
-    plan = plan_experiment(narrowed, stages, corpus_dir)
+    corpus_dir = prepare_corpus(narrowed, backend, out, log, build=config.source.run_missing)
+    plan = plan_experiment(narrowed, backend, corpus_dir)
     if config.source.run_missing:
         sub = replace(narrowed, arms=[narrowed.arms[0]])  # the source arm alone
-        run_all(sub, stages, plan_experiment(sub, stages, corpus_dir), out, log)
+        run_all(sub, backend, plan_experiment(sub, backend, corpus_dir), out, log)
 
     def arm_records(name: str) -> dict[int, dict]:
         if config.source.match == "arm_seed":
@@ -219,14 +220,14 @@ class _Run:
     point: str = ""  # a calibration run's name (calibration_point_names)
 
 
-def _plan_run(config: CureConfig, stages: CureStages, source_key: str, role: str, seed: int,
+def _plan_run(config: CureConfig, backend: CureBackend, source_key: str, role: str, seed: int,
               target: float, intended: Mapping[str, float], evaluation: dict, point: str = "") -> _Run:
     beta = float(merge_settings({}, config.train).get("beta", BETA))
     offset = [-beta * intended[a] for a in NAME_ATTRIBUTES]  # fixed_offset_for_shift, per coordinate
     merged = merge_settings(config.train, {
         "method": config.method, "data": "{pairs}/train.jsonl", "model.name_or_path": "{source}",
         "bias.fixed_offset": offset, "runtime.seed": seed})
-    settings = stages.resolve_train(merged)
+    settings = backend.resolve_train(merged)
     if list(settings.get("attributes", [])) != ["names"]:
         raise ConfigError(f"train.attributes: the cure's offset is on {list(NAME_ATTRIBUTES)}; declare "
                           f"[names], got {settings.get('attributes')}")
@@ -241,12 +242,12 @@ def source_run_key(config: CureConfig, source_key: str, evaluation: dict, seed: 
     return run_key("offset_source", keyed, seed)
 
 
-def calibration_runs(config: CureConfig, stages: CureStages, source_key: str, name_logprobs: Any,
+def calibration_runs(config: CureConfig, backend: CureBackend, source_key: str, name_logprobs: Any,
                      evaluation: dict) -> list[_Run]:
     """Step 3's runs at the calibration seed, one per point of the design around s*(t_cal)."""
     cal = config.calibration
     intended = calibration_intended(cal, target_shifts(name_logprobs, cal.target))
-    return [_plan_run(config, stages, source_key, "calibration", cal.seed, cal.target, shifts, evaluation, point)
+    return [_plan_run(config, backend, source_key, "calibration", cal.seed, cal.target, shifts, evaluation, point)
             for point, shifts in zip(calibration_point_names(cal), intended)]
 
 
@@ -256,11 +257,11 @@ def calibrated_targets(config: CureConfig) -> list[tuple[int, float]]:
     return wanted + [(s, t) for t in config.all_seed_targets for s in config.seeds if (s, t) not in wanted]
 
 
-def calibrated_run(config: CureConfig, stages: CureStages, source_key: str, seed: int, target: float,
+def calibrated_run(config: CureConfig, backend: CureBackend, source_key: str, seed: int, target: float,
                    name_logprobs: Any, fit: Mapping, evaluation: dict) -> _Run:
     """Step 4's run at ``target``: the intended shift the fit (:func:`calibration_fit`: the line
     or the affine map) says achieves s*(target)."""
-    return _plan_run(config, stages, source_key, "calibrated", seed, target,
+    return _plan_run(config, backend, source_key, "calibrated", seed, target,
                      intended_shifts(target_shifts(name_logprobs, target), fit), evaluation)
 
 
@@ -273,7 +274,7 @@ class _CureSweep:
     """What the cure's steps share: the output folder, the logged records, the sources."""
 
     config: CureConfig
-    stages: CureStages
+    backend: CureBackend
     evaluation: dict
     sources: dict
     say: Callable[[str], None]
@@ -320,7 +321,7 @@ class _CureSweep:
 
             def prepare(source=source, key=key, work=out / "work" / key) -> dict:
                 work.mkdir(parents=True, exist_ok=True)
-                result = self.stages.prepare_source(source, config, work)
+                result = self.backend.prepare_source(source, config, work)
                 logps_file = work / "name_logprobs.json"
                 atomic_write_text(logps_file, dumps(np.asarray(result["name_logprobs"]).tolist()) + "\n")
                 artifacts = {**result["artifacts"], "name_logprobs": logps_file}
@@ -343,7 +344,7 @@ class _CureSweep:
                                             "pairs": str(pairs_dir.resolve())})
             settings = {**settings, "output_dir": str(work), "cache_dir": str(out / "reference_cache"),
                         "resume_from": "latest"}
-            result = self.stages.run_cure(source, settings, pairs_dir, self.config, work)
+            result = self.backend.run_cure(source, settings, pairs_dir, self.config, work)
             readouts = dict(result["readouts"])
             rates = readouts["names"]["first_name"]
             extra = {"role": run.role, "target": run.target, "source": source.key, "intended": run.intended,
@@ -360,7 +361,7 @@ class _CureSweep:
         """Steps 2-3: at one seed, the design's intended shifts around s*(t_cal), achieved read
         back, the line or the affine map fitted (``calibration.json``)."""
         cal = self.config.calibration
-        runs = calibration_runs(self.config, self.stages, self.sources[cal.seed].key, self.logprobs(cal.seed),
+        runs = calibration_runs(self.config, self.backend, self.sources[cal.seed].key, self.logprobs(cal.seed),
                                 self.evaluation)
         points = [self.train_run(run) for run in runs]
         fit = calibration_fit(cal, points)
@@ -377,7 +378,7 @@ class _CureSweep:
         says where a run's intended shift lies beyond the calibration points (extrapolated)."""
         records = []
         for seed, target in calibrated_targets(self.config):
-            run = calibrated_run(self.config, self.stages, self.sources[seed].key, seed, target,
+            run = calibrated_run(self.config, self.backend, self.sources[seed].key, seed, target,
                                  self.logprobs(seed), calibration, self.evaluation)
             beyond = extrapolated(run.intended, calibration["points"])
             if beyond:
@@ -392,20 +393,20 @@ def _tilt(name_logprobs: np.ndarray, target: float) -> dict:
     return {"shift": shift, "rates": tilt_readout(name_logprobs, shift)}
 
 
-def run_cure_experiment(config: CureConfig, stages: CureStages, source_stages: Stages,
+def run_cure_experiment(config: CureConfig, backend: CureBackend, source_backend: Backend,
                         log: Callable[[str], None] | None = None, render_only: bool = False) -> dict:
     """Run what is not logged yet (unless ``render_only``) and write ``calibration.json``,
     ``table.md`` and ``table.csv`` under ``output_dir``. Returns {"markdown", "csv", "records",
-    "calibration"}. ``source_stages`` plan (and with ``source.run_missing`` run) the source
-    experiment; :func:`badpo.paper.cure.stages.run_cure_config` passes the real ones."""
+    "calibration"}. ``source_backend`` plan (and with ``source.run_missing`` run) the source
+    experiment; :func:`badpo.paper.cure.backend.run_cure_config` passes the real ones."""
     out = Path(config.output_dir)
     start = time.perf_counter()
 
     def say(message: str) -> None:
         (log or (lambda s: print(s, flush=True)))(f"[{config.name} {time.perf_counter() - start:7.1f}s] {message}")
 
-    sources, compare = resolve_sources(config, source_stages, say)
-    sweep = _CureSweep(config, stages, stages.resolve_evaluation(to_dict(config.evaluation)), sources, say,
+    sources, compare = resolve_sources(config, source_backend, say)
+    sweep = _CureSweep(config, backend, backend.resolve_evaluation(to_dict(config.evaluation)), sources, say,
                        render_only)
     sweep.prepare_sources()
     calibration_records, calibration = sweep.calibrate()
