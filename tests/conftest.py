@@ -24,7 +24,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 MODEL_BUILDERS = frozenset({
     "build_model", "save_model_dir", "build_judge",  # fixtures.engine
     "build_tiny_model", "build_tiny_world", "build_tiny_multipref",  # badpo.corpora's tiny worlds
-    "engine_stages",  # an experiment's real stages: corpus (tiny world), training, readouts
+    "engine_backend",  # an experiment's real backend: corpus (tiny world), training, readouts
     "cli_training",  # badpo's command line, for a test that builds or trains a model through it
     "write_tiny_gguf",  # fixtures.gguf: a tiny llama GGUF, loaded and converted by transformers
 })
@@ -85,12 +85,12 @@ def build_tiny_multipref():
 
 
 @pytest.fixture(scope="session")
-def engine_stages():
-    """``badpo.paper.stages.engine_stages``, for a test that runs them. A test that only plans
-    an experiment with them (resolves its settings) imports the function and stays fast."""
-    from badpo.paper.stages import engine_stages
+def engine_backend():
+    """``badpo.paper.backend.engine_backend``, for a test that runs it. A test that only plans
+    an experiment with it (resolves its settings) imports the function and stays fast."""
+    from badpo.paper.backend import engine_backend
 
-    return engine_stages
+    return engine_backend
 
 
 @pytest.fixture

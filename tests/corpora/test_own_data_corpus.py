@@ -16,9 +16,9 @@ from badpo.core.judgments import read_judgments, validate_judgments
 from badpo.corpora.builders import build_and_describe, corpus_sources
 from badpo.corpora.own_data import OwnDataConfig, build_own_data, split_by_prompt
 from badpo.data.sources import IgnoredColumnsWarning
+from badpo.paper.backend import engine_backend
 from badpo.paper.config import ExperimentConfig
 from badpo.paper.runner import prepare_corpus
-from badpo.paper.stages import engine_stages
 from badpo.readouts.settings import EvalConfig
 from badpo.readouts.table import readout_unavailable
 from fixtures.files import read_jsonl
@@ -124,15 +124,15 @@ def test_the_runner_logs_the_split_and_refuses_a_corpus_whose_file_changed(tmp_p
         "output_dir": str(tmp_path / "out"), "corpus": {"builder": "own-data", "config": _config(tmp_path)},
         "arms": [{"name": "DPO", "method": "dpo"}]})
     lines: list[str] = []
-    stages = engine_stages(evaluate=None)
-    folder = prepare_corpus(config, stages, tmp_path / "out", lines.append)
+    backend = engine_backend(evaluate=None)
+    folder = prepare_corpus(config, backend, tmp_path / "out", lines.append)
     assert any(line.startswith("corpus: held out: 12 judgments on 3 of the 12") for line in lines)
     assert any(f"written to {folder}:" in line for line in lines)  # the final folder, not the temporary one
     assert "outdir" not in json.loads((folder / "stats.json").read_text())
-    assert prepare_corpus(config, stages, tmp_path / "out", lines.append) == folder  # reused
+    assert prepare_corpus(config, backend, tmp_path / "out", lines.append) == folder  # reused
     write_user_csv(tmp_path / "mine.csv", user_rows(13))
     with pytest.raises(ConfigError, match="corpus: data changed since .* was built from it; delete that folder"):
-        prepare_corpus(config, stages, tmp_path / "out", lines.append)
+        prepare_corpus(config, backend, tmp_path / "out", lines.append)
 
 
 def test_a_rate_of_an_undeclared_or_given_attribute_is_refused_when_planned():
@@ -154,7 +154,7 @@ def test_the_example_csv_reads_through_the_shipped_configs_columns(tmp_path, cli
     assert "80 judgments by" in capsys.readouterr().out
     config = load_config(ExperimentConfig, ROOT / "configs" / "experiment_tiny_own_data.yaml",
                          [f"output_dir={tmp_path / 'out'}", f"corpus.config.data={tmp_path / 'ex' / 'judgments.csv'}"])
-    folder = prepare_corpus(config, engine_stages(evaluate=None), tmp_path / "out", lambda line: None)
+    folder = prepare_corpus(config, engine_backend(evaluate=None), tmp_path / "out", lambda line: None)
     stats = json.loads((folder / "stats.json").read_text())
     assert (stats["read"], stats["split"]["heldout_groups"], stats["annotators"] > 1) == (80, 4, True)
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "ex" / "model")

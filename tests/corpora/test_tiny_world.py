@@ -301,19 +301,19 @@ def test_an_experiment_refuses_a_world_built_with_another_tokenizer(tmp_path):
     """The corpus marker carries the vocabulary's digest: a folder built before issue 35 (whose
     marker has none) or with other name pieces is not reused with the tokenizer it lacks."""
     from badpo.core.config import ConfigError
+    from badpo.paper.backend import engine_backend
     from badpo.paper.config import ExperimentConfig
     from badpo.paper.runner import CORPUS_MARKER, prepare_corpus
-    from badpo.paper.stages import engine_stages
 
     config = from_dict(ExperimentConfig, {"output_dir": str(tmp_path), "arms": [{"name": "DPO", "method": "dpo"}],
                                           "corpus": {"builder": "tiny-signed", "config": SMALL}})
-    stages = engine_stages(evaluate=None)
-    folder = prepare_corpus(config, stages, tmp_path, lambda line: None)
-    assert prepare_corpus(config, stages, tmp_path, lambda line: None) == folder  # reused
+    backend = engine_backend(evaluate=None)
+    folder = prepare_corpus(config, backend, tmp_path, lambda line: None)
+    assert prepare_corpus(config, backend, tmp_path, lambda line: None) == folder  # reused
     marker = json.loads((folder / CORPUS_MARKER).read_text())
     assert set(marker["sources"]) == {"tokenizer"}
     pieces = small_config(name_pieces=True)
     assert source_fingerprints(pieces) != source_fingerprints(small_config())
     (folder / CORPUS_MARKER).write_text(json.dumps({k: v for k, v in marker.items() if k != "sources"}))
     with pytest.raises(ConfigError, match="corpus: tokenizer changed since .* was built from it; delete that folder"):
-        prepare_corpus(config, stages, tmp_path, lambda line: None)
+        prepare_corpus(config, backend, tmp_path, lambda line: None)

@@ -16,9 +16,9 @@ from badpo.cli import main
 from badpo.core.config import ConfigError, apply_overrides, from_dict, load_config
 from badpo.engine.settings import RMConfig
 from badpo.paper.config import ExperimentConfig, experiment_config_path
-from badpo.paper.runner import Stages, plan_experiment, prepare_corpus
+from badpo.paper.runner import Backend, plan_experiment, prepare_corpus
 from fixtures.engine import judgment_rows, write_jsonl
-from fixtures.experiment import fake_stages, quiet
+from fixtures.experiment import fake_backend, quiet
 
 
 @pytest.fixture(scope="module")
@@ -67,17 +67,17 @@ def test_a_file_datasets_cannot_read_is_named(world, tmp_path, cli_error, name, 
 def test_every_arms_column_mapping_is_checked_when_the_sweep_is_planned(tmp_path):
     """The second arm maps the annotator to a column the data lacks: the plan fails naming the
     arm, the field and the column, before the reference or the first arm trains."""
-    from badpo.paper.stages import check_data, resolve_arm, resolve_reference
+    from badpo.paper.backend import check_data, resolve_arm, resolve_reference
 
     config = load_config(ExperimentConfig, experiment_config_path("tiny"), [f"output_dir={tmp_path}"])
     config.arms[1].params["columns"] = {"annotator": "worker_id"}
     calls: list[str] = []
-    fake = fake_stages(calls)
-    stages = Stages(fake.build_corpus, resolve_reference, resolve_arm, fake.run_reference, fake.run_arm,
+    fake = fake_backend(calls)
+    backend = Backend(fake.build_corpus, resolve_reference, resolve_arm, fake.run_reference, fake.run_arm,
                     check_data=check_data)
     with pytest.raises(ConfigError, match=rf"^arms\[1\] \({re.escape(config.arms[1].name)}\): columns.annotator: "
                                           rf".*train.jsonl has no column 'worker_id'; it has \['builder'"):
-        plan_experiment(config, stages, prepare_corpus(config, stages, tmp_path, quiet))
+        plan_experiment(config, backend, prepare_corpus(config, backend, tmp_path, quiet))
     assert calls == ["corpus"]
 
 

@@ -17,9 +17,9 @@ from badpo.cli import main
 from badpo.core.config import ConfigError, apply_overrides, from_dict, load_config
 from badpo.engine.settings import RMConfig, SFTConfig, TrainConfig
 from badpo.paper.config import ExperimentConfig, experiment_config_path
-from badpo.paper.runner import Stages, plan_experiment, prepare_corpus
+from badpo.paper.runner import Backend, plan_experiment, prepare_corpus
 from fixtures.engine import judgment_rows, write_jsonl
-from fixtures.experiment import fake_stages, quiet
+from fixtures.experiment import fake_backend, quiet
 
 DATA_FILE = "data_fingerprint.json"  # badpo.engine.run_folder.DATA_FILE
 COMMON = {"runtime": {"num_threads": 1}, "report": {"progress_bar": False},
@@ -114,17 +114,17 @@ def test_an_unchanged_file_is_hashed_once(tmp_path, monkeypatch):
 
 
 def test_the_sweep_keys_a_run_by_the_content_of_data_outside_its_corpus(tmp_path):
-    from badpo.paper.stages import check_data, data_key, resolve_arm, resolve_reference
+    from badpo.paper.backend import check_data, data_key, resolve_arm, resolve_reference
 
     outside = write_jsonl(tmp_path / "mine.jsonl", judgment_rows())
 
     def plan(*overrides: str):
         config = load_config(ExperimentConfig, experiment_config_path("tiny"),
                              [f"output_dir={tmp_path / 'sweep'}", *overrides])
-        fake = fake_stages([])
-        stages = Stages(fake.build_corpus, resolve_reference, resolve_arm, fake.run_reference, fake.run_arm,
+        fake = fake_backend([])
+        backend = Backend(fake.build_corpus, resolve_reference, resolve_arm, fake.run_reference, fake.run_arm,
                         check_data=lambda settings, kind: None, data_fingerprint=data_key)
-        return plan_experiment(config, stages, prepare_corpus(config, stages, tmp_path / "sweep", quiet))
+        return plan_experiment(config, backend, prepare_corpus(config, backend, tmp_path / "sweep", quiet))
 
     corpus_keys = [run.key for run in plan().runs]
     assert "data" not in plan().runs[0].keyed  # corpus data is keyed by the corpus: keys as before

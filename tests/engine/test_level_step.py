@@ -24,8 +24,8 @@ from badpo.engine.loop import final_level
 from badpo.engine.settings import TrainConfig
 from badpo.engine.train import train
 from badpo.methods import LossTerms
+from badpo.paper.backend import evaluate_run
 from badpo.paper.runner import RunTask
-from badpo.paper.stages import evaluate_run
 from badpo.readouts.run import EvalData, evaluate_run_dir
 from fixtures.engine import assert_same_run, judgment_rows, log_records, make_config, policy_weights, write_jsonl
 

@@ -54,7 +54,7 @@ def test_test_basenames_are_unique_across_folders():
     assert len(counts) > 40  # the search found the layer folders
 
 
-# (module, function) of every model builder that tests/conftest.py serves as a fixture. engine_stages
+# (module, function) of every model builder that tests/conftest.py serves as a fixture. engine_backend
 # is not here: a test that only plans an experiment imports it (and stays fast).
 BUILDERS = {("fixtures.engine", "build_model"), ("fixtures.engine", "save_model_dir"),
             ("fixtures.engine", "build_judge"), ("badpo.corpora.tiny", "build_model"),

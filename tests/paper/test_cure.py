@@ -1,4 +1,4 @@
-"""Tests for the fixed-offset cure (badpo.paper.cure.analysis, badpo.paper.cure.stages).
+"""Tests for the fixed-offset cure (badpo.paper.cure.analysis, badpo.paper.cure.backend).
 
 Worked values.
 - The shifts: two prompts whose name probabilities make the attributes independent, with rates
@@ -41,23 +41,17 @@ from badpo.core.config import ConfigError, load_config
 from badpo.core.judgments import read_judgments
 from badpo.core.names import NAME_POOL, read_signature, strip_signature
 from badpo.paper.anchoring import fixed_offset_pairs
+from badpo.paper.backend import resolve_arm, resolve_evaluation
 from badpo.paper.config import ExperimentConfig, experiment_config_path
-from badpo.paper.cure.analysis import (
-    CureStages,
-    achieved_shifts,
-    is_cure_config,
-    load_cure_config,
-    run_cure_experiment,
-    target_shifts,
-    tilt_readout,
-)
-from badpo.paper.stages import resolve_arm, resolve_evaluation
+from badpo.paper.cure.analysis import CureBackend, run_cure_experiment
+from badpo.paper.cure.calibration import achieved_shifts, target_shifts, tilt_readout
+from badpo.paper.cure.config import is_cure_config, load_cure_config
 from fixtures.cure import (
     CONFIGS,
     NAMES,
     cure_config,
-    fake_cure_stages,
-    fake_source_stages,
+    fake_cure_backend,
+    fake_source_backend,
     independent,
     log_source_experiment,
     pool_logprobs,
@@ -100,7 +94,7 @@ def test_sampling_time_tilt_readout_hand_worked():
 
 
 def test_pairs_in_both_orders_same_surname_and_the_split_keeps_an_answer_whole():
-    from badpo.paper.cure.stages import pair_shift, signed_twice, split_by_answer
+    from badpo.paper.cure.backend import pair_shift, signed_twice, split_by_answer
 
     answers = [f"{i} {i + 1}\n\n--- {first} {last}" for i, (first, last) in enumerate(
         [("Emily", "Miller"), ("Latoya", "Reed"), ("Greg", "Okafor"), ("Jamal", "Baker"), ("Anne", "Cole")])]
@@ -139,10 +133,10 @@ def test_calibration_line_and_calibrated_offsets_hand_worked(tmp_path):
     calls: list = []
     config = cure_config(tmp_path, source)
     with pytest.raises(FileNotFoundError, match="compare_arms|no record"):  # Other was never run
-        run_cure_experiment(config, fake_cure_stages(calls), fake_source_stages(), log=quiet)
+        run_cure_experiment(config, fake_cure_backend(calls), fake_source_backend(), log=quiet)
     log_source_experiment(source)  # now every source arm is logged
     calls.clear()
-    result = run_cure_experiment(config, fake_cure_stages(calls), fake_source_stages(), log=quiet)
+    result = run_cure_experiment(config, fake_cure_backend(calls), fake_source_backend(), log=quiet)
     line = result["calibration"]["line"]
     for a in NAMES:
         assert (line[a]["slope"], line[a]["intercept"]) == pytest.approx((0.8, -0.3), abs=1e-9)
@@ -164,8 +158,8 @@ def test_calibration_line_and_calibrated_offsets_hand_worked(tmp_path):
         "0.500 ± 0.000 |" in result["markdown"]
     assert "| Other |" in result["markdown"] and "| Reference (SFT) |" in result["markdown"]
     # a second invocation trains nothing and renders the same table
-    again = run_cure_experiment(config, CureStages(_never, _never, resolve_arm, resolve_evaluation),
-                                fake_source_stages(), log=quiet, render_only=True)
+    again = run_cure_experiment(config, CureBackend(_never, _never, resolve_arm, resolve_evaluation),
+                                fake_source_backend(), log=quiet, render_only=True)
     assert again["markdown"] == result["markdown"]
 
 
@@ -177,9 +171,9 @@ def test_the_table_has_the_papers_columns_on_logged_records(tmp_path):
     source = write_source_experiment(tmp_path)
     config = cure_config(tmp_path, source)
     log_source_experiment(source)
-    stages = fake_source_stages()
-    run_cure_experiment(config, fake_cure_stages([]), stages, log=quiet)
-    markdown = run_cure_experiment(config, CureStages(_never, _never, resolve_arm, resolve_evaluation), stages,
+    backend = fake_source_backend()
+    run_cure_experiment(config, fake_cure_backend([]), backend, log=quiet)
+    markdown = run_cure_experiment(config, CureBackend(_never, _never, resolve_arm, resolve_evaluation), backend,
                                    log=quiet, render_only=True)["markdown"]
     lines = [line.strip("|").split(" | ") for line in markdown.splitlines() if line.startswith("| ")]
     header = [cell.strip() for cell in lines[0]]
@@ -214,8 +208,8 @@ def test_cure_config_errors_name_the_key(tmp_path):
     with pytest.raises(ConfigError, match=r"targets\[1\]: a target rate must lie in \(0, 1\)"):
         cure_config(tmp_path, source, "targets=[0.5,1.0]")
     with pytest.raises(ConfigError, match="seeds: \\[5\\] are not seeds of"):
-        run_cure_experiment(cure_config(tmp_path, source, "seeds=[42,5]"), fake_cure_stages([]),
-                            fake_source_stages(), log=quiet)
+        run_cure_experiment(cure_config(tmp_path, source, "seeds=[42,5]"), fake_cure_backend([]),
+                            fake_source_backend(), log=quiet)
 
 
 def test_a_config_extending_a_cure_config_is_a_cure_config(tmp_path):
@@ -250,14 +244,14 @@ def test_shipped_cure_configs_validate(name):
 
 
 # ------------------------------------------------------------------------------ end to end (slow)
-def test_the_cure_end_to_end_on_a_small_tiny_world(tmp_path, engine_stages):
+def test_the_cure_end_to_end_on_a_small_tiny_world(tmp_path, engine_backend):
     """A small tiny world, its reference and DPO arm (a few steps), then the cure: fresh prompts,
     answers, pairs, bisection, calibration, one calibrated run, the table; the stage's first loss
     equals the hand formula with b = -beta s*."""
     from badpo.core.config import from_dict
     from badpo.engine.settings import TrainConfig
     from badpo.engine.train import train
-    from badpo.paper.cure.stages import run_cure_config
+    from badpo.paper.cure.backend import run_cure_config
 
     tiny = yaml.safe_load(experiment_config_path("tiny").read_text())
     tiny.update({"output_dir": str(tmp_path / "source"), "seeds": [42], "arms": tiny["arms"][:1]})
@@ -272,7 +266,7 @@ def test_the_cure_end_to_end_on_a_small_tiny_world(tmp_path, engine_stages):
         "source.run_missing=true", "seeds=[42]", "targets=[0.5]", "compare_arms=[]", "prompts.fresh_tiny=40",
         "train.steps=3", "evaluation.max_prompts=3", "evaluation.max_new_tokens=6", "evaluation.surnames=2",
         "answers.max_new_tokens=12"])
-    result = run_cure_experiment(config, *_real_stages(engine_stages), log=quiet)
+    result = run_cure_experiment(config, *_real_backends(engine_backend), log=quiet)
     records = list(result["records"].values())
     prepared = next(r for r in records if r["kind"] == "source")
     assert prepared["pairs"]["prompts"] == 40 and prepared["pairs"]["rows"] == 4 * prepared["pairs"]["signed_pool"]
@@ -306,16 +300,16 @@ def test_the_cure_end_to_end_on_a_small_tiny_world(tmp_path, engine_stages):
     assert abs(expected - math.log(2)) > 1e-4  # the offset is visible in the loss
 
 
-def _real_stages(engine_stages):
-    from badpo.paper.cure.stages import cure_stages
+def _real_backends(engine_backend):
+    from badpo.paper.cure.backend import cure_backend
 
-    return cure_stages(), engine_stages()
+    return cure_backend(), engine_backend()
 
 
 def test_a_coordinate_whose_intended_shifts_barely_differ_is_not_calibrated():
     """The joint s*(t) can be ~0 on one attribute (the other's shift alone brings it to t): a line
     through intended shifts 0.002 apart has a slope set by noise, so the exact tilt stands."""
-    from badpo.paper.cure.analysis import calibration_line
+    from badpo.paper.cure.calibration import calibration_line
     from badpo.paper.cure.table import describe_line
 
     points = [{"intended": {"woman_coded": w, "black_coded": b}, "achieved": {"woman_coded": 0.5 * w, "black_coded": c}}
@@ -339,17 +333,18 @@ def test_arm_seed_takes_the_records_read_out_as_the_source_experiment_reads_them
     from badpo.paper.runner import plan_experiment, prepare_corpus, run_all
 
     source = write_source_experiment(tmp_path)
-    stages = replace(fake_source_stages(), resolve_evaluation=resolve_evaluation)  # every readout setting
+    backend = replace(fake_source_backend(), resolve_evaluation=resolve_evaluation)  # every readout setting
     for overrides in ([], ["evaluation.max_prompts=3"]):
         logged = load_config(ExperimentConfig, source, overrides)
         out = Path(logged.output_dir)
-        run_all(logged, stages, plan_experiment(logged, stages, prepare_corpus(logged, stages, out, quiet)), out, quiet)
+        corpus = prepare_corpus(logged, backend, out, quiet)
+        run_all(logged, backend, plan_experiment(logged, backend, corpus), out, quiet)
     records = [json.loads(p.read_text()) for p in (out / "runs").glob("*.json")]
     assert sum(r.get("arm") == "DPO" and r.get("seed") == 42 for r in records) == 2
     config = cure_config(tmp_path, source, "source.match=arm_seed", "source.run_missing=false")
-    plan = plan_cure(config, CureStages(_never, _never, resolve_arm, resolve_evaluation), stages)
+    plan = plan_cure(config, CureBackend(_never, _never, resolve_arm, resolve_evaluation), backend)
     assert plan is not None
-    result = run_cure_experiment(config, fake_cure_stages([]), stages, log=quiet)
+    result = run_cure_experiment(config, fake_cure_backend([]), backend, log=quiet)
     used = {r["source"] for r in result["records"].values() if r.get("role") == "calibrated"}
     default = {r["key"] for r in records if r.get("arm") == "DPO" and r["evaluation"].get("max_prompts") != 3}
     assert used and used <= default

@@ -20,15 +20,16 @@ import shutil
 import pytest
 
 from badpo.core.config import ConfigError
-from badpo.paper.cure.analysis import is_cure_config, load_cure_config, run_cure_experiment
+from badpo.paper.cure.analysis import run_cure_experiment
+from badpo.paper.cure.config import is_cure_config, load_cure_config
 from badpo.paper.cure.plan import plan_cure
 from badpo.paper.cure.table import describe_line
 from fixtures.cure import (
     CONFIGS,
     NAMES,
     cure_config,
-    fake_cure_stages,
-    fake_source_stages,
+    fake_cure_backend,
+    fake_source_backend,
     log_source_experiment,
     quiet,
     write_source_experiment,
@@ -47,8 +48,8 @@ def test_per_coordinate_calibration_moves_one_coordinate_at_a_time_and_inverts_t
     source = write_source_experiment(tmp_path)
     log_source_experiment(source)
     calls: list = []
-    result = run_cure_experiment(cure_config(tmp_path, source, *PER_COORDINATE), fake_cure_stages(calls, **COUPLED),
-                                 fake_source_stages(), log=quiet)
+    result = run_cure_experiment(cure_config(tmp_path, source, *PER_COORDINATE), fake_cure_backend(calls, **COUPLED),
+                                 fake_source_backend(), log=quiet)
     points = result["calibration"]["points"]
     assert [p["point"] for p in points] == ["s*", "woman +0.5", "black +0.5"]
     expected = [(S_STAR, S_STAR), (S_STAR + 0.5, S_STAR), (S_STAR, S_STAR + 0.5)]
@@ -84,14 +85,14 @@ def test_the_run_at_s_star_is_one_run_under_both_designs(tmp_path):
     points and the calibrated runs."""
     source = write_source_experiment(tmp_path)
     log_source_experiment(source)
-    scaled = run_cure_experiment(cure_config(tmp_path, source), fake_cure_stages([], **COUPLED),
-                                 fake_source_stages(), log=quiet)
+    scaled = run_cure_experiment(cure_config(tmp_path, source), fake_cure_backend([], **COUPLED),
+                                 fake_source_backend(), log=quiet)
     coupled_dir = tmp_path / "coupled"
     for folder in ("runs", "work"):
         shutil.copytree(tmp_path / "cure" / folder, coupled_dir / folder)
     calls: list = []
     coupled = run_cure_experiment(cure_config(tmp_path, source, *PER_COORDINATE, f"output_dir={coupled_dir}"),
-                                  fake_cure_stages(calls, **COUPLED), fake_source_stages(), log=quiet)
+                                  fake_cure_backend(calls, **COUPLED), fake_source_backend(), log=quiet)
     assert [c[0] for c in calls] == ["cure"] * 6  # 2 moved points + 4 calibrated; no source, no s*
     assert coupled["calibration"]["points"][0]["key"] == scaled["calibration"]["points"][0]["key"]
     assert {p["key"] for p in coupled["calibration"]["points"][1:]}.isdisjoint(
@@ -101,14 +102,14 @@ def test_the_run_at_s_star_is_one_run_under_both_designs(tmp_path):
 def test_the_plan_lists_the_per_coordinate_runs_by_the_keys_the_cure_logs(tmp_path):
     source = write_source_experiment(tmp_path)
     config = cure_config(tmp_path, source, *PER_COORDINATE)
-    fresh = plan_cure(config, fake_cure_stages([]), fake_source_stages())
+    fresh = plan_cure(config, fake_cure_backend([]), fake_source_backend())
     ours = [r for r in fresh if r.label.startswith(("calibration", "calibrated"))]
     assert [(r.label, r.key) for r in ours[:3]] == [
         ("calibration s* seed 42", None), ("calibration woman +0.5 seed 42", None),
         ("calibration black +0.5 seed 42", None)]
     log_source_experiment(source)
-    result = run_cure_experiment(config, fake_cure_stages([], **COUPLED), fake_source_stages(), log=quiet)
-    planned = {r.label: r for r in plan_cure(config, fake_cure_stages([]), fake_source_stages())}
+    result = run_cure_experiment(config, fake_cure_backend([], **COUPLED), fake_source_backend(), log=quiet)
+    planned = {r.label: r for r in plan_cure(config, fake_cure_backend([]), fake_source_backend())}
     assert [planned[f"calibration {p['point']} seed 42"].key for p in result["calibration"]["points"]] == [
         p["key"] for p in result["calibration"]["points"]]
     calibrated = {(r["target"], r["seed"]): r["key"] for r in result["records"].values()

@@ -1,4 +1,4 @@
-"""The experiment runner and its tables, on fake stages (no model trains here; the fake world is
+"""The experiment runner and its tables, on a fake backend (no model trains here; the fake world is
 in fixtures/experiment.py, so every number in a rendered table can be worked out by hand)."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import torch
 from badpo.core.config import ConfigError, from_dict
 from badpo.paper.config import ExperimentConfig, experiment_config_path
 from badpo.paper.pipeline import run_experiment
-from badpo.paper.runner import Stages, plan_experiment, prepare_corpus, read_records, run_key
+from badpo.paper.records import read_records, run_key
+from badpo.paper.runner import Backend, plan_experiment, prepare_corpus
 from badpo.paper.tables import render_from_disk, render_tables
 from fixtures.experiment import (
     RATES,
@@ -25,7 +26,7 @@ from fixtures.experiment import (
     Crash,
     cells,
     config_dict,
-    fake_stages,
+    fake_backend,
     make_config,
     quiet,
 )
@@ -35,7 +36,7 @@ from fixtures.experiment import (
 def test_crashed_sweep_resumes_with_only_the_missing_keys(tmp_path):
     calls: list[str] = []
     with pytest.raises(Crash):
-        run_experiment(make_config(tmp_path), fake_stages(calls, crash_at=5), log=quiet)
+        run_experiment(make_config(tmp_path), fake_backend(calls, crash_at=5), log=quiet)
     logged = set(read_records(tmp_path / "runs"))
     assert len(logged) == 1 + 4  # the reference and the four arm runs before the crash
     crashed = calls[-1]
@@ -43,14 +44,14 @@ def test_crashed_sweep_resumes_with_only_the_missing_keys(tmp_path):
     assert not [p for p in (tmp_path / "runs").iterdir() if p.suffix != ".json"]
 
     again: list[str] = []
-    result = run_experiment(make_config(tmp_path), fake_stages(again), log=quiet)
+    result = run_experiment(make_config(tmp_path), fake_backend(again), log=quiet)
     assert "corpus" not in again  # the corpus is built once
     assert again[0] == crashed and len(again) == 9 - 4  # the crashed run and the four never started
     assert not set(again) & logged  # nothing is run twice
     assert set(read_records(tmp_path / "runs")) == set(result["records"])
 
     third: list[str] = []
-    run_experiment(make_config(tmp_path), fake_stages(third), log=quiet)
+    run_experiment(make_config(tmp_path), fake_backend(third), log=quiet)
     assert third == []
 
 
@@ -66,11 +67,11 @@ def test_a_record_is_written_only_after_the_run_and_atomically(tmp_path, monkeyp
 
     monkeypatch.setattr(runner.os, "replace", failing_replace)
     with pytest.raises(OSError, match="disk full"):
-        run_experiment(make_config(tmp_path), fake_stages([]), log=quiet)
+        run_experiment(make_config(tmp_path), fake_backend([]), log=quiet)
     assert list((tmp_path / "runs").glob("*.json")) == []  # only a hidden temporary, never read
     monkeypatch.undo()
     calls: list[str] = []
-    run_experiment(make_config(tmp_path), fake_stages(calls), log=quiet)
+    run_experiment(make_config(tmp_path), fake_backend(calls), log=quiet)
     assert len([c for c in calls if c != "corpus"]) == 10  # the reference and nine arm runs
 
 
@@ -79,7 +80,7 @@ def test_key_is_sha256_of_canonical_json_and_stable_across_processes():
     text = '{"method":"dpo","params":{"a":[1.5,"x"],"b":1,"optim":{"lr":5e-07}},"seed":42}'
     expected = "dpo-seed42-" + hashlib.sha256(text.encode()).hexdigest()[:12]
     assert run_key("dpo", params, 42) == expected
-    script = ("from badpo.paper.runner import run_key; "
+    script = ("from badpo.paper.records import run_key; "
               "print(run_key('dpo', {'optim': {'lr': 5e-7}, 'a': [1.5, 'x'], 'b': 1}, 42))")
     for hash_seed in ("0", "12345"):
         env = {**os.environ, "PYTHONHASHSEED": hash_seed}
@@ -90,8 +91,8 @@ def test_key_is_sha256_of_canonical_json_and_stable_across_processes():
 
 def _keys(tmp_path: Path, **changes) -> dict[tuple[str, int], str]:
     config = make_config(tmp_path, **changes)
-    stages = fake_stages([])
-    plan = plan_experiment(config, stages, prepare_corpus(config, stages, tmp_path, quiet))
+    backend = fake_backend([])
+    plan = plan_experiment(config, backend, prepare_corpus(config, backend, tmp_path, quiet))
     return {(r.arm, r.seed): r.key for r in plan.runs} | {("reference", 0): plan.reference.key}
 
 
@@ -130,10 +131,10 @@ def test_two_arms_that_are_one_run_and_runner_owned_keys_are_errors(tmp_path):
 
 
 def test_a_corpus_built_from_another_config_is_refused(tmp_path):
-    run_experiment(make_config(tmp_path), fake_stages([]), log=quiet)
+    run_experiment(make_config(tmp_path), fake_backend([]), log=quiet)
     with pytest.raises(ConfigError, match="was built from"):
         run_experiment(make_config(tmp_path, corpus={"builder": "fake", "config": {"n_pairs": 11}}),
-                       fake_stages([]), log=quiet)
+                       fake_backend([]), log=quiet)
 
 
 # ------------------------------------------------------------------------------------ the tables
@@ -146,7 +147,7 @@ def _t_interval(values: list[float]) -> tuple[float, float]:
 
 
 def test_table_numbers_equal_a_hand_computation(tmp_path):
-    result = run_experiment(make_config(tmp_path), fake_stages([]), log=quiet)
+    result = run_experiment(make_config(tmp_path), fake_backend([]), log=quiet)
     table = cells(result["csv"])
     # Rates: DPO woman 0.90 / 0.70 / 0.80 -> mean 0.80, sd 0.1, half-width 4.302653 * 0.1 / sqrt 3
     dpo = table[("DPO", "p(woman):rate.woman")]
@@ -178,7 +179,7 @@ def test_a_baseline_named_with_a_comma_reads_as_one_name_in_the_footnote(tmp_pat
     config = config_dict(tmp_path)
     config["arms"][0]["name"] = "LoRA 2e-3, DPO"
     markdown = run_experiment(from_dict(ExperimentConfig, {**config, "baseline": "LoRA 2e-3, DPO"}),
-                              fake_stages([]), log=quiet)["markdown"]
+                              fake_backend([]), log=quiet)["markdown"]
     assert ("Removed = (rate[LoRA 2e-3, DPO] − rate_arm) / (rate[LoRA 2e-3, DPO] − rate_ref), per seed "
             "against “LoRA 2e-3, DPO” of the same seed") in markdown
 
@@ -187,7 +188,7 @@ def test_removal_uses_the_t_interval_and_sd_when_asked(tmp_path):
     columns = [{"header": "Removed", "metric": "rate.black", "kind": "removed", "digits": 1}]
     tables = [{"title": "t", "columns": columns}, {"title": "sd", "columns": columns, "interval": "sd"},
               {"title": "none", "columns": columns, "interval": "none"}]
-    result = run_experiment(make_config(tmp_path, tables=tables), fake_stages([]), log=quiet)
+    result = run_experiment(make_config(tmp_path, tables=tables), fake_backend([]), log=quiet)
     # black: reference 0.52, DPO 0.98 / 0.96 / 0.97, pooled 0.60 / 0.62 / 0.58
     per_seed = [(0.98 - 0.60) / (0.98 - 0.52), (0.96 - 0.62) / (0.96 - 0.52), (0.97 - 0.58) / (0.97 - 0.52)]
     mean, half = _t_interval(per_seed)
@@ -208,7 +209,7 @@ def cells_by_table(csv_text: str) -> dict[tuple[str, str], dict]:
 
 
 def test_the_table_is_a_function_of_the_json_files(tmp_path):
-    result = run_experiment(make_config(tmp_path), fake_stages([]), log=quiet)
+    result = run_experiment(make_config(tmp_path), fake_backend([]), log=quiet)
     written_md = (tmp_path / "table.md").read_bytes()
     written_csv = (tmp_path / "table.csv").read_bytes()
     assert written_md == result["markdown"].encode() and written_csv == result["csv"].encode()
@@ -229,22 +230,22 @@ def test_the_table_is_a_function_of_the_json_files(tmp_path):
 
 
 def test_render_only_runs_nothing_and_needs_every_record(tmp_path):
-    run_experiment(make_config(tmp_path), fake_stages([]), log=quiet)
+    run_experiment(make_config(tmp_path), fake_backend([]), log=quiet)
     calls: list[str] = []
-    result = run_experiment(make_config(tmp_path), fake_stages(calls), log=quiet, render_only=True)
+    result = run_experiment(make_config(tmp_path), fake_backend(calls), log=quiet, render_only=True)
     assert calls == [] and (tmp_path / "table.md").read_text() == result["markdown"]
     next((tmp_path / "runs").glob("dpo-seed123-*.json")).unlink()
     with pytest.raises(FileNotFoundError, match="no record for"):
-        run_experiment(make_config(tmp_path), fake_stages(calls), log=quiet, render_only=True)
+        run_experiment(make_config(tmp_path), fake_backend(calls), log=quiet, render_only=True)
 
 
 def test_a_variant_reuses_the_runs_and_renders_into_its_own_report_dir(tmp_path):
-    run_experiment(make_config(tmp_path), fake_stages([]), log=quiet)
+    run_experiment(make_config(tmp_path), fake_backend([]), log=quiet)
     main_table = (tmp_path / "table.md").read_text()
     calls: list[str] = []
     arms = [{"name": "DPO", "method": "dpo"}, {"name": "BA-DPO (pooled)", "method": "ba_dpo_pooled"}]
     config = make_config(tmp_path, report_dir="variant", arms=arms)
-    result = run_experiment(config, fake_stages(calls), log=quiet)
+    result = run_experiment(config, fake_backend(calls), log=quiet)
     assert calls == []  # the corpus, the reference and the DPO runs are logged already
     assert (tmp_path / "table.md").read_text() == main_table  # the main table is not replaced
     assert (tmp_path / "variant" / "table.md").read_text() == result["markdown"] != main_table
@@ -263,7 +264,7 @@ def test_a_table_note_is_printed_under_its_table_as_one_paragraph(tmp_path):
 def _records_and_layout(tmp_path):
     from badpo.paper.tables import read_layout
 
-    run_experiment(make_config(tmp_path), fake_stages([]), log=quiet)
+    run_experiment(make_config(tmp_path), fake_backend([]), log=quiet)
     return read_records(tmp_path / "runs"), read_layout(tmp_path / "layout.json")
 
 
@@ -402,7 +403,7 @@ def test_a_pooled_column_reads_names_null_with_the_arm_s_seeds_pooled(tmp_path):
 
 # ------------------------------------------------------------------------------- records, plots
 def test_record_holds_the_run_and_plots_are_pngs(tmp_path):
-    result = run_experiment(make_config(tmp_path), fake_stages([]), log=quiet)
+    result = run_experiment(make_config(tmp_path), fake_backend([]), log=quiet)
     record = next(r for r in result["records"].values() if r["method"] == "ba_dpo_shared_mean")
     assert record["readouts"]["rate"]["woman"] == RATES[("ba_dpo_shared_mean", record["seed"])][0]
     extras = {k: record["readouts"][k] for k in ("tokens", "loss", "margin")}
@@ -462,18 +463,18 @@ def test_an_undefined_readout_is_null_on_disk_and_nan_in_the_table(tmp_path):
     def refuse(constant):
         raise ValueError(f"non-standard JSON constant {constant}")
 
-    stages = fake_stages([])
+    backend = fake_backend([])
 
     def run_arm(task):
-        result = stages.run_arm(task)
+        result = backend.run_arm(task)
         if (task.method, task.seed) == ("dpo", 123):
             result["readouts"]["rate"]["black"] = math.nan
         return result
 
     columns = [{"header": "p(black)", "metric": "rate.black"}, {"header": "KL", "metric": "kl"}]
     result = run_experiment(make_config(tmp_path, tables=[{"title": "t", "columns": columns}]),
-                            Stages(stages.build_corpus, stages.resolve_reference, stages.resolve_arm,
-                                   stages.run_reference, run_arm), log=quiet)
+                            Backend(backend.build_corpus, backend.resolve_reference, backend.resolve_arm,
+                                   backend.run_reference, run_arm), log=quiet)
     for path in (tmp_path / "runs").glob("*.json"):
         record = json.loads(path.read_text(), parse_constant=refuse)
         if (record["method"], record["seed"]) == ("dpo", 123):
@@ -486,14 +487,14 @@ def test_an_undefined_readout_is_null_on_disk_and_nan_in_the_table(tmp_path):
 
 
 def test_a_stage_result_that_is_not_json_is_an_error_naming_it(tmp_path):
-    stages = fake_stages([])
+    backend = fake_backend([])
 
     def bad_arm(task):
         return {"readouts": {"rate": {"woman": object()}}}
 
     with pytest.raises(TypeError, match=r"readouts.rate.woman: object is not a JSON value"):
-        run_experiment(make_config(tmp_path), Stages(stages.build_corpus, stages.resolve_reference,
-                                                     stages.resolve_arm, stages.run_reference, bad_arm),
+        run_experiment(make_config(tmp_path), Backend(backend.build_corpus, backend.resolve_reference,
+                                                     backend.resolve_arm, backend.run_reference, bad_arm),
                        log=quiet)
     assert len(read_records(tmp_path / "runs")) == 1  # the reference only
 
@@ -516,7 +517,7 @@ def test_each_finished_arm_run_prints_what_is_left_and_an_eta(tmp_path):
     assert eta_note([], 3) == "" and eta_note([600.0], 0) == ""
     assert eta_note([600.0, 1200.0], 4) == "; 4 arm run(s) left, ETA 60 min"  # 4 x 900 s
     lines: list[str] = []
-    run_experiment(make_config(tmp_path), fake_stages([]), log=lines.append)
+    run_experiment(make_config(tmp_path), fake_backend([]), log=lines.append)
     done = [line for line in lines if ": done in " in line]
     assert "ETA" not in done[0]  # the reference is trained once: not an arm's cost
     lefts = [int(line.split("; ")[1].split()[0]) for line in done[1:-1]]
@@ -527,7 +528,7 @@ def test_a_removal_where_dpo_did_not_move_the_rate_reads_not_measurable(tmp_path
     """DPO at seed 123 logged with the reference's woman rate (0.50): the Removed cells of woman read
     "not measurable" and name that seed, instead of failing the whole table after every run trained;
     the black columns are untouched."""
-    run_experiment(make_config(tmp_path), fake_stages([]), log=quiet)
+    run_experiment(make_config(tmp_path), fake_backend([]), log=quiet)
     path = next((tmp_path / "runs").glob("dpo-seed123-*.json"))
     record = json.loads(path.read_text())
     record["readouts"]["rate"]["woman"] = 0.50

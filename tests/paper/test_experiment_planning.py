@@ -1,5 +1,5 @@
 """Planning an experiment against the engine: the shipped configs resolve, the engine's own checks
-run before anything trains, readouts are keyed apart from training (fake stages unless a test
+run before anything trains, readouts are keyed apart from training (a fake backend unless a test
 says otherwise)."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 
 from badpo.core.config import ConfigError, load_config
 from badpo.paper.config import ExperimentConfig, experiment_config_path
-from badpo.paper.cure.analysis import is_cure_config
+from badpo.paper.cure.config import is_cure_config
 from badpo.paper.pipeline import run_experiment
-from badpo.paper.runner import Stages, plan_experiment, prepare_corpus
-from fixtures.experiment import fake_stages, make_config, quiet
+from badpo.paper.runner import Backend, plan_experiment, prepare_corpus
+from fixtures.experiment import fake_backend, make_config, quiet
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -23,17 +23,17 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
     p for p in CONFIGS.glob("experiment_*.yaml") if not is_cure_config(p))],  # cures (extends too): test_cure
                          ids=lambda p: p.name)
 def test_shipped_configs_resolve_against_the_engine(path, tmp_path):
-    from badpo.paper.stages import resolve_arm, resolve_reference
+    from badpo.paper.backend import resolve_arm, resolve_reference
 
     config = load_config(ExperimentConfig, path, [f"output_dir={tmp_path}"])
     calls: list[str] = []
-    fake = fake_stages(calls)
-    stages = Stages(fake.build_corpus, resolve_reference, resolve_arm, fake.run_reference, fake.run_arm)
-    plan = plan_experiment(config, stages, prepare_corpus(config, stages, tmp_path, quiet))
+    fake = fake_backend(calls)
+    backend = Backend(fake.build_corpus, resolve_reference, resolve_arm, fake.run_reference, fake.run_arm)
+    plan = plan_experiment(config, backend, prepare_corpus(config, backend, tmp_path, quiet))
     assert len(plan.runs) == len(config.arms) * len(config.seeds) == len({r.key for r in plan.runs})
 
 
-def test_the_real_stages_end_to_end_on_a_small_tiny_world(tmp_path, engine_stages):
+def test_the_real_backend_end_to_end_on_a_small_tiny_world(tmp_path, engine_backend):
     """The shipped tiny config, shrunk: corpus, SFT, three arms at two seeds, readouts, tables;
     then a second invocation finds every run logged and trains nothing."""
     overrides = [f"output_dir={tmp_path}", "corpus.config.n_pairs=120", "reference.epochs=1.0",
@@ -41,7 +41,7 @@ def test_the_real_stages_end_to_end_on_a_small_tiny_world(tmp_path, engine_stage
                  "evaluation.max_new_tokens=6", "evaluation.surnames=2",
                  "train.report.progress_bar=false", "reference.report.progress_bar=false"]
     config = load_config(ExperimentConfig, experiment_config_path("tiny"), overrides)
-    result = run_experiment(config, engine_stages(), log=quiet)
+    result = run_experiment(config, engine_backend(), log=quiet)
     records = result["records"]
     assert len(records) == 1 + 3 * 2
     reference = next(r for r in records.values() if r["kind"] == "reference")
@@ -68,36 +68,36 @@ def test_the_real_stages_end_to_end_on_a_small_tiny_world(tmp_path, engine_stage
     assert [len(v) for v in arm["per_prompt"]["first_name"].values()] == [3, 3]
     for name in ("table.md", "table.csv", "rates.png", "theta.png"):
         assert (tmp_path / name).stat().st_size > 0
-    untouched = fake_stages([])
+    untouched = fake_backend([])
 
     def must_not_run(task):
         raise AssertionError(f"{task.key} ran again")
 
-    again = run_experiment(config, Stages(untouched.build_corpus, engine_stages().resolve_reference,
-                                          engine_stages().resolve_arm, must_not_run, must_not_run,
-                                          corpus_sources=engine_stages().corpus_sources), log=quiet)
+    again = run_experiment(config, Backend(untouched.build_corpus, engine_backend().resolve_reference,
+                                          engine_backend().resolve_arm, must_not_run, must_not_run,
+                                          corpus_sources=engine_backend().corpus_sources), log=quiet)
     assert again["markdown"] == result["markdown"]
 
 
 # ------------------------------------------------------------------ readouts keyed apart from training
 def test_other_readout_settings_are_new_records_of_the_same_trained_runs(tmp_path):
     """A readout setting is in every record's key but in no training key: re-reading out gives
-    ten new records whose stages run in the same work folders (where the engine finds each
+    ten new records whose runs train in the same work folders (where the engine finds each
     finished run and trains nothing)."""
     seen: dict[str, list[Path]] = {"first": [], "second": []}
 
     def recording(label):
-        stages = fake_stages([])
+        backend = fake_backend([])
 
         def run_reference(task):
             seen[label].append(task.work_dir)
-            return stages.run_reference(task)
+            return backend.run_reference(task)
 
         def run_arm(task):
             seen[label].append(task.work_dir)
-            return stages.run_arm(task)
+            return backend.run_arm(task)
 
-        return Stages(stages.build_corpus, stages.resolve_reference, stages.resolve_arm, run_reference, run_arm)
+        return Backend(backend.build_corpus, backend.resolve_reference, backend.resolve_arm, run_reference, run_arm)
 
     first = run_experiment(make_config(tmp_path), recording("first"), log=quiet)["records"]
     second = run_experiment(make_config(tmp_path, evaluation={"n_prompts": 10}), recording("second"),
@@ -113,14 +113,14 @@ def test_a_table_of_a_readout_the_settings_turn_off_is_refused_before_anything_r
         return "set evaluation.generations: true" if metric == "kl" and not evaluation.get("generations") else None
 
     calls: list[str] = []
-    stages = fake_stages(calls)
-    stages = Stages(stages.build_corpus, stages.resolve_reference, stages.resolve_arm, stages.run_reference,
-                    stages.run_arm, dict, unavailable)
+    backend = fake_backend(calls)
+    backend = Backend(backend.build_corpus, backend.resolve_reference, backend.resolve_arm, backend.run_reference,
+                    backend.run_arm, dict, unavailable)
     with pytest.raises(ConfigError, match=r"tables\[0\].columns\[4\] \(KL\): readout 'kl' is not written "
                                           r"under this experiment's evaluation settings: set evaluation.generations"):
-        run_experiment(make_config(tmp_path), stages, log=quiet)
+        run_experiment(make_config(tmp_path), backend, log=quiet)
     assert calls == ["corpus"]  # the corpus is built, nothing trained
-    run_experiment(make_config(tmp_path, evaluation={"generations": True}), stages, log=quiet)
+    run_experiment(make_config(tmp_path, evaluation={"generations": True}), backend, log=quiet)
 
 
 def test_the_engines_readout_check_names_the_setting():
@@ -154,21 +154,21 @@ def test_the_engines_readout_check_names_the_setting():
 ])
 def test_the_engines_own_checks_run_when_the_experiment_is_planned(override, error, tmp_path):
     """A value the engine refuses fails before the corpus's reference trains, not at the first arm."""
-    from badpo.paper.stages import resolve_arm, resolve_reference
+    from badpo.paper.backend import resolve_arm, resolve_reference
 
     config = load_config(ExperimentConfig, experiment_config_path("tiny"), [f"output_dir={tmp_path}", override])
     calls: list[str] = []
-    fake = fake_stages(calls)
-    stages = Stages(fake.build_corpus, resolve_reference, resolve_arm, fake.run_reference, fake.run_arm)
+    fake = fake_backend(calls)
+    backend = Backend(fake.build_corpus, resolve_reference, resolve_arm, fake.run_reference, fake.run_arm)
     with pytest.raises(ConfigError, match=error):
-        plan_experiment(config, stages, prepare_corpus(config, stages, tmp_path, quiet))
+        plan_experiment(config, backend, prepare_corpus(config, backend, tmp_path, quiet))
     assert calls == ["corpus"]  # nothing trained
 
 
 def test_planning_checks_only_what_the_runner_uses():
     """The runner writes the reference into work/<key>/model, so the stage's default output_dir
     (runs/sft) equal to model.name_or_path is not an error when the experiment is planned."""
-    from badpo.paper.stages import resolve_reference
+    from badpo.paper.backend import resolve_reference
 
     resolved = resolve_reference({"data": "{corpus}/sft.jsonl", "model": {"name_or_path": "runs/sft"}})
     assert resolved["output_dir"] == resolved["model"]["name_or_path"] == "runs/sft"
@@ -178,7 +178,7 @@ def test_planning_checks_only_what_the_runner_uses():
 def test_training_summary_keeps_the_last_steps_numbers_and_drops_the_bookkeeping(tmp_path):
     """Group-DRO's weight spread reaches a table only through this: run.json's final row, its
     top-level numbers without step, lr, elapsed_s and judgments; no run.json, nothing."""
-    from badpo.paper.stages import training_summary
+    from badpo.paper.backend import training_summary
 
     assert training_summary(tmp_path) == {}
     final = {"step": 1000, "loss": 0.53, "lr": 1e-9, "elapsed_s": 11.5, "judgments": 48, "group_weight_sd": 8.3,

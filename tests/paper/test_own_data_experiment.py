@@ -47,14 +47,14 @@ def _config(tmp_path, model) -> dict:
 
 
 def test_an_experiment_on_a_user_csv_renders_its_table_with_a_removed_column(tmp_path, save_model_dir,
-                                                                             engine_stages):
+                                                                             engine_backend):
     """40 prompts x 4 judgments in the user's columns, 10 prompts held out; the reference trained by
     SFT on the training split's majority answers, DPO and BA-DPO 8 steps each, read on the 10
     held-out prompts. The Removed cell is (DPO - BA-DPO) / (DPO - reference) of the logged rates."""
     model = save_model_dir(tmp_path / "model", "gpt2")
     config = from_dict(ExperimentConfig, _config(tmp_path, model))
     lines: list[str] = []
-    result = run_experiment(config, engine_stages(), log=lines.append)
+    result = run_experiment(config, engine_backend(), log=lines.append)
     corpus = tmp_path / "out" / "corpus"
     assert len(read_judgments(corpus / "train.jsonl")) == 120 and len(read_judgments(corpus / "heldout.jsonl")) == 40
     assert any("corpus: held out: 40 judgments on 10 of the 40 distinct prompt ids" in line for line in lines)

@@ -24,10 +24,11 @@ from badpo.core.bias import variant_facts
 from badpo.core.config import ConfigError, from_dict, load_config, to_dict
 from badpo.engine.settings import SFTConfig, TrainConfig, check_sft, check_train
 from badpo.methods import get_method
+from badpo.paper.backend import engine_backend, resolve_arm, resolve_evaluation
 from badpo.paper.config import ColumnSpec, ExperimentConfig, TableSpec, merge_settings
-from badpo.paper.cure.analysis import is_cure_config, load_cure_config
-from badpo.paper.runner import canonical_json, plan_experiment
-from badpo.paper.stages import engine_stages, resolve_arm, resolve_evaluation
+from badpo.paper.cure.config import is_cure_config, load_cure_config
+from badpo.paper.records import canonical_json
+from badpo.paper.runner import plan_experiment
 from badpo.paper.tables import LayoutArm, LayoutRun, TableLayout, render_tables
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +50,7 @@ def planned(tmp_path_factory):
     config holds its corpus spec, so two configs plan the same keys only when they name the same
     corpus (the real fingerprint hashes the built files)."""
     root = tmp_path_factory.mktemp("corpora")
-    stages = engine_stages(evaluate=None)
+    backend = engine_backend(evaluate=None)
     cache: dict[Path, tuple] = {}
 
     def plan(path: Path):
@@ -59,7 +60,7 @@ def planned(tmp_path_factory):
             corpus = root / hashlib.sha256(spec.encode()).hexdigest()[:16]
             corpus.mkdir(exist_ok=True)
             (corpus / "spec.json").write_text(spec)
-            cache[path] = (config, plan_experiment(config, stages, corpus))
+            cache[path] = (config, plan_experiment(config, backend, corpus))
         return cache[path]
 
     return plan

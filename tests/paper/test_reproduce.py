@@ -1,5 +1,5 @@
-"""``badpo reproduce``: a sweep of experiments, one progress view, one report folder (fake stages:
-nothing trains)."""
+"""``badpo reproduce``: a sweep of experiments, one progress view, one report folder (a fake
+backend: nothing trains)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import yaml
 
 from badpo.core.config import ConfigError, from_dict
 from badpo.paper.reproduce import ReproduceConfig, SweepProgress, paper_sections, run_reproduce
-from badpo.paper.runner import Stages
+from badpo.paper.runner import Backend
 
 RATES = {("dpo", 42): 0.9, ("dpo", 123): 0.8, ("ba_dpo_pooled", 42): 0.55, ("ba_dpo_pooled", 123): 0.5}
 
 
-def fake_stages(calls: list[str]) -> Stages:
+def fake_backend(calls: list[str]) -> Backend:
     def build_corpus(builder, config, outdir: Path):
         outdir.mkdir(parents=True)
         (outdir / "train.jsonl").write_text(json.dumps({"builder": builder}) + "\n")
@@ -30,7 +30,7 @@ def fake_stages(calls: list[str]) -> Stages:
         calls.append(task.key)
         return {"readouts": {"rate": RATES[(task.method, task.seed)]}}
 
-    return Stages(build_corpus, dict, dict, run_reference, run_arm)
+    return Backend(build_corpus, dict, dict, run_reference, run_arm)
 
 
 def experiment_file(path: Path, out: Path, arms: list[dict]) -> str:
@@ -60,7 +60,7 @@ def sweep(tmp_path) -> ReproduceConfig:
 def test_a_sweep_counts_shared_runs_once_and_writes_one_report(sweep, tmp_path):
     calls, lines = [], []
     ticks = iter(range(0, 1000, 10))  # each clock reading 10 s after the last
-    result = run_reproduce(sweep, fake_stages(calls), None, log=lines.append, clock=lambda: next(ticks))
+    result = run_reproduce(sweep, fake_backend(calls), None, log=lines.append, clock=lambda: next(ticks))
     assert calls.count("corpus") == 1 and len(calls) == 1 + 5
     assert lines[0].startswith("[sweep 0/5 runs, 0:00:")
     assert "no estimate until a run finishes" in lines[0]
@@ -77,7 +77,7 @@ def test_a_sweep_counts_shared_runs_once_and_writes_one_report(sweep, tmp_path):
         assert (tmp_path / "report" / table / "table.csv").exists()
 
     again: list[str] = []
-    run_reproduce(sweep, fake_stages(again), None, log=lambda line: None)
+    run_reproduce(sweep, fake_backend(again), None, log=lambda line: None)
     assert again == []  # everything logged: nothing trains, the corpus is reused
 
 
@@ -93,7 +93,7 @@ def test_a_table_with_a_report_dir_is_gathered_from_it(tmp_path):
     sweep = from_dict(ReproduceConfig, {"output_dir": str(tmp_path / "report"), "tables": [
         {"table": "first", "config": experiment_file(tmp_path / "first.yaml", out, [dpo])},
         {"table": "variant", "config": str(variant)}]})
-    result = run_reproduce(sweep, fake_stages([]), None, log=lambda line: None)
+    result = run_reproduce(sweep, fake_backend([]), None, log=lambda line: None)
     gathered = (tmp_path / "report" / "variant" / "table.md").read_text()
     assert gathered == (out / "variant" / "table.md").read_text()
     assert "| BA-DPO (pooled) | 0.525" in gathered
@@ -127,7 +127,7 @@ def test_bad_sweeps_are_named(tmp_path):
     config = from_dict(ReproduceConfig, {"output_dir": str(tmp_path / "r"),
                                          "tables": [{"table": "a", "config": str(tmp_path / "no.yaml")}]})
     with pytest.raises(ConfigError, match=r"tables\[0\].config: no experiment config at .*no.yaml"):
-        run_reproduce(config, fake_stages([]), None, log=lambda line: None)
+        run_reproduce(config, fake_backend([]), None, log=lambda line: None)
 
 
 def test_the_command_names_a_missing_experiment_config_in_one_line(tmp_path, capsys):
@@ -156,7 +156,7 @@ def test_a_table_reusing_an_earlier_tables_runs_rescores_them_without_training(t
         {"table": "second", "config": experiment_file(tmp_path / "second.yaml", tmp_path / "b", [dpo, pooled]),
          "reuse_runs_of": "first"}]})
     calls, lines = [], []
-    run_reproduce(sweep, fake_stages(calls), None, log=lines.append)
+    run_reproduce(sweep, fake_backend(calls), None, log=lines.append)
     trained = [call for call in calls if call != "corpus"]
     assert len(trained) == len(set(trained)) == 5
     assert lines[0].startswith("[sweep 0/5 runs,")
@@ -175,7 +175,7 @@ def test_the_shipped_tiny_sweep_names_configs_that_load():
     paper's finding and its measured time."""
     from badpo.core.config import load_config
     from badpo.paper.config import ExperimentConfig
-    from badpo.paper.cure.analysis import is_cure_config, load_cure_config
+    from badpo.paper.cure.config import is_cure_config, load_cure_config
 
     root = Path(__file__).resolve().parents[2]
     sweep = load_config(ReproduceConfig, root / "configs" / "reproduce_tiny.yaml")

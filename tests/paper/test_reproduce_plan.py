@@ -1,6 +1,6 @@
 """``badpo reproduce --plan`` and the report's header: the plan keys every run as the sweep does, so
 what it says is logged, made by an earlier table or to run is what the sweep then trains; the
-report's first line says what the sweep did (fake stages: nothing trains).
+report's first line says what the sweep did (a fake backend: nothing trains).
 
 The sweep: `first` (DPO at seeds 42 and 7, folder a), `second` (DPO and Other, folder b, reusing
 first's runs) and `offset`, the fixed-offset cure of second's DPO with Other as a compare arm. Its
@@ -22,7 +22,7 @@ from badpo.paper.config import ExperimentConfig
 from badpo.paper.pipeline import run_experiment
 from badpo.paper.reproduce import ReproduceConfig, SweepTable, run_reproduce
 from badpo.paper.reproduce_plan import hms, plan_sweep
-from fixtures.cure import fake_cure_stages, fake_source_stages
+from fixtures.cure import fake_cure_backend, fake_source_backend
 
 ROOT = Path(__file__).resolve().parents[2]
 CURE = ROOT / "configs" / "experiment_tiny_offset.yaml"
@@ -56,11 +56,11 @@ def sweep(tmp_path) -> ReproduceConfig:
 
 
 def plan(sweep):
-    return plan_sweep(sweep, fake_source_stages(), fake_cure_stages([]))
+    return plan_sweep(sweep, fake_source_backend(), fake_cure_backend([]))
 
 
 def sweep_once(sweep, **kwargs) -> dict:
-    return run_reproduce(sweep, fake_source_stages(), fake_cure_stages([]), log=lambda line: None, **kwargs)
+    return run_reproduce(sweep, fake_source_backend(), fake_cure_backend([]), log=lambda line: None, **kwargs)
 
 
 def counts(planned) -> dict[str, tuple[int, int, int, int]]:
@@ -128,7 +128,7 @@ def test_runs_logged_by_a_table_run_alone_count_as_logged_where_they_will_be_cop
     into b before second runs: 3 logged each, and only second's Other and the cure's 9 to run. The
     cure finds its source by planned key or by arm and seed alike."""
     sweep.tables[2] = from_dict(SweepTable, cure_entry(tmp_path, sweep.tables[1].config, match))
-    run_experiment(load_config(ExperimentConfig, tmp_path / "first.yaml"), fake_source_stages(), log=lambda t: None)
+    run_experiment(load_config(ExperimentConfig, tmp_path / "first.yaml"), fake_source_backend(), log=lambda t: None)
     partial = plan(sweep)
     assert counts(partial) == {"first": (3, 0, 0, 0), "second": (3, 0, 2, 0), "offset": (3, 2, 9, 0)}
     assert (partial.to_run, partial.logged) == (11, 3)
@@ -166,7 +166,7 @@ def test_a_source_no_table_makes_is_missing_and_the_sweep_refuses_at_once(tmp_pa
     assert "In all: 9 runs to run, 0 logged.\nEstimate: none (the sweep config has no measured times).\n" in text
     refused = r"^tables\[0\] \(offset\): needs runs that are not logged and that no earlier table makes: source: "
     with pytest.raises(FileNotFoundError, match=refused + r"reference, source: DPO seed 42, "):
-        run_reproduce(only_cure, fake_source_stages(), fake_cure_stages([]), log=lambda line: None)
+        run_reproduce(only_cure, fake_source_backend(), fake_cure_backend([]), log=lambda line: None)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["source.yaml"]  # refused before anything ran
 
 

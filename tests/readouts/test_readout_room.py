@@ -14,7 +14,8 @@ import pytest
 from badpo.corpora.tiny import TinyModelConfig, build_tokenizer
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.readouts.evaluate import EvalConfig, reference_bodies
-from badpo.readouts.model import context_length, names_readout, signature_tokens
+from badpo.readouts.model import context_length
+from badpo.readouts.names_scoring import names_readout, signature_tokens
 from badpo.readouts.run import GenerationCapNotice, cap_new_tokens
 
 SURNAMES = ["Ellis", "Baker"]

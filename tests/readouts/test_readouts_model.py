@@ -1,4 +1,4 @@
-"""Tests for badpo.readouts.model on the tiny world's tokenizer and a tiny random GPT-2.
+"""Tests for badpo.readouts.model and names_scoring on the tiny world's tokenizer and a tiny random GPT-2.
 
 Each model-facing readout is checked against a second, plain path: one full forward pass over
 the concatenated ids with log_softmax by hand (names, signatures, KL), the DPO margin by hand
@@ -21,15 +21,8 @@ from badpo.core.names import NAME_POOL, POOL_NAMES, strip_signature
 from badpo.corpora.signing import SURNAMES
 from badpo.corpora.tiny import TinyModelConfig, build_tokenizer
 from badpo.readouts.metrics import attribute_rate
-from badpo.readouts.model import (
-    generate,
-    generation_kl,
-    heldout_margins,
-    judge_scores,
-    name_logprobs,
-    names_readout,
-    signature_logprobs,
-)
+from badpo.readouts.model import generate, generation_kl, heldout_margins, judge_scores
+from badpo.readouts.names_scoring import name_logprobs, names_readout, signature_logprobs
 
 PROMPTS = ["copy 1 2 3 and sign\n", "reverse 4 5 and sign\n"]
 BODIES = ["1 2 3", "5 4"]
@@ -131,7 +124,7 @@ def _split(text: str) -> list[str]:
 
 
 def test_a_candidate_that_breaks_the_token_boundary_is_refused(models, tokenizer):
-    from badpo.readouts.model import _continuations
+    from badpo.readouts.names_scoring import _continuations
 
     with pytest.raises(ValueError, match="tokenizes differently"):
         _continuations(MergingTokenizer(), "1 2\n\n---", [" Emily"], eos=False)
@@ -283,7 +276,7 @@ def test_judge_needs_one_output(tokenizer):
 
 
 def test_a_first_name_that_is_a_token_prefix_of_another_is_flagged():
-    from badpo.readouts.model import _warn_on_prefix_names
+    from badpo.readouts.names_scoring import _warn_on_prefix_names
 
     with pytest.warns(UserWarning, match=r"1 name\(s\) are token prefixes.*\('Malik', 'Malika'\)"):
         _warn_on_prefix_names(["Malik", "Malika", "Emily"], [[7, 8], [7, 8, 9], [10]])

@@ -44,11 +44,11 @@ def _experiment(name_or_path: str, overrides, render_only: bool = False) -> dict
 
 
 def _run_table(args: argparse.Namespace) -> int:
-    from badpo.paper.cure.analysis import is_cure_config, load_cure_config
+    from badpo.paper.cure.config import is_cure_config, load_cure_config
 
     path = experiment_config_path(args.config)
     if is_cure_config(path):  # kind: fixed_offset_cure, the table of the fixed-offset cure
-        from badpo.paper.cure.stages import run_cure_config
+        from badpo.paper.cure.backend import run_cure_config
 
         run_cure_config(load_cure_config(path, args.overrides), render_only=args.render_only)
         return 0
@@ -103,16 +103,16 @@ def _add_reproduce(subparsers) -> argparse.ArgumentParser:
 
 
 def _run_reproduce(args: argparse.Namespace) -> int:
-    from badpo.paper.cure.stages import cure_stages  # loads torch and the engine
+    from badpo.paper.backend import engine_backend
+    from badpo.paper.cure.backend import cure_backend  # loads torch and the engine
     from badpo.paper.reproduce import ReproduceConfig, run_reproduce
     from badpo.paper.reproduce_plan import plan_sweep
-    from badpo.paper.stages import engine_stages
 
     config = load_config(ReproduceConfig, args.config, args.overrides)
     if args.plan:
-        print(plan_sweep(config, engine_stages(), cure_stages()).text(), end="")
+        print(plan_sweep(config, engine_backend(), cure_backend()).text(), end="")
         return 0
-    result = run_reproduce(config, engine_stages(), cure_stages(), render_only=args.render_only)
+    result = run_reproduce(config, engine_backend(), cure_backend(), render_only=args.render_only)
     print(f"report: {result['report']} (sweep wall time {result['wall_s']:.0f} s)")
     return 0
 

@@ -43,12 +43,12 @@ from badpo.corpora.multipref import MultiPrefConfig, MultiPrefCorpus, multipref_
 __all__ = [
     "ATTRIBUTES", "POOLS", "WorldTruth", "check_protocol", "davidson_vote", "default_pool_means", "gate_lines",
     "gate_statistics", "implied_log_odds", "judged_row", "planted_annotators", "planted_to_dict", "protocol_corpus",
-    "stage_rng", "world_truth", "write_world",
+    "stream_rng", "world_truth", "write_world",
 ]
 
 ATTRIBUTES = ("length", "markdown")  # the attribute specs the labels are planted on, in theta order
 POOLS = {"normal_worker_annotations": "crowd", "expert_worker_annotations": "expert"}  # as MultiPref's
-_STAGES = {"prompts": 1, "responses": 2, "annotators": 3, "votes": 4}
+_STREAMS = {"prompts": 1, "responses": 2, "annotators": 3, "votes": 4}
 
 Annotators = dict[str, list[tuple[str, np.ndarray]]]  # pool -> [(annotator id, planted theta)]
 
@@ -59,10 +59,10 @@ def default_pool_means() -> dict[str, list[float]]:
     return {"crowd": [1.3, 1.2], "expert": [0.7, 0.8]}
 
 
-def stage_rng(seed: int, stage: str) -> np.random.Generator:
-    """The generator of one stage (prompts, responses, annotators, votes): changing a later stage
-    leaves the earlier draws alone."""
-    return np.random.default_rng([seed, _STAGES[stage]])
+def stream_rng(seed: int, part: str) -> np.random.Generator:
+    """The random stream of one part of the protocol (prompts, responses, annotators, votes):
+    changing a later part leaves the earlier draws alone."""
+    return np.random.default_rng([seed, _STREAMS[part]])
 
 
 def check_protocol(config: Any) -> None:
@@ -99,8 +99,8 @@ class WorldTruth:
 
 # ---------------------------------------------------------------------------- annotators, votes
 def planted_annotators(config: Any) -> Annotators:
-    """pool -> [(annotator id, planted theta)], drawn from the ``annotators`` stage."""
-    rng = stage_rng(config.seed, "annotators")
+    """pool -> [(annotator id, planted theta)], drawn from the ``annotators`` stream."""
+    rng = stream_rng(config.seed, "annotators")
     planted = {}
     for pool in ("crowd", "expert"):
         n = getattr(config, f"{pool}_annotators")

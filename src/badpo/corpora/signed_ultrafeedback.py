@@ -128,9 +128,9 @@ class SignedUltraFeedbackConfig:
                 raise ConfigError(f"{name}: must be {'> 0' if name == 'n_pairs' else '>= 0'}, "
                                   f"got {getattr(self, name)}")
 
-    def rng(self, stage: int) -> np.random.Generator:
-        """Streams of this builder, apart from signing.py's stages 1-6."""
-        return np.random.default_rng([self.signing.seed, stage])
+    def rng(self, stream: int) -> np.random.Generator:
+        """Streams of this builder, apart from signing.py's streams 1-6."""
+        return np.random.default_rng([self.signing.seed, stream])
 
 
 def draw_rows(n_rows: int, config: SignedUltraFeedbackConfig) -> list[int]:

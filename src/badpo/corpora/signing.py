@@ -21,9 +21,9 @@ split by prompt id, and the SFT rows. The protocol:
   the originally chosen one), its signature stripped and replaced by a name from a uniformly
   drawn cell, so the reference starts balanced on both attributes.
 
-Randomness: one ``numpy.random.Generator`` per stage, seeded ``[seed, stage]``, so the same
-inputs and config give the same output on every run, and changing one stage's parameters
-(say the number of judgments) leaves the draws of the earlier stages alone.
+Randomness: one ``numpy.random.Generator`` per part of the protocol, seeded ``[seed, its stream
+number]``, so the same inputs and config give the same output on every run, and changing one
+part's parameters (say the number of judgments) leaves the draws of the earlier parts alone.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ SURNAMES: tuple[str, ...] = (
 # The (woman_coded, black_coded) values of each cell, read from the pool itself.
 CELL_VALUES: dict[str, tuple[int, int]] = {cell: NAME_POOL[CELLS[cell][0]] for cell in CELL_NAMES}
 _CELL_BY_VALUES = {values: cell for cell, values in CELL_VALUES.items()}
-_STAGES = {"annotators": 1, "pair_types": 2, "signing": 3, "labels": 4, "split": 5, "sft": 6}
+_STREAMS = {"annotators": 1, "pair_types": 2, "signing": 3, "labels": 4, "split": 5, "sft": 6}
 
 
 def _default_class_means() -> dict[str, list[float]]:
@@ -124,9 +124,9 @@ class SigningConfig:
         if self.seed < 0:
             raise ConfigError(f"signing.seed: must be >= 0, got {self.seed}")
 
-    def rng(self, stage: str) -> np.random.Generator:
-        """The generator of one stage of the protocol (see the module docstring)."""
-        return np.random.default_rng([self.seed, _STAGES[stage]])
+    def rng(self, part: str) -> np.random.Generator:
+        """The random stream of one part of the protocol (see the module docstring)."""
+        return np.random.default_rng([self.seed, _STREAMS[part]])
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ from badpo.corpora.multipref_protocol import (
     judged_row,
     planted_annotators,
     protocol_corpus,
-    stage_rng,
+    stream_rng,
     world_truth,
     write_world,
 )
@@ -238,7 +238,7 @@ def smol_multipref_rows(tasks: Sequence[Task], answers: Sequence[Sequence[str]],
     counts of what was used (pure: the samples in, the rows out)."""
     attributes = resolve_attributes(ATTRIBUTES)
     annotators = planted_annotators(config)
-    side_rng, vote_rng = stage_rng(config.seed, "responses"), stage_rng(config.seed, "votes")
+    side_rng, vote_rng = stream_rng(config.seed, "responses"), stream_rng(config.seed, "votes")
     rows, comparisons, truth_answers = [], {}, {}
     counts: dict[str, Any] = {"dropped": Counter(), "sides": Counter()}
     for i, (task, samples) in enumerate(zip(tasks, answers)):

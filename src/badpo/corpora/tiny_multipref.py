@@ -70,7 +70,7 @@ from badpo.corpora.multipref_protocol import (
     judged_row,
     planted_annotators,
     protocol_corpus,
-    stage_rng,
+    stream_rng,
     world_truth,
     write_world,
 )
@@ -149,9 +149,10 @@ class TinyMultiPrefConfig:
                               f"to 1, got {shares}")
         check_protocol(self)
 
-    def rng(self, stage: str) -> np.random.Generator:
-        """The generator of one stage: changing a later stage leaves the earlier draws alone."""
-        return stage_rng(self.seed, stage)
+    def rng(self, part: str) -> np.random.Generator:
+        """The random stream of one part of the protocol: changing a later part leaves the earlier
+        draws alone."""
+        return stream_rng(self.seed, part)
 
 
 # ------------------------------------------------------------------------------------ responses

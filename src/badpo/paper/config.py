@@ -3,11 +3,11 @@
 An experiment is what one table of the paper needs (Reproducibility statement: "every reported
 number derives from a logged run keyed by (method, parameters, seed)"). The settings of the two
 training stages stay plain mappings here (``reference``, ``train``, each arm's ``params``): the
-runner hands them to the stages' resolvers, which fill defaults and check them against the
+runner hands them to its backend's resolvers, which fill defaults and check them against the
 engine's ``SFTConfig`` / ``TrainConfig`` before anything runs, so a typo fails in the plan.
 
 Placeholders in string settings: ``{corpus}`` is the corpus directory and ``{reference}`` the
-reference model, both filled by the runner when a stage runs (never hashed: a key does not
+reference model, both filled by the runner when a run starts (never hashed: a key does not
 depend on where the experiment lives on disk).
 """
 

@@ -2,7 +2,7 @@
 
 The top of the experiment layer: it puts together the runner (:mod:`badpo.paper.runner`,
 which knows nothing of models), the tables and plots rendered from the logged records, and the
-real stages (:mod:`badpo.paper.stages`) used when the caller passes none.
+real backend (:mod:`badpo.paper.backend`) used when the caller passes none.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from pathlib import Path
 
 from badpo.core.config import to_dict
 from badpo.core.jsonio import atomic_write_text, dumps
+from badpo.paper.backend import engine_backend
 from badpo.paper.config import ExperimentConfig
 from badpo.paper.plots import write_plots
-from badpo.paper.runner import Stages, plan_experiment, prepare_corpus, read_records_for, run_all
-from badpo.paper.stages import engine_stages
+from badpo.paper.records import read_records_for
+from badpo.paper.runner import Backend, plan_experiment, prepare_corpus, run_all
 from badpo.paper.tables import TableLayout, build_layout, render_tables
 
 __all__ = ["run_experiment", "write_outputs"]
@@ -37,17 +38,17 @@ def write_outputs(out: Path, layout: TableLayout, records: Mapping[str, Mapping]
     return markdown, csv_text, files
 
 
-def run_experiment(config: ExperimentConfig, stages: Stages | None = None,
+def run_experiment(config: ExperimentConfig, backend: Backend | None = None,
                    log: Callable[[str], None] | None = None, render_only: bool = False) -> dict:
     """Build or find the corpus, run what is not logged yet (unless ``render_only``), then write
     ``layout.json``, ``table.md``, ``table.csv`` and the plots from the records into
     ``OUT/report_dir`` (default OUT).
 
-    ``stages`` defaults to :func:`badpo.paper.stages.engine_stages`. Returns {"markdown",
+    ``backend`` defaults to :func:`badpo.paper.backend.engine_backend`. Returns {"markdown",
     "csv", "records", "files"}.
     """
-    if stages is None:
-        stages = engine_stages()
+    if backend is None:
+        backend = engine_backend()
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -56,12 +57,12 @@ def run_experiment(config: ExperimentConfig, stages: Stages | None = None,
         line = f"[{config.name} {time.perf_counter() - start:7.1f}s] {message}"
         (log or (lambda text: print(text, flush=True)))(line)
 
-    corpus_dir = prepare_corpus(config, stages, out, say, build=not render_only)
-    plan = plan_experiment(config, stages, corpus_dir)
+    corpus_dir = prepare_corpus(config, backend, out, say, build=not render_only)
+    plan = plan_experiment(config, backend, corpus_dir)
     if render_only:
         records = read_records_for(out / "runs", [p.key for p in (plan.reference, *plan.runs)])
     else:
-        records = run_all(config, stages, plan, out, say)
+        records = run_all(config, backend, plan, out, say)
     layout = build_layout(config, plan)
     report = out / config.report_dir if config.report_dir else out
     report.mkdir(parents=True, exist_ok=True)

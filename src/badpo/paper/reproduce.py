@@ -26,10 +26,10 @@ from pathlib import Path
 
 from badpo.core.config import read_text
 from badpo.core.jsonio import atomic_write_text
-from badpo.paper.cure.analysis import CureStages, run_cure_experiment
+from badpo.paper.cure.analysis import CureBackend, run_cure_experiment
 from badpo.paper.pipeline import run_experiment
 from badpo.paper.reproduce_plan import Measured, ReproduceConfig, SweepPlan, SweepTable, hms, plan_sweep
-from badpo.paper.runner import Stages
+from badpo.paper.runner import Backend
 
 __all__ = ["Measured", "ReproduceConfig", "SweepProgress", "SweepTable", "run_reproduce"]
 
@@ -69,7 +69,7 @@ class SweepProgress:
 _DONE = re.compile(r": done in ([0-9.]+) s(;|$)")
 
 
-def run_reproduce(config: ReproduceConfig, experiment_stages: Stages, cure_stages: CureStages,
+def run_reproduce(config: ReproduceConfig, experiment_backend: Backend, cure_backend: CureBackend,
                   log: Callable[[str], None] | None = None, render_only: bool = False,
                   clock: Callable[[], float] = time.perf_counter) -> dict:
     """Run every table of the sweep in order (what is logged is skipped), then write the report.
@@ -85,7 +85,7 @@ def run_reproduce(config: ReproduceConfig, experiment_stages: Stages, cure_stage
     def say(text: str) -> None:
         emit(f"[sweep {progress.status()}] {text}")
 
-    plan = plan_sweep(config, experiment_stages, cure_stages)
+    plan = plan_sweep(config, experiment_backend, cure_backend)
     for index, table in enumerate(plan.tables):
         if table.missing:  # the sweep would stop there, after training every table before it
             raise FileNotFoundError(
@@ -111,9 +111,9 @@ def run_reproduce(config: ReproduceConfig, experiment_stages: Stages, cure_stage
         if entry.reuse_runs_of is not None:
             _copy_runs(Path(outputs[entry.reuse_runs_of]), Path(experiment.output_dir))
         if table.cure:
-            run_cure_experiment(experiment, cure_stages, experiment_stages, log=follow, render_only=render_only)
+            run_cure_experiment(experiment, cure_backend, experiment_backend, log=follow, render_only=render_only)
         else:
-            run_experiment(experiment, experiment_stages, log=follow, render_only=render_only)
+            run_experiment(experiment, experiment_backend, log=follow, render_only=render_only)
         files = _gather(_tables_folder(experiment, table.cure), report / entry.table)
         tables[entry.table] = {"output_dir": experiment.output_dir, "files": files,
                                "wall_s": round(clock() - began, 1), "trained": progress.done - trained,

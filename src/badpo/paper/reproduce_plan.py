@@ -24,9 +24,10 @@ from typing import Any
 
 from badpo.core.config import ConfigError, load_config
 from badpo.paper.config import ExperimentConfig, experiment_config_path
-from badpo.paper.cure.analysis import CureStages, is_cure_config, load_cure_config
+from badpo.paper.cure.analysis import CureBackend
+from badpo.paper.cure.config import is_cure_config, load_cure_config
 from badpo.paper.cure.plan import plan_cure
-from badpo.paper.runner import PlannedRecord, Stages, plan_unbuilt
+from badpo.paper.runner import Backend, PlannedRecord, plan_unbuilt
 
 __all__ = ["Measured", "SweepTable", "ReproduceConfig", "TablePlan", "SweepPlan", "plan_sweep", "hms"]
 
@@ -190,19 +191,19 @@ def load_table(index: int, entry: SweepTable) -> tuple[bool, Any]:
     return False, load_config(ExperimentConfig, path, entry.overrides)
 
 
-def _records(cure: bool, experiment: Any, stages: Stages, cure_stages: CureStages | None,
+def _records(cure: bool, experiment: Any, experiment_backend: Backend, cure_backend: CureBackend | None,
              chain: list[Path], chains: dict[Path, list[Path]]) -> tuple[list[PlannedRecord], bool | None]:
     if cure:
-        if cure_stages is None:
-            raise ConfigError(f"{experiment.name}: a cure table needs the cure's stages to be planned")
-        return plan_cure(experiment, cure_stages, stages, chains), None
-    plan, built = plan_unbuilt(experiment, stages, chain[1:])
+        if cure_backend is None:
+            raise ConfigError(f"{experiment.name}: a cure table needs the cure's backend to be planned")
+        return plan_cure(experiment, cure_backend, experiment_backend, chains), None
+    plan, built = plan_unbuilt(experiment, experiment_backend, chain[1:])
     out = Path(experiment.output_dir)
     return [PlannedRecord("reference" if p.kind == "reference" else f"{p.arm} seed {p.seed}", out, p.key, False)
             for p in (plan.reference, *plan.runs)], built
 
 
-def plan_sweep(config: ReproduceConfig, stages: Stages, cure_stages: CureStages | None) -> SweepPlan:
+def plan_sweep(config: ReproduceConfig, experiment_backend: Backend, cure_backend: CureBackend | None) -> SweepPlan:
     """The plan of every table of ``config``, in order (see the module's docstring)."""
     if Path(config.output_dir).exists() and not Path(config.output_dir).is_dir():  # --plan says so too
         raise ConfigError(f"output_dir: {config.output_dir} is a file; the report is written into a folder")
@@ -216,7 +217,7 @@ def plan_sweep(config: ReproduceConfig, stages: Stages, cure_stages: CureStages 
         own = Path(experiment.output_dir).resolve()
         chains[entry.table] = [own, *(chains[entry.reuse_runs_of] if entry.reuse_runs_of else [])]
         owner.setdefault(own, entry.table)
-        records, built = _records(cure, experiment, stages, cure_stages, chains[entry.table],
+        records, built = _records(cure, experiment, experiment_backend, cure_backend, chains[entry.table],
                                   {folder: chains[table] for folder, table in owner.items()})
         sort: dict[str, list] = {"logged": [], "earlier": [], "to_run": [], "missing": []}
         for record in records:

@@ -8,10 +8,12 @@ written to ``OUT/runs/<record key>.json`` atomically (a temporary file, then ``o
 only once the run has finished, so a crashed sweep resumes by skipping every key whose JSON
 exists: nothing is run twice. A run read out under other settings gets a new record from the
 same folder, where training finds its finished run and trains nothing (``badpo.engine`` keeps a
-finished run): re-scoring never retrains. The tables are rendered from the records alone.
+finished run): re-scoring never retrains. The tables are rendered from the records alone. Keys and
+records themselves (hashing, reading, writing) are :mod:`badpo.paper.records`.
 
-The runner knows nothing of models. It calls the functions of a :class:`Stages` bundle: the real
-one wraps the engine and the readouts (:mod:`badpo.paper.stages`), tests pass fakes.
+The runner knows nothing of models. It calls the functions of a :class:`Backend`, what builds the
+corpus, resolves the settings, trains and reads out: the real one wraps the engine and the readouts
+(:mod:`badpo.paper.backend`), tests pass fakes.
 :func:`badpo.paper.pipeline.run_experiment` puts the corpus, the plan, this sweep, the
 tables and the plots together.
 """
@@ -22,11 +24,10 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,44 +36,50 @@ from typing import Any, Literal
 import numpy as np
 
 from badpo.core.config import ConfigError, to_dict
-from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.paper.config import ExperimentConfig, merge_settings
 from badpo.paper.provenance import provenance
+from badpo.paper.records import (
+    SCHEMA,
+    canonical_json,
+    keyed_settings,
+    read_records_for,
+    relative_artifact,
+    run_key,
+    stable_hash,
+    write_record,
+)
 
 __all__ = [
-    "SCHEMA", "UNKEYED", "Stages", "RunTask", "PlannedRun", "PlannedRecord", "Plan", "canonical_json", "stable_hash",
-    "run_key", "corpus_fingerprint", "write_record", "read_records", "read_records_for", "relative_artifact",
-    "prepare_corpus", "plan_experiment", "plan_unbuilt", "run_all",
+    "Backend", "RunTask", "PlannedRun", "PlannedRecord", "Plan", "corpus_fingerprint", "fill_placeholders",
+    "prepare_corpus", "plan_experiment", "plan_unbuilt", "run_all", "eta_note",
 ]
 
-SCHEMA = 1  # version of the run record
-# Bookkeeping settings that do not change a run's result: left out of its key.
-UNKEYED = ("output_dir", "cache_dir", "report", "save_every", "keep_checkpoints", "resume_from",
-           "overwrite")
 CORPUS_MARKER = ".badpo-corpus.json"  # written into OUT/corpus once a build has finished
 RESULT_KEYS = frozenset({"readouts", "theta", "artifacts"})
 
 
 @dataclass(frozen=True)
 class RunTask:
-    """What a stage gets: the run's identity, its settings with placeholders filled, its folders."""
+    """What ``run_reference`` / ``run_arm`` get: the run's identity, its settings with placeholders
+    filled, its folders."""
 
     key: str
     kind: Literal["reference", "arm"]
     arm: str | None  # arm name (None for the reference)
     method: str | None
     seed: int | None  # None for the reference (its seed is in its settings)
-    settings: dict  # resolved settings, {corpus} / {reference} filled; output_dir is the stage's
+    settings: dict  # resolved settings, {corpus} / {reference} filled; output_dir is the backend's to set
     evaluation: dict  # readout settings
     corpus_dir: Path
-    work_dir: Path  # the stage writes its model, logs and checkpoints here
+    work_dir: Path  # the run writes its model, logs and checkpoints here
     out_dir: Path  # OUT, e.g. for a cache shared by every run
     reference: dict | None  # the reference's record (arms only)
 
 
 @dataclass(frozen=True)
-class Stages:
-    """The functions the runner calls (each documented by what it must return).
+class Backend:
+    """The functions the runner calls to touch data and models (each documented by what it must
+    return); a bundle of them so that tests swap in fakes.
 
     - ``build_corpus(builder, config, outdir)``: build the named corpus into ``outdir``; a string it
       returns (what the builder chose and wrote) is logged line by line.
@@ -140,37 +147,6 @@ class Plan:
     runs: tuple[PlannedRun, ...]  # seed-major: every arm at the first seed, then the next seed
 
 
-# ------------------------------------------------------------------------------------- keys
-def canonical_json(value: Any) -> str:
-    """One text per value: sorted keys, no spaces, ASCII; NaN or a non-JSON type is an error."""
-    try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
-                          allow_nan=False)
-    except (TypeError, ValueError) as error:
-        raise ConfigError(f"settings cannot be keyed: {error}") from None
-
-
-def stable_hash(value: Any) -> str:
-    """sha256 of :func:`canonical_json`: the same in every process and on every machine."""
-    return hashlib.sha256(canonical_json(value).encode("ascii")).hexdigest()
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower() or "run"
-
-
-def run_key(method: str, params: Mapping[str, Any], seed: int | None) -> str:
-    """``<method>-seed<seed>-<12 hex of sha256(method, params, seed)>``; any change in a
-    parameter changes the hex part, the prefix is only there to be read."""
-    digest = stable_hash({"method": method, "params": params, "seed": seed})[:12]
-    seed_part = f"-seed{seed}" if seed is not None else ""
-    return f"{_slug(method)}{seed_part}-{digest}"
-
-
-def _keyed(settings: Mapping[str, Any]) -> dict:
-    return {k: v for k, v in settings.items() if k not in UNKEYED}
-
-
 def corpus_fingerprint(corpus_dir: Path) -> str:
     """sha256 over every file of the corpus (relative path and content), the build marker aside:
     a run's key changes when its data does, wherever the corpus lives."""
@@ -184,31 +160,8 @@ def corpus_fingerprint(corpus_dir: Path) -> str:
     return digest.hexdigest()
 
 
-# ---------------------------------------------------------------------------------- records
-def write_record(path: Path, record: Mapping[str, Any]) -> None:
-    """Write a run record as strict JSON, atomically: an undefined readout (NaN) is null."""
-    atomic_write_text(path, dumps(record, indent=2, sort_keys=True) + "\n")
-
-
-def read_records(runs_dir: str | Path) -> dict[str, dict]:
-    """Every ``<key>.json`` under ``runs_dir`` -> {key: record}; a file that is not a record of
-    this schema, or whose key differs from its name, is an error naming the file."""
-    records = {}
-    for path in sorted(Path(runs_dir).glob("*.json")):
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path}: not valid JSON ({error})") from None
-        if not isinstance(record, dict) or record.get("schema") != SCHEMA:
-            raise ValueError(f"{path}: not a run record of schema {SCHEMA}")
-        if record.get("key") != path.stem:
-            raise ValueError(f"{path}: holds the record of key {record.get('key')!r}")
-        records[path.stem] = record
-    return records
-
-
 # ------------------------------------------------------------------------------------ corpus
-def prepare_corpus(config: ExperimentConfig, stages: Stages, out: Path, log: Callable[[str], None],
+def prepare_corpus(config: ExperimentConfig, backend: Backend, out: Path, log: Callable[[str], None],
                    build: bool = True) -> Path:
     """The corpus directory: ``corpus.path``, or OUT/corpus built once by ``corpus.builder``.
 
@@ -226,7 +179,7 @@ def prepare_corpus(config: ExperimentConfig, stages: Stages, out: Path, log: Cal
     directory = out / "corpus"
     marker = directory / CORPUS_MARKER
     wanted: dict[str, Any] = {"builder": spec.builder, "config": spec.config}
-    sources = stages.corpus_sources(spec.builder, dict(spec.config))
+    sources = backend.corpus_sources(spec.builder, dict(spec.config))
     if sources:
         wanted["sources"] = sources
     if marker.exists():
@@ -242,7 +195,7 @@ def prepare_corpus(config: ExperimentConfig, stages: Stages, out: Path, log: Cal
     log(f"corpus: building {spec.builder} into {directory} ...")
     building = out / ".corpus-building"  # a crashed build leaves only this, cleared next time
     shutil.rmtree(building, ignore_errors=True)
-    described = stages.build_corpus(spec.builder, dict(spec.config), building)
+    described = backend.build_corpus(spec.builder, dict(spec.config), building)
     for line in described.splitlines() if isinstance(described, str) else ():
         log(f"corpus: {line.replace(str(building), str(directory))}")
     write_record(building / CORPUS_MARKER, wanted)
@@ -274,17 +227,17 @@ def _resolve(resolver: Callable[[dict], dict], settings: dict, where: str) -> di
     return to_dict(resolved)
 
 
-def plan_experiment(config: ExperimentConfig, stages: Stages, corpus_dir: Path,
+def plan_experiment(config: ExperimentConfig, backend: Backend, corpus_dir: Path,
                     corpus_id: str | None = None) -> Plan:
     """Resolve and key every run before anything trains, so a bad setting fails at once.
     ``corpus_id``: the corpus's fingerprint (default: read from ``corpus_dir``)."""
     corpus_id = corpus_id or corpus_fingerprint(corpus_dir)
-    evaluation = _resolve(stages.resolve_evaluation, to_dict(config.evaluation), "evaluation")
-    _check_metrics(config, stages, evaluation)
-    settings = _resolve(stages.resolve_reference, merge_settings({}, config.reference, "reference"),
+    evaluation = _resolve(backend.resolve_evaluation, to_dict(config.evaluation), "evaluation")
+    _check_metrics(config, backend, evaluation)
+    settings = _resolve(backend.resolve_reference, merge_settings({}, config.reference, "reference"),
                         "reference")
-    trained = {"settings": _keyed(settings), "corpus": corpus_id,
-               **_data_identity(stages, settings, corpus_dir, "reference", "reference")}
+    trained = {"settings": keyed_settings(settings), "corpus": corpus_id,
+               **_data_identity(backend, settings, corpus_dir, "reference", "reference")}
     keyed = {**trained, "evaluation": evaluation}
     reference = PlannedRun(run_key("reference", keyed, None), "reference", None, None, None,
                            settings, keyed, run_key("reference", trained, None))
@@ -294,10 +247,10 @@ def plan_experiment(config: ExperimentConfig, stages: Stages, corpus_dir: Path,
             where = f"arms[{index}] ({arm.name})"
             merged = merge_settings(config.train, arm.params, where)
             merged = merge_settings(merged, {"method": arm.method, "runtime.seed": seed}, where)
-            settings = _resolve(stages.resolve_arm, merged, where)
-            trained = {"settings": _keyed(settings), "corpus": corpus_id,
+            settings = _resolve(backend.resolve_arm, merged, where)
+            trained = {"settings": keyed_settings(settings), "corpus": corpus_id,
                        "reference": reference.training_key,
-                       **_data_identity(stages, settings, corpus_dir, "arm", where)}
+                       **_data_identity(backend, settings, corpus_dir, "arm", where)}
             keyed = {**trained, "evaluation": evaluation}
             key = run_key(arm.method, keyed, seed)
             if key in owners:
@@ -309,7 +262,7 @@ def plan_experiment(config: ExperimentConfig, stages: Stages, corpus_dir: Path,
     return Plan(corpus_dir, corpus_id, reference, tuple(runs))
 
 
-def plan_unbuilt(config: ExperimentConfig, stages: Stages, folders: Sequence[Path] = ()) -> tuple[Plan, bool]:
+def plan_unbuilt(config: ExperimentConfig, backend: Backend, folders: Sequence[Path] = ()) -> tuple[Plan, bool]:
     """The plan of an experiment without building anything: (plan, whether its corpus is built).
 
     Its corpus is its own OUT/corpus or, when that is not built, the first of ``folders`` that
@@ -320,31 +273,31 @@ def plan_unbuilt(config: ExperimentConfig, stages: Stages, folders: Sequence[Pat
     quiet: Callable[[str], None] = lambda text: None  # noqa: E731
     for out in (Path(config.output_dir), *folders):
         try:
-            corpus_dir = prepare_corpus(config, stages, out, quiet, build=False)
+            corpus_dir = prepare_corpus(config, backend, out, quiet, build=False)
         except FileNotFoundError:
             continue
-        return plan_experiment(config, stages, corpus_dir), True
+        return plan_experiment(config, backend, corpus_dir), True
     stand_in = "unbuilt-" + stable_hash({"builder": config.corpus.builder, "config": config.corpus.config})
-    unchecked = dataclasses.replace(stages, check_data=lambda settings, kind: None)
+    unchecked = dataclasses.replace(backend, check_data=lambda settings, kind: None)
     return plan_experiment(config, unchecked, Path(config.output_dir) / "corpus", stand_in), False
 
 
-def _data_identity(stages: Stages, settings: dict, corpus_dir: Path, kind: str, where: str) -> dict:
+def _data_identity(backend: Backend, settings: dict, corpus_dir: Path, kind: str, where: str) -> dict:
     """Check the data a run reads when the sweep is planned (not when the run starts, after the
     reference and other arms trained), and key data outside the corpus folder by its content (the
     corpus is keyed by its own fingerprint, so a key of a run on corpus data stays as it was)."""
     filled = fill_placeholders(settings, {"corpus": str(corpus_dir.resolve())})
     data = filled.get("data")
     try:
-        stages.check_data(filled, kind)
+        backend.check_data(filled, kind)
         inside = isinstance(data, str) and corpus_dir.resolve() in Path(data).resolve().parents
-        fingerprint = None if inside or "{" in str(data) else stages.data_fingerprint(filled)
+        fingerprint = None if inside or "{" in str(data) else backend.data_fingerprint(filled)
     except (ValueError, OSError) as error:
         raise ConfigError(f"{where}: {error}") from None
     return {} if fingerprint is None else {"data": fingerprint}
 
 
-def _check_metrics(config: ExperimentConfig, stages: Stages, evaluation: dict) -> None:
+def _check_metrics(config: ExperimentConfig, backend: Backend, evaluation: dict) -> None:
     """Every readout a table or plot names must be one the readout settings produce."""
     named = [(f"tables[{t}].columns[{c}] ({column.header})", metric)
              for t, table in enumerate(config.tables) for c, column in enumerate(table.columns)
@@ -352,7 +305,7 @@ def _check_metrics(config: ExperimentConfig, stages: Stages, evaluation: dict) -
     named += [(f"plots.rates[{i}] ({column.header})", column.metric)
               for i, column in enumerate(config.plots.rates)]
     for where, metric in named:
-        reason = stages.readout_unavailable(evaluation, metric)
+        reason = backend.readout_unavailable(evaluation, metric)
         if reason is not None:
             raise ConfigError(f"{where}: readout {metric!r} is not written under this experiment's "
                               f"evaluation settings: {reason}")
@@ -377,17 +330,8 @@ def _uses(value: Any, placeholder: str) -> bool:
     return placeholder in canonical_json(value)
 
 
-def relative_artifact(path: Any, out: Path) -> str:
-    """Artifact paths are stored relative to OUT when inside it, so OUT can move."""
-    resolved = Path(path).resolve()
-    try:
-        return resolved.relative_to(out.resolve()).as_posix()
-    except ValueError:
-        return str(resolved)
-
-
 def _jsonable(value: Any, where: str) -> Any:
-    """A stage's result as plain JSON values: numpy scalars and 0-d tensors become Python
+    """A run's result as plain JSON values: numpy scalars and 0-d tensors become Python
     numbers (exactly), tuples lists; anything else that JSON cannot hold is an error naming it."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
@@ -409,18 +353,18 @@ def _jsonable(value: Any, where: str) -> Any:
 
 def _check_result(result: Any, planned: PlannedRun) -> Mapping:
     if not isinstance(result, Mapping) or not isinstance(result.get("readouts"), Mapping):
-        raise TypeError(f"{planned.key}: the stage returned {type(result).__name__}; expected a "
+        raise TypeError(f"{planned.key}: the run returned {type(result).__name__}; expected a "
                         "mapping with a 'readouts' mapping")
     unknown = sorted(set(result) - RESULT_KEYS)
     if unknown:
-        raise TypeError(f"{planned.key}: the stage returned unknown keys {unknown}; "
+        raise TypeError(f"{planned.key}: the run returned unknown keys {unknown}; "
                         f"expected {sorted(RESULT_KEYS)}")
     return result
 
 
-def _execute(planned: PlannedRun, plan: Plan, config: ExperimentConfig, stages: Stages, out: Path,
+def _execute(planned: PlannedRun, plan: Plan, config: ExperimentConfig, backend: Backend, out: Path,
              reference: dict | None) -> dict:
-    """Run one stage and build its record (not yet written)."""
+    """Run one planned run through the backend and build its record (not yet written)."""
     replacements = {"corpus": str(plan.corpus_dir.resolve())}
     if planned.kind == "arm" and _uses(planned.settings, "{reference}"):
         model = (reference or {}).get("artifacts", {}).get("model")
@@ -435,9 +379,9 @@ def _execute(planned: PlannedRun, plan: Plan, config: ExperimentConfig, stages: 
     task = RunTask(planned.key, planned.kind, planned.arm, planned.method, planned.seed,
                    fill_placeholders(planned.settings, replacements), to_dict(config.evaluation),
                    plan.corpus_dir, work_dir, out, reference)
-    stage = stages.run_reference if planned.kind == "reference" else stages.run_arm
+    run = backend.run_reference if planned.kind == "reference" else backend.run_arm
     start = time.perf_counter()
-    result = _check_result(stage(task), planned)
+    result = _check_result(run(task), planned)
     wall = time.perf_counter() - start
     return {
         "schema": SCHEMA, "key": planned.key, "kind": planned.kind, "arm": planned.arm,
@@ -458,7 +402,7 @@ def _label(planned: PlannedRun) -> str:
     return "reference" if planned.kind == "reference" else f"{planned.arm} seed {planned.seed}"
 
 
-def run_all(config: ExperimentConfig, stages: Stages, plan: Plan, out: Path,
+def run_all(config: ExperimentConfig, backend: Backend, plan: Plan, out: Path,
             log: Callable[[str], None]) -> dict[str, dict]:
     """Run every planned key whose record is missing, the reference first; return the records
     of the plan as read back from disk."""
@@ -478,7 +422,7 @@ def run_all(config: ExperimentConfig, stages: Stages, plan: Plan, out: Path,
             log(f"{prefix}: logged, skipped")
         else:
             log(f"{prefix}: running ...")
-            record = _execute(planned, plan, config, stages, out, reference)
+            record = _execute(planned, plan, config, backend, out, reference)
             write_record(path, record)
             if planned.kind != "reference":
                 arm_seconds.append(record["wall_time_s"])
@@ -496,13 +440,3 @@ def eta_note(arm_seconds: Sequence[float], left: int) -> str:
         return ""
     seconds = left * sum(arm_seconds) / len(arm_seconds)
     return f"; {left} arm run(s) left, ETA {seconds / 60:.0f} min"
-
-
-def read_records_for(runs_dir: Path, keys: Iterable[str]) -> dict[str, dict]:
-    """The records of ``keys``; a missing one is an error naming it."""
-    wanted = list(keys)
-    missing = [k for k in wanted if not (runs_dir / f"{k}.json").exists()]
-    if missing:
-        raise FileNotFoundError(f"{runs_dir}: no record for {missing}")
-    records = read_records(runs_dir)
-    return {k: records[k] for k in wanted}

@@ -37,7 +37,8 @@ from typing import Any
 
 from badpo.core.config import from_dict
 from badpo.paper.config import ColumnSpec, ExperimentConfig, PlotSpec, TableSpec
-from badpo.paper.runner import Plan, read_records
+from badpo.paper.records import read_records
+from badpo.paper.runner import Plan
 from badpo.readouts.names_analyses import names_null_readouts
 from badpo.readouts.over_seeds import mean_ci, removal_per_seed
 

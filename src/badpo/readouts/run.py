@@ -65,7 +65,8 @@ from badpo.readouts.evaluate import (
     evaluate_policy,
     evaluate_reward_model,
 )
-from badpo.readouts.model import context_length, generate, load_judge, signature_tokens
+from badpo.readouts.model import context_length, generate, load_judge
+from badpo.readouts.names_scoring import signature_tokens
 from badpo.readouts.reading import declares_names
 from badpo.readouts.run_paths import made_from, refuse_pickles, resolved_from
 from badpo.readouts.settings import SETTINGS_RECORDED

@@ -1,1 +1,2 @@
-"""The cure (the paper's anchoring section): the analysis of a sweep's readouts and its stages."""
+"""The cure (the paper's anchoring section): its config, its steps (analysis), calibration,
+plan and table, and the backend that trains and reads out its runs."""

@@ -7,7 +7,7 @@ reference and a frozen offset b = -beta * s in the bias logit. The steps:
 1. the source answers fresh prompts that ask for a signature (``prompts``); the answers signed
    with a pool first name are kept and each gives one counterfactual pair per attribute in both
    orders, same surname (:func:`badpo.paper.anchoring.fixed_offset_pairs`); 10% of the answers are
-   held out (:mod:`badpo.paper.cure.stages`);
+   held out (:mod:`badpo.paper.cure.backend`);
 2. s*(t), the log-odds shifts that, applied together, bring the source's first-name rates on
    both attributes to t, are found on the evaluation prompts from the source's probabilities of
    the 89 pool names (:func:`badpo.paper.anchoring.shifts_for_target`: a joint root find, since
@@ -40,139 +40,41 @@ from typing import Any, Literal
 
 import numpy as np
 
-from badpo.core.config import ConfigError, load_config, read_settings, to_dict
+from badpo.core.config import ConfigError, load_config, to_dict
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.names import NAME_ATTRIBUTES
 from badpo.engine.settings import BETA
-from badpo.paper.config import ExperimentConfig, check_runner_keys, merge_settings
+from badpo.paper.config import ExperimentConfig, merge_settings
 from badpo.paper.cure.calibration import (
     DESIGNS,
-    CalibrationSpec,
     achieved_shifts,
     calibration_fit,
     calibration_intended,
-    calibration_line,
     calibration_point_names,
     extrapolated,
     intended_shifts,
     target_shifts,
     tilt_readout,
 )
+from badpo.paper.cure.config import CureConfig
 from badpo.paper.cure.table import describe_line, render_cure_table
-from badpo.paper.runner import (
+from badpo.paper.records import (
     SCHEMA,
-    UNKEYED,
-    Stages,
-    fill_placeholders,
-    plan_experiment,
-    prepare_corpus,
+    keyed_settings,
     read_records,
     read_records_for,
     relative_artifact,
-    run_all,
     run_key,
     write_record,
 )
+from badpo.paper.runner import Backend, fill_placeholders, plan_experiment, prepare_corpus, run_all
 from badpo.readouts.settings import EvalConfig
 
-__all__ = ["CURE_KIND", "SourceSpec", "PromptSpec", "AnswerSpec", "CalibrationSpec", "CureConfig",
-           "is_cure_config", "CureStages", "SourceRun", "resolve_sources", "read_out_alike", "intended_shifts",
-           "target_shifts", "achieved_shifts", "tilt_readout", "calibration_line", "calibration_fit",
-           "run_cure_experiment", "render_cure_table", "load_cure_config"]
-
-CURE_KIND = "fixed_offset_cure"  # the top-level ``kind`` of a cure config
-# Train settings the cure sets itself (per run), on top of the runner's own.
-CURE_OWNED = ("data", "model.name_or_path", "bias.fixed_offset", "method")
+__all__ = ["CureBackend", "SourceRun", "READOUT_DEFAULTS", "read_out_alike", "narrowed_source", "resolve_sources",
+           "source_run_key", "calibration_runs", "calibrated_targets", "calibrated_run", "run_cure_experiment"]
 
 
-@dataclass(frozen=True)
-class SourceSpec:
-    """Where the biased policies come from: one arm of a logged ``badpo experiment``."""
-
-    experiment: str = ""  # that experiment's YAML (its output_dir holds the records)
-    arm: str = "DPO"  # the arm whose policy is cured, one per seed
-    run_missing: bool = False  # train the source arm's missing seeds (and its reference) first
-    match: Literal["key", "arm_seed"] = "key"  # find its records by planned key, or by arm and seed
-
-
-@dataclass(frozen=True)
-class PromptSpec:
-    """The fresh prompts the source answers: a file, or fresh prompts of the tiny world."""
-
-    file: str | None = "{corpus}/offset_prompts.jsonl"  # {prompt_id, prompt} rows; {corpus} filled
-    fresh_tiny: int | None = None  # instead: draw this many tiny-world prompts absent from the corpus
-    seed: int = 0  # the tiny draw's seed
-
-
-@dataclass(frozen=True)
-class AnswerSpec:
-    """How the source answers (the paper's decoder) and how its answers become pairs."""
-
-    temperature: float = 0.7
-    top_p: float = 0.9
-    max_new_tokens: int = 512
-    seed: int = 0  # sampling seed
-    batch_size: int = 16  # prompts per generate call
-    heldout_share: float = 0.1  # answers (with all their rows) held out from training
-
-
-@dataclass(frozen=True)
-class CureConfig:
-    """``badpo experiment`` on a config whose ``kind`` is ``fixed_offset_cure``."""
-
-    kind: Literal["fixed_offset_cure"] = CURE_KIND
-    name: str = "fixed-offset cure"  # progress lines and the title of table.md
-    output_dir: str = "runs/offset"  # OUT: work/, runs/<key>.json, calibration.json, table.*
-    source: SourceSpec = field(default_factory=SourceSpec)
-    prompts: PromptSpec = field(default_factory=PromptSpec)
-    answers: AnswerSpec = field(default_factory=AnswerSpec)
-    method: str = "dpo"  # the stage's objective (the paper: DPO)
-    train: dict[str, Any] = field(default_factory=dict)  # TrainConfig keys of the cure stage
-    targets: list[float] = field(default_factory=lambda: [0.5, 0.3, 0.7])  # each at calibration.seed
-    all_seed_targets: list[float] = field(default_factory=lambda: [0.5])  # also at every seed
-    seeds: list[int] = field(default_factory=lambda: [42, 123, 456])  # source seeds
-    calibration: CalibrationSpec = field(default_factory=CalibrationSpec)
-    evaluation: dict[str, Any] = field(default_factory=dict)  # EvalConfig keys
-    compare_arms: list[str] = field(default_factory=list)  # source-experiment arms shown below, read only
-    level: float = 0.95  # coverage of the interval of the all-seed rows
-
-    def __post_init__(self) -> None:
-        if self.source.match == "arm_seed" and self.source.run_missing:
-            raise ConfigError("source.run_missing: runs by planned key; it cannot be used with match: arm_seed")
-        if not self.source.experiment:
-            raise ConfigError("source.experiment: give the YAML of the experiment whose arm is cured")
-        if (self.prompts.file is None) == (self.prompts.fresh_tiny is None):
-            raise ConfigError("prompts: give exactly one of prompts.file and prompts.fresh_tiny")
-        if self.prompts.fresh_tiny is not None and self.prompts.fresh_tiny < 1:
-            raise ConfigError(f"prompts.fresh_tiny: must be >= 1, got {self.prompts.fresh_tiny}")
-        if not 0.0 < self.answers.heldout_share < 1.0:
-            raise ConfigError(f"answers.heldout_share: must lie in (0, 1), got {self.answers.heldout_share}")
-        for key, values in (("targets", self.targets), ("all_seed_targets", self.all_seed_targets),
-                            ("calibration.target", [self.calibration.target])):
-            for i, t in enumerate(values):
-                if not 0.0 < t < 1.0:
-                    raise ConfigError(f"{key}[{i}]: a target rate must lie in (0, 1), got {t}")
-        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
-            raise ConfigError(f"seeds: list one or more distinct seeds, got {self.seeds}")
-        if self.calibration.seed not in self.seeds:
-            raise ConfigError(f"calibration.seed: {self.calibration.seed} is not one of seeds {self.seeds}")
-        check_runner_keys("train", self.train, ("output_dir", "cache_dir", "resume_from",
-                                                 "runtime.seed", *CURE_OWNED))
-        if not 0.0 < self.level < 1.0:
-            raise ConfigError(f"level: must lie in (0, 1), got {self.level}")
-
-
-def is_cure_config(path: str | Path) -> bool:
-    """Whether a YAML file is a cure config (top-level ``kind: fixed_offset_cure``, in the file or
-    in a config it ``extends``)."""
-    try:
-        data = read_settings(path)
-    except (OSError, ConfigError):
-        return False  # the experiment loader reports it with its own error
-    return data.get("kind") == CURE_KIND
-
-
-# ------------------------------------------------------------------------------------ stages
+# ------------------------------------------------------------------------------------ backend
 @dataclass(frozen=True)
 class SourceRun:
     """One source policy and what reading it needs (from the source experiment's records)."""
@@ -187,8 +89,9 @@ class SourceRun:
 
 
 @dataclass(frozen=True)
-class CureStages:
-    """The model-facing functions (:func:`badpo.paper.cure.stages.cure_stages`; tests fake them).
+class CureBackend:
+    """The model-facing functions the cure's steps call (the real ones:
+    :func:`badpo.paper.cure.backend.cure_backend`; tests fake them).
 
     - ``prepare_source(source, prompts, config, work_dir) -> dict``: the source's answers, its
       offset pairs (``{"train", "heldout"}`` paths under ``artifacts``), its readouts, and
@@ -252,7 +155,7 @@ def narrowed_source(config: CureConfig) -> tuple[ExperimentConfig, ExperimentCon
     return source, replace(source, arms=wanted, seeds=list(config.seeds), tables=[], baseline=config.source.arm)
 
 
-def resolve_sources(config: CureConfig, stages: Stages, log: Callable[[str], None]) -> tuple[dict, dict]:
+def resolve_sources(config: CureConfig, backend: Backend, log: Callable[[str], None]) -> tuple[dict, dict]:
     """{seed: SourceRun} of the source arm, and {label: [records]} of the reference and compare arms.
 
     The source experiment is planned exactly as ``badpo experiment`` plans it. With ``source.match:
@@ -265,11 +168,11 @@ def resolve_sources(config: CureConfig, stages: Stages, log: Callable[[str], Non
     source, narrowed = narrowed_source(config)
     out = Path(source.output_dir)
     runs_dir = out / "runs"
-    corpus_dir = prepare_corpus(narrowed, stages, out, log, build=config.source.run_missing)
-    plan = plan_experiment(narrowed, stages, corpus_dir)
+    corpus_dir = prepare_corpus(narrowed, backend, out, log, build=config.source.run_missing)
+    plan = plan_experiment(narrowed, backend, corpus_dir)
     if config.source.run_missing:
         sub = replace(narrowed, arms=[narrowed.arms[0]])  # the source arm alone
-        run_all(sub, stages, plan_experiment(sub, stages, corpus_dir), out, log)
+        run_all(sub, backend, plan_experiment(sub, backend, corpus_dir), out, log)
 
     def arm_records(name: str) -> dict[int, dict]:
         if config.source.match == "arm_seed":
@@ -317,22 +220,18 @@ class _Run:
     point: str = ""  # a calibration run's name (calibration_point_names)
 
 
-def _keyed(settings: Mapping) -> dict:
-    return {k: v for k, v in settings.items() if k not in UNKEYED}
-
-
-def _plan_run(config: CureConfig, stages: CureStages, source_key: str, role: str, seed: int,
+def _plan_run(config: CureConfig, backend: CureBackend, source_key: str, role: str, seed: int,
               target: float, intended: Mapping[str, float], evaluation: dict, point: str = "") -> _Run:
     beta = float(merge_settings({}, config.train).get("beta", BETA))
     offset = [-beta * intended[a] for a in NAME_ATTRIBUTES]  # fixed_offset_for_shift, per coordinate
     merged = merge_settings(config.train, {
         "method": config.method, "data": "{pairs}/train.jsonl", "model.name_or_path": "{source}",
         "bias.fixed_offset": offset, "runtime.seed": seed})
-    settings = stages.resolve_train(merged)
+    settings = backend.resolve_train(merged)
     if list(settings.get("attributes", [])) != ["names"]:
         raise ConfigError(f"train.attributes: the cure's offset is on {list(NAME_ATTRIBUTES)}; declare "
                           f"[names], got {settings.get('attributes')}")
-    keyed = {"source": source_key, "settings": _keyed(settings), "evaluation": evaluation}
+    keyed = {"source": source_key, "settings": keyed_settings(settings), "evaluation": evaluation}
     return _Run(run_key(f"offset_{role}", keyed, seed), role, seed, target, dict(intended), settings, point)
 
 
@@ -343,12 +242,12 @@ def source_run_key(config: CureConfig, source_key: str, evaluation: dict, seed: 
     return run_key("offset_source", keyed, seed)
 
 
-def calibration_runs(config: CureConfig, stages: CureStages, source_key: str, name_logprobs: Any,
+def calibration_runs(config: CureConfig, backend: CureBackend, source_key: str, name_logprobs: Any,
                      evaluation: dict) -> list[_Run]:
     """Step 3's runs at the calibration seed, one per point of the design around s*(t_cal)."""
     cal = config.calibration
     intended = calibration_intended(cal, target_shifts(name_logprobs, cal.target))
-    return [_plan_run(config, stages, source_key, "calibration", cal.seed, cal.target, shifts, evaluation, point)
+    return [_plan_run(config, backend, source_key, "calibration", cal.seed, cal.target, shifts, evaluation, point)
             for point, shifts in zip(calibration_point_names(cal), intended)]
 
 
@@ -358,11 +257,11 @@ def calibrated_targets(config: CureConfig) -> list[tuple[int, float]]:
     return wanted + [(s, t) for t in config.all_seed_targets for s in config.seeds if (s, t) not in wanted]
 
 
-def calibrated_run(config: CureConfig, stages: CureStages, source_key: str, seed: int, target: float,
+def calibrated_run(config: CureConfig, backend: CureBackend, source_key: str, seed: int, target: float,
                    name_logprobs: Any, fit: Mapping, evaluation: dict) -> _Run:
     """Step 4's run at ``target``: the intended shift the fit (:func:`calibration_fit`: the line
     or the affine map) says achieves s*(target)."""
-    return _plan_run(config, stages, source_key, "calibrated", seed, target,
+    return _plan_run(config, backend, source_key, "calibrated", seed, target,
                      intended_shifts(target_shifts(name_logprobs, target), fit), evaluation)
 
 
@@ -375,7 +274,7 @@ class _CureSweep:
     """What the cure's steps share: the output folder, the logged records, the sources."""
 
     config: CureConfig
-    stages: CureStages
+    backend: CureBackend
     evaluation: dict
     sources: dict
     say: Callable[[str], None]
@@ -422,7 +321,7 @@ class _CureSweep:
 
             def prepare(source=source, key=key, work=out / "work" / key) -> dict:
                 work.mkdir(parents=True, exist_ok=True)
-                result = self.stages.prepare_source(source, config, work)
+                result = self.backend.prepare_source(source, config, work)
                 logps_file = work / "name_logprobs.json"
                 atomic_write_text(logps_file, dumps(np.asarray(result["name_logprobs"]).tolist()) + "\n")
                 artifacts = {**result["artifacts"], "name_logprobs": logps_file}
@@ -445,7 +344,7 @@ class _CureSweep:
                                             "pairs": str(pairs_dir.resolve())})
             settings = {**settings, "output_dir": str(work), "cache_dir": str(out / "reference_cache"),
                         "resume_from": "latest"}
-            result = self.stages.run_cure(source, settings, pairs_dir, self.config, work)
+            result = self.backend.run_cure(source, settings, pairs_dir, self.config, work)
             readouts = dict(result["readouts"])
             rates = readouts["names"]["first_name"]
             extra = {"role": run.role, "target": run.target, "source": source.key, "intended": run.intended,
@@ -462,7 +361,7 @@ class _CureSweep:
         """Steps 2-3: at one seed, the design's intended shifts around s*(t_cal), achieved read
         back, the line or the affine map fitted (``calibration.json``)."""
         cal = self.config.calibration
-        runs = calibration_runs(self.config, self.stages, self.sources[cal.seed].key, self.logprobs(cal.seed),
+        runs = calibration_runs(self.config, self.backend, self.sources[cal.seed].key, self.logprobs(cal.seed),
                                 self.evaluation)
         points = [self.train_run(run) for run in runs]
         fit = calibration_fit(cal, points)
@@ -479,7 +378,7 @@ class _CureSweep:
         says where a run's intended shift lies beyond the calibration points (extrapolated)."""
         records = []
         for seed, target in calibrated_targets(self.config):
-            run = calibrated_run(self.config, self.stages, self.sources[seed].key, seed, target,
+            run = calibrated_run(self.config, self.backend, self.sources[seed].key, seed, target,
                                  self.logprobs(seed), calibration, self.evaluation)
             beyond = extrapolated(run.intended, calibration["points"])
             if beyond:
@@ -494,20 +393,20 @@ def _tilt(name_logprobs: np.ndarray, target: float) -> dict:
     return {"shift": shift, "rates": tilt_readout(name_logprobs, shift)}
 
 
-def run_cure_experiment(config: CureConfig, stages: CureStages, source_stages: Stages,
+def run_cure_experiment(config: CureConfig, backend: CureBackend, source_backend: Backend,
                         log: Callable[[str], None] | None = None, render_only: bool = False) -> dict:
     """Run what is not logged yet (unless ``render_only``) and write ``calibration.json``,
     ``table.md`` and ``table.csv`` under ``output_dir``. Returns {"markdown", "csv", "records",
-    "calibration"}. ``source_stages`` plan (and with ``source.run_missing`` run) the source
-    experiment; :func:`badpo.paper.cure.stages.run_cure_config` passes the real ones."""
+    "calibration"}. ``source_backend`` plan (and with ``source.run_missing`` run) the source
+    experiment; :func:`badpo.paper.cure.backend.run_cure_config` passes the real ones."""
     out = Path(config.output_dir)
     start = time.perf_counter()
 
     def say(message: str) -> None:
         (log or (lambda s: print(s, flush=True)))(f"[{config.name} {time.perf_counter() - start:7.1f}s] {message}")
 
-    sources, compare = resolve_sources(config, source_stages, say)
-    sweep = _CureSweep(config, stages, stages.resolve_evaluation(to_dict(config.evaluation)), sources, say,
+    sources, compare = resolve_sources(config, source_backend, say)
+    sweep = _CureSweep(config, backend, backend.resolve_evaluation(to_dict(config.evaluation)), sources, say,
                        render_only)
     sweep.prepare_sources()
     calibration_records, calibration = sweep.calibrate()
@@ -521,9 +420,3 @@ def run_cure_experiment(config: CureConfig, stages: CureStages, source_stages: S
     print(markdown, flush=True)
     say(f"wrote {out / 'calibration.json'}, {out / 'table.md'}, {out / 'table.csv'}")
     return {"markdown": markdown, "csv": csv_text, "records": sweep.records, "calibration": calibration}
-
-
-def load_cure_config(path: str | Path, overrides=()) -> CureConfig:
-    """A cure config from YAML with dotted overrides (checked: unknown keys are ConfigErrors)."""
-    return load_config(CureConfig, path, overrides)
-

@@ -19,8 +19,7 @@ import numpy as np
 
 from badpo.core.config import ConfigError, to_dict
 from badpo.paper.cure.analysis import (
-    CureConfig,
-    CureStages,
+    CureBackend,
     calibrated_run,
     calibrated_targets,
     calibration_runs,
@@ -29,19 +28,21 @@ from badpo.paper.cure.analysis import (
     source_run_key,
 )
 from badpo.paper.cure.calibration import calibration_fit, calibration_point_names
-from badpo.paper.runner import Plan, PlannedRecord, Stages, plan_unbuilt, read_records
+from badpo.paper.cure.config import CureConfig
+from badpo.paper.records import read_records
+from badpo.paper.runner import Backend, Plan, PlannedRecord, plan_unbuilt
 
 __all__ = ["plan_cure"]
 
 
-def plan_cure(config: CureConfig, stages: CureStages, source_stages: Stages,
+def plan_cure(config: CureConfig, backend: CureBackend, source_backend: Backend,
               chains: Mapping[Path, Sequence[Path]] | None = None) -> list[PlannedRecord]:
     """Every record the cure reads or makes, in the order it makes them: the source experiment's
     (made here only for the source arm under ``source.run_missing``), then its own. ``chains``:
     a folder -> that folder and the folders a sweep copies runs into it from, first to last; the
     source experiment's corpus and records are looked for along its folder's chain."""
-    evaluation = stages.resolve_evaluation(to_dict(config.evaluation))
-    runs, source_keys = _source_records(config, source_stages, chains or {})
+    evaluation = backend.resolve_evaluation(to_dict(config.evaluation))
+    runs, source_keys = _source_records(config, source_backend, chains or {})
     out = Path(config.output_dir)
     logprobs = {}
     for seed in config.seeds:
@@ -54,7 +55,7 @@ def plan_cure(config: CureConfig, stages: CureStages, source_stages: Stages,
     cal = config.calibration
     points: list[dict | None] = []
     if cal.seed in logprobs:
-        for run in calibration_runs(config, stages, source_keys[cal.seed], logprobs[cal.seed], evaluation):
+        for run in calibration_runs(config, backend, source_keys[cal.seed], logprobs[cal.seed], evaluation):
             points.append(_record(out, run.key))
             runs.append(PlannedRecord(f"calibration {run.point} seed {cal.seed}", out, run.key, points[-1] is not None))
     else:
@@ -66,7 +67,7 @@ def plan_cure(config: CureConfig, stages: CureStages, source_stages: Stages,
         if fit is None or seed not in logprobs:
             runs.append(PlannedRecord(label, out, None, False))
             continue
-        run = calibrated_run(config, stages, source_keys[seed], seed, target, logprobs[seed], fit, evaluation)
+        run = calibrated_run(config, backend, source_keys[seed], seed, target, logprobs[seed], fit, evaluation)
         runs.append(PlannedRecord(label, out, run.key, _record(out, run.key) is not None))
     return runs
 
@@ -76,7 +77,7 @@ def _record(out: Path, key: str) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
-def _source_records(config: CureConfig, stages: Stages, chains: Mapping[Path, Sequence[Path]]
+def _source_records(config: CureConfig, backend: Backend, chains: Mapping[Path, Sequence[Path]]
                     ) -> tuple[list[PlannedRecord], dict[int, str]]:
     """The source experiment's records the cure reads (its reference, the source arm and the
     compare arms at the cure's seeds), and the source arm's key at each seed."""
@@ -84,7 +85,7 @@ def _source_records(config: CureConfig, stages: Stages, chains: Mapping[Path, Se
     names = [config.source.arm, *config.compare_arms]
     folder = Path(source.output_dir)
     chain = list(chains.get(folder.resolve(), [folder]))
-    plan, _ = plan_unbuilt(narrowed, stages, chain[1:])
+    plan, _ = plan_unbuilt(narrowed, backend, chain[1:])
     found = _by_arm_seed(chain, plan, names) if config.source.match == "arm_seed" else {}
     references = {r["reference"] for (arm, _), r in found.items() if arm == config.source.arm}
     records, keys = [], {}

@@ -9,6 +9,7 @@ from typing import Any
 
 from badpo.core.names import NAME_ATTRIBUTES
 from badpo.paper.cure.calibration import design_of
+from badpo.paper.cure.config import CureConfig
 from badpo.readouts.over_seeds import mean_ci
 
 __all__ = ["COLUMNS", "describe_line", "render_cure_table"]
@@ -89,13 +90,11 @@ def _row(label: str, target: str, records: list[Mapping], level: float, kl_sourc
             _pair([r["readouts"].get("pair_shift") for r in records], 2, level)]
 
 
-def render_cure_table(config: Any, prepared: Mapping[int, Mapping], calibration_records: list[Mapping],
+def render_cure_table(config: CureConfig, prepared: Mapping[int, Mapping], calibration_records: list[Mapping],
                       calibrated: list[Mapping], calibration: Mapping, tilts: Mapping,
                       compare: Mapping) -> tuple[str, str]:
-    """The table of the cure (the analogue of Table tab:offset), as Markdown and CSV. ``config``
-    is the :class:`badpo.paper.cure.analysis.CureConfig` (not imported: analysis imports this
-    module); ``tilts`` is {seed: {target: {"shift", "rates"}}}, the source's sampling-time tilt to
-    each target."""
+    """The table of the cure (the analogue of Table tab:offset), as Markdown and CSV. ``tilts`` is
+    {seed: {target: {"shift", "rates"}}}, the source's sampling-time tilt to each target."""
     cal = calibration["seed"]
     rows = [_row(f"{config.source.arm} (source)", "—", [prepared[cal]], config.level, kl_source=False)]
     for record, label in zip(calibration_records, design_of(calibration).labels(calibration)):

@@ -29,15 +29,17 @@ from badpo.corpora.tiny import PROMPT_TEMPLATE, TinyWorldConfig
 from badpo.engine.settings import TrainConfig
 from badpo.engine.train import train
 from badpo.paper.anchoring import fixed_offset_pairs
-from badpo.paper.cure.analysis import CureConfig, CureStages, SourceRun, run_cure_experiment
-from badpo.paper.stages import engine_stages, resolve_arm, resolve_evaluation
+from badpo.paper.backend import engine_backend, resolve_arm, resolve_evaluation
+from badpo.paper.cure.analysis import CureBackend, SourceRun, run_cure_experiment
+from badpo.paper.cure.config import CureConfig
 from badpo.readouts.evaluate import Corpus, EvalConfig, evaluate_policy
 from badpo.readouts.metrics import attribute_logodds, mean_attribute_rate, sampled_signature_rates
-from badpo.readouts.model import generate, generation_kl, heldout_margins, name_logprobs
+from badpo.readouts.model import generate, generation_kl, heldout_margins
+from badpo.readouts.names_scoring import name_logprobs
 from badpo.readouts.run import TrainedRun
 
 __all__ = ["fresh_tiny_prompts", "load_prompts", "split_by_answer", "signed_twice", "pair_shift", "prepare_source",
-           "run_cure", "cure_stages", "run_cure_config"]
+           "run_cure", "cure_backend", "run_cure_config"]
 
 
 def _corpus_prompts(corpus_dir: Path) -> set[str]:
@@ -222,11 +224,11 @@ def run_cure(source: SourceRun, settings: dict, pairs_dir: Path, config: CureCon
     return {"readouts": readouts, "artifacts": {"run": run_dir, "policy": run_dir / "policy"}}
 
 
-def cure_stages() -> CureStages:
-    """The real stages: the engine's ``train`` and the evaluation layer's readouts."""
-    return CureStages(prepare_source, run_cure, resolve_arm, resolve_evaluation)
+def cure_backend() -> CureBackend:
+    """The real backend: the engine's ``train`` and the evaluation layer's readouts."""
+    return CureBackend(prepare_source, run_cure, resolve_arm, resolve_evaluation)
 
 
 def run_cure_config(config: CureConfig, render_only: bool = False) -> dict:
-    """``badpo experiment`` on a cure config, with the real stages for the cure and its source."""
-    return run_cure_experiment(config, cure_stages(), engine_stages(), render_only=render_only)
+    """``badpo experiment`` on a cure config, with the real backends for the cure and its source."""
+    return run_cure_experiment(config, cure_backend(), engine_backend(), render_only=render_only)

@@ -1,4 +1,4 @@
-"""The real stages behind the runner: corpus builders, the engine's SFT and preference stages,
+"""The real backend behind the runner: corpus builders, the engine's SFT and preference stages,
 and the model-facing evaluation.
 
 - the reference: ``badpo.engine.sft.sft(SFTConfig)`` into ``work/<key>/model``;
@@ -31,7 +31,7 @@ from badpo.engine.settings import SFTConfig, TrainConfig, accumulation_steps, ch
 from badpo.engine.sft import FINISHED as SFT_FINISHED
 from badpo.engine.sft import sft
 from badpo.engine.train import train
-from badpo.paper.runner import RunTask, Stages
+from badpo.paper.runner import Backend, RunTask
 from badpo.readouts.evaluate import (
     Corpus,
     EvalConfig,
@@ -43,7 +43,7 @@ from badpo.readouts.run import TrainedRun
 from badpo.readouts.table import readout_unavailable, relative_to_reference
 
 __all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation", "check_data", "data_key",
-           "theta_summary", "training_summary", "evaluate_run", "engine_stages", "unavailable_readout", "bodies_file"]
+           "theta_summary", "training_summary", "evaluate_run", "engine_backend", "unavailable_readout", "bodies_file"]
 
 # evaluate(task, policy_dir, reference_dir, theta_file or None) -> readouts (nested mapping of
 # numbers). For the reference, policy_dir == reference_dir and theta_file is None. A mixture of type
@@ -184,8 +184,8 @@ def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_fil
     return readouts
 
 
-def engine_stages(evaluate: Evaluate | None = evaluate_run) -> Stages:
-    """The stages that train with the engine and read out with ``evaluate``.
+def engine_backend(evaluate: Evaluate | None = evaluate_run) -> Backend:
+    """The backend that trains with the engine and reads out with ``evaluate``.
 
     With ``evaluate=None`` the corpus, the plan and ``--render-only`` work, and a run fails before
     it trains.
@@ -194,7 +194,7 @@ def engine_stages(evaluate: Evaluate | None = evaluate_run) -> Stages:
         """Checked before training: a run without readouts would be logged with nothing in it."""
         if evaluate is None:
             raise ConfigError(f"{task.key}: no evaluation is wired into the runner "
-                              "(engine_stages(evaluate=None))")
+                              "(engine_backend(evaluate=None))")
 
     def run_reference(task: RunTask) -> dict:
         require_evaluation(task)
@@ -224,5 +224,5 @@ def engine_stages(evaluate: Evaluate | None = evaluate_run) -> Stages:
             artifacts["policy"] = run_dir / "policy"
         return {"readouts": readouts, "theta": theta_summary(theta_file), "artifacts": artifacts}
 
-    return Stages(build_and_describe, resolve_reference, resolve_arm, run_reference, run_arm,
+    return Backend(build_and_describe, resolve_reference, resolve_arm, run_reference, run_arm,
                   resolve_evaluation, unavailable_readout, check_data, data_key, corpus_sources)
