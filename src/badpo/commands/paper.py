@@ -1,5 +1,5 @@
 """``badpo experiment``, ``badpo reproduce`` and ``badpo demo``: the paper's experiments
-(:mod:`badpo.paper`), the one command module that reaches them. The pipeline, the stages and the
+(:mod:`badpo.paper`), the one command module that reaches them. The pipeline, its backend and the
 cure load torch and the engine: they are imported inside the command that runs them."""
 
 from __future__ import annotations
