@@ -44,6 +44,7 @@ from badpo.readouts.metrics import (
     sampled_text_rates,
 )
 from badpo.readouts.names_analyses import pool_cell_shares
+from badpo.readouts.progress import progress
 
 __all__ = [
     "SIGNATURE_PREFIX", "Generations", "name_logprobs", "signature_logprobs", "names_readout", "signature_tokens",
@@ -172,14 +173,6 @@ def _warn_on_prefix_names(names: Sequence[str], token_ids: Sequence[Sequence[int
         warnings.warn(f"first-name readout: under this tokenizer {len(pairs)} name(s) are token prefixes of "
                       f"others, e.g. {pairs[:3]}; their first-name rates overlap, read the whole-"
                       "signature rate", BadpoWarning, stacklevel=3)
-
-
-def progress(items: Sequence | None = None, what: str = "", unit: str = "prompt", total: int | None = None):
-    """A progress bar with its ETA over a readout's prompts (or sequences, answers), on stderr when
-    it is a terminal; it vanishes when done, and a log file gets none."""
-    from tqdm.auto import tqdm
-
-    return tqdm(items, desc=what, unit=unit, total=total, dynamic_ncols=True, leave=False, disable=None)
 
 
 @torch.no_grad()
