@@ -23,7 +23,7 @@ from badpo.audit.discover_report import add_discover_option, discover_command
 from badpo.audit.estimates import BiasIdentifiabilityWarning
 from badpo.audit.report import audit_with_report
 from badpo.audit.stream_file import follow_stream, run_stream
-from badpo.core.arguments import Once, column_overrides, column_pairs, hint
+from badpo.core.arguments import Once, column_overrides, column_pairs, hint, overrides_put_back
 from badpo.core.config import ConfigError, from_dict, load_config, read_settings
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.outputs import check_output_file
@@ -53,9 +53,12 @@ class _CommandParser(argparse.ArgumentParser):
             return super().parse_known_args(args, namespace)
         self._intermixing = True
         try:
-            return self.parse_known_intermixed_args(args, namespace)
+            namespace, extras = self.parse_known_intermixed_args(args, namespace)
         finally:
             self._intermixing = False
+        positionals = [a.dest for a in self._actions if not a.option_strings and a.nargs in (None, "?")]
+        overrides_put_back(namespace, positionals)  # KEY=VALUE before a positional
+        return namespace, extras
 
     argv: Sequence[str] = ()  # the command line being parsed (main sets it), for the hint of error()
 
