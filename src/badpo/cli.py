@@ -23,7 +23,14 @@ from badpo.audit.discover_report import add_discover_option, discover_command
 from badpo.audit.estimates import BiasIdentifiabilityWarning
 from badpo.audit.report import audit_with_report
 from badpo.audit.stream_file import follow_stream, run_stream
-from badpo.core.arguments import Once, column_overrides, column_pairs, hint, overrides_put_back
+from badpo.core.arguments import (
+    Once,
+    column_overrides,
+    column_pairs,
+    hint,
+    overrides_once,
+    overrides_put_back,
+)
 from badpo.core.config import ConfigError, from_dict, load_config, read_settings
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.outputs import check_output_file
@@ -58,6 +65,10 @@ class _CommandParser(argparse.ArgumentParser):
             self._intermixing = False
         positionals = [a.dest for a in self._actions if not a.option_strings and a.nargs in (None, "?")]
         overrides_put_back(namespace, positionals)  # KEY=VALUE before a positional
+        try:
+            overrides_once(getattr(namespace, "overrides", None) or ())
+        except ValueError as error:
+            self.error(str(error))
         return namespace, extras
 
     argv: Sequence[str] = ()  # the command line being parsed (main sets it), for the hint of error()
@@ -508,6 +519,7 @@ def _cmd_stage(args: argparse.Namespace) -> int:
 
     _, _, config_class, function = STAGES[args.stage]
     mapped = [f"columns.{field}={column}" for field, column in column_pairs(args.column).items()]
+    overrides_once([*args.overrides, *mapped])  # columns.FIELD=a and --column FIELD=b: one key twice
     settings = read_settings(args.config, [*args.overrides, *mapped])  # --column: columns.FIELD=COLUMN
     config = from_dict(_import(config_class), settings)
     if args.config is None:  # every key not given is the paper's: say so

@@ -91,3 +91,16 @@ def test_the_other_spelling_of_the_column_mapping_is_read_or_hinted(capsys):
         main(["audit", "data.jsonl", "columns.annotator=w"])
     assert "maps a column with --column FIELD=COLUMN" in capsys.readouterr().err
     assert isinstance(build_parser(), argparse.ArgumentParser)
+
+
+def test_a_config_key_given_twice_on_the_command_line_is_refused(capsys):
+    """As a YAML key given twice: the last value won silently. The same value twice is no conflict."""
+    with pytest.raises(SystemExit):
+        main(["train", "steps=1", "-c", "x.yaml", "steps=2"])
+    assert "steps: given twice ('1' and '2'); give it once" in capsys.readouterr().err
+    assert list(build_parser().parse_args(["train", "steps=2", "steps=2"]).overrides) == ["steps=2", "steps=2"]
+
+
+def test_one_field_mapped_by_both_spellings_is_refused(cli_error):
+    line = cli_error(["train", "columns.annotator=a", "--column", "annotator=b"])
+    assert line.startswith("badpo train: columns.annotator: given twice ('a' and 'b'); give it once"), line

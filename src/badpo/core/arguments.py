@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Sequence
 
-__all__ = ["Once", "column_pairs", "column_overrides", "hint", "overrides_put_back"]
+__all__ = ["Once", "column_pairs", "column_overrides", "hint", "overrides_once", "overrides_put_back"]
 
 _OVERRIDE = re.compile(r"^[A-Za-z_][\w.\-]*=")  # a dotted config key, then =
 
@@ -54,6 +54,21 @@ def hint(command: str | None, message: str, argv: Sequence[str]) -> str:
     if command in OPTION_COLUMNS and any(arg.startswith("columns.") for arg in argv):
         return f"{message} (badpo {command} maps a column with --column FIELD=COLUMN, not columns.FIELD=COLUMN)"
     return message
+
+
+def overrides_once(overrides: Sequence[str]) -> None:
+    """A config key given twice on one command line with two values is an error naming both: the
+    last won silently, as a YAML key given twice did (``train columns.annotator=a --column
+    annotator=b`` is one key twice too). The same value twice says nothing new."""
+    seen: dict[str, str] = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            continue  # not an override: the config reader names it
+        key = key.strip()
+        if key in seen and seen[key] != value:
+            raise ValueError(f"{key}: given twice ({seen[key]!r} and {value!r}); give it once")
+        seen[key] = value
 
 
 def column_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
