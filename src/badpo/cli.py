@@ -23,14 +23,7 @@ from badpo.audit.discover_report import add_discover_option, discover_command
 from badpo.audit.estimates import BiasIdentifiabilityWarning
 from badpo.audit.report import audit_with_report
 from badpo.audit.stream_file import follow_stream, run_stream
-from badpo.core.arguments import (
-    Once,
-    column_overrides,
-    column_pairs,
-    hint,
-    overrides_once,
-    overrides_put_back,
-)
+from badpo.core.arguments import Once, column_overrides, column_pairs, hint, overrides_once, overrides_put_back
 from badpo.core.config import ConfigError, from_dict, load_config, read_settings
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.outputs import check_output_file
