@@ -58,6 +58,28 @@ def test_key_value_is_taken_after_a_flag_on_every_command(argv):
     assert list(args.overrides) == given
 
 
+@pytest.mark.parametrize("argv, positionals, overrides", [
+    (["evaluate", "max_prompts=2", "runs/x", "generations=false"], {"run_dir": "runs/x"},
+     ["max_prompts=2", "generations=false"]),
+    (["build", "tiny-signed", "n_pairs=100", "out/w"], {"corpus": "tiny-signed", "outdir": "out/w"}, ["n_pairs=100"]),
+    (["experiment", "seeds=[42]", "tiny", "--render-only"], {"config": "tiny"}, ["seeds=[42]"]),
+    (["reproduce", "output_dir=r", "--plan", "sweep.yaml"], {"config": "sweep.yaml"}, ["output_dir=r"]),
+])
+def test_key_value_is_taken_before_a_positional_too(argv, positionals, overrides):
+    """argparse filled the positional with the first word (``evaluate max_prompts=2 RUN`` read the
+    override as the run and refused RUN as an override); each word is put back where it belongs."""
+    args = build_parser().parse_args(argv)
+    assert {dest: getattr(args, dest) for dest in positionals} == positionals
+    assert list(args.overrides) == overrides
+
+
+def test_a_positional_named_like_an_override_that_exists_stays_a_positional(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run=1").mkdir()
+    args = build_parser().parse_args(["evaluate", "run=1", "max_prompts=2"])
+    assert (args.run_dir, list(args.overrides)) == ("run=1", ["max_prompts=2"])
+
+
 def test_the_other_spelling_of_the_column_mapping_is_read_or_hinted(capsys):
     assert column_overrides(["max_prompts=2", "columns.annotator=w"]) == (["max_prompts=2"], ["annotator=w"])
     args = build_parser().parse_args(["train", "--column", "annotator=w"])  # train takes --column too
@@ -69,3 +91,16 @@ def test_the_other_spelling_of_the_column_mapping_is_read_or_hinted(capsys):
         main(["audit", "data.jsonl", "columns.annotator=w"])
     assert "maps a column with --column FIELD=COLUMN" in capsys.readouterr().err
     assert isinstance(build_parser(), argparse.ArgumentParser)
+
+
+def test_a_config_key_given_twice_on_the_command_line_is_refused(capsys):
+    """As a YAML key given twice: the last value won silently. The same value twice is no conflict."""
+    with pytest.raises(SystemExit):
+        main(["train", "steps=1", "-c", "x.yaml", "steps=2"])
+    assert "steps: given twice ('1' and '2'); give it once" in capsys.readouterr().err
+    assert list(build_parser().parse_args(["train", "steps=2", "steps=2"]).overrides) == ["steps=2", "steps=2"]
+
+
+def test_one_field_mapped_by_both_spellings_is_refused(cli_error):
+    line = cli_error(["train", "columns.annotator=a", "--column", "annotator=b"])
+    assert line.startswith("badpo train: columns.annotator: given twice ('a' and 'b'); give it once"), line

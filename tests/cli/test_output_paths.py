@@ -146,3 +146,22 @@ def test_build_replaces_a_corpus_only_with_overwrite(tmp_path, cli_error, capsys
     assert (world / "train.jsonl").read_text() == "my judgments\n"
     assert main(["build", "tiny-signed", str(world), "n_pairs=60", "--overwrite"]) == 0
     assert (world / "train.jsonl").read_text() != "my judgments\n"
+
+
+@pytest.mark.parametrize("command", ["sft", "train", "rm"])
+def test_a_run_s_output_dir_that_is_a_file_is_refused_in_one_line(tmp_path, cli_error, command):
+    data = tmp_path / "judgments.jsonl"
+    write_judgments(data, validate_judgments(ROWS))
+    line = cli_error([command, f"data={data}", f"output_dir={data}", "model.name_or_path=unused"])
+    expected = f"badpo {command}: output_dir: {data} is a file; a run writes into a folder of its own"
+    assert line.startswith(expected), line
+
+
+def test_sft_refuses_the_folder_of_its_own_data_as_output_dir(tmp_path, cli_error):
+    """An SFT reference written into a corpus folder: its model files among the corpus's (train and
+    rm refused it already)."""
+    (tmp_path / "corpus").mkdir()
+    data = tmp_path / "corpus" / "sft.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"p{i}", "response": f"r{i}"}) + "\n" for i in range(4)))
+    line = cli_error(["sft", f"data={data}", f"output_dir={tmp_path / 'corpus'}", "model.name_or_path=unused"])
+    assert "holds the run's data" in line and str(data) in line, line

@@ -14,6 +14,7 @@ import pytest
 from badpo.core.attributes import length_values, resolve_attributes, word_count
 from badpo.core.config import ConfigError, from_dict
 from badpo.core.markdown import has_markdown
+from badpo.core.notices import BadpoWarning
 from badpo.corpora.multipref_protocol import planted_annotators
 from badpo.corpora.smol_multipref import (
     CONTINUATIONS,
@@ -107,6 +108,15 @@ def test_the_comparisons_from_given_samples():
     assert set(truth.theta) == {a for pool in planted_annotators(config).values() for a, _ in pool}
 
 
+def test_a_world_whose_model_is_never_right_is_built_with_a_warning():
+    """As smol-signed's: no comparison of a right answer against a wrong one is said, not built silently."""
+    config = from_dict(SmolMultiPrefConfig, {**PROTOCOL, "comparisons_per_prompt": 2})
+    with pytest.warns(BadpoWarning, match=r"no comparison puts a right answer against a wrong one \(the model was "
+                                          r"right on 0 of 4 samples; 0 right and 8 wrong sides\)"):
+        rows, _, counts = smol_multipref_rows([ADD, ADD], [["6", "7"], ["8", "9"]], config)
+    assert len(rows) == 4 and "pairs_right_vs_wrong" not in counts["sides"]
+
+
 def test_bad_settings_are_refused():
     with pytest.raises(ConfigError, match="long_share"):
         SmolMultiPrefConfig(long_share=0.0)
@@ -144,9 +154,10 @@ def test_the_world_is_the_same_for_the_same_seed(chat_model, tmp_path):
 
 def test_the_command_builds_it(chat_model, tmp_path, capsys, cli_training):
     main = cli_training
-    assert main(["build", "smol-multipref", str(tmp_path / "w"), f"model={chat_model}", "prompts=20",
-                 "answers_per_prompt=2", "max_new_tokens=3", "crowd_annotators=3", "expert_annotators=3",
-                 "n_eval_prompts=1"]) == 0
+    with pytest.warns(BadpoWarning, match="right on 0 of 40 samples"):  # the random tiny model is never right
+        assert main(["build", "smol-multipref", str(tmp_path / "w"), f"model={chat_model}", "prompts=20",
+                     "answers_per_prompt=2", "max_new_tokens=3", "crowd_annotators=3", "expert_annotators=3",
+                     "n_eval_prompts=1"]) == 0
     out = capsys.readouterr().out
     assert "smol-multipref world in" in out and "ties dropped" in out and "implied" in out
     assert main(["build", "smol-multipref", str(tmp_path / "w"), f"model={chat_model}"]) == 2

@@ -126,3 +126,16 @@ def test_a_staging_folder_left_by_a_killed_conversion_is_cleared(tmp_path, write
     other.mkdir()
     convert_gguf(write_tiny_gguf(tmp_path / "tiny.gguf"), tmp_path / "out")
     assert not left.exists() and other.exists() and (tmp_path / "out" / SOURCE_FILE).is_file()
+
+
+def test_a_staging_folder_of_an_output_given_up_is_cleared_by_a_conversion_beside_it(tmp_path, write_tiny_gguf):
+    """A user whose conversion into ``first`` was killed and who converts into ``second`` instead
+    never converts into ``first`` again: its staging folder (up to the fp32 model's size) goes too."""
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    given_up = tmp_path / f".first.{data_gguf.socket.gethostname()}.{dead}.0123abcd.partial"
+    given_up.mkdir()
+    mine = tmp_path / f".mine.{data_gguf.socket.gethostname()}.{os.getpid()}.0123abcd.partial"  # alive: kept
+    mine.mkdir()
+    convert_gguf(write_tiny_gguf(tmp_path / "tiny.gguf"), tmp_path / "second")
+    assert not given_up.exists() and mine.exists() and (tmp_path / "second" / SOURCE_FILE).is_file()

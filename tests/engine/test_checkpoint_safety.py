@@ -29,6 +29,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 from badpo.cli import main
 from badpo.core.config import ConfigError, dump_yaml
+from badpo.core.notices import BadpoWarning
 from badpo.core.state_io import join_state, read_tree, split_state, tree_text
 from badpo.engine.checkpoint import check_checkpointing, list_checkpoints, rng_state, set_rng_state
 from badpo.engine.train import train
@@ -292,6 +293,19 @@ def test_resume_without_the_rng_would_differ(world, monkeypatch):
     monkeypatch.setattr(checkpoint, "set_rng_state", lambda state: torch.manual_seed(12345))
     resumed = train(make_config(world, "rng-parts", *common, "resume_from=latest"))
     assert log_records(full)[-1]["loss"] != log_records(resumed)[-1]["loss"]
+
+
+def test_a_checkpoint_without_its_rng_state_resumes_saying_so(world):
+    """Its RNG state deleted: the run resumes from the seed, with a line saying the file is missing
+    and that the run will differ (not the many-processes reason it gave before)."""
+    common = ("steps=2", "micro_batch_size=4")
+    train(make_config(world, "rng-lost", *common, "stop_after_steps=1"))
+    checkpoint = list_checkpoints(world / "rng-lost")[-1]
+    for path in checkpoint.glob("rng-0.*"):
+        path.unlink()
+    with pytest.warns(BadpoWarning, match=r"no RNG state of process 0 \(rng-0\.json is missing: deleted since "
+                                          r"the save\?\); .* differs from an uninterrupted one"):
+        train(make_config(world, "rng-lost", *common, "resume_from=latest"))
 
 
 def _free_port() -> int:

@@ -89,3 +89,24 @@ def test_a_damaged_cache_file_is_named_discarded_and_recomputed(tmp_path, store,
     assert calls == [1] and torch.equal(again, values)
     healed, _, _ = cache.reference_logprobs(model, store, **kwargs)  # the file was rewritten
     assert calls == [1] and torch.equal(healed, values)
+
+
+class _OnDevice:
+    """An accelerator that says it runs on ``kind`` (the log-probs themselves are the CPU's)."""
+
+    def __init__(self, accelerator, kind: str) -> None:
+        self._accelerator, self.device = accelerator, torch.device(kind)
+
+    def __getattr__(self, name):
+        return getattr(self._accelerator, name)
+
+
+def test_a_gpu_cache_is_keyed_apart_and_a_cpu_cache_keeps_its_name(tmp_path, store, monkeypatch, build_model):
+    accelerator = make_accelerator("fp32", num_threads=1)
+    model = build_model("gpt2")
+    kwargs = dict(identity={"model": "tiny"}, cache_dir=str(tmp_path), batch_size=8, chunk_size=64)
+    values, _, on_cpu = cache.reference_logprobs(model, store, accelerator=accelerator, **kwargs)
+    assert "device" not in on_cpu  # the name a CPU cache had before the device was keyed
+    monkeypatch.setattr(cache, "compute_logprobs", lambda *args: (values, None))
+    _, _, on_gpu = cache.reference_logprobs(model, store, accelerator=_OnDevice(accelerator, "cuda"), **kwargs)
+    assert on_gpu == {**on_cpu, "device": "cuda"} and len(list(tmp_path.glob("*.safetensors"))) == 2

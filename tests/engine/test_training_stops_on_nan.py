@@ -150,6 +150,28 @@ def test_a_checkpoint_of_another_shape_is_refused_naming_the_file(stopped):
     assert str(path) in str(raised.value) and name in str(raised.value)
 
 
+def test_a_model_folder_with_a_weight_of_another_shape_is_refused_in_one_line(tmp_path, save_model_dir):
+    """train's model.name_or_path and evaluate's policy: transformers raised a RuntimeError after
+    its load report, and badpo printed the traceback."""
+    from transformers import AutoModelForCausalLM
+
+    from badpo.core.config import ConfigError
+    from badpo.engine.runtime import from_pretrained
+    from badpo.readouts.run import load_causal_lm
+
+    folder = save_model_dir(tmp_path / "model")
+    weights = load_file(folder / "model.safetensors")
+    weights[sorted(weights)[0]] = torch.zeros(3, 5)
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    message = f"cannot load {str(folder)!r} (a weight's shape differs from its config.json"
+    with pytest.raises(ConfigError, match=r"^model\.name_or_path: ") as raised:
+        from_pretrained(AutoModelForCausalLM, str(folder), "model.name_or_path")
+    assert message in str(raised.value)
+    with pytest.raises(ConfigError) as raised:
+        load_causal_lm(folder, {})
+    assert message in str(raised.value)
+
+
 def test_a_pickle_in_a_run_s_policy_folder_is_refused_before_any_model_loads(stopped, monkeypatch):
     from badpo.readouts import run as evaluate_run
 

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from badpo.core.arguments import Once, column_pairs, hint
+from badpo.core.arguments import Once, column_pairs, hint, overrides_once, overrides_put_back
 from badpo.core.config import from_dict
 from badpo.data.sources import ColumnMap
 
@@ -45,9 +45,16 @@ class CommandParser(argparse.ArgumentParser):
             return super().parse_known_args(args, namespace)
         self._intermixing = True
         try:
-            return self.parse_known_intermixed_args(args, namespace)
+            namespace, extras = self.parse_known_intermixed_args(args, namespace)
         finally:
             self._intermixing = False
+        positionals = [a.dest for a in self._actions if not a.option_strings and a.nargs in (None, "?")]
+        overrides_put_back(namespace, positionals)  # KEY=VALUE before a positional
+        try:
+            overrides_once(getattr(namespace, "overrides", None) or ())
+        except ValueError as error:
+            self.error(str(error))
+        return namespace, extras
 
     argv: Sequence[str] = ()  # the command line being parsed (badpo.cli.main sets it), for error()'s hint
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from badpo.commands.parsing import Command, ConfigClass, add_config_args
-from badpo.core.arguments import column_pairs
+from badpo.core.arguments import column_pairs, overrides_once
 from badpo.core.config import from_dict, read_settings
 
 __all__ = ["TRAINING", "TRAININGS", "Training"]
@@ -93,6 +93,7 @@ def _run_training(row: Training, args: argparse.Namespace) -> int:
     from badpo.engine.settings import warn_paper_defaults  # loads torch
 
     mapped = [f"columns.{field}={column}" for field, column in column_pairs(args.column).items()]
+    overrides_once([*args.overrides, *mapped])  # columns.FIELD=a and --column FIELD=b: one key twice
     settings = read_settings(args.config, [*args.overrides, *mapped])  # --column: columns.FIELD=COLUMN
     config = from_dict(row.config_class(), settings)
     if args.config is None:  # every key not given is the paper's: say so

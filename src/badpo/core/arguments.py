@@ -1,14 +1,20 @@
 """What the command line refuses rather than silently resolves: an option that takes one value
 given twice (``-c a.yaml -c b.yaml`` kept the second), one field mapped twice by ``--column``
 (the last won), and the column mapping spelled the other command's way (``--column`` on a training
-command, ``columns.FIELD=COLUMN`` on audit), answered with a hint. Standard library only."""
+command, ``columns.FIELD=COLUMN`` on audit), answered with a hint; and a ``KEY=VALUE`` written before a
+command's positional (``evaluate max_prompts=2 RUN``), which argparse took for the positional, is
+put back among the overrides. Standard library only."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 from collections.abc import Sequence
 
-__all__ = ["Once", "column_pairs", "column_overrides", "hint"]
+__all__ = ["Once", "column_pairs", "column_overrides", "hint", "overrides_once", "overrides_put_back"]
+
+_OVERRIDE = re.compile(r"^[A-Za-z_][\w.\-]*=")  # a dotted config key, then =
 
 
 class Once(argparse.Action):
@@ -50,6 +56,21 @@ def hint(command: str | None, message: str, argv: Sequence[str]) -> str:
     return message
 
 
+def overrides_once(overrides: Sequence[str]) -> None:
+    """A config key given twice on one command line with two values is an error naming both: the
+    last won silently, as a YAML key given twice did (``train columns.annotator=a --column
+    annotator=b`` is one key twice too). The same value twice says nothing new."""
+    seen: dict[str, str] = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            continue  # not an override: the config reader names it
+        key = key.strip()
+        if key in seen and seen[key] != value:
+            raise ValueError(f"{key}: given twice ({seen[key]!r} and {value!r}); give it once")
+        seen[key] = value
+
+
 def column_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
     """(the overrides that are not ``columns.FIELD=COLUMN``, those as ``FIELD=COLUMN``): for a
     command that maps columns with ``--column``, the config spelling read as the same thing."""
@@ -57,3 +78,27 @@ def column_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
     for item in overrides:
         (columns.append(item.removeprefix("columns.")) if item.startswith("columns.") else rest.append(item))
     return rest, columns
+
+
+def _looks_like_override(token: object) -> bool:
+    """A ``KEY=VALUE`` token that is not a path that exists (a file may be named ``a=b``)."""
+    return isinstance(token, str) and bool(_OVERRIDE.match(token)) and not os.path.exists(token)
+
+
+def overrides_put_back(namespace: argparse.Namespace, positionals: Sequence[str]) -> None:
+    """argparse fills a command's positionals (``positionals``: their dests, in order) with the
+    first words it meets, so ``evaluate max_prompts=2 RUN`` read ``max_prompts=2`` as the run and
+    ``RUN`` as an override. Put each word back where it belongs: the words that are not ``KEY=VALUE``
+    fill the positionals, in order, and the others are overrides. Left as parsed when the counts
+    do not fit (the command's own checks then name what is wrong)."""
+    overrides = getattr(namespace, "overrides", None)
+    filled = [dest for dest in positionals if getattr(namespace, dest, None) is not None]
+    if not overrides or not any(_looks_like_override(getattr(namespace, dest)) for dest in filled):
+        return
+    words = [getattr(namespace, dest) for dest in filled] + list(overrides)
+    plain = [word for word in words if not _looks_like_override(word)]
+    if len(plain) != len(filled):
+        return
+    for dest, word in zip(filled, plain):
+        setattr(namespace, dest, word)
+    namespace.overrides = [word for word in words if _looks_like_override(word)]

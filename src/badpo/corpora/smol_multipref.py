@@ -41,6 +41,7 @@ sampling (its ETA) goes to stderr; ``TQDM_DISABLE=1`` silences it. Files: :data:
 from __future__ import annotations
 
 import time
+import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,6 +55,7 @@ from badpo.core.attributes import length_values, resolve_attributes, word_count
 from badpo.core.config import ConfigError
 from badpo.core.jsonio import atomic_write_text, write_json, write_jsonl
 from badpo.core.markdown import has_markdown, strip_markdown
+from badpo.core.notices import BadpoWarning
 from badpo.corpora.multipref import summary_text as multipref_summary
 from badpo.corpora.multipref_protocol import (
     ATTRIBUTES,
@@ -264,7 +266,20 @@ def smol_multipref_rows(tasks: Sequence[Task], answers: Sequence[Sequence[str]],
             comparisons[comparison_id] = (quality, texts[0], diff)
             rows.append(row)
     counts["dropped"], counts["sides"] = dict(sorted(counts["dropped"].items())), dict(sorted(counts["sides"].items()))
+    if rows and not counts["sides"].get("pairs_right_vs_wrong"):
+        _warn_without_quality(tasks, answers, counts["sides"])
     return rows, world_truth(annotators, comparisons, truth_answers), counts
+
+
+def _warn_without_quality(tasks: Sequence[Task], answers: Sequence[Sequence[str]], sides: dict[str, int]) -> None:
+    """A world whose model is never right (or always) puts no right answer against a wrong one: its
+    votes see length, markdown and noise only, which the build would not otherwise say."""
+    right = sum(check(task, a) for task, samples in zip(tasks, answers) for a in samples)
+    warnings.warn(f"no comparison puts a right answer against a wrong one (the model was right on {right} of "
+                  f"{sum(map(len, answers))} samples; {sides.get('right', 0)} right and {sides.get('wrong', 0)} "
+                  "wrong sides): the world's votes hold no quality the checker sees, only the planted length "
+                  "and markdown biases and noise; check the model, its prompts and generated.json",
+                  BadpoWarning, stacklevel=3)
 
 
 def _texts(task: Task, usable: Sequence[tuple[str, bool]], config: SmolMultiPrefConfig, rng: np.random.Generator):

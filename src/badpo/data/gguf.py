@@ -219,10 +219,11 @@ def _staging_name(prefix: str) -> str:
     return f".{prefix}.{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:8]}.partial"
 
 
-def _clear_stale(folder: Path, prefix: str) -> None:
-    """Delete staging folders of ``prefix`` left in ``folder`` by a conversion of this machine
-    that was killed (its process is gone): each held up to the model's fp32 size."""
-    pattern = re.compile(rf"^\.{re.escape(prefix)}\.{re.escape(socket.gethostname())}\.(\d+)\.[0-9a-f]{{8}}\.partial$")
+def _clear_stale(folder: Path) -> None:
+    """Delete the staging folders left in ``folder`` by conversions of this machine that were
+    killed (their process is gone), whatever output they were for: each held up to the model's
+    fp32 size, and a user who gave up on that output never converts into it again."""
+    pattern = re.compile(rf"^\..+\.{re.escape(socket.gethostname())}\.(\d+)\.[0-9a-f]{{8}}\.partial$")
     for entry in folder.iterdir() if folder.is_dir() else ():
         found = pattern.match(entry.name)
         if found and entry.is_dir() and not _alive(int(found.group(1))):
@@ -246,7 +247,7 @@ def _publish(path: Path, target: Path, key: str) -> bool:
     weights are checked (:func:`check_weights`) before any folder is made."""
     check_weights(path, key)
     target.parent.mkdir(parents=True, exist_ok=True)
-    _clear_stale(target.parent, target.name)
+    _clear_stale(target.parent)
     staging = target.parent / _staging_name(target.name)
     staging.mkdir()  # not mkdtemp: its mode 0700 would outlive the rename
     try:
@@ -268,7 +269,7 @@ def _fill(path: Path, folder: Path, key: str) -> None:
     kept, never replaced): staged inside it, then moved in file by file, the provenance file last
     (a folder holding it is complete). A failed conversion leaves it empty, as it was."""
     check_weights(path, key)
-    _clear_stale(folder, "convert")
+    _clear_stale(folder)
     staging = folder / _staging_name("convert")
     staging.mkdir()
     try:

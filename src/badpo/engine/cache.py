@@ -105,14 +105,17 @@ def reference_logprobs(model: nn.Module, store: TokenStore, *, identity: dict, c
     """Load the cached reference log-probs of ``store`` or compute (and cache) them.
 
     ``identity`` holds the model name/revision, tokenization settings and precision; the weights
-    and token fingerprints are added here. ``per_token`` (a method that reads per-token
-    log-ratios) also keeps every token's log-prob, in a file of its own; other runs neither
-    compute nor read them. Returns (log-probs ``[S]``, per-token ``[N]`` or None, the key's parts).
+    and token fingerprints, and the device class when it is not the CPU, are added here.
+    ``per_token`` (a method that reads per-token log-ratios) also keeps every token's log-prob, in
+    a file of its own; other runs neither compute nor read them. Returns (log-probs ``[S]``,
+    per-token ``[N]`` or None, the key's parts).
     """
     parts = {"format": FORMAT, **identity, "weights": weights_fingerprint(model),
              "tokens": tokens_fingerprint(store), "sequences": len(store)}
     if per_token:
         parts["per_token"] = True
+    if accelerator.device.type != "cpu":  # a GPU's log-probs differ from a CPU's; a CPU cache keeps its name
+        parts["device"] = accelerator.device.type
     path = Path(cache_dir) / f"{cache_key(parts)}.safetensors" if cache_dir is not None else None
     if path is not None and path.exists():
         cached = _read_cache(path, parts, len(store), int(token_offsets(store)[-1]) if per_token else None)

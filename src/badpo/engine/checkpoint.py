@@ -265,9 +265,13 @@ def load_checkpoint(accelerator, checkpoint: Path, contents: Contents) -> None:
     rng = _RNG.format(rank=accelerator.process_index)
     if (checkpoint / f"{rng}.json").exists():
         set_rng_state(read_state_files(checkpoint, rng))
-    else:
-        warnings.warn(f"{checkpoint}: no RNG state of process {accelerator.process_index} (saved by "
-                      "fewer processes); its RNG goes on from the seed", BadpoWarning, stacklevel=2)
+        return
+    saved_by = len(list(checkpoint.glob("rng-*.json")))
+    why = (f"saved by {saved_by} process(es)" if 0 < saved_by <= accelerator.process_index
+           else f"{rng}.json is missing: deleted since the save?")
+    warnings.warn(f"{checkpoint}: no RNG state of process {accelerator.process_index} ({why}); its RNG goes "
+                  "on from the seed, so the resumed run differs from an uninterrupted one", BadpoWarning,
+                  stacklevel=2)
 
 
 def continue_from(accelerator, checkpoint: Path, policy: nn.Module, optimizer) -> None:

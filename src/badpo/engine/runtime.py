@@ -69,9 +69,18 @@ def from_pretrained(loader, name_or_path: str, key: str, **kwargs):
         raise ConfigError(f"{key}: no such folder {name_or_path!r}")
     try:
         return loader.from_pretrained(os.path.expanduser(name_or_path), **kwargs)
-    except (OSError, ValueError) as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ConfigError(f"{key}: cannot load {name_or_path!r} ({reason})") from error
+    except (OSError, ValueError, RuntimeError) as error:  # RuntimeError: a tensor of another shape
+        raise ConfigError(f"{key}: cannot load {name_or_path!r} ({_load_failure(error)})") from error
+
+
+def _load_failure(error: Exception) -> str:
+    """One line of why transformers did not load a model: a weight whose shape differs from the
+    folder's config (a damaged or hand-edited file) is said so; its load report, printed above the
+    error, names the tensor."""
+    text = str(error).strip()
+    if isinstance(error, RuntimeError) and ("mismatched" in text or "size mismatch" in text):
+        return "a weight's shape differs from its config.json; the load report above names it"
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def load_tokenizer(config: ModelConfig):

@@ -367,7 +367,10 @@ def check_judgment_run(config: JudgmentRunConfig, total_steps: Callable[[int], t
 
 
 def _check_not_the_data_folder(data, output_dir: str) -> None:
-    """A run folder is not the folder of the run's own data file: overwrite would clear it."""
+    """A run folder is a folder, and not the folder of the run's own data file: overwrite would
+    clear it (and an SFT model's files would land among a corpus's)."""
+    if output_dir and Path(output_dir).expanduser().is_file():
+        raise ConfigError(f"output_dir: {output_dir} is a file; a run writes into a folder of its own")
     if not isinstance(data, str) or not output_dir:
         return
     path, output = Path(data).expanduser(), Path(output_dir).expanduser().resolve()
@@ -399,3 +402,4 @@ def check_rm(config: RMConfig) -> None:
 def check_sft(config: SFTConfig) -> None:
     check_common(config)
     _positive(config.epochs, "epochs")
+    _check_not_the_data_folder(config.data, config.output_dir)

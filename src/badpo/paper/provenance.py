@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["PACKAGES", "provenance", "source_commit"]
+__all__ = ["PACKAGES", "device_class", "provenance", "source_commit"]
 
 PACKAGES = ("badpo", "torch", "transformers", "peft", "accelerate", "numpy")
 
@@ -41,6 +41,24 @@ def source_commit(where: Path | None = None) -> dict[str, object] | None:
     return {"commit": commit, "dirty": bool(changed.strip() or untracked.strip())}
 
 
+def _forced_cpu() -> bool:
+    """``accelerate launch --cpu`` (ACCELERATE_USE_CPU): the process trains on the CPU beside a GPU."""
+    return os.environ.get("ACCELERATE_USE_CPU", "").strip().lower() in ("1", "y", "yes", "t", "true", "on")
+
+
+def device_class() -> str:
+    """The kind of device this process trains and reads on, as accelerate picks it: ``cpu`` when
+    forced (``--cpu``) or when no accelerator is there, else ``cuda``, ``mps`` or ``xpu``. A run
+    key holds it (:func:`badpo.paper.records.run_key`): the same settings give other numbers
+    on another kind of device."""
+    if _forced_cpu():
+        return "cpu"
+    if torch.cuda.is_available():
+        return "cuda"
+    backends = (("mps", getattr(torch.backends, "mps", None)), ("xpu", getattr(torch, "xpu", None)))
+    return next((kind for kind, backend in backends if backend is not None and backend.is_available()), "cpu")
+
+
 def _version(package: str) -> str | None:
     try:
         return metadata.version(package)
@@ -54,10 +72,11 @@ def provenance() -> dict[str, object]:
     device (the GPU's name, or ``cpu`` with the processor), the CPU cores and torch's threads.
     Taken once per process, at its first call (the sweep makes it before its first run), so a
     record names the code the process loaded, not a commit made while it ran."""
-    if torch.cuda.is_available():
-        device = {"kind": "cuda", "name": torch.cuda.get_device_name(0), "count": torch.cuda.device_count()}
+    kind = device_class()
+    if kind == "cuda":
+        device = {"kind": kind, "name": torch.cuda.get_device_name(0), "count": torch.cuda.device_count()}
     else:
-        device = {"kind": "cpu", "name": platform.processor() or platform.machine()}
+        device = {"kind": kind, "name": platform.processor() or platform.machine()}
     return {"source": source_commit(), "python": platform.python_version(),
             "packages": {name: _version(name) for name in PACKAGES}, "device": device,
             "cpu_cores": os.cpu_count(), "torch_threads": torch.get_num_threads()}

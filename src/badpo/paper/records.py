@@ -17,6 +17,7 @@ from typing import Any
 
 from badpo.core.config import ConfigError
 from badpo.core.jsonio import atomic_write_text, dumps
+from badpo.paper.provenance import device_class
 
 __all__ = ["SCHEMA", "UNKEYED", "canonical_json", "stable_hash", "run_key", "keyed_settings", "write_record",
            "read_records", "read_records_for", "relative_artifact"]
@@ -45,10 +46,19 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower() or "run"
 
 
-def run_key(method: str, params: Mapping[str, Any], seed: int | None) -> str:
-    """``<method>-seed<seed>-<12 hex of sha256(method, params, seed)>``; any change in a
-    parameter changes the hex part, the prefix is only there to be read."""
-    digest = stable_hash({"method": method, "params": params, "seed": seed})[:12]
+def run_key(method: str, params: Mapping[str, Any], seed: int | None, device: str | None = None) -> str:
+    """``<method>-seed<seed>-<12 hex of sha256(method, params, seed[, device])>``; the prefix is only
+    there to be read. ``device``: the device class that trains and reads it (default: this
+    process's, :func:`badpo.paper.provenance.device_class`), since a GPU gives other numbers than a
+    CPU for the same settings. ``cpu`` adds nothing to the hash, so a CPU record made before the
+    device was keyed keeps its key and no logged CPU sweep re-runs; any other class is mixed in, so
+    a CUDA key never equals a CPU one (its hashed text holds a ``device`` entry the CPU text lacks).
+    GPU records made before (results/smol_gpu) carry the CPU-class keys they were made under."""
+    identity: dict[str, Any] = {"method": method, "params": params, "seed": seed}
+    device = device_class() if device is None else device
+    if device != "cpu":
+        identity["device"] = device
+    digest = stable_hash(identity)[:12]
     seed_part = f"-seed{seed}" if seed is not None else ""
     return f"{_slug(method)}{seed_part}-{digest}"
 

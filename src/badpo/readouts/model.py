@@ -30,10 +30,11 @@ from badpo.engine.logprobs import response_logprobs, token_logprobs
 from badpo.engine.runtime import config_positions
 from badpo.engine.tokenize import TokenizationConfig, build_token_store, encode_prompts
 from badpo.readouts.metrics import candidate_readout, kl_per_token, sampled_text_rates
+from badpo.readouts.progress import progress
 
 __all__ = [
     "Generations", "generate", "generation_kl", "heldout_margins", "judge_scores", "cut_at_eos", "context_length",
-    "ended_and_running_logprobs", "format_readout", "sampled_text_readout", "progress",
+    "ended_and_running_logprobs", "format_readout", "sampled_text_readout",
 ]
 
 
@@ -41,12 +42,6 @@ def _device(model: nn.Module) -> torch.device:
     return next(model.parameters()).device
 
 
-def progress(items: Sequence | None = None, what: str = "", unit: str = "prompt", total: int | None = None):
-    """A progress bar with its ETA over a readout's prompts (or sequences, answers), on stderr when
-    it is a terminal; it vanishes when done, and a log file gets none."""
-    from tqdm.auto import tqdm
-
-    return tqdm(items, desc=what, unit=unit, total=total, dynamic_ncols=True, leave=False, disable=None)
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,9 @@ from badpo.readouts.metrics import (
     mean_attribute_rate,
     mean_whole_signature_rate,
 )
-from badpo.readouts.model import context_length, progress
+from badpo.readouts.model import context_length
 from badpo.readouts.names_analyses import pool_cell_shares
+from badpo.readouts.progress import progress
 
 __all__ = ["SIGNATURE_PREFIX", "name_logprobs", "signature_logprobs", "names_readout", "signature_tokens"]
 

@@ -54,7 +54,7 @@ from badpo.engine.external_run import RECORD_FILE, is_external_run, read_externa
 from badpo.engine.mixture import MIXTURE_FILE
 from badpo.engine.reward import MODEL_FOLDER as REWARD_MODEL_FOLDER
 from badpo.engine.run_folder import identity, interrupted_commit, is_run_folder
-from badpo.engine.runtime import load_tokenizer
+from badpo.engine.runtime import from_pretrained, load_tokenizer
 from badpo.engine.settings import BETA, ModelConfig, RMConfig, TrainConfig
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.readouts.evaluate import (
@@ -128,9 +128,10 @@ def load_causal_lm(path: str | Path, model_settings: dict, base: str | Path | No
 
         if base is None:
             raise ValueError(f"{path} is a LoRA adapter; its base model is needed")
-        model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, **kwargs), path)
+        model = PeftModel.from_pretrained(from_pretrained(AutoModelForCausalLM, str(base), "model.name_or_path",
+                                                          **kwargs), path)
     else:
-        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        model = from_pretrained(AutoModelForCausalLM, str(path), "model", **kwargs)
     return model.to("cuda" if torch.cuda.is_available() else "cpu").eval()
 
 

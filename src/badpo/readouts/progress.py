@@ -1,0 +1,70 @@
+"""Progress of a readout's phases (answers sampled, candidates scored, held-out judgments, KL,
+whole signatures): their count, elapsed time and ETA, on stderr.
+
+On a terminal it is a tqdm bar that vanishes when its phase is done. Where stderr is not a
+terminal (a log file, a pipe, ``nohup``, a job scheduler) a bar's carriage returns would pile up
+on one line, so the bar was left out, and an evaluation that costs hours on a real model looked
+hung (30 tiny prompts were 64 s silent): there a phase writes a line every :data:`LOG` ``every_s``
+(20 s) while it runs and its last line when done, each ending in a newline. A phase shorter than
+that writes nothing, so a quick evaluation stays quiet. ``TQDM_DISABLE=1`` silences both, as it
+does every tqdm bar.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = ["LOG", "LogLines", "progress"]
+
+_LINE_FORMAT = "{desc}: {unit} {n_fmt} of {total_fmt} ({percentage:.0f}%), {elapsed} elapsed, ETA {remaining}"
+
+
+@dataclass
+class LogLines:
+    """How often a phase writes its line where stderr is not a terminal."""
+
+    every_s: float = 20.0  # a line this often while a phase runs; a shorter phase writes none
+
+
+LOG = LogLines()
+
+
+class _Lines(io.TextIOBase):
+    """tqdm's status writes ('\\r' + status + padding) as one newline-ended line each, blanks
+    dropped: what a log file can be read from."""
+
+    def __init__(self, stream) -> None:
+        super().__init__()
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        line = text.replace("\r", "").rstrip()
+        if line:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def _silenced() -> bool:
+    return os.environ.get("TQDM_DISABLE", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def progress(items: Iterable | None = None, what: str = "", unit: str = "prompt", total: int | None = None):
+    """``items`` wrapped in a progress report of the phase ``what`` counted in ``unit``s (see the
+    module docstring): a vanishing bar on a terminal, timed lines in a log."""
+    from tqdm.auto import tqdm
+
+    stream = sys.stderr
+    if _silenced():
+        return tqdm(items, total=total, disable=True)
+    if stream.isatty():
+        return tqdm(items, desc=what, unit=unit, total=total, dynamic_ncols=True, leave=False, file=stream)
+    return tqdm(items, desc=what, unit=unit, total=total, file=_Lines(stream), bar_format=_LINE_FORMAT,
+                delay=LOG.every_s, mininterval=LOG.every_s, miniters=1, leave=True)
