@@ -81,7 +81,10 @@ def _scored_tokens(
     if response_mask[:, 0].any():
         raise ValueError("response_mask marks position 0: a response token needs a non-empty prompt")
     decoder, head = decoder_and_head(model)
-    hidden = decoder(input_ids=input_ids, attention_mask=batch["attention_mask"]).last_hidden_state
+    # use_cache=False: a scoring pass never decodes further, and a key/value cache would hold every
+    # layer's keys and values to the end of the forward (memory a no-grad pass would have freed)
+    hidden = decoder(input_ids=input_ids, attention_mask=batch["attention_mask"],
+                     use_cache=False).last_hidden_state
     targets = response_mask[:, 1:]
     logps = gather_logprobs(head, hidden[:, :-1][targets], input_ids[:, 1:][targets], chunk_size)
     return logps, targets
