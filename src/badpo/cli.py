@@ -18,11 +18,11 @@ from collections.abc import Sequence
 
 from badpo.commands.audit import AUDIT
 from badpo.commands.build import BUILD, CONVERT_GGUF
+from badpo.commands.compare import add_compare, cmd_compare
 from badpo.commands.evaluate import EVALUATE
 from badpo.commands.paper import PAPER
 from badpo.commands.parsing import Command, CommandParser, TopParser
 from badpo.commands.training import TRAINING
-from badpo.readouts.compare_cli import add_compare, cmd_compare
 
 __all__ = ["COMMANDS", "USER_ERRORS", "build_parser", "main"]
 

@@ -20,10 +20,7 @@ MAX_FUNCTION_LINES = 60
 # Paths (globs under src/badpo; ``*`` crosses folders) that other branches of issue 34 are
 # reshaping while this test lands: they are not measured until those branches are merged.
 # Temporary: empty this tuple as each branch comes in; the goal is no entry at all.
-NOT_YET_MEASURED: tuple[str, ...] = (
-    "readouts/evaluate*.py",
-    "readouts/compare*.py",
-)
+NOT_YET_MEASURED: tuple[str, ...] = ()
 
 
 def _relative(path: Path) -> str:

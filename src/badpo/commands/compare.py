@@ -1,5 +1,5 @@
-"""``badpo compare``'s parser and command, beside the comparison they run; :mod:`badpo.cli`
-registers them with the other commands (kept apart from it for its size)."""
+"""``badpo compare``'s parser and command, with the other commands; the comparison itself lives in
+:mod:`badpo.readouts.compare_runs`, and :mod:`badpo.cli` registers these."""
 
 from __future__ import annotations
 
