@@ -114,7 +114,7 @@ PLANS = {
     "experiment_tiny_trusted_oracle.yaml": "ef8e055b7d3dd130",
     "experiment_tiny_trusted_seeds.yaml": "76719909a56afa18",
 }
-RECORDS_KEYED = 32  # the records under results/ whose settings today's resolver reads (the others name bias.warm_start)
+RECORDS_KEYED = 32  # the records under results/ before wave 4's second session whose settings today's resolver reads (the others name bias.warm_start)
 
 
 def _stage_configs() -> list[Path]:
@@ -181,7 +181,7 @@ def test_the_committed_run_records_keep_their_keys():
             continue
         assert key == record["key"], path
         checked += 1
-    assert checked == RECORDS_KEYED
+    assert checked >= RECORDS_KEYED  # records committed later are checked too, never fewer than pinned
     assert all("bias.warm_start: no longer a key" in why for why in older)
 
 
