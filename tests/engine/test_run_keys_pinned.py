@@ -114,7 +114,9 @@ PLANS = {
     "experiment_tiny_trusted_oracle.yaml": "ef8e055b7d3dd130",
     "experiment_tiny_trusted_seeds.yaml": "76719909a56afa18",
 }
-RECORDS_KEYED = 32  # the records under results/ before wave 4's second session whose settings today's resolver reads (the others name bias.warm_start)
+# the records under results/ before wave 4's second session whose settings today's resolver reads
+# (the others name bias.warm_start)
+RECORDS_KEYED = 32
 
 
 def _stage_configs() -> list[Path]:
