@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib
 import json
 from pathlib import Path
 
@@ -20,39 +19,17 @@ import pytest
 from badpo.core.config import ConfigError, dump_yaml, load_config, to_dict
 from badpo.engine.run_folder import identity
 from badpo.engine.settings import RMConfig, SFTConfig, TrainConfig
+from badpo.paper import records
+from badpo.paper.backend import engine_backend
+from badpo.paper.config import ExperimentConfig
+from badpo.paper.runner import plan_unbuilt
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGE_CLASSES = {"train": TrainConfig, "sft": SFTConfig, "rm": RMConfig}
 
 
-def _paper(*names: str):
-    """The first of ``names`` in the paper's experiment package, where it lives (badpo.paper, or
-    badpo.experiment before): a module renamed or split is named by its name now, then its name
-    before (``backend``, was ``stages``; ``records``, split from ``runner``), so that the pins
-    run on the code from before a refactor as on the code after it."""
-    for name in names:
-        for package in ("badpo.paper", "badpo.experiment"):
-            try:
-                return importlib.import_module(f"{package}.{name}")
-            except ModuleNotFoundError as error:
-                if error.name not in (package, f"{package}.{name}"):
-                    raise  # the module is there but something it imports is not
-    raise ModuleNotFoundError(f"none of {names} in badpo.paper or badpo.experiment")
-
-
-def _backend():
-    """The paper's real backend module (``engine_backend``; ``engine_stages`` before the rename)."""
-    return _paper("backend", "stages")
-
-
-def _engine_backend():
-    module = _backend()
-    factory = getattr(module, "engine_backend", None) or module.engine_stages
-    return factory()
-
-
 def _digest(value) -> str:
-    return hashlib.sha256(_paper("records", "runner").canonical_json(value).encode("ascii")).hexdigest()[:16]
+    return hashlib.sha256(records.canonical_json(value).encode("ascii")).hexdigest()[:16]
 
 
 # to_dict of each class's defaults, and of each stage config as read from its file
@@ -146,14 +123,14 @@ def test_every_stage_config_reads_and_resolves_as_pinned():
 
 def test_every_experiment_plans_the_pinned_keys(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
-    config_module, runner = _paper("config"), _paper("runner")
-    backend = _engine_backend()
+    monkeypatch.setattr(records, "device_class", lambda: "cpu")  # the pins are CPU-class keys, on any machine
+    backend = engine_backend()
     found = {}
     for path in sorted((ROOT / "configs").glob("experiment_*.yaml")):
         if path.name not in PLANS:  # a cure's config, not a table of arms
             continue
-        config = load_config(config_module.ExperimentConfig, path)
-        plan, _ = runner.plan_unbuilt(dataclasses.replace(config, output_dir=str(tmp_path / path.stem)), backend)
+        config = load_config(ExperimentConfig, path)
+        plan, _ = plan_unbuilt(dataclasses.replace(config, output_dir=str(tmp_path / path.stem)), backend)
         keys = " ".join([plan.reference.key, *(run.key for run in plan.runs)])
         found[path.name] = hashlib.sha256(keys.encode()).hexdigest()[:16]
     assert found == PLANS
@@ -162,14 +139,15 @@ def test_every_experiment_plans_the_pinned_keys(tmp_path, monkeypatch):
 def _recomputed_key(record: dict, folder: Path) -> str:
     """The key the planner gives the run a record logged: its settings resolved again, with the
     corpus, reference and readout settings it was keyed by."""
-    records, backend = _paper("records", "runner"), _backend()
+    backend = engine_backend()
     resolve = backend.resolve_arm if record["kind"] == "arm" else backend.resolve_reference
     settings = resolve(record["settings"])
-    keyed = {"settings": {k: v for k, v in settings.items() if k not in records.UNKEYED}, "corpus": record["corpus"]}
+    keyed = {"settings": records.keyed_settings(settings), "corpus": record["corpus"]}
     if record["kind"] == "arm":
         keyed["reference"] = json.loads((folder / f"{record['reference']}.json").read_text())["training_key"]
     keyed["evaluation"] = record["evaluation"]
-    return records.run_key(record["method"] if record["kind"] == "arm" else "reference", keyed, record["seed"])
+    name = record["method"] if record["kind"] == "arm" else "reference"
+    return records.run_key(name, keyed, record["seed"], device="cpu")  # every committed record is CPU-class
 
 
 def test_the_committed_run_records_keep_their_keys():
