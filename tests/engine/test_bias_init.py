@@ -97,6 +97,22 @@ def test_the_fixed_offset_is_counted_and_trusted_judgments_are_left_out():
     assert start[0] == pytest.approx(math.log(3), abs=1e-9)
 
 
+def test_every_annotator_trusted_has_no_level_to_fit_and_keeps_its_values():
+    """With every annotator trusted no judgment is left to fit a level on (the fit over zero rows
+    crashed before): the start is None and the channel holds exactly the trusted theta_k, which is
+    how a run with known planted values (an oracle arm) is trained."""
+    ids = ["p"] * 3 + ["q"] * 3
+    trusted = {"p": [0.7], "q": [1.3]}
+    assert _start([1.0, -1.0, 1.0] * 2, method="ba_dpo_per_annotator", annotators=ids, trusted=trusted) is None
+    config = from_dict(TrainConfig, {"method": "ba_dpo_per_annotator", "bias": {"trusted": trusted}})
+    bias = build_bias(get_method("ba_dpo_per_annotator"), config, _data([1.0, -1.0, 1.0] * 2, ids))
+    theta = bias.theta().detach()
+    assert theta[:, 0].tolist() == pytest.approx([0.7, 1.3], abs=1e-6)
+    data = _data([1.0, -1.0, 1.0] * 2, ids)
+    bias(data.annotator_index, data.attr_diff).sum().backward()  # no gradient reaches a trusted row
+    assert all(p.grad is None or not p.grad.any() for p in bias.parameters())
+
+
 def test_ba_ipo_starts_at_its_squared_link_fit():
     """IPO's link (z - 1/(2 tau))^2 at u = 0: theta a_n ~ 1/(2 tau), so theta = 5 (w - l) / (w + l)
     at tau = 0.1, by least squares over a_n in {+1, -1}."""

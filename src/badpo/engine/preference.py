@@ -128,6 +128,8 @@ def initial_level(method: Method, config: TrainConfig, data: PreferenceData, dec
     offset = torch.tensor(config.bias.fixed_offset or [0.0] * len(data.attribute_names), dtype=torch.float64)
     learned = ~torch.tensor([data.annotators[k] in trusted for k in data.annotator_index.tolist()],
                             dtype=torch.bool)
+    if not learned.any():  # every judgment's annotator is trusted: theta is fixed, no level to fit
+        return None
     link = method.level_link(method.parse_params(getattr(config, "method_params", {})))
     try:
         start = reference_start(directions[learned], (data.attr_diff.double() @ offset)[learned], link)
