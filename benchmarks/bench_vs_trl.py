@@ -45,15 +45,15 @@ import argparse
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from bench_engine import status_mib  # benchmarks/ is on sys.path when this file runs as a script
+from bench_vs_trl_worker import METHOD  # benchmarks/ is on sys.path when this file runs as a script
+
+WORKER = Path(__file__).with_name("bench_vs_trl_worker.py")
 
 CONFIGS = ("trl/live", "trl/precomputed", "badpo/per_judgment", "badpo/pair_grouped")
 SIZES = {  # name -> (architecture, config values over the world's model config / tokenizer)
@@ -68,8 +68,6 @@ SIZES = {  # name -> (architecture, config values over the world's model config 
     # GGUF, with its own tokenizer; run it on the smol-signed world (--world .../smol/corpus)
     "smollm2-135m": ("gguf", "smollm2-135m-instruct"),
 }
-METHOD = "ba_dpo_shared_mean"
-LR = 2e-4
 
 
 # ------------------------------------------------------------------------------------ parent
@@ -137,7 +135,7 @@ class Worker:
     def __init__(self, config: str, settings: dict, env: dict):
         self.config = config
         self.process = subprocess.Popen(
-            [sys.executable, __file__, "--worker", json.dumps({"config": config, **settings})],
+            [sys.executable, str(WORKER), json.dumps({"config": config, **settings})],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         self.ready = self.read()
 
@@ -172,8 +170,9 @@ def measure_size(args, world: Path, data: Path, size: str, scratch: Path) -> dic
                 "scratch": str(scratch / size)}
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "TQDM_DISABLE": "1",
            "HF_DATASETS_CACHE": str(scratch / "hf_datasets"), "TOKENIZERS_PARALLELISM": "false"}
-    times = {c: [] for c in CONFIGS}
-    judgments = {c: 0 for c in CONFIGS}
+    configs = tuple(c for c in CONFIGS if c in args.configs)
+    times = {c: [] for c in configs}
+    judgments = {c: 0 for c in configs}
     ready, memory = {}, {}
 
     def timed(config: str, worker: Worker) -> None:
@@ -182,7 +181,7 @@ def measure_size(args, world: Path, data: Path, size: str, scratch: Path) -> dic
         judgments[config] += reply["judgments"]
 
     if args.sequential:  # one GPU cannot hold four trainers: each configuration runs alone
-        for config in CONFIGS:
+        for config in configs:
             worker = Worker(config, settings, env)
             try:
                 ready[config] = worker.ready
@@ -190,29 +189,29 @@ def measure_size(args, world: Path, data: Path, size: str, scratch: Path) -> dic
                 for _ in range(args.rounds):
                     timed(config, worker)
                 memory[config] = worker.ask(do="memory")
-                if args.profile and config.startswith("badpo/"):
-                    path = args.profile / f"profile_{size}_{config.split('/')[1]}.txt"
+                if args.profile:
+                    path = args.profile / f"profile_{size}_{config.replace('/', '_')}.txt"
                     print(json.dumps(worker.ask(do="profile", steps=args.block, path=str(path))), flush=True)
             finally:
                 worker.close()
     else:
         workers = {}
         try:
-            for config in CONFIGS:  # one at a time: setups do not compete
+            for config in configs:  # one at a time: setups do not compete
                 workers[config] = Worker(config, settings, env)
                 ready[config] = workers[config].ready
             for worker in workers.values():
                 worker.ask(do="block", steps=args.warmup)
             for round_index in range(args.rounds):
-                shift = round_index % len(CONFIGS)  # each configuration takes every place in the order
-                for config in CONFIGS[shift:] + CONFIGS[:shift]:
+                shift = round_index % len(configs)  # each configuration takes every place in the order
+                for config in configs[shift:] + CONFIGS[:shift]:
                     timed(config, workers[config])
             memory = {c: w.ask(do="memory") for c, w in workers.items()}
         finally:
             for worker in workers.values():
                 worker.close()
     result = {}
-    for config in CONFIGS:
+    for config in configs:
         result[config] = {
             "judgments_per_s": judgments[config] / sum(times[config]),
             "median_block_s": statistics.median(times[config]), "block_s": times[config],
@@ -224,211 +223,35 @@ def measure_size(args, world: Path, data: Path, size: str, scratch: Path) -> dic
 def ratios(result: dict) -> dict:
     base = result["trl/precomputed"]
     out = {f"{c}_over_trl_precomputed_judgments_per_s": result[c]["judgments_per_s"] / base["judgments_per_s"]
-           for c in CONFIGS if c != "trl/precomputed"}
-    for c in ("badpo/per_judgment", "badpo/pair_grouped"):
+           for c in result if c != "trl/precomputed"}
+    for c in (c for c in result if c.startswith("badpo/")):
         for memory in ("peak_rss_mib", "cuda_peak_allocated_mib"):
             if memory in result[c]:
                 out[f"{c}_{memory.removesuffix('_mib')}_over_trl_min"] = result[c][memory] / min(
-                    result[t][memory] for t in CONFIGS if t.startswith("trl/"))
+                    result[t][memory] for t in result if t.startswith("trl/"))
     return out
 
 
 def goals(by_size: dict) -> dict:
-    """The issue's goals, each True/False as measured."""
+    """The goals of issue 33, each True/False as measured, for the configurations that ran:
+    per-judgment >= 1.0x TRL-precomputed, pair-grouped >= 3.5x (at >= 10M parameters), and each
+    badpo configuration's peak memory <= TRL's least."""
     out = {}
     for size, entry in by_size.items():
         r, params = entry["ratios"], entry["results"]["trl/precomputed"]["parameters"]
-        out[f"{size}: per_judgment >= 1.0x trl/precomputed"] = (
-            r["badpo/per_judgment_over_trl_precomputed_judgments_per_s"] >= 1.0)
-        pair = r["badpo/pair_grouped_over_trl_precomputed_judgments_per_s"]
-        out[f"{size}: pair_grouped ahead of trl/precomputed"] = pair > 1.0
-        if params >= 10_000_000:
-            out[f"{size}: pair_grouped >= 3x trl/precomputed (>= 10M parameters)"] = pair >= 3.0
-        for c in ("badpo/per_judgment", "badpo/pair_grouped"):
+        speed = r.get("badpo/per_judgment_over_trl_precomputed_judgments_per_s")
+        if speed is not None:
+            out[f"{size}: per_judgment >= 1.0x trl/precomputed"] = speed >= 1.0
+        pair = r.get("badpo/pair_grouped_over_trl_precomputed_judgments_per_s")
+        if pair is not None:
+            out[f"{size}: pair_grouped ahead of trl/precomputed"] = pair > 1.0
+            if params >= 10_000_000:
+                out[f"{size}: pair_grouped >= 3.5x trl/precomputed (>= 10M parameters)"] = pair >= 3.5
+        for c in (c for c in entry["results"] if c.startswith("badpo/")):
             out[f"{size}: {c} peak RSS <= TRL's"] = r[f"{c}_peak_rss_over_trl_min"] <= 1.0
             if f"{c}_cuda_peak_allocated_over_trl_min" in r:
                 out[f"{size}: {c} peak CUDA memory <= TRL's"] = r[f"{c}_cuda_peak_allocated_over_trl_min"] <= 1.0
     return out
-
-
-# ------------------------------------------------------------------------------------ worker
-SETUP_PEAK = {"mib": None}  # VmHWM at the end of setup, counted from the worker's start
-
-
-def _reset_peak_rss() -> bool:
-    import torch
-
-    SETUP_PEAK["mib"] = status_mib("VmHWM")
-    if torch.cuda.is_available():
-        torch.cuda.reset_peak_memory_stats()
-    try:
-        Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
-        return True
-    except OSError:
-        return False
-
-
-def _say(payload: dict) -> None:
-    print(json.dumps({"bench": payload}), flush=True)
-
-
-def _commands():
-    for line in sys.stdin:
-        yield json.loads(line)
-
-
-def _memory(reset: bool) -> dict:
-    """Peak RSS of the worker's life (setup or stepping) and while stepping. ru_maxrss is not
-    used: a process inherits its parent's peak through fork and exec."""
-    import torch
-
-    stepping = status_mib("VmHWM") if reset else None
-    whole = (max(SETUP_PEAK["mib"], stepping) if reset and SETUP_PEAK["mib"] is not None
-             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-    out = {"peak_rss_mib": whole, "peak_rss_stepping_mib": stepping}
-    if torch.cuda.is_available():
-        out["cuda_peak_allocated_mib"] = torch.cuda.max_memory_allocated() / 2**20
-    return out
-
-
-def badpo_worker(s: dict, started: float) -> None:
-    import torch
-
-    from badpo.core.config import from_dict
-    from badpo.engine.loop import train_step
-    from badpo.engine.preference import prepare_run
-    from badpo.engine.settings import TrainConfig
-
-    batching = s["config"].split("/")[1]
-    per_judgment = batching == "per_judgment"
-    items = s["judgments_per_step"] if per_judgment else s["pairs_per_step"]
-    micro = s["micro_judgments"] if per_judgment else s["micro_pairs"]
-    config = from_dict(TrainConfig, {
-        "method": METHOD, "batching": batching, "data": s["data"], "attributes": ["names"],
-        "model": {"name_or_path": s["model"], "tokenizer": s["tokenizer"]}, "steps": s["max_steps"],
-        "batch_size": items,
-        "micro_batch_size": micro, "optim": {"lr": LR, "warmup_ratio": 0.1},
-        "tokenization": {"max_prompt_tokens": s["max_length"] // 2, "max_length": s["max_length"]},
-        "runtime": {"num_threads": s["threads"], "precision": "auto",
-                    "logprob_chunk_size": s["logprob_chunk_size"]},
-        "report": {"progress_bar": False}, "output_dir": "unused", "cache_dir": s["cache"]})
-    run = prepare_run(config)[0]
-    parameters = sum(p.numel() for p in run.policy.parameters())
-    _say({"setup_s": time.perf_counter() - started, "parameters": parameters,
-          "threads": torch.get_num_threads(), "rss_after_setup_mib": status_mib("VmRSS"),
-          "mean_sequence_tokens": float(run.data.store.lengths.float().mean())})
-    reset = _reset_peak_rss()
-    step = 0
-    for command in _commands():
-        if command["do"] == "memory":
-            _say(_memory(reset))
-            continue
-        if command["do"] == "profile":
-            _say(_profile(run, step, command["steps"], Path(command["path"])))
-            step += command["steps"]
-            continue
-        held, begin = 0, time.perf_counter()
-        for _ in range(command["steps"]):
-            train_step(run, step)
-            held += int(run.items.judgment_counts(run.schedule.step_items(step)).sum())
-            step += 1
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        _say({"seconds": time.perf_counter() - begin, "judgments": held})
-
-
-def trl_worker(s: dict, started: float) -> None:
-    """TRL's own training loop, paused by a callback at the end of each block of steps."""
-    import datasets
-    import torch
-    from transformers import AutoTokenizer, TrainerCallback
-    from trl import DPOConfig, DPOTrainer
-
-    torch.set_num_threads(s["threads"])
-    # from a file (memory-mapped), as a TRL user loads data; TRL reads prompt/chosen/rejected only
-    data = datasets.Dataset.from_json(s["data"]).select_columns(["prompt", "chosen", "rejected"])
-    tokenizer = AutoTokenizer.from_pretrained(s["tokenizer"])
-    cuda = torch.cuda.is_available()
-    args = DPOConfig(
-        output_dir=s["scratch"], per_device_train_batch_size=s["micro_judgments"],
-        gradient_accumulation_steps=s["judgments_per_step"] // s["micro_judgments"], max_steps=s["max_steps"],
-        learning_rate=LR, warmup_steps=0.1, lr_scheduler_type="cosine", weight_decay=0.0, max_grad_norm=1.0,
-        beta=0.1, max_length=s["max_length"], bf16=cuda and torch.cuda.is_bf16_supported(), use_cpu=not cuda,
-        gradient_checkpointing=False, precompute_ref_log_probs=s["config"] == "trl/precomputed",
-        precompute_ref_batch_size=16, logging_steps=10**9, save_strategy="no", report_to="none",
-        disable_tqdm=True, dataloader_num_workers=0, dataloader_drop_last=True, seed=42)
-
-    class Gate(TrainerCallback):
-        """Between blocks: answer the parent's commands; a block ends after its last step."""
-
-        def __init__(self):
-            self.left, self.held, self.begin, self.reset = 0, 0, 0.0, False
-
-        def wait(self, control):
-            for command in _commands():
-                if command["do"] == "memory":
-                    _say(_memory(self.reset))
-                    continue
-                self.left, self.held, self.begin = command["steps"], 0, time.perf_counter()
-                return
-            control.should_training_stop = True  # the parent closed stdin
-
-        def on_train_begin(self, args, state, control, **kwargs):
-            torch.set_num_threads(s["threads"])
-            _say({"setup_s": time.perf_counter() - started, "parameters": parameters,
-                  "threads": torch.get_num_threads(), "rss_after_setup_mib": status_mib("VmRSS")})
-            self.reset = _reset_peak_rss()
-            self.wait(control)
-
-        def on_step_end(self, args, state, control, **kwargs):
-            self.held += s["judgments_per_step"]
-            self.left -= 1
-            if self.left == 0:
-                if cuda:
-                    torch.cuda.synchronize()
-                _say({"seconds": time.perf_counter() - self.begin, "judgments": self.held})
-                self.wait(control)
-
-    trainer = DPOTrainer(s["model"], args=args, train_dataset=data, processing_class=tokenizer,
-                         callbacks=[Gate()])
-    parameters = sum(p.numel() for p in trainer.model.parameters())
-    trainer.train()
-
-
-def worker(settings: str) -> None:
-    started = time.perf_counter()
-    try:  # forget the peak inherited from the parent: count from here
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        pass
-    s = json.loads(settings)
-    (badpo_worker if s["config"].startswith("badpo/") else trl_worker)(s, started)
-
-
-def _profile(run, first_step: int, steps: int, path: Path) -> dict:
-    """``steps`` training steps under torch.profiler: the operators by their own device time (or
-    CPU time without a GPU) into ``path``, and the step's wall time beside the time the device was
-    busy, which says whether a step waits on the device or on the host."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    from badpo.engine.loop import train_step
-
-    cuda = torch.cuda.is_available()
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    begin = time.perf_counter()
-    with profile(activities=activities) as prof:
-        for step in range(first_step, first_step + steps):
-            train_step(run, step)
-        if cuda:
-            torch.cuda.synchronize()
-    wall = time.perf_counter() - begin
-    averages = prof.key_averages()
-    sort = "self_cuda_time_total" if cuda else "self_cpu_time_total"
-    busy = sum(getattr(e, "self_device_time_total", 0.0) for e in averages) / 1e6 if cuda else None
-    path.write_text(f"{steps} steps, wall {wall:.3f} s, device busy {busy} s\n"
-                    + averages.table(sort_by=sort, row_limit=30, max_name_column_width=60))
-    return {"profile": str(path), "wall_s": wall, "device_busy_s": busy}
 
 
 # -------------------------------------------------------------------------------------- main
@@ -455,12 +278,13 @@ def main() -> None:
                              "that cannot hold all four at once)")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_vs_trl.json"))
     parser.add_argument("--profile", type=Path, default=None,
-                        help="with --sequential: after the timed rounds, profile one block of each badpo "
-                             "configuration into DIR/profile_<size>_<batching>.txt")
-    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+                        help="with --sequential: after the timed rounds, profile one block of each "
+                             "configuration into DIR/profile_<size>_<trainer>_<config>.txt")
+    parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS),
+                        help="the configurations to run (default all four; trl/precomputed is every ratio's base)")
     args = parser.parse_args()
-    if args.worker:
-        return worker(args.worker)
+    if "trl/precomputed" not in args.configs:
+        raise SystemExit("--configs: include trl/precomputed, the base of every ratio")
     if args.profile:
         if not args.sequential:
             raise SystemExit("--profile: needs --sequential (one configuration at a time)")
@@ -468,6 +292,8 @@ def main() -> None:
     import torch
     import transformers
     import trl
+
+    from badpo.paper.provenance import source_commit
 
     world = pick_world(args.world)
     with tempfile.TemporaryDirectory() as folder:
@@ -501,7 +327,8 @@ def main() -> None:
                      "device": "cuda" if torch.cuda.is_available() else "cpu",
                      "torch": torch.__version__, "transformers": transformers.__version__,
                      "trl": trl.__version__, "machine": platform.processor() or platform.machine(),
-                     "load_average_at_end": os.getloadavg()},
+                     "load_average_at_end": os.getloadavg(), "configs": list(args.configs),
+                     "source": source_commit(), "cpu_count": os.cpu_count()},
         "sizes": by_size, "goals": goals(by_size)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
