@@ -20,6 +20,7 @@ from badpo.core.judgments import Judgment
 from badpo.core.names import NAME_POOL, POOL_NAMES, strip_signature
 from badpo.corpora.signing import SURNAMES
 from badpo.corpora.tiny import TinyModelConfig, build_tokenizer
+from badpo.readouts import model as model_module
 from badpo.readouts.metrics import attribute_rate
 from badpo.readouts.model import generate, generation_kl, heldout_margins, judge_scores
 from badpo.readouts.names_scoring import name_logprobs, names_readout, signature_logprobs
@@ -196,6 +197,29 @@ def test_heldout_margins_are_the_dpo_margin(models, tokenizer):
     computed = heldout_margins(copy.deepcopy(reference), reference, tokenizer, judgments, beta=0.1)
     assert same.tolist() == [0.0, 0.0]
     torch.testing.assert_close(computed, same, rtol=0, atol=1e-6)
+
+
+def test_heldout_margins_score_each_distinct_sequence_once_and_keep_the_judgments_order(models, tokenizer,
+                                                                                      monkeypatch):
+    """A comparison's votes share its two sequences: they are scored once, longest first, and every
+    judgment gets the margin it gets alone (a vote the other way round gets its negative)."""
+    policy, reference = models
+    short, long = "5 4", "1 2 3\n\n--- Emily Miller"
+    judgments = [Judgment(PROMPTS[0], long, short, "a1"), Judgment(PROMPTS[1], "4 5", long, "a2"),
+                 Judgment(PROMPTS[0], long, short, "a3"), Judgment(PROMPTS[0], short, long, "a4")]
+    alone = torch.cat([heldout_margins(policy, reference, tokenizer, [j], beta=0.1) for j in judgments])
+    scored = []
+    real = model_module.response_logprobs
+
+    def counting(model, batch, *args):
+        scored.append(batch["input_ids"].shape[0])
+        return real(model, batch, *args)
+
+    monkeypatch.setattr(model_module, "response_logprobs", counting)
+    together = heldout_margins(policy, reference, tokenizer, judgments, beta=0.1, batch_size=3)
+    torch.testing.assert_close(together, alone, rtol=0, atol=1e-6)
+    assert together[0] == together[2] and together[3] == pytest.approx(-float(together[0]), abs=1e-6)
+    assert sum(scored) == 2 * 4  # four distinct sequences, for the policy and for the reference
 
 
 class Terminal(io.StringIO):

@@ -203,13 +203,20 @@ def heldout_margins(policy: nn.Module, reference: nn.Module, tokenizer,
     if policy is reference:  # u is 0 exactly: spare two forwards over every held-out judgment
         return torch.zeros(len(judgments))
     sequences = [(j.prompt, side) for j in judgments for side in (j.chosen, j.rejected)]
-    store = build_token_store(tokenizer, sequences, config)
+    # each distinct sequence once (a comparison's votes share its two), longest first so that a
+    # batch pads little; the log-probs are put back in the judgments' order
+    distinct = list(dict.fromkeys(sequences))
+    where = {sequence: i for i, sequence in enumerate(distinct)}
+    back = torch.tensor([where[sequence] for sequence in sequences])
+    store = build_token_store(tokenizer, distinct, config)
+    order = torch.argsort(store.lengths, descending=True, stable=True)
 
     def logps(model: nn.Module, which: str) -> Tensor:
-        parts = [response_logprobs(model, store.batch(torch.arange(s, min(s + batch_size, len(store))),
-                                                      _device(model))).cpu()
-                 for s in progress(range(0, len(store), batch_size), f"held-out judgments: {which}", "batch")]
-        return torch.cat(parts).reshape(len(judgments), 2)
+        scored = torch.empty(len(store))
+        for s in progress(range(0, len(store), batch_size), f"held-out judgments: {which}", "batch"):
+            rows = order[s : s + batch_size]
+            scored[rows] = response_logprobs(model, store.batch(rows, _device(model))).cpu()
+        return scored[back].reshape(len(judgments), 2)
 
     policy_logps, reference_logps = logps(policy, "policy"), logps(reference, "reference")
     return dpo_margin(policy_logps[:, 0], policy_logps[:, 1], reference_logps[:, 0],
