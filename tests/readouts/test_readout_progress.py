@@ -7,12 +7,12 @@ from __future__ import annotations
 import copy
 import re
 
+from badpo.core import progress as progress_module
 from badpo.core.config import from_dict
+from badpo.core.progress import progress
 from badpo.corpora.tiny import TinyWorldConfig
 from badpo.corpora.tiny_multipref import TinyMultiPrefConfig
-from badpo.readouts import progress as progress_module
 from badpo.readouts.evaluate import Corpus, EvalConfig, evaluate_policy
-from badpo.readouts.progress import progress
 
 LINE = re.compile(r"^(?P<phase>.+): (?P<unit>\w+) (?P<n>\d+) of (?P<total>\d+) \(\d+%\), [\d:]+ elapsed, ETA \S+$")
 

@@ -21,9 +21,9 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
 from badpo.core.notices import BadpoWarning
+from badpo.core.progress import progress as reported
 from badpo.engine.logprobs import response_token_logprobs
 from badpo.engine.runtime import reference_mode
 from badpo.engine.tokenize import TokenStore
@@ -85,8 +85,7 @@ def compute_logprobs(model: nn.Module, store: TokenStore, batch_size: int, chunk
     tokens = torch.zeros(int(offsets[-1]), dtype=torch.float32, device=device) if per_token else None
     with reference_mode(model), accelerator.autocast():
         batches = share.split(batch_size)
-        for rows in tqdm(batches, desc="reference log-probs", unit="batch", disable=not progress,
-                         dynamic_ncols=True, leave=False):
+        for rows in reported(batches, "reference log-probs", "batch") if progress else batches:
             batch = store.batch(rows, device)
             summed, flat = response_token_logprobs(model, batch, chunk_size)
             values[rows.to(device)] = summed.float()

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from badpo.core.jsonio import dumps
+from badpo.core.progress import step_bar
 from badpo.data.coverage import WARN_SHARE
 from badpo.engine.settings import ReportConfig
 
@@ -176,9 +177,7 @@ class RunLog:
         self.file = open(path, "a", encoding="utf-8")
         self.trackers = _start_trackers(report, output_dir, run_config)
         if report.progress_bar:
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=total_steps, initial=start_step, desc=description, dynamic_ncols=True)
+            self.bar = step_bar(total_steps, start_step, description)
 
     def wants(self, step: int) -> bool:
         """Whether step ``step`` (1-based) is logged: every ``log_every`` and the last one."""

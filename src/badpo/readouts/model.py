@@ -26,11 +26,11 @@ from torch import Tensor, nn
 from badpo.core.attributes import has_markdown, length_values, word_count
 from badpo.core.judgments import Judgment
 from badpo.core.losses import dpo_margin
+from badpo.core.progress import progress
 from badpo.engine.logprobs import response_logprobs, token_logprobs
 from badpo.engine.runtime import config_positions
 from badpo.engine.tokenize import TokenizationConfig, build_token_store, encode_prompts
 from badpo.readouts.metrics import candidate_readout, kl_per_token, sampled_text_rates
-from badpo.readouts.progress import progress
 
 __all__ = [
     "Generations", "generate", "generation_kl", "heldout_margins", "judge_scores", "cut_at_eos", "context_length",

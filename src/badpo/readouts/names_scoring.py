@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from badpo.core.names import NAME_POOL, POOL_NAMES
 from badpo.core.notices import BadpoWarning
+from badpo.core.progress import progress
 from badpo.engine.logprobs import continuation_logprobs
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.readouts.metrics import (
@@ -30,7 +31,6 @@ from badpo.readouts.metrics import (
 )
 from badpo.readouts.model import context_length
 from badpo.readouts.names_analyses import pool_cell_shares
-from badpo.readouts.progress import progress
 
 __all__ = ["SIGNATURE_PREFIX", "name_logprobs", "signature_logprobs", "names_readout", "signature_tokens"]
 

@@ -12,6 +12,7 @@ from torch import nn
 
 from badpo.core.attributes import AttributeSet
 from badpo.core.names import NAME_ATTRIBUTES
+from badpo.core.progress import progress
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.readouts.compare_floor import null_p
 from badpo.readouts.compare_series import Compared, first_name_units, read_first_name
@@ -19,7 +20,6 @@ from badpo.readouts.metrics import sampled_signature_rates
 from badpo.readouts.model import Generations, cut_at_eos, plain_decoding
 from badpo.readouts.names_analyses import names_null_readouts, names_reference, sampled_names
 from badpo.readouts.names_scoring import names_readout
-from badpo.readouts.progress import progress
 from badpo.readouts.reading import Corpus, Need, Reading, Readout, declares_names, shown
 from badpo.readouts.rows.generated import GENERATIONS
 from badpo.readouts.settings import EvalConfig

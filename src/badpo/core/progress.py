@@ -1,5 +1,6 @@
-"""Progress of a readout's phases (answers sampled, candidates scored, held-out judgments, KL,
-whole signatures): their count, elapsed time and ETA, on stderr.
+"""Progress of a long phase (a readout's answers, candidates, held-out judgments, KL, whole
+signatures; the reference log-prob cache; the training steps): its count, elapsed time and ETA, on
+stderr.
 
 On a terminal it is a tqdm bar that vanishes when its phase is done. Where stderr is not a
 terminal (a log file, a pipe, ``nohup``, a job scheduler) a bar's carriage returns would pile up
@@ -7,7 +8,8 @@ on one line, so the bar was left out, and an evaluation that costs hours on a re
 hung (30 tiny prompts were 64 s silent): there a phase writes a line every :data:`LOG` ``every_s``
 (20 s) while it runs and its last line when done, each ending in a newline. A phase shorter than
 that writes nothing, so a quick evaluation stays quiet. ``TQDM_DISABLE=1`` silences both, as it
-does every tqdm bar.
+does every tqdm bar. The training loop's bar (:func:`step_bar`) is the same in a log: a line every
+interval, with the last logged loss, instead of a carriage return every tenth of a second.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["LOG", "LogLines", "progress"]
+__all__ = ["LOG", "LogLines", "progress", "step_bar"]
 
 _LINE_FORMAT = "{desc}: {unit} {n_fmt} of {total_fmt} ({percentage:.0f}%), {elapsed} elapsed, ETA {remaining}"
+_STEP_FORMAT = _LINE_FORMAT + "{postfix}"
 
 
 @dataclass
@@ -68,3 +71,19 @@ def progress(items: Iterable | None = None, what: str = "", unit: str = "prompt"
         return tqdm(items, desc=what, unit=unit, total=total, dynamic_ncols=True, leave=False, file=stream)
     return tqdm(items, desc=what, unit=unit, total=total, file=_Lines(stream), bar_format=_LINE_FORMAT,
                 delay=LOG.every_s, mininterval=LOG.every_s, miniters=1, leave=True)
+
+
+def step_bar(total: int, initial: int = 0, what: str = "", unit: str = "step"):
+    """A bar the caller advances (``update``, ``set_postfix``, ``close``): tqdm's bar on a terminal,
+    as before; where stderr is a log, one line every :data:`LOG` ``every_s`` with the postfix (the
+    loss) and the last when closed; nothing under ``TQDM_DISABLE``."""
+    from tqdm.auto import tqdm
+
+    stream = sys.stderr
+    if _silenced():
+        return tqdm(total=total, initial=initial, disable=True)
+    if stream.isatty():
+        return tqdm(total=total, initial=initial, desc=what, dynamic_ncols=True, file=stream)
+    return tqdm(total=total, initial=initial, desc=what, unit=unit, file=_Lines(stream), bar_format=_STEP_FORMAT,
+                mininterval=LOG.every_s, miniters=1, leave=True)
+
