@@ -113,6 +113,8 @@ def trl_worker(s: dict, started: float) -> None:
     # from a file (memory-mapped), as a TRL user loads data; TRL reads prompt/chosen/rejected only
     data = datasets.Dataset.from_json(s["data"]).select_columns(["prompt", "chosen", "rejected"])
     tokenizer = AutoTokenizer.from_pretrained(s["tokenizer"])
+    if tokenizer.chat_template:  # badpo renders a prompt with the model's template (chat_template: auto);
+        data = data.map(_as_messages)  # TRL does so for messages only: both then train the same tokens
     cuda = torch.cuda.is_available()
     args = DPOConfig(
         output_dir=s["scratch"], per_device_train_batch_size=s["micro_judgments"],
@@ -144,7 +146,8 @@ def trl_worker(s: dict, started: float) -> None:
         def on_train_begin(self, args, state, control, **kwargs):
             torch.set_num_threads(s["threads"])
             _say({"setup_s": time.perf_counter() - started, "parameters": parameters,
-                  "threads": torch.get_num_threads(), "rss_after_setup_mib": status_mib("VmRSS")})
+                  "threads": torch.get_num_threads(), "rss_after_setup_mib": status_mib("VmRSS"),
+                  "mean_sequence_tokens": mean_tokens})  # before max_length cuts (badpo: after)
             self.reset = _reset_peak_rss()
             self.wait(control)
 
@@ -167,7 +170,17 @@ def trl_worker(s: dict, started: float) -> None:
     trainer = DPOTrainer(s["model"], args=args, train_dataset=data, processing_class=tokenizer,
                          callbacks=[Gate()])
     parameters = sum(p.numel() for p in trainer.model.parameters())
+    rows = trainer.train_dataset
+    mean_tokens = (2 * sum(map(len, rows["prompt_ids"])) + sum(map(len, rows["chosen_ids"]))
+                   + sum(map(len, rows["rejected_ids"]))) / (2 * len(rows))
     trainer.train()
+
+
+def _as_messages(row: dict) -> dict:
+    """A prompt / chosen / rejected row of strings as TRL's conversational format."""
+    return {"prompt": [{"role": "user", "content": row["prompt"]}],
+            "chosen": [{"role": "assistant", "content": row["chosen"]}],
+            "rejected": [{"role": "assistant", "content": row["rejected"]}]}
 
 
 def worker(settings: str) -> None:
