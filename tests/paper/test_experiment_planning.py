@@ -33,9 +33,20 @@ def test_shipped_configs_resolve_against_the_engine(path, tmp_path):
     assert len(plan.runs) == len(config.arms) * len(config.seeds) == len({r.key for r in plan.runs})
 
 
-def test_the_real_backend_end_to_end_on_a_small_tiny_world(tmp_path, engine_backend):
+def test_the_real_backend_end_to_end_on_a_small_tiny_world(tmp_path, engine_backend, monkeypatch):
     """The shipped tiny config, shrunk: corpus, SFT, three arms at two seeds, readouts, tables;
-    then a second invocation finds every run logged and trains nothing."""
+    then a second invocation finds every run logged and trains nothing. The reference's answers
+    are sampled once, by its own readout, and every arm reads them from its record."""
+    from badpo.readouts import reading
+
+    sampled = []
+    real_generate = reading.generate
+
+    def counted(*args, **kwargs):
+        sampled.append(args[-1])  # what: "policy answers" or "reference answers"
+        return real_generate(*args, **kwargs)
+
+    monkeypatch.setattr(reading, "generate", counted)
     overrides = [f"output_dir={tmp_path}", "corpus.config.n_pairs=120", "reference.epochs=1.0",
                  "train.steps=3", "seeds=[42,123]", "evaluation.max_prompts=3",
                  "evaluation.max_new_tokens=6", "evaluation.surnames=2",
@@ -45,6 +56,8 @@ def test_the_real_backend_end_to_end_on_a_small_tiny_world(tmp_path, engine_back
     records = result["records"]
     assert len(records) == 1 + 3 * 2
     reference = next(r for r in records.values() if r["kind"] == "reference")
+    assert sampled.count("reference answers") == 1 and sampled.count("policy answers") == 6
+    assert (tmp_path / reference["artifacts"]["samples"]).is_file()
     assert "kl" not in reference["readouts"] and "kl" in reference["readouts"]["omitted"]
     assert (tmp_path / reference["artifacts"]["model"] / "config.json").exists()
     shared = [r for r in records.values() if r["method"] == "ba_dpo_shared_mean"]

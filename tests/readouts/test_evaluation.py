@@ -209,6 +209,40 @@ def test_markdown_readout_is_reweighted_on_the_reference_lengths(world):
     assert record["markdown"]["bin_edges"] == [3.0] * 6
 
 
+def test_saved_reference_samples_read_back_and_give_the_readouts_sampling_gives(world):
+    """An experiment samples the reference once and every arm reads those samples (issue 33 item
+    4): written as JSON and read back they are the samples, and a policy's readouts with them are
+    the readouts it gets sampling the reference itself; samples drawn under other settings are not
+    reused, and a malformed file is an error naming it."""
+    import json
+    import warnings
+
+    from badpo.readouts.reading import generations_from_json, generations_to_json, sampled_answers, sampling_settings
+
+    corpus, tokenizer, reference = world
+    policy = copy.deepcopy(reference)
+    with torch.no_grad():
+        policy.lm_head.weight.mul_(1.5)  # sharper: the policy's answers and readouts differ from the reference's
+    config = dataclasses.replace(FAST, attributes=("markdown", "names"))
+    tokenization = TokenizationConfig()
+    prompts = [row["prompt"] for row in corpus.eval_prompts[: config.max_prompts]]
+    settings = sampling_settings(prompts, config, tokenization)
+    samples = sampled_answers(reference, tokenizer, prompts, config, tokenization, "reference answers")
+    saved = json.loads(json.dumps(generations_to_json(samples, settings)))
+    assert generations_from_json(saved, settings, "s.json") == samples
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fresh = evaluate_policy(policy, reference, tokenizer, corpus, config)
+        reused = evaluate_policy(policy, reference, tokenizer, corpus, config,
+                                 reference_samples=generations_from_json(saved, settings, "s.json"))
+    assert json.dumps(reused, sort_keys=True) == json.dumps(fresh, sort_keys=True)  # NaN-aware
+    assert fresh["kl"] != 0.0
+    other = sampling_settings(prompts, dataclasses.replace(config, seed=1), tokenization)
+    assert generations_from_json(saved, other, "s.json") is None
+    with pytest.raises(ValueError, match=r"s\.json: not a samples file"):
+        generations_from_json({**saved, "texts": saved["texts"][:-1]}, settings, "s.json")
+
+
 # ------------------------------------------------------------------------- the reference's body
 def scripted_model(tokenizer, prompt_ids: list[int], script: list[int], positions: int = 32):
     """A GPT-2 whose greedy continuation of ``prompt_ids`` is ``script``: its blocks add nothing

@@ -39,11 +39,14 @@ from badpo.readouts.evaluate import (
     evaluate_policy,
     reference_bodies,
 )
+from badpo.readouts.model import Generations
+from badpo.readouts.reading import generations_from_json, generations_to_json, sampled_answers, sampling_settings
 from badpo.readouts.run import TrainedRun
 from badpo.readouts.table import readout_unavailable, relative_to_reference
 
 __all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation", "check_data", "data_key",
-           "theta_summary", "training_summary", "evaluate_run", "engine_backend", "unavailable_readout", "bodies_file"]
+           "theta_summary", "training_summary", "evaluate_run", "engine_backend", "unavailable_readout", "bodies_file",
+           "samples_file"]
 
 # evaluate(task, policy_dir, reference_dir, theta_file or None) -> readouts (nested mapping of
 # numbers). For the reference, policy_dir == reference_dir and theta_file is None. A mixture of type
@@ -55,6 +58,32 @@ def bodies_file(task: RunTask) -> Path:
     """The reference's answer bodies under one record's readout settings: the training folder is
     shared by every readout of the reference, so the file is named after the record."""
     return task.work_dir / f"bodies-{task.key}.json"
+
+
+def samples_file(task: RunTask) -> Path:
+    """The reference's sampled answers under one record's readout settings, which every arm of
+    the experiment reads instead of sampling the reference again (the same prompts, decoder and
+    seed give the same answers)."""
+    return task.work_dir / f"samples-{task.key}.json"
+
+
+def _reference_samples(task: RunTask, reference, tokenizer, corpus: Corpus, config: EvalConfig,
+                       tokenization) -> Generations | None:
+    """The reference: its answers, sampled once and saved. An arm: the reference record's saved
+    answers when drawn under this evaluation's settings, else None (the arm samples them)."""
+    if not config.generations:
+        return None
+    prompts = [row["prompt"] for row in corpus.eval_prompts[: config.max_prompts]]
+    settings = sampling_settings(prompts, config, tokenization)
+    if task.kind == "reference":
+        samples = sampled_answers(reference, tokenizer, prompts, config, tokenization, "reference answers")
+        samples_file(task).write_text(dumps(generations_to_json(samples, settings)) + "\n", encoding="utf-8")
+        return samples
+    saved = (task.reference or {}).get("artifacts", {}).get("samples")
+    if saved is None or not (task.out_dir / saved).is_file():
+        return None
+    path = task.out_dir / saved
+    return generations_from_json(json.loads(path.read_text(encoding="utf-8")), settings, str(path))
 
 
 def resolve_reference(settings: dict) -> dict:
@@ -154,6 +183,7 @@ def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_fil
     corpus = Corpus.load(task.corpus_dir)
     reference = trained.load_reference()
     bodies = reference_readouts = None
+    samples = _reference_samples(task, reference, tokenizer, corpus, config, tokenization)
     if task.kind == "reference":
         policy = reference
         if config.body == "reference":
@@ -176,7 +206,8 @@ def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_fil
         policy = trained.load_policy()
     readouts = evaluate_policy(policy, reference, tokenizer, corpus, config, bias=trained.bias(),
                                beta=trained.beta, tokenization=tokenization, bodies=bodies,
-                               reference_readouts=reference_readouts, vote_bias=trained.vote_bias())
+                               reference_samples=samples, reference_readouts=reference_readouts,
+                               vote_bias=trained.vote_bias())
     if task.kind == "reference":
         omitted = sorted(k for k in readouts if relative_to_reference(k))
         readouts = {k: v for k, v in readouts.items() if k not in omitted}
@@ -204,8 +235,9 @@ def engine_backend(evaluate: Evaluate | None = evaluate_run) -> Backend:
             sft(from_dict(SFTConfig, {**task.settings, "output_dir": str(model_dir)}))
         readouts = evaluate(task, model_dir, model_dir, None)
         artifacts = {"model": model_dir}
-        if bodies_file(task).exists():
-            artifacts["bodies"] = bodies_file(task)
+        for name, path in (("bodies", bodies_file(task)), ("samples", samples_file(task))):
+            if path.exists():
+                artifacts[name] = path
         return {"readouts": readouts, "artifacts": artifacts}
 
     def run_arm(task: RunTask) -> dict:

@@ -16,6 +16,7 @@ reference's when a row needs them; the held-out margins; the reference's own rea
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -36,7 +37,8 @@ from badpo.readouts.compare_series import Compared
 from badpo.readouts.model import Generations, generate
 from badpo.readouts.settings import EvalConfig
 
-__all__ = ["Corpus", "Need", "Readout", "Reading", "declares_names", "shown"]
+__all__ = ["Corpus", "Need", "Readout", "Reading", "declares_names", "generations_from_json", "generations_to_json",
+           "sampled_answers", "sampling_settings", "shown"]
 
 
 @dataclass(frozen=True)
@@ -115,12 +117,14 @@ class Reading:
 
     @property
     def samples(self) -> Generations:
-        """The policy's generations, sampled once; the reference's too when the policy is it."""
+        """The policy's generations, sampled once; the reference's too when the policy is it (and
+        the given reference samples when the policy is the reference)."""
         if self._samples is None:
-            config = self.config
-            self._samples = generate(self.policy, self.tokenizer, self.prompts, config.temperature, config.top_p,
-                                     config.max_new_tokens, config.seed, config.batch_size, self.tokenization,
-                                     "policy answers")
+            if self.policy is self.reference and self.reference_samples is not None:
+                self._samples = self.reference_samples
+            else:
+                self._samples = sampled_answers(self.policy, self.tokenizer, self.prompts, self.config,
+                                                self.tokenization, "policy answers")
             if self.reference_samples is None and self.policy is self.reference:
                 self.reference_samples = self._samples
         return self._samples
@@ -128,11 +132,48 @@ class Reading:
     def reference_generations(self) -> Generations:
         """The reference's generations (same prompts, decoder and seed), sampled when not given."""
         if self.reference_samples is None:
-            config = self.config
-            self.reference_samples = generate(self.reference, self.tokenizer, self.prompts, config.temperature,
-                                              config.top_p, config.max_new_tokens, config.seed, config.batch_size,
-                                              self.tokenization, "reference answers")
+            self.reference_samples = sampled_answers(self.reference, self.tokenizer, self.prompts, self.config,
+                                                     self.tokenization, "reference answers")
         return self.reference_samples
+
+
+def sampled_answers(model: nn.Module, tokenizer, prompts: Sequence[str], config: EvalConfig,
+                    tokenization: TokenizationConfig, what: str) -> Generations:
+    """One answer per prompt under the readout settings' decoder and seed (every model read alike)."""
+    return generate(model, tokenizer, prompts, config.temperature, config.top_p, config.max_new_tokens,
+                    config.seed, config.batch_size, tokenization, what)
+
+
+def sampling_settings(prompts: Sequence[str], config: EvalConfig, tokenization: TokenizationConfig) -> dict:
+    """What fixes :func:`sampled_answers`' output for one model: saved samples are reused only under
+    the same."""
+    return {"prompts": list(prompts), "temperature": config.temperature, "top_p": config.top_p,
+            "max_new_tokens": config.max_new_tokens, "seed": config.seed, "batch_size": config.batch_size,
+            "tokenization": dataclasses.asdict(tokenization)}
+
+
+def generations_to_json(samples: Generations, settings: Mapping) -> dict:
+    """Samples and the settings that drew them, as plain JSON (no code can ride in it)."""
+    return {"sampling": dict(settings), "prompts": list(samples.prompts), "texts": list(samples.texts),
+            "prompt_ids": [list(ids) for ids in samples.prompt_ids],
+            "completion_ids": [list(ids) for ids in samples.completion_ids],
+            "token_counts": list(samples.token_counts)}
+
+
+def generations_from_json(saved: Mapping, settings: Mapping, source: str) -> Generations | None:
+    """The samples :func:`generations_to_json` wrote when drawn under ``settings``; None when they
+    were drawn under others. A file of the wrong shape is an error naming ``source``."""
+    if saved.get("sampling") != json.loads(json.dumps(dict(settings))):
+        return None
+    try:
+        texts, counts = [str(t) for t in saved["texts"]], [int(c) for c in saved["token_counts"]]
+        ids = {key: tuple(tuple(int(i) for i in row) for row in saved[key]) for key in ("prompt_ids", "completion_ids")}
+        prompts = tuple(str(p) for p in saved["prompts"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"{source}: not a samples file ({error})") from None
+    if not len(prompts) == len(texts) == len(counts) == len(ids["prompt_ids"]) == len(ids["completion_ids"]):
+        raise ValueError(f"{source}: not a samples file (its lists differ in length)")
+    return Generations(prompts, tuple(texts), ids["prompt_ids"], ids["completion_ids"], tuple(counts))
 
 
 @dataclass(frozen=True)
