@@ -40,7 +40,7 @@ def test_a_resumed_run_counts_from_its_step_and_tqdm_disable_silences_it(capsys,
     monkeypatch.setattr(progress_module.LOG, "every_s", 0.0)
     _run(2, start=40)
     counts = [int(LINE.match(line)[1]) for line in capsys.readouterr().err.splitlines()]
-    assert counts[0] == 40 and counts[-1] == 42 and 41 in counts and counts == sorted(counts)
+    assert list(dict.fromkeys(counts)) == [40, 41, 42] and counts == sorted(counts)
     monkeypatch.setenv("TQDM_DISABLE", "1")
     _run(3)
     assert capsys.readouterr().err == ""
@@ -56,3 +56,13 @@ def test_a_terminal_keeps_tqdms_bar(monkeypatch):
     monkeypatch.setattr("sys.stderr", terminal)
     _run(3)
     assert "\r" in terminal.getvalue() and "3/100" in terminal.getvalue()
+
+
+def test_a_state_written_twice_in_a_row_is_one_line():
+    """tqdm's close writes the last state again; a log gets it once."""
+    log = io.StringIO()
+    lines = progress_module._Lines(log)
+    for text in ("\rdpo: step 5 of 5", "\rdpo: step 5 of 5   ", "\r", "\rdpo: step 5 of 5, loss=0.1"):
+        lines.write(text)
+    assert log.getvalue().splitlines() == ["dpo: step 5 of 5", "dpo: step 5 of 5, loss=0.1"]
+

@@ -42,13 +42,14 @@ class _Lines(io.TextIOBase):
 
     def __init__(self, stream) -> None:
         super().__init__()
-        self.stream = stream
+        self.stream, self.last = stream, None
 
     def write(self, text: str) -> int:
         line = text.replace("\r", "").rstrip()
-        if line:
+        if line and line != self.last:  # closing repeats the last state: written once
             self.stream.write(line + "\n")
             self.stream.flush()
+            self.last = line
         return len(text)
 
     def flush(self) -> None:
