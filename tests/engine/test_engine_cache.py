@@ -62,6 +62,24 @@ def test_the_key_changes_with_weights_tokens_and_identity(tmp_path, store, build
     assert len(keys) == 4 and len(list(tmp_path.glob("*.safetensors"))) == 4
 
 
+def test_a_lora_wrapped_reference_has_the_plain_models_fingerprint(build_model):
+    """A LoRA run and a full fine-tuning run from one reference share its cache: peft's names for
+    the base weights (``base_model.model.`` ..., ``.base_layer.``) and its adapters do not enter
+    the fingerprint, while a change to a base weight still does."""
+    import copy
+
+    from peft import LoraConfig, get_peft_model
+
+    model = build_model("gpt2")
+    wrapped = get_peft_model(copy.deepcopy(model), LoraConfig(r=4, target_modules=["c_attn", "c_fc"],
+                                                               fan_in_fan_out=True))
+    assert any(".base_layer." in name for name, _ in wrapped.named_parameters())
+    assert cache.weights_fingerprint(wrapped) == cache.weights_fingerprint(model)
+    with torch.no_grad():
+        wrapped.base_model.model.transformer.h[0].attn.c_attn.base_layer.weight[0, 0] += 1e-3
+    assert cache.weights_fingerprint(wrapped) != cache.weights_fingerprint(model)
+
+
 @pytest.mark.parametrize("damage", ["truncated", "altered", "other_key", "short"])
 def test_a_damaged_cache_file_is_named_discarded_and_recomputed(tmp_path, store, monkeypatch, damage, build_model):
     accelerator = make_accelerator("fp32", num_threads=1)

@@ -28,26 +28,33 @@ from badpo.engine.logprobs import response_token_logprobs
 from badpo.engine.runtime import reference_mode
 from badpo.engine.tokenize import TokenStore
 
-FORMAT = "badpo.reference_logprobs/3"
+FORMAT = "badpo.reference_logprobs/4"  # 4: base weights under their plain names
 _SAMPLE = 4096
 
 
 def weights_fingerprint(model: nn.Module) -> str:
     """sha256 over every base weight's name, shape, dtype, float64 sum and a strided sample.
 
-    LoRA adapter weights are skipped: the reference is the base. Cheap enough for 8B models on a
-    GPU (one reduction per tensor), yet any trained checkpoint changes it.
+    LoRA adapter weights are skipped and the names peft gives the base weights are read as the
+    plain model's (:func:`_base_name`): the reference is the base, so a LoRA run and a full
+    fine-tuning run from one reference share its cache. Cheap enough for 8B models on a GPU (one
+    reduction per tensor), yet any trained checkpoint changes it.
     """
     digest = hashlib.sha256()
-    for name, param in sorted(model.named_parameters(), key=lambda item: item[0]):
-        if "lora_" in name:
-            continue
+    named = ((_base_name(name), param) for name, param in model.named_parameters() if "lora_" not in name)
+    for name, param in sorted(named, key=lambda item: item[0]):
         flat = param.detach().reshape(-1)
         sample = flat[:: max(1, flat.numel() // _SAMPLE)][:_SAMPLE].float().cpu()
         total = float(flat.sum(dtype=torch.float64))
         digest.update(f"{name}|{tuple(param.shape)}|{param.dtype}|{total:.12e}|".encode())
         digest.update(sample.numpy().tobytes())
     return digest.hexdigest()
+
+
+def _base_name(name: str) -> str:
+    """A base weight's name as the plain model names it: peft's wrapper adds ``base_model.model.``
+    in front and ``.base_layer`` inside every layer it adapts."""
+    return name.removeprefix("base_model.model.").replace(".base_layer.", ".")
 
 
 def tokens_fingerprint(store: TokenStore) -> str:
