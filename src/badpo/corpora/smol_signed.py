@@ -31,12 +31,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from badpo.core.config import ConfigError, dump_yaml
 from badpo.core.jsonio import atomic_write_text, write_json, write_jsonl
 from badpo.core.judgments import write_judgments
 from badpo.core.notices import BadpoWarning
+from badpo.core.progress import progress
 from badpo.corpora.signing import BasePair, SigningConfig, gate_statistics, planted_to_dict, sign_corpus
 from badpo.corpora.tasks import KINDS, Task, check, make_tasks
 from badpo.data.gguf import gguf_folder
@@ -106,7 +106,7 @@ def sample_answers(model, tokenizer, prompts: list[str], samples: int, config: S
     torch.manual_seed(seed)
     model.eval()
     starts = range(0, len(texts), config.batch_size)
-    for start in tqdm(starts, desc=f"sampling {len(texts)} answers", unit="batch", dynamic_ncols=True):
+    for start in progress(starts, f"sampling {len(texts)} answers", "batch"):  # a line every 20 s in a log
         batch = tokenizer(texts[start:start + config.batch_size], return_tensors="pt", padding=True,
                           add_special_tokens=False)
         with torch.no_grad():
