@@ -157,12 +157,11 @@ def trl_worker(s: dict, started: float) -> None:
             if self.left == 0:
                 if cuda:
                     torch.cuda.synchronize()
-                seconds = time.perf_counter() - self.begin
+                seconds, steps = time.perf_counter() - self.begin, self.held // s["judgments_per_step"]
                 if self.profiling:
                     (prof, path), self.profiling = self.profiling, None
                     prof.__exit__(None, None, None)
-                    _say(_profile_table(prof, path, state.global_step - self.held // s["judgments_per_step"],
-                                        self.held // s["judgments_per_step"], seconds))
+                    _say(_profile_table(prof, path, state.global_step - steps, steps, seconds))
                 else:
                     _say({"seconds": seconds, "judgments": self.held})
                 self.wait(control)

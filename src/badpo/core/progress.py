@@ -63,28 +63,27 @@ def _silenced() -> bool:
 def progress(items: Iterable | None = None, what: str = "", unit: str = "prompt", total: int | None = None):
     """``items`` wrapped in a progress report of the phase ``what`` counted in ``unit``s (see the
     module docstring): a vanishing bar on a terminal, timed lines in a log."""
-    from tqdm.auto import tqdm
-
-    stream = sys.stderr
-    if _silenced():
-        return tqdm(items, total=total, disable=True)
-    if stream.isatty():
-        return tqdm(items, desc=what, unit=unit, total=total, dynamic_ncols=True, leave=False, file=stream)
-    return tqdm(items, desc=what, unit=unit, total=total, file=_Lines(stream), bar_format=_LINE_FORMAT,
-                delay=LOG.every_s, mininterval=LOG.every_s, miniters=1, leave=True)
+    named = {"desc": what, "unit": unit}
+    return _bar({"iterable": items, "total": total}, {**named, "leave": False},
+                {**named, "bar_format": _LINE_FORMAT, "delay": LOG.every_s})
 
 
 def step_bar(total: int, initial: int = 0, what: str = "", unit: str = "step"):
     """A bar the caller advances (``update``, ``set_postfix``, ``close``): tqdm's bar on a terminal,
     as before; where stderr is a log, one line every :data:`LOG` ``every_s`` with the postfix (the
     loss) and the last when closed; nothing under ``TQDM_DISABLE``."""
+    return _bar({"total": total, "initial": initial}, {"desc": what},
+                {"desc": what, "unit": unit, "bar_format": _STEP_FORMAT})
+
+
+def _bar(counted: dict, terminal: dict, log: dict):
+    """tqdm over ``counted`` (what it counts): silent under ``TQDM_DISABLE``; with ``terminal``'s
+    options on a terminal; in a log, whole timed lines (:class:`_Lines`) with ``log``'s."""
     from tqdm.auto import tqdm
 
     stream = sys.stderr
     if _silenced():
-        return tqdm(total=total, initial=initial, disable=True)
+        return tqdm(**counted, disable=True)
     if stream.isatty():
-        return tqdm(total=total, initial=initial, desc=what, dynamic_ncols=True, file=stream)
-    return tqdm(total=total, initial=initial, desc=what, unit=unit, file=_Lines(stream), bar_format=_STEP_FORMAT,
-                mininterval=LOG.every_s, miniters=1, leave=True)
-
+        return tqdm(**counted, **terminal, dynamic_ncols=True, file=stream)
+    return tqdm(**counted, **log, file=_Lines(stream), mininterval=LOG.every_s, miniters=1, leave=True)

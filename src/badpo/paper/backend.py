@@ -67,13 +67,12 @@ def samples_file(task: RunTask) -> Path:
     return task.work_dir / f"samples-{task.key}.json"
 
 
-def _reference_samples(task: RunTask, reference, tokenizer, corpus: Corpus, config: EvalConfig,
+def _reference_samples(task: RunTask, reference, tokenizer, prompts: list[str], config: EvalConfig,
                        tokenization) -> Generations | None:
     """The reference: its answers, sampled once and saved. An arm: the reference record's saved
     answers when drawn under this evaluation's settings, else None (the arm samples them)."""
     if not config.generations:
         return None
-    prompts = [row["prompt"] for row in corpus.eval_prompts[: config.max_prompts]]
     settings = sampling_settings(prompts, config, tokenization)
     if task.kind == "reference":
         samples = sampled_answers(reference, tokenizer, prompts, config, tokenization, "reference answers")
@@ -183,11 +182,11 @@ def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_fil
     corpus = Corpus.load(task.corpus_dir)
     reference = trained.load_reference()
     bodies = reference_readouts = None
-    samples = _reference_samples(task, reference, tokenizer, corpus, config, tokenization)
+    prompts = [row["prompt"] for row in corpus.eval_prompts[: config.max_prompts]]
+    samples = _reference_samples(task, reference, tokenizer, prompts, config, tokenization)
     if task.kind == "reference":
         policy = reference
         if config.body == "reference":
-            prompts = [row["prompt"] for row in corpus.eval_prompts[: config.max_prompts]]
             bodies = reference_bodies(reference, tokenizer, prompts, tokenization, config.max_new_tokens)
             bodies_file(task).write_text(dumps(bodies, indent=1) + "\n", encoding="utf-8")
     else:
