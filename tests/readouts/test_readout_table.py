@@ -69,6 +69,34 @@ def test_compare_puts_side_by_side_the_rows_that_say_how(monkeypatch):
     assert [block["key"] for block in compare_records([run])["readouts"]] == ["attributes"]
 
 
+def test_a_row_with_a_training_effect_reaches_compares_table_json_and_footnote_alone(monkeypatch):
+    """KL, held-out accuracy and theta_bar are the rows' ``beside`` columns, in their order; a new
+    row that declares one is shown by compare (its column, compare.json key, notes and footnote)
+    with no change to the comparison's code."""
+    from badpo.readouts.compare_runs import format_comparison, format_markdown
+    from badpo.readouts.compare_series import Beside
+    from badpo.readouts.comparison import RunRecord, compare_records
+    from badpo.readouts.table import beside_readouts
+
+    assert [beside.key for beside in beside_readouts()] == ["kl", "heldout", "theta"]
+    steps = Beside("steps", lambda run: run.readouts.get("steps"),
+                   lambda values: [("steps", [str(v) for v in values])], "steps trained",
+                   notes=lambda value: [f"trained {value} steps"] if value else [], order=5)
+    row = Readout("steps", ("steps",), (), None, beside=steps)
+    monkeypatch.setattr(table, "READOUTS", (*READOUTS, row))
+    runs = [RunRecord("a", "a", None, {"steps": 7, "kl": 0.25}), RunRecord("b", "b", None, {"steps": 0})]
+    comparison = compare_records(runs)
+    assert [run["steps"] for run in comparison["runs"]] == [7, 0]
+    assert comparison["runs"][0]["notes"] == ["trained 7 steps"] and comparison["runs"][1]["notes"] == []
+    text = format_comparison(comparison)
+    header = next(line for line in text.splitlines() if line.startswith("training effects"))
+    assert header.split() == ["training", "effects", "KL", "steps"]  # no held-out or theta: no run has them
+    assert "0.2500" in text and "a: trained 7 steps" in text
+    assert "KL per token on the run's generations; held-out accuracy on same- / cross-group judgments (gap); " \
+           "theta_bar beside the offline estimate of the run's audit (moving: not converged); steps trained." in (
+               format_markdown(comparison))
+
+
 def test_what_is_relative_to_the_reference_is_said_by_the_rows():
     from badpo.readouts.table import relative_to_reference
 

@@ -31,6 +31,7 @@ from badpo.readouts.compare import DRAWS, LEVEL, SEED
 from badpo.readouts.compare_checks import data_record, read_json_object, reasons_not_comparable, refuse_same_run
 from badpo.readouts.compare_plots import plot_rates, plot_theta
 from badpo.readouts.comparison import RunRecord, compare_records, method_label
+from badpo.readouts.table import beside_readouts
 
 __all__ = ["COMPARE_FILES", "Comparison", "compare_runs", "format_comparison", "format_markdown", "load_run"]
 
@@ -248,27 +249,12 @@ def _rate_rows(comparison: Mapping, key: str) -> list[tuple[str, list[str], list
 
 
 def _training_table(comparison: Mapping) -> tuple[list[str], list[tuple[str, list[str]]]]:
-    """(headers, (label, cells) per run): KL, then per attribute held-out accuracy same / cross
-    (gap) and theta_bar (offline estimate), a column only where some run has the number."""
+    """(headers, (label, cells) per run): the training effects every readout row shows beside the
+    rates (:func:`badpo.readouts.table.beside_readouts`: KL, held-out accuracy, theta_bar)."""
     runs = comparison["runs"]
-    held = list(dict.fromkeys(name for run in runs for name in run["heldout"]))
-    theta = list(dict.fromkeys(name for run in runs for name in run.get("theta") or {}))
-    headers = ["KL", *(f"{name} held-out s / c (gap)" for name in held), *(f"{name} theta_bar" for name in theta)]
-    rows = []
-    for run in runs:
-        cells = [f"{run['kl']:.4f}" if isinstance(run.get("kl"), (int, float)) else "-"]
-        for name in held:
-            entry = run["heldout"].get(name, {})
-            same, cross, gap = (entry.get(k) for k in ("same_accuracy", "cross_accuracy", "gap"))
-            cells.append("-" if None in (same, cross, gap) else f"{same:.3f} / {cross:.3f} ({gap:+.3f})")
-        for name in theta:
-            entry = (run.get("theta") or {}).get(name)
-            offline = entry and (f"offline {entry['offline']:+.3f}" if entry.get("offline") is not None
-                                 else "no offline estimate")
-            moving = ", moving" if entry and entry.get("converged") is False else ""
-            cells.append(f"{entry['theta_bar']:+.3f} ({offline}{moving})" if entry else "-")
-        rows.append((run["label"], cells))
-    return headers, rows
+    columns = [column for beside in beside_readouts() for column in beside.columns([run[beside.key] for run in runs])]
+    return [header for header, _ in columns], [(run["label"], [cells[i] for _, cells in columns])
+                                               for i, run in enumerate(runs)]
 
 
 def _notes(comparison: Mapping) -> list[str]:
@@ -359,8 +345,8 @@ def format_markdown(comparison: Mapping) -> str:
     headers, training = _training_table(comparison)
     lines += ["", "| run | " + " | ".join(headers) + " |", "|" + "---|" * (len(headers) + 1)]
     lines += ["| " + " | ".join([label, *cells]) + " |" for label, cells in training]
-    lines += ["", "KL per token on the run's generations; held-out accuracy on same- / cross-group judgments "
-              "(gap); theta_bar beside the offline estimate of the run's audit (moving: not converged)."]
+    meanings = "; ".join(beside.meaning for beside in beside_readouts())
+    lines += ["", meanings[0].upper() + meanings[1:] + "."]
     lines += ["", "## Verdict", ""] + [f"- {line}" for line in _verdict_lines(comparison)]
     notes = _notes(comparison)
     if notes:

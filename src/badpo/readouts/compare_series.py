@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Compared", "RunRecord", "Series", "as_mapping", "first_name_units", "generated_units", "read_first_name",
-           "read_series"]
+__all__ = ["Beside", "Compared", "RunRecord", "Series", "as_mapping", "first_name_units", "generated_units",
+           "read_first_name", "read_series"]
 
 OLD_RECORD = ("evaluated before badpo recorded per-prompt values ({source} has no attribute_rates.NAME.per_prompt): "
               "run `badpo evaluate` on it again for intervals")
@@ -127,6 +127,23 @@ class Compared:
     no_reference: str  # why a record gives no reference rate
     units: Callable[[Sequence[RunRecord], Sequence[RunRecord]], tuple[dict[str, str] | None, list[str]]]
     null: Callable[[RunRecord, str], float | None] = lambda record, name: None  # evaluate's relabelling p
+
+
+@dataclass(frozen=True)
+class Beside:
+    """A readout compare shows beside the rates, in its table of training effects, without an
+    interval (KL, held-out accuracy, theta_bar): ``take(run)`` is the run's JSON-ready value (None
+    when it has none), kept in compare.json under ``key`` of the run's entry; ``columns(values)``
+    turns every run's value into (header, a cell per run) columns, a column only where some run
+    has the number; ``notes(value)`` are what the run's notes say of it; ``meaning`` is the clause
+    of compare.md's footnote that says what the columns read; ``order`` places the columns."""
+
+    key: str
+    take: Callable[[RunRecord], Any]
+    columns: Callable[[Sequence[Any]], list[tuple[str, list[str]]]]
+    meaning: str
+    notes: Callable[[Any], list[str]] = lambda value: []
+    order: int = 0
 
 
 def _unit(records: Sequence[RunRecord], name: str) -> str:

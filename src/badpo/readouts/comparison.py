@@ -5,8 +5,9 @@ From each run's ``readouts.json`` (``badpo evaluate``) and, beside it, its ``the
 (``attribute_rates``; a pair-level one, such as length, by its mean token count as the paper
 reads it) each run's rate and the reference's with a bootstrap interval over prompts, each run's
 shift from the reference, and each run's removal of the baseline run's shift with its paired
-interval (:mod:`badpo.readouts.compare`); KL, held-out accuracy and gap; theta_bar against the
-offline estimate of the run's audit; one verdict line per run and readout. Pure: the caller reads
+interval (:mod:`badpo.readouts.compare`); the training effects the rows show beside them (KL,
+held-out accuracy and gap, theta_bar against the offline estimate of the run's audit:
+:func:`badpo.readouts.table.beside_readouts`); one verdict line per run and readout. Pure: the caller reads
 the files (:mod:`badpo.readouts.compare_runs`) and this module turns them into one JSON-ready dict.
 The readouts compared are the rows of the readout table that say how
 (:func:`badpo.readouts.table.compared_readouts`; :class:`badpo.readouts.compare_series.Compared`).
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -44,7 +44,7 @@ from badpo.readouts.compare import (
 )
 from badpo.readouts.compare_floor import MIN_PROMPTS, judge_shift, too_few
 from badpo.readouts.compare_series import Compared, RunRecord, Series
-from badpo.readouts.table import compared_readouts
+from badpo.readouts.table import beside_readouts, compared_readouts
 
 __all__ = ["RunRecord", "Series", "compare_records", "method_label"]
 
@@ -164,36 +164,6 @@ class _Block:
     units: dict[str, str]  # attribute -> rate / tokens, in order
 
 
-def _theta(record: RunRecord) -> dict | None:
-    """theta_bar per attribute beside the audit's offline estimate (the log-odds that the attribute's
-    side wins a cross-group judgment) and whether it had settled; theta_k per annotator where they
-    differ. None for a run that learns no theta."""
-    theta = record.theta
-    if not theta or theta.get("variant") == "none" or not isinstance(theta.get("theta_bar"), Mapping):
-        return None
-    offline = {c.get("name"): c for c in (record.offline or {}).get("coordinates", []) if isinstance(c, Mapping)}
-    moving = (record.convergence or {}).get("attributes", {})
-    result = {}
-    for name in theta["theta_bar"]:
-        coordinate = offline.get(name, {})
-        by_annotator = {a: e.get("theta", {}).get(name) for a, e in theta.get("annotators", {}).items()}
-        result[name] = {
-            "theta_bar": theta["theta_bar"][name],
-            "offline": coordinate.get("overall", {}).get("log_odds"),
-            "converged": (not moving[name]["moving"]) if name in moving else None,
-            "theta_k": by_annotator if len(set(by_annotator.values())) > 1 else {},
-            "offline_k": {a: e.get("log_odds") for a, e in coordinate.get("by_annotator", {}).items()},
-        }
-    return result
-
-
-def _heldout(readouts: Mapping[str, Any]) -> dict:
-    """Held-out accuracy on same- and cross-group judgments and the gap, per attribute read."""
-    keys = ("same_accuracy", "cross_accuracy", "gap", "n_same", "n_cross")
-    return {name: {key: entry.get(key) for key in keys}
-            for name, entry in readouts.get("heldout", {}).items() if isinstance(entry, Mapping)}
-
-
 def _reference_notes(runs: Sequence[RunRecord], blocks: Sequence[_Block], source: RunRecord) -> dict[int, list[str]]:
     """Where a run's own evaluation read another reference rate than the comparison's reference (a
     different reference model, other prompts or another seed)."""
@@ -243,8 +213,8 @@ def compare_records(runs: Sequence[RunRecord], baseline: int | None = None, refe
     rows, seen = [], set()
     for i, run in enumerate(runs):
         row = {"label": run.label, "path": run.path, "method": run.method, "baseline": i == baseline,
-               **{key: per_run[i].get(key, {}) for key in keys}, "kl": run.readouts.get("kl"),
-               "heldout": _heldout(run.readouts), "theta": _theta(run)}
+               **{key: per_run[i].get(key, {}) for key in keys},
+               **{beside.key: beside.take(run) for beside in beside_readouts()}}
         rows.append({**row, "notes": [*run.notes, *extra.get(i, []), *_row_notes(row, keys, seen)]})
     described = (f"{reference.label}: the policy of {reference.path}" if reference is not None
                  else f"the reference model, as {source.label}'s evaluation read it")
@@ -265,18 +235,14 @@ def compare_records(runs: Sequence[RunRecord], baseline: int | None = None, refe
 
 def _row_notes(row: Mapping, keys: Sequence[str], seen: set[str]) -> list[str]:
     """Why a number of the row has no interval (each reason once in the whole comparison: ``seen``
-    holds those given for earlier rows), and a theta_bar still moving."""
+    holds those given for earlier rows), and what the training effects note (a theta_bar still moving)."""
     entries = [entry for key in keys for entry in row[key].values()]
     reasons = [entry[part]["why"] for entry in entries for part in ("rate", "shift", "removal")
                if isinstance(entry.get(part), Mapping) and entry[part].get("low") is None
                and entry[part].get("measurable") is not False and entry[part].get("why")]
     notes = [f"no interval: {why}" for why in dict.fromkeys(reasons) if why not in seen]
     seen.update(reasons)
-    for name, entry in (row["theta"] or {}).items():
-        if entry["converged"] is False:
-            notes.append(f"theta_bar {name} was still moving at the end of training (run.json theta_convergence): "
-                         "it has not converged, and the bias it explains may be under-removed")
-    return notes
+    return notes + [note for beside in beside_readouts() for note in beside.notes(row[beside.key])]
 
 
 # ------------------------------------------------------------------------------------- verdict

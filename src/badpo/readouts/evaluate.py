@@ -47,13 +47,13 @@ from badpo.core.bias import BiasChannel
 from badpo.engine.mixture import MIXTURE_FILE
 from badpo.engine.settings import BETA
 from badpo.engine.tokenize import TokenizationConfig
-from badpo.readouts.metrics import heldout_accuracy, reward_tilt
+from badpo.readouts.metrics import reward_tilt
 from badpo.readouts.mixture import mixture_vote_logits, type_class_agreement, weighted_mean_readouts
 from badpo.readouts.model import Generations, generate, heldout_margins, judge_scores
 from badpo.readouts.names_analyses import sampled_shares
 from badpo.readouts.reading import Corpus, Reading, declares_names
 from badpo.readouts.rows.generated import compact_values, generated_attribute_rates
-from badpo.readouts.rows.heldout import planted_annotators, theta_readouts, vote_readouts
+from badpo.readouts.rows.heldout import heldout_accuracies, planted_annotators, theta_readouts, vote_readouts
 from badpo.readouts.rows.judge import judge_readouts
 from badpo.readouts.rows.names import bodies_for, names_against_reference, reference_bodies, reference_names
 from badpo.readouts.settings import EvalConfig
@@ -218,11 +218,7 @@ def evaluate_reward_model(judge: nn.Module, tokenizer, corpus: Corpus, config: E
     heldout = corpus.heldout
     prompts = [j.prompt for j in heldout]
     margins = torch.tensor(score(prompts, [j.chosen for j in heldout]) - score(prompts, [j.rejected for j in heldout]))
-    values = [attributes.judgment_values(j) for j in heldout]
-    g_w, g_l = np.array([v[0] for v in values]), np.array([v[1] for v in values])
-    result: dict = {"heldout": {name: heldout_accuracy(margins, g_w[:, [a]], g_l[:, [a]])
-                                for a, name in enumerate(attributes.names)},
-                    "heldout_any": heldout_accuracy(margins, g_w, g_l)}
+    result, _, _ = heldout_accuracies(margins, heldout, attributes)  # the rows' own readers, as a policy's
     pairs, skipped = counterfactual_pairs(attributes, heldout, corpus.surnames, config.max_prompts, config.seed)
     if pairs:
         result["tilt"] = {name: {**reward_tilt(score(p.prompts, p.with_attribute), score(p.prompts, p.counterpart)),

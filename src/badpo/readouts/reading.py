@@ -33,7 +33,7 @@ from badpo.core.judgments import Judgment, read_judgments
 from badpo.core.names import NAME_ATTRIBUTES, read_signature
 from badpo.engine.settings import BETA
 from badpo.engine.tokenize import TokenizationConfig
-from badpo.readouts.compare_series import Compared
+from badpo.readouts.compare_series import Beside, Compared
 from badpo.readouts.model import Generations, generate
 from badpo.readouts.settings import EvalConfig
 
@@ -202,7 +202,8 @@ class Readout:
     ``check(config, attributes, head, rest)`` says why a path is not written under settings the
     needs pass (None: it is). ``summary(record)`` gives the row's lines for
     ``badpo evaluate``; ``compared`` says how ``badpo compare`` puts two runs side by side on it
-    (:class:`badpo.readouts.compare_series.Compared`: intervals, shift, removal, verdict);
+    (:class:`badpo.readouts.compare_series.Compared`: intervals, shift, removal, verdict) and
+    ``beside`` what it shows in the table of training effects (:class:`~badpo.readouts.compare_series.Beside`);
     ``shown_order`` places both (the generated rates come first).
     """
 
@@ -218,6 +219,7 @@ class Readout:
     check: Callable[[EvalConfig, AttributeSet, str, str], str | None] | None = None
     summary: Callable[[Mapping], list[str]] | None = None
     compared: Compared | None = None
+    beside: Beside | None = None
     shown_order: int = 0
 
 

@@ -1,7 +1,8 @@
 """The readout table: every readout of a policy as a row (:class:`badpo.readouts.reading.Readout`),
 in the order a record holds them; :func:`read_run` reads one run by iterating it,
-:func:`readout_unavailable` plans a table column by it, :func:`summary_lines` shows a record by it
-and :func:`compared_readouts` gives ``badpo compare`` the readouts it puts side by side.
+:func:`readout_unavailable` plans a table column by it, :func:`summary_lines` shows a record by it,
+:func:`compared_readouts` gives ``badpo compare`` the readouts it puts side by side and
+:func:`beside_readouts` those it shows beside them as training effects.
 
 A row is read when all its needs are present; a need that is absent with a reason
 (:class:`badpo.readouts.reading.Need` ``skip``) names the row's paths under ``skipped``. Adding a
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from badpo.core.attributes import resolve_attributes
-from badpo.readouts.compare_series import Compared
+from badpo.readouts.compare_series import Beside, Compared
 from badpo.readouts.reading import Reading, Readout
 from badpo.readouts.rows.candidates import CANDIDATES
 from badpo.readouts.rows.generated import ATTRIBUTE_RATES, CHECKED, KL, MARKDOWN, SAMPLED_TEXT, TOKENS
@@ -22,8 +23,8 @@ from badpo.readouts.rows.judge import JUDGE
 from badpo.readouts.rows.names import AGAINST_REFERENCE, NAMES, SAMPLED
 from badpo.readouts.settings import EvalConfig
 
-__all__ = ["READOUTS", "compared_readouts", "read_run", "readout_unavailable", "relative_to_reference", "row_of",
-           "summary_lines"]
+__all__ = ["READOUTS", "beside_readouts", "compared_readouts", "read_run", "readout_unavailable",
+           "relative_to_reference", "row_of", "summary_lines"]
 
 READOUTS: tuple[Readout, ...] = (NAMES, CANDIDATES, HELDOUT, THETA, KL, SAMPLED, TOKENS, SAMPLED_TEXT, CHECKED,
                                  MARKDOWN, ATTRIBUTE_RATES, JUDGE, TILT, AGAINST_REFERENCE)
@@ -86,6 +87,12 @@ def compared_readouts() -> list[Compared]:
     the rows' ``shown_order``."""
     shown = sorted((row for row in READOUTS if row.compared is not None), key=lambda row: row.shown_order)
     return [row.compared for row in shown]
+
+
+def beside_readouts() -> list[Beside]:
+    """What ``badpo compare`` shows beside the rates (KL, held-out accuracy, theta_bar), for every
+    row that says (``beside``), in their ``order``."""
+    return sorted((row.beside for row in READOUTS if row.beside is not None), key=lambda beside: beside.order)
 
 
 def summary_lines(record: Mapping) -> list[str]:

@@ -6,14 +6,14 @@ lengths, and each declared attribute on the generations beside the reference's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from badpo.core.attributes import AttributeSet
 from badpo.core.markdown import has_markdown
 from badpo.readouts.checked import checked_readout
-from badpo.readouts.compare_series import Compared, generated_units, read_series
+from badpo.readouts.compare_series import Beside, Compared, generated_units, read_series
 from badpo.readouts.metrics import reweighted_rate
 from badpo.readouts.model import Generations, generation_kl, sampled_text_readout
 from badpo.readouts.reading import Need, Reading, Readout, shown
@@ -128,8 +128,15 @@ def _kl_lines(record: Mapping) -> list[str]:
     return [f"KL(policy || reference) per token on the policy's generations: {shown(record['kl'], 4)}"]
 
 
-# KL(policy || reference) per token on the policy's own samples
+def _kl_column(values: Sequence) -> list[tuple[str, list[str]]]:
+    return [("KL", [f"{v:.4f}" if isinstance(v, (int, float)) else "-" for v in values])]
+
+
+# KL(policy || reference) per token on the policy's own samples; compare shows it first among the
+# training effects
 KL = Readout("kl", ("kl",), (GENERATIONS,), _read_kl, relative_to_reference=("kl",), summary=_kl_lines,
+           beside=Beside("kl", lambda run: run.readouts.get("kl"), _kl_column,
+                         "KL per token on the run's generations", order=0),
            shown_order=4)
 # mean token count of the samples (the length readout)
 TOKENS = Readout("tokens", ("tokens",), (GENERATIONS,),

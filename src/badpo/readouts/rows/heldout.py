@@ -15,11 +15,13 @@ import torch
 from badpo.core.attributes import AttributeSet
 from badpo.core.bias import BiasChannel
 from badpo.core.judgments import Judgment
+from badpo.readouts.compare_series import Beside, RunRecord
 from badpo.readouts.metrics import heldout_accuracy, theta_recovery, vote_prediction
 from badpo.readouts.model import heldout_margins
 from badpo.readouts.reading import Corpus, Need, Reading, Readout, shown
 
-__all__ = ["HELDOUT", "THETA", "TILT", "planted_annotators", "vote_readouts", "heldout_readouts", "theta_readouts"]
+__all__ = ["HELDOUT", "THETA", "TILT", "heldout_accuracies", "heldout_readouts", "planted_annotators", "theta_readouts",
+           "vote_readouts"]
 
 
 def planted_annotators(planted: dict) -> tuple[dict[str, list[float]], dict[str, str]]:
@@ -97,16 +99,24 @@ def theta_readouts(bias: BiasChannel, planted: dict | None) -> dict:
     return result
 
 
+def heldout_accuracies(margins: torch.Tensor, heldout: Sequence[Judgment],
+                       attributes: AttributeSet) -> tuple[dict, np.ndarray, np.ndarray]:
+    """``heldout`` (accuracy of the margins [N] on same- and cross-group judgments and the gap, per
+    attribute) and ``heldout_any`` (a pair cross-group on any attribute), with g(y_w), g(y_l) [N, A]:
+    a policy's margins and a reward model's score differences read alike."""
+    values = [attributes.judgment_values(j) for j in heldout]
+    g_w, g_l = np.array([v[0] for v in values]), np.array([v[1] for v in values])
+    result = {"heldout": {name: heldout_accuracy(margins, g_w[:, [a]], g_l[:, [a]])
+                          for a, name in enumerate(attributes.names)},
+              "heldout_any": heldout_accuracy(margins, g_w, g_l)}
+    return result, g_w, g_l
+
+
 def heldout_readouts(margins: torch.Tensor, corpus: Corpus, attributes: AttributeSet,
                      vote_bias: BiasChannel | None, skipped: dict) -> dict:
     """Held-out accuracy (per attribute and on any) and vote prediction with ``vote_bias``, the
     theta the policy was trained against; why votes are not read goes into ``skipped``."""
-    values = [attributes.judgment_values(j) for j in corpus.heldout]
-    g_w = np.array([v[0] for v in values])
-    g_l = np.array([v[1] for v in values])
-    result = {"heldout": {name: heldout_accuracy(margins, g_w[:, [a]], g_l[:, [a]])
-                          for a, name in enumerate(attributes.names)},
-              "heldout_any": heldout_accuracy(margins, g_w, g_l)}
+    result, g_w, g_l = heldout_accuracies(margins, corpus.heldout, attributes)
     theta_names = vote_bias.attribute_names if vote_bias is not None else ()
     undeclared = [name for name in theta_names if name not in attributes.names]
     if undeclared:  # u + theta_k . dg needs dg on every attribute the run's theta is on
@@ -157,15 +167,77 @@ def _tilt_lines(record: Mapping) -> list[str]:
         for name, entry in record["tilt"].items())]
 
 
+def _heldout_of(run: RunRecord) -> dict:
+    """Held-out accuracy on same- and cross-group judgments and the gap, per attribute read."""
+    keys = ("same_accuracy", "cross_accuracy", "gap", "n_same", "n_cross")
+    return {name: {key: entry.get(key) for key in keys}
+            for name, entry in run.readouts.get("heldout", {}).items() if isinstance(entry, Mapping)}
+
+
+def _heldout_columns(values: Sequence[Mapping]) -> list[tuple[str, list[str]]]:
+    def cell(entry: Mapping) -> str:
+        same, cross, gap = (entry.get(k) for k in ("same_accuracy", "cross_accuracy", "gap"))
+        return "-" if None in (same, cross, gap) else f"{same:.3f} / {cross:.3f} ({gap:+.3f})"
+
+    names = dict.fromkeys(name for value in values for name in value)
+    return [(f"{name} held-out s / c (gap)", [cell(value.get(name, {})) for value in values]) for name in names]
+
+
+def _theta_of(run: RunRecord) -> dict | None:
+    """theta_bar per attribute beside the audit's offline estimate (the log-odds that the attribute's
+    side wins a cross-group judgment) and whether it had settled; theta_k per annotator where they
+    differ. None for a run that learns no theta."""
+    theta = run.theta
+    if not theta or theta.get("variant") == "none" or not isinstance(theta.get("theta_bar"), Mapping):
+        return None
+    offline = {c.get("name"): c for c in (run.offline or {}).get("coordinates", []) if isinstance(c, Mapping)}
+    moving = (run.convergence or {}).get("attributes", {})
+    result = {}
+    for name in theta["theta_bar"]:
+        coordinate = offline.get(name, {})
+        by_annotator = {a: e.get("theta", {}).get(name) for a, e in theta.get("annotators", {}).items()}
+        result[name] = {
+            "theta_bar": theta["theta_bar"][name],
+            "offline": coordinate.get("overall", {}).get("log_odds"),
+            "converged": (not moving[name]["moving"]) if name in moving else None,
+            "theta_k": by_annotator if len(set(by_annotator.values())) > 1 else {},
+            "offline_k": {a: e.get("log_odds") for a, e in coordinate.get("by_annotator", {}).items()},
+        }
+    return result
+
+
+def _theta_columns(values: Sequence[Mapping | None]) -> list[tuple[str, list[str]]]:
+    def cell(entry: Mapping | None) -> str:
+        if not entry:
+            return "-"
+        offline = (f"offline {entry['offline']:+.3f}" if entry.get("offline") is not None else "no offline estimate")
+        moving = ", moving" if entry.get("converged") is False else ""
+        return f"{entry['theta_bar']:+.3f} ({offline}{moving})"
+
+    names = dict.fromkeys(name for value in values for name in value or {})
+    return [(f"{name} theta_bar", [cell((value or {}).get(name)) for value in values]) for name in names]
+
+
+def _theta_notes(value: Mapping | None) -> list[str]:
+    return [f"theta_bar {name} was still moving at the end of training (run.json theta_convergence): it has not "
+            "converged, and the bias it explains may be under-removed"
+            for name, entry in (value or {}).items() if entry["converged"] is False]
+
+
 # held-out accuracy same/cross and the gap, per attribute and on any; vote prediction by
 # u + theta_k . dg with the run's theta (and the planted ceiling)
 HELDOUT = Readout("held-out judgments", ("heldout", "heldout_any", "votes_unseen_annotator_judgments", "votes",
                                          "votes_ceiling"), (HELDOUT_JUDGMENTS,), _read_heldout,
                   per_attribute=("heldout", "votes", "votes_ceiling"), skipped_as=("heldout", "votes"),
                   relative_to_reference=("heldout", "heldout_any", "votes", "votes_ceiling"),
-                  summary=_heldout_lines, shown_order=2)
+                  summary=_heldout_lines, shown_order=2,
+                  beside=Beside("heldout", _heldout_of, _heldout_columns,
+                                "held-out accuracy on same- / cross-group judgments (gap)", order=1))
 # the learned level (theta_mean, theta_shared) and, against planted values, theta recovery
 THETA = Readout("theta", ("theta_mean", "theta_shared", "theta_recovery"), (LEARNED_THETA,),
-                lambda reading: theta_readouts(reading.bias, reading.corpus.planted))
+                lambda reading: theta_readouts(reading.bias, reading.corpus.planted),
+                beside=Beside("theta", _theta_of, _theta_columns,
+                              "theta_bar beside the offline estimate of the run's audit (moving: not converged)",
+                              notes=_theta_notes, order=2))
 # a reward model's tilt toward each declared attribute on counterfactual pairs
 TILT = Readout("reward tilt", ("tilt",), (), None, summary=_tilt_lines, shown_order=3)
