@@ -209,3 +209,23 @@ def test_the_training_guide_describes_the_mixture_readouts_that_exist():
     assert {name for _, name in named} >= {"evaluate_mixture", "weighted_mean_readouts", "mixture_vote_logits"}
     for module, name in named:
         assert hasattr({"evaluate": evaluate, "mixture": mixture}[module], name), name
+
+
+def test_a_row_says_how_its_mixture_differs_from_the_weighted_mean(monkeypatch):
+    """A mixture's reading is the w-mean of its types' unless a row of the readout table says
+    otherwise (``Readout.mixed``): a new row's hook gets the mixed result, the types' readings and
+    w, and what it writes is the mixture's; without it the w-mean stands."""
+    import badpo.readouts.evaluate as evaluate
+    from badpo.readouts.reading import Readout
+    from badpo.readouts.table import READOUTS
+
+    def largest(result, types, weights, reference):
+        result["peak"] = max(readouts["peak"] for readouts in types)
+
+    types = iter([{"peak": 1.0, "mean": 1.0}, {"peak": 3.0, "mean": 3.0}])
+    monkeypatch.setattr(evaluate, "evaluate_policy", lambda *args, **kwargs: next(types))
+    monkeypatch.setattr(evaluate, "READOUTS", (*READOUTS, Readout("peak", ("peak",), (), None, mixed=largest)))
+    mixture = Mixture((0.25, 0.75), {}, (0.5, 0.5), (Path("type-0"), Path("type-1")))
+    config = EvalConfig(attributes=("length",), max_prompts=1)
+    mixed = evaluate_mixture(lambda path: None, mixture, None, None, Corpus([], [], None), config)
+    assert mixed["peak"] == 3.0 and mixed["mean"] == pytest.approx(2.5, abs=1e-12)

@@ -50,14 +50,13 @@ from badpo.engine.tokenize import TokenizationConfig
 from badpo.readouts.metrics import reward_tilt
 from badpo.readouts.mixture import mixture_vote_logits, type_class_agreement, weighted_mean_readouts
 from badpo.readouts.model import Generations, generate, heldout_margins, judge_scores
-from badpo.readouts.names_analyses import sampled_shares
 from badpo.readouts.reading import Corpus, Reading, declares_names
-from badpo.readouts.rows.generated import compact_values, generated_attribute_rates
+from badpo.readouts.rows.generated import generated_attribute_rates
 from badpo.readouts.rows.heldout import heldout_accuracies, planted_annotators, theta_readouts, vote_readouts
 from badpo.readouts.rows.judge import judge_readouts
-from badpo.readouts.rows.names import bodies_for, names_against_reference, reference_bodies, reference_names
+from badpo.readouts.rows.names import bodies_for, reference_bodies, reference_names
 from badpo.readouts.settings import EvalConfig
-from badpo.readouts.table import read_run
+from badpo.readouts.table import READOUTS, read_run
 from badpo.readouts.tilt import answer_body, counterfactual_pairs
 
 __all__ = ["Corpus", "EvalConfig", "Mixture", "answer_body", "declares_names", "evaluate_mixture", "evaluate_policy",
@@ -123,8 +122,9 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
     """Every readout of a mixture of type policies (Baselines appendix, EM-DPO + MinMax-DPO).
 
     Each readout is the w-weighted mean of the type policies' readouts
-    (:func:`badpo.readouts.mixture.weighted_mean_readouts`), except the sampled names' shares, ratios
-    of the mixed counts (:func:`badpo.readouts.names_analyses.sampled_shares`), and vote prediction: a held-out vote is
+    (:func:`badpo.readouts.mixture.weighted_mean_readouts`), except where a row of the readout table
+    says how its mixture differs (``Readout.mixed``: per-prompt values, the sampled names' shares as
+    ratios of the mixed counts, names.null of the mixed shares), and vote prediction: a held-out vote is
     predicted by its own annotator's mixture, p = sum_k gamma_k sigmoid(u_k)
     (:func:`badpo.readouts.mixture.mixture_vote_logits`; an annotator absent from training gets the
     priors). With planted classes, ``type_recovery`` says whether the most probable types are the
@@ -155,10 +155,9 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
         type_margins.append(margins)
         del policy
     result = weighted_mean_readouts(type_readouts, mixture.weights)
-    _mixture_per_prompt(result, type_readouts, mixture.weights)
-    names_against_reference(result, reference_readouts)  # of the mixture's shares (linear in the types')
-    if isinstance(result.get("sampled", {}).get("per_name"), dict):  # ratios of counts: of the mixed counts
-        result["sampled"].update(sampled_shares(result["sampled"]["per_name"]))
+    for row in READOUTS:  # where a row's mixture is not the w-mean of its types'
+        if row.mixed is not None:
+            row.mixed(result, type_readouts, mixture.weights, reference_readouts)
     result["mixture"] = {"weights": list(mixture.weights), "types": type_readouts}
     if not corpus.heldout:
         return result
@@ -173,28 +172,6 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
         _, classes = planted_annotators(corpus.planted)
         result["type_recovery"] = type_class_agreement(mixture.type_probabilities, classes)
     return result
-
-
-def _mixture_per_prompt(result: dict, type_readouts: Sequence[dict], weights: Sequence[float]) -> None:
-    """The mixture's per-prompt values of the attributes on generations and of the first-name
-    rates: each prompt's w-weighted mean over the type policies (their mean over prompts is the
-    mixture's rate), which the key-by-key mean of :func:`weighted_mean_readouts` leaves out when
-    the types' lists differ."""
-    for name, rate in result.get("attribute_rates", {}).items():
-        parts = [readouts["attribute_rates"][name]["per_prompt"] for readouts in type_readouts]
-        rate["per_prompt"] = {side: _weighted_values([part[side] for part in parts], weights) for side in parts[0]}
-    per_prompt = result.get("names", {}).get("per_prompt")
-    if isinstance(per_prompt, dict):
-        parts = [readouts["names"]["per_prompt"]["first_name"] for readouts in type_readouts]
-        per_prompt["first_name"] = {name: _weighted_values([part[name] for part in parts], weights)
-                                    for name in parts[0]}
-
-
-def _weighted_values(lists: Sequence[Sequence[float]], weights: Sequence[float]) -> list[float | int]:
-    """Each prompt's w-weighted mean of K per-prompt lists (exactly their value where they agree)."""
-    values = np.array(lists, dtype=np.float64)  # [K, P]
-    shared = (values == values[0]).all(axis=0)
-    return compact_values(np.where(shared, values[0], np.average(values, axis=0, weights=weights)))
 
 
 def evaluate_reward_model(judge: nn.Module, tokenizer, corpus: Corpus, config: EvalConfig,

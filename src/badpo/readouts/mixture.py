@@ -17,7 +17,7 @@ from torch import Tensor
 
 from badpo.core.checks import ArrayLike, as_float64, check_finite
 
-__all__ = ["weighted_mean_readouts", "mixture_vote_logits", "type_class_agreement"]
+__all__ = ["weighted_mean_readouts", "weighted_values", "mixture_vote_logits", "type_class_agreement"]
 
 _DISAGREE = object()  # a non-numeric value the K readouts do not share: left out of their mean
 
@@ -53,6 +53,15 @@ def weighted_mean_readouts(readouts: Sequence[Mapping], weights: ArrayLike) -> d
         return values[0] if all(v == values[0] for v in values[1:]) else _DISAGREE
 
     return mean(list(readouts))
+
+
+def weighted_values(lists: Sequence[Sequence[float]], weights: Sequence[float]) -> np.ndarray:
+    """Each position's w-weighted mean of K lists of one length (exactly their value where all K
+    agree): a mixture's per-prompt values from its types'. Example: (1, 2) and (1, 4), w = (0.5,
+    0.5) -> (1, 3)."""
+    values = np.array(lists, dtype=np.float64)  # [K, P]
+    shared = (values == values[0]).all(axis=0)
+    return np.where(shared, values[0], np.average(values, axis=0, weights=weights))
 
 
 def mixture_vote_logits(type_margins: ArrayLike, type_probabilities: ArrayLike) -> Tensor:

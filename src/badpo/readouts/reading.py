@@ -220,6 +220,9 @@ class Readout:
     summary: Callable[[Mapping], list[str]] | None = None
     compared: Compared | None = None
     beside: Beside | None = None
+    # how a mixture's reading differs from the w-mean of its types' readings, in place: (result,
+    # the types' readings, w, the reference's readouts); None: the w-mean is the mixture's
+    mixed: Callable[[dict, Sequence[Mapping], Sequence[float], Mapping | None], None] | None = None
     shown_order: int = 0
 
 

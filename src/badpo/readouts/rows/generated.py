@@ -15,6 +15,7 @@ from badpo.core.markdown import has_markdown
 from badpo.readouts.checked import checked_readout
 from badpo.readouts.compare_series import Beside, Compared, generated_units, read_series
 from badpo.readouts.metrics import reweighted_rate
+from badpo.readouts.mixture import weighted_values
 from badpo.readouts.model import Generations, generation_kl, sampled_text_readout
 from badpo.readouts.reading import Need, Reading, Readout, shown
 
@@ -151,6 +152,16 @@ CHECKED = Readout("checked", ("checked",), (GENERATIONS,),
 # the markdown rate reweighted onto the reference's lengths
 MARKDOWN = Readout("markdown", ("markdown",), (GENERATIONS, MARKDOWN_DECLARED),
                    lambda reading: {"markdown": markdown_readout(reading.samples, reading.reference_generations())})
+def _mix_rates(result: dict, types: Sequence[Mapping], weights: Sequence[float], reference: Mapping | None) -> None:
+    """A mixture's per-prompt values of each attribute rate: each prompt's w-weighted mean over the
+    types (their mean over prompts is the mixture's rate), which the key-by-key w-mean leaves out
+    where the types' lists differ."""
+    for name, rate in result.get("attribute_rates", {}).items():
+        parts = [readouts["attribute_rates"][name]["per_prompt"] for readouts in types]
+        rate["per_prompt"] = {side: compact_values(weighted_values([part[side] for part in parts], weights))
+                              for side in parts[0]}
+
+
 # each declared attribute on the generations, beside the reference's
 # compared: each attribute's rate (a pair-level one by its mean token count) beside the reference's
 ATTRIBUTE_RATES = Readout("attribute rates", ("attribute_rates",), (GENERATIONS,), _read_attribute_rates,
@@ -158,4 +169,4 @@ ATTRIBUTE_RATES = Readout("attribute rates", ("attribute_rates",), (GENERATIONS,
                           compared=Compared("attributes", "attribute_rates", "rate on generated answers",
                                             "on generated answers", "", read_series, "no reference generations",
                                             generated_units),
-                          shown_order=1)
+                          mixed=_mix_rates, shown_order=1)
