@@ -72,7 +72,7 @@ PLANS = {
     "experiment_multipref_llama3.1-8b.yaml": "8035ed89572c0d6b",
     "experiment_names_samples.yaml": "d634d3d81089e43d", "experiment_names_v3.yaml": "fd76b79f39e282f8",
     "experiment_names_v3_llama3.1-8b.yaml": "0ba2b67fed61bcc3",
-    "experiment_smol_abl_multipref.yaml": "8e2d55fbb7561bcc",
+    "experiment_smol_abl_multipref.yaml": "9fdbb9ab47431f0f",
     "experiment_smol_abl_names_v3.yaml": "4c9f5605f74f27b9",
     "experiment_smol_calibration.yaml": "d40da7cc88fcb45f", "experiment_smol_lora.yaml": "259a3002242921e1",
     "experiment_smol_multipref.yaml": "b7c98101d420003c",
