@@ -203,13 +203,25 @@ def test_every_method_row_trl_can_give_is_its_loss_in_trl(world, engine_run, tmp
             BADPOTrainer(str(path / "policy"), **kwargs)
         return
     channel = channel_of(row.bias_variant, run)
+    parsed = row.parse_params(params)
+    annotator_index = run.annotator_index
+    if row.shuffle_annotators:  # the engine draws them from runtime.seed, TRL from args.seed (0 here)
+        annotator_index = run.data.with_shuffled_annotators(0).annotator_index
     # a trainer built before resets accelerate's state: the engine's run gets an accelerator again
-    ours = dataclasses.replace(run, method=row, params=row.parse_params(params), bias=channel,
+    ours = dataclasses.replace(run, method=row, params=parsed, bias=channel, annotator_index=annotator_index,
                                accelerator=make_accelerator(run.config.runtime.precision))
+    everyone = torch.arange(N)
     with torch.no_grad():
-        engine = float(judgment_losses(ours, ours.items.micro_batch(torch.arange(len(run.items))), 0).losses.mean())
+        losses = judgment_losses(ours, ours.items.micro_batch(torch.arange(len(run.items))), 0).losses
+    engine = float(losses.mean())
+    if row.weighting is not None:  # the engine's step: weights relative to the step's judgments
+        weighting = row.weighting(parsed, run.data.annotator_index, run.data.annotators, run.data.annotator_classes)
+        weights = weighting.weights(everyone, everyone)
+        assert weights.std() > 0  # unequal groups in the batch: a plain mean would differ
+        engine = float((losses * weights).sum() / weights.sum())
     trainer = BADPOTrainer(str(path / "policy"), bias=channel, **kwargs)
     assert trainer.run_record().method == name
+    trainer.model.train()  # the loss weights apply in training (dropout is 0: the forward is the same)
     assert first_batch_loss(trainer) == pytest.approx(engine, rel=1e-6)
 
 
@@ -324,6 +336,45 @@ def test_a_resumed_run_goes_on_as_the_uninterrupted_one(world, tmp_path):
     for step, record in later.items():
         for key in ("loss", "theta_bar/signed", "theta_k_sd/signed", "rewards/margins", "num_tokens"):
             assert again[step][key] == pytest.approx(record[key], rel=1e-5, abs=1e-7), (step, key)
+
+
+def test_group_weights_move_after_each_step_are_logged_and_resume_from_a_checkpoint(world, tmp_path):
+    """Group-DRO with BA-DPO inside TRL: the annotators' weights move after every optimizer step
+    (toward the higher-loss ones), are logged per annotator, saved in each checkpoint and restored
+    on resume, so the resumed run's weights, loss and theta at step 4 are the uninterrupted run's."""
+    from badpo.integrations.trl import BADPOTrainer
+
+    path, data = world
+    kwargs = dict(train_dataset=data, processing_class=build_tokenizer(), attributes=["given:signed"],
+                  method="group_dro_dpo_ba_shared_mean", method_params={"groups": "annotators", "eta": 5.0})
+    whole = BADPOTrainer(str(path / "policy"), ref_model=AutoModelForCausalLM.from_pretrained(path / "model"),
+                         args=resume_config(tmp_path / "a"), **kwargs)
+    whole.train()
+    assert whole.weighting.q.std() > 1e-3  # moved away from uniform
+    logged = [r for r in whole.state.log_history if "loss" in r]
+    assert all(f"group_weight/{a}" in logged[-1] for a in whole.bias.annotators)
+    assert logged[0]["group_weight_sd"] != logged[-1]["group_weight_sd"]
+    resumed = BADPOTrainer(str(path / "policy"), ref_model=AutoModelForCausalLM.from_pretrained(path / "model"),
+                           args=resume_config(tmp_path / "b"), **kwargs)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "a" / "checkpoint-2"))
+    torch.testing.assert_close(resumed.weighting.q, whole.weighting.q, rtol=0, atol=1e-10)
+    torch.testing.assert_close(resumed.bias.theta(), whole.bias.theta(), rtol=0, atol=1e-7)
+    again = [r for r in resumed.state.log_history if "loss" in r]
+    assert again[-1]["loss"] == pytest.approx(logged[-1]["loss"], rel=1e-5)
+
+
+def test_group_weights_need_the_whole_step_in_one_batch(world, tmp_path):
+    """Loss weights relative to the optimizer step are exact inside TRL only when the step is one
+    batch: gradient accumulation is refused in one line naming the method."""
+    from badpo.integrations.trl import BADPOTrainer
+
+    path, data = world
+    with pytest.raises(ValueError, match="^method 'crowd_prefrl' weights each judgment within the whole optimizer "
+                                         "step, .* \\(got 2 on 1\\); train it with badpo train$"):
+        BADPOTrainer(str(path / "policy"), ref_model=AutoModelForCausalLM.from_pretrained(path / "model"),
+                     args=config(tmp_path, gradient_accumulation_steps=2), train_dataset=data,
+                     processing_class=build_tokenizer(), attributes=["given:signed"], method="crowd_prefrl",
+                     method_params={"groups": "annotators", "eta": 0.5})
 
 
 def test_resume_refuses_a_checkpoint_without_theta_or_of_another_channel(world, tmp_path):

@@ -134,9 +134,15 @@ class PreferenceData:
 
     def with_shuffled_annotators(self, seed: int) -> PreferenceData:
         """The shuffled-ids control: every judgment gets a uniformly random annotator index."""
-        rng = np.random.default_rng([seed, 0x5EED])
-        index = torch.from_numpy(rng.integers(len(self.annotators), size=len(self)))
-        return dataclasses.replace(self, annotator_index=index)
+        return dataclasses.replace(self, annotator_index=shuffled_annotator_index(len(self.annotators), len(self),
+                                                                                   seed))
+
+
+def shuffled_annotator_index(annotators: int, judgments: int, seed: int) -> torch.Tensor:
+    """[judgments] uniformly random annotator indices drawn from ``seed`` alone: the shuffled-ids
+    control, the same in the engine and inside TRL."""
+    rng = np.random.default_rng([seed, 0x5EED])
+    return torch.from_numpy(rng.integers(annotators, size=judgments))
 
 
 def build_preference_data(

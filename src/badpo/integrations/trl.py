@@ -17,10 +17,14 @@ returns (the same forward as ``DPOTrainer``'s), TRL's reference log-probs (live,
 with ``precompute_ref_log_probs``), the bias logit and, for a row that asks for them, the
 completion lengths; averaged over the batch. By default the row is BA-DPO of the bias variant
 (``dpo`` for ``none``): ``-log sigmoid(u + b_k)``, which with b = 0 is TRL's ``sigmoid`` loss.
-A row that needs what TRL's batch does not hold is refused by name (:data:`TRL_LACKS`: several
-policies, loss weights with state, a statistic over the whole step, shuffled annotators,
-per-token reference log-probs, per-judgment seeds); so are TRL options that change the loss
-(other loss types, ``ld_alpha``, f-divergences, WPO weighting).
+The shuffled-ids control draws its random annotator rows from ``args.seed`` as ``badpo train``
+draws them from ``runtime.seed``. Loss weights with state (Group-DRO, Crowd-PrefRL) weigh each
+judgment within the optimizer step, move after every step (logged as ``group_weight*``) and are
+checkpointed; the step is one batch only without gradient accumulation and on one process, and
+otherwise they are refused. A row that needs what TRL's batch does not hold is refused by name
+(:data:`TRL_LACKS`: several policies, a statistic over the whole step, per-token reference
+log-probs, per-judgment seeds); so are TRL options that change the loss (other loss types,
+``ld_alpha``, f-divergences, WPO weighting).
 
 theta trains on its own ``torch.optim.Adam`` (constant lr, 1e-2 by default, no weight decay),
 stepped after each optimizer step of the policy through a ``TrainerCallback``: TRL's scheduler,
@@ -56,6 +60,7 @@ from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.judgments import FIELDS, Judgment, annotator_classes, validate_judgments
 from badpo.core.level import NoFiniteStart, reference_start
+from badpo.engine.batches import shuffled_annotator_index
 from badpo.engine.external_run import local_path, method_of_variant
 from badpo.engine.reporting import annotator_theta, theta_k_scalars
 from badpo.integrations.trl_files import TrainerFiles
@@ -66,11 +71,14 @@ try:
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError("badpo.integrations.trl needs TRL: pip install 'badpo[trl]'") from error
 
-__all__ = ["BADPOTrainer", "INDEX_COLUMN", "DIFF_COLUMN", "TRL_LACKS", "trl_refusal", "with_bias_columns"]
+__all__ = ["BADPOTrainer", "INDEX_COLUMN", "DIFF_COLUMN", "JUDGMENT_COLUMN", "TRL_LACKS", "trl_refusal",
+           "with_bias_columns"]
 
 INDEX_COLUMN = "badpo_annotator_index"  # the annotator's row in the bias channel
 DIFF_COLUMN = "badpo_attr_diff"  # g(y_w) - g(y_l), one value per attribute
-_NOT_MODEL_INPUTS = ("completion_mask", "ref_chosen_logps", "ref_rejected_logps", INDEX_COLUMN, DIFF_COLUMN)
+JUDGMENT_COLUMN = "badpo_judgment"  # the judgment's row in its dataset (a method's loss weights read it)
+_BADPO_COLUMNS = (INDEX_COLUMN, DIFF_COLUMN, JUDGMENT_COLUMN)
+_NOT_MODEL_INPUTS = ("completion_mask", "ref_chosen_logps", "ref_rejected_logps", *_BADPO_COLUMNS)
 # DPOConfig fields whose non-default value changes TRL's loss away from -log sigmoid(beta * delta).
 _LOSS_OPTIONS = {"loss_type": ["sigmoid"], "ld_alpha": None, "f_divergence_type": "reverse_kl",
                  "use_weighting": False}
@@ -79,10 +87,7 @@ _LOSS_OPTIONS = {"loss_type": ["sigmoid"], "ld_alpha": None, "f_divergence_type"
 # g_w - g_l) does not hold: (does the row ask for it, what it needs)
 TRL_LACKS: tuple[tuple[Callable[[Method], bool], str], ...] = (
     (lambda row: row.type_policies, "trains several policies and mixes them (badpo.engine.mixture)"),
-    (lambda row: row.weighting is not None, "weights each judgment by its annotator group, with "
-                                            "state moved after every step"),
     (lambda row: row.step_statistic is not None, "needs a statistic over the whole optimizer step"),
-    (lambda row: row.shuffle_annotators, "reassigns the judgments to random annotators as the data is read"),
     (lambda row: row.needs.token_logratios, "needs per-token reference log-probs, of which TRL keeps the sums"),
     (lambda row: row.needs.sample_seeds, "needs a seed per judgment of the data"),
 )
@@ -102,7 +107,7 @@ def _judgments(dataset, name: str) -> list[Judgment]:
     if not isinstance(dataset, datasets.Dataset):
         raise TypeError(f"{name}: BADPOTrainer needs a datasets.Dataset (map-style), got "
                         f"{type(dataset).__name__}")
-    for column in (INDEX_COLUMN, DIFF_COLUMN):
+    for column in _BADPO_COLUMNS:
         if column in dataset.column_names:
             raise ValueError(f"{name}: column {column!r} is reserved for BADPOTrainer")
     fields = [f for f in FIELDS if f in dataset.column_names]
@@ -113,8 +118,10 @@ def _judgments(dataset, name: str) -> list[Judgment]:
 
 
 def with_bias_columns(dataset, judgments: Sequence[Judgment], attributes: AttributeSet,
-                      bias: BiasChannel, name: str):
-    """``dataset`` with the two columns the bias logit reads: the annotator's row and g_w - g_l."""
+                      bias: BiasChannel, name: str, shuffle_seed: int | None = None):
+    """``dataset`` with the columns the loss reads: the annotator's row (with ``shuffle_seed``, a
+    uniformly random row drawn as the engine draws it: the shuffled-ids control), g_w - g_l, and
+    the judgment's row in the dataset."""
     index = []
     for i, j in enumerate(judgments):
         try:
@@ -122,8 +129,11 @@ def with_bias_columns(dataset, judgments: Sequence[Judgment], attributes: Attrib
         except KeyError:
             raise ValueError(f"{name} row {i}: annotator {j.annotator!r} is not in the bias channel "
                              f"(its annotators come from train_dataset)") from None
+    if shuffle_seed is not None:
+        index = shuffled_annotator_index(len(bias.annotators), len(judgments), shuffle_seed).tolist()
     diffs = [(g_w - g_l).tolist() for g_w, g_l in map(attributes.judgment_values, judgments)]
-    return dataset.add_column(INDEX_COLUMN, index).add_column(DIFF_COLUMN, diffs)
+    return (dataset.add_column(INDEX_COLUMN, index).add_column(DIFF_COLUMN, diffs)
+            .add_column(JUDGMENT_COLUMN, list(range(len(judgments)))))
 
 
 class _BiasColumnsCollator:
@@ -136,19 +146,22 @@ class _BiasColumnsCollator:
         batch = self.inner(examples)
         batch[INDEX_COLUMN] = torch.tensor([e[INDEX_COLUMN] for e in examples], dtype=torch.long)
         batch[DIFF_COLUMN] = torch.tensor([e[DIFF_COLUMN] for e in examples], dtype=torch.float32)
+        batch[JUDGMENT_COLUMN] = torch.tensor([e[JUDGMENT_COLUMN] for e in examples], dtype=torch.long)
         return batch
 
 
 class _ThetaStep(TrainerCallback):
     """After each optimizer step of the policy: average theta's gradient over processes (theta
-    is outside DDP), step theta's own Adam, clear its gradient. After each checkpoint: theta's
-    state beside TRL's."""
+    is outside DDP), step theta's own Adam, clear its gradient; move the method's loss weights by
+    the step's losses. After each checkpoint: theta's state beside TRL's."""
 
     def __init__(self, trainer: BADPOTrainer) -> None:
         self.trainer = trainer
 
     def on_optimizer_step(self, args, state, control, **kwargs):
         trainer = self.trainer
+        if trainer.weighting is not None:  # one process (checked when built): nothing to sum
+            trainer.weighting_log = _flat(trainer.weighting.update(lambda values: values))
         if trainer.theta_optimizer is None:
             return
         accelerator = trainer.accelerator
@@ -164,6 +177,17 @@ class _ThetaStep(TrainerCallback):
         folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
         if args.should_save and folder.is_dir():  # the checkpoint Trainer has just written
             self.trainer.save_theta_state(folder)
+
+
+def _flat(log: Mapping[str, Any]) -> dict[str, float]:
+    """A weighting's log as TRL logs scalars: ``{"group_weight": {"A": 0.5}}`` -> ``group_weight/A``."""
+    flat = {}
+    for key, value in log.items():
+        if isinstance(value, Mapping):
+            flat.update({f"{key}/{name}": float(v) for name, v in value.items()})
+        else:
+            flat[key] = float(value)
+    return flat
 
 
 def _method_row(method: str | None, bias: str | BiasChannel | None) -> tuple[str, Method]:
@@ -217,15 +241,17 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         # the specs as given, for the run record (an AttributeSet keeps no specs)
         self.attribute_specs = None if isinstance(attributes, AttributeSet) else [str(a) for a in attributes]
         judgments = _judgments(train_dataset, "train_dataset")
+        self.classes = annotator_classes(judgments, "train_dataset")
         self.bias = self._channel(bias, judgments)
+        args = args if args is not None else DPOConfig()
+        shuffle_seed = args.seed if self.method.shuffle_annotators else None  # as badpo train's runtime.seed
         train_dataset = with_bias_columns(train_dataset, judgments, self.attributes, self.bias,
-                                          "train_dataset")
+                                          "train_dataset", shuffle_seed)
         if isinstance(eval_dataset, Mapping):
             eval_dataset = {key: self._with_columns(value, f"eval_dataset[{key!r}]")
                             for key, value in eval_dataset.items()}
         elif eval_dataset is not None:
             eval_dataset = self._with_columns(eval_dataset, "eval_dataset")
-        args = args if args is not None else DPOConfig()
         for option, default in _LOSS_OPTIONS.items():
             if getattr(args, option) != default:
                 raise ValueError(f"args.{option}: BADPOTrainer's loss is its method's ({self.method_name!r}) "
@@ -243,6 +269,7 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         self.theta_optimizer = None
         if self.theta_parameters:  # constant lr, no weight decay; TRL's scheduler never sees it
             self.theta_optimizer = torch.optim.Adam(self.theta_parameters, lr=theta_lr, weight_decay=0.0)
+        self.weighting, self.weighting_log = self._weighting(train_dataset), {}
         self.add_callback(_ThetaStep(self))
         self._step_metrics: dict[str, dict[str, list[float]]] = {"train": {}, "eval": {}}
         self.tokens_seen = 0  # attention-mask tokens of the training batches so far (TRL's num_tokens)
@@ -259,8 +286,7 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         start = None
         if self.theta_init == "reference" and self.method.learns_theta:
             start = self._reference_start(names, judgments)
-        return BiasChannel(self.method.bias_variant, names, annotators,
-                           annotator_classes(judgments, "train_dataset"), init_mean=start)
+        return BiasChannel(self.method.bias_variant, names, annotators, self.classes, init_mean=start)
 
     def _reference_start(self, names: tuple[str, ...], judgments: Sequence[Judgment]) -> list[float]:
         """The engine's default start (docs/training.md, "Where theta starts"): the labels' fit on
@@ -274,6 +300,20 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         except NoFiniteStart as error:
             raise ValueError(f"theta_init='reference': {[names[j] for j in error.coordinates]}: {error.why}; "
                              "pass theta_init='zero' to start theta at 0") from None
+
+    def _weighting(self, dataset):
+        """The method's loss weights with state (Group-DRO, Crowd-PrefRL), on the training judgments'
+        annotator rows; None for a method without. Its weights are relative to the whole optimizer
+        step, which inside TRL is one batch only without accumulation and on one process."""
+        if self.method.weighting is None:
+            return None
+        processes, accumulation = self.accelerator.num_processes, self.args.gradient_accumulation_steps
+        if processes != 1 or accumulation != 1:
+            raise ValueError(f"method {self.method_name!r} weights each judgment within the whole optimizer step, "
+                             "which BADPOTrainer sees only with gradient_accumulation_steps=1 on one process "
+                             f"(got {accumulation} on {processes}); train it with badpo train")
+        index = torch.tensor(dataset[INDEX_COLUMN], dtype=torch.long)
+        return self.method.weighting(self.method_params, index, tuple(self.bias.annotators), self.classes)
 
     def _with_columns(self, dataset, name: str):
         return with_bias_columns(dataset, _judgments(dataset, name), self.attributes, self.bias, name)
@@ -319,6 +359,11 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
             self._remember(self._forward_metrics(outputs, inputs, positions) | self._pair_metrics(
                 policy_chosen, policy_rejected, terms.chosen_rewards, terms.rejected_rewards, bias_logit))
         loss = terms.losses.mean()
+        if self.weighting is not None and self.model.training:  # as the engine's step: observe, then weigh
+            judgments = inputs[JUDGMENT_COLUMN]
+            self.weighting.observe(judgments, terms.losses)
+            weights = self.weighting.weights(judgments, judgments).to(terms.losses.device)
+            loss = (terms.losses * weights).sum() / weights.sum()
         if not return_outputs:
             return loss
         with torch.no_grad():  # Trainer.prediction_step reads logits: score them apart
@@ -384,4 +429,5 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
                      for name, value in zip(self.bias.attribute_names, self.bias.mean().tolist())})
         theta_k = annotator_theta(self.bias)
         logs.update(theta_k_scalars(theta_k) if theta_k is not None else {})
+        logs.update(self.weighting_log if mode == "train" else {})  # the weights after the last step
         super().log(logs, start_time)

@@ -73,6 +73,7 @@ class TrainerFiles:
                 "attribute_names": list(self.bias.attribute_names), "annotators": list(self.bias.annotators),
                 "theta": self.bias.state_dict(),
                 "theta_optimizer": self.theta_optimizer.state_dict() if self.theta_optimizer is not None else None,
+                "weighting": self.weighting.state_dict() if self.weighting is not None else None,
                 "tokens_seen": self.tokens_seen}
 
     def save_theta_state(self, folder: str | os.PathLike) -> None:
@@ -97,10 +98,16 @@ class TrainerFiles:
             learns = self.theta_optimizer is not None
             raise ValueError(f"{path}: theta_optimizer is {'missing' if learns else 'present'}, but this "
                              f"trainer's theta {'learns' if learns else 'is frozen'}")
+        if (saved.get("weighting") is None) != (self.weighting is None):
+            weighs = self.weighting is not None
+            raise ValueError(f"{path}: the loss weights' state is {'missing' if weighs else 'present'}, but method "
+                             f"{self.method_name!r} {'weighs' if weighs else 'does not weigh'} its judgments")
         try:
             self.bias.load_state_dict(saved["theta"])
             if self.theta_optimizer is not None:
                 self.theta_optimizer.load_state_dict(saved["theta_optimizer"])
+            if self.weighting is not None:
+                self.weighting.load_state_dict(saved["weighting"])
         except (KeyError, RuntimeError, ValueError) as error:
             raise ValueError(f"{path}: does not fit this trainer's theta ({str(error).splitlines()[0]})") from None
         self.tokens_seen = int(saved.get("tokens_seen", 0))
