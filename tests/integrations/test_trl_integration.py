@@ -22,7 +22,7 @@ import datasets  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
 from badpo.core.bias import BiasChannel  # noqa: E402
-from badpo.engine.cache import reference_logprobs  # noqa: E402
+from badpo.engine.cache import reference_logprobs, token_offsets  # noqa: E402
 from badpo.engine.loop import judgment_losses  # noqa: E402
 from badpo.engine.preference import prepare_run  # noqa: E402
 from badpo.engine.runtime import make_accelerator  # noqa: E402
@@ -210,6 +210,12 @@ def test_every_method_row_trl_can_give_is_its_loss_in_trl(world, engine_run, tmp
     # a trainer built before resets accelerate's state: the engine's run gets an accelerator again
     ours = dataclasses.replace(run, method=row, params=parsed, bias=channel, annotator_index=annotator_index,
                                accelerator=make_accelerator(run.config.runtime.precision))
+    if row.needs.token_logratios:  # SamPO: the reference's per-token log-probs, seeds from TRL's args.seed (0)
+        _, tokens, _ = reference_logprobs(reference_model, run.data.store, identity={}, cache_dir=None, batch_size=8,
+                                          chunk_size=64, accelerator=ours.accelerator, per_token=True)
+        runtime = dataclasses.replace(run.config.runtime, seed=0)
+        ours = dataclasses.replace(ours, reference_tokens=tokens, token_offsets=token_offsets(run.data.store),
+                                   config=dataclasses.replace(run.config, runtime=runtime))
     everyone = torch.arange(N)
     with torch.no_grad():
         losses = judgment_losses(ours, ours.items.micro_batch(torch.arange(len(run.items))), 0).losses
@@ -223,6 +229,47 @@ def test_every_method_row_trl_can_give_is_its_loss_in_trl(world, engine_run, tmp
     assert trainer.run_record().method == name
     trainer.model.train()  # the loss weights apply in training (dropout is 0: the forward is the same)
     assert first_batch_loss(trainer) == pytest.approx(engine, rel=1e-6)
+
+
+def test_sampo_reads_the_peft_reference_per_token_and_refuses_a_precompute(world, tmp_path):
+    """Given a LoRA policy and no ref_model, TRL's reference is the policy as it started (its
+    ``ref`` adapter); SamPO's per-token reference is read the same way: once the policy's own
+    adapter has moved, the loss equals the one with the starting model, merged, given as ref_model
+    (a reference read through the moved adapter would make every log-ratio 0 and the loss log 2).
+    TRL's precompute keeps the sums only: refused."""
+    from peft import LoraConfig, get_peft_model
+
+    from badpo.integrations.trl import BADPOTrainer
+
+    path, data = world
+
+    def lora_policy():
+        torch.manual_seed(0)  # lora_A's initialisation
+        model = get_peft_model(AutoModelForCausalLM.from_pretrained(path / "model"),
+                               LoraConfig(r=2, lora_alpha=4, target_modules=["c_attn"], lora_dropout=0.0))
+        with torch.no_grad():
+            for name, parameter in model.named_parameters():
+                if "lora_B" in name:  # B starts at 0: move it so that the policy is not its base
+                    parameter.copy_(torch.linspace(-0.5, 0.5, parameter.numel()).reshape(parameter.shape))
+        return model
+
+    def moved(trainer):  # the policy's own adapter trains on; the reference stays where it started
+        with torch.no_grad():
+            for name, parameter in trainer.model.named_parameters():
+                if "lora_B.default" in name:
+                    parameter.add_(0.3)
+        return trainer
+
+    kwargs = dict(attributes=["given:signed"], train_dataset=data, processing_class=build_tokenizer(),
+                  method="sampo")
+    own = moved(BADPOTrainer(lora_policy(), args=config(tmp_path / "own"), **kwargs))
+    given = moved(BADPOTrainer(lora_policy(), ref_model=lora_policy().merge_and_unload(),
+                               args=config(tmp_path / "given"), **kwargs))
+    assert first_batch_loss(own) == pytest.approx(first_batch_loss(given), rel=1e-5)
+    assert first_batch_loss(own) != pytest.approx(math.log(2), rel=1e-3)
+    with pytest.raises(ValueError, match="^args.precompute_ref_log_probs: method 'sampo' needs the reference's "
+                                         "log-prob of every token"):
+        BADPOTrainer(lora_policy(), args=config(tmp_path / "pre", precompute_ref_log_probs=True), **kwargs)
 
 
 def test_the_trainer_names_a_bias_of_another_variant_than_its_method(world, tmp_path):

@@ -21,10 +21,12 @@ The shuffled-ids control draws its random annotator rows from ``args.seed`` as `
 draws them from ``runtime.seed``. Loss weights with state (Group-DRO, Crowd-PrefRL) weigh each
 judgment within the optimizer step, move after every step (logged as ``group_weight*``) and are
 checkpointed; the step is one batch only without gradient accumulation and on one process, and
-otherwise they are refused. A row that needs what TRL's batch does not hold is refused by name
-(:data:`TRL_LACKS`: several policies, a statistic over the whole step, per-token reference
-log-probs, per-judgment seeds); so are TRL options that change the loss (other loss types,
-``ld_alpha``, f-divergences, WPO weighting).
+otherwise they are refused. SamPO reads the reference's log-prob of every completion token from a
+forward of its own (the reference model, or the PEFT policy as TRL's reference reads it) and a seed
+per judgment from ``args.seed``, the step and the judgment's row, as the engine draws it; TRL's
+precompute, which keeps sums only, is refused for it. A row that needs what TRL's batch does not
+hold is refused by name (:data:`TRL_LACKS`: several policies, a statistic over the whole step); so
+are TRL options that change the loss (other loss types, ``ld_alpha``, f-divergences, WPO weighting).
 
 theta trains on its own ``torch.optim.Adam`` (constant lr, 1e-2 by default, no weight decay),
 stepped after each optimizer step of the policy through a ``TrainerCallback``: TRL's scheduler,
@@ -48,6 +50,7 @@ restores the rest, so that a resumed run goes on as the uninterrupted one would.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -64,10 +67,13 @@ from badpo.engine.batches import shuffled_annotator_index
 from badpo.engine.external_run import local_path, method_of_variant
 from badpo.engine.reporting import annotator_theta, theta_k_scalars
 from badpo.integrations.trl_files import TrainerFiles
-from badpo.methods import JudgmentBatch, Method, get_method
+from badpo.methods import JudgmentBatch, Method, get_method, sample_seeds
 
 try:
+    from accelerate.utils import is_peft_model
     from trl import DPOConfig, DPOTrainer
+    from trl.models.utils import disable_gradient_checkpointing
+    from trl.trainer.utils import use_adapter
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError("badpo.integrations.trl needs TRL: pip install 'badpo[trl]'") from error
 
@@ -88,8 +94,6 @@ _LOSS_OPTIONS = {"loss_type": ["sigmoid"], "ld_alpha": None, "f_divergence_type"
 TRL_LACKS: tuple[tuple[Callable[[Method], bool], str], ...] = (
     (lambda row: row.type_policies, "trains several policies and mixes them (badpo.engine.mixture)"),
     (lambda row: row.step_statistic is not None, "needs a statistic over the whole optimizer step"),
-    (lambda row: row.needs.token_logratios, "needs per-token reference log-probs, of which TRL keeps the sums"),
-    (lambda row: row.needs.sample_seeds, "needs a seed per judgment of the data"),
 )
 
 
@@ -257,6 +261,9 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
                 raise ValueError(f"args.{option}: BADPOTrainer's loss is its method's ({self.method_name!r}) "
                                  f"with the bias logit inside; {option} must be {default!r}, got "
                                  f"{getattr(args, option)!r}")
+        if self.method.needs.token_logratios and args.precompute_ref_log_probs:
+            raise ValueError(f"args.precompute_ref_log_probs: method {self.method_name!r} needs the reference's "
+                             "log-prob of every token, of which TRL's precompute keeps the sums; set it to False")
         args.remove_unused_columns = False  # the bias columns must reach the collator
         super().__init__(model, ref_model, args, data_collator, train_dataset, eval_dataset, **kwargs)
         if self.aux_loss_enabled:
@@ -352,8 +359,9 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
             reference = self.ref_model if self.ref_model is not None else self.model
             reference_chosen, reference_rejected = self.compute_ref_log_probs(reference, inputs)
         bias_logit = self.bias(inputs[INDEX_COLUMN].to(device), inputs[DIFF_COLUMN].to(device))
+        views = self._views(inputs, outputs.log_probs[:, -positions:])
         view = JudgmentBatch(policy_chosen, policy_rejected, reference_chosen.to(device),
-                             reference_rejected.to(device), bias_logit, self.beta, **self._views(inputs))
+                             reference_rejected.to(device), bias_logit, self.beta, **views)
         terms = self.method.loss(view, self.method_params)
         with torch.no_grad():
             self._remember(self._forward_metrics(outputs, inputs, positions) | self._pair_metrics(
@@ -369,13 +377,40 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         with torch.no_grad():  # Trainer.prediction_step reads logits: score them apart
             return loss, model(**model_inputs)
 
-    def _views(self, inputs) -> dict[str, torch.Tensor]:
-        """The extra views the method's row asks for that TRL's batch gives: the completion lengths
-        in tokens (EOS included, as the engine counts a response)."""
-        if not self.method.needs.lengths:
-            return {}
-        chosen, rejected = inputs["completion_mask"].sum(dim=1).chunk(2)
-        return {"chosen_lengths": chosen, "rejected_lengths": rejected}
+    def _views(self, inputs, policy_tokens: torch.Tensor) -> dict[str, Any]:
+        """The extra views the method's row asks for, from TRL's batch: the completion lengths in
+        tokens (EOS included, as the engine counts a response); each completion's per-token log
+        pi - log pi_ref (``policy_tokens`` [2B, T-1] from the policy's forward, the reference's
+        from its own); a seed per judgment from ``args.seed``, the step and the judgment's row,
+        as the engine draws it from ``runtime.seed``."""
+        needs, views = self.method.needs, {}
+        if needs.lengths:
+            views["chosen_lengths"], views["rejected_lengths"] = inputs["completion_mask"].sum(dim=1).chunk(2)
+        if needs.token_logratios:
+            mask = inputs["completion_mask"][:, 1:].bool()  # position t predicts token t + 1
+            ratios = policy_tokens - self._reference_token_logps(inputs, policy_tokens.shape[1])
+            per_row = [ratios[i][mask[i, -ratios.shape[1]:]] for i in range(len(ratios))]
+            half = len(per_row) // 2
+            views["chosen_token_logratios"], views["rejected_token_logratios"] = tuple(per_row[:half]), tuple(
+                per_row[half:])
+        if needs.sample_seeds:
+            views["sample_seeds"] = sample_seeds(self.args.seed, self.state.global_step, inputs[JUDGMENT_COLUMN])
+        return views
+
+    def _reference_token_logps(self, inputs, positions: int) -> torch.Tensor:
+        """The reference's log-prob of every token [2B, positions], without gradient: the reference
+        model, or the PEFT policy with its adapter switched off (TRL's ``ref`` adapter when it has one)."""
+        reference = self.ref_model if self.ref_model is not None else self.model
+        adapter = contextlib.nullcontext()
+        if self.ref_model is None and is_peft_model(self.model):
+            unwrapped = self.accelerator.unwrap_model(self.model)
+            adapter = use_adapter(unwrapped, adapter_name="ref" if "ref" in unwrapped.peft_config else None)
+        model_inputs = {k: v for k, v in inputs.items() if k not in _NOT_MODEL_INPUTS}
+        labels = inputs["input_ids"].masked_fill(inputs["completion_mask"] == 0, -100)
+        with (torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs),
+              adapter, self.accelerator.autocast()):
+            outputs = reference(**model_inputs, labels=labels, use_cache=False, fused_lm_head=True)
+        return outputs.log_probs[:, -positions:]
 
     def _forward_metrics(self, outputs, inputs, positions: int) -> dict[str, float]:
         """TRL's metrics of the policy's forward, over completion tokens of every process: entropy,
