@@ -6,20 +6,34 @@ attribute to the DPO logit, ``-log sigmoid(u + theta_k . (g(y_w) - g(y_l)))``, s
 is explained by theta and not learned by the policy.
 """
 
+import types
+
+import badpo.audit as _audit_package
+
 __version__ = "0.1.0"
+
+
+class _CallableAudit(types.ModuleType):
+    """The package ``badpo.audit``, callable as :func:`badpo.api.audit`: set here, at the front
+    door, so that the audit layer imports nothing above it, whatever is imported first."""
+
+    def __call__(self, *args, **kwargs):
+        import badpo.api as api  # the front door's own names, imported on first use
+
+        return api.audit(*args, **kwargs)
+
+
+_audit_package.__class__ = _CallableAudit
 
 # The Python API (badpo.api): ``badpo.train`` and the rest are its names, imported on first use, so
 # that ``import badpo.core.losses`` (or the audit) does not run the front door. The package root is
-# a front door too (tests/house/test_layering.py): these late imports are its only edges.
+# a front door too (tests/house/test_layering.py): its edges are these late imports and the light
+# audit package above, which it makes callable.
 API_NAMES = ("train", "sft", "rm", "evaluate", "compare", "TrainResult", "SFTResult", "RMResult",
              "EvalResult", "AuditResult")
 
 
 def __getattr__(name: str):
-    if name == "audit":  # the subpackage badpo.audit, callable as badpo.api.audit (see its docstring)
-        import badpo.audit as audit_package
-
-        return audit_package
     if name in API_NAMES:
         import badpo.api as api
 

@@ -16,11 +16,10 @@ import either.
 The paper's experiments (``badpo.paper``) sit on the library: no library module imports them, and
 of the front door only the command line does (``badpo experiment``, ``reproduce``, ``demo``).
 
-One edge is allowed upward, and named in :data:`CALLED_DOORS`: the package ``badpo.audit`` is
-callable as the API's audit (``badpo.audit(...)``; a package and a function cannot share a name),
-and its call imports ``badpo.api``. It runs when called, never on import, so it is left out of the
-cycle and layer checks; that it is the only one is checked too. No module names another by a
-string (``importlib.import_module``): a table row holds a function that imports late instead.
+No edge points upward. The package ``badpo.audit`` is callable as the API's audit
+(``badpo.audit(...)``; a package and a function cannot share a name), but the package root, a front
+door, makes it so: the audit layer imports nothing above it. No module names another by a string
+(``importlib.import_module``): a table row holds a function that imports late instead.
 """
 
 from __future__ import annotations
@@ -37,8 +36,6 @@ LAYERS = ("core", "methods", "data", "audit", "corpora", "engine", "readouts", "
           "integrations")
 FRONT_DOORS = ("badpo", "badpo.cli", "badpo.api")
 FOLDERS_OF = {"commands": "cli"}  # a folder whose layer has another name
-# (module, imported module): edges that run only when a module object is called, never on import
-CALLED_DOORS = {("badpo.audit", "badpo.api")}
 # the modules that may import the paper's experiments (besides the paper itself)
 PAPER_USERS = ("badpo.cli", "badpo.commands")
 
@@ -99,14 +96,10 @@ def imports(module: str, path: Path, known: dict[str, Path]) -> dict[str, int]:
     return found
 
 
-def import_graph(called: bool = False) -> dict[str, dict[str, int]]:
-    """{module: {imported module: line}}; the edges of :data:`CALLED_DOORS` only with ``called``."""
+def import_graph() -> dict[str, dict[str, int]]:
+    """{module: {imported module: line}}."""
     known = modules()
-    graph = {module: imports(module, path, known) for module, path in known.items()}
-    if not called:
-        for module, target in CALLED_DOORS:
-            graph[module].pop(target, None)
-    return graph
+    return {module: imports(module, path, known) for module, path in known.items()}
 
 
 def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
@@ -206,7 +199,7 @@ def paper_importers(graph: dict[str, dict[str, int]]) -> list[str]:
 
 
 def test_only_the_command_line_imports_the_paper():
-    graph = import_graph(called=True)
+    graph = import_graph()
     assert any(target.startswith("badpo.paper.") for target in graph["badpo.commands.paper"])  # the walk sees it
     found = paper_importers(graph)
     assert not found, "the library imports the paper's experiments:\n  " + "\n  ".join(found)
@@ -215,11 +208,18 @@ def test_only_the_command_line_imports_the_paper():
         "badpo.api -> badpo.paper.runner (line 3)"]
 
 
-def test_the_only_upward_edge_is_the_callable_audit_package():
-    graph = import_graph(called=True)
+def test_no_edge_points_upward_and_the_audit_package_is_callable_whatever_is_imported_first():
+    import subprocess
+    import sys
+
+    graph = import_graph()
     upward = {(module, target) for module, targets in graph.items() for target in targets
               if LAYERS.index(layer(target)) > LAYERS.index(layer(module))}
-    assert upward == CALLED_DOORS
+    assert upward == set()
+    code = ("import sys, badpo.audit.estimates, badpo; "
+            "print(callable(badpo.audit), 'badpo.api' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "False"]  # callable at once, and the front door not loaded by it
 
 
 # modules that import the user's code by the name the user gave (never a badpo module)
