@@ -83,6 +83,27 @@ def test_a_non_finite_gradient_or_weight_stops_the_step():
         check_weights(ONE_PROCESS, 4, policy, theta)
 
 
+def test_a_blown_up_theta_stops_the_run_though_it_is_finite(world):
+    """bias.lr=1e30 takes theta to ~1e30 in one Adam step: finite, but a log-odds no label
+    supports, with no gradient left to bring it back. The run stops there, naming theta and
+    bias.lr, instead of finishing as a run whose theta "has not converged"."""
+    with pytest.raises(TrainingDiverged) as raised:
+        train(make_config(world, "theta_blown", "method=ba_dpo_pooled", "bias.lr=1e30", "steps=4"))
+    assert raised.value.step == 1 and "theta is beyond ±10000" in str(raised.value)
+    assert "lower bias.lr" in str(raised.value)
+    assert not (world / "theta_blown" / "run.json").exists()
+
+
+@pytest.mark.parametrize("key", ["optim.lr", "bias.lr"])
+def test_a_learning_rate_past_the_float32_range_is_a_config_error(world, key):
+    """1e40 cannot be applied to float32 weights at all (torch: 'value cannot be converted to type
+    float without overflow'): refused before anything loads."""
+    from badpo.core.config import ConfigError
+
+    with pytest.raises(ConfigError, match=f"^{key}: must be at most 3.403e\\+38 \\(the float32 range\\), got 1e\\+40$"):
+        train(make_config(world, "lr_overflow", "method=ba_dpo_pooled", f"{key}=1e40", "steps=2"))
+
+
 def test_theta_convergence_skips_records_whose_theta_was_not_finite():
     records = [{"step": s, "theta_bar": {"signed": 0.1 * s}} for s in range(1, 9)]
     records += [{"step": s, "theta_bar": {"signed": None}} for s in (9, 10)]  # NaN is logged as null
@@ -122,6 +143,19 @@ def test_a_checkpoint_with_a_nan_theta_is_refused_on_resume(stopped):
     with pytest.raises(ValueError, match="NaN or inf") as raised:
         train(dataclasses.replace(config, resume_from="latest", stop_after_steps=None))
     assert str(path) in str(raised.value) and "theta" in str(raised.value)
+
+
+def test_a_checkpoint_with_a_nan_in_the_optimizers_state_is_refused_on_resume(stopped):
+    """An Adam moment of NaN would train the policy to NaN at the first resumed step, and the stop
+    line would then call that checkpoint the last good one: it is refused before, naming it."""
+    config, checkpoint = stopped
+    path = checkpoint / "state.safetensors"
+    tensors = load_file(path)
+    tensors["states/optimizer/state/0/exp_avg"].view(-1)[0] = math.nan  # the first weight's Adam moment
+    save_file(tensors, path)
+    with pytest.raises(ValueError, match="NaN or inf") as raised:
+        train(dataclasses.replace(config, resume_from="latest", stop_after_steps=None))
+    assert str(path) in str(raised.value) and "optimizer.state.0" in str(raised.value)
 
 
 def test_a_diverging_sft_stops_at_the_step_and_writes_no_reference(world):

@@ -33,6 +33,7 @@ import random
 import re
 import shutil
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +158,18 @@ def _load_policy(accelerator, policy: nn.Module, folder: Path) -> None:
             param.copy_(saved[name])
 
 
+def _tensors_in(tree: Any, prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
+    """Every tensor of a nested state (dicts and lists), with its dotted path."""
+    if isinstance(tree, torch.Tensor):
+        yield prefix, tree
+    elif isinstance(tree, dict):
+        for key, value in tree.items():
+            yield from _tensors_in(value, f"{prefix}.{key}" if prefix else str(key))
+    elif isinstance(tree, (list, tuple)):
+        for i, value in enumerate(tree):
+            yield from _tensors_in(value, f"{prefix}.{i}" if prefix else str(i))
+
+
 def _refuse_non_finite(path: Path, tensors: dict[str, torch.Tensor]) -> None:
     """A checkpoint of NaN or inf weights would train on NaN from its first step: refuse it."""
     for name, tensor in tensors.items():
@@ -257,9 +270,9 @@ def load_checkpoint(accelerator, checkpoint: Path, contents: Contents) -> None:
     if set(states) != set(contents.states):
         raise ValueError(f"{checkpoint}: holds the states {sorted(states)}, this run has "
                          f"{sorted(contents.states)}")
-    if "theta" in states:  # theta's own tensors: NaN there is a diverged bias channel
-        _refuse_non_finite(checkpoint / f"{_STATE}.safetensors",
-                           {f"theta.{k}": v for k, v in states["theta"].items() if isinstance(v, torch.Tensor)})
+    # every saved state's tensors (theta, the optimizers' moments, the loss weights): a NaN in any
+    # of them is a diverged run, whose first step would train on it
+    _refuse_non_finite(checkpoint / f"{_STATE}.safetensors", dict(_tensors_in(states)))
     for name, obj in contents.states.items():
         obj.load_state_dict(states[name])
     rng = _RNG.format(rank=accelerator.process_index)

@@ -1,9 +1,10 @@
 """A run that diverges stops at the step it diverges.
 
 A non-finite loss or gradient (checked before the optimizer steps, so the weights stay the last
-good ones) or a non-finite weight (checked after it, before any checkpoint can save it) raises
-:class:`TrainingDiverged`, naming the step and what was not finite. Every process takes the same
-decision (the flags are summed over processes), so none waits on a collective the others left.
+good ones), a non-finite weight, or a theta beyond :data:`THETA_LIMIT` (checked after it, before any
+checkpoint can save it) raises :class:`TrainingDiverged`, naming the step and what went wrong.
+Every process takes the same decision (the flags are summed over processes), so none waits on a
+collective the others left.
 :func:`stop_message` turns it into the one line a user reads: the step, what, and the last good
 checkpoint the run folder keeps (every checkpoint was saved from finite weights).
 """
@@ -16,12 +17,18 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+# A log-odds of 1e4 is a probability within e^-10000 of 0 or 1: no finite set of labels supports
+# it, and float32 keeps no gradient to bring it back. Only a blown-up theta gets there (Adam moves
+# it by about bias.lr a step), so it stops the run as a non-finite one does.
+THETA_LIMIT = 1e4
+
 
 class TrainingDiverged(ValueError):
-    """A non-finite loss, gradient or weight at 1-based ``step``; ``what`` names it."""
+    """A non-finite loss, gradient or weight, or a blown-up theta, at 1-based ``step``; ``what``
+    says it (``a weight of the policy is not finite``)."""
 
     def __init__(self, step: int, what: str, message: str | None = None) -> None:
-        super().__init__(message or f"step {step}: {what} not finite")
+        super().__init__(message or f"step {step}: {what}")
         self.step, self.what = step, what
 
 
@@ -45,19 +52,22 @@ def _raise_if_any(accelerator, step: int, checks: dict[str, Tensor]) -> None:
 def check_loss_and_gradients(accelerator, step: int, loss: Tensor, policy, theta=None) -> None:
     """Before the optimizer step of 0-based ``step``: the summed loss of this process, every
     gradient of the policy and of theta (``theta``: the bias channel, None without one)."""
-    checks = {"the loss is": torch.isfinite(loss.detach()).all(),
-              "a gradient of the policy is": _all_finite(p.grad for p in policy.parameters())}
+    checks = {"the loss is not finite": torch.isfinite(loss.detach()).all(),
+              "a gradient of the policy is not finite": _all_finite(p.grad for p in policy.parameters())}
     if theta is not None:
-        checks["a gradient of theta is"] = _all_finite(p.grad for p in theta.parameters())
+        checks["a gradient of theta is not finite"] = _all_finite(p.grad for p in theta.parameters())
     _raise_if_any(accelerator, step, checks)
 
 
 def check_weights(accelerator, step: int, policy, theta=None) -> None:
     """After the optimizer step of 0-based ``step``: every trainable weight and theta."""
-    checks = {"a weight of the policy is": _all_finite(p.detach() for p in policy.parameters()
-                                                       if p.requires_grad)}
+    checks = {"a weight of the policy is not finite": _all_finite(p.detach() for p in policy.parameters()
+                                                                  if p.requires_grad)}
     if theta is not None:
-        checks["theta is"] = _all_finite(p.detach() for p in theta.parameters())
+        checks["theta is not finite"] = _all_finite(p.detach() for p in theta.parameters())
+        values = [p.detach().abs().max() for p in theta.parameters() if p.numel()]
+        largest = torch.stack(values).max() if values else torch.tensor(0.0)
+        checks[f"theta is beyond ±{THETA_LIMIT:g} (a log-odds no label supports)"] = ~(largest > THETA_LIMIT)
     _raise_if_any(accelerator, step, checks)
 
 
@@ -69,9 +79,9 @@ def stop_message(error: TrainingDiverged, output: Path, checkpoints: list[Path])
     else:
         last = "no checkpoint was saved (save_every=0 or none reached)"
     rate = "bias.lr" if "theta" in error.what else "optim.lr"  # the optimizer of what diverged
-    return (f"training diverged at step {error.step}: {error.what} not finite, so the run stopped "
+    return (f"training diverged at step {error.step}: {error.what}, so the run stopped "
             f"there; {output} keeps {kept}; {last}; lower {rate} and "
             "train again with overwrite=true")
 
 
-__all__ = ["TrainingDiverged", "check_loss_and_gradients", "check_weights", "stop_message"]
+__all__ = ["THETA_LIMIT", "TrainingDiverged", "check_loss_and_gradients", "check_weights", "stop_message"]

@@ -288,6 +288,17 @@ def _positive(value: float, key: str) -> None:
         raise ConfigError(f"{key}: must be > 0, got {value}")
 
 
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _learning_rate(value: float, key: str) -> None:
+    """> 0, and a float32 number: the optimizers step float32 weights with it (a rate past the
+    float32 range cannot be applied at all, it is not a step that diverges)."""
+    _positive(value, key)
+    if not value <= FLOAT32_MAX:
+        raise ConfigError(f"{key}: must be at most {FLOAT32_MAX:.4g} (the float32 range), got {value}")
+
+
 def _within(value: float, low: float, high: float, key: str, closed_high: bool = False) -> None:
     if not (low <= value <= high if closed_high else low <= value < high):
         raise ConfigError(f"{key}: must lie in [{low}, {high}{']' if closed_high else ')'}, got {value}")
@@ -322,7 +333,7 @@ def check_common(config: RunConfig) -> None:
                           "or a Hub dataset id)")
     _within(optim.warmup_ratio, 0.0, 1.0, "optim.warmup_ratio")
     if optim.lr is not None:
-        _positive(optim.lr, "optim.lr")
+        _learning_rate(optim.lr, "optim.lr")
     _within(optim.weight_decay, 0.0, float("inf"), "optim.weight_decay")
     for i, beta in enumerate(optim.adam_betas):
         _within(beta, 0.0, 1.0, f"optim.adam_betas[{i}]")
@@ -379,7 +390,7 @@ def _check_not_the_data_folder(data, output_dir: str) -> None:
 
 
 def check_bias(bias: BiasSettings) -> None:
-    _positive(bias.lr, "bias.lr")
+    _learning_rate(bias.lr, "bias.lr")
     if bias.fixed_offset is not None and not all(map(math.isfinite, bias.fixed_offset)):
         raise ConfigError(f"bias.fixed_offset: must be finite, got {bias.fixed_offset}")
     trusted = bias.trusted or []
