@@ -46,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
         if added.get_default("label") is None:  # what an error line names: the command
             added.set_defaults(label=lambda args: args.command)
         added.set_defaults(run=command.run)
+        # also after the command (`badpo evaluate RUN --debug`), as every error line suggests it
+        added.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                           help="show the full traceback of an error instead of one line")
     return parser
 
 
@@ -66,6 +69,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = str(error).strip() or type(error).__name__
         print(f"badpo {args.label(args)}: {message} (--debug for the traceback)", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: what was written stays; no traceback of where it stopped
+        print(f"\nbadpo {args.label(args)}: interrupted; what it had written stays (a training run resumes "
+              "from its last checkpoint with resume_from=latest)", file=sys.stderr)
+        return 130
     finally:
         warnings.formatwarning = saved_format
 

