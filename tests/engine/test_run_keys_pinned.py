@@ -2,6 +2,10 @@
 under configs/, the keys the planner gives every experiment under configs/, and the key of every
 committed run record under results/ that today's settings read.
 
+``duplicates`` (train and rm) came after: it changed the plain digests (DEFAULTS, READ and the
+first of each RESOLVED pair) and no identity or key, as it is keyed only when set
+(:data:`badpo.engine.settings.KEYED_WHEN_SET`).
+
 The digests were taken before the three stage configs got their common base
 (:class:`badpo.engine.settings.RunConfig`) and the run folder its one lifecycle
 (:mod:`badpo.engine.lifecycle`); a change to a key's name, default or meaning shows here first.
@@ -33,31 +37,31 @@ def _digest(value) -> str:
 
 
 # to_dict of each class's defaults, and of each stage config as read from its file
-DEFAULTS = {"TrainConfig": "830d0d527b50c218", "SFTConfig": "30fa398747368e5d", "RMConfig": "5c3053cbe9f29957"}
+DEFAULTS = {"TrainConfig": "61a51163c0e0b980", "SFTConfig": "30fa398747368e5d", "RMConfig": "066108ab838c51e3"}
 READ = {
-    "rm_qwen2.5-0.5b.yaml": "1171298c92ce7104", "rm_tiny.yaml": "5b9bb7a1401e29f7",
-    "rm_tiny_quality.yaml": "d309557fc3f58c7e", "sft_llama3.1-8b.yaml": "5ae2c67a1bbaac15",
+    "rm_qwen2.5-0.5b.yaml": "aadad80ce029f62c", "rm_tiny.yaml": "727c9528a71a4307",
+    "rm_tiny_quality.yaml": "7e47314e2e31ca58", "sft_llama3.1-8b.yaml": "5ae2c67a1bbaac15",
     "sft_mistral-7b.yaml": "426730e3b2effb07", "sft_qwen2.5-0.5b.yaml": "39ad6974bdad4b1c",
-    "sft_tiny.yaml": "9c96f711b0134d73", "train_llama3.1-8b.yaml": "f4aa8c90836b261f",
-    "train_mistral-7b.yaml": "d6d002ea9a3fd155", "train_qwen2.5-0.5b.yaml": "ab7448e105a00152",
-    "train_tiny.yaml": "69f933c5961c84f7",
+    "sft_tiny.yaml": "9c96f711b0134d73", "train_llama3.1-8b.yaml": "ccae4884bc6ef221",
+    "train_mistral-7b.yaml": "1e535feeb12e021f", "train_qwen2.5-0.5b.yaml": "61628f85e29318da",
+    "train_tiny.yaml": "f91a5b7bf7f7ec67",
 }
 # (to_dict, identity) of each as the stage resolves it before it trains: the learning rate and output_dir filled in
 RESOLVED = {
-    "rm_qwen2.5-0.5b.yaml": ["4ac8507b41a2f7cb", "77039b1f1ca15e0f"],
-    "rm_tiny.yaml": ["151daa1421154c3b", "6fbd35e74fc6de2a"],
-    "rm_tiny_quality.yaml": ["9d6cc68c7cc0aadb", "0df448983168e9b6"],
+    "rm_qwen2.5-0.5b.yaml": ["8e7c84d72d68eed7", "77039b1f1ca15e0f"],
+    "rm_tiny.yaml": ["e903c97f1eb6c924", "6fbd35e74fc6de2a"],
+    "rm_tiny_quality.yaml": ["2ec18e8085b0a9dd", "0df448983168e9b6"],
     "sft_llama3.1-8b.yaml": ["5ae2c67a1bbaac15", "9f48496650671115"],
     "sft_mistral-7b.yaml": ["426730e3b2effb07", "a7f9b5d3e6fe411d"],
     "sft_qwen2.5-0.5b.yaml": ["39ad6974bdad4b1c", "ab0205fd6408ef4a"],
     "sft_tiny.yaml": ["9c96f711b0134d73", "d280c56ded13a6db"],
-    "train_llama3.1-8b.yaml": ["b54679884a22328a", "869d876023002a43"],
-    "train_mistral-7b.yaml": ["7b290c879cfdfd81", "c7b2d2e27bbe6510"],
-    "train_qwen2.5-0.5b.yaml": ["13ef667b74041e36", "3504030a475a233a"],
-    "train_tiny.yaml": ["d3a09cb90811f644", "98f8e201625bb429"],
-    "TrainConfig": ["0236787f80d546a0", "fd03276b742a4eb2"],
+    "train_llama3.1-8b.yaml": ["3909056bf9cbbbb7", "869d876023002a43"],
+    "train_mistral-7b.yaml": ["3d9765068c6bf430", "c7b2d2e27bbe6510"],
+    "train_qwen2.5-0.5b.yaml": ["920258a95e5d852a", "3504030a475a233a"],
+    "train_tiny.yaml": ["450b563a05b33d78", "98f8e201625bb429"],
+    "TrainConfig": ["fe8a7030ab762723", "fd03276b742a4eb2"],
     "SFTConfig": ["2d2ca640cf5cd4c3", "8c44f2a1d13bb3b2"],
-    "RMConfig": ["6c6a29c25149038b", "76ef45b2628e9add"],
+    "RMConfig": ["3b85f1b8e5c6a147", "76ef45b2628e9add"],
 }
 # sha256 of the space-joined keys (the reference, then every run) of each experiment's plan
 PLANS = {

@@ -268,6 +268,28 @@ def test_dropped_identical_pairs_duplicates_and_truncation_are_counted(world, tm
         assert text in err
 
 
+def test_duplicates_drop_drops_the_repeats_as_the_audit_does_and_keep_stays_keyed_as_before(world, tmp_path,
+                                                                                          capsys):
+    """``duplicates=drop`` (as ``badpo audit --duplicates drop``) trains on the first of each exact
+    duplicate; ``keep`` (the default) says how to drop them. The key is part of a run's identity only
+    when set away from keep, so every run made before it keeps its identity."""
+    from badpo.engine.run_folder import identity
+
+    rows = judgment_rows()
+    rows += [dict(rows[0]), dict(rows[3])]  # two exact duplicates
+    data = write_jsonl(tmp_path / "twice.jsonl", rows)
+    kept = train(make_config(world, "kept", f"data={data}", "steps=1"))
+    err = capsys.readouterr().err
+    assert "2 exact duplicate judgment(s), kept: each counts as a vote (duplicates=drop drops" in err
+    dropped = train(make_config(world, "dropped_repeats", f"data={data}", "steps=1", "duplicates=drop"))
+    assert "badpo train: 2 exact duplicate judgment(s) dropped (duplicates=drop)" in capsys.readouterr().err
+    runs = {name: json.loads((out / "run.json").read_text()) for name, out in (("keep", kept), ("drop", dropped))}
+    assert runs["keep"]["judgments"] == 26 and runs["drop"]["judgments"] == 24
+    assert runs["drop"]["input"]["exact_duplicates_dropped"] == 2
+    assert "duplicates" not in identity(make_config(world, "x"))  # keep: as before the key existed
+    assert identity(make_config(world, "x", "duplicates=drop"))["duplicates"] == "drop"
+
+
 # ------------------------------------------------------------------------- train audits the labels
 def test_an_attribute_that_never_differs_is_an_error_for_an_arm_that_learns_it(world, tmp_path):
     rows = judgment_rows()

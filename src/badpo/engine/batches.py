@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from badpo.audit.estimates import offline_log_odds
-from badpo.core.judgments import Judgment, JudgmentError, annotator_classes, pair_key
+from badpo.core.judgments import Judgment, JudgmentError, annotator_classes, duplicate_rows, pair_key
 from badpo.data.sources import read_judgment_source
 from badpo.engine.tokenize import TokenizationConfig, TokenStore, build_token_store, token_coverage
 
@@ -344,8 +344,14 @@ def load_preference_data(config, tokenizer, attributes=None) -> tuple[list[Judgm
     judgments reads them: the same rows, tokenization and dropping of identical pairs, so the
     judgment indices of a reward model, an arm and EM-DPO's parts agree."""
     loaded = read_judgment_source(config.data, config.data_split, config.columns, tokenizer)
-    data = build_preference_data(loaded.rows, attributes, tokenizer, config.tokenization,
+    rows, repeats = loaded.rows, duplicate_rows(loaded.rows)
+    if config.duplicates == "drop" and repeats:  # as badpo audit --duplicates drop: the first of each kept
+        dropped = set(repeats)
+        rows = [j for i, j in enumerate(rows) if i not in dropped]
+    data = build_preference_data(rows, attributes, tokenizer, config.tokenization,
                                  drop_identical_pairs=config.drop_identical_pairs, source=config.data,
                                  rendered_prompts=loaded.rendered_prompts)
-    return loaded.rows, data
+    dropped_count = len(repeats) if config.duplicates == "drop" else 0
+    return rows, dataclasses.replace(data, input_report={**data.input_report,
+                                                         "exact_duplicates_dropped": dropped_count})
 

@@ -30,7 +30,9 @@ def report_input(accelerator, report: dict, stage: str) -> None:
     counts = [(report["truncated_prompts"], "prompt(s) cut to tokenization.max_prompt_tokens"),
               (report["truncated_responses"], "response(s) cut by tokenization.max_length"),
               (report["identical_pairs_dropped"], "judgment(s) with identical sides dropped"),
-              (report["exact_duplicate_judgments"], "exact duplicate judgment(s), kept"),
+              (report["exact_duplicate_judgments"], "exact duplicate judgment(s), kept: each counts as a vote "
+               "(duplicates=drop drops the repeats, as badpo audit --duplicates drop)"),
+              (report.get("exact_duplicates_dropped", 0), "exact duplicate judgment(s) dropped (duplicates=drop)"),
               (report["whitespace_only_pairs"], "judgment(s) whose sides differ only in whitespace, kept "
                "(their tokens differ, so they train the policy on whitespace alone)")]
     if not accelerator.is_main_process:

@@ -173,6 +173,8 @@ class JudgmentRunConfig(RunConfig):
     resume_from: str | None = None  # a checkpoint folder, or "latest" in output_dir
     stop_after_steps: int | None = None  # stop (with a checkpoint) after this many steps
     drop_identical_pairs: bool = False  # drop judgments whose two sides tokenize alike; else an error
+    duplicates: Literal["keep", "drop"] = "keep"  # exact duplicate judgments: each a vote, or the repeats
+    # dropped (the first of each kept), as `badpo audit --duplicates`
 
     def resolved(self) -> JudgmentRunConfig:
         """As :meth:`RunConfig.resolved`, with ``{method}`` and ``{seed}`` filled in output_dir."""
@@ -277,6 +279,9 @@ def accumulation_steps(batch_size: int, micro_batch_size: int, processes: int) -
 # run *is*, so a run resumed with other values of them is the same run (badpo.engine.run_folder).
 RUN_CONTROL_KEYS = ("output_dir", "cache_dir", "resume_from", "stop_after_steps", "save_every",
                     "keep_checkpoints", "overwrite", "report", "runtime.num_threads")
+# Keys added after runs were recorded: part of a run's identity (and of an experiment's run key)
+# only when set away from this default, so that every run made before them keeps its identity.
+KEYED_WHEN_SET: Mapping[str, Any] = {"duplicates": "keep"}
 
 # report_to entries that an extra of badpo installs; any other tracker accelerate supports is
 # installed by its own package, of the same name as the tracker
