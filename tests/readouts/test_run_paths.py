@@ -4,6 +4,8 @@ from the folder it was trained in."""
 
 from __future__ import annotations
 
+import pytest
+
 from badpo.readouts.run_paths import made_from, resolved_from
 
 
@@ -24,3 +26,37 @@ def test_relative_paths_of_a_run_are_read_from_where_it_was_made(tmp_path, monke
                                                                           / "models" / "ref")
     assert made_from(project / "runs" / "x", "runs/renamed") is None  # renamed since: nothing to guess
     assert made_from(project / "runs" / "x", str(project / "runs" / "x")) is None  # absolute: nothing to resolve
+
+
+def test_a_run_moved_away_from_its_relative_reference_says_so_when_the_reference_fails_to_load(tmp_path,
+                                                                                           monkeypatch):
+    """A copied run folder whose config.yaml names its reference ``sft`` (relative) evaluated from
+    elsewhere: loading ``sft`` as a Hub id fails with a network error; the line now says that ``sft``
+    names no folder here, and which folder of that name sits above the run."""
+    from badpo.core.config import ConfigError
+    from badpo.readouts.run import TrainedRun
+    from badpo.readouts.run_paths import moved_reference
+
+    (tmp_path / "sft").mkdir()
+    (tmp_path / "sft" / "config.json").write_text("{}")
+    run = tmp_path / "moved" / "dpo"
+    run.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "moved")
+    said = moved_reference(run, None, "sft")
+    assert said.startswith("config.yaml's model.name_or_path 'sft' is a relative path that names no folder here, "
+                           "and the run folder has moved since it was made")
+    assert f"({tmp_path.resolve() / 'sft'} is one of that name)" in said
+    assert moved_reference(run, None, str(tmp_path / "sft")) is None  # absolute: loads or fails by itself
+    monkeypatch.chdir(tmp_path)
+    assert moved_reference(run, None, "sft") is None  # names a folder here
+    trained = TrainedRun.of_settings({"model": {"name_or_path": "sft"}}, run / "policy", tmp_path / "nowhere")
+    trained = trained.__class__(**{**trained.__dict__, "moved": said})
+
+    def offline(*args, **kwargs):
+        raise ConfigError("model.name_or_path: cannot load 'sft' (We couldn't connect to 'https://huggingface.co')")
+
+    monkeypatch.setattr("badpo.readouts.run.load_causal_lm", offline)
+    with pytest.raises(ConfigError) as raised:
+        trained.load_reference()
+    assert str(raised.value).startswith("model.name_or_path: cannot load 'sft' (We couldn't connect to")
+    assert str(raised.value).endswith(f"({tmp_path.resolve() / 'sft'} is one of that name)")

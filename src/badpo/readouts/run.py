@@ -31,6 +31,7 @@ the attributes.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -49,7 +50,7 @@ from badpo.core.config import ConfigError, from_dict, load_config
 from badpo.core.notices import BadpoWarning
 from badpo.core.outputs import check_output_file, check_writable_folder
 from badpo.data.gguf import gguf_folder
-from badpo.data.sources import ColumnMap, read_judgment_source, read_prompt_source
+from badpo.data.sources import ColumnMap
 from badpo.engine.external_run import RECORD_FILE, is_external_run, read_external_run
 from badpo.engine.mixture import MIXTURE_FILE
 from badpo.engine.reward import MODEL_FOLDER as REWARD_MODEL_FOLDER
@@ -58,7 +59,6 @@ from badpo.engine.runtime import from_pretrained, load_tokenizer
 from badpo.engine.settings import BETA, ModelConfig, RMConfig, TrainConfig
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.readouts.evaluate import (
-    Corpus,
     EvalConfig,
     Mixture,
     evaluate_mixture,
@@ -68,26 +68,15 @@ from badpo.readouts.evaluate import (
 from badpo.readouts.model import context_length, generate, load_judge
 from badpo.readouts.names_scoring import signature_tokens
 from badpo.readouts.reading import declares_names
-from badpo.readouts.run_paths import made_from, refuse_pickles, resolved_from
+from badpo.readouts.run_data import NO_HELDOUT, EvalData, data_folder, load_data
+from badpo.readouts.run_paths import made_from, moved_reference, refuse_pickles, resolved_from
 from badpo.readouts.settings import SETTINGS_RECORDED
 from badpo.readouts.table import summary_lines
 
 __all__ = ["EvalData", "GenerationCapNotice", "TrainedRun", "evaluate_run_dir", "load_causal_lm", "prompts_digest",
            "readouts_path", "summary", "trained_theta"]
 
-CORPUS_FILES = {"prompts": "eval_prompts.jsonl", "heldout": "heldout.jsonl", "planted": "planted.json"}
 READOUTS_FILE = "readouts.json"  # the one file evaluate writes into a run folder
-NO_HELDOUT = "no held-out judgments: give --heldout FILE (judgments the run did not train on)"
-
-
-@dataclass(frozen=True)
-class EvalData:
-    """What an evaluation reads (paths or Hub ids; None: not given)."""
-
-    prompts: str | None = None  # evaluation prompts; None: the held-out judgments' prompts
-    heldout: str | None = None  # held-out judgments, any format `badpo train` reads
-    corpus: str | None = None  # a folder holding CORPUS_FILES; instead of the two above
-    columns: ColumnMap | None = None  # fields set here replace the run's column mapping
 
 
 class GenerationCapNotice(BadpoWarning):
@@ -182,6 +171,7 @@ class TrainedRun:
     theta_file: Path | None
     model_settings: Mapping[str, Any]
     config: TrainConfig | RMConfig | None = None  # the resolved config of a badpo run folder
+    moved: str | None = None  # why a relative reference may not load: said with a failure to load it
 
     @classmethod
     def open(cls, run_dir: str | Path) -> TrainedRun:
@@ -207,9 +197,10 @@ class TrainedRun:
                             resolved_from(origin, config.model.tokenizer))
         policy = None if Mixture.load(run_dir) is not None else run_dir / "policy"
         return cls("badpo", run_dir, run_dir / "config.yaml", config.attributes, model, tokenizer,
-                   config.model.trust_remote_code, _data_folder(resolved_from(origin, config.data)), config.columns,
+                   config.model.trust_remote_code, data_folder(resolved_from(origin, config.data)), config.columns,
                    config.tokenization, config.beta, policy, run_dir / "theta.json",
-                   {"trust_remote_code": config.model.trust_remote_code}, config)
+                   {"trust_remote_code": config.model.trust_remote_code}, config,
+                   moved_reference(run_dir, origin, model))
 
     @classmethod
     def _reward_model(cls, run_dir: Path) -> TrainedRun:
@@ -217,7 +208,7 @@ class TrainedRun:
         reward model, ``reference`` the backbone it started from, and it has no beta."""
         config = load_config(RMConfig, run_dir / "config.yaml")
         return cls("reward_model", run_dir, run_dir / "config.yaml", config.attributes, config.model.name_or_path,
-                   config.model.tokenizer, config.model.trust_remote_code, _data_folder(config.data), config.columns,
+                   config.model.tokenizer, config.model.trust_remote_code, data_folder(config.data), config.columns,
                    config.tokenization, None, run_dir / REWARD_MODEL_FOLDER, run_dir / "theta.json",
                    {"trust_remote_code": config.model.trust_remote_code}, config)
 
@@ -256,11 +247,23 @@ class TrainedRun:
         return None if self.kind in ("trl", "reward_model") else Mixture.load(self.folder)
 
     def load_tokenizer(self):
-        return load_tokenizer(from_dict(ModelConfig, {**self.model_settings, "name_or_path": self.reference,
-                                                      "tokenizer": self.tokenizer}))
+        with self._saying_if_moved():
+            return load_tokenizer(from_dict(ModelConfig, {**self.model_settings, "name_or_path": self.reference,
+                                                          "tokenizer": self.tokenizer}))
 
     def load_reference(self) -> nn.Module:
-        return load_causal_lm(self.reference, self.model_settings)
+        with self._saying_if_moved():
+            return load_causal_lm(self.reference, self.model_settings)
+
+    @contextlib.contextmanager
+    def _saying_if_moved(self):
+        """A reference that fails to load, with why when it is a relative path that names no folder."""
+        try:
+            yield
+        except (ConfigError, OSError) as error:
+            if self.moved is None:
+                raise
+            raise ConfigError(f"{str(error).rstrip('.')}; {self.moved}") from None
 
     def load_policy(self, path: Path | None = None) -> nn.Module:
         """The policy (or the type policy at ``path`` of a mixture), on the reference when a LoRA adapter."""
@@ -277,66 +280,6 @@ class TrainedRun:
     def vote_bias(self) -> BiasChannel | None:
         """The theta the policy was trained against, when saved apart (:func:`trained_theta`)."""
         return trained_theta(self.theta_file) if self.theta_file is not None else None
-
-
-def _data_folder(data: str) -> Path | None:
-    """The folder of the run's training data, when it is a local file or folder."""
-    path = Path(data).expanduser()
-    return path.parent if data and path.exists() else None
-
-
-def _paths(data: EvalData, default_folder: Path | None) -> dict[str, Path | str | None]:
-    """The prompts, held-out and planted sources that ``data`` names (module docstring)."""
-    if data.corpus is not None and (data.prompts is not None or data.heldout is not None):
-        raise ConfigError("--corpus DIR stands for --prompts DIR/eval_prompts.jsonl --heldout "
-                          "DIR/heldout.jsonl; give the folder or the files, not both")
-    if data.prompts is not None or data.heldout is not None:
-        return {"prompts": data.prompts, "heldout": data.heldout, "planted": None}
-    folder = Path(data.corpus) if data.corpus is not None else default_folder
-    if data.corpus is not None and not folder.is_dir():
-        raise FileNotFoundError(f"--corpus: no folder at {str(folder)!r}")
-    found = {key: folder / name if folder is not None and (folder / name).exists() else None
-             for key, name in CORPUS_FILES.items()}
-    if found["prompts"] is None and found["heldout"] is None:
-        which = "--corpus" if data.corpus is not None else "the folder of the run's training data"
-        where = (f"; {which} {str(folder)!r} holds neither {CORPUS_FILES['prompts']} nor "
-                 f"{CORPUS_FILES['heldout']}" if folder is not None else "")
-        raise ValueError(f"no evaluation data: give --heldout FILE (judgments the run did not train on) "
-                         f"and/or --prompts FILE (rows with a 'prompt'){where}")
-    return found
-
-
-def load_data(data: EvalData, default_folder: Path | None, columns: ColumnMap, tokenizer
-              ) -> tuple[Corpus, dict, dict, bool]:
-    """(the evaluation data as a Corpus, what was read, {readout: why it is skipped}, whether its
-    prompts were chat messages, rendered with the tokenizer's template). The run's column mapping
-    ``columns`` applies to the user's files (those named, or those beside the training data); a
-    ``--corpus`` folder holds badpo's own field names, as ``badpo build`` writes."""
-    paths = _paths(data, default_folder)
-    if data.corpus is not None:
-        columns = ColumnMap()
-    if data.columns is not None:
-        columns = dataclasses.replace(columns, **{k: v for k, v in dataclasses.asdict(data.columns).items()
-                                                  if v is not None})
-    heldout = prompts = None
-    if paths["heldout"] is not None:
-        heldout = read_judgment_source(str(paths["heldout"]), columns=columns, tokenizer=tokenizer)
-    if paths["prompts"] is not None:
-        prompts = read_prompt_source(str(paths["prompts"]), columns=columns, tokenizer=tokenizer)
-    read = [loaded for loaded in (heldout, prompts) if loaded is not None]
-    rendered = any(loaded.rendered_prompts for loaded in read)
-    if rendered and not all(loaded.rendered_prompts for loaded in read):
-        chat, text = sorted(read, key=lambda loaded: not loaded.rendered_prompts)
-        raise ValueError(f"{chat.origin} gives its prompts as chat messages and {text.origin} as text; "
-                         "give both in one form, so that every prompt is encoded alike")
-    judgments = heldout.rows if heldout is not None else []
-    rows = prompts.rows if prompts is not None else [{"prompt": p} for p in dict.fromkeys(j.prompt for j in judgments)]
-    planted = json.loads(Path(paths["planted"]).read_text(encoding="utf-8")) if paths["planted"] else None
-    inputs = {"prompts": prompts.origin if prompts is not None else "the held-out judgments' distinct prompts",
-              "heldout": heldout.origin if heldout is not None else None, "n_heldout": len(judgments),
-              "planted": str(paths["planted"]) if planted is not None else None, "chat_prompts": rendered}
-    skipped = {"heldout": NO_HELDOUT, "votes": NO_HELDOUT} if heldout is None else {}
-    return Corpus(rows, judgments, planted), inputs, skipped, rendered
 
 
 def generates(config: EvalConfig) -> bool:

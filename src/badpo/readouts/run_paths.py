@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["PICKLE_SUFFIXES", "made_from", "refuse_pickles", "resolved_from"]
+__all__ = ["PICKLE_SUFFIXES", "made_from", "moved_reference", "refuse_pickles", "resolved_from"]
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")  # formats torch.load unpickles
 
@@ -38,3 +38,18 @@ def resolved_from(origin: Path | None, path: str | None) -> str | None:
         return path
     there = origin / path
     return str(there) if there.exists() else path
+
+
+def moved_reference(run_dir: Path, origin: Path | None, model: str) -> str | None:
+    """Why a run's relative ``model`` may fail to load: it names no folder here, nor where the run
+    was made (None when it does, or is absolute: then it loads, or is a Hub id). Names a folder of
+    that name above the run folder, if there is one, as a guess for the user to check."""
+    if Path(model).is_absolute() or Path(model).expanduser().exists():
+        return None
+    where = f"here or in {origin}, where the run was made" if origin is not None else (
+        "here, and the run folder has moved since it was made")
+    found = next((parent / model for parent in run_dir.resolve().parents
+                  if (parent / model / "config.json").is_file()), None)
+    guess = f" ({found} is one of that name)" if found is not None else ""
+    return (f"config.yaml's model.name_or_path {model!r} is a relative path that names no folder {where}: if the "
+            f"reference was a local folder, write its path there{guess}")
