@@ -199,3 +199,12 @@ def test_a_report_folder_that_is_a_file_is_refused_by_the_plan(tmp_path, cli_err
     line = cli_error(["reproduce", str(ROOT / "configs" / "reproduce_tiny.yaml"), "--plan",
                       f"output_dir={tmp_path / 'report'}"])
     assert f"output_dir: {tmp_path / 'report'} is a file" in line, line
+
+
+def test_a_report_folder_under_a_file_is_refused_by_the_plan(tmp_path, cli_error):
+    """``output_dir=afile/sub``: the plan printed "Report: afile/sub/README.md" and the run failed
+    with [Errno 20]; the plan refuses it, naming the file in the way."""
+    (tmp_path / "afile").write_text("not a folder\n")
+    line = cli_error(["reproduce", str(ROOT / "configs" / "reproduce_tiny.yaml"), "--plan",
+                      f"output_dir={tmp_path / 'afile' / 'sub'}"])
+    assert f"output_dir: {tmp_path / 'afile' / 'sub'}: {tmp_path / 'afile'} is a file, not a folder" in line, line

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from badpo.core.config import ConfigError, load_config
+from badpo.core.outputs import check_writable_folder
 from badpo.paper.config import ExperimentConfig, experiment_config_path
 from badpo.paper.cure.analysis import CureBackend
 from badpo.paper.cure.config import is_cure_config, load_cure_config
@@ -207,6 +208,10 @@ def plan_sweep(config: ReproduceConfig, experiment_backend: Backend, cure_backen
     """The plan of every table of ``config``, in order (see the module's docstring)."""
     if Path(config.output_dir).exists() and not Path(config.output_dir).is_dir():  # --plan says so too
         raise ConfigError(f"output_dir: {config.output_dir} is a file; the report is written into a folder")
+    try:  # a folder under a file (afile/sub) cannot be made either
+        check_writable_folder(config.output_dir, "output_dir:", config.output_dir)
+    except OSError as error:
+        raise ConfigError(str(error)) from None
     chains: dict[str, list[Path]] = {}  # table -> its folder, then those it reuses runs of
     owner: dict[Path, str] = {}  # a table's own folder -> the first table in it
     made: dict[tuple[Path, str], str] = {}  # (shared folder, key) -> the table that makes it
