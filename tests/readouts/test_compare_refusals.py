@@ -155,3 +155,14 @@ def test_a_missing_file_of_a_run_folder_is_named(tmp_path):
     assert f"no theta.json in {ba}: method ba_dpo_shared_mean learns theta, but its theta columns are empty" in notes
     assert any(note.startswith(f"no run.json in {ba}") for note in notes), notes
     assert any(note.startswith(f"no {DATA_FILE} in {ba}") for note in notes), notes
+
+
+def test_a_run_without_run_json_nor_config_yaml_says_its_method_is_not_known(tmp_path):
+    """The note read "its method is read from config.yaml" when config.yaml was missing too."""
+    dpo, ba = write_pair(tmp_path)
+    for name in ("run.json", "config.yaml"):
+        (ba / name).unlink(missing_ok=True)
+    notes = compare_runs([dpo, ba]).comparison["runs"][1]["notes"]
+    note = next(note for note in notes if note.startswith(f"no run.json in {ba}"))
+    assert "nor config.yaml: its method is not known, and it is named by its folder" in note, note
+    assert "read from config.yaml" not in note

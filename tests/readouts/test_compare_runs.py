@@ -354,3 +354,13 @@ def test_a_pair_level_attribute_is_compared_by_its_mean_token_count(tmp_path):
     assert "13.0 [" in result.text
     with pytest.raises(ValueError, match="given twice"):
         compare_runs([dpo, ba, tmp_path / "dpo"])
+
+
+def test_a_reference_read_apart_in_the_fifth_digit_shows_the_digit_that_differs(tmp_path):
+    """The note read "at 0.4857, not 0.4857" for rates that differ beyond four digits."""
+    dpo = write_run(tmp_path / "dpo", "dpo", readouts(DPO, first_name=DPO_FIRST))
+    record = readouts(BA_DPO, first_name=BA_DPO_FIRST)
+    record["names"]["reference"]["first_name"]["woman_coded"] = 0.50004
+    ba = write_run(tmp_path / "ba", "ba_dpo_pooled", record)
+    text = compare_runs([dpo, ba]).text
+    assert "woman_coded (first-name probability) at 0.50004, not 0.5 as" in text, text

@@ -103,3 +103,12 @@ def test_what_is_relative_to_the_reference_is_said_by_the_rows():
     relative = ["kl", "heldout", "heldout_any", "votes/black_coded", "votes_ceiling/woman_coded"]
     kept = ["votes_unseen_annotator_judgments", "names", "sampled", "tokens", "attribute_rates", "theta_mean"]
     assert all(relative_to_reference(key) for key in relative) and not any(map(relative_to_reference, kept))
+
+
+def test_a_negative_kl_estimate_is_said_to_be_sampling_noise():
+    """KL per token is estimated from the policy's own samples; on few prompts it can read below 0,
+    which a KL cannot be: the summary says so instead of printing -0.0296 alone."""
+    negative = [line for line in summary_lines({"kl": -0.0296}) if line.startswith("KL(")]
+    assert negative[0].startswith("KL(policy || reference) per token on the policy's generations: -0.0296 (below 0 "
+                                  "by sampling noise alone")
+    assert summary_lines({"kl": 0.0296})[0].endswith(": 0.0296")

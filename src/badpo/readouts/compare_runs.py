@@ -85,8 +85,10 @@ def _beside(folder: Path | None, method: str | None) -> tuple[dict, list[str]]:
     found["data"], missing_data = data_record(folder)
     notes = [missing_data] if missing_data else []
     if not is_external_run(folder) and not (folder / "run.json").is_file():
-        notes.append(f"no run.json in {folder} (an unfinished run, or a copy without it): its method is read from "
-                     "config.yaml, and whether theta settled is not known")
+        source = ("its method is read from config.yaml" if (folder / "config.yaml").is_file() else
+                  "nor config.yaml: its method is not known, and it is named by its folder")
+        notes.append(f"no run.json in {folder} (an unfinished run, or a copy without it): {source}, and whether "
+                     "theta settled is not known")
     if (folder / "theta.json").is_file():
         found["theta"] = read_json_object(folder / "theta.json", "the run's theta")
     elif (method or "").startswith("ba_"):

@@ -164,6 +164,14 @@ class _Block:
     units: dict[str, str]  # attribute -> rate / tokens, in order
 
 
+def _apart(a: float, b: float) -> tuple[str, str]:
+    """``a`` and ``b`` with as few significant digits (at least 4) as tell them apart."""
+    for digits in range(4, 18):
+        if f"{a:.{digits}g}" != f"{b:.{digits}g}":
+            return f"{a:.{digits}g}", f"{b:.{digits}g}"
+    return repr(a), repr(b)
+
+
 def _reference_notes(runs: Sequence[RunRecord], blocks: Sequence[_Block], source: RunRecord) -> dict[int, list[str]]:
     """Where a run's own evaluation read another reference rate than the comparison's reference (a
     different reference model, other prompts or another seed)."""
@@ -176,9 +184,10 @@ def _reference_notes(runs: Sequence[RunRecord], blocks: Sequence[_Block], source
                 if run is source or mine is None or theirs is None:
                     continue
                 if abs(mine.mean - theirs.mean) > 1e-12:
+                    shown_mine, shown_theirs = _apart(mine.mean, theirs.mean)
                     notes.setdefault(i, []).append(
-                        f"its own evaluation read the reference's {name}{tag} at {mine.mean:.4g}, not "
-                        f"{theirs.mean:.4g} as {source.label}'s did: another reference model, other prompts or "
+                        f"its own evaluation read the reference's {name}{tag} at {shown_mine}, not "
+                        f"{shown_theirs} as {source.label}'s did: another reference model, other prompts or "
                         "another seed?")
     return notes
 

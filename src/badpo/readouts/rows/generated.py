@@ -126,7 +126,11 @@ def _rates_lines(record: Mapping) -> list[str]:
 def _kl_lines(record: Mapping) -> list[str]:
     if "kl" not in record:
         return []
-    return [f"KL(policy || reference) per token on the policy's generations: {shown(record['kl'], 4)}"]
+    line = f"KL(policy || reference) per token on the policy's generations: {shown(record['kl'], 4)}"
+    if isinstance(record["kl"], (int, float)) and record["kl"] < 0:  # an estimate from samples; KL itself is >= 0
+        line += (" (below 0 by sampling noise alone: the mean of log pi - log pi_ref over the policy's own "
+                 "samples estimates a KL that is >= 0; more prompts narrow it)")
+    return [line]
 
 
 def _kl_column(values: Sequence) -> list[tuple[str, list[str]]]:
