@@ -91,7 +91,10 @@ def _convert(tp: Any, value: Any, key: str) -> Any:
     if origin in (Union, types.UnionType):
         if value is None and type(None) in args:
             return None
-        for option in (a for a in args if a is not type(None)):
+        options = [a for a in args if a is not type(None)]
+        if len(options) == 1:  # `X | None`: X's own message says what is wrong (a number, not 'inf')
+            return _convert(options[0], value, key)
+        for option in options:
             try:
                 return _convert(option, value, key)
             except ConfigError:
