@@ -43,6 +43,9 @@ def test_one_field_mapped_twice_by_column_is_refused():
         column_pairs(["annotator=worker_id", "annotator=rater"])
     with pytest.raises(ValueError, match="expected FIELD=COLUMN"):
         column_pairs(["annotator"])
+    with pytest.raises(ValueError, match=r"^--column 'columns.prompt=q': the option takes FIELD=COLUMN without "
+                                         r"'columns.' \(--column prompt=q\)$"):
+        column_pairs(["columns.prompt=q"])  # the config key's spelling: was reported as columns.columns.prompt
 
 
 @pytest.mark.parametrize("argv", [

@@ -35,6 +35,9 @@ def column_pairs(items: Sequence[str]) -> dict[str, str]:
         field, sep, column = item.partition("=")
         if not (sep and field and column):
             raise ValueError(f"--column {item!r}: expected FIELD=COLUMN, e.g. annotator=worker_id")
+        if field.startswith("columns."):  # the config key's spelling, given to the option
+            raise ValueError(f"--column {item!r}: the option takes FIELD=COLUMN without 'columns.' "
+                             f"(--column {field.removeprefix('columns.')}={column})")
         if field in pairs and pairs[field] != column:
             raise ValueError(f"--column {field}: given twice ({pairs[field]!r} and {column!r}); map each field once")
         pairs[field] = column
