@@ -290,6 +290,24 @@ def test_duplicates_drop_drops_the_repeats_as_the_audit_does_and_keep_stays_keye
     assert identity(make_config(world, "x", "duplicates=drop"))["duplicates"] == "drop"
 
 
+def test_a_run_into_a_folder_of_the_user_s_files_says_it_goes_beside_them(world, tmp_path):
+    """``output_dir=.`` in a folder of one's own files wrote the run among them without a word."""
+    import warnings
+
+    from badpo.core.notices import BadpoWarning
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train(make_config(world, "unused", "steps=1", f"output_dir={folder}"))
+    said = [str(w.message) for w in caught if issubclass(w.category, BadpoWarning) and "not a run's" in str(w.message)]
+    assert said == [f"output_dir {folder} holds 1 file(s) that are not a run's (notes.txt): the run's files go "
+                    "beside them; overwrite=true would delete only the run's own"]
+    assert (folder / "notes.txt").read_text() == "mine\n" and (folder / "run.json").is_file()
+
+
 # ------------------------------------------------------------------------- train audits the labels
 def test_an_attribute_that_never_differs_is_an_error_for_an_arm_that_learns_it(world, tmp_path):
     rows = judgment_rows()

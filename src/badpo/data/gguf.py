@@ -338,6 +338,7 @@ def gguf_folder(name_or_path: str, key: str = "model.name_or_path") -> str:
         raise ConfigError(f"{_where(key)}{str(folder)!r} is not a finished conversion of {name_or_path} "
                           f"(it has no {SOURCE_FILE}); delete it and run again")
     shown = name_or_path if str(path) == name_or_path else f"{name_or_path} ({path})"
+    check_weights(path, key)  # a file that cannot convert is refused before "converting" is said
     _say(f"{_where(key)}converting {shown} once into {folder} ...")
     start = time.perf_counter()
     made = _publish(path, folder, key)

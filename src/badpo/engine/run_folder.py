@@ -158,6 +158,12 @@ def claim(folder: Path, config: Any, overwrite: bool, run_files: RunFiles = pref
     commit, then refuse a folder holding another run (another config, or the same config on
     data whose content changed), or delete it when ``overwrite``; record the data's fingerprint."""
     recover_final_commit(folder)
+    own = {*run_files(folder), _LOCK, _MANIFEST}
+    foreign = sorted(entry.name for entry in folder.iterdir() if entry.name not in own)
+    if foreign and not holds_run(folder, run_files):  # the user's files: the run goes beside them, said once
+        warnings.warn(f"output_dir {folder} holds {len(foreign)} file(s) that are not a run's ({', '.join(foreign[:3])}"
+                      f"{', ...' if len(foreign) > 3 else ''}): the run's files go beside them; overwrite=true "
+                      "would delete only the run's own", BadpoWarning, stacklevel=2)
     recorded = read_data_record(folder)
     data = data_fingerprint(config.data, config.data_split, recorded)  # an unchanged file is not re-read
     if holds_run(folder, run_files) and overwrite:
