@@ -95,6 +95,18 @@ def test_a_blown_up_theta_stops_the_run_though_it_is_finite(world):
 
 
 @pytest.mark.parametrize("key", ["optim.lr", "bias.lr"])
+def test_an_update_past_the_float32_range_stops_the_run_in_one_line(world, key):
+    """3e38 is inside the float32 range, but Adam's first step divides it by 1 - beta1 = 0.1: torch
+    cannot apply the update ('value cannot be converted to type float without overflow'). The run
+    stops there as a diverged one, naming what and the rate to lower."""
+    with pytest.raises(TrainingDiverged) as raised:
+        train(make_config(world, f"overflow_{key}", "method=ba_dpo_pooled", f"{key}=3e38", "steps=4"))
+    what = "theta" if key == "bias.lr" else "the policy"
+    assert raised.value.step == 1 and f"the update of {what} overflows float32" in str(raised.value)
+    assert f"lower {key}" in str(raised.value) and "no log line (it stopped at its first step)" in str(raised.value)
+
+
+@pytest.mark.parametrize("key", ["optim.lr", "bias.lr"])
 def test_a_learning_rate_past_the_float32_range_is_a_config_error(world, key):
     """1e40 cannot be applied to float32 weights at all (torch: 'value cannot be converted to type
     float without overflow'): refused before anything loads."""

@@ -71,9 +71,22 @@ def check_weights(accelerator, step: int, policy, theta=None) -> None:
     _raise_if_any(accelerator, step, checks)
 
 
+def optimizer_step(optimizer, step: int, what: str) -> None:
+    """``optimizer.step()`` of 0-based ``step``; an update past the float32 range (torch: "value
+    cannot be converted to type float without overflow", a learning rate that Adam's first-step
+    bias correction scales past it) stops the run as a non-finite one does. ``what``: the policy
+    or theta."""
+    try:
+        optimizer.step()
+    except RuntimeError as error:
+        if "without overflow" not in str(error):
+            raise
+        raise TrainingDiverged(step + 1, f"the update of {what} overflows float32") from None
+
+
 def stop_message(error: TrainingDiverged, output: Path, checkpoints: list[Path]) -> str:
     """The one line for a run stopped by ``error``: the step, what, what the folder keeps."""
-    kept = f"log.jsonl up to step {error.step - 1}"
+    kept = f"log.jsonl up to step {error.step - 1}" if error.step > 1 else "no log line (it stopped at its first step)"
     if checkpoints:
         last = f"the last good checkpoint is {checkpoints[-1]}"
     else:
@@ -84,4 +97,5 @@ def stop_message(error: TrainingDiverged, output: Path, checkpoints: list[Path])
             "train again with overwrite=true")
 
 
-__all__ = ["THETA_LIMIT", "TrainingDiverged", "check_loss_and_gradients", "check_weights", "stop_message"]
+__all__ = ["THETA_LIMIT", "TrainingDiverged", "check_loss_and_gradients", "check_weights", "optimizer_step",
+           "stop_message"]

@@ -43,7 +43,13 @@ from badpo.engine.checkpoint import (
     resolve_resume,
     save_checkpoint,
 )
-from badpo.engine.finite import TrainingDiverged, check_loss_and_gradients, check_weights, stop_message
+from badpo.engine.finite import (
+    TrainingDiverged,
+    check_loss_and_gradients,
+    check_weights,
+    optimizer_step,
+    stop_message,
+)
 from badpo.engine.level import LevelStep
 from badpo.engine.reporting import RunLog, annotator_theta
 from badpo.engine.run_folder import CONFIG_FILE, check_checkpoint
@@ -197,11 +203,11 @@ def train_step(run: Run, step: int) -> tuple[Tensor, dict]:
     if config.optim.max_grad_norm > 0:  # the policy only: theta is never clipped
         norms["grad_norm"] = accelerator.clip_grad_norm_(run.policy.parameters(),
                                                          config.optim.max_grad_norm)
-    run.optimizer.step()
+    optimizer_step(run.optimizer, step, "the policy")
     run.scheduler.step()
     run.optimizer.zero_grad(set_to_none=True)
     if run.theta_optimizer is not None:
-        run.theta_optimizer.step()
+        optimizer_step(run.theta_optimizer, step, "theta")
         run.theta_optimizer.zero_grad(set_to_none=True)
     if run.level is not None and run.level.every_step:  # after theta's Adam: the trusted set the level
         norms.update(run.level.apply(run.bias, run.annotator_index, run.attr_diff,

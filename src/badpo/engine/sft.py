@@ -30,7 +30,7 @@ from badpo.core.config import ConfigError
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.data.sources import read_judgment_source, read_sft_source
 from badpo.engine.batches import Schedule, majority_chosen
-from badpo.engine.finite import check_loss_and_gradients, check_weights
+from badpo.engine.finite import check_loss_and_gradients, check_weights, optimizer_step
 from badpo.engine.lifecycle import Lifecycle
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.loop import LoopSettings, run_stage
@@ -211,7 +211,7 @@ def _sft_step(accelerator, policy, optimizer, scheduler, store, schedule: Schedu
     if config.optim.max_grad_norm > 0:
         norms["grad_norm"] = float(accelerator.clip_grad_norm_(policy.parameters(),
                                                                config.optim.max_grad_norm))
-    optimizer.step()
+    optimizer_step(optimizer, step, "the policy")
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)
     check_weights(accelerator, step, policy)
