@@ -83,13 +83,24 @@ def test_a_non_finite_gradient_or_weight_stops_the_step():
         check_weights(ONE_PROCESS, 4, policy, theta)
 
 
+def test_the_limit_is_on_the_bias_logit_not_on_theta():
+    """An attribute on a small scale (g_w - g_l ~ 1e-5) may need theta ~ 1e5 for a log-odds of 1:
+    a large theta with small logits trains on; a logit past 1e4 stops."""
+    policy, theta = torch.nn.Linear(2, 2), torch.nn.Linear(1, 1)
+    with torch.no_grad():
+        theta.weight.fill_(1e5)
+    check_weights(ONE_PROCESS, 0, policy, theta, lambda: torch.tensor(1.0))
+    with pytest.raises(TrainingDiverged, match="step 1: a bias logit of theta is beyond ±10000"):
+        check_weights(ONE_PROCESS, 0, policy, theta, lambda: torch.tensor(2e4))
+
+
 def test_a_blown_up_theta_stops_the_run_though_it_is_finite(world):
-    """bias.lr=1e30 takes theta to ~1e30 in one Adam step: finite, but a log-odds no label
-    supports, with no gradient left to bring it back. The run stops there, naming theta and
-    bias.lr, instead of finishing as a run whose theta "has not converged"."""
+    """bias.lr=1e30 takes theta to ~1e30 in one Adam step: finite, but its logits theta_k . (g_w -
+    g_l) are log-odds no label supports, with no gradient left to bring them back. The run stops
+    there, naming theta and bias.lr, instead of finishing as a run whose theta "has not converged"."""
     with pytest.raises(TrainingDiverged) as raised:
         train(make_config(world, "theta_blown", "method=ba_dpo_pooled", "bias.lr=1e30", "steps=4"))
-    assert raised.value.step == 1 and "theta is beyond ±10000" in str(raised.value)
+    assert raised.value.step == 1 and "a bias logit of theta is beyond ±10000" in str(raised.value)
     assert "lower bias.lr" in str(raised.value)
     assert not (world / "theta_blown" / "run.json").exists()
 
@@ -243,7 +254,9 @@ def test_a_run_folder_that_holds_its_own_data_is_refused(world):
 def test_the_stop_line_names_the_rate_of_what_diverged(tmp_path):
     from badpo.engine.finite import stop_message
 
-    policy = stop_message(TrainingDiverged(3, "the loss is"), tmp_path, [])
-    theta = stop_message(TrainingDiverged(3, "a gradient of theta is"), tmp_path, [tmp_path / "checkpoint-2"])
+    policy = stop_message(TrainingDiverged(3, "the loss is not finite"), tmp_path, [])
+    theta = stop_message(TrainingDiverged(3, "a gradient of theta is not finite"), tmp_path,
+                         [tmp_path / "checkpoint-2"])
+    assert "training diverged at step 3: the loss is not finite, so the run stopped there" in policy
     assert "lower optim.lr" in policy and "no checkpoint was saved" in policy
     assert "lower bias.lr" in theta and f"the last good checkpoint is {tmp_path / 'checkpoint-2'}" in theta

@@ -259,8 +259,8 @@ def _terminate_as_interrupt():
     previous = signal.signal(signal.SIGTERM, interrupt)
     try:
         yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    finally:  # a handler set outside Python reads as None: the default is what stands for it
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 def _publish(path: Path, target: Path, key: str) -> bool:

@@ -1,26 +1,27 @@
 """A run that diverges stops at the step it diverges.
 
 A non-finite loss or gradient (checked before the optimizer steps, so the weights stay the last
-good ones), a non-finite weight, or a theta beyond :data:`THETA_LIMIT` (checked after it, before any
-checkpoint can save it) raises :class:`TrainingDiverged`, naming the step and what went wrong.
-Every process takes the same decision (the flags are summed over processes), so none waits on a
-collective the others left.
+good ones), a non-finite weight, or a bias logit theta_k . (g_w - g_l) beyond
+:data:`LOGIT_LIMIT` (checked after it, before any checkpoint can save it) raises
+:class:`TrainingDiverged`, naming the step and what went wrong. Every process takes the same
+decision (the flags are summed over processes), so none waits on a collective the others left.
 :func:`stop_message` turns it into the one line a user reads: the step, what, and the last good
 checkpoint the run folder keeps (every checkpoint was saved from finite weights).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
-# A log-odds of 1e4 is a probability within e^-10000 of 0 or 1: no finite set of labels supports
-# it, and float32 keeps no gradient to bring it back. Only a blown-up theta gets there (Adam moves
-# it by about bias.lr a step), so it stops the run as a non-finite one does.
-THETA_LIMIT = 1e4
+# A bias logit of 1e4 is a log-odds: a probability within e^-10000 of 0 or 1, which no finite set
+# of labels supports, and float32 keeps no gradient to bring it back. Only a blown-up theta gets
+# there (Adam moves it by about bias.lr a step), so it stops the run as a non-finite one does. The
+# logit, not theta, is bounded: an attribute on a small scale may need a large theta.
+LOGIT_LIMIT = 1e4
 
 
 class TrainingDiverged(ValueError):
@@ -59,15 +60,17 @@ def check_loss_and_gradients(accelerator, step: int, loss: Tensor, policy, theta
     _raise_if_any(accelerator, step, checks)
 
 
-def check_weights(accelerator, step: int, policy, theta=None) -> None:
-    """After the optimizer step of 0-based ``step``: every trainable weight and theta."""
+def check_weights(accelerator, step: int, policy, theta=None,
+                  largest_logit: Callable[[], Tensor] | None = None) -> None:
+    """After the optimizer step of 0-based ``step``: every trainable weight and theta, and
+    ``largest_logit()``, the largest |theta_k . (g_w - g_l)| over the training judgments."""
     checks = {"a weight of the policy is not finite": _all_finite(p.detach() for p in policy.parameters()
                                                                   if p.requires_grad)}
     if theta is not None:
         checks["theta is not finite"] = _all_finite(p.detach() for p in theta.parameters())
-        values = [p.detach().abs().max() for p in theta.parameters() if p.numel()]
-        largest = torch.stack(values).max() if values else torch.tensor(0.0)
-        checks[f"theta is beyond ±{THETA_LIMIT:g} (a log-odds no label supports)"] = ~(largest > THETA_LIMIT)
+    if theta is not None and largest_logit is not None:
+        checks[f"a bias logit of theta is beyond ±{LOGIT_LIMIT:g} (a log-odds no label supports)"] = ~(
+            largest_logit() > LOGIT_LIMIT)
     _raise_if_any(accelerator, step, checks)
 
 
@@ -97,5 +100,5 @@ def stop_message(error: TrainingDiverged, output: Path, checkpoints: list[Path])
             "train again with overwrite=true")
 
 
-__all__ = ["THETA_LIMIT", "TrainingDiverged", "check_loss_and_gradients", "check_weights", "optimizer_step",
+__all__ = ["LOGIT_LIMIT", "TrainingDiverged", "check_loss_and_gradients", "check_weights", "optimizer_step",
            "stop_message"]

@@ -149,6 +149,13 @@ def bias_logits(run: Run, judgments: Tensor) -> Tensor:
     return run.bias(run.annotator_index[judgments], run.attr_diff[judgments])
 
 
+@torch.no_grad()
+def largest_bias_logit(run: Run) -> Tensor:
+    """max over the training judgments of |theta_k . (g_w - g_l)| (0 without any)."""
+    logits = bias_logits(run, torch.arange(len(run.annotator_index), device=run.annotator_index.device))
+    return logits.abs().max() if len(logits) else torch.tensor(0.0)
+
+
 def _token_logratios(run: Run, rows: Tensor, policy_tokens: Tensor) -> list[Tensor]:
     """log pi - log pi_ref per response token of each of the micro-batch's sequences."""
     spans = [(int(run.token_offsets[r]), int(run.token_offsets[r + 1])) for r in rows.tolist()]
@@ -214,7 +221,7 @@ def train_step(run: Run, step: int) -> tuple[Tensor, dict]:
                                      _summed_over_processes(accelerator)))
     if run.weighting is not None:
         norms.update(run.weighting.update(_summed_over_processes(accelerator)))
-    check_weights(accelerator, step, run.policy, theta)  # before a checkpoint could save them
+    check_weights(accelerator, step, run.policy, theta, lambda: largest_bias_logit(run))  # before any checkpoint
     return stats, norms
 
 

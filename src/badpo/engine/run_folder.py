@@ -159,7 +159,7 @@ def claim(folder: Path, config: Any, overwrite: bool, run_files: RunFiles = pref
     data whose content changed), or delete it when ``overwrite``; record the data's fingerprint."""
     recover_final_commit(folder)
     own = {*run_files(folder), _LOCK, _MANIFEST}
-    foreign = sorted(entry.name for entry in folder.iterdir() if entry.name not in own)
+    foreign = sorted(entry.name for entry in folder.iterdir() if entry.name not in own) if folder.is_dir() else []
     if foreign and not holds_run(folder, run_files):  # the user's files: the run goes beside them, said once
         warnings.warn(f"output_dir {folder} holds {len(foreign)} file(s) that are not a run's ({', '.join(foreign[:3])}"
                       f"{', ...' if len(foreign) > 3 else ''}): the run's files go beside them; overwrite=true "

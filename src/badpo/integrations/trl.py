@@ -340,8 +340,7 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
 
     def compute_ref_log_probs(self, model, inputs):
         """TRL's reference log-probs, without the bias columns (they are not model inputs)."""
-        return super().compute_ref_log_probs(
-            model, {k: v for k, v in inputs.items() if k not in (INDEX_COLUMN, DIFF_COLUMN)})
+        return super().compute_ref_log_probs(model, {k: v for k, v in inputs.items() if k not in _BADPO_COLUMNS})
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         """Mean over the batch of the method's loss (BA-DPO: -log sigmoid(u + b_k)); the batch is

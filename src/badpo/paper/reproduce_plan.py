@@ -208,10 +208,12 @@ def plan_sweep(config: ReproduceConfig, experiment_backend: Backend, cure_backen
     """The plan of every table of ``config``, in order (see the module's docstring)."""
     if Path(config.output_dir).exists() and not Path(config.output_dir).is_dir():  # --plan says so too
         raise ConfigError(f"output_dir: {config.output_dir} is a file; the report is written into a folder")
-    try:  # a folder under a file (afile/sub) cannot be made either
+    try:  # a folder under a file (afile/sub) cannot be made either; permissions are the run's to meet
         check_writable_folder(config.output_dir, "output_dir:", config.output_dir)
-    except OSError as error:
+    except NotADirectoryError as error:
         raise ConfigError(str(error)) from None
+    except PermissionError:
+        pass
     chains: dict[str, list[Path]] = {}  # table -> its folder, then those it reuses runs of
     owner: dict[Path, str] = {}  # a table's own folder -> the first table in it
     made: dict[tuple[Path, str], str] = {}  # (shared folder, key) -> the table that makes it
