@@ -285,7 +285,7 @@ def test_duplicates_drop_drops_the_repeats_as_the_audit_does_and_keep_stays_keye
     assert "badpo train: 2 exact duplicate judgment(s) dropped (duplicates=drop)" in capsys.readouterr().err
     runs = {name: json.loads((out / "run.json").read_text()) for name, out in (("keep", kept), ("drop", dropped))}
     assert runs["keep"]["judgments"] == 26 and runs["drop"]["judgments"] == 24
-    assert runs["drop"]["input"]["exact_duplicates_dropped"] == 2
+    assert runs["drop"]["input"]["exact_duplicates_dropped"] == 2 and runs["drop"]["input"]["judgments_read"] == 26
     assert "duplicates" not in identity(make_config(world, "x"))  # keep: as before the key existed
     assert identity(make_config(world, "x", "duplicates=drop"))["duplicates"] == "drop"
 

@@ -43,10 +43,13 @@ def test_a_run_moved_away_from_its_relative_reference_says_so_when_the_reference
     run.mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "moved")
     said = moved_reference(run, None, "sft")
-    assert said.startswith("config.yaml's model.name_or_path 'sft' is a relative path that names no folder here, "
-                           "and the run folder has moved since it was made")
-    assert f"({tmp_path.resolve() / 'sft'} is one of that name)" in said
+    assert said == (f"config.yaml's model.name_or_path 'sft' is a relative path that names no folder here; "
+                    f"{tmp_path.resolve() / 'sft'} is a folder of that name: if the reference was a local folder, "
+                    "write its path there")
     assert moved_reference(run, None, str(tmp_path / "sft")) is None  # absolute: loads or fails by itself
+    assert moved_reference(run, None, "HuggingFaceTB/SmolLM2-135M-Instruct") is None  # a Hub id: no guess
+    assert moved_reference(run, None, "./ref").endswith("names no folder here: if the reference was a local "
+                                                        "folder, write its path there")
     monkeypatch.chdir(tmp_path)
     assert moved_reference(run, None, "sft") is None  # names a folder here
     trained = TrainedRun.of_settings({"model": {"name_or_path": "sft"}}, run / "policy", tmp_path / "nowhere")
@@ -59,4 +62,5 @@ def test_a_run_moved_away_from_its_relative_reference_says_so_when_the_reference
     with pytest.raises(ConfigError) as raised:
         trained.load_reference()
     assert str(raised.value).startswith("model.name_or_path: cannot load 'sft' (We couldn't connect to")
-    assert str(raised.value).endswith(f"({tmp_path.resolve() / 'sft'} is one of that name)")
+    assert str(raised.value).endswith(f"{tmp_path.resolve() / 'sft'} is a folder of that name: if the reference "
+                                      "was a local folder, write its path there")

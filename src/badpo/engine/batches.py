@@ -344,14 +344,14 @@ def load_preference_data(config, tokenizer, attributes=None) -> tuple[list[Judgm
     judgments reads them: the same rows, tokenization and dropping of identical pairs, so the
     judgment indices of a reward model, an arm and EM-DPO's parts agree."""
     loaded = read_judgment_source(config.data, config.data_split, config.columns, tokenizer)
-    rows, repeats = loaded.rows, duplicate_rows(loaded.rows)
-    if config.duplicates == "drop" and repeats:  # as badpo audit --duplicates drop: the first of each kept
-        dropped = set(repeats)
+    rows, repeats, source = loaded.rows, duplicate_rows(loaded.rows), config.data
+    dropped = set(repeats) if config.duplicates == "drop" else set()
+    if dropped:  # as badpo audit --duplicates drop: the first of each kept; errors count the rows kept
         rows = [j for i, j in enumerate(rows) if i not in dropped]
+        source = f"{config.data} (its rows less the {len(dropped)} exact duplicates dropped)"
     data = build_preference_data(rows, attributes, tokenizer, config.tokenization,
-                                 drop_identical_pairs=config.drop_identical_pairs, source=config.data,
+                                 drop_identical_pairs=config.drop_identical_pairs, source=source,
                                  rendered_prompts=loaded.rendered_prompts)
-    dropped_count = len(repeats) if config.duplicates == "drop" else 0
-    return rows, dataclasses.replace(data, input_report={**data.input_report,
-                                                         "exact_duplicates_dropped": dropped_count})
+    report = {**data.input_report, "judgments_read": len(loaded.rows), "exact_duplicates_dropped": len(dropped)}
+    return rows, dataclasses.replace(data, input_report=report)
 

@@ -39,7 +39,7 @@ from badpo.core.notices import BadpoWarning
 from badpo.data.fingerprint import data_fingerprint
 from badpo.engine.checkpoint import check_files
 from badpo.engine.external_run import is_external_run
-from badpo.engine.settings import KEYED_WHEN_SET, RUN_CONTROL_KEYS
+from badpo.engine.settings import RUN_CONTROL_KEYS, keyed_when_set
 
 CONFIG_FILE = "config.yaml"
 DATA_FILE = "data_fingerprint.json"  # the fingerprint of the run's data (module docstring)
@@ -62,10 +62,7 @@ def identity(config: Any) -> dict:
         for part in parents:
             node = node[part]
         node.pop(leaf, None)  # a stage without the key (a reward model has no cache_dir)
-    for key, default in KEYED_WHEN_SET.items():  # keys newer than recorded runs, at their default
-        if plain.get(key) == default:
-            plain.pop(key)
-    return plain
+    return keyed_when_set(plain)  # keys newer than recorded runs count only when set
 
 
 def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:

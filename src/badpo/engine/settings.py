@@ -281,7 +281,14 @@ RUN_CONTROL_KEYS = ("output_dir", "cache_dir", "resume_from", "stop_after_steps"
                     "keep_checkpoints", "overwrite", "report", "runtime.num_threads")
 # Keys added after runs were recorded: part of a run's identity (and of an experiment's run key)
 # only when set away from this default, so that every run made before them keeps its identity.
+# Top-level keys only (a dotted one would need the walk RUN_CONTROL_KEYS gets).
 KEYED_WHEN_SET: Mapping[str, Any] = {"duplicates": "keep"}
+assert not any("." in key for key in KEYED_WHEN_SET)
+
+
+def keyed_when_set(settings: Mapping[str, Any]) -> dict:
+    """``settings`` (a config as a plain dict) less the :data:`KEYED_WHEN_SET` keys at their default."""
+    return {k: v for k, v in settings.items() if not (k in KEYED_WHEN_SET and v == KEYED_WHEN_SET[k])}
 
 # report_to entries that an extra of badpo installs; any other tracker accelerate supports is
 # installed by its own package, of the same name as the tracker

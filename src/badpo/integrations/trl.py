@@ -18,7 +18,8 @@ with ``precompute_ref_log_probs``), the bias logit and, for a row that asks for 
 completion lengths; averaged over the batch. By default the row is BA-DPO of the bias variant
 (``dpo`` for ``none``): ``-log sigmoid(u + b_k)``, which with b = 0 is TRL's ``sigmoid`` loss.
 The shuffled-ids control draws its random annotator rows from ``args.seed`` as ``badpo train``
-draws them from ``runtime.seed``. Loss weights with state (Group-DRO, Crowd-PrefRL) weigh each
+draws them from ``runtime.seed`` (the same rows when the dataset is the engine's data, no row
+dropped; ``eval_dataset`` keeps the true annotators). Loss weights with state (Group-DRO, Crowd-PrefRL) weigh each
 judgment within the optimizer step, move after every step (logged as ``group_weight*``) and are
 checkpointed; the step is one batch only without gradient accumulation and on one process, and
 otherwise they are refused. SamPO reads the reference's log-prob of every completion token from a
@@ -70,6 +71,7 @@ from badpo.integrations.trl_files import TrainerFiles
 from badpo.methods import JudgmentBatch, Method, get_method, sample_seeds
 
 try:
+    from accelerate import PartialState
     from accelerate.utils import is_peft_model
     from trl import DPOConfig, DPOTrainer
     from trl.models.utils import disable_gradient_checkpointing
@@ -261,6 +263,12 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
                 raise ValueError(f"args.{option}: BADPOTrainer's loss is its method's ({self.method_name!r}) "
                                  f"with the bias logit inside; {option} must be {default!r}, got "
                                  f"{getattr(args, option)!r}")
+        if self.method.weighting is not None:  # before TRL loads and tokenizes anything
+            processes, accumulation = PartialState().num_processes, args.gradient_accumulation_steps
+            if processes != 1 or accumulation != 1:
+                raise ValueError(f"method {self.method_name!r} weights each judgment within the whole optimizer "
+                                 "step, which BADPOTrainer sees only with gradient_accumulation_steps=1 on one "
+                                 f"process (got {accumulation} on {processes}); train it with badpo train")
         if self.method.needs.token_logratios and args.precompute_ref_log_probs:
             raise ValueError(f"args.precompute_ref_log_probs: method {self.method_name!r} needs the reference's "
                              "log-prob of every token, of which TRL's precompute keeps the sums; set it to False")
@@ -314,11 +322,6 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         step, which inside TRL is one batch only without accumulation and on one process."""
         if self.method.weighting is None:
             return None
-        processes, accumulation = self.accelerator.num_processes, self.args.gradient_accumulation_steps
-        if processes != 1 or accumulation != 1:
-            raise ValueError(f"method {self.method_name!r} weights each judgment within the whole optimizer step, "
-                             "which BADPOTrainer sees only with gradient_accumulation_steps=1 on one process "
-                             f"(got {accumulation} on {processes}); train it with badpo train")
         index = torch.tensor(dataset[INDEX_COLUMN], dtype=torch.long)
         return self.method.weighting(self.method_params, index, tuple(self.bias.annotators), self.classes)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from badpo.core.config import ConfigError
 from badpo.core.jsonio import atomic_write_text, dumps
-from badpo.engine.settings import KEYED_WHEN_SET
+from badpo.engine.settings import keyed_when_set
 from badpo.paper.provenance import device_class
 
 __all__ = ["SCHEMA", "UNKEYED", "canonical_json", "stable_hash", "run_key", "keyed_settings", "write_record",
@@ -67,8 +67,7 @@ def run_key(method: str, params: Mapping[str, Any], seed: int | None, device: st
 def keyed_settings(settings: Mapping[str, Any]) -> dict:
     """The settings a run's key hashes: all but the bookkeeping ones (:data:`UNKEYED`) and the
     keys newer than recorded runs left at their default (:data:`badpo.engine.settings.KEYED_WHEN_SET`)."""
-    return {k: v for k, v in settings.items()
-            if k not in UNKEYED and not (k in KEYED_WHEN_SET and v == KEYED_WHEN_SET[k])}
+    return keyed_when_set({k: v for k, v in settings.items() if k not in UNKEYED})
 
 
 def write_record(path: Path, record: Mapping[str, Any]) -> None:

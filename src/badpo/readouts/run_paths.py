@@ -41,15 +41,19 @@ def resolved_from(origin: Path | None, path: str | None) -> str | None:
 
 
 def moved_reference(run_dir: Path, origin: Path | None, model: str) -> str | None:
-    """Why a run's relative ``model`` may fail to load: it names no folder here, nor where the run
-    was made (None when it does, or is absolute: then it loads, or is a Hub id). Names a folder of
-    that name above the run folder, if there is one, as a guess for the user to check."""
+    """Why a run's relative ``model`` may fail to load, said only when there is a reason to think it
+    was a local folder: it names none here nor where the run was made, and a folder of that name
+    (holding a config.json) sits above the run folder, or it starts with ./ or ../. None
+    otherwise: an absolute path, a folder here, or a Hub id loads or fails by itself."""
     if Path(model).is_absolute() or Path(model).expanduser().exists():
         return None
-    where = f"here or in {origin}, where the run was made" if origin is not None else (
-        "here, and the run folder has moved since it was made")
+    if origin is not None and (origin / model).exists():
+        return None
     found = next((parent / model for parent in run_dir.resolve().parents
                   if (parent / model / "config.json").is_file()), None)
-    guess = f" ({found} is one of that name)" if found is not None else ""
-    return (f"config.yaml's model.name_or_path {model!r} is a relative path that names no folder {where}: if the "
-            f"reference was a local folder, write its path there{guess}")
+    if found is None and not model.startswith(("./", "../")):
+        return None
+    where = f"here or in {origin}, where the run was made" if origin is not None else "here"
+    guess = f"; {found} is a folder of that name" if found is not None else ""
+    return (f"config.yaml's model.name_or_path {model!r} is a relative path that names no folder {where}{guess}: "
+            "if the reference was a local folder, write its path there")

@@ -133,6 +133,16 @@ def _kl_lines(record: Mapping) -> list[str]:
     return [line]
 
 
+def _mix_rates(result: dict, types: Sequence[Mapping], weights: Sequence[float], reference: Mapping | None) -> None:
+    """A mixture's per-prompt values of each attribute rate: each prompt's w-weighted mean over the
+    types (their mean over prompts is the mixture's rate), which the key-by-key w-mean leaves out
+    where the types' lists differ."""
+    for name, rate in result.get("attribute_rates", {}).items():
+        parts = [readouts["attribute_rates"][name]["per_prompt"] for readouts in types]
+        rate["per_prompt"] = {side: compact_values(weighted_values([part[side] for part in parts], weights))
+                              for side in parts[0]}
+
+
 def _kl_column(values: Sequence) -> list[tuple[str, list[str]]]:
     return [("KL", [f"{v:.4f}" if isinstance(v, (int, float)) else "-" for v in values])]
 
@@ -156,16 +166,6 @@ CHECKED = Readout("checked", ("checked",), (GENERATIONS,),
 # the markdown rate reweighted onto the reference's lengths
 MARKDOWN = Readout("markdown", ("markdown",), (GENERATIONS, MARKDOWN_DECLARED),
                    lambda reading: {"markdown": markdown_readout(reading.samples, reading.reference_generations())})
-def _mix_rates(result: dict, types: Sequence[Mapping], weights: Sequence[float], reference: Mapping | None) -> None:
-    """A mixture's per-prompt values of each attribute rate: each prompt's w-weighted mean over the
-    types (their mean over prompts is the mixture's rate), which the key-by-key w-mean leaves out
-    where the types' lists differ."""
-    for name, rate in result.get("attribute_rates", {}).items():
-        parts = [readouts["attribute_rates"][name]["per_prompt"] for readouts in types]
-        rate["per_prompt"] = {side: compact_values(weighted_values([part[side] for part in parts], weights))
-                              for side in parts[0]}
-
-
 # each declared attribute on the generations, beside the reference's
 # compared: each attribute's rate (a pair-level one by its mean token count) beside the reference's
 ATTRIBUTE_RATES = Readout("attribute rates", ("attribute_rates",), (GENERATIONS,), _read_attribute_rates,
