@@ -12,7 +12,9 @@ load torch. This is the top layer: nothing imports this module, and only it and
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import warnings
 from collections.abc import Sequence
 
@@ -56,25 +58,39 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
     return f"badpo: warning: {message}\n"
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a scheduler's stop), raised where the command is, as Ctrl-C is: every
+    ``finally`` on the way out runs (locks, staging folders) and the command ends in one line."""
+
+
+def _terminate(signum, frame):
+    raise Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     CommandParser.argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     if args.debug:
         return args.run(args) or 0
-    saved_format = warnings.formatwarning
+    saved_format, saved_term = warnings.formatwarning, None
     warnings.formatwarning = _one_line_warning
+    if threading.current_thread() is threading.main_thread():
+        saved_term = signal.signal(signal.SIGTERM, _terminate)
     try:
         return args.run(args) or 0
     except USER_ERRORS as error:
         message = str(error).strip() or type(error).__name__
         print(f"badpo {args.label(args)}: {message} (--debug for the traceback)", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # Ctrl-C: what was written stays; no traceback of where it stopped
-        print(f"\nbadpo {args.label(args)}: interrupted; what it had written stays (a training run resumes "
+    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: what was written stays; no traceback
+        how = "terminated (SIGTERM)" if isinstance(stop, Terminated) else "interrupted"
+        print(f"\nbadpo {args.label(args)}: {how}; what it had written stays (a training run resumes "
               "from its last checkpoint with resume_from=latest)", file=sys.stderr)
-        return 130
+        return 143 if isinstance(stop, Terminated) else 130
     finally:
         warnings.formatwarning = saved_format
+        if saved_term is not None:
+            signal.signal(signal.SIGTERM, saved_term)
 
 
 if __name__ == "__main__":

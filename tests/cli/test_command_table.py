@@ -90,3 +90,24 @@ def test_ctrl_c_is_one_line_with_exit_130_and_debug_may_follow_the_command(monke
         cli.main(["evaluate", str(tmp_path), "--debug"])
     assert cli.main(["evaluate", str(tmp_path)]) == 2
     assert "bad input (--debug for the traceback)" in capsys.readouterr().err
+
+
+def test_sigterm_ends_a_command_in_one_line_with_exit_143(monkeypatch, capsys, tmp_path):
+    """``kill`` during a command (train here) went out silently with status -15; it now runs the
+    command's cleanups as Ctrl-C does, says so in one line and exits 143, and the handler before
+    is back afterwards."""
+    import dataclasses
+    import os
+    import signal
+
+    import badpo.cli as cli
+
+    def killed(args):
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    rows = tuple(dataclasses.replace(row, run=killed if row.name == "compare" else row.run) for row in cli.COMMANDS)
+    monkeypatch.setattr(cli, "COMMANDS", rows)
+    before = signal.getsignal(signal.SIGTERM)
+    assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 143
+    assert capsys.readouterr().err.strip().startswith("badpo compare: terminated (SIGTERM); what it had written stays")
+    assert signal.getsignal(signal.SIGTERM) is before

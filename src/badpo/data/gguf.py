@@ -249,8 +249,8 @@ def _terminate_as_interrupt():
     """Within it, SIGTERM (``kill``, a scheduler's stop) raises KeyboardInterrupt as Ctrl-C does, so
     the staging folder is removed on the way out instead of staying behind (SIGKILL cannot be
     caught: :func:`_clear_stale` removes that one later). Only the main thread can set a handler."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
+    if threading.current_thread() is not threading.main_thread() or callable(signal.getsignal(signal.SIGTERM)):
+        yield  # another thread, or a Python handler already set (the command line's): it stands
         return
 
     def interrupt(signum, frame):
