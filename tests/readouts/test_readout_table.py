@@ -112,3 +112,13 @@ def test_a_negative_kl_estimate_is_said_to_be_sampling_noise():
     assert negative[0].startswith("KL(policy || reference) per token on the policy's generations: -0.0296 (below 0 "
                                   "by sampling noise alone")
     assert summary_lines({"kl": 0.0296})[0].endswith(": 0.0296")
+
+
+def test_what_no_held_out_judgments_leave_unread_is_said_by_the_rows_that_need_them(monkeypatch):
+    from badpo.readouts.rows.heldout import HELDOUT_JUDGMENTS
+    from badpo.readouts.run_data import NO_HELDOUT, unread_without_heldout
+
+    assert unread_without_heldout() == {"heldout": NO_HELDOUT, "votes": NO_HELDOUT}
+    row = Readout("mine", ("mine",), (HELDOUT_JUDGMENTS,), lambda r: {"mine": 1}, skipped_as=("mine",))
+    monkeypatch.setattr(table, "READOUTS", (*READOUTS, row))
+    assert list(unread_without_heldout()) == ["heldout", "votes", "mine"]
