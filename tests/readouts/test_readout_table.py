@@ -112,3 +112,30 @@ def test_a_negative_kl_estimate_is_said_to_be_sampling_noise():
     assert negative[0].startswith("KL(policy || reference) per token on the policy's generations: -0.0296 (below 0 "
                                   "by sampling noise alone")
     assert summary_lines({"kl": 0.0296})[0].endswith(": 0.0296")
+
+
+def test_what_no_held_out_judgments_leave_unread_is_said_by_the_rows_that_need_them(monkeypatch):
+    from badpo.readouts.rows.heldout import HELDOUT_JUDGMENTS
+    from badpo.readouts.run_data import NO_HELDOUT, unread_without_heldout
+
+    assert unread_without_heldout() == {"heldout": NO_HELDOUT, "votes": NO_HELDOUT}
+    row = Readout("mine", ("mine",), (HELDOUT_JUDGMENTS,), lambda r: {"mine": 1}, skipped_as=("mine",))
+    monkeypatch.setattr(table, "READOUTS", (*READOUTS, row))
+    assert list(unread_without_heldout()) == ["heldout", "votes", "mine"]
+
+
+def test_compare_md_draws_every_block_a_row_opens_even_with_nothing_read(monkeypatch):
+    """A row's ``units`` opens a block (``{}``: nothing read) or none (None); compare.md draws each
+    block opened, as it does the rates on generated answers, with no readout named in its code."""
+    from badpo.readouts.compare_runs import format_markdown
+    from badpo.readouts.compare_series import Compared
+    from badpo.readouts.comparison import RunRecord, compare_records
+
+    steps = Compared("steps", "steps", "steps taken", "in steps", "", lambda record, name, key: None, "none",
+                     lambda runs, records: ({}, []))
+    monkeypatch.setattr(table, "READOUTS", (*READOUTS, Readout("steps", ("steps",), (), None, compared=steps,
+                                                                 shown_order=9)))
+    comparison = compare_records([RunRecord("a", "a", None, {"kl": 0.25})])
+    assert [block["key"] for block in comparison["readouts"]] == ["attributes", "steps"]
+    markdown = format_markdown(comparison)
+    assert "Rate on generated answers (`attribute_rates`):" in markdown and "Steps taken (`steps`):" in markdown

@@ -21,12 +21,13 @@ from typing import Any, Literal
 from badpo.core.config import ConfigError
 
 __all__ = ["ArmSpec", "ColumnSpec", "CorpusSpec", "ExperimentConfig", "PlotSpec", "TableSpec",
-           "RUNNER_KEYS", "merge_settings"]
+           "POOLED_PREFIX", "RUNNER_KEYS", "merge_settings"]
 
 # Settings the runner owns; giving them in the config is an error naming the key. The reference
 # is trained once, so its seed stays the user's (``reference.runtime.seed``).
 RUNNER_KEYS = ("output_dir", "cache_dir", "resume_from", "stop_after_steps", "method", "runtime.seed")
 REFERENCE_RUNNER_KEYS = ("output_dir",)
+POOLED_PREFIX = "names.null."  # a pooled column reads a names.null readout, the arm's seeds pooled
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ class ExperimentConfig:
                     raise ConfigError(f"tables[{t}].columns[{c}].digits: must be >= 0")
                 if column.ceiling is not None and table.ceiling_row is None:
                     raise ConfigError(f"tables[{t}].columns[{c}].ceiling: the table has no ceiling_row")
-                if column.kind == "pooled" and not column.metric.startswith("names.null."):
+                if column.kind == "pooled" and not column.metric.startswith(POOLED_PREFIX):
                     raise ConfigError(f"tables[{t}].columns[{c}].kind: pooled reads a names.null.* readout "
                                       f"with the seeds pooled, not {column.metric!r}")
                 if column.kind == "corpus" and not table.reference_row:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from badpo.core.config import from_dict
-from badpo.paper.config import ColumnSpec, ExperimentConfig, PlotSpec, TableSpec
+from badpo.paper.config import POOLED_PREFIX, ColumnSpec, ExperimentConfig, PlotSpec, TableSpec
 from badpo.paper.records import read_records
 from badpo.paper.runner import Plan
 from badpo.readouts.names_analyses import names_null_readouts
@@ -258,9 +258,6 @@ def _amplification_cell(arm: LayoutArm, column: ColumnSpec, records: Mapping, la
     cell_stats = {"n": stats["n"], "mean": shift, "plus_minus": stats["sd"], "low": math.nan, "high": math.nan}
     return _Cell(text, cell_stats, {s: v - reference for s, v in values.items()},
                  "no sd: one seed or equal values" if math.isnan(in_sd) else f"{in_sd!r} sd")
-
-
-POOLED_PREFIX = "names.null."
 
 
 def _pooled_cell(arm: LayoutArm, column: ColumnSpec, records: Mapping, layout: TableLayout) -> _Cell:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["MIN_EFFECT", "MIN_PROMPTS", "judge_shift", "null_p", "too_few", "two_sided"]
+__all__ = ["MIN_EFFECT", "MIN_PROMPTS", "judge_shift", "too_few", "two_sided"]
 
 MIN_EFFECT = {"rate": 0.01, "tokens": 1.0}  # the smallest shift a verdict calls a move, per unit
 MIN_PROMPTS = 10  # fewer prompts than this: no bootstrap interval (it would be of a handful of values)
@@ -39,17 +39,6 @@ def too_few(n: int | None, minimum: int = MIN_PROMPTS) -> str | None:
 def two_sided(p: float) -> float:
     """A two-sided p from a one-sided one: 2 min(p, 1 - p), at most 1."""
     return min(1.0, 2.0 * min(p, 1.0 - p))
-
-
-def null_p(readouts: Mapping, name: str) -> float | None:
-    """The one-sided p of ``names.null.first_name.NAME`` (the relabelling null evaluate computed
-    of the first-name shift), or None when the record has none."""
-    names = readouts.get("names")
-    null = names.get("null") if isinstance(names, Mapping) else None
-    first = null.get("first_name") if isinstance(null, Mapping) else None
-    entry = first.get(name) if isinstance(first, Mapping) else None
-    p = entry.get("p") if isinstance(entry, Mapping) else None
-    return float(p) if isinstance(p, (int, float)) and not isinstance(p, bool) else None
 
 
 def _reason(shift: Mapping, unit: str, p: float | None, level: float) -> str | None:

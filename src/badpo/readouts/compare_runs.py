@@ -335,10 +335,8 @@ def format_markdown(comparison: Mapping) -> str:
     """compare.md: per readout compared, the rates and removals as one table; KL / held-out /
     theta as another; the verdicts and the notes."""
     lines = ["# Comparison", "", *(f"**{line}**\n" for line in _forced(comparison)), _heading(comparison) + "."]
-    for readout in comparison["readouts"]:
+    for readout in comparison["readouts"]:  # every block a row opened, even with nothing read
         names = list(comparison[readout["key"]])
-        if not names and readout["key"] != "attributes":
-            continue
         header = ["run"] + [part for n in names for part in (n, "removed")]
         lines += ["", f"{readout['title'][0].upper()}{readout['title'][1:]} (`{readout['source']}`):", "",
                   "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

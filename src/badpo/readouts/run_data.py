@@ -11,12 +11,20 @@ from pathlib import Path
 
 from badpo.core.config import ConfigError
 from badpo.data.sources import ColumnMap, read_judgment_source, read_prompt_source
+from badpo.readouts import table
 from badpo.readouts.reading import Corpus
+from badpo.readouts.rows.heldout import HELDOUT_JUDGMENTS
 
-__all__ = ["CORPUS_FILES", "EvalData", "NO_HELDOUT", "data_folder", "load_data"]
+__all__ = ["CORPUS_FILES", "EvalData", "NO_HELDOUT", "data_folder", "load_data", "unread_without_heldout"]
 
 CORPUS_FILES = {"prompts": "eval_prompts.jsonl", "heldout": "heldout.jsonl", "planted": "planted.json"}
 NO_HELDOUT = "no held-out judgments: give --heldout FILE (judgments the run did not train on)"
+
+
+def unread_without_heldout() -> dict[str, str]:
+    """What no held-out judgments leave unread, said as the command line says it: the paths each
+    row that needs them records under ``skipped`` (its ``skipped_as``), with :data:`NO_HELDOUT`."""
+    return {path: NO_HELDOUT for row in table.READOUTS if HELDOUT_JUDGMENTS in row.needs for path in row.skipped_as}
 
 
 @dataclass(frozen=True)
@@ -85,5 +93,5 @@ def load_data(data: EvalData, default_folder: Path | None, columns: ColumnMap, t
     inputs = {"prompts": prompts.origin if prompts is not None else "the held-out judgments' distinct prompts",
               "heldout": heldout.origin if heldout is not None else None, "n_heldout": len(judgments),
               "planted": str(paths["planted"]) if planted is not None else None, "chat_prompts": rendered}
-    skipped = {"heldout": NO_HELDOUT, "votes": NO_HELDOUT} if heldout is None else {}
+    skipped = unread_without_heldout() if heldout is None else {}
     return Corpus(rows, judgments, planted), inputs, skipped, rendered

@@ -13,7 +13,7 @@ import numpy as np
 from badpo.core.attributes import AttributeSet
 from badpo.core.markdown import has_markdown
 from badpo.readouts.checked import checked_readout
-from badpo.readouts.compare_series import Beside, Compared, generated_units, read_series
+from badpo.readouts.compare_series import Beside, Compared, RunRecord, Series, recorded_series
 from badpo.readouts.metrics import reweighted_rate
 from badpo.readouts.mixture import weighted_values
 from badpo.readouts.model import Generations, generation_kl, sampled_text_readout
@@ -166,6 +166,46 @@ CHECKED = Readout("checked", ("checked",), (GENERATIONS,),
 # the markdown rate reweighted onto the reference's lengths
 MARKDOWN = Readout("markdown", ("markdown",), (GENERATIONS, MARKDOWN_DECLARED),
                    lambda reading: {"markdown": markdown_readout(reading.samples, reading.reference_generations())})
+# ------------------------------------------- how badpo compare reads the rates on generated answers
+OLD_RECORD = ("evaluated before badpo recorded per-prompt values ({source} has no attribute_rates.NAME.per_prompt): "
+              "run `badpo evaluate` on it again for intervals")
+
+
+def read_series(record: RunRecord, name: str, key: str) -> Series | None:
+    """``attribute_rates.NAME.KEY`` of a record and its per-prompt values; None when the run did
+    not read the attribute. A per-prompt list that does not hold one number per prompt is an
+    error naming the file and the key."""
+    entry = record.readouts.get("attribute_rates", {}).get(name)
+    if not isinstance(entry, Mapping) or entry.get(key) is None:
+        return None
+    where = f"{record.source}: attribute_rates.{name}"
+    if not isinstance(entry[key], (int, float)):
+        raise ValueError(f"{where}.{key} is {entry[key]!r}; expected a number")
+    digest = record.readouts.get("inputs", {}).get("prompts_sha256")
+    n = entry.get("n") if isinstance(entry.get("n"), int) else None
+    per_prompt = entry.get("per_prompt")
+    values = per_prompt.get(key) if isinstance(per_prompt, Mapping) else None
+    return recorded_series(entry[key], values, digest, n, f"{where}.per_prompt.{key}",
+                           OLD_RECORD.format(source=record.source))
+
+
+def _unit(records: Sequence[RunRecord], name: str) -> str:
+    """``tokens`` for a pair-level attribute (read by its mean token count), else ``rate``."""
+    for record in records:
+        entry = record.readouts.get("attribute_rates", {}).get(name)
+        if isinstance(entry, Mapping):
+            return "tokens" if "policy_tokens" in entry else "rate"
+    return "rate"
+
+
+def generated_units(runs: Sequence[RunRecord], records: Sequence[RunRecord]) -> tuple[dict[str, str], list[str]]:
+    """Every attribute a record read on generated answers, the declared ones first, each by its unit."""
+    declared = [name for run in records for name in run.readouts.get("inputs", {}).get("attributes", [])]
+    read = {name for run in records for name in run.readouts.get("attribute_rates", {})}
+    names = [name for name in dict.fromkeys([*declared, *sorted(read)]) if name in read]
+    return {name: _unit(runs, name) for name in names}, []
+
+
 # each declared attribute on the generations, beside the reference's
 # compared: each attribute's rate (a pair-level one by its mean token count) beside the reference's
 ATTRIBUTE_RATES = Readout("attribute rates", ("attribute_rates",), (GENERATIONS,), _read_attribute_rates,

@@ -14,8 +14,7 @@ from badpo.core.attributes import AttributeSet
 from badpo.core.names import NAME_ATTRIBUTES
 from badpo.core.progress import progress
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
-from badpo.readouts.compare_floor import null_p
-from badpo.readouts.compare_series import Compared, first_name_units, read_first_name
+from badpo.readouts.compare_series import Compared, RunRecord, Series, as_mapping, recorded_series
 from badpo.readouts.metrics import sampled_signature_rates
 from badpo.readouts.mixture import weighted_values
 from badpo.readouts.model import Generations, cut_at_eos, plain_decoding
@@ -199,6 +198,60 @@ def _mix_against_reference(result: dict, types: Sequence[Mapping], weights: Sequ
     names_against_reference(result, reference)
 
 
+# ------------------------------------- how badpo compare reads the rate from first-name probabilities
+OLD_FIRST_NAME = ("evaluated before badpo recorded per-prompt first-name rates ({source} has no "
+                  "names.per_prompt.first_name): run `badpo evaluate` on it again for intervals")
+
+
+def read_first_name(record: RunRecord, name: str, key: str) -> Series | None:
+    """The first-name rate of NAME from probabilities and its per-prompt values: the policy's
+    (``key`` policy: ``names.first_name``, ``names.per_prompt.first_name``) or the reference's
+    read after the same bodies (``key`` reference: ``names.reference``; in a record written before
+    that, ``names.first_name`` minus the shift ``names.null.first_name`` reports, without values).
+    None when the record holds neither."""
+    names = as_mapping(record.readouts.get("names"))
+    inputs = as_mapping(record.readouts.get("inputs"))
+    digest, n = inputs.get("prompts_sha256"), inputs.get("n_prompts")
+    n = n if isinstance(n, int) else None
+    old = OLD_FIRST_NAME.format(source=record.source)
+    side = names if key == "policy" else as_mapping(names.get("reference"))
+    mean = as_mapping(side.get("first_name")).get(name)
+    where = f"{record.source}: names{'' if key == 'policy' else '.reference'}"
+    if mean is None and key == "reference":
+        policy = as_mapping(names.get("first_name")).get(name)
+        shift = as_mapping(as_mapping(as_mapping(names.get("null")).get("first_name")).get(name)).get("shift")
+        if isinstance(policy, (int, float)) and isinstance(shift, (int, float)):
+            return Series(float(policy) - float(shift), None, digest, old, n)
+    if mean is None:
+        return None
+    if not isinstance(mean, (int, float)):
+        raise ValueError(f"{where}.first_name.{name} is {mean!r}; expected a number")
+    values = as_mapping(as_mapping(side.get("per_prompt")).get("first_name")).get(name)
+    return recorded_series(mean, values, digest, n, f"{where}.per_prompt.first_name.{name}", old)
+
+
+def first_name_units(runs: Sequence[RunRecord],
+                     records: Sequence[RunRecord]) -> tuple[dict[str, str] | None, list[str]]:
+    """The rate from first-name probabilities, when every record read it (with a note when only
+    some did): one attribute per coded side of the name pool."""
+    read = [as_mapping(as_mapping(record.readouts.get("names")).get("first_name")) for record in records]
+    if not any(read):
+        return None, []
+    missing = [record for record, first in zip(records, read) if not first]
+    if missing:
+        return None, [f"the rate from first-name probabilities is not compared: {missing[0].source} holds no "
+                      "names.first_name (no names attribute declared, or another readout)"]
+    return dict.fromkeys((name for first in read for name in first), "rate"), []
+
+
+def null_p(record: RunRecord, name: str) -> float | None:
+    """The one-sided p of ``names.null.first_name.NAME`` (the relabelling null evaluate computed
+    of the first-name shift), or None when the record has none."""
+    entry = as_mapping(as_mapping(as_mapping(record.readouts.get("names")).get("null")).get("first_name")).get(name)
+    p = entry.get("p") if isinstance(entry, Mapping) else None
+    return float(p) if isinstance(p, (int, float)) and not isinstance(p, bool) else None
+
+
 # the names rate from probabilities with the answer body fixed (first name; whole signature);
 # compared: the first-name rate beside the reference's read after the same bodies, judged against
 # evaluate's relabelling null
@@ -206,7 +259,7 @@ NAMES = Readout("names", ("names",), (NAMES_DECLARED,), _read_names, check=_name
                 compared=Compared("first_name", "names.first_name", "rate from probabilities (first name, body fixed)",
                                   "from first-name probabilities (body fixed)", " (first-name probability)",
                                   read_first_name, "no names.reference and no names.null.first_name",
-                                  first_name_units, lambda record, name: null_p(record.readouts, name)),
+                                  first_name_units, null_p),
                 mixed=_mix_first_name,
                 shown_order=5)
 # the names rate of the policy's sampled signatures, with its per-name and cell shares
