@@ -489,3 +489,14 @@ def test_an_undefined_readout_is_written_as_null(tmp_path, monkeypatch, capsys):
     assert written == {"sampled": {"signed": 0.0, "woman_share": None, "black_share": None},
                        "kl": 0.125, "tokens": None}
     assert f"every readout: {tmp_path / 'readouts.json'}" in capsys.readouterr().out
+
+
+def test_markdown_declared_under_another_name_is_read_by_its_kind(world):
+    """The plan finds markdown by its kind, so reading must too: ``fmt=markdown`` gets the markdown
+    readout (it was planned as available and then never read, because reading looked for the name)."""
+    corpus, tokenizer, reference = world
+    named = evaluate_policy(reference, reference, tokenizer, corpus,
+                            EvalConfig(attributes=("fmt=markdown",), max_prompts=4, max_new_tokens=8))
+    plain = evaluate_policy(reference, reference, tokenizer, corpus,
+                            EvalConfig(attributes=("markdown",), max_prompts=4, max_new_tokens=8))
+    assert "markdown" in named and repr(named["markdown"]) == repr(plain["markdown"])  # nan bins: repr

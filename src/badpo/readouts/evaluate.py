@@ -136,7 +136,7 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
     attributes = resolve_attributes(config.attributes)
     if bodies is None and declares_names(attributes) and config.body != "own":
         bodies = bodies_for(rows, config, reference, reference, tokenizer, tokenization)  # once for all K
-    if reference_samples is None and config.generations and "markdown" in attributes.names:
+    if reference_samples is None and config.generations and "markdown" in attributes.kinds:
         reference_samples = generate(reference, tokenizer, [row["prompt"] for row in rows], config.temperature,
                                      config.top_p, config.max_new_tokens, config.seed, config.batch_size,
                                      tokenization, "reference answers")

@@ -24,7 +24,7 @@ __all__ = ["GENERATIONS", "KL", "TOKENS", "SAMPLED_TEXT", "CHECKED", "MARKDOWN",
 
 GENERATIONS = Need("generations", lambda r: r.config.generations, lambda config, attributes: config.generations,
                    "{head} is read on the policy's generations: set evaluation.generations: true")
-MARKDOWN_DECLARED = Need("markdown declared", lambda r: "markdown" in r.attributes.names,
+MARKDOWN_DECLARED = Need("markdown declared", lambda r: "markdown" in r.attributes.kinds,
                          lambda config, attributes: "markdown" in attributes.kinds,
                          "markdown is read when markdown is declared: add it to evaluation.attributes")
 
