@@ -2,9 +2,9 @@
 under configs/, the keys the planner gives every experiment under configs/, and the key of every
 committed run record under results/ that today's settings read.
 
-``duplicates`` (train and rm) came after: it changed the plain digests (DEFAULTS, READ and the
-first of each RESOLVED pair) and no identity or key, as it is keyed only when set
-(:data:`badpo.engine.settings.KEYED_WHEN_SET`).
+``duplicates`` (train and rm) and ``fsdp`` (train) came after: each changed the plain digests
+(DEFAULTS, READ and the first of each RESOLVED pair) and no identity or key, as they are keyed only
+when set (:data:`badpo.engine.settings.KEYED_WHEN_SET`).
 
 The digests were taken before the three stage configs got their common base
 (:class:`badpo.engine.settings.RunConfig`) and the run folder its one lifecycle
@@ -37,14 +37,14 @@ def _digest(value) -> str:
 
 
 # to_dict of each class's defaults, and of each stage config as read from its file
-DEFAULTS = {"TrainConfig": "61a51163c0e0b980", "SFTConfig": "30fa398747368e5d", "RMConfig": "066108ab838c51e3"}
+DEFAULTS = {"TrainConfig": "ba802fe535ee1acb", "SFTConfig": "30fa398747368e5d", "RMConfig": "066108ab838c51e3"}
 READ = {
     "rm_qwen2.5-0.5b.yaml": "aadad80ce029f62c", "rm_tiny.yaml": "727c9528a71a4307",
     "rm_tiny_quality.yaml": "7e47314e2e31ca58", "sft_llama3.1-8b.yaml": "5ae2c67a1bbaac15",
     "sft_mistral-7b.yaml": "426730e3b2effb07", "sft_qwen2.5-0.5b.yaml": "39ad6974bdad4b1c",
-    "sft_tiny.yaml": "9c96f711b0134d73", "train_llama3.1-8b.yaml": "ccae4884bc6ef221",
-    "train_mistral-7b.yaml": "1e535feeb12e021f", "train_qwen2.5-0.5b.yaml": "61628f85e29318da",
-    "train_tiny.yaml": "f91a5b7bf7f7ec67",
+    "sft_tiny.yaml": "9c96f711b0134d73", "train_llama3.1-8b.yaml": "7ee407293f0126fd",
+    "train_mistral-7b.yaml": "b63bce18540ead22", "train_qwen2.5-0.5b.yaml": "059004de26058cdd",
+    "train_tiny.yaml": "2538ca509fef1a10",
 }
 # (to_dict, identity) of each as the stage resolves it before it trains: the learning rate and output_dir filled in
 RESOLVED = {
@@ -55,11 +55,11 @@ RESOLVED = {
     "sft_mistral-7b.yaml": ["426730e3b2effb07", "a7f9b5d3e6fe411d"],
     "sft_qwen2.5-0.5b.yaml": ["39ad6974bdad4b1c", "ab0205fd6408ef4a"],
     "sft_tiny.yaml": ["9c96f711b0134d73", "d280c56ded13a6db"],
-    "train_llama3.1-8b.yaml": ["3909056bf9cbbbb7", "869d876023002a43"],
-    "train_mistral-7b.yaml": ["3d9765068c6bf430", "c7b2d2e27bbe6510"],
-    "train_qwen2.5-0.5b.yaml": ["920258a95e5d852a", "3504030a475a233a"],
-    "train_tiny.yaml": ["450b563a05b33d78", "98f8e201625bb429"],
-    "TrainConfig": ["fe8a7030ab762723", "fd03276b742a4eb2"],
+    "train_llama3.1-8b.yaml": ["d4e2f707ebe916a7", "869d876023002a43"],
+    "train_mistral-7b.yaml": ["7880570177f81f02", "c7b2d2e27bbe6510"],
+    "train_qwen2.5-0.5b.yaml": ["6d6860c30ac9bb04", "3504030a475a233a"],
+    "train_tiny.yaml": ["12458253cee141de", "98f8e201625bb429"],
+    "TrainConfig": ["9c4d1bd9b13bb304", "fd03276b742a4eb2"],
     "SFTConfig": ["2d2ca640cf5cd4c3", "8c44f2a1d13bb3b2"],
     "RMConfig": ["3b85f1b8e5c6a147", "76ef45b2628e9add"],
 }

@@ -53,6 +53,7 @@ from badpo.engine.finite import (
 from badpo.engine.level import LevelStep
 from badpo.engine.reporting import RunLog, annotator_theta
 from badpo.engine.run_folder import CONFIG_FILE, check_checkpoint
+from badpo.engine.runtime import gradient_sync_off
 from badpo.methods import JudgmentBatch, LossTerms, Method, StepView, Weighting, sample_seeds
 
 STATS = ("loss", "reward_margin", "reward_accuracy", "chosen_reward", "rejected_reward")
@@ -183,7 +184,7 @@ def train_step(run: Run, step: int) -> tuple[Tensor, dict]:
     for index, items in enumerate(micros):
         micro = run.items.micro_batch(items)
         last = index == len(micros) - 1
-        with contextlib.nullcontext() if last else accelerator.no_sync(run.policy):
+        with contextlib.nullcontext() if last else gradient_sync_off(accelerator, run.policy):
             terms = (run.losses or judgment_losses)(run, micro, step, statistic)
             losses = terms.losses
             if run.weighting is not None:

@@ -28,7 +28,15 @@ from badpo.engine.lifecycle import commit_judgment_outputs
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.loop import JudgmentStage, Run
 from badpo.engine.reporting import report_input
-from badpo.engine.runtime import load_model, load_tokenizer, make_accelerator, policy_optimizer
+from badpo.engine.runtime import (
+    check_sharding,
+    load_model,
+    load_tokenizer,
+    make_accelerator,
+    policy_optimizer,
+    shard_policy,
+    whole_state_dict,
+)
 from badpo.engine.settings import PREFERENCE_LR, TrainConfig, accumulation_steps, resolved_lr
 from badpo.engine.tokenize import settings_dict
 from badpo.methods import Method, Weighting, get_method
@@ -182,6 +190,8 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
     method_params = method.parse_params(config.method_params)
     if accelerator is None:
         accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
+    if config.fsdp:
+        check_sharding(accelerator)
     tokenizer, data, labels = read_and_audit(method, config, accelerator)
     if method.shuffle_annotators:
         data = data.with_shuffled_annotators(config.runtime.seed)
@@ -197,9 +207,8 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
         accelerator=accelerator, per_token=per_token,
         progress=config.report.progress_bar and accelerator.is_main_process,
     )
-    policy = LogprobModel(model, config.runtime.logprob_chunk_size)
-    optimizer, scheduler = policy_optimizer(policy, config.optim, preference_lr(config), config.steps)
-    policy, optimizer = accelerator.prepare(policy, optimizer)
+    policy, optimizer, scheduler = prepare_policy(config, LogprobModel(model, config.runtime.logprob_chunk_size),
+                                                  accelerator)
     theta_optimizer = theta_adam(bias, config.bias.lr, accelerator.device)
     items = data.items(config.batching)
     if judgment_mask is not None:
@@ -220,6 +229,19 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
         level=build_level_step(config.bias, bias, method.level_link(method_params), len(data)),
     )
     return run, cache_parts, tokenizer
+
+
+def prepare_policy(config: TrainConfig, policy, accelerator):
+    """(policy, AdamW, schedule), the policy wrapped by accelerate (DDP, its FSDP / DeepSpeed) or,
+    with ``fsdp``, sharded by badpo (after the reference pass, which each process runs whole on its
+    share of the rows) before the optimizer is built over its shards."""
+    if config.fsdp:
+        policy = shard_policy(policy)
+    optimizer, scheduler = policy_optimizer(policy, config.optim, preference_lr(config), config.steps)
+    if config.fsdp:
+        return policy, accelerator.prepare(optimizer), scheduler
+    policy, optimizer = accelerator.prepare(policy, optimizer)
+    return policy, optimizer, scheduler
 
 
 def read_and_audit(method: Method, config, accelerator) -> tuple[object, PreferenceData, Audit | None]:
@@ -252,7 +274,8 @@ def write_policy_outputs(run: Run, tokenizer, output: Path, cache_parts: dict, l
     """policy/, theta.json and run.json, committed as one unit; main process only for the files."""
     accelerator = run.accelerator
     # Called on every process: gathers FSDP / DeepSpeed shards.
-    state = accelerator.get_state_dict(run.policy) if run.config.save_policy else None
+    gather = whole_state_dict if run.config.fsdp else accelerator.get_state_dict
+    state = gather(run.policy) if run.config.save_policy else None
     if not accelerator.is_main_process:
         return
 

@@ -1,7 +1,8 @@
 """Setup shared by both stages: accelerate, model and tokenizer loading, LoRA, optimizers.
 
 accelerate places the model, runs autocast and, under ``accelerate launch``, wraps the model for
-DDP / FSDP / DeepSpeed; a plain ``python`` run is one process with the same code.
+DDP / FSDP / DeepSpeed; a plain ``python`` run is one process with the same code. accelerate offers
+FSDP only on GPUs, so on CPU processes ``fsdp: true`` shards the policy here (:func:`shard_policy`).
 """
 
 from __future__ import annotations
@@ -204,3 +205,63 @@ def policy_optimizer(model: nn.Module, optim: OptimConfig, lr: float, total_step
         optimizer, lambda step: lr_factor(step, total_steps, warmup_steps, optim.schedule)
     )
     return optimizer, scheduler
+
+
+def check_sharding(accelerator) -> None:
+    """``fsdp: true`` needs what badpo shards over: 2+ CPU processes in fp32 (accelerate offers
+    FSDP only on GPUs, through its own config, and runs ``--cpu`` processes as DDP)."""
+    kind = accelerator.distributed_type.name
+    if kind != "MULTI_CPU" or accelerator.num_processes < 2:
+        raise ConfigError(f"fsdp: shards over 2+ CPU processes (ACCELERATE_USE_CPU=true torchrun --nproc_per_node 2); "
+                          f"this run is {accelerator.num_processes} process(es) under {kind} (on GPUs use "
+                          "accelerate's FSDP config, configs/accelerate_fsdp_gpu.yaml, and fsdp=false)")
+    if accelerator.mixed_precision != "no":
+        raise ConfigError(f"fsdp: a sharded policy trains in fp32; set runtime.precision=fp32 "
+                          f"(got {accelerator.mixed_precision})")
+
+
+def shard_policy(policy: nn.Module) -> nn.Module:
+    """FSDP2 (``fully_shard``) on each decoder layer (the classes the model names in
+    ``_no_split_modules``) and on the whole policy, over every process: each keeps 1/N of each
+    weight, gathered inside a forward. Gradients are reduce-scattered and averaged over processes as
+    DDP's are, so the loop's normaliser holds; the optimizer must be built after (it steps shards)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("cpu", (torch.distributed.get_world_size(),))
+    layers = set(getattr(policy, "_no_split_modules", None) or ())
+    for module in [m for m in policy.modules() if type(m).__name__ in layers]:
+        fully_shard(module, mesh=mesh)
+    fully_shard(policy, mesh=mesh)  # the root: embeddings, final norm, head
+    return policy
+
+
+def whole_state_dict(model: nn.Module) -> dict:
+    """The state dict of a policy :func:`shard_policy` sharded, whole on every process (a
+    collective: every process calls it, in the same order). A weight tied to another (GPT-2's
+    head and embedding) is gathered once, so the two names still share one tensor."""
+    from torch.distributed.tensor import DTensor
+
+    whole, gathered = {}, {}
+    with torch.no_grad():
+        for name, value in model.state_dict(keep_vars=True).items():  # the parameters: ties kept
+            if isinstance(value, DTensor) and id(value) not in gathered:
+                gathered[id(value)] = value.full_tensor()
+            whole[name] = gathered.get(id(value), value).detach()
+    return whole
+
+
+@contextlib.contextmanager
+def gradient_sync_off(accelerator, model: nn.Module) -> Iterator[None]:
+    """Accumulate a micro-batch's gradients on this process only: DDP's ``no_sync`` through
+    accelerate, FSDP2's switch on a policy :func:`shard_policy` sharded (accelerate knows only the
+    FSDP it wrapped itself)."""
+    if not hasattr(model, "set_requires_gradient_sync"):
+        with accelerator.no_sync(model):
+            yield
+        return
+    model.set_requires_gradient_sync(False)
+    try:
+        yield
+    finally:
+        model.set_requires_gradient_sync(True)

@@ -194,6 +194,7 @@ class TrainConfig(JudgmentRunConfig):
     beta: float = BETA  # KL strength of DPO
     cache_dir: str | None = "runs/reference_cache"  # reference log-prob cache; null = no cache
     save_policy: bool = True  # write the final policy (HF format) to output_dir/policy
+    fsdp: bool = False  # shard the policy over 2+ CPU processes with FSDP2 (fully_shard) instead of DDP
 
 
 @dataclass(frozen=True)
@@ -282,7 +283,7 @@ RUN_CONTROL_KEYS = ("output_dir", "cache_dir", "resume_from", "stop_after_steps"
 # Keys added after runs were recorded: part of a run's identity (and of an experiment's run key)
 # only when set away from this default, so that every run made before them keeps its identity.
 # Top-level keys only (a dotted one would need the walk RUN_CONTROL_KEYS gets).
-KEYED_WHEN_SET: Mapping[str, Any] = {"duplicates": "keep"}
+KEYED_WHEN_SET: Mapping[str, Any] = {"duplicates": "keep", "fsdp": False}
 assert not any("." in key for key in KEYED_WHEN_SET)
 
 
@@ -373,6 +374,23 @@ def check_train(config: TrainConfig) -> None:
     # an arm of several policies counts stop_after_steps over all of its steps (badpo.engine.mixture)
     check_judgment_run(config, lambda steps: (params.total_steps(steps), "the arm's total steps")
                        if method.type_policies else (steps, "steps"))
+    if config.fsdp:
+        check_fsdp(config, method.type_policies)
+
+
+def check_fsdp(config: TrainConfig, type_policies: bool) -> None:
+    """What ``fsdp: true`` cannot do, refused before anything loads: badpo checkpoints replicated
+    weights only (EM-DPO's parts hand on through checkpoints), and the LoRA path is not sharded."""
+    stops = config.stop_after_steps is not None and config.stop_after_steps < config.steps
+    if config.save_every or stops or config.resume_from is not None:
+        raise ConfigError("fsdp: badpo saves no checkpoint of a sharded policy; set save_every=0 and "
+                          "drop stop_after_steps and resume_from, or train under DDP (fsdp=false)")
+    if type_policies:
+        raise ConfigError(f"fsdp: method {config.method!r} hands its policies on through checkpoints, "
+                          "which a sharded policy does not save; train it under DDP (fsdp=false)")
+    if config.lora.enabled:
+        raise ConfigError("fsdp: LoRA is not sharded by badpo (its adapters are small enough for "
+                          "DDP); set lora.enabled=false or fsdp=false")
 
 
 def check_judgment_run(config: JudgmentRunConfig, total_steps: Callable[[int], tuple[int, str]]) -> None:
