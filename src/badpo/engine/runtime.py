@@ -50,8 +50,8 @@ def make_accelerator(precision: str, num_threads: int | None = None):
     if accelerator.num_processes != launched:
         raise RuntimeError(
             f"WORLD_SIZE={launched} but accelerate runs {accelerator.num_processes} process(es): "
-            "every process would train alone. On CPU launch with `accelerate launch --cpu` "
-            "(or set ACCELERATE_USE_CPU=true)."
+            "every process would train alone. On CPU set ACCELERATE_USE_CPU=true "
+            "(`ACCELERATE_USE_CPU=true torchrun --nproc_per_node N -m badpo.cli ...`)."
         )
     return accelerator
 
