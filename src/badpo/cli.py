@@ -58,6 +58,13 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
     return f"badpo: warning: {message}\n"
 
 
+# What a stopped command leaves, said in its one line. A conversion removes its staging folder on
+# the way out: "what it had written stays" told a user who stopped one that a half model was kept.
+STOPPED = {None: "what it had written stays (a training run resumes from its last checkpoint with "
+                 "resume_from=latest)",
+           "convert-gguf": "nothing was converted (its staging folder is removed; run it again to convert)"}
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM (``kill``, a scheduler's stop), raised where the command is, as Ctrl-C is: every
     ``finally`` on the way out runs (locks, staging folders) and the command ends in one line."""
@@ -84,8 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: what was written stays; no traceback
         how = "terminated (SIGTERM)" if isinstance(stop, Terminated) else "interrupted"
-        print(f"\nbadpo {args.label(args)}: {how}; what it had written stays (a training run resumes "
-              "from its last checkpoint with resume_from=latest)", file=sys.stderr)
+        print(f"\nbadpo {args.label(args)}: {how}; {STOPPED.get(args.command, STOPPED[None])}", file=sys.stderr)
         return 143 if isinstance(stop, Terminated) else 130
     finally:
         warnings.formatwarning = saved_format

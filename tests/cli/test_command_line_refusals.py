@@ -107,3 +107,25 @@ def test_a_config_key_given_twice_on_the_command_line_is_refused(capsys):
 def test_one_field_mapped_by_both_spellings_is_refused(cli_error):
     line = cli_error(["train", "columns.annotator=a", "--column", "annotator=b"])
     assert line.startswith("badpo train: columns.annotator: given twice ('a' and 'b'); give it once"), line
+
+
+@pytest.mark.parametrize("command, given", [("experiment", "the CONFIG file and/or KEY=VALUE"),
+                                            ("reproduce", "the CONFIG file and/or KEY=VALUE"),
+                                            ("demo", "KEY=VALUE"), ("train", "-c FILE and/or KEY=VALUE")])
+def test_help_says_how_each_command_takes_its_config(command, given, capsys):
+    """experiment, reproduce and demo have no -c, yet their key listings said "-c FILE and/or
+    KEY=VALUE": a user who followed the help got "unrecognized arguments: -c"."""
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    listing = [line for line in capsys.readouterr().out.splitlines() if "key, default, meaning" in line]
+    assert listing and all(f"({given}; key" in line for line in listing), listing
+
+
+@pytest.mark.parametrize("argv, says", [(["experiment", "-c", "x.yaml"], "badpo experiment FILE [KEY=VALUE ...]"),
+                                        (["reproduce", "--config", "x.yaml"], "badpo reproduce FILE [KEY=VALUE ...]"),
+                                        (["demo", "-c", "x.yaml"], "badpo demo takes no config file")])
+def test_a_config_option_on_a_command_without_one_is_hinted(argv, says, capsys):
+    with pytest.raises(SystemExit) as raised:
+        main(argv)
+    assert raised.value.code == 2
+    assert says in capsys.readouterr().err

@@ -111,3 +111,25 @@ def test_sigterm_ends_a_command_in_one_line_with_exit_143(monkeypatch, capsys, t
     assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 143
     assert capsys.readouterr().err.strip().startswith("badpo compare: terminated (SIGTERM); what it had written stays")
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+@pytest.mark.parametrize("signal_name, status", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_stopped_conversion_does_not_say_what_it_wrote_stays(monkeypatch, capsys, tmp_path, signal_name, status):
+    """A conversion stopped by Ctrl-C or ``kill`` removes its staging folder on the way out; its line
+    said "what it had written stays (a training run resumes ...)", as if a half model were kept."""
+    import dataclasses
+    import os
+    import signal
+
+    import badpo.cli as cli
+
+    def stopped(args):
+        os.kill(os.getpid(), getattr(signal, signal_name))
+
+    rows = tuple(dataclasses.replace(row, run=stopped if row.name == "convert-gguf" else row.run)
+                 for row in cli.COMMANDS)
+    monkeypatch.setattr(cli, "COMMANDS", rows)
+    assert cli.main(["convert-gguf", str(tmp_path / "x.gguf"), str(tmp_path / "out")]) == status
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("badpo convert-gguf: ") and "nothing was converted" in err, err
+    assert "stays" not in err and "resume" not in err and "\n" not in err

@@ -86,7 +86,21 @@ def test_a_gguf_larger_than_the_memory_available_is_refused_with_the_figure(tmp_
     size = check_weights(tiny)
     assert size > 4 * 264 * 32  # at least the embedding, in fp32
     monkeypatch.setattr(data_gguf, "_available_memory", lambda: size // 2)
-    with pytest.raises(ConfigError, match=r"dequantizes to 0\.0 GiB of fp32 weights, more than the 0\.0 GiB"):
+    with pytest.raises(ConfigError, match=r"dequantizes to 0\.0 GiB of fp32 weights and converting it holds "
+                                          r"them twice \(0\.0 GiB\), more than the 0\.0 GiB"):
+        convert_gguf(tiny, tmp_path / "out")
+    assert sorted(os.listdir(tmp_path)) == ["tiny.gguf"]
+
+
+def test_a_gguf_whose_weights_fit_once_but_not_twice_is_refused(tmp_path, write_tiny_gguf, monkeypatch,
+                                                               no_model_built):
+    """A conversion peaks at twice the fp32 weights (the dequantized tensors and the model built
+    from them: a 253 MB fp32 file peaked 494 MB above the imports); checking them once let a file of
+    half to all of the available memory through, into the kernel's out-of-memory kill."""
+    tiny = write_tiny_gguf(tmp_path / "tiny.gguf")
+    size = check_weights(tiny)
+    monkeypatch.setattr(data_gguf, "_available_memory", lambda: size * 3 // 2)
+    with pytest.raises(ConfigError, match="holds them twice"):
         convert_gguf(tiny, tmp_path / "out")
     assert sorted(os.listdir(tmp_path)) == ["tiny.gguf"]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -218,15 +219,37 @@ def test_a_model_folder_with_a_weight_of_another_shape_is_refused_in_one_line(tm
 
     folder = save_model_dir(tmp_path / "model")
     weights = load_file(folder / "model.safetensors")
-    weights[sorted(weights)[0]] = torch.zeros(3, 5)
+    name = sorted(weights)[0]
+    weights[name] = torch.zeros(3, 5)
     save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
-    message = f"cannot load {str(folder)!r} (a weight's shape differs from its config.json"
+    message = f"cannot load {str(folder)!r} (model.safetensors: {name} has shape [3, 5], its config.json's model"
     with pytest.raises(ConfigError, match=r"^model\.name_or_path: ") as raised:
         from_pretrained(AutoModelForCausalLM, str(folder), "model.name_or_path")
     assert message in str(raised.value)
     with pytest.raises(ConfigError) as raised:
         load_causal_lm(folder, {})
     assert message in str(raised.value)
+
+
+def test_a_weight_of_another_shape_is_named_before_transformers_prints_its_load_report(tmp_path, save_model_dir,
+                                                                                      capfd):
+    """transformers printed a multi-line load report (a table, in colour), then an error naming no
+    tensor, so badpo's line had to point at the report; the shapes are now read from the files'
+    headers against the config's model on the meta device, before any load."""
+    from transformers import AutoModelForCausalLM
+
+    from badpo.core.config import ConfigError
+    from badpo.engine.runtime import from_pretrained
+
+    folder = save_model_dir(tmp_path / "model")
+    weights = load_file(folder / "model.safetensors")
+    name = sorted(weights)[-1]
+    weights[name] = torch.zeros(2, 2)
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ConfigError, match=rf"model\.safetensors: {re.escape(name)} has shape \[2, 2\]"):
+        from_pretrained(AutoModelForCausalLM, str(folder), "model.name_or_path")
+    captured = capfd.readouterr()
+    assert "LOAD REPORT" not in captured.out + captured.err
 
 
 def test_a_pickle_in_a_run_s_policy_folder_is_refused_before_any_model_loads(stopped, monkeypatch):

@@ -64,8 +64,18 @@ class CommandParser(argparse.ArgumentParser):
     def format_help(self) -> str:
         from badpo.core.config_help import format_keys
 
-        listings = [format_keys(config_class(), title) for title, config_class in self.config_classes]
+        listings = [format_keys(config_class(), title, given=self._keys_given())
+                    for title, config_class in self.config_classes]
         return "\n".join([super().format_help(), *listings])
+
+    def _keys_given(self) -> str:
+        """How this command takes its config keys: experiment and reproduce take the file as their
+        first argument and demo takes none (their help said "-c FILE", which they refuse)."""
+        if "-c" in self._option_string_actions:
+            return "-c FILE and/or KEY=VALUE"
+        if any(action.dest == "config" and not action.option_strings for action in self._actions):
+            return "the CONFIG file and/or KEY=VALUE"
+        return "KEY=VALUE"
 
 
 class TopParser(argparse.ArgumentParser):

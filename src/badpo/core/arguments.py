@@ -47,11 +47,17 @@ def column_pairs(items: Sequence[str]) -> dict[str, str]:
 # commands whose column mapping is a config key (columns.FIELD=COLUMN), and those that take --column
 CONFIG_COLUMNS = ("train", "sft", "rm", "experiment", "reproduce")
 OPTION_COLUMNS = ("audit", "evaluate")
+POSITIONAL_CONFIG = ("experiment", "reproduce")  # the config file is their first argument, not -c
 
 
 def hint(command: str | None, message: str, argv: Sequence[str]) -> str:
     """``message`` (an argparse error) with a hint when the column mapping was spelled the other
     command's way."""
+    if command in POSITIONAL_CONFIG and ("-c" in argv or "--config" in argv):
+        return (f"{message} (badpo {command} takes its config file as its first argument: "
+                f"badpo {command} FILE [KEY=VALUE ...], not -c)")
+    if command == "demo" and ("-c" in argv or "--config" in argv):
+        return f"{message} (badpo demo takes no config file, only KEY=VALUE overrides of the tiny experiment)"
     if command in CONFIG_COLUMNS and "--column" in argv:
         return f"{message} (badpo {command} maps a column with the config key columns.FIELD=COLUMN, not --column)"
     if command in OPTION_COLUMNS and any(arg.startswith("columns.") for arg in argv):

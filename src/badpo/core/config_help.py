@@ -161,9 +161,10 @@ def config_keys(cls: type, prefix: str = "") -> list[ConfigKey]:
     return keys
 
 
-def format_keys(cls: type, title: str = "config keys", width: int | None = None) -> str:
+def format_keys(cls: type, title: str = "config keys", width: int | None = None,
+                given: str = "-c FILE and/or KEY=VALUE") -> str:
     """The listing of :func:`config_keys`: key, default and meaning per line, the meaning wrapped
-    to ``width`` (the terminal's by default)."""
+    to ``width`` (the terminal's by default); ``given``: how the command takes them."""
     width = width or min(shutil.get_terminal_size((100, 24)).columns, 120)
     cut = LONGEST_DEFAULT - 4
     keys = [k if len(k.default) <= LONGEST_DEFAULT else dataclasses.replace(k, default=k.default[:cut] + " ...")
@@ -172,7 +173,7 @@ def format_keys(cls: type, title: str = "config keys", width: int | None = None)
     default_width = min(max(len(k.default) for k in keys), 18)
     indent = 2 + key_width + 2 + default_width + 2
     wrap = max(width - indent, 30)
-    lines = [f"{title} (-c FILE and/or KEY=VALUE; key, default, meaning):"]
+    lines = [f"{title} ({given}; key, default, meaning):"]
     for k in keys:
         head = f"  {k.key:<{key_width}}  {k.default:<{default_width}}  "
         parts = textwrap.wrap(k.meaning, wrap) or [""]

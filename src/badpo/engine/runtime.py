@@ -13,6 +13,7 @@ import math
 import os
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -68,10 +69,44 @@ def from_pretrained(loader, name_or_path: str, key: str, **kwargs):
     name_or_path = gguf_folder(name_or_path, key)
     if looks_local(name_or_path) and not os.path.exists(os.path.expanduser(name_or_path)):
         raise ConfigError(f"{key}: no such folder {name_or_path!r}")
+    mismatch = _shape_mismatch(loader, os.path.expanduser(name_or_path), kwargs)
+    if mismatch is not None:
+        raise ConfigError(f"{key}: cannot load {name_or_path!r} ({mismatch})")
     try:
         return loader.from_pretrained(os.path.expanduser(name_or_path), **kwargs)
     except (OSError, ValueError, RuntimeError) as error:  # RuntimeError: a tensor of another shape
         raise ConfigError(f"{key}: cannot load {name_or_path!r} ({_load_failure(error)})") from error
+
+
+def _shape_mismatch(loader, folder: str, kwargs: dict) -> str | None:
+    """A local model folder's first weight whose shape differs from what its config.json builds,
+    read from the safetensors headers against a model on the meta device (nothing allocated),
+    before transformers loads it: transformers printed a multi-line load report, then an error
+    naming no tensor. None when all agree, or when this cannot be told (not a model loader, not a
+    local folder of safetensors, a config it cannot build): the load then says what it says."""
+    files = sorted(Path(folder).glob("*.safetensors")) if Path(folder, "config.json").is_file() else []
+    if not files or not hasattr(loader, "from_config"):
+        return None
+    try:
+        import torch
+        from safetensors import safe_open
+        from transformers import AutoConfig
+
+        remote = bool(kwargs.get("trust_remote_code", False))
+        with torch.device("meta"):
+            model = loader.from_config(AutoConfig.from_pretrained(folder, trust_remote_code=remote),
+                                       trust_remote_code=remote)
+        shapes = {name: list(tensor.shape) for name, tensor in model.state_dict().items()}
+        for file in files:
+            with safe_open(str(file), "pt") as handle:
+                for name in handle.keys():
+                    saved = list(handle.get_slice(name).get_shape())
+                    if name in shapes and shapes[name] != saved:
+                        return (f"{file.name}: {name} has shape {saved}, its config.json's model "
+                                f"{shapes[name]}: a damaged or hand-edited file")
+    except Exception:  # noqa: BLE001  a check only: whatever it cannot read, the load reports
+        return None
+    return None
 
 
 def _load_failure(error: Exception) -> str:
