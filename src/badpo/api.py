@@ -123,8 +123,8 @@ def train(config: Any = None, **overrides: Any) -> TrainResult:
 
     with _resolved(TrainConfig, config, overrides, stage="train") as resolved:
         run_dir = Path(train_stage(resolved))
-    summary = _read_json(run_dir / "run.json") or {}
-    return TrainResult(run_dir=run_dir, theta=_read_json(run_dir / "theta.json"), final=summary.get("final", {}))
+    theta, final = _finished(run_dir)
+    return TrainResult(run_dir=run_dir, theta=theta, final=final)
 
 
 def rm(config: Any = None, **overrides: Any) -> RMResult:
@@ -134,8 +134,8 @@ def rm(config: Any = None, **overrides: Any) -> RMResult:
 
     with _resolved(RMConfig, config, overrides, stage="rm") as resolved:
         run_dir = Path(train_reward_model(resolved))
-    summary = _read_json(run_dir / "run.json") or {}
-    return RMResult(run_dir=run_dir, theta=_read_json(run_dir / "theta.json"), final=summary.get("final", {}))
+    theta, final = _finished(run_dir)
+    return RMResult(run_dir=run_dir, theta=theta, final=final)
 
 
 def sft(config: Any = None, **overrides: Any) -> SFTResult:
@@ -346,6 +346,15 @@ def _merged(base: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any
         else:
             out[key] = value
     return out
+
+
+def _finished(run_dir: Path) -> tuple[dict | None, dict]:
+    """A finished run's theta.json and run.json's ``final``, read through
+    :class:`badpo.readouts.saved_run.SavedRun`."""
+    from badpo.readouts.saved_run import SavedRun
+
+    saved = SavedRun(run_dir)
+    return saved.theta(), (saved.summary() or {}).get("final", {})
 
 
 def _read_json(path: Path) -> dict | None:

@@ -1,5 +1,6 @@
 """The readout table: rows write disjoint paths, a row is read only when its needs are present
-(an absent need with a reason names the row's paths under ``skipped``), the planner asks the row
+(an absent need with a reason names the row's paths under ``skipped``; a reward model is read by the rows
+that say how), the planner asks the row
 that writes a path, and the summary shows the rows' lines in their order."""
 
 from __future__ import annotations
@@ -33,6 +34,29 @@ def test_a_row_is_read_when_its_needs_are_present_and_named_under_skipped_when_n
     monkeypatch.setattr(table, "READOUTS", rows)
     assert read_run(_reading(heldout=True)) == {"one": 1, "two": 1}
     assert read_run(_reading(heldout=False)) == {"one": 1, "skipped": {"two": "no held-out judgments"}}
+
+
+def test_a_reward_models_reading_reads_the_rows_that_say_how_and_only_those(monkeypatch):
+    """A row reads a reward model by its ``read_reward_model`` (a policy's ``read`` is not called),
+    with the same needs; its skipped reasons land under ``skipped`` as a policy's do."""
+    held = Need("held-out judgments", lambda r: bool(r.corpus.heldout), skip="no held-out judgments")
+
+    def tilt(reading):
+        reading.skipped["tilt.length"] = "no edit"
+        return {"tilt": reading.kind}
+
+    rows = (Readout("policy only", ("one",), (), lambda r: {"one": 1}),
+            Readout("both", ("two",), (held,), lambda r: {"two": "u"}, read_reward_model=lambda r: {"two": "r"},
+                    skipped_as=("two",)),
+            Readout("reward model only", ("three",), (), None, read_reward_model=tilt))
+    monkeypatch.setattr(table, "READOUTS", rows)
+    reward = _reading(heldout=True)
+    reward.kind = "reward_model"
+    assert read_run(reward) == {"two": "r", "tilt": "reward_model", "skipped": {"tilt.length": "no edit"}}
+    assert read_run(_reading(heldout=True)) == {"one": 1, "two": "u"}
+    reward = _reading(heldout=False)
+    reward.kind = "reward_model"
+    assert read_run(reward)["skipped"] == {"two": "no held-out judgments", "tilt.length": "no edit"}
 
 
 def test_the_planner_asks_the_row_that_writes_the_path():

@@ -42,6 +42,7 @@ from badpo.readouts.evaluate import (
 from badpo.readouts.model import Generations
 from badpo.readouts.reading import generations_from_json, generations_to_json, sampled_answers, sampling_settings
 from badpo.readouts.run import TrainedRun
+from badpo.readouts.saved_run import SavedRun
 from badpo.readouts.table import readout_unavailable, relative_to_reference
 
 __all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation", "check_data", "data_key",
@@ -136,12 +137,13 @@ def resolve_evaluation(settings: dict) -> dict:
     return to_dict(from_dict(EvalConfig, settings))
 
 
-def theta_summary(theta_file: Path) -> dict | None:
-    """The learned bias of a run, from its ``theta.json``: theta_bar and, for the variants with a
-    theta per annotator, every theta_k (attribute order of ``attribute_names``)."""
-    if not theta_file.exists():
+def theta_summary(run_dir: Path) -> dict | None:
+    """The learned bias of a run, from its ``theta.json`` (:meth:`badpo.readouts.saved_run.SavedRun.theta`):
+    theta_bar and, for the variants with a theta per annotator, every theta_k (attribute order of
+    ``attribute_names``)."""
+    data = SavedRun(run_dir).theta()
+    if data is None:
         return None
-    data = json.loads(theta_file.read_text(encoding="utf-8"))
     names = list(data["attribute_names"])
     summary: dict[str, Any] = {"variant": data["variant"], "attribute_names": names,
                                "mean": [data["theta_bar"][a] for a in names]}
@@ -155,15 +157,12 @@ _BOOKKEEPING = ("step", "lr", "elapsed_s", "judgments")  # run.json's final: not
 
 
 def training_summary(run_dir: Path) -> dict[str, float]:
-    """The numbers of the training loop's last logged step (``run.json`` ``final``), kept in the
+    """The numbers of the training loop's last logged step (``run.json`` ``final``:
+    :meth:`badpo.readouts.saved_run.SavedRun.final`), kept in the
     record under ``readouts.training`` so a table can show what only training knows: the spread
     of the group weights of Group-DRO and Crowd-PrefRL (``group_weight_sd``), the final loss.
     Only top-level numbers; the bookkeeping (step, lr, elapsed_s, judgments) is left out."""
-    path = run_dir / "run.json"
-    if not path.exists():
-        return {}
-    final = json.loads(path.read_text(encoding="utf-8")).get("final") or {}
-    return {k: float(v) for k, v in final.items()
+    return {k: float(v) for k, v in SavedRun(run_dir).final().items()
             if k not in _BOOKKEEPING and isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
@@ -244,7 +243,7 @@ def engine_backend(evaluate: Evaluate | None = evaluate_run) -> Backend:
         settings = {**task.settings, "output_dir": str(task.work_dir),
                     "cache_dir": str(task.out_dir / "reference_cache"), "resume_from": "latest"}
         run_dir = Path(train(from_dict(TrainConfig, settings)))
-        theta_file = run_dir / "theta.json"
+        theta_file = SavedRun(run_dir).theta_file
         readouts = evaluate(task, run_dir / "policy", Path(settings["model"]["name_or_path"]),
                             theta_file if theta_file.exists() else None)
         training = training_summary(run_dir)
@@ -253,7 +252,7 @@ def engine_backend(evaluate: Evaluate | None = evaluate_run) -> Backend:
         artifacts = {"run": run_dir}
         if (run_dir / "policy").exists():  # a mixture of type policies has types/type-K/policy instead
             artifacts["policy"] = run_dir / "policy"
-        return {"readouts": readouts, "theta": theta_summary(theta_file), "artifacts": artifacts}
+        return {"readouts": readouts, "theta": theta_summary(run_dir), "artifacts": artifacts}
 
     return Backend(build_and_describe, resolve_reference, resolve_arm, run_reference, run_arm,
                   resolve_evaluation, unavailable_readout, check_data, data_key, corpus_sources)

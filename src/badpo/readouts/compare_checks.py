@@ -17,16 +17,14 @@ differ in their method alone. So compare refuses, each in one line naming the ru
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from badpo.engine.run_folder import DATA_FILE  # read by badpo.readouts.saved_run.SavedRun.data
 from badpo.readouts.comparison import RunRecord
 
-__all__ = ["DATA_FILE", "INPUTS_COMPARED", "data_record", "refuse_same_run", "reasons_not_comparable"]
+__all__ = ["DATA_FILE", "INPUTS_COMPARED", "refuse_same_run", "reasons_not_comparable"]
 
-# badpo.engine.run_folder.DATA_FILE, named here because that module loads torch and compare does not
-DATA_FILE = "data_fingerprint.json"
 # inputs of readouts.json that two evaluations must share: key -> what it is, in a message
 INPUTS_COMPARED = {"prompts_sha256": "prompts", "n_prompts": "number of prompts",
                    "max_new_tokens": "max_new_tokens", "chat_prompts": "prompt form (chat or text)"}
@@ -41,27 +39,6 @@ def refuse_same_run(records: Sequence[RunRecord]) -> None:
             raise ValueError(f"{seen[source].path} and {record.path} are one run given twice (both are {source}); "
                              "name each run once")
         seen[source] = record
-
-
-def data_record(folder: Path | None) -> tuple[Mapping | None, str | None]:
-    """The data fingerprint a run folder records, and a note when it has none."""
-    if folder is None:
-        return None, None
-    path = folder / DATA_FILE
-    if not path.is_file():
-        return None, f"no {DATA_FILE} in {folder}: its training data cannot be checked against the other runs'"
-    return read_json_object(path, "the run's data fingerprint"), None
-
-
-def read_json_object(path: Path, what: str) -> dict:
-    """A JSON object from ``path``; anything else is a one-line error naming the file and ``what``."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise ValueError(f"{path}: cannot read {what} ({type(error).__name__}: {error})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: cannot read {what} (a JSON object was expected, got {type(data).__name__})")
-    return data
 
 
 def _short(value) -> str:

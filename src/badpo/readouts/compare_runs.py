@@ -5,7 +5,9 @@ file written with ``evaluate --out``. Beside the readouts, a run folder gives th
 (``run.json``, else ``config.yaml``), its theta (``theta.json``), the audit of its labels
 (``audit.json``: the offline estimates) and whether theta had settled (``run.json``); a folder
 that BADPOTrainer (TRL) saved gives the method and the settling from its record instead
-(``badpo_run.json``, :mod:`badpo.engine.external_run`). The
+(``badpo_run.json``, :mod:`badpo.engine.external_run`); all of them are read through
+:class:`badpo.readouts.saved_run.SavedRun`, and a folder is a run folder as the engine says
+(:func:`badpo.engine.run_folder.is_run_folder`). The
 baseline is the run whose method is ``dpo`` (or ``--baseline``); the reference is the reference
 side of the baseline's evaluation (or ``--reference REF``, a run whose policy stands for it). The
 statistics are :mod:`badpo.readouts.comparison`; this module reads the files, prints a table per
@@ -22,22 +24,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import yaml
-
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.outputs import check_writable_folder
-from badpo.engine.external_run import is_external_run, read_external_run
 from badpo.readouts.compare import DRAWS, LEVEL, SEED
-from badpo.readouts.compare_checks import data_record, read_json_object, reasons_not_comparable, refuse_same_run
+from badpo.readouts.compare_checks import DATA_FILE, reasons_not_comparable, refuse_same_run
 from badpo.readouts.compare_plots import plot_rates, plot_theta
 from badpo.readouts.comparison import RunRecord, compare_records, method_label
+from badpo.readouts.saved_run import SavedRun, read_json_object
 from badpo.readouts.table import beside_readouts
 
 __all__ = ["COMPARE_FILES", "Comparison", "compare_runs", "format_comparison", "format_markdown", "load_run"]
 
 READOUTS_FILE = "readouts.json"
 COMPARE_FILES = ("compare.json", "compare.md", "compare.png", "theta.png")
-RUN_MARKERS = ("run.json", "theta.json", "policy", "reward_model", "log.jsonl")  # beside a config.yaml
 
 
 @dataclass(frozen=True)
@@ -52,55 +51,29 @@ class Comparison:
         return self.text
 
 
-def _is_run_folder(folder: Path) -> bool:
-    return is_external_run(folder) or (
-        (folder / "config.yaml").is_file() and any((folder / name).exists() for name in RUN_MARKERS))
-
-
-def _method(folder: Path) -> str | None:
-    """The run's method: a TRL folder's record, run.json (a finished run), else config.yaml; None
-    when none names one."""
-    if is_external_run(folder):
-        return read_external_run(folder).method
-    if (folder / "run.json").is_file():
-        method = read_json_object(folder / "run.json", "the run's summary").get("method")
-        if isinstance(method, str):
-            return method
-    if (folder / "config.yaml").is_file():
-        try:
-            config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as error:
-            raise ValueError(f"{folder / 'config.yaml'}: cannot read the run's config ({error})") from None
-        method = config.get("method") if isinstance(config, Mapping) else None
-        return method if isinstance(method, str) else None
-    return None
-
-
 def _beside(folder: Path | None, method: str | None) -> tuple[dict, list[str]]:
     """theta.json, audit.json, run.json's theta_convergence and the data fingerprint of a run
-    folder, with a note per file that is missing where the reader would look for it."""
+    folder (:class:`badpo.readouts.saved_run.SavedRun`), with a note per file that is missing where
+    the reader would look for it."""
     found: dict = {"theta": None, "offline": None, "convergence": None, "data": None}
     if folder is None:
         return found, ["a readouts file outside its run folder: no method, theta or audit beside it"]
-    found["data"], missing_data = data_record(folder)
-    notes = [missing_data] if missing_data else []
-    if not is_external_run(folder) and not (folder / "run.json").is_file():
-        source = ("its method is read from config.yaml" if (folder / "config.yaml").is_file() else
+    saved = SavedRun(folder)
+    found["data"] = saved.data()
+    notes = [] if found["data"] is not None else [
+        f"no {DATA_FILE} in {folder}: its training data cannot be checked against the other runs'"]
+    if not saved.external and saved.summary() is None:
+        source = ("its method is read from config.yaml" if saved.has_config() else
                   "nor config.yaml: its method is not known, and it is named by its folder")
         notes.append(f"no run.json in {folder} (an unfinished run, or a copy without it): {source}, and whether "
                      "theta settled is not known")
-    if (folder / "theta.json").is_file():
-        found["theta"] = read_json_object(folder / "theta.json", "the run's theta")
-    elif (method or "").startswith("ba_"):
+    found["theta"] = saved.theta()
+    if found["theta"] is None and (method or "").startswith("ba_"):
         notes.append(f"no theta.json in {folder}: method {method} learns theta, but its theta columns are empty")
-    if (folder / "audit.json").is_file():
-        found["offline"] = read_json_object(folder / "audit.json", "the run's audit")
-    elif found["theta"] is not None and found["theta"].get("variant") != "none":
+    found["offline"] = saved.audit()
+    if found["offline"] is None and found["theta"] is not None and found["theta"].get("variant") != "none":
         notes.append(f"no audit.json in {folder}: theta_bar is shown without the offline estimate")
-    if is_external_run(folder):
-        found["convergence"] = read_external_run(folder).theta_convergence
-    elif (folder / "run.json").is_file():
-        found["convergence"] = read_json_object(folder / "run.json", "the run's summary").get("theta_convergence")
+    found["convergence"] = saved.convergence()
     return found, notes
 
 
@@ -114,7 +87,7 @@ def load_run(path: str | os.PathLike) -> RunRecord:
             raise FileNotFoundError(f"{path}: no {READOUTS_FILE}; run `badpo evaluate {path}` first")
     elif given.is_file():
         source = given
-        folder = given.parent if given.name == READOUTS_FILE and _is_run_folder(given.parent) else None
+        folder = given.parent if given.name == READOUTS_FILE and SavedRun(given.parent).is_run() else None
     else:
         raise FileNotFoundError(f"{path}: no such run folder or readouts file")
     readouts = read_json_object(source, "the run's readouts")
@@ -123,7 +96,7 @@ def load_run(path: str | os.PathLike) -> RunRecord:
             raise ValueError(f"{source}: {key} is not an object")
     if "attribute_rates" not in readouts and "heldout" not in readouts:
         raise ValueError(f"{source}: holds no attribute_rates and no heldout readouts; is it `badpo evaluate`'s?")
-    method = _method(folder) if folder is not None else None
+    method = SavedRun(folder).method() if folder is not None else None
     beside, notes = _beside(folder, method)
     name = folder.name if folder is not None else source.stem
     return RunRecord(label=method_label(method) or name, path=str(path), method=method, readouts=readouts,
@@ -165,7 +138,7 @@ def check_out(out: str | os.PathLike, overwrite: bool = False) -> Path:
     into none), and its compare files are replaced only with ``overwrite``."""
     folder = Path(out).expanduser().absolute()
     for parent in (folder, *folder.parents):
-        if _is_run_folder(parent):
+        if SavedRun(parent).is_run():
             raise ValueError(f"--out {out}: inside the run folder {parent}; give a folder outside every run")
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(f"--out {out}: is a file; give a folder")

@@ -47,17 +47,16 @@ from badpo.core.bias import BiasChannel
 from badpo.engine.mixture import MIXTURE_FILE
 from badpo.engine.settings import BETA
 from badpo.engine.tokenize import TokenizationConfig
-from badpo.readouts.metrics import reward_tilt
 from badpo.readouts.mixture import mixture_vote_logits, type_class_agreement, weighted_mean_readouts
-from badpo.readouts.model import Generations, generate, heldout_margins, judge_scores
+from badpo.readouts.model import Generations, generate, heldout_margins
 from badpo.readouts.reading import Corpus, Reading, declares_names
 from badpo.readouts.rows.generated import generated_attribute_rates
-from badpo.readouts.rows.heldout import heldout_accuracies, planted_annotators, theta_readouts, vote_readouts
+from badpo.readouts.rows.heldout import planted_annotators, vote_readouts
 from badpo.readouts.rows.judge import judge_readouts
 from badpo.readouts.rows.names import bodies_for, reference_bodies, reference_names
 from badpo.readouts.settings import EvalConfig
 from badpo.readouts.table import READOUTS, read_run
-from badpo.readouts.tilt import answer_body, counterfactual_pairs
+from badpo.readouts.tilt import answer_body
 
 __all__ = ["Corpus", "EvalConfig", "Mixture", "answer_body", "declares_names", "evaluate_mixture", "evaluate_policy",
            "evaluate_reward_model", "generated_attribute_rates", "judge_readouts", "reference_bodies"]
@@ -176,32 +175,15 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
 
 def evaluate_reward_model(judge: nn.Module, tokenizer, corpus: Corpus, config: EvalConfig,
                           bias: BiasChannel | None = None) -> dict:
-    """The readouts of a reward model, scored as ``badpo evaluate``'s judge scores (judge_scores).
+    """The readouts of a reward model, scored as ``badpo evaluate``'s judge scores
+    (:meth:`badpo.readouts.reading.Reading.scores`): the rows of the readout table that read a
+    reward model (``Readout.read_reward_model``), through :func:`badpo.readouts.table.read_run`.
 
     ``heldout``: accuracy of r(y_w) - r(y_l) on the held-out judgments, same- vs cross-group per
     attribute, and the gap; ``heldout_any`` the same with a pair cross-group on any attribute.
     ``tilt``: :func:`badpo.readouts.metrics.reward_tilt` per declared attribute on counterfactual
-    pairs of the held-out responses (:func:`badpo.readouts.tilt.counterfactual_pairs`: names
-    swapped in the signature, or the attribute removed by its edit; the first ``max_prompts``
-    responses), with ``edit`` saying how the pair differs; an attribute without pairs is named
-    under ``skipped`` with the reason. With a learned theta, ``theta_mean``, ``theta_shared``
-    (variants with a shared parameter) and, against planted values, ``theta_recovery``.
+    pairs of the held-out responses, with ``edit`` saying how the pair differs; an attribute without
+    pairs is named under ``skipped`` with the reason. With a learned theta, ``theta_mean``,
+    ``theta_shared`` (variants with a shared parameter) and, against planted values, ``theta_recovery``.
     """
-    def score(prompts: Sequence[str], texts: Sequence[str]) -> np.ndarray:
-        return np.array(judge_scores(judge, prompts, texts, tokenizer=tokenizer, batch_size=config.batch_size,
-                                     max_tokens=config.judge_max_tokens))
-
-    attributes = resolve_attributes(config.attributes)
-    heldout = corpus.heldout
-    prompts = [j.prompt for j in heldout]
-    margins = torch.tensor(score(prompts, [j.chosen for j in heldout]) - score(prompts, [j.rejected for j in heldout]))
-    result, _, _ = heldout_accuracies(margins, heldout, attributes)  # the rows' own readers, as a policy's
-    pairs, skipped = counterfactual_pairs(attributes, heldout, corpus.surnames, config.max_prompts, config.seed)
-    if pairs:
-        result["tilt"] = {name: {**reward_tilt(score(p.prompts, p.with_attribute), score(p.prompts, p.counterpart)),
-                                 "edit": p.edit} for name, p in pairs.items()}
-    if skipped:
-        result["skipped"] = skipped
-    if bias is not None and bias.facts.learns_theta:
-        result.update(theta_readouts(bias, corpus.planted))
-    return result
+    return read_run(Reading(judge, None, tokenizer, corpus, config, bias, kind="reward_model"))

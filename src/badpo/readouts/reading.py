@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -34,7 +35,7 @@ from badpo.core.names import NAME_ATTRIBUTES, read_signature
 from badpo.engine.settings import BETA
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.readouts.compare_series import Beside, Compared
-from badpo.readouts.model import Generations, generate
+from badpo.readouts.model import Generations, generate, judge_scores
 from badpo.readouts.settings import EvalConfig
 
 __all__ = ["Corpus", "Need", "Readout", "Reading", "declares_names", "generations_from_json", "generations_to_json",
@@ -84,10 +85,12 @@ def declares_names(attributes: AttributeSet) -> bool:
 @dataclass
 class Reading:
     """One run being read (module docstring); the arguments of
-    :func:`badpo.readouts.evaluate.evaluate_policy`, and what the rows share."""
+    :func:`badpo.readouts.evaluate.evaluate_policy`, and what the rows share. ``kind`` is what was
+    trained: a ``policy`` (read against ``reference``), or a ``reward_model`` (``badpo rm``:
+    ``policy`` holds it, there is no reference, and a row reads it with ``read_reward_model``)."""
 
     policy: nn.Module
-    reference: nn.Module
+    reference: nn.Module | None
     tokenizer: object
     corpus: Corpus
     config: EvalConfig
@@ -99,6 +102,7 @@ class Reading:
     margins: torch.Tensor | None = None
     reference_readouts: Mapping | None = None
     vote_bias: BiasChannel | None = None  # the theta the policy was trained against (default: bias)
+    kind: str = "policy"  # or "reward_model"
     skipped: dict = field(default_factory=dict)  # {readout: why it is not read}
     result: dict = field(default_factory=dict)  # what the rows read so far
     _samples: Generations | None = None
@@ -128,6 +132,12 @@ class Reading:
             if self.reference_samples is None and self.policy is self.reference:
                 self.reference_samples = self._samples
         return self._samples
+
+    def scores(self, prompts: Sequence[str], texts: Sequence[str]) -> np.ndarray:
+        """A reward model's scores of the answers ``texts`` to ``prompts`` [N], as ``badpo evaluate``'s
+        judge scores them (:func:`badpo.readouts.model.judge_scores`)."""
+        return np.array(judge_scores(self.policy, prompts, texts, tokenizer=self.tokenizer,
+                                     batch_size=self.config.batch_size, max_tokens=self.config.judge_max_tokens))
 
     def reference_generations(self) -> Generations:
         """The reference's generations (same prompts, decoder and seed), sampled when not given."""
@@ -197,8 +207,9 @@ class Readout:
 
     ``writes``: the first part of every path the row writes (``votes/<attribute>`` is ``votes``);
     ``per_attribute``: those of them keyed by a declared attribute (the planner checks the
-    attribute). ``read`` is None for a row that a reward model's reading writes
-    (:func:`badpo.readouts.evaluate.evaluate_reward_model`), not a policy's.
+    attribute). ``read`` reads a policy, ``read_reward_model`` a reward model (a :class:`Reading`
+    of kind ``reward_model``: :func:`badpo.readouts.evaluate.evaluate_reward_model`); None where the
+    row is not read of that kind (:meth:`reader`).
     ``check(config, attributes, head, rest)`` says why a path is not written under settings the
     needs pass (None: it is). ``summary(record)`` gives the row's lines for
     ``badpo evaluate``; ``compared`` says how ``badpo compare`` puts two runs side by side on it
@@ -211,6 +222,7 @@ class Readout:
     writes: tuple[str, ...]
     needs: tuple[Need, ...]
     read: Callable[[Reading], dict] | None
+    read_reward_model: Callable[[Reading], dict] | None = None
     per_attribute: tuple[str, ...] = ()
     skipped_as: tuple[str, ...] = ()  # recorded under ``skipped`` when a need with a ``skip`` reason is absent
     # the heads it writes that measure the policy against the reference (KL 0, every margin 0 when
@@ -224,6 +236,10 @@ class Readout:
     # the types' readings, w, the reference's readouts); None: the w-mean is the mixture's
     mixed: Callable[[dict, Sequence[Mapping], Sequence[float], Mapping | None], None] | None = None
     shown_order: int = 0
+
+    def reader(self, kind: str) -> Callable[[Reading], dict] | None:
+        """How the row reads a run of ``kind`` (:attr:`Reading.kind`); None: it does not."""
+        return self.read_reward_model if kind == "reward_model" else self.read
 
 
 def shown(value, digits: int = 3) -> str:

@@ -70,6 +70,7 @@ from badpo.readouts.names_scoring import signature_tokens
 from badpo.readouts.reading import declares_names
 from badpo.readouts.run_data import NO_HELDOUT, EvalData, data_folder, load_data
 from badpo.readouts.run_paths import made_from, moved_reference, refuse_pickles, resolved_from
+from badpo.readouts.saved_run import SavedRun
 from badpo.readouts.settings import SETTINGS_RECORDED
 from badpo.readouts.table import summary_lines
 
@@ -268,6 +269,11 @@ class TrainedRun:
     def load_policy(self, path: Path | None = None) -> nn.Module:
         """The policy (or the type policy at ``path`` of a mixture), on the reference when a LoRA adapter."""
         return load_causal_lm(path if path is not None else self.policy, self.model_settings, base=self.reference)
+
+    def saved(self) -> SavedRun:
+        """What the run folder saved beside its models (method, summary, theta, audit, data
+        fingerprint), read as files: :class:`badpo.readouts.saved_run.SavedRun`."""
+        return SavedRun(self.folder)
 
     def identity(self) -> dict | None:
         """What keys a badpo run folder (:func:`badpo.engine.run_folder.identity` of its config)."""

@@ -26,15 +26,17 @@ from badpo.readouts.settings import EvalConfig
 __all__ = ["READOUTS", "beside_readouts", "compared_readouts", "read_run", "readout_unavailable",
            "relative_to_reference", "row_of", "summary_lines"]
 
-READOUTS: tuple[Readout, ...] = (NAMES, CANDIDATES, HELDOUT, THETA, KL, SAMPLED, TOKENS, SAMPLED_TEXT, CHECKED,
-                                 MARKDOWN, ATTRIBUTE_RATES, JUDGE, TILT, AGAINST_REFERENCE)
+READOUTS: tuple[Readout, ...] = (NAMES, CANDIDATES, HELDOUT, TILT, THETA, KL, SAMPLED, TOKENS, SAMPLED_TEXT,
+                                 CHECKED, MARKDOWN, ATTRIBUTE_RATES, JUDGE, AGAINST_REFERENCE)
 
 
 def read_run(reading: Reading) -> dict:
-    """Every row of :data:`READOUTS` whose needs are present, read in order into one flat,
-    JSON-ready record (``skipped`` last, when anything was)."""
+    """Every row of :data:`READOUTS` that reads a run of the reading's kind (a policy, or a reward
+    model: :meth:`badpo.readouts.reading.Readout.reader`) and whose needs are present, read in order
+    into one flat, JSON-ready record (``skipped`` last, when anything was)."""
     for row in READOUTS:
-        if row.read is None:
+        read = row.reader(reading.kind)
+        if read is None:
             continue
         absent = [need for need in row.needs if not need.present(reading)]
         if absent:
@@ -42,7 +44,7 @@ def read_run(reading: Reading) -> dict:
             if reasons:
                 reading.skipped.update(dict.fromkeys(row.skipped_as, reasons[0]))
             continue
-        reading.result.update(row.read(reading))
+        reading.result.update(read(reading))
     if reading.skipped:
         reading.result["skipped"] = reading.skipped
     return reading.result

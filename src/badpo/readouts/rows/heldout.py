@@ -1,8 +1,9 @@
 """The rows read on held-out judgments and on the learned theta: held-out accuracy on same- and
 cross-group judgments and the gap (per attribute, and on any attribute), vote prediction with the
 run's own theta_k and with the planted ones (the ceiling), the learned level and theta recovery;
-and a reward model's tilt on counterfactual pairs, which
-:func:`badpo.readouts.evaluate.evaluate_reward_model` reads.
+and a reward model's tilt on counterfactual pairs. Each row says how it reads a reward model too
+(``read_reward_model``, :func:`badpo.readouts.evaluate.evaluate_reward_model`): held-out accuracy
+of its score differences (no vote prediction), its theta, and its tilt, which only a reward model has.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from badpo.core.attributes import AttributeSet
 from badpo.core.bias import BiasChannel
 from badpo.core.judgments import Judgment
 from badpo.readouts.compare_series import Beside, RunRecord
-from badpo.readouts.metrics import heldout_accuracy, theta_recovery, vote_prediction
+from badpo.readouts.metrics import heldout_accuracy, reward_tilt, theta_recovery, vote_prediction
 from badpo.readouts.model import heldout_margins
 from badpo.readouts.reading import Corpus, Need, Reading, Readout, shown
+from badpo.readouts.tilt import counterfactual_pairs
 
 __all__ = ["HELDOUT", "THETA", "TILT", "heldout_accuracies", "heldout_readouts", "planted_annotators", "theta_readouts",
            "vote_readouts"]
@@ -142,6 +144,35 @@ def _read_heldout(reading: Reading) -> dict:
     return heldout_readouts(reading.margins, reading.corpus, reading.attributes, vote_bias, reading.skipped)
 
 
+def _read_reward_heldout(reading: Reading) -> dict:
+    """A reward model's held-out accuracy: r(y_w) - r(y_l) read as a policy's margins are."""
+    heldout = reading.corpus.heldout
+    prompts = [j.prompt for j in heldout]
+    margins = torch.tensor(reading.scores(prompts, [j.chosen for j in heldout])
+                           - reading.scores(prompts, [j.rejected for j in heldout]))
+    return heldout_accuracies(margins, heldout, reading.attributes)[0]
+
+
+def _read_theta(reading: Reading) -> dict:
+    return theta_readouts(reading.bias, reading.corpus.planted)
+
+
+def _read_tilt(reading: Reading) -> dict:
+    """:func:`badpo.readouts.metrics.reward_tilt` per declared attribute on counterfactual pairs of the
+    held-out responses (:func:`badpo.readouts.tilt.counterfactual_pairs`: names swapped in the
+    signature, or the attribute removed by its edit; the first ``max_prompts`` responses), with
+    ``edit`` saying how the pair differs; an attribute without pairs goes under ``skipped``."""
+    config = reading.config
+    pairs, skipped = counterfactual_pairs(reading.attributes, reading.corpus.heldout, reading.corpus.surnames,
+                                          config.max_prompts, config.seed)
+    reading.skipped.update(skipped)
+    if not pairs:
+        return {}
+    return {"tilt": {name: {**reward_tilt(reading.scores(p.prompts, p.with_attribute),
+                                          reading.scores(p.prompts, p.counterpart)), "edit": p.edit}
+                     for name, p in pairs.items()}}
+
+
 def _heldout_lines(record: Mapping) -> list[str]:
     lines = []
     heldout = dict(record.get("heldout", {}))
@@ -228,16 +259,17 @@ def _theta_notes(value: Mapping | None) -> list[str]:
 # u + theta_k . dg with the run's theta (and the planted ceiling)
 HELDOUT = Readout("held-out judgments", ("heldout", "heldout_any", "votes_unseen_annotator_judgments", "votes",
                                          "votes_ceiling"), (HELDOUT_JUDGMENTS,), _read_heldout,
+                  read_reward_model=_read_reward_heldout,
                   per_attribute=("heldout", "votes", "votes_ceiling"), skipped_as=("heldout", "votes"),
                   relative_to_reference=("heldout", "heldout_any", "votes", "votes_ceiling"),
                   summary=_heldout_lines, shown_order=2,
                   beside=Beside("heldout", _heldout_of, _heldout_columns,
                                 "held-out accuracy on same- / cross-group judgments (gap)", order=1))
 # the learned level (theta_mean, theta_shared) and, against planted values, theta recovery
-THETA = Readout("theta", ("theta_mean", "theta_shared", "theta_recovery"), (LEARNED_THETA,),
-                lambda reading: theta_readouts(reading.bias, reading.corpus.planted),
+THETA = Readout("theta", ("theta_mean", "theta_shared", "theta_recovery"), (LEARNED_THETA,), _read_theta,
+                read_reward_model=_read_theta,
                 beside=Beside("theta", _theta_of, _theta_columns,
                               "theta_bar beside the offline estimate of the run's audit (moving: not converged)",
                               notes=_theta_notes, order=2))
-# a reward model's tilt toward each declared attribute on counterfactual pairs
-TILT = Readout("reward tilt", ("tilt",), (), None, summary=_tilt_lines, shown_order=3)
+# a reward model's tilt toward each declared attribute on counterfactual pairs (a policy has none)
+TILT = Readout("reward tilt", ("tilt",), (), None, read_reward_model=_read_tilt, summary=_tilt_lines, shown_order=3)
