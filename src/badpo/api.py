@@ -354,7 +354,7 @@ def _finished(run_dir: Path) -> tuple[dict | None, dict]:
     from badpo.readouts.saved_run import SavedRun
 
     saved = SavedRun(run_dir)
-    return saved.theta(), (saved.summary() or {}).get("final", {})
+    return saved.theta(), saved.final()
 
 
 def _read_json(path: Path) -> dict | None:

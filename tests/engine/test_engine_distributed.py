@@ -82,3 +82,18 @@ def test_the_fsdp_config_for_gpus_is_an_accelerate_fsdp2_config():
     assert config.distributed_type == DistributedType.FSDP and not config.use_cpu
     assert config.fsdp_config["fsdp_version"] == 2
     assert config.fsdp_config["fsdp_state_dict_type"] == "FULL_STATE_DICT"
+
+
+def test_a_world_size_accelerate_does_not_take_up_is_a_one_line_config_error(monkeypatch):
+    """Plain torchrun on CPU without ACCELERATE_USE_CPU: accelerate runs one process while
+    WORLD_SIZE says two, so each would train alone. The command line prints a ConfigError in one
+    line (a RuntimeError was a traceback on every process), with the launch that works."""
+    from badpo.core.config import ConfigError
+    from badpo.engine.runtime import make_accelerator
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.delenv("ACCELERATE_USE_CPU", raising=False)
+    with pytest.raises(ConfigError, match=r"^WORLD_SIZE=2 but accelerate runs 1 process\(es\).*"
+                                          r"ACCELERATE_USE_CPU=true torchrun") as caught:
+        make_accelerator("fp32")
+    assert "\n" not in str(caught.value)

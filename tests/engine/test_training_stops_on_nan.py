@@ -252,6 +252,28 @@ def test_a_weight_of_another_shape_is_named_before_transformers_prints_its_load_
     assert "LOAD REPORT" not in captured.out + captured.err
 
 
+def test_a_quantized_folder_is_not_called_damaged_by_the_shape_check(tmp_path, save_model_dir):
+    """A pre-quantized folder (bitsandbytes and the like) keeps each weight's name but packs its
+    shape, so comparing shapes with the plain config's model would call it damaged: the check
+    stands aside where config.json has a quantization_config, and the load says what it says."""
+    import json
+
+    from transformers import AutoModelForCausalLM
+
+    from badpo.engine.runtime import _shape_mismatch
+
+    folder = save_model_dir(tmp_path / "model")
+    weights = load_file(folder / "model.safetensors")
+    name = sorted(weights)[-1]
+    weights[name] = torch.zeros(2, 1)
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    assert _shape_mismatch(AutoModelForCausalLM, str(folder), {}) is not None  # plain: named
+    config = json.loads((folder / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "bitsandbytes", "load_in_4bit": True}
+    (folder / "config.json").write_text(json.dumps(config))
+    assert _shape_mismatch(AutoModelForCausalLM, str(folder), {}) is None
+
+
 def test_a_pickle_in_a_run_s_policy_folder_is_refused_before_any_model_loads(stopped, monkeypatch):
     from badpo.readouts import run as evaluate_run
 

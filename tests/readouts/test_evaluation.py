@@ -494,9 +494,7 @@ def test_an_undefined_readout_is_written_as_null(tmp_path, monkeypatch, capsys):
 def test_markdown_declared_under_another_name_is_read_by_its_kind(world):
     """The plan finds markdown by its kind, so reading must too: ``fmt=markdown`` gets the markdown
     readout (it was planned as available and then never read, because reading looked for the name)."""
-    corpus, tokenizer, reference = world
-    named = evaluate_policy(reference, reference, tokenizer, corpus,
-                            EvalConfig(attributes=("fmt=markdown",), max_prompts=4, max_new_tokens=8))
-    plain = evaluate_policy(reference, reference, tokenizer, corpus,
-                            EvalConfig(attributes=("markdown",), max_prompts=4, max_new_tokens=8))
+    named, plain = (evaluate_policy(world[2], world[2], world[1], world[0],
+                                    EvalConfig(attributes=(spec,), max_prompts=4, max_new_tokens=8))
+                    for spec in ("fmt=markdown", "markdown"))
     assert "markdown" in named and repr(named["markdown"]) == repr(plain["markdown"])  # nan bins: repr

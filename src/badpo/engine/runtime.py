@@ -49,7 +49,7 @@ def make_accelerator(precision: str, num_threads: int | None = None):
     accelerator = Accelerator(mixed_precision=mixed_precision(precision))
     launched = int(os.environ.get("WORLD_SIZE", "1"))
     if accelerator.num_processes != launched:
-        raise RuntimeError(
+        raise ConfigError(
             f"WORLD_SIZE={launched} but accelerate runs {accelerator.num_processes} process(es): "
             "every process would train alone. On CPU set ACCELERATE_USE_CPU=true "
             "(`ACCELERATE_USE_CPU=true torchrun --nproc_per_node N -m badpo.cli ...`)."
@@ -93,9 +93,11 @@ def _shape_mismatch(loader, folder: str, kwargs: dict) -> str | None:
         from transformers import AutoConfig
 
         remote = bool(kwargs.get("trust_remote_code", False))
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=remote)
+        if getattr(config, "quantization_config", None):  # packed weights keep their names, not shapes
+            return None
         with torch.device("meta"):
-            model = loader.from_config(AutoConfig.from_pretrained(folder, trust_remote_code=remote),
-                                       trust_remote_code=remote)
+            model = loader.from_config(config, trust_remote_code=remote)
         shapes = {name: list(tensor.shape) for name, tensor in model.state_dict().items()}
         for file in files:
             with safe_open(str(file), "pt") as handle:
