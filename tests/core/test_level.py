@@ -84,6 +84,19 @@ def test_no_estimate_where_no_judgment_says_anything():
     assert float(both[0]) == pytest.approx(math.log(3)) and torch.isnan(both[1])
 
 
+def test_a_separable_set_whose_logits_start_on_the_tail_has_no_estimate():
+    """Separation with the logits already positive (the level step's margins mid-run): the gradient
+    vanishes once z + x is ~20.7 out, which was taken for a minimiser at x = 20.7 - z (a level shift
+    of -18 logits on SmolLM2's markdown); Newton's step stays near 1 there, so it is NaN. A set that
+    does have a minimiser keeps it to the hand-worked value, whatever its logits' start."""
+    for start in (0.0, 2.0, 5.0, 15.0):
+        assert torch.isnan(offset_mle(torch.full((3,), start), torch.ones(3, 1), LOGISTIC)).all()
+    assert torch.isnan(offset_mle(torch.tensor([2.0, 3.0, 0.5]), torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]),
+                                  LOGISTIC)).all()
+    _, a = _judgments(3, 1)
+    assert float(offset_mle(2.0 * a[:, 0], a, LOGISTIC)) == pytest.approx(math.log(3) - 2.0)  # (2 + x) a
+
+
 def test_after_the_step_the_joint_minimiser_has_the_level_where_it_is():
     """The theory: L(s, delta) = trusted(s) + untrusted(s + delta) is minimised at (s_hat, delta_hat).
     With the untrusted logits shifted by delta_hat, the best point of a 0.01 grid is (s_hat, 0),
