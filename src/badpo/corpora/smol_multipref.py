@@ -107,7 +107,7 @@ OUTPUT_FILES = {
     "source.jsonl": "the comparisons as MultiPref source rows (badpo build multipref reads them)",
     "answers.jsonl": "every sampled answer with its question, plain body, check and whether it was used",
     "generated.json": "what was generated: questions, samples, the model's accuracy by kind, styles, lengths",
-    "timings.json": "seconds spent sampling and building (the one file that differs between builds; not in the corpus fingerprint)",
+    "timings.json": "seconds spent sampling and building (the one file that differs between builds)",
     "planted.json": "planted theta_k and pools: for scoring only, no method may read it",
     "gate.json": "the audit's cross-group log-odds beside the values the planted theta imply",
     "world.yaml": "the resolved SmolMultiPrefConfig (the model is named, not copied)",

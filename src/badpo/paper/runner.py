@@ -55,10 +55,6 @@ __all__ = [
 ]
 
 CORPUS_MARKER = ".badpo-corpus.json"  # written into OUT/corpus once a build has finished
-# Files of a corpus that are not its data, left out of its fingerprint: the build marker, and a
-# builder's wall times (smol-multipref's timings.json), which differ at every build of the same
-# world and would give every rebuilt world, byte-identical otherwise, new run keys.
-UNKEYED_FILES = frozenset({CORPUS_MARKER, "timings.json"})
 RESULT_KEYS = frozenset({"readouts", "theta", "artifacts"})
 
 
@@ -152,11 +148,9 @@ class Plan:
 
 
 def corpus_fingerprint(corpus_dir: Path) -> str:
-    """sha256 over every file of the corpus (relative path and content) but :data:`UNKEYED_FILES`:
-    a run's key changes when its data does, wherever the corpus lives, and not when a rebuild of
-    the same world only took another time."""
-    files = sorted(p for p in corpus_dir.rglob("*")
-                   if p.is_file() and p.relative_to(corpus_dir).as_posix() not in UNKEYED_FILES)
+    """sha256 over every file of the corpus (relative path and content), the build marker aside:
+    a run's key changes when its data does, wherever the corpus lives."""
+    files = sorted(p for p in corpus_dir.rglob("*") if p.is_file() and p.name != CORPUS_MARKER)
     if not files:
         raise ConfigError(f"corpus: {corpus_dir} holds no files")
     digest = hashlib.sha256()
