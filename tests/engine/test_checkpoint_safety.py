@@ -321,7 +321,8 @@ def _worker(rank: int, world: str, port: int, runs: tuple[tuple[str, tuple[str, 
 
     for name, overrides in runs:
         train(make_config(Path(world), name, *overrides))
-    dist.destroy_process_group()
+    dist.barrier()  # rank 0 may still be writing; tear down together (a rank that left
+    dist.destroy_process_group()  # first aborted once: 'terminate called without an active exception')
 
 
 @pytest.mark.slow

@@ -46,7 +46,8 @@ def _sharded_worker(rank: int, world: str, port: int, overrides: tuple[str, ...]
     loop.train_step = checked_step
     train(make_config(Path(world), "two", *overrides))
     (Path(world) / f"sharding-{rank}.json").write_text(json.dumps(seen))
-    dist.destroy_process_group()
+    dist.barrier()  # rank 0 may still be writing; tear down together (a rank that left
+    dist.destroy_process_group()  # first aborted once: 'terminate called without an active exception')
 
 
 # micro 2: two accumulation passes on each process (one process: four), the first without a gradient sync
