@@ -105,6 +105,9 @@ def main() -> None:
                   "launcher": "torchrun --standalone --nproc_per_node 2, ACCELERATE_USE_CPU=true",
                   "seconds": {"one_process": seconds_one, "two_processes": seconds_two},
                   "largest_difference": largest_differences(scratch / "one", scratch / "two")}
+    from badpo.paper.provenance import provenance
+
+    report["provenance"] = provenance()  # the commit, versions, device and threads of this process
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps(report, indent=1))
