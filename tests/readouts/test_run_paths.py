@@ -64,3 +64,38 @@ def test_a_run_moved_away_from_its_relative_reference_says_so_when_the_reference
     assert str(raised.value).startswith("model.name_or_path: cannot load 'sft' (We couldn't connect to")
     assert str(raised.value).endswith(f"{tmp_path.resolve() / 'sft'} is a folder of that name: if the reference "
                                       "was a local folder, write its path there")
+
+
+def test_a_run_whose_reference_folder_is_gone_is_refused_before_any_load_tries_the_hub(tmp_path, monkeypatch):
+    """run.json records whether the model named a local folder when the run was made; when that
+    bare name (``sft``, the shape of a Hub id) names no folder any more, evaluate says so at once:
+    before, transformers tried the Hub first, ~20 lines of retries for ~25 s offline (issue 37)."""
+    import json
+
+    from badpo.core.config import ConfigError
+    from badpo.readouts.run import TrainedRun
+
+    run = tmp_path / "dpo"
+    (run / "policy").mkdir(parents=True)
+    (run / "config.yaml").write_text("model:\n  name_or_path: sft\noutput_dir: dpo\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("badpo.readouts.run.load_causal_lm", lambda *a, **k: pytest.fail("a load was tried"))
+    (run / "run.json").write_text(json.dumps({"model_was_folder": True}))
+    with pytest.raises(ConfigError, match="'sft' is a relative path that names no folder here or in .*: it was a "
+                                          "local folder when the run was made, write its path there"):
+        TrainedRun.open(run).load_reference()
+    (run / "run.json").write_text(json.dumps({"model_was_folder": False}))  # a Hub id: its load says
+    with pytest.raises(pytest.fail.Exception, match="a load was tried"):
+        TrainedRun.open(run).load_reference()
+
+
+def test_train_records_that_its_model_was_a_local_folder(tmp_path, save_model_dir):
+    import json
+
+    from badpo.engine.train import train
+    from fixtures.engine import judgment_rows, make_config, write_jsonl
+
+    save_model_dir(tmp_path / "model", "gpt2")
+    write_jsonl(tmp_path / "judgments.jsonl", judgment_rows())
+    out = train(make_config(tmp_path, "one", "steps=1", f"cache_dir={tmp_path / 'cache'}"))
+    assert json.loads((out / "run.json").read_text())["model_was_folder"] is True

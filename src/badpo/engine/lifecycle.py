@@ -75,7 +75,8 @@ def commit_judgment_outputs(run: Run, output: Path, last: dict, seconds: float, 
     run reports, ``tail``), ``theta.json`` when it has a bias channel, and the model
     ``write_model(staging)`` saves, committed as one unit (:func:`badpo.engine.run_folder.commit_final`)."""
     config = run.config
-    summary = {**head, "seed": config.runtime.seed, "steps": config.steps, "batching": config.batching,
+    summary = {**head, "model_was_folder": Path(config.model.name_or_path).expanduser().is_dir(),
+               "seed": config.runtime.seed, "steps": config.steps, "batching": config.batching,
                "judgments": len(run.data), "pairs": int(run.data.pair_rows.shape[0]),
                "input": run.data.input_report,
                "audit_warnings": list(run.labels.warnings) if run.labels is not None else [],

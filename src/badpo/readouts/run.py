@@ -145,6 +145,11 @@ def eval_config(settings: Mapping[str, Any], run_specs: Sequence[str], source: P
 MODEL_KEYS_FIXED = ("name_or_path", "tokenizer", "revision")  # a run's model settings that name what it loads
 
 
+def _was_folder(run_dir: Path) -> bool:
+    """Whether the run's run.json says its model named a local folder when the run was made."""
+    return (SavedRun(run_dir).summary() or {}).get("model_was_folder") is True
+
+
 @dataclass(frozen=True)
 class TrainedRun:
     """A trained policy and what training fixed that its readouts need, whoever trained it: the one
@@ -201,7 +206,7 @@ class TrainedRun:
                    config.model.trust_remote_code, data_folder(resolved_from(origin, config.data)), config.columns,
                    config.tokenization, config.beta, policy, run_dir / "theta.json",
                    {"trust_remote_code": config.model.trust_remote_code}, config,
-                   moved_reference(run_dir, origin, model))
+                   moved_reference(run_dir, origin, model, _was_folder(run_dir)))
 
     @classmethod
     def _reward_model(cls, run_dir: Path) -> TrainedRun:
@@ -259,6 +264,9 @@ class TrainedRun:
     @contextlib.contextmanager
     def _saying_if_moved(self):
         """A reference that fails to load, with why when it is a relative path that names no folder."""
+        if self.moved is not None and not Path(self.reference).expanduser().exists() and _was_folder(self.folder):
+            raise ConfigError(self.moved.replace("if the reference was a local folder", "it was a local folder "
+                                                 "when the run was made", 1))
         try:
             yield
         except (ConfigError, OSError) as error:

@@ -40,10 +40,12 @@ def resolved_from(origin: Path | None, path: str | None) -> str | None:
     return str(there) if there.exists() else path
 
 
-def moved_reference(run_dir: Path, origin: Path | None, model: str) -> str | None:
+def moved_reference(run_dir: Path, origin: Path | None, model: str, was_folder: bool = False) -> str | None:
     """Why a run's relative ``model`` may fail to load, said only when there is a reason to think it
     was a local folder: it names none here nor where the run was made, and a folder of that name
-    (holding a config.json) sits above the run folder, or it starts with ./ or ../. None
+    (holding a config.json) sits above the run folder, it starts with ./ or ../, or the run's
+    run.json says it was a folder when the run was made (``was_folder``: the reference is then
+    refused before a load that would try the Hub, retrying for ~25 s offline). None
     otherwise: an absolute path, a folder here, or a Hub id loads or fails by itself."""
     if Path(model).is_absolute() or Path(model).expanduser().exists():
         return None
@@ -51,7 +53,7 @@ def moved_reference(run_dir: Path, origin: Path | None, model: str) -> str | Non
         return None
     found = next((parent / model for parent in run_dir.resolve().parents
                   if (parent / model / "config.json").is_file()), None)
-    if found is None and not model.startswith(("./", "../")):
+    if found is None and not was_folder and not model.startswith(("./", "../")):
         return None
     where = f"here or in {origin}, where the run was made" if origin is not None else "here"
     guess = f"; {found} is a folder of that name" if found is not None else ""
