@@ -38,10 +38,21 @@ def _sharded_worker(rank: int, world: str, port: int, overrides: tuple[str, ...]
 
     def checked_step(run, index):
         params = list(run.policy.parameters())
+        switch, offs = run.policy.set_requires_gradient_sync, []
+
+        def counted(on: bool, **kwargs):
+            offs.append(not on)
+            return switch(on, **kwargs)
+
+        run.policy.set_requires_gradient_sync = counted  # count the micro-batches that skip the sync
+        try:
+            result = step(run, index)
+        finally:
+            del run.policy.set_requires_gradient_sync
         seen.append([all(isinstance(p, DTensor) for p in params),
                      sum(p.to_local().numel() if isinstance(p, DTensor) else p.numel() for p in params),
-                     sum(p.numel() for p in params)])
-        return step(run, index)
+                     sum(p.numel() for p in params), sum(offs)])
+        return result
 
     loop.train_step = checked_step
     train(make_config(Path(world), "two", *overrides))
@@ -65,8 +76,9 @@ def test_fsdp_on_two_gloo_processes_matches_one_process(tmp_path, save_model_dir
     for rank in (0, 1):
         seen = json.loads((tmp_path / f"sharding-{rank}.json").read_text())
         assert len(seen) == 10
-        for sharded, local, whole in seen:
+        for sharded, local, whole, sync_off in seen:
             assert sharded and local < 0.6 * whole, (rank, local, whole)
+            assert sync_off == 4 // micro - 1  # every micro-batch but the last skips the reduce-scatter
     losses = [[r["loss"] for r in log_records(folder)] for folder in (one, two)]
     assert len(losses[1]) == 10 and [r["judgments"] for r in log_records(two)] == [8] * 10
     gap = max(abs(a - b) for a, b in zip(*losses))
