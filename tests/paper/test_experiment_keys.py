@@ -127,3 +127,12 @@ def test_a_corpus_built_from_another_config_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="was built from"):
         run_experiment(make_config(tmp_path, corpus={"builder": "fake", "config": {"n_pairs": 11}}),
                        fake_backend([]), log=quiet)
+
+
+def test_an_experiment_arm_with_fsdp_is_refused_by_what_the_runner_does():
+    """The runner trains each arm in one process and resumes it from checkpoints (resume_from, a key
+    it owns): fsdp there is refused for that reason, not through a key the user cannot set."""
+    from badpo.paper.backend import resolve_arm
+
+    with pytest.raises(ConfigError, match="^fsdp: an experiment trains each arm in one process"):
+        resolve_arm({"fsdp": True, "resume_from": "latest"})

@@ -99,6 +99,9 @@ def resolve_arm(settings: dict) -> dict:
     """Preference settings -> the complete ``TrainConfig`` as a dict, with every check
     ``badpo train`` makes before loading, so a bad value fails before the reference trains."""
     config = from_dict(TrainConfig, settings)
+    if config.fsdp:  # the runner trains each arm in one process and resumes it from its checkpoints
+        raise ConfigError("fsdp: an experiment trains each arm in one process with checkpoints; "
+                          "use badpo train under torchrun for a sharded run")
     check_train(config)
     accumulation_steps(config.batch_size, config.micro_batch_size, processes=1)
     return to_dict(config)
