@@ -113,4 +113,3 @@ def test_fsdp_needs_two_cpu_processes_in_fp32(kind, processes, precision):
 def test_fsdp_enters_a_runs_identity_only_when_set(tmp_path):
     assert "fsdp" not in identity(make_config(tmp_path, "run"))
     assert identity(_config(tmp_path))["fsdp"] is True
-
