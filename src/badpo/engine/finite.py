@@ -36,7 +36,7 @@ class TrainingDiverged(ValueError):
 def _all_finite(tensors: Iterable[Tensor | None]) -> Tensor:
     """One boolean tensor: every value of every tensor is finite (no synchronisation). A sharded
     tensor (an FSDP2 DTensor) is read in this process's shard: the flags are summed over processes."""
-    flags = [torch.isfinite(getattr(t, "_local_tensor", t)).all() for t in tensors if t is not None]
+    flags = [torch.isfinite(t.to_local() if hasattr(t, "to_local") else t).all() for t in tensors if t is not None]
     return torch.stack(flags).all() if flags else torch.tensor(True)
 
 

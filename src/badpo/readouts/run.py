@@ -145,9 +145,12 @@ def eval_config(settings: Mapping[str, Any], run_specs: Sequence[str], source: P
 MODEL_KEYS_FIXED = ("name_or_path", "tokenizer", "revision")  # a run's model settings that name what it loads
 
 
-def _was_folder(run_dir: Path) -> bool:
-    """Whether the run's run.json says its model named a local folder when the run was made."""
-    return (SavedRun(run_dir).summary() or {}).get("model_was_folder") is True
+def _moved(run_dir: Path, origin: Path | None, model: str) -> tuple[str | None, bool]:
+    """(why the relative ``model`` may not load, whether for sure): sure when the run's run.json
+    says its model named a local folder when the run was made (``model_was_folder``)."""
+    was_folder = (SavedRun(run_dir).summary() or {}).get("model_was_folder") is True
+    moved = moved_reference(run_dir, origin, model, was_folder)
+    return moved, moved is not None and was_folder
 
 
 @dataclass(frozen=True)
@@ -178,6 +181,7 @@ class TrainedRun:
     model_settings: Mapping[str, Any]
     config: TrainConfig | RMConfig | None = None  # the resolved config of a badpo run folder
     moved: str | None = None  # why a relative reference may not load: said with a failure to load it
+    moved_for_sure: bool = False  # run.json says the reference was a local folder: say ``moved`` before loading
 
     @classmethod
     def open(cls, run_dir: str | Path) -> TrainedRun:
@@ -206,7 +210,7 @@ class TrainedRun:
                    config.model.trust_remote_code, data_folder(resolved_from(origin, config.data)), config.columns,
                    config.tokenization, config.beta, policy, run_dir / "theta.json",
                    {"trust_remote_code": config.model.trust_remote_code}, config,
-                   moved_reference(run_dir, origin, model, _was_folder(run_dir)))
+                   *_moved(run_dir, origin, model))
 
     @classmethod
     def _reward_model(cls, run_dir: Path) -> TrainedRun:
@@ -264,9 +268,8 @@ class TrainedRun:
     @contextlib.contextmanager
     def _saying_if_moved(self):
         """A reference that fails to load, with why when it is a relative path that names no folder."""
-        if self.moved is not None and not Path(self.reference).expanduser().exists() and _was_folder(self.folder):
-            raise ConfigError(self.moved.replace("if the reference was a local folder", "it was a local folder "
-                                                 "when the run was made", 1))
+        if self.moved_for_sure:  # no load: a bare name would be tried on the Hub first, retrying offline
+            raise ConfigError(self.moved)
         try:
             yield
         except (ConfigError, OSError) as error:

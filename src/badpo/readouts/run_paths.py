@@ -57,5 +57,6 @@ def moved_reference(run_dir: Path, origin: Path | None, model: str, was_folder: 
         return None
     where = f"here or in {origin}, where the run was made" if origin is not None else "here"
     guess = f"; {found} is a folder of that name" if found is not None else ""
+    how = "it was a local folder when the run was made," if was_folder else "if the reference was a local folder,"
     return (f"config.yaml's model.name_or_path {model!r} is a relative path that names no folder {where}{guess}: "
-            "if the reference was a local folder, write its path there")
+            f"{how} write its path there")
