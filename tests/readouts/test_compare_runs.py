@@ -279,6 +279,32 @@ def test_load_run_reads_a_readouts_file_outside_its_run_folder(tmp_path):
     assert "outside its run folder" in record.notes[0]
 
 
+@pytest.mark.parametrize("record, message", [
+    ({"tokens": {"mean": 40.0}}, "holds none of the readouts badpo compare reads"),
+    ({"attribute_rates": [0.5]}, "attribute_rates is not an object"),
+    ({"names": 0.5, "kl": 0.1}, "names is not an object"),
+    ({"kl": 0.1, "inputs": "prompts"}, "inputs is not an object"),
+])
+def test_load_run_refuses_a_file_that_is_not_an_evaluation_naming_it(tmp_path, record, message):
+    """What compare reads of a record is what the readout rows it compares or shows beside write
+    (readouts.table.compared_heads): a file with none of them, or a compared source that is not an
+    object, is a one-line error naming the file."""
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(record))
+    with pytest.raises(ValueError, match=re.escape(f"{path}: {message}")):
+        load_run(path)
+
+
+def test_load_run_takes_a_record_with_first_name_rates_alone(tmp_path):
+    """A run evaluated with no generations and no held-out judgments still holds the names row's
+    first-name rates, which compare reads (a record once refused for lacking attribute_rates and
+    heldout)."""
+    path = tmp_path / "names_only.json"
+    record = readouts(DPO, first_name=DPO_FIRST)
+    path.write_text(json.dumps({"names": record["names"], "inputs": record["inputs"]}))
+    assert load_run(path).readouts["names"] == record["names"]
+
+
 def test_two_trained_runs_evaluated_on_the_same_prompts_compare_end_to_end(tmp_path, save_model_dir, cli_training,
                                                                            capsys):
     """`badpo train` DPO and BA-DPO (shared_mean) for two steps on a 64-position model with a regex

@@ -213,14 +213,14 @@ def test_the_training_guide_describes_the_mixture_readouts_that_exist():
 
 def test_a_row_says_how_its_mixture_differs_from_the_weighted_mean(monkeypatch):
     """A mixture's reading is the w-mean of its types' unless a row of the readout table says
-    otherwise (``Readout.mixed``): a new row's hook gets the mixed result, the types' readings and
-    w, and what it writes is the mixture's; without it the w-mean stands."""
+    otherwise (``Readout.mixed``): a new row's hook gets the mixed result and the mixture (its types'
+    readings, w...), and what it writes is the mixture's; without it the w-mean stands."""
     import badpo.readouts.evaluate as evaluate
     from badpo.readouts.reading import Readout
     from badpo.readouts.table import READOUTS
 
-    def largest(result, types, weights, reference):
-        result["peak"] = max(readouts["peak"] for readouts in types)
+    def largest(result, mixing):
+        result["peak"] = max(readouts["peak"] for readouts in mixing.types)
 
     types = iter([{"peak": 1.0, "mean": 1.0}, {"peak": 3.0, "mean": 3.0}])
     monkeypatch.setattr(evaluate, "evaluate_policy", lambda *args, **kwargs: next(types))

@@ -31,7 +31,7 @@ from badpo.readouts.compare_checks import DATA_FILE, reasons_not_comparable, ref
 from badpo.readouts.compare_plots import plot_rates, plot_theta
 from badpo.readouts.comparison import RunRecord, compare_records, method_label
 from badpo.readouts.saved_run import SavedRun, read_json_object
-from badpo.readouts.table import beside_readouts
+from badpo.readouts.table import beside_readouts, compared_heads
 
 __all__ = ["COMPARE_FILES", "Comparison", "compare_runs", "format_comparison", "format_markdown", "load_run"]
 
@@ -91,11 +91,13 @@ def load_run(path: str | os.PathLike) -> RunRecord:
     else:
         raise FileNotFoundError(f"{path}: no such run folder or readouts file")
     readouts = read_json_object(source, "the run's readouts")
-    for key in ("attribute_rates", "heldout", "inputs"):
+    read, objects = compared_heads()
+    for key in ("inputs", *sorted(objects)):
         if key in readouts and not isinstance(readouts[key], dict):
             raise ValueError(f"{source}: {key} is not an object")
-    if "attribute_rates" not in readouts and "heldout" not in readouts:
-        raise ValueError(f"{source}: holds no attribute_rates and no heldout readouts; is it `badpo evaluate`'s?")
+    if not read & {key.partition("/")[0] for key in readouts}:
+        raise ValueError(f"{source}: holds none of the readouts badpo compare reads ({', '.join(sorted(read))}); "
+                         "is it `badpo evaluate`'s?")
     method = SavedRun(folder).method() if folder is not None else None
     beside, notes = _beside(folder, method)
     name = folder.name if folder is not None else source.stem

@@ -38,7 +38,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -47,11 +46,10 @@ from badpo.core.bias import BiasChannel
 from badpo.engine.mixture import MIXTURE_FILE
 from badpo.engine.settings import BETA
 from badpo.engine.tokenize import TokenizationConfig
-from badpo.readouts.mixture import mixture_vote_logits, type_class_agreement, weighted_mean_readouts
+from badpo.readouts.mixture import weighted_mean_readouts
 from badpo.readouts.model import Generations, generate, heldout_margins
-from badpo.readouts.reading import Corpus, Reading, declares_names
+from badpo.readouts.reading import Corpus, Mixing, Reading, declares_names
 from badpo.readouts.rows.generated import generated_attribute_rates
-from badpo.readouts.rows.heldout import planted_annotators, vote_readouts
 from badpo.readouts.rows.judge import judge_readouts
 from badpo.readouts.rows.names import bodies_for, reference_bodies, reference_names
 from badpo.readouts.settings import EvalConfig
@@ -122,12 +120,13 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
 
     Each readout is the w-weighted mean of the type policies' readouts
     (:func:`badpo.readouts.mixture.weighted_mean_readouts`), except where a row of the readout table
-    says how its mixture differs (``Readout.mixed``: per-prompt values, the sampled names' shares as
-    ratios of the mixed counts, names.null of the mixed shares), and vote prediction: a held-out vote is
-    predicted by its own annotator's mixture, p = sum_k gamma_k sigmoid(u_k)
-    (:func:`badpo.readouts.mixture.mixture_vote_logits`; an annotator absent from training gets the
-    priors). With planted classes, ``type_recovery`` says whether the most probable types are the
-    classes. ``load_policy(path)`` loads one type policy; one is held in memory at a time.
+    says how its mixture differs (``Readout.mixed``, given a :class:`badpo.readouts.reading.Mixing`):
+    per-prompt values, the sampled names' shares as ratios of the mixed counts, names.null of the
+    mixed shares; vote prediction, where a held-out vote is predicted by its own annotator's mixture,
+    p = sum_k gamma_k sigmoid(u_k) (:func:`badpo.readouts.mixture.mixture_vote_logits`; an annotator
+    absent from training gets the priors); and, with planted classes, ``type_recovery``: whether
+    the most probable types are the classes. ``load_policy(path)`` loads one type policy; one is
+    held in memory at a time.
     ``reference_samples`` and ``reference_readouts`` are as for :func:`evaluate_policy`, shared by
     the K policies; ``names.null`` is that of the mixture's per-name shares.
     """
@@ -154,22 +153,12 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
         type_margins.append(margins)
         del policy
     result = weighted_mean_readouts(type_readouts, mixture.weights)
+    result["mixture"] = {"weights": list(mixture.weights), "types": type_readouts}
+    mixing = Mixing(type_readouts, mixture.weights, reference_readouts, corpus, attributes,
+                    type_margins if corpus.heldout else None, mixture.type_probabilities, mixture.priors)
     for row in READOUTS:  # where a row's mixture is not the w-mean of its types'
         if row.mixed is not None:
-            row.mixed(result, type_readouts, mixture.weights, reference_readouts)
-    result["mixture"] = {"weights": list(mixture.weights), "types": type_readouts}
-    if not corpus.heldout:
-        return result
-    gamma = [mixture.type_probabilities.get(j.annotator, list(mixture.priors)) for j in corpus.heldout]
-    logits = mixture_vote_logits(torch.stack(type_margins).numpy(), gamma)
-    values = [attributes.judgment_values(j) for j in corpus.heldout]
-    g_w, g_l = np.array([v[0] for v in values]), np.array([v[1] for v in values])
-    result.update(vote_readouts(logits, corpus.heldout, g_w, g_l, attributes.names, None, corpus.planted))
-    result["votes_unseen_annotator_judgments"] = sum(
-        1 for j in corpus.heldout if j.annotator not in mixture.type_probabilities)
-    if corpus.planted is not None:
-        _, classes = planted_annotators(corpus.planted)
-        result["type_recovery"] = type_class_agreement(mixture.type_probabilities, classes)
+            row.mixed(result, mixing)
     return result
 
 

@@ -38,8 +38,8 @@ from badpo.readouts.compare_series import Beside, Compared
 from badpo.readouts.model import Generations, generate, judge_scores
 from badpo.readouts.settings import EvalConfig
 
-__all__ = ["Corpus", "Need", "Readout", "Reading", "declares_names", "generations_from_json", "generations_to_json",
-           "sampled_answers", "sampling_settings", "shown"]
+__all__ = ["Corpus", "Mixing", "Need", "Readout", "Reading", "declares_names", "generations_from_json",
+           "generations_to_json", "sampled_answers", "sampling_settings", "shown"]
 
 
 @dataclass(frozen=True)
@@ -187,6 +187,22 @@ def generations_from_json(saved: Mapping, settings: Mapping, source: str) -> Gen
 
 
 @dataclass(frozen=True)
+class Mixing:
+    """A mixture of type policies being read (EM-DPO + MinMax-DPO,
+    :func:`badpo.readouts.evaluate.evaluate_mixture`): what a row's ``mixed`` hook gets beside the
+    mixture's result, where the w-mean of the types' readings is not the mixture's."""
+
+    types: Sequence[Mapping]  # each type policy's reading, in type order
+    weights: Sequence[float]  # w over the K types
+    reference: Mapping | None  # the reference's readouts, shared by the K types
+    corpus: Corpus
+    attributes: AttributeSet
+    type_margins: Sequence[torch.Tensor] | None  # each type's held-out u [N]; None without held-out judgments
+    type_probabilities: Mapping[str, Sequence[float]]  # annotator -> gamma [K]
+    priors: Sequence[float]  # the gamma of an annotator never seen in training
+
+
+@dataclass(frozen=True)
 class Need:
     """Something a readout needs, checked on a loaded run (``present``) and on the settings
     alone (``planned``: None when the settings cannot tell, as for held-out judgments, which
@@ -232,9 +248,9 @@ class Readout:
     summary: Callable[[Mapping], list[str]] | None = None
     compared: Compared | None = None
     beside: Beside | None = None
-    # how a mixture's reading differs from the w-mean of its types' readings, in place: (result,
-    # the types' readings, w, the reference's readouts); None: the w-mean is the mixture's
-    mixed: Callable[[dict, Sequence[Mapping], Sequence[float], Mapping | None], None] | None = None
+    # how a mixture's reading differs from the w-mean of its types' readings, written in place into
+    # the result from what the mixture holds (a :class:`Mixing`); None: the w-mean is the mixture's
+    mixed: Callable[[dict, Mixing], None] | None = None
     shown_order: int = 0
 
     def reader(self, kind: str) -> Callable[[Reading], dict] | None:

@@ -18,16 +18,16 @@ from badpo.readouts.compare_series import Beside, Compared
 from badpo.readouts.reading import Reading, Readout
 from badpo.readouts.rows.candidates import CANDIDATES
 from badpo.readouts.rows.generated import ATTRIBUTE_RATES, CHECKED, KL, MARKDOWN, SAMPLED_TEXT, TOKENS
-from badpo.readouts.rows.heldout import HELDOUT, THETA, TILT
+from badpo.readouts.rows.heldout import HELDOUT, THETA, TILT, TYPES
 from badpo.readouts.rows.judge import JUDGE
 from badpo.readouts.rows.names import AGAINST_REFERENCE, NAMES, SAMPLED
 from badpo.readouts.settings import EvalConfig
 
-__all__ = ["READOUTS", "beside_readouts", "compared_readouts", "read_run", "readout_unavailable",
+__all__ = ["READOUTS", "beside_readouts", "compared_heads", "compared_readouts", "read_run", "readout_unavailable",
            "relative_to_reference", "row_of", "summary_lines"]
 
 READOUTS: tuple[Readout, ...] = (NAMES, CANDIDATES, HELDOUT, TILT, THETA, KL, SAMPLED, TOKENS, SAMPLED_TEXT,
-                                 CHECKED, MARKDOWN, ATTRIBUTE_RATES, JUDGE, AGAINST_REFERENCE)
+                                 CHECKED, MARKDOWN, ATTRIBUTE_RATES, JUDGE, AGAINST_REFERENCE, TYPES)
 
 
 def read_run(reading: Reading) -> dict:
@@ -89,6 +89,15 @@ def compared_readouts() -> list[Compared]:
     the rows' ``shown_order``."""
     shown = sorted((row for row in READOUTS if row.compared is not None), key=lambda row: row.shown_order)
     return [row.compared for row in shown]
+
+
+def compared_heads() -> tuple[set[str], set[str]]:
+    """What ``badpo compare`` reads of a record: the heads of the paths every row it compares or
+    shows beside writes (a record holding none of them is not ``badpo evaluate``'s), and of those
+    the heads of the compared rows' sources, which must be objects."""
+    read = {head for row in READOUTS if row.compared is not None or row.beside is not None for head in row.writes}
+    objects = {row.compared.source.partition(".")[0] for row in READOUTS if row.compared is not None}
+    return read, objects
 
 
 def beside_readouts() -> list[Beside]:

@@ -17,7 +17,7 @@ from badpo.readouts.compare_series import Beside, Compared, RunRecord, Series, r
 from badpo.readouts.metrics import reweighted_rate
 from badpo.readouts.mixture import weighted_values
 from badpo.readouts.model import Generations, generation_kl, sampled_text_readout
-from badpo.readouts.reading import Need, Reading, Readout, shown
+from badpo.readouts.reading import Mixing, Need, Reading, Readout, shown
 
 __all__ = ["GENERATIONS", "KL", "TOKENS", "SAMPLED_TEXT", "CHECKED", "MARKDOWN", "ATTRIBUTE_RATES",
            "generated_attribute_rates", "compact_values"]
@@ -133,13 +133,13 @@ def _kl_lines(record: Mapping) -> list[str]:
     return [line]
 
 
-def _mix_rates(result: dict, types: Sequence[Mapping], weights: Sequence[float], reference: Mapping | None) -> None:
+def _mix_rates(result: dict, mixing: Mixing) -> None:
     """A mixture's per-prompt values of each attribute rate: each prompt's w-weighted mean over the
     types (their mean over prompts is the mixture's rate), which the key-by-key w-mean leaves out
     where the types' lists differ."""
     for name, rate in result.get("attribute_rates", {}).items():
-        parts = [readouts["attribute_rates"][name]["per_prompt"] for readouts in types]
-        rate["per_prompt"] = {side: compact_values(weighted_values([part[side] for part in parts], weights))
+        parts = [readouts["attribute_rates"][name]["per_prompt"] for readouts in mixing.types]
+        rate["per_prompt"] = {side: compact_values(weighted_values([part[side] for part in parts], mixing.weights))
                               for side in parts[0]}
 
 

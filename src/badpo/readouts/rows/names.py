@@ -20,7 +20,7 @@ from badpo.readouts.mixture import weighted_values
 from badpo.readouts.model import Generations, cut_at_eos, plain_decoding
 from badpo.readouts.names_analyses import names_null_readouts, names_reference, sampled_names, sampled_shares
 from badpo.readouts.names_scoring import names_readout
-from badpo.readouts.reading import Corpus, Need, Reading, Readout, declares_names, shown
+from badpo.readouts.reading import Corpus, Mixing, Need, Reading, Readout, declares_names, shown
 from badpo.readouts.rows.generated import GENERATIONS, compact_values
 from badpo.readouts.settings import EvalConfig
 from badpo.readouts.tilt import answer_body
@@ -176,26 +176,25 @@ def _read_against_reference(reading: Reading) -> dict:
     return {}
 
 
-def _mix_first_name(result: dict, types: Sequence[Mapping], weights: Sequence[float],
-                    reference: Mapping | None) -> None:
+def _mix_first_name(result: dict, mixing: Mixing) -> None:
     """A mixture's per-prompt first-name rates: each prompt's w-weighted mean over the types."""
     per_prompt = result.get("names", {}).get("per_prompt")
     if isinstance(per_prompt, dict):
-        parts = [readouts["names"]["per_prompt"]["first_name"] for readouts in types]
-        per_prompt["first_name"] = {name: compact_values(weighted_values([part[name] for part in parts], weights))
+        parts = [readouts["names"]["per_prompt"]["first_name"] for readouts in mixing.types]
+        per_prompt["first_name"] = {name: compact_values(weighted_values([part[name] for part in parts],
+                                                                         mixing.weights))
                                     for name in parts[0]}
 
 
-def _mix_sampled(result: dict, types: Sequence[Mapping], weights: Sequence[float], reference: Mapping | None) -> None:
+def _mix_sampled(result: dict, mixing: Mixing) -> None:
     """A mixture's sampled-signature shares: ratios of its w-mixed counts, not the w-mean of ratios."""
     if isinstance(result.get("sampled", {}).get("per_name"), dict):
         result["sampled"].update(sampled_shares(result["sampled"]["per_name"]))
 
 
-def _mix_against_reference(result: dict, types: Sequence[Mapping], weights: Sequence[float],
-                           reference: Mapping | None) -> None:
+def _mix_against_reference(result: dict, mixing: Mixing) -> None:
     """names.null and names.reference of the mixture's own shares (linear in the types')."""
-    names_against_reference(result, reference)
+    names_against_reference(result, mixing.reference)
 
 
 # ------------------------------------- how badpo compare reads the rate from first-name probabilities
