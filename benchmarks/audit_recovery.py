@@ -6,7 +6,7 @@ against the planted values, the yardstick of issue 32's recovery target ("r >= 0
 
 WORLD is a built corpus with ``train.jsonl`` and ``planted.json`` (tiny-signed, smol-signed,
 tiny-multipref, ...). The audit is ``badpo audit`` itself (the joint per-annotator fit with its
-prior, :mod:`badpo.audit.joint`), written to a temporary report; the Pearson r is over the
+prior, :mod:`badpo.auditing.joint`), written to a temporary report; the Pearson r is over the
 annotators the audit could estimate on that attribute (at least one cross-group judgment).
 """
 

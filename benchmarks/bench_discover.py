@@ -6,7 +6,7 @@ over a vocabulary of ``--vocabulary`` made-up words, so the data screen meets ma
 n-grams), each pair judged by four of ``--annotators`` annotators; a side is a markdown list with
 probability 0.2 and ends with the word "indeed" with probability 0.2; votes follow
 ``sigmoid(quality + theta_k . (g_a - g_b))`` with theta_k ~ N(0.8, 0.4^2) on both. The judgments
-are generated lazily and fed to :func:`badpo.audit.discover.discover` (the screen; reading a file
+are generated lazily and fed to :func:`badpo.auditing.discover.discover` (the screen; reading a file
 is timed by benchmarks/bench_audit.py), which prints its progress; the figures are the wall time,
 the CPU time of this process and its peak resident memory.
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from badpo.audit.discover import discover
+from badpo.auditing.discover import discover
 from badpo.core.judgments import Judgment
 
 

@@ -8,7 +8,7 @@ probability sigmoid(q + theta_k . (g_1 - g_2))). The annotators differ from the 
 pool of ``--annotators`` sharing one level theta = (1.0, 1.0) (woman, black; the mean of the tiny
 world's class means), four of them planted at known offsets from it (:data:`OUTLIERS`). Each stream
 is a fresh draw of the pair order, the judges and the votes over ``--pairs`` pairs, fed through
-:meth:`badpo.audit.stream.StreamAudit.observe` and read after every judgment.
+:meth:`badpo.auditing.stream.StreamAudit.observe` and read after every judgment.
 
 Beside it, the same streams are judged by re-running the offline audit's Bonferroni flag
 (``outlying_bonferroni`` of ``badpo audit --report``: penalised likelihood-ratio p < 0.05 / m
@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from badpo.audit.estimates import penalised_log_odds, penalised_p_value
-from badpo.audit.stream import StreamAudit
+from badpo.auditing.estimates import penalised_log_odds, penalised_p_value
+from badpo.auditing.stream import StreamAudit
 from badpo.corpora.signing import SigningConfig, sign_pairs
 from badpo.corpora.tiny import TinyWorldConfig, tiny_base_pairs
 

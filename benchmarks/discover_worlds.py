@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the worlds are a test fixture
 
-from badpo.audit.discover import discover  # noqa: E402
+from badpo.auditing.discover import discover  # noqa: E402
 from fixtures.discover_worlds import PLANTED, WORLDS  # noqa: E402
 
 # harder variants of the ending world: (world, its keyword arguments)

@@ -6,30 +6,13 @@ attribute to the DPO logit, ``-log sigmoid(u + theta_k . (g(y_w) - g(y_l)))``, s
 is explained by theta and not learned by the policy.
 """
 
-import types
-
-import badpo.audit as _audit_package
-
 __version__ = "0.1.0"
 
-
-class _CallableAudit(types.ModuleType):
-    """The package ``badpo.audit``, callable as :func:`badpo.api.audit`: set here, at the front
-    door, so that the audit layer imports nothing above it, whatever is imported first."""
-
-    def __call__(self, *args, **kwargs):
-        import badpo.api as api  # the front door's own names, imported on first use
-
-        return api.audit(*args, **kwargs)
-
-
-_audit_package.__class__ = _CallableAudit
-
-# The Python API (badpo.api): ``badpo.train`` and the rest are its names, imported on first use, so
-# that ``import badpo.core.losses`` (or the audit) does not run the front door. The package root is
-# a front door too (tests/house/test_layering.py): its edges are these late imports and the light
-# audit package above, which it makes callable.
-API_NAMES = ("train", "sft", "rm", "evaluate", "compare", "TrainResult", "SFTResult", "RMResult",
+# The Python API (badpo.api): ``badpo.train``, ``badpo.audit`` and the rest are its names, imported
+# on first use, so that ``import badpo.core.losses`` (or the audit layer, ``badpo.auditing``) does
+# not load the engine. The package root is a front door (tests/house/test_layering.py): these late
+# imports are its only edges.
+API_NAMES = ("train", "sft", "rm", "evaluate", "audit", "compare", "TrainResult", "SFTResult", "RMResult",
              "EvalResult", "AuditResult")
 
 
@@ -42,4 +25,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *API_NAMES, "audit"})
+    return sorted({*globals(), *API_NAMES})

@@ -97,7 +97,7 @@ class EvalResult:
 
 @dataclass(frozen=True)
 class AuditResult:
-    """``badpo audit``'s findings: ``audit`` (a :class:`badpo.audit.estimates.Audit`: per attribute
+    """``badpo audit``'s findings: ``audit`` (a :class:`badpo.auditing.estimates.Audit`: per attribute
     the cross-group shares and offline log-odds, the annotator graph, the warnings), ``text`` (what
     the command prints) and ``report`` (what ``REPORT_DIR/audit.json`` holds, when one was written)."""
 
@@ -189,7 +189,7 @@ def audit(data: Any = None, attributes: str | Sequence[str] = (), *, split: str 
     (data seed ``seed``) instead of ``data``; ``duplicates``: keep (each a vote) or drop exact
     duplicate judgments, as ``--duplicates``; ``discover``: find the attributes instead of declaring
     them (``--discover``; ``seed`` then seeds its split; ``.audit`` is a
-    :class:`badpo.audit.discover.Discovery`). Returns an :class:`AuditResult`, whose ``summary()``
+    :class:`badpo.auditing.discover.Discovery`). Returns an :class:`AuditResult`, whose ``summary()``
     is what the command prints; the audit's warnings are in the text, not raised."""
     import warnings
 
@@ -198,7 +198,7 @@ def audit(data: Any = None, attributes: str | Sequence[str] = (), *, split: str 
                          run is not None or pseudonym_key is not None or tokenizer is not None or example,
                          duplicates)
 
-    from badpo.audit.estimates import BiasIdentifiabilityWarning
+    from badpo.auditing.estimates import BiasIdentifiabilityWarning
     from badpo.core.outputs import check_output_file
 
     specs = [attributes] if isinstance(attributes, str) else list(attributes)
@@ -223,8 +223,8 @@ def audit(data: Any = None, attributes: str | Sequence[str] = (), *, split: str 
 def _discover(data: Any, attributes: Any, split: str | None, columns: Mapping[str, str] | None, report: Any,
               json_out: Any, overwrite: bool, seed: int, others: bool, duplicates: str = "keep") -> AuditResult:
     """:func:`audit` with ``discover=True``."""
-    from badpo.audit.discover import DiscoverySettings
-    from badpo.audit.discover_report import discover_source
+    from badpo.auditing.discover import DiscoverySettings
+    from badpo.auditing.discover_report import discover_source
     from badpo.core.outputs import check_output_file
     from badpo.data.sources import ColumnMap
 
@@ -257,8 +257,8 @@ def _check_audit_call(data: Any, specs: list[str], example: bool, data_only: tup
 def _audit_data(data: Any, specs: list[str], split: str | None, columns: Mapping[str, str] | None,
                 report: Any, run: Any, key: str | None, tokenizer: Any, overwrite: bool,
                 duplicates: str = "keep") -> tuple:
-    """:func:`badpo.audit.report.audit_with_report` on any data the API takes."""
-    from badpo.audit.report import audit_with_report
+    """:func:`badpo.auditing.report.audit_with_report` on any data the API takes."""
+    from badpo.auditing.report import audit_with_report
     from badpo.data.sources import ColumnMap
 
     if isinstance(tokenizer, (str, os.PathLike)):

@@ -109,7 +109,7 @@ def test_a_missing_column_is_named_with_the_columns_the_file_has(tmp_path, cli_e
 
 
 def test_a_stream_state_with_a_negative_offset_is_one_line_naming_it(tmp_path):
-    from badpo.audit.stream_file import run_stream
+    from badpo.auditing.stream_file import run_stream
 
     data, state = write_jsonl(tmp_path / "s.jsonl", rows(12)), tmp_path / "state.json"
     run_stream(data, state, [SIGNOFF])
@@ -121,7 +121,7 @@ def test_a_stream_state_with_a_negative_offset_is_one_line_naming_it(tmp_path):
 
 
 def test_a_second_reader_of_one_stream_state_is_refused(tmp_path):
-    from badpo.audit.stream_file import one_reader, run_stream
+    from badpo.auditing.stream_file import one_reader, run_stream
 
     data, state = write_jsonl(tmp_path / "s.jsonl", rows(12)), tmp_path / "state.json"
     with one_reader(state):  # a --follow holding the state

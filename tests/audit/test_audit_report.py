@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from badpo.audit.estimates import LogOdds, penalised_log_odds
-from badpo.audit.forest import plot_forest
-from badpo.audit.joint import fit_joint, robust_level
-from badpo.audit.report import _file_stem, attribute_report, pseudonymiser
+from badpo.auditing.estimates import LogOdds, penalised_log_odds
+from badpo.auditing.forest import plot_forest
+from badpo.auditing.joint import fit_joint, robust_level
+from badpo.auditing.report import _file_stem, attribute_report, pseudonymiser
 from badpo.cli import main
 from badpo.core.bias import BiasChannel
 from badpo.core.judgments import validate_judgments, write_judgments

@@ -12,14 +12,14 @@ import pytest
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from badpo.audit.estimates import (
+from badpo.auditing.estimates import (
     BiasIdentifiabilityWarning,
     audit,
     offline_log_odds,
     penalised_log_odds,
     penalised_p_value,
 )
-from badpo.audit.terminal_table import format_audit
+from badpo.auditing.terminal_table import format_audit
 from badpo.cli import main
 from badpo.core.attributes import resolve_attributes
 from badpo.core.judgments import Judgment, read_judgments, validate_judgments, write_judgments
@@ -244,7 +244,7 @@ def test_cli_example_runs_on_the_planted_corpus(tmp_path, capsys):
         [name, key] for name in ("woman_coded", "black_coded") for key in ("all", "A", "B", "C")]
 
 
-@pytest.mark.filterwarnings("ignore::badpo.audit.estimates.BiasIdentifiabilityWarning")  # 300 pairs
+@pytest.mark.filterwarnings("ignore::badpo.auditing.estimates.BiasIdentifiabilityWarning")  # 300 pairs
 def test_example_report_is_seeded():
     first, again, other = (example_report(seed, n_pairs=300)[1] for seed in (3, 3, 4))
     assert first == again and first != other

@@ -11,11 +11,11 @@ import warnings
 import numpy as np
 import pytest
 
-from badpo.audit.candidates import LIBRARY, feature_spec, text_features
-from badpo.audit.discover import DiscoverySettings, _related, discover, fold, halves, pooled_fit, prompt_halves
-from badpo.audit.discover_data import candidate_entries, encode, library_candidates
-from badpo.audit.discover_report import format_discovery
-from badpo.audit.discover_stats import (
+from badpo.auditing.candidates import LIBRARY, feature_spec, text_features
+from badpo.auditing.discover import DiscoverySettings, _related, discover, fold, halves, pooled_fit, prompt_halves
+from badpo.auditing.discover_data import candidate_entries, encode, library_candidates
+from badpo.auditing.discover_report import format_discovery
+from badpo.auditing.discover_stats import (
     benjamini_hochberg,
     chi2_quantile,
     chi2_sf,

@@ -11,7 +11,7 @@ import json
 import pytest
 
 import badpo
-from badpo.audit.discover import discover
+from badpo.auditing.discover import discover
 from badpo.cli import main
 from badpo.core.attributes import resolve_attributes
 from badpo.core.judgments import write_judgments

@@ -11,8 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from badpo.audit.estimates import penalised_log_odds
-from badpo.audit.joint import fit_annotator, fit_joint, prior_precision, robust_level, two_sided_p
+from badpo.auditing.estimates import penalised_log_odds
+from badpo.auditing.joint import fit_annotator, fit_joint, prior_precision, robust_level, two_sided_p
 from badpo.cli import main
 from badpo.core.judgments import validate_judgments, write_judgments
 

@@ -11,9 +11,9 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from badpo.audit.sequential import interval, log_mixture, separated, side_level
-from badpo.audit.stream import StreamAudit
-from badpo.audit.stream_file import follow_stream, run_stream
+from badpo.auditing.sequential import interval, log_mixture, separated, side_level
+from badpo.auditing.stream import StreamAudit
+from badpo.auditing.stream_file import follow_stream, run_stream
 from badpo.cli import main
 
 

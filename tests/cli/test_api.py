@@ -160,9 +160,9 @@ def test_sft_and_evaluate_are_one_call(world, monkeypatch, save_model_dir):
 
 def test_import_badpo_loads_no_engine_until_the_api_is_used():
     code = ("import sys, badpo; print('torch' in sys.modules, 'badpo.api' in sys.modules); "
-            "import badpo.audit.estimates; print(callable(badpo.audit), 'torch' in sys.modules)")
+            "import badpo.auditing.estimates; print('badpo.api' in sys.modules, 'torch' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.split() == ["False", "False", "True", "False"]  # badpo.audit: the package, callable
+    assert result.stdout.split() == ["False", "False", "False", "False"]  # the light audit layer loads neither
     assert badpo.train is importlib.import_module("badpo.api").train
     with pytest.raises(AttributeError, match="no attribute 'trian'"):
         badpo.trian  # noqa: B018

@@ -21,7 +21,7 @@ import torch
 from torch.autograd.functional import hessian
 from torch.func import functional_call
 
-from badpo.audit.estimates import BiasIdentifiabilityWarning, audit, offline_log_odds
+from badpo.auditing.estimates import BiasIdentifiabilityWarning, audit, offline_log_odds
 from badpo.core.attributes import resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.losses import ba_dpo_loss
@@ -175,7 +175,7 @@ def test_split_pool_can_still_be_tied_through_shared_responses():
 
 
 # --------------------------------------------------------------- the offline estimate
-@pytest.mark.filterwarnings("ignore::badpo.audit.estimates.BiasIdentifiabilityWarning")  # small corpus
+@pytest.mark.filterwarnings("ignore::badpo.auditing.estimates.BiasIdentifiabilityWarning")  # small corpus
 def test_pooled_theta_on_swap_pairs_at_the_reference_is_the_offline_log_odds():
     """On swap pairs with r = 0 the pooled theta's MLE is log(w / (n - w)) per attribute, exactly.
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 import yaml
 
-from badpo.audit.estimates import BiasIdentifiabilityWarning, audit
+from badpo.auditing.estimates import BiasIdentifiabilityWarning, audit
 from badpo.core.attributes import resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError, from_dict
@@ -128,7 +128,7 @@ def world(tmp_path_factory, save_model_dir) -> Path:
     return root
 
 
-@pytest.mark.filterwarnings("ignore::badpo.audit.estimates.BiasIdentifiabilityWarning")  # fixture labels
+@pytest.mark.filterwarnings("ignore::badpo.auditing.estimates.BiasIdentifiabilityWarning")  # fixture labels
 def test_bias_trusted_config_forms_and_errors(world):
     from badpo.engine.settings import BiasSettings
 
@@ -144,7 +144,7 @@ def test_bias_trusted_config_forms_and_errors(world):
         train(make_config(world, "bad", "bias.trusted={ann1: [0.0, 1.0]}"))
 
 
-@pytest.mark.filterwarnings("ignore::badpo.audit.estimates.BiasIdentifiabilityWarning")  # fixture labels
+@pytest.mark.filterwarnings("ignore::badpo.auditing.estimates.BiasIdentifiabilityWarning")  # fixture labels
 def test_engine_trains_with_a_trusted_annotator(world):
     """Two steps of BA-DPO theta_bar + eps_k with ann1 trusted at 0.3: its theta stays 0.3 in
     theta.json, the others learn, and the audit records the trusted id."""

@@ -44,7 +44,7 @@ SAMPLED = SignedUltraFeedbackConfig(n_pairs=48, selection="sample", n_offset_pro
 FIRST_36 = SignedUltraFeedbackConfig(n_pairs=36, n_offset_prompts=20, **SMALL)  # default selection
 INSTRUCTION = "\n\nSign your answer with a name of your choice."
 
-pytestmark = pytest.mark.filterwarnings("ignore::badpo.audit.estimates.BiasIdentifiabilityWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::badpo.auditing.estimates.BiasIdentifiabilityWarning")
 
 
 def _dropped_by_hand(index: int) -> bool:

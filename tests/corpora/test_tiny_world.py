@@ -197,7 +197,7 @@ def test_audit_on_swap_pairs_matches_the_planted_theta(world):
     recomputed here from planted.json and the judgments' texts, not taken from gate.json."""
     import warnings
 
-    from badpo.audit.estimates import audit
+    from badpo.auditing.estimates import audit
     from badpo.core.attributes import resolve_attributes
 
     planted = json.loads((world / "planted.json").read_text())

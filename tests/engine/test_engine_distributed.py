@@ -53,7 +53,7 @@ def test_two_gloo_processes_match_one_process(tmp_path, save_model_dir):
     torch.testing.assert_close(cached[0], cached[1], rtol=0, atol=1e-6)  # sharded reference pass
 
 
-@pytest.mark.filterwarnings("ignore::badpo.audit.estimates.BiasIdentifiabilityWarning")  # fixture labels
+@pytest.mark.filterwarnings("ignore::badpo.auditing.estimates.BiasIdentifiabilityWarning")  # fixture labels
 @pytest.mark.parametrize("mode", ["every_step", "final"])
 def test_the_level_step_is_the_same_on_two_processes(tmp_path, save_model_dir, mode):
     """bias.trusted_level: each process sees its own judgments (every_step: the step's margins;

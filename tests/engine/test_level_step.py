@@ -29,7 +29,7 @@ from badpo.paper.runner import RunTask
 from badpo.readouts.run import EvalData, evaluate_run_dir
 from fixtures.engine import assert_same_run, judgment_rows, log_records, make_config, policy_weights, write_jsonl
 
-pytestmark = pytest.mark.filterwarnings("ignore::badpo.audit.estimates.BiasIdentifiabilityWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::badpo.auditing.estimates.BiasIdentifiabilityWarning")
 
 
 def _one_process(values: torch.Tensor) -> torch.Tensor:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from badpo.audit.estimates import BiasIdentifiabilityWarning
+from badpo.auditing.estimates import BiasIdentifiabilityWarning
 from badpo.cli import main
 from badpo.core.config import ConfigError, load_config, to_dict
 from badpo.core.judgments import JudgmentError

@@ -21,7 +21,7 @@ def _folder(name: str) -> list[str]:
 
 
 # every module of core/ and methods/, and the pure modules of the layers above them
-CORE = [*_folder("core"), *_folder("methods"), "badpo.audit.estimates", "badpo.readouts.metrics",
+CORE = [*_folder("core"), *_folder("methods"), "badpo.auditing.estimates", "badpo.readouts.metrics",
         "badpo.readouts.over_seeds", "badpo.readouts.mixture", "badpo.paper.anchoring", "badpo.readouts.compare",
         "badpo.readouts.comparison"]
 # the judgment row and the name pool: a user who only reads or writes judgments needs no torch

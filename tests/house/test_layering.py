@@ -1,6 +1,6 @@
 """Imports point one way, and the layers are the folders of ``src/badpo``:
 
-    core -> methods -> data -> audit -> corpora -> engine -> readouts -> paper -> cli -> integrations
+    core -> methods -> data -> auditing -> corpora -> engine -> readouts -> paper -> cli -> integrations
 
 A module's layer is its folder (``badpo/core/losses.py`` is in ``core``); ``cli.py``, ``api.py``,
 the command modules of ``commands/`` and the package root ``badpo`` (whose lazy names are the
@@ -16,9 +16,9 @@ import either.
 The paper's experiments (``badpo.paper``) sit on the library: no library module imports them, and
 of the front door only the command line does (``badpo experiment``, ``reproduce``, ``demo``).
 
-No edge points upward. The package ``badpo.audit`` is callable as the API's audit
-(``badpo.audit(...)``; a package and a function cannot share a name), but the package root, a front
-door, makes it so: the audit layer imports nothing above it. No module names another by a string
+No edge points upward. The audit layer is the package ``badpo.auditing``; ``badpo.audit(...)`` is
+the API's function, a name of the package root imported on first use, so importing the audit layer
+loads no front door. No module names another by a string
 (``importlib.import_module``): a table row holds a function that imports late instead.
 """
 
@@ -32,7 +32,7 @@ PACKAGE = SRC / "badpo"
 
 # lowest first; integrations (adapters into other trainers) is an edge like cli: it may import
 # everything, and as the top layer nothing may import it.
-LAYERS = ("core", "methods", "data", "audit", "corpora", "engine", "readouts", "paper", "cli",
+LAYERS = ("core", "methods", "data", "auditing", "corpora", "engine", "readouts", "paper", "cli",
           "integrations")
 FRONT_DOORS = ("badpo", "badpo.cli", "badpo.api")
 FOLDERS_OF = {"commands": "cli"}  # a folder whose layer has another name
@@ -174,11 +174,11 @@ def test_imports_point_to_the_same_or_a_lower_layer():
 
 def test_the_checks_catch_a_cycle_and_an_upward_import():
     graph = {"badpo.core.bias": {"badpo.engine.train": 3}, "badpo.engine.train": {"badpo.core.bias": 1},
-             "badpo.methods.table": {"badpo.audit.estimates": 5}}
+             "badpo.methods.table": {"badpo.auditing.estimates": 5}}
     assert cycles(graph) == [["badpo.core.bias", "badpo.engine.train"]]
     assert violations(graph) == [
         "badpo.core.bias -> badpo.engine.train (line 3): core imports engine",
-        "badpo.methods.table -> badpo.audit.estimates (line 5): methods imports audit",
+        "badpo.methods.table -> badpo.auditing.estimates (line 5): methods imports audit",
     ]
 
 
@@ -208,7 +208,7 @@ def test_only_the_command_line_imports_the_paper():
         "badpo.api -> badpo.paper.runner (line 3)"]
 
 
-def test_no_edge_points_upward_and_the_audit_package_is_callable_whatever_is_imported_first():
+def test_no_edge_points_upward_and_the_audit_layer_loads_no_front_door():
     import subprocess
     import sys
 
@@ -216,10 +216,10 @@ def test_no_edge_points_upward_and_the_audit_package_is_callable_whatever_is_imp
     upward = {(module, target) for module, targets in graph.items() for target in targets
               if LAYERS.index(layer(target)) > LAYERS.index(layer(module))}
     assert upward == set()
-    code = ("import sys, badpo.audit.estimates, badpo; "
-            "print(callable(badpo.audit), 'badpo.api' in sys.modules)")
+    code = ("import sys, badpo.auditing.estimates, badpo; print('badpo.api' in sys.modules); "
+            "print(callable(badpo.audit), badpo.audit is sys.modules['badpo.api'].audit)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["True", "False"]  # callable at once, and the front door not loaded by it
+    assert out.split() == ["False", "True", "True"]  # the audit layer loads no front door; badpo.audit is the API's
 
 
 # modules that import the user's code by the name the user gave (never a badpo module)

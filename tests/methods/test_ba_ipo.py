@@ -81,7 +81,7 @@ def world(tmp_path_factory, save_model_dir):
     return root
 
 
-@pytest.mark.filterwarnings("ignore::badpo.audit.estimates.BiasIdentifiabilityWarning")  # fixture labels
+@pytest.mark.filterwarnings("ignore::badpo.auditing.estimates.BiasIdentifiabilityWarning")  # fixture labels
 def test_badpo_train_reaches_ba_ipo_with_a_learned_theta_and_trusted_ids(world):
     """`train method=ba_ipo_class_offsets` learns theta_bar + delta_c + eps_k under the squared loss
     (theta moves, the first loss is (0 + 0 - 1/(2 tau))^2 = 25 at the reference with theta 0);

@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 
 from badpo import api
-from badpo.audit.discover_report import add_discover_option, discover_command
-from badpo.audit.stream_file import follow_stream, run_stream
+from badpo.auditing.discover_report import add_discover_option, discover_command
+from badpo.auditing.stream_file import follow_stream, run_stream
 from badpo.commands.parsing import Command, column_map
 from badpo.core.arguments import column_pairs
 from badpo.core.config import ConfigError

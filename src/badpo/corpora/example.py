@@ -2,7 +2,7 @@
 a judgments file as a user holds one (``badpo build example-csv OUTDIR``).
 
 The tiny world's prompts (:mod:`badpo.corpora.tiny`) signed by the Signed-UltraFeedback protocol
-(:mod:`badpo.corpora.signing`). The audit example audits them (:func:`badpo.audit.estimates.audit`)
+(:mod:`badpo.corpora.signing`). The audit example audits them (:func:`badpo.auditing.estimates.audit`)
 and sets the audit beside the values its planted theta_k imply. The CSV example writes their
 judgments with a user's own column names and no precomputed attribute, beside the tiny model whose
 tokenizer reads them: the data of ``configs/experiment_tiny_own_data.yaml``, which runs ``badpo
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from badpo.audit.estimates import Audit, LogOdds, audit
-from badpo.audit.terminal_table import format_audit, format_estimate
+from badpo.auditing.estimates import Audit, LogOdds, audit
+from badpo.auditing.terminal_table import format_audit, format_estimate
 from badpo.core.attributes import resolve_attributes
 from badpo.core.config import ConfigError
 from badpo.corpora.signing import SigningConfig, implied_log_odds, sign_corpus

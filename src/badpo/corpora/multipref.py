@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from badpo.audit.estimates import BiasIdentifiabilityWarning, audit
+from badpo.auditing.estimates import BiasIdentifiabilityWarning, audit
 from badpo.core.attributes import resolve_attributes
 from badpo.core.config import dump_yaml
 from badpo.core.jsonio import write_json, write_jsonl

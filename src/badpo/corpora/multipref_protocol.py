@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from badpo.audit.estimates import BiasIdentifiabilityWarning, audit
+from badpo.auditing.estimates import BiasIdentifiabilityWarning, audit
 from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.config import ConfigError, dump_yaml
 from badpo.core.jsonio import write_json, write_jsonl

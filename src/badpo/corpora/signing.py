@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from badpo.audit.estimates import BiasIdentifiabilityWarning, audit
+from badpo.auditing.estimates import BiasIdentifiabilityWarning, audit
 from badpo.core.attributes import resolve_attributes
 from badpo.core.config import ConfigError
 from badpo.core.judgments import Judgment
@@ -381,7 +381,7 @@ def implied_log_odds(corpus: SignedCorpus, judgments: Sequence[Judgment],
 
 def gate_statistics(corpus: SignedCorpus, judgments: Sequence[Judgment] | None = None) -> dict:
     """The paper's gate, read from the labels (the training judgments by default) with
-    :func:`badpo.audit.estimates.audit`: cross-group shares, offline log-odds on swap pairs and on
+    :func:`badpo.auditing.estimates.audit`: cross-group shares, offline log-odds on swap pairs and on
     all cross-group rows, overall and by class, each beside the value the planted theta imply."""
     judgments = list(corpus.train if judgments is None else judgments)
     with warnings.catch_warnings():  # recorded in the result's "warnings" instead

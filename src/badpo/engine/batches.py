@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from badpo.audit.estimates import offline_log_odds
+from badpo.auditing.estimates import offline_log_odds
 from badpo.core.judgments import Judgment, JudgmentError, annotator_classes, duplicate_rows, pair_key
 from badpo.data.sources import read_judgment_source
 from badpo.engine.tokenize import TokenizationConfig, TokenStore, build_token_store, token_coverage
@@ -252,7 +252,7 @@ def _index_judgments(judgments: Sequence[Judgment], attributes, tokenizer,
 
 
 def offline_estimate(attr_diff: Tensor, names: Sequence[str]) -> list[float]:
-    """Per attribute, :func:`badpo.audit.estimates.offline_log_odds` of its cross-group judgments.
+    """Per attribute, :func:`badpo.auditing.estimates.offline_log_odds` of its cross-group judgments.
 
     ``attr_diff`` [N, q] is g(y_w) - g(y_l): judgment n is cross-group on coordinate i when
     ``attr_diff[n, i] != 0``, and the attribute side won when it is > 0. This is the warm start

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from badpo.audit.estimates import Audit
+from badpo.auditing.estimates import Audit
 from badpo.core.config import ConfigError, dump_yaml, to_dict
 from badpo.engine.batches import ItemTable, PreferenceData, Schedule
 from badpo.engine.checkpoint import (

@@ -15,7 +15,7 @@ import torch
 from accelerate.utils import set_seed
 from torch import Tensor
 
-from badpo.audit.estimates import Audit, audit
+from badpo.auditing.estimates import Audit, audit
 from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError

@@ -3,7 +3,7 @@
 could have shown, what cannot be tested, and with ``--report DIR`` the files ``discover.json``,
 ``discover.csv`` (every tested candidate), ``discover-forest.png`` and ``discover.md``.
 
-The statistics are :mod:`badpo.audit.discover`'s; this module reads a data source
+The statistics are :mod:`badpo.auditing.discover`'s; this module reads a data source
 (:mod:`badpo.data.sources`) and formats. The plot is drawn on an Agg canvas without pyplot.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from badpo.audit.discover import Discovery, DiscoverySettings, Finding, discover
+from badpo.auditing.discover import Discovery, DiscoverySettings, Finding, discover
 from badpo.core.judgments import handle_duplicates
 from badpo.data.sources import ColumnMap, read_judgment_source
 

@@ -25,7 +25,7 @@ not a martingale in the order the votes arrive, while each factor is one in its 
 :func:`side_level` splits a family-wise ``alpha`` over the annotators and attributes (Bonferroni)
 and each test's share over its two sides.
 
-Standard library and numpy only; the streaming state lives in :mod:`badpo.audit.stream`.
+Standard library and numpy only; the streaming state lives in :mod:`badpo.auditing.stream`.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """``badpo audit DATA --discover``: find which attributes the annotators are biased on, before
 declaring one.
 
-**Candidates** are the library of :mod:`badpo.audit.candidates` (length, markdown and its elements,
+**Candidates** are the library of :mod:`badpo.auditing.candidates` (length, markdown and its elements,
 names, emoji, punctuation, person, hedges, refusals, numbers, URLs, a signature, sentence forms)
 and the n-grams of the data screen (first / last words of a response, words and phrases that differ
 between the two sides of a pair), each as an attribute spec ``badpo train`` accepts.
 
 **The test**, per candidate, on the pairs whose two sides differ in it: the shared effect (the
-log-odds that its side wins, with a pair-clustered standard error; :mod:`badpo.audit.discover_stats`)
+log-odds that its side wins, with a pair-clustered standard error; :mod:`badpo.auditing.discover_stats`)
 and, for the library and the ``SPREAD_DATA`` data candidates that differ on the most pairs, the
 spread across annotators (a homogeneity test), combined by Simes. The
 prompts are split in two halves by a hash of the prompt text (``seed``): every candidate with at
@@ -31,8 +31,8 @@ which a shared quality signal does not produce. The limits are on docs/discover.
 
 **What it reports** for a cluster: the effect on all data with its interval, on the held-out half,
 on matched pairs, the spread (Paule-Mandel tau over the annotators' joint estimates of
-:func:`badpo.audit.joint.fit_joint`, every reported attribute at once, with a Q-profile interval) and
-the robust level of those estimates (:func:`badpo.audit.joint.robust_level`); the ready
+:func:`badpo.auditing.joint.fit_joint`, every reported attribute at once, with a Q-profile interval) and
+the robust level of those estimates (:func:`badpo.auditing.joint.robust_level`); the ready
 ``attributes=[...]`` line; when nothing is found, the smallest effect the data could have shown.
 """
 
@@ -47,8 +47,8 @@ from typing import Any
 
 import numpy as np
 
-from badpo.audit.discover_data import Candidates, Encoded, Halves, Progress, candidate_entries, encode
-from badpo.audit.discover_stats import (
+from badpo.auditing.discover_data import Candidates, Encoded, Halves, Progress, candidate_entries, encode
+from badpo.auditing.discover_stats import (
     Effects,
     benjamini_hochberg,
     effects,
@@ -57,7 +57,7 @@ from badpo.audit.discover_stats import (
     simes2,
     spread_sd,
 )
-from badpo.audit.joint import fit_annotator, fit_joint, prior_precision, robust_level
+from badpo.auditing.joint import fit_annotator, fit_joint, prior_precision, robust_level
 from badpo.core.judgments import Judgment
 
 __all__ = ["Discovery", "DiscoverySettings", "Finding", "Tested", "discover"]
@@ -294,7 +294,7 @@ def _matched(enc: Encoded, remove, entries: tuple[np.ndarray, np.ndarray], wins_
 
 def pooled_fit(x: np.ndarray, cluster: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(theta, s.e.) of one pooled model ``P(chosen) = sigmoid(theta . x)`` over the rows ``x``
-    (attribute differences, chosen minus rejected), with :mod:`badpo.audit.joint`'s prior; the
+    (attribute differences, chosen minus rejected), with :mod:`badpo.auditing.joint`'s prior; the
     standard errors are a sandwich with the rows of one ``cluster`` (pair) summed in its meat."""
     rows = (x != 0).any(axis=1)
     x, cluster = x[rows], cluster[rows]

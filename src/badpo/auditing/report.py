@@ -4,16 +4,16 @@ per-class levels, a forest plot per attribute, and pseudonymous ids on request.
 
 **The estimate** of annotator k is one penalised logistic regression on the attribute
 differences of all of k's judgments, every declared attribute at once
-(:mod:`badpo.audit.joint`: a normal prior of sd 2.5 on the log-odds scale keeps it finite), so a
+(:mod:`badpo.auditing.joint`: a normal prior of sd 2.5 on the log-odds scale keeps it finite), so a
 vote is credited to the attribute that explains it: a rater who likes emoji is not read as
 disliking the sign-off that the emoji side tends to lack. Its interval is estimate +- 1.96 se.
 The marginal estimate (one attribute at a time, k's cross-group judgments on it only:
 ``log((w + 1/2) / (n - w + 1/2))`` with its profile interval,
-:func:`badpo.audit.estimates.penalised_log_odds`) is kept beside it as ``marginal_*``: where the
+:func:`badpo.auditing.estimates.penalised_log_odds`) is kept beside it as ``marginal_*``: where the
 two differ in sign or size, the attributes are confounded in k's judgments.
 
 **The level** of the pool is a biweight location of the annotators' joint estimates
-(:func:`badpo.audit.joint.robust_level`): the annotators far from the bulk get weight 0
+(:func:`badpo.auditing.joint.robust_level`): the annotators far from the bulk get weight 0
 (``level_weight``), so the biased raters the flags are meant to find do not pull it toward
 themselves, as they pull the log-odds pooled over all judgments (kept as ``pooled_marginal``). A
 class's level is the same over the class's annotators. Flags, per attribute:
@@ -41,7 +41,7 @@ without the key a pseudonym cannot be reversed by hashing candidate ids, as an u
 a short id could. The ids are replaced before the audit runs, so every output (the printed table
 and its warnings, ``--json``, the CSV, JSON, plots and README) holds only pseudonyms.
 
-Audit layer: numpy, matplotlib (Agg canvas, no pyplot, in :mod:`badpo.audit.forest`) and the label
+Audit layer: numpy, matplotlib (Agg canvas, no pyplot, in :mod:`badpo.auditing.forest`) and the label
 audit.
 """
 
@@ -61,7 +61,7 @@ from typing import Any
 
 import numpy as np
 
-from badpo.audit.estimates import (
+from badpo.auditing.estimates import (
     Audit,
     CoordinateAudit,
     LogOdds,
@@ -69,9 +69,9 @@ from badpo.audit.estimates import (
     audit,
     penalised_log_odds,
 )
-from badpo.audit.forest import plot_forest
-from badpo.audit.joint import PRIOR_SCALE, JointFit, fit_joint, robust_level, two_sided_p
-from badpo.audit.terminal_table import format_audit
+from badpo.auditing.forest import plot_forest
+from badpo.auditing.joint import PRIOR_SCALE, JointFit, fit_joint, robust_level, two_sided_p
+from badpo.auditing.terminal_table import format_audit
 from badpo.core.attributes import resolve_attributes
 from badpo.core.judgments import Judgment, handle_duplicates
 from badpo.data.coverage import check_coverage, unknown_share
@@ -205,7 +205,7 @@ def attribute_report(coordinate: CoordinateAudit, classes: Mapping[str, str], fi
                      learned: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The per-annotator estimates, flags and levels of one audited attribute.
 
-    ``fit`` holds every annotator's joint estimate (:func:`badpo.audit.joint.fit_joint`);
+    ``fit`` holds every annotator's joint estimate (:func:`badpo.auditing.joint.fit_joint`);
     ``annotators`` is sorted by it (unidentified annotators last, by id); ``learned`` is
     :func:`load_learned_theta`'s result or None.
     """
@@ -304,7 +304,7 @@ def write_report(result: Audit, judgments: Sequence[Judgment], directory: str | 
     """Write ``annotators.csv``, ``audit.json``, ``forest-<attribute>.png`` and ``README.md``
     into ``directory`` (created), replacing the report there only with ``overwrite``
     (:func:`previous_report`); ``fit`` is the joint fit of the same judgments
-    (:func:`badpo.audit.joint.fit_joint`). Returns what ``audit.json`` holds."""
+    (:func:`badpo.auditing.joint.fit_joint`). Returns what ``audit.json`` holds."""
     out = Path(directory)
     for path in previous_report(out, overwrite):
         path.unlink()

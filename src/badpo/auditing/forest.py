@@ -1,6 +1,6 @@
 """The forest plot of one attribute of the audit report (``forest-<attribute>.png``).
 
-Kept apart from :mod:`badpo.audit.report` so that the report's numbers do not import matplotlib;
+Kept apart from :mod:`badpo.auditing.report` so that the report's numbers do not import matplotlib;
 drawn on an Agg canvas without pyplot (no display, no global figure state).
 """
 

@@ -8,9 +8,9 @@ with a few integers per judgment.
 
 :func:`candidate_entries` gives every candidate its *pair entries*: the pairs whose two sides
 differ on it, with ``sign = +1`` where side ``a`` carries it, and the sums from which its effect on
-each half is computed (:func:`badpo.audit.discover_stats.effect_sums`). Library candidates are
+each half is computed (:func:`badpo.auditing.discover_stats.effect_sums`). Library candidates are
 evaluated once per distinct response (``length`` once per pair) and kept as an int8 [pairs,
-library] table. Data candidates come from :func:`badpo.audit.candidates.text_features`: the n-grams
+library] table. Data candidates come from :func:`badpo.auditing.candidates.text_features`: the n-grams
 are hashed (one 64-bit integer per response and n-gram, in chunks of responses), those carried by
 fewer than ``2 min_pairs`` responses are dropped, and the rest are compared pair by pair in chunks,
 adding to their sums; their entries are never all held, and are recomputed in one pass for the
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from badpo.audit.candidates import LIBRARY, feature_name, feature_spec, text_features
-from badpo.audit.discover_stats import effect_sums
+from badpo.auditing.candidates import LIBRARY, feature_name, feature_spec, text_features
+from badpo.auditing.discover_stats import effect_sums
 from badpo.core.attributes import STRIPPERS, resolve_attributes
 from badpo.core.judgments import Judgment
 

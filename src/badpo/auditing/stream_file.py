@@ -1,5 +1,5 @@
 """``badpo audit DATA --stream STATE``: read an append-only JSONL file from where the last run
-stopped, update the streaming audit (:mod:`badpo.audit.stream`), save its state, print the flags.
+stopped, update the streaming audit (:mod:`badpo.auditing.stream`), save its state, print the flags.
 
 The state file is JSON (never a pickle; nothing in it is imported or run: the attribute specs it
 records are only compared with the ones given on the command line). Beside the audit's counts it
@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from badpo.audit.stream import STATE_FORMAT, StreamAudit
+from badpo.auditing.stream import STATE_FORMAT, StreamAudit
 from badpo.core.jsonio import atomic_write_text
 from badpo.core.judgments import JudgmentError, parse_jsonl_line, validate_labelled
 

@@ -2,7 +2,7 @@
 judgments (all, per class, per pair type, per pair type and class) with its counts, log-odds and
 standard error, then the annotator graph per attribute and the warnings.
 
-The numbers are :func:`badpo.audit.estimates.audit`'s; this module only lays them out.
+The numbers are :func:`badpo.auditing.estimates.audit`'s; this module only lays them out.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from badpo.audit.estimates import Audit, CoordinateAudit, LogOdds, audit
+from badpo.auditing.estimates import Audit, CoordinateAudit, LogOdds, audit
 from badpo.core.attributes import resolve_attributes
 from badpo.core.judgments import read_judgments
 

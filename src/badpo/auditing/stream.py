@@ -3,7 +3,7 @@ and a flag when an anytime-valid test says an annotator's bias differs from the 
 
 **What is counted.** For each declared attribute the unit is a *cross-group* judgment (the two
 sides differ on it) and its indicator "the attribute side won", as in the offline audit
-(:mod:`badpo.audit.estimates`). Two rules keep each stream a sequence of independent draws:
+(:mod:`badpo.auditing.estimates`). Two rules keep each stream a sequence of independent draws:
 
 - annotator k's stream holds k's first judgment of each pair (a repeat of a pair k already judged
   is counted in ``duplicates`` and skipped: its vote shares that pair's quality with the first);
@@ -12,7 +12,7 @@ sides differ on it) and its indicator "the attribute side won", as in the offlin
   not independent). It is kept as ``pool_first - first[k] + second[k]``: every pair's first vote,
   less the pairs k voted on first, plus the vote that came second on those.
 
-**The test** (:mod:`badpo.audit.sequential`): both streams get a beta-binomial mixture confidence
+**The test** (:mod:`badpo.auditing.sequential`): both streams get a beta-binomial mixture confidence
 sequence at level ``a = alpha / (2 pool_size q)``; (k, attribute) is flagged the first time the two
 intervals are disjoint. It is read after *every* judgment, so a flag is a function of the judgment
 sequence alone, whatever the batches it arrived in (a resumed stream flags exactly as an
@@ -30,7 +30,7 @@ annotators gets any false flag with probability at most ``alpha`` (union bound; 
 When the pool's membership drifts (annotators join or leave), ``p_-k`` drifts with it and (i) fails.
 
 The state is plain JSON (:meth:`StreamAudit.to_state`); the file reader, the state file's checks
-and the command line are in :mod:`badpo.audit.stream_file`.
+and the command line are in :mod:`badpo.auditing.stream_file`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from badpo.audit.sequential import interval, intervals, logit, separated, side_level
+from badpo.auditing.sequential import interval, intervals, logit, separated, side_level
 from badpo.core.attributes import resolve_attributes
 from badpo.core.judgments import Judgment, JudgmentError, describe_row, pair_key, validate_labelled
 

@@ -233,7 +233,7 @@ class CoordinateAudit:
 @dataclass(frozen=True)
 class Audit:
     """The whole audit; ``to_dict`` is plain JSON (no inf/NaN),
-    :func:`badpo.audit.terminal_table.format_audit` the table."""
+    :func:`badpo.auditing.terminal_table.format_audit` the table."""
 
     attribute_names: tuple[str, ...]
     n_judgments: int
