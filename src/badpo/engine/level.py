@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from badpo.core.bias import TRAINED_THETA_FILE, BiasChannel
+from badpo.core.bias import THETA_FILE, TRAINED_THETA_FILE, BiasChannel
 from badpo.core.level import Link, level_shift
 
 __all__ = ["LevelStep", "build_level_step", "save_theta"]
@@ -97,7 +97,7 @@ class LevelStep:
 def save_theta(bias: BiasChannel, level: LevelStep | None, folder: Path) -> None:
     """``theta.json`` and, when the final step moved theta after training, ``theta_trained.json``
     (:data:`badpo.core.bias.TRAINED_THETA_FILE`: the theta the policy was trained against)."""
-    bias.save(folder / "theta.json")
+    bias.save(folder / THETA_FILE)
     if level is not None and level.trained is not None:
         level.trained.save(folder / TRAINED_THETA_FILE)
 

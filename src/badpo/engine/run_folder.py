@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from badpo.core.bias import TRAINED_THETA_FILE
+from badpo.core.bias import THETA_FILE, TRAINED_THETA_FILE
 from badpo.core.config import ConfigError, load_config, to_dict
 from badpo.core.jsonio import atomic_write_text
 from badpo.core.notices import BadpoWarning
@@ -43,7 +43,7 @@ from badpo.engine.settings import RUN_CONTROL_KEYS, keyed_when_set
 
 CONFIG_FILE = "config.yaml"
 DATA_FILE = "data_fingerprint.json"  # the fingerprint of the run's data (module docstring)
-FINAL_NAMES = ("policy", "reward_model", "theta.json", TRAINED_THETA_FILE, "mixture.json",  # a finished run's
+FINAL_NAMES = ("policy", "reward_model", THETA_FILE, TRAINED_THETA_FILE, "mixture.json",  # a finished run's
                "run.json")  # outputs
 _STAGING, _COMMIT, _MANIFEST, _LOCK = ".final-staging", ".final-commit", "MANIFEST", ".lock"
 # what a run writes into its folder; overwrite deletes these and nothing else (em/ and types/

@@ -14,6 +14,7 @@ from typing import Any
 
 from transformers.trainer_utils import get_last_checkpoint
 
+from badpo.core.bias import THETA_FILE
 from badpo.core.config import to_dict
 from badpo.core.jsonio import atomic_write_text
 from badpo.engine.checkpoint import read_state_files, write_state_files
@@ -39,7 +40,7 @@ class TrainerFiles:
             return
         folder = Path(output_dir if output_dir is not None else self.args.output_dir)
         folder.mkdir(parents=True, exist_ok=True)
-        self.bias.save(folder / "theta.json")
+        self.bias.save(folder / THETA_FILE)
         (folder / "training_args.bin").unlink(missing_ok=True)  # a pickle: loading it could run code
         atomic_write_text(folder / "training_args.json", self.args.to_json_string())
         write_external_run(folder, self.run_record())

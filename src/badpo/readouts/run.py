@@ -45,7 +45,7 @@ import torch
 from torch import nn
 
 from badpo.core.attributes import imports_user_code, resolve_attributes
-from badpo.core.bias import TRAINED_THETA_FILE, BiasChannel
+from badpo.core.bias import THETA_FILE, TRAINED_THETA_FILE, BiasChannel
 from badpo.core.config import ConfigError, from_dict, load_config
 from badpo.core.notices import BadpoWarning
 from badpo.core.outputs import check_output_file, check_writable_folder
@@ -208,7 +208,7 @@ class TrainedRun:
         policy = None if Mixture.load(run_dir) is not None else run_dir / "policy"
         return cls("badpo", run_dir, run_dir / "config.yaml", config.attributes, model, tokenizer,
                    config.model.trust_remote_code, data_folder(resolved_from(origin, config.data)), config.columns,
-                   config.tokenization, config.beta, policy, run_dir / "theta.json",
+                   config.tokenization, config.beta, policy, run_dir / THETA_FILE,
                    {"trust_remote_code": config.model.trust_remote_code}, config,
                    *_moved(run_dir, origin, model))
 
@@ -219,7 +219,7 @@ class TrainedRun:
         config = load_config(RMConfig, run_dir / "config.yaml")
         return cls("reward_model", run_dir, run_dir / "config.yaml", config.attributes, config.model.name_or_path,
                    config.model.tokenizer, config.model.trust_remote_code, data_folder(config.data), config.columns,
-                   config.tokenization, None, run_dir / REWARD_MODEL_FOLDER, run_dir / "theta.json",
+                   config.tokenization, None, run_dir / REWARD_MODEL_FOLDER, run_dir / THETA_FILE,
                    {"trust_remote_code": config.model.trust_remote_code}, config)
 
     @classmethod
@@ -235,7 +235,7 @@ class TrainedRun:
         tokenizer = str(run_dir) if (run_dir / "tokenizer_config.json").is_file() else None
         return cls("trl", run_dir, source, record.attributes or [], record.reference, tokenizer,
                    record.trust_remote_code, None, ColumnMap(), record.tokenization, record.beta, run_dir,
-                   run_dir / "theta.json", {"trust_remote_code": record.trust_remote_code})
+                   run_dir / THETA_FILE, {"trust_remote_code": record.trust_remote_code})
 
     @classmethod
     def of_settings(cls, settings: Mapping[str, Any], policy: Path, reference: Path,

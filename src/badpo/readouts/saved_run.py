@@ -23,13 +23,13 @@ from typing import Any
 
 import yaml
 
+from badpo.core.bias import THETA_FILE
 from badpo.engine.external_run import ExternalRun, is_external_run, read_external_run
 from badpo.engine.run_folder import CONFIG_FILE, DATA_FILE, is_run_folder
 
 __all__ = ["AUDIT_FILE", "SUMMARY_FILE", "THETA_FILE", "SavedRun", "read_json_object"]
 
 SUMMARY_FILE = "run.json"  # a finished run's summary (badpo.engine.reporting)
-THETA_FILE = "theta.json"  # the learned bias (badpo.core.bias.BiasChannel.save)
 AUDIT_FILE = "audit.json"  # the audit of the training labels: the offline estimates
 
 
