@@ -1,0 +1,86 @@
+"""How far each tiny run drifted from its reference, seed by seed (issue 35, item 3).
+
+The tiny tables give means over seeds; some of their differences from the paper are a split
+between seeds. For every run record of an experiment's output folder this prints one row per arm
+and seed: the answers the policy signs (of those it samples), the share that end (EOS), the mean
+token count, KL to the reference, and the last training step's chosen reward
+``beta * log pi/pi_ref(y_w)`` with the log-ratio it stands for (divided by the run's beta). A
+negative log-ratio is a policy that lowered the likelihood of the answers it was told to prefer.
+
+With ``--temperature T`` it also prints the reference's woman- and black-coded first-name rates
+that sampling at temperature T would give if every prompt had the reference's mean per-name
+distribution, p_i^(1/T) renormalised (top-p left out), beside the sampled shares it recorded:
+
+    python benchmarks/tiny_drift.py runs/tiny_names_samples --temperature 0.7
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+from badpo.core.names import NAME_POOL
+
+COLUMNS = ("signed", "n", "eos", "tokens", "kl", "chosen reward", "log-ratio")
+
+
+def drift_row(record: Mapping) -> dict:
+    """One run's drift readouts (None where its record has no such readout)."""
+    readouts = record["readouts"]
+    sampled, text = readouts.get("sampled") or {}, readouts.get("sampled_text") or {}
+    chosen = (readouts.get("training") or {}).get("chosen_reward")
+    beta = (record.get("settings") or {}).get("beta")
+    ratio = chosen / beta if isinstance(chosen, (int, float)) and beta else None
+    return {"signed": sampled.get("signed_pool"), "n": sampled.get("n", text.get("n")), "eos": text.get("eos_rate"),
+            "tokens": readouts.get("tokens"), "kl": readouts.get("kl"), "chosen reward": chosen, "log-ratio": ratio}
+
+
+def tempered_rates(per_name: Mapping[str, float], temperature: float) -> dict[str, float]:
+    """The woman- and black-coded shares of a first-name distribution (name -> probability over
+    the pool) sharpened to temperature T: q_i = p_i^(1/T) / sum_j p_j^(1/T). Example: two names,
+    a woman-coded one at 0.6 and a man-coded one at 0.4, T = 0.5: q = 0.36 / 0.52 = 0.692."""
+    if temperature <= 0:
+        raise ValueError(f"--temperature must be positive, got {temperature}")
+    weights = {name: p ** (1.0 / temperature) for name, p in per_name.items() if p > 0}
+    total = math.fsum(weights.values())
+    return {attribute: math.fsum(w for name, w in weights.items() if NAME_POOL[name][a] == 1) / total
+            for a, attribute in enumerate(("woman_coded", "black_coded"))}
+
+
+def shown(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, help="the experiment's output_dir (holds runs/*.json)")
+    parser.add_argument("--temperature", type=float, default=None,
+                        help="also print the reference's first-name rates tempered to T")
+    args = parser.parse_args()
+    paths = sorted((args.out / "runs").glob("*.json"))
+    if not paths:
+        raise SystemExit(f"{args.out}/runs: no run records")
+    records = [json.loads(p.read_text(encoding="utf-8")) for p in paths]
+    print("| Arm | seed | " + " | ".join(COLUMNS) + " |")
+    print("|:--|--:|" + "--:|" * len(COLUMNS))
+    for record in sorted(records, key=lambda r: (r["kind"] != "reference", str(r.get("arm")), r.get("seed") or 0)):
+        row = drift_row(record)
+        label = record.get("arm") if record["kind"] == "arm" else "Reference"
+        print(f"| {label} | {record.get('seed') or '-'} | " + " | ".join(shown(row[c]) for c in COLUMNS) + " |")
+    if args.temperature is not None:
+        reference = next(r for r in records if r["kind"] == "reference")
+        names = reference["readouts"]["names"]
+        tempered = tempered_rates(names["per_name"]["first_name"], args.temperature)
+        sampled = reference["readouts"].get("sampled") or {}
+        print(f"reference first-name rates {names['first_name']}; tempered to T {args.temperature}: {tempered}; "
+              f"sampled shares woman {sampled.get('woman_share')} black {sampled.get('black_share')} "
+              f"(n {sampled.get('signed_pool')})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""benchmarks/tiny_drift.py: the drift readouts of a run record and the tempered first-name rates,
+worked by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from badpo.core.names import NAME_POOL
+from fixtures.benchmarks import load_benchmark
+
+
+@pytest.fixture(scope="module")
+def tiny_drift():
+    return load_benchmark("tiny_drift")
+
+
+def test_a_record_gives_its_signing_ending_kl_and_the_log_ratio_its_chosen_reward_stands_for(tiny_drift):
+    """chosen reward -1.0 at beta 0.5 is a log-ratio of -2.0 nats."""
+    record = {"settings": {"beta": 0.5},
+              "readouts": {"sampled": {"signed_pool": 42, "n": 200}, "sampled_text": {"eos_rate": 0.97, "n": 200},
+                           "tokens": 7.5, "kl": 1.6, "training": {"chosen_reward": -1.0}}}
+    assert tiny_drift.drift_row(record) == {"signed": 42, "n": 200, "eos": 0.97, "tokens": 7.5, "kl": 1.6,
+                                            "chosen reward": -1.0, "log-ratio": -2.0}
+    bare = tiny_drift.drift_row({"readouts": {}})
+    assert set(bare.values()) == {None}
+
+
+def test_tempering_sharpens_toward_the_likelier_names(tiny_drift):
+    """A woman-coded name at 0.6 and a man-coded one at 0.4: T = 1 keeps 0.6, T = 0.5 gives
+    0.36 / (0.36 + 0.16) = 0.692; T = 2 flattens to sqrt(0.6) / (sqrt(0.6) + sqrt(0.4)) = 0.5505."""
+    woman = next(n for n, (w, b) in NAME_POOL.items() if w == 1 and b == 0)
+    man = next(n for n, (w, b) in NAME_POOL.items() if w == 0 and b == 1)
+    shares = {woman: 0.6, man: 0.4}
+    assert tiny_drift.tempered_rates(shares, 1.0) == pytest.approx({"woman_coded": 0.6, "black_coded": 0.4})
+    assert tiny_drift.tempered_rates(shares, 0.5)["woman_coded"] == pytest.approx(0.36 / 0.52)
+    flat = 0.6 ** 0.5 / (0.6 ** 0.5 + 0.4 ** 0.5)
+    assert tiny_drift.tempered_rates(shares, 2.0)["woman_coded"] == pytest.approx(flat)
+    with pytest.raises(ValueError, match="--temperature must be positive"):
+        tiny_drift.tempered_rates(shares, 0.0)
