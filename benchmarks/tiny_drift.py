@@ -1,11 +1,12 @@
 """How far each tiny run drifted from its reference, seed by seed (issue 35, item 3).
 
 The tiny tables give means over seeds; some of their differences from the paper are a split
-between seeds. For every run record of an experiment's output folder this prints one row per arm
-and seed: the answers the policy signs (of those it samples), the share that end (EOS), the mean
-token count, KL to the reference, and the last training step's chosen reward
-``beta * log pi/pi_ref(y_w)`` with the log-ratio it stands for (divided by the run's beta). A
-negative log-ratio is a policy that lowered the likelihood of the answers it was told to prefer.
+between seeds. For every run of an experiment's output folder (the runs its ``layout.json`` lists,
+under the experiment's own arm names; every record in ``runs/`` when there is no layout) this
+prints one row per arm and seed: beta, the answers the policy signs (of those it samples), the
+share that end (EOS), the mean token count, KL to the reference, and the last training step's
+chosen reward ``beta * log pi/pi_ref(y_w)`` with the log-ratio it stands for (divided by the run's
+beta). A negative log-ratio is a policy that lowered the likelihood of the answers it was told to prefer.
 
 With ``--temperature T`` it also prints the reference's woman- and black-coded first-name rates
 that sampling at temperature T would give if every prompt had the reference's mean per-name
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from badpo.core.names import NAME_POOL
 
-COLUMNS = ("signed", "n", "eos", "tokens", "kl", "chosen reward", "log-ratio")
+COLUMNS = ("beta", "signed", "n", "eos", "tokens", "kl", "chosen reward", "log-ratio")
 
 
 def drift_row(record: Mapping) -> dict:
@@ -34,8 +35,9 @@ def drift_row(record: Mapping) -> dict:
     chosen = (readouts.get("training") or {}).get("chosen_reward")
     beta = (record.get("settings") or {}).get("beta")
     ratio = chosen / beta if isinstance(chosen, (int, float)) and beta else None
-    return {"signed": sampled.get("signed_pool"), "n": sampled.get("n", text.get("n")), "eos": text.get("eos_rate"),
-            "tokens": readouts.get("tokens"), "kl": readouts.get("kl"), "chosen reward": chosen, "log-ratio": ratio}
+    return {"beta": beta, "signed": sampled.get("signed_pool"), "n": sampled.get("n", text.get("n")),
+            "eos": text.get("eos_rate"), "tokens": readouts.get("tokens"), "kl": readouts.get("kl"),
+            "chosen reward": chosen, "log-ratio": ratio}
 
 
 def tempered_rates(per_name: Mapping[str, float], temperature: float) -> dict[str, float]:
@@ -50,6 +52,21 @@ def tempered_rates(per_name: Mapping[str, float], temperature: float) -> dict[st
             for a, attribute in enumerate(("woman_coded", "black_coded"))}
 
 
+def labelled_records(out: Path) -> list[tuple[str, Mapping]]:
+    """(label, record) of the reference and every run of the folder, by its layout.json when it
+    has one (reused records keep the arm name of the config that first logged them)."""
+    runs = out / "runs"
+    layout_path = out / "layout.json"
+    if not layout_path.is_file():
+        records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(runs.glob("*.json"))]
+        return [(r.get("arm") if r["kind"] == "arm" else "Reference", r) for r in records]
+    layout = json.loads(layout_path.read_text(encoding="utf-8"))
+    keys = [("Reference", layout["reference_key"])]
+    keys += [(arm["name"], run["key"]) for arm in layout["arms"] for run in arm["runs"]]
+    return [(label, json.loads((runs / f"{key}.json").read_text(encoding="utf-8")))
+            for label, key in keys if (runs / f"{key}.json").is_file()]
+
+
 def shown(value) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
@@ -62,18 +79,16 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=None,
                         help="also print the reference's first-name rates tempered to T")
     args = parser.parse_args()
-    paths = sorted((args.out / "runs").glob("*.json"))
-    if not paths:
+    labelled = labelled_records(args.out)
+    if not labelled:
         raise SystemExit(f"{args.out}/runs: no run records")
-    records = [json.loads(p.read_text(encoding="utf-8")) for p in paths]
     print("| Arm | seed | " + " | ".join(COLUMNS) + " |")
     print("|:--|--:|" + "--:|" * len(COLUMNS))
-    for record in sorted(records, key=lambda r: (r["kind"] != "reference", str(r.get("arm")), r.get("seed") or 0)):
+    for label, record in labelled:
         row = drift_row(record)
-        label = record.get("arm") if record["kind"] == "arm" else "Reference"
         print(f"| {label} | {record.get('seed') or '-'} | " + " | ".join(shown(row[c]) for c in COLUMNS) + " |")
     if args.temperature is not None:
-        reference = next(r for r in records if r["kind"] == "reference")
+        reference = next(r for _, r in labelled if r["kind"] == "reference")
         names = reference["readouts"]["names"]
         tempered = tempered_rates(names["per_name"]["first_name"], args.temperature)
         sampled = reference["readouts"].get("sampled") or {}

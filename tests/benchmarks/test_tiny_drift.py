@@ -19,7 +19,7 @@ def test_a_record_gives_its_signing_ending_kl_and_the_log_ratio_its_chosen_rewar
     record = {"settings": {"beta": 0.5},
               "readouts": {"sampled": {"signed_pool": 42, "n": 200}, "sampled_text": {"eos_rate": 0.97, "n": 200},
                            "tokens": 7.5, "kl": 1.6, "training": {"chosen_reward": -1.0}}}
-    assert tiny_drift.drift_row(record) == {"signed": 42, "n": 200, "eos": 0.97, "tokens": 7.5, "kl": 1.6,
+    assert tiny_drift.drift_row(record) == {"beta": 0.5, "signed": 42, "n": 200, "eos": 0.97, "tokens": 7.5, "kl": 1.6,
                                             "chosen reward": -1.0, "log-ratio": -2.0}
     bare = tiny_drift.drift_row({"readouts": {}})
     assert set(bare.values()) == {None}
@@ -37,3 +37,21 @@ def test_tempering_sharpens_toward_the_likelier_names(tiny_drift):
     assert tiny_drift.tempered_rates(shares, 2.0)["woman_coded"] == pytest.approx(flat)
     with pytest.raises(ValueError, match="--temperature must be positive"):
         tiny_drift.tempered_rates(shares, 0.0)
+
+
+def test_a_folder_is_read_by_its_layout_under_its_own_arm_names(tiny_drift, tmp_path):
+    """A record reused from another table keeps that table's arm name; the layout names it as this
+    experiment does, and a record the layout does not list is left out."""
+    import json
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for key, arm, kind in (("reference-1", None, "reference"), ("dpo-seed42-a", "DPO", "arm"),
+                           ("other-seed42-b", "Other", "arm")):
+        (runs / f"{key}.json").write_text(json.dumps({"kind": kind, "arm": arm, "seed": 42, "readouts": {}}))
+    layout = {"reference_key": "reference-1",
+              "arms": [{"name": "DPO, β 0.1", "runs": [{"seed": 42, "key": "dpo-seed42-a"}]}]}
+    (tmp_path / "layout.json").write_text(json.dumps(layout))
+    assert [label for label, _ in tiny_drift.labelled_records(tmp_path)] == ["Reference", "DPO, β 0.1"]
+    (tmp_path / "layout.json").unlink()
+    assert [label for label, _ in tiny_drift.labelled_records(tmp_path)] == ["Reference", "DPO", "Other"]

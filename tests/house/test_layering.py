@@ -178,7 +178,7 @@ def test_the_checks_catch_a_cycle_and_an_upward_import():
     assert cycles(graph) == [["badpo.core.bias", "badpo.engine.train"]]
     assert violations(graph) == [
         "badpo.core.bias -> badpo.engine.train (line 3): core imports engine",
-        "badpo.methods.table -> badpo.auditing.estimates (line 5): methods imports audit",
+        "badpo.methods.table -> badpo.auditing.estimates (line 5): methods imports auditing",
     ]
 
 

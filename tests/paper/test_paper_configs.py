@@ -226,6 +226,12 @@ SHARED_RUNS = [
     ("experiment_tiny_lora.yaml", "Full fine-tuning, DPO", "experiment_tiny_names_v3.yaml", "DPO"),
     ("experiment_tiny_lora.yaml", "Full fine-tuning, BA-DPO (pooled)", "experiment_tiny_names_v3.yaml",
      "BA-DPO (pooled)"),
+    # issue 35's isolating runs, beside the tables they isolate a row of
+    ("experiment_tiny_names_beta.yaml", "DPO, β 0.1", "experiment_tiny_names_samples.yaml", "DPO"),
+    *(("experiment_tiny_lora_reach.yaml", a, "experiment_tiny_lora.yaml", a)
+      for a in ("LoRA 2e-3, DPO", "LoRA 2e-3, BA-DPO (pooled)")),
+    *(("experiment_tiny_formatting_oracle.yaml", a, "experiment_tiny_formatting.yaml", a)
+      for a in ("DPO", "BA-DPO (pooled)")),
 ]
 
 
