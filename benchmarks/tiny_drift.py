@@ -8,8 +8,8 @@ share that end (EOS), the mean token count, KL to the reference, and the last tr
 chosen reward ``beta * log pi/pi_ref(y_w)`` with the log-ratio it stands for (divided by the run's
 beta). A negative log-ratio is a policy that lowered the likelihood of the answers it was told to prefer.
 
-With ``--temperature T`` it also prints the reference's woman- and black-coded first-name rates
-that sampling at temperature T would give if every prompt had the reference's mean per-name
+With ``--temperature T`` it also prints, for every run, the woman- and black-coded first-name rates
+that sampling at temperature T would give if every prompt had the run's mean per-name
 distribution, p_i^(1/T) renormalised (top-p left out), beside the sampled shares it recorded:
 
     python benchmarks/tiny_drift.py runs/tiny_names_samples --temperature 0.7
@@ -88,14 +88,24 @@ def main() -> None:
         row = drift_row(record)
         print(f"| {label} | {record.get('seed') or '-'} | " + " | ".join(shown(row[c]) for c in COLUMNS) + " |")
     if args.temperature is not None:
-        reference = next(r for _, r in labelled if r["kind"] == "reference")
-        names = reference["readouts"]["names"]
-        tempered = tempered_rates(names["per_name"]["first_name"], args.temperature)
-        sampled = reference["readouts"].get("sampled") or {}
-        print(f"reference first-name rates {names['first_name']}; tempered to T {args.temperature}: {tempered}; "
-              f"sampled shares woman {sampled.get('woman_share')} black {sampled.get('black_share')} "
-              f"(n {sampled.get('signed_pool')})")
+        print_tempered(labelled, args.temperature)
 
+
+def print_tempered(labelled: list[tuple[str, Mapping]], temperature: float) -> None:
+    """Each run's first-name rates (probabilities), the same tempered to T, and its sampled
+    shares with how many answers they count."""
+    print(f"\n| Arm | seed | p(woman) | p(black) | tempered to T {temperature}, woman | black | sampled woman | "
+          "black | signed |")
+    print("|:--|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for label, record in labelled:
+        names, sampled = record["readouts"].get("names") or {}, record["readouts"].get("sampled") or {}
+        if "per_name" not in names:
+            continue
+        tempered = tempered_rates(names["per_name"]["first_name"], temperature)
+        cells = [names["first_name"]["woman_coded"], names["first_name"]["black_coded"], tempered["woman_coded"],
+                 tempered["black_coded"], sampled.get("woman_share"), sampled.get("black_share"),
+                 sampled.get("signed_pool")]
+        print(f"| {label} | {record.get('seed') or '-'} | " + " | ".join(shown(c) for c in cells) + " |")
 
 if __name__ == "__main__":
     main()
