@@ -59,6 +59,7 @@ def labelled_records(out: Path) -> list[tuple[str, Mapping]]:
     layout_path = out / "layout.json"
     if not layout_path.is_file():
         records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(runs.glob("*.json"))]
+        records.sort(key=lambda r: (r["kind"] != "reference", str(r.get("arm")), r.get("seed") or 0))
         return [(r.get("arm") if r["kind"] == "arm" else "Reference", r) for r in records]
     layout = json.loads(layout_path.read_text(encoding="utf-8"))
     keys = [("Reference", layout["reference_key"])]
