@@ -97,13 +97,13 @@ def test_sigterm_ends_a_command_in_one_line_with_exit_143(monkeypatch, capsys, t
     command's cleanups as Ctrl-C does, says so in one line and exits 143, and the handler before
     is back afterwards."""
     import dataclasses
-    import os
     import signal
 
     import badpo.cli as cli
+    from fixtures.signals import deliver
 
     def killed(args):
-        os.kill(os.getpid(), signal.SIGTERM)
+        deliver(signal.SIGTERM)
 
     rows = tuple(dataclasses.replace(row, run=killed if row.name == "compare" else row.run) for row in cli.COMMANDS)
     monkeypatch.setattr(cli, "COMMANDS", rows)
@@ -118,13 +118,13 @@ def test_a_stopped_conversion_does_not_say_what_it_wrote_stays(monkeypatch, caps
     """A conversion stopped by Ctrl-C or ``kill`` removes its staging folder on the way out; its line
     said "what it had written stays (a training run resumes ...)", as if a half model were kept."""
     import dataclasses
-    import os
     import signal
 
     import badpo.cli as cli
+    from fixtures.signals import deliver
 
     def stopped(args):
-        os.kill(os.getpid(), getattr(signal, signal_name))
+        deliver(getattr(signal, signal_name))
 
     rows = tuple(dataclasses.replace(row, run=stopped if row.name == "convert-gguf" else row.run)
                  for row in cli.COMMANDS)

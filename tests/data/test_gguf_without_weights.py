@@ -20,6 +20,7 @@ from badpo.core.config import ConfigError  # noqa: E402
 from badpo.data import gguf as data_gguf  # noqa: E402
 from badpo.data.gguf import SOURCE_FILE, check_weights, convert_gguf, gguf_folder  # noqa: E402
 from fixtures.gguf import vocabulary  # noqa: E402
+from fixtures.signals import deliver  # noqa: E402
 
 
 def write_gguf(path, tensors: dict | None = None):
@@ -176,7 +177,7 @@ def test_sigterm_during_a_conversion_removes_its_staging_folder(tmp_path, write_
 
     def killed(path, staging, key):
         (staging / "model.safetensors").write_bytes(b"half")
-        os.kill(os.getpid(), signal.SIGTERM)
+        deliver(signal.SIGTERM)
 
     monkeypatch.setattr(data_gguf, "_write", killed)
     before = signal.getsignal(signal.SIGTERM)
