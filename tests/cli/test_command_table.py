@@ -121,7 +121,7 @@ def test_a_stopped_conversion_does_not_say_what_it_wrote_stays(monkeypatch, caps
     import signal
 
     import badpo.cli as cli
-    from fixtures.signals import deliver
+    from fixtures.signals import deliver, python_handles_sigint
 
     def stopped(args):
         deliver(getattr(signal, signal_name))
@@ -129,7 +129,8 @@ def test_a_stopped_conversion_does_not_say_what_it_wrote_stays(monkeypatch, caps
     rows = tuple(dataclasses.replace(row, run=stopped if row.name == "convert-gguf" else row.run)
                  for row in cli.COMMANDS)
     monkeypatch.setattr(cli, "COMMANDS", rows)
-    assert cli.main(["convert-gguf", str(tmp_path / "x.gguf"), str(tmp_path / "out")]) == status
+    with python_handles_sigint():
+        assert cli.main(["convert-gguf", str(tmp_path / "x.gguf"), str(tmp_path / "out")]) == status
     err = capsys.readouterr().err.strip()
     assert err.startswith("badpo convert-gguf: ") and "nothing was converted" in err, err
     assert "stays" not in err and "resume" not in err and "\n" not in err
