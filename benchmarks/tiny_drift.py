@@ -74,24 +74,6 @@ def shown(value) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=Path, help="the experiment's output_dir (holds runs/*.json)")
-    parser.add_argument("--temperature", type=float, default=None,
-                        help="also print the reference's first-name rates tempered to T")
-    args = parser.parse_args()
-    labelled = labelled_records(args.out)
-    if not labelled:
-        raise SystemExit(f"{args.out}/runs: no run records")
-    print("| Arm | seed | " + " | ".join(COLUMNS) + " |")
-    print("|:--|--:|" + "--:|" * len(COLUMNS))
-    for label, record in labelled:
-        row = drift_row(record)
-        print(f"| {label} | {record.get('seed') or '-'} | " + " | ".join(shown(row[c]) for c in COLUMNS) + " |")
-    if args.temperature is not None:
-        print_tempered(labelled, args.temperature)
-
-
 def print_tempered(labelled: list[tuple[str, Mapping]], temperature: float) -> None:
     """Each run's first-name rates (probabilities), the same tempered to T, and its sampled
     shares with how many answers they count."""
@@ -107,6 +89,25 @@ def print_tempered(labelled: list[tuple[str, Mapping]], temperature: float) -> N
                  tempered["black_coded"], sampled.get("woman_share"), sampled.get("black_share"),
                  sampled.get("signed_pool")]
         print(f"| {label} | {record.get('seed') or '-'} | " + " | ".join(shown(c) for c in cells) + " |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, help="the experiment's output_dir (holds runs/*.json)")
+    parser.add_argument("--temperature", type=float, default=None,
+                        help="also print every run's first-name rates tempered to T beside its sampled shares")
+    args = parser.parse_args()
+    labelled = labelled_records(args.out)
+    if not labelled:
+        raise SystemExit(f"{args.out}/runs: no run records")
+    print("| Arm | seed | " + " | ".join(COLUMNS) + " |")
+    print("|:--|--:|" + "--:|" * len(COLUMNS))
+    for label, record in labelled:
+        row = drift_row(record)
+        print(f"| {label} | {record.get('seed') or '-'} | " + " | ".join(shown(row[c]) for c in COLUMNS) + " |")
+    if args.temperature is not None:
+        print_tempered(labelled, args.temperature)
+
 
 if __name__ == "__main__":
     main()

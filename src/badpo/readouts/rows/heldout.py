@@ -102,13 +102,18 @@ def theta_readouts(bias: BiasChannel, planted: dict | None) -> dict:
     return result
 
 
+def attribute_values(heldout: Sequence[Judgment], attributes: AttributeSet) -> tuple[np.ndarray, np.ndarray]:
+    """g(y_w) and g(y_l) of every held-out judgment on the declared attributes, [N, A] each."""
+    values = [attributes.judgment_values(j) for j in heldout]
+    return np.array([v[0] for v in values]), np.array([v[1] for v in values])
+
+
 def heldout_accuracies(margins: torch.Tensor, heldout: Sequence[Judgment],
                        attributes: AttributeSet) -> tuple[dict, np.ndarray, np.ndarray]:
     """``heldout`` (accuracy of the margins [N] on same- and cross-group judgments and the gap, per
     attribute) and ``heldout_any`` (a pair cross-group on any attribute), with g(y_w), g(y_l) [N, A]:
     a policy's margins and a reward model's score differences read alike."""
-    values = [attributes.judgment_values(j) for j in heldout]
-    g_w, g_l = np.array([v[0] for v in values]), np.array([v[1] for v in values])
+    g_w, g_l = attribute_values(heldout, attributes)
     result = {"heldout": {name: heldout_accuracy(margins, g_w[:, [a]], g_l[:, [a]])
                           for a, name in enumerate(attributes.names)},
               "heldout_any": heldout_accuracy(margins, g_w, g_l)}
@@ -140,8 +145,7 @@ def _mix_votes(result: dict, mixing: Mixing) -> None:
     heldout = mixing.corpus.heldout
     gamma = [mixing.type_probabilities.get(j.annotator, list(mixing.priors)) for j in heldout]
     logits = mixture_vote_logits(torch.stack(list(mixing.type_margins)).numpy(), gamma)
-    values = [mixing.attributes.judgment_values(j) for j in heldout]
-    g_w, g_l = np.array([v[0] for v in values]), np.array([v[1] for v in values])
+    g_w, g_l = attribute_values(heldout, mixing.attributes)
     result.update(vote_readouts(logits, heldout, g_w, g_l, mixing.attributes.names, None, mixing.corpus.planted))
     result["votes_unseen_annotator_judgments"] = sum(1 for j in heldout if j.annotator not in mixing.type_probabilities)
 
