@@ -232,6 +232,12 @@ SHARED_RUNS = [
       for a in ("LoRA 2e-3, DPO", "LoRA 2e-3, BA-DPO (pooled)")),
     *(("experiment_tiny_formatting_oracle.yaml", a, "experiment_tiny_formatting.yaml", a)
       for a in ("DPO", "BA-DPO (pooled)")),
+    *(("experiment_tiny_abl_names_v3_fixed.yaml", a, "experiment_tiny_abl_names_v3.yaml", a)
+      for a in ("DPO", "Pooled", "Shuffled ids")),
+    *(("experiment_tiny_multipref_beta.yaml", a, "experiment_tiny_multipref.yaml", a)
+      for a in ("DPO", "BA-DPO (pooled)", "BA-DPO (θ̄+ε_k)", "R-DPO (α = 0.1)", "SamPO")),
+    ("experiment_tiny_multipref_beta.yaml", "BA-DPO (pooled), markdown declared", "experiment_tiny_formatting.yaml",
+     "BA-DPO (pooled)"),
 ]
 
 
