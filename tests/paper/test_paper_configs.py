@@ -236,6 +236,8 @@ SHARED_RUNS = [
       for a in ("DPO", "Pooled", "Shuffled ids")),
     *(("experiment_tiny_multipref_beta.yaml", a, "experiment_tiny_multipref.yaml", a)
       for a in ("DPO", "BA-DPO (pooled)", "BA-DPO (θ̄+ε_k)", "R-DPO (α = 0.1)", "SamPO")),
+    *(("experiment_tiny_multipref_beta.yaml", a, "experiment_tiny_abl_multipref.yaml", a)
+      for a in ("BA-DPO (pooled, warm)", "BA-DPO (θ̄+ε_k, warm)", "Crowd-PrefRL")),
     ("experiment_tiny_multipref_beta.yaml", "BA-DPO (pooled), markdown declared", "experiment_tiny_formatting.yaml",
      "BA-DPO (pooled)"),
 ]
