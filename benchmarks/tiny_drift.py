@@ -13,6 +13,13 @@ that sampling at temperature T would give if every prompt had the run's mean per
 distribution, p_i^(1/T) renormalised (top-p left out), beside the sampled shares it recorded:
 
     python benchmarks/tiny_drift.py runs/tiny_names_samples --temperature 0.7
+
+With ``--cells`` it prints where each run's first-name mass sits: the woman-coded share within the
+black-coded names and within the white-coded ones, the black-woman cell, and the share of the three
+likeliest names. The paper reads its gender-only arm by these (tab:abl_names_v3: the undeclared race
+bias concentrates the policy in the black-woman cell and carries the declared gender with it):
+
+    python benchmarks/tiny_drift.py runs/tiny_abl_names_v3 --cells
 """
 
 from __future__ import annotations
@@ -91,11 +98,36 @@ def print_tempered(labelled: list[tuple[str, Mapping]], temperature: float) -> N
         print(f"| {label} | {record.get('seed') or '-'} | " + " | ".join(shown(c) for c in cells) + " |")
 
 
+def cell_shares(names: Mapping) -> dict[str, float]:
+    """Where a names readout's first-name mass sits. Example: cells black-woman 0.4, black-man 0.1,
+    white-woman 0.25, white-man 0.25 give p(woman | black) 0.8 and p(woman | white) 0.5."""
+    cells = names["cells"]["first_name"]
+    top = sorted(names["per_name"]["first_name"].values(), reverse=True)[:3]
+    return {"woman share of black-coded": cells["black_woman"] / (cells["black_woman"] + cells["black_man"]),
+            "woman share of white-coded": cells["white_woman"] / (cells["white_woman"] + cells["white_man"]),
+            "black-woman cell": cells["black_woman"], "top 3 names": math.fsum(top)}
+
+
+def print_cells(labelled: list[tuple[str, Mapping]]) -> None:
+    """Each run's cell shares (runs without per-cell readouts are left out)."""
+    columns = ("woman share of black-coded", "woman share of white-coded", "black-woman cell", "top 3 names")
+    print("\n| Arm | seed | " + " | ".join(columns) + " |")
+    print("|:--|--:|" + "--:|" * len(columns))
+    for label, record in labelled:
+        names = record["readouts"].get("names") or {}
+        if "cells" not in names or "per_name" not in names:
+            continue
+        shares = cell_shares(names)
+        print(f"| {label} | {record.get('seed') or '-'} | " + " | ".join(shown(shares[c]) for c in columns) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="the experiment's output_dir (holds runs/*.json)")
     parser.add_argument("--temperature", type=float, default=None,
                         help="also print every run's first-name rates tempered to T beside its sampled shares")
+    parser.add_argument("--cells", action="store_true",
+                        help="also print where every run's first-name mass sits (woman share by race, top names)")
     args = parser.parse_args()
     labelled = labelled_records(args.out)
     if not labelled:
@@ -107,6 +139,8 @@ def main() -> None:
         print(f"| {label} | {record.get('seed') or '-'} | " + " | ".join(shown(row[c]) for c in COLUMNS) + " |")
     if args.temperature is not None:
         print_tempered(labelled, args.temperature)
+    if args.cells:
+        print_cells(labelled)
 
 
 if __name__ == "__main__":

@@ -55,3 +55,13 @@ def test_a_folder_is_read_by_its_layout_under_its_own_arm_names(tiny_drift, tmp_
     assert [label for label, _ in tiny_drift.labelled_records(tmp_path)] == ["Reference", "DPO, β 0.1"]
     (tmp_path / "layout.json").unlink()
     assert [label for label, _ in tiny_drift.labelled_records(tmp_path)] == ["Reference", "DPO", "Other"]
+
+
+def test_cell_shares_give_gender_within_race_and_the_top_names(tiny_drift):
+    """Cells black-woman 0.4, black-man 0.1, white-woman 0.25, white-man 0.25: p(woman | black)
+    0.4 / 0.5 = 0.8, p(woman | white) 0.5; four names at 0.4, 0.3, 0.2, 0.1: the top three hold 0.9."""
+    names = {"cells": {"first_name": {"black_woman": 0.4, "black_man": 0.1, "white_woman": 0.25, "white_man": 0.25}},
+             "per_name": {"first_name": {"A": 0.1, "B": 0.4, "C": 0.2, "D": 0.3}}}
+    assert tiny_drift.cell_shares(names) == pytest.approx(
+        {"woman share of black-coded": 0.8, "woman share of white-coded": 0.5, "black-woman cell": 0.4,
+         "top 3 names": 0.9})
