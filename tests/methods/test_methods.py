@@ -135,6 +135,8 @@ def test_the_weight_sd_is_on_the_papers_scale_around_a_mean_of_one():
     logged = weights.update(lambda t: t)  # eta 0 keeps q
     assert logged == {"group_weight_max": 1.0, "group_weight_min": 0.0,
                       "group_weight_sd": pytest.approx(math.sqrt(226))}
+    summary = weights.summary()["group_weights"]  # every weight, by name, for run.json
+    assert len(summary) == 227 and summary["a5"] == 1.0 and sum(summary.values()) == 1.0
 
 
 def test_a_group_absent_from_the_step_keeps_its_weight_and_gets_none_of_the_loss():
@@ -222,6 +224,8 @@ def test_group_weights_move_and_survive_stop_and_resume_bit_exactly(world):
     assert weights == [r["group_weight"] for r in log_records(resumed)]
     assert weights[-1]["A"] != 0.5 and sum(weights[-1].values()) == pytest.approx(1.0)
     _same(whole, resumed, exact=True)
+    # run.json keeps every group's final weight, the last logged ones
+    assert json.loads((whole / "run.json").read_text())["group_weights"] == pytest.approx(weights[-1])
 
 
 @pytest.mark.parametrize("method", ["r_dpo", "sampo", "group_dro_dpo", "crowd_prefrl", "ipo",

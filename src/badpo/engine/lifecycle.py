@@ -86,6 +86,8 @@ def commit_judgment_outputs(run: Run, output: Path, last: dict, seconds: float, 
                **tail}
     if run.level is not None:  # the trusted annotators' level step, its last shift
         summary["trusted_level"] = run.level.last
+    if run.weighting is not None:  # Group-DRO's and Crowd-PrefRL's final weight of every group
+        summary.update(run.weighting.summary())
     theta_notice(summary["theta_convergence"], config.command)
 
     def write(staging: Path) -> None:

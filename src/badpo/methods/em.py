@@ -173,6 +173,10 @@ class TypeWeights:
     def update(self, reduce: Callable[[Tensor], Tensor]) -> dict[str, Any]:
         return {}
 
+    def summary(self) -> dict[str, Any]:
+        """Nothing moved (the type probabilities are the E-step's, in the mixture's own record)."""
+        return {}
+
     def state_dict(self) -> dict[str, Tensor]:
         return {"log_probability": self.log_probability.clone()}
 

@@ -26,6 +26,9 @@ class Weighting(Protocol):
     def update(self, reduce: Callable[[Tensor], Tensor]) -> dict[str, Any]:
         """After the optimizer step (``reduce`` sums over processes); returns what to log."""
 
+    def summary(self) -> dict[str, Any]:
+        """What ``run.json`` keeps of the weights at the end ({} when nothing moved)."""
+
     def state_dict(self) -> dict[str, Tensor]: ...
 
     def load_state_dict(self, state: Mapping[str, Tensor]) -> None: ...
@@ -81,6 +84,12 @@ class GroupWeights:
         if len(self.names) > 12:  # per annotator: the spread, not every weight
             return {"group_weight_max": float(self.q.max()), "group_weight_min": float(self.q.min()), **spread}
         return {"group_weight": dict(zip(self.names, self.q.tolist())), **spread}
+
+    def summary(self) -> dict[str, Any]:
+        """Every group's final weight q_g (they sum to 1), whatever the group count: the log keeps
+        only the spread above 12 groups, and which annotator a collapsed weighting landed on is
+        in this."""
+        return {"group_weights": dict(zip(self.names, self.q.tolist()))}
 
     def state_dict(self) -> dict[str, Tensor]:
         return {"q": self.q.clone()}
