@@ -278,6 +278,8 @@ def test_the_cure_end_to_end_on_a_small_tiny_world(tmp_path, engine_backend):
         assert set(record["readouts"]) >= {"names", "kl", "kl_source", "pair_shift", "heldout", "sampled", "tokens"}
         assert record["settings"]["bias"]["fixed_offset"] == pytest.approx(
             [-0.1 * record["intended"][a] for a in NAMES], abs=1e-15)
+    assert all(r["provenance"]["packages"]["torch"] and "commit" in r["provenance"]["source"]
+               for r in [prepared, *cures])  # which commit, versions and device made each record
     assert (tmp_path / "cure" / "table.md").exists()
     assert run_cure_config(config, render_only=True)["markdown"] == result["markdown"]
 

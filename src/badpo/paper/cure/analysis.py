@@ -58,6 +58,7 @@ from badpo.paper.cure.calibration import (
 )
 from badpo.paper.cure.config import CureConfig
 from badpo.paper.cure.table import describe_line, render_cure_table
+from badpo.paper.provenance import provenance
 from badpo.paper.records import (
     SCHEMA,
     keyed_settings,
@@ -266,7 +267,9 @@ def calibrated_run(config: CureConfig, backend: CureBackend, source_key: str, se
 
 
 def _record(kind: str, key: str, seed: int, readouts: Mapping, extra: Mapping) -> dict:
-    return {"schema": SCHEMA, "key": key, "kind": kind, "seed": seed, "readouts": dict(readouts), **extra}
+    """A cure record, with the commit, versions and device that made it, as an arm's record."""
+    return {"schema": SCHEMA, "key": key, "kind": kind, "seed": seed, "readouts": dict(readouts), **extra,
+            "provenance": provenance()}
 
 
 @dataclass
