@@ -278,8 +278,9 @@ def test_the_cure_end_to_end_on_a_small_tiny_world(tmp_path, engine_backend):
         assert set(record["readouts"]) >= {"names", "kl", "kl_source", "pair_shift", "heldout", "sampled", "tokens"}
         assert record["settings"]["bias"]["fixed_offset"] == pytest.approx(
             [-0.1 * record["intended"][a] for a in NAMES], abs=1e-15)
-    assert all(r["provenance"]["packages"]["torch"] and "commit" in r["provenance"]["source"]
-               for r in [prepared, *cures])  # which commit, versions and device made each record
+    for record in [prepared, *cures]:  # which commit, versions and device made each record
+        made = record["provenance"]
+        assert made["packages"]["torch"] and (made["source"] is None or len(made["source"]["commit"]) == 40)
     assert (tmp_path / "cure" / "table.md").exists()
     assert run_cure_config(config, render_only=True)["markdown"] == result["markdown"]
 
@@ -363,3 +364,23 @@ def test_read_out_alike_on_settings_one_side_lacks():
     assert not read_out_alike({"max_prompts": 200}, {"max_prompts": 200, "body": "own"})
     assert not read_out_alike({"max_prompts": 200, "body": "given"}, {"max_prompts": 200, "body": "reference"})
     assert read_out_alike({"max_prompts": 200, "removed_setting": 1}, {"max_prompts": 200})
+
+
+def test_the_cure_takes_its_provenance_before_it_reads_a_source(monkeypatch, tmp_path):
+    """A record names the code the process loaded: provenance is taken (and cached) when the cure
+    starts, not at its first record, which comes after the sources are sampled."""
+    from badpo.paper import provenance as provenance_module
+    from badpo.paper.cure import analysis
+
+    class Stop(Exception):
+        pass
+
+    def stop(*_args, **_kwargs):
+        raise Stop
+
+    monkeypatch.setattr(analysis, "resolve_sources", stop)
+    provenance_module.provenance.cache_clear()
+    config = load_cure_config(CONFIGS / "experiment_tiny_offset.yaml", [f"output_dir={tmp_path / 'cure'}"])
+    with pytest.raises(Stop):
+        analysis.run_cure_experiment(config, None, None, log=quiet)
+    assert provenance_module.provenance.cache_info().currsize == 1

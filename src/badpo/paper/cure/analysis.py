@@ -404,6 +404,7 @@ def run_cure_experiment(config: CureConfig, backend: CureBackend, source_backend
     experiment; :func:`badpo.paper.cure.backend.run_cure_config` passes the real ones."""
     out = Path(config.output_dir)
     start = time.perf_counter()
+    provenance()  # taken now, before any source is read or run: the code this process loaded
 
     def say(message: str) -> None:
         (log or (lambda s: print(s, flush=True)))(f"[{config.name} {time.perf_counter() - start:7.1f}s] {message}")
