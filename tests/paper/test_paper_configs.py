@@ -235,7 +235,7 @@ SHARED_RUNS = [
     *(("experiment_tiny_abl_names_v3_fixed.yaml", a, "experiment_tiny_abl_names_v3.yaml", a)
       for a in ("DPO", "Pooled", "Shuffled ids")),
     *(("experiment_tiny_multipref_beta.yaml", a, "experiment_tiny_multipref.yaml", a)
-      for a in ("DPO", "BA-DPO (pooled)", "BA-DPO (θ̄+ε_k)", "R-DPO (α = 0.1)", "SamPO")),
+      for a in ("DPO", "BA-DPO (pooled)", "BA-DPO (θ̄+ε_k)", "R-DPO (α = 0.005)", "R-DPO (α = 0.1)", "SamPO")),
     *(("experiment_tiny_multipref_beta.yaml", a, "experiment_tiny_abl_multipref.yaml", a)
       for a in ("BA-DPO (pooled, warm)", "BA-DPO (θ̄+ε_k, warm)", "Crowd-PrefRL")),
     ("experiment_tiny_multipref_beta.yaml", "BA-DPO (pooled), markdown declared", "experiment_tiny_formatting.yaml",
