@@ -129,3 +129,20 @@ def test_a_config_option_on_a_command_without_one_is_hinted(argv, says, capsys):
         main(argv)
     assert raised.value.code == 2
     assert says in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, first", [
+    (["train", "--nonsense"], "badpo train: error: unrecognized arguments: --nonsense"),
+    (["nonsense"], "badpo: error: argument command: invalid choice: 'nonsense'"),
+    (["experiment", "-c", "x.yaml"], "badpo experiment: error: unrecognized arguments: -c (badpo experiment takes"),
+    (["evaluate"], "badpo evaluate: error: the following arguments are required"),
+    ([], "badpo: error: the following arguments are required: command"),
+])
+def test_an_argument_error_is_one_line_naming_the_command(argv, first, capsys):
+    """argparse printed its usage block above the error: several lines where every other refusal
+    of the command line is one, exit status 2."""
+    with pytest.raises(SystemExit) as raised:
+        main(argv)
+    err = capsys.readouterr().err
+    assert raised.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith(first) and err.rstrip().endswith("--help)"), err

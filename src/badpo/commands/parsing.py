@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 from badpo.core.arguments import Once, column_pairs, hint, overrides_once, overrides_put_back
 from badpo.core.config import from_dict
@@ -14,6 +16,13 @@ __all__ = ["Command", "CommandParser", "ConfigClass", "TopParser", "add_config_a
 
 # a config class a command's --help lists, behind a function that imports it when the help is shown
 ConfigClass = Callable[[], type]
+
+
+def refuse(prog: str, message: str) -> NoReturn:
+    """An argument error as one line, exit status 2, as every other refusal of the command line:
+    argparse's own prints the whole usage block above it, which named no more than the message."""
+    sys.stderr.write(f"{prog}: error: {message} (see {prog} --help)\n")
+    raise SystemExit(2)
 
 
 @dataclass(frozen=True)
@@ -58,8 +67,8 @@ class CommandParser(argparse.ArgumentParser):
 
     argv: Sequence[str] = ()  # the command line being parsed (badpo.cli.main sets it), for error()'s hint
 
-    def error(self, message: str):
-        super().error(hint(self.prog.split()[-1], message, self.argv))
+    def error(self, message: str) -> NoReturn:
+        refuse(self.prog, hint(self.prog.split()[-1], message, self.argv))
 
     def format_help(self) -> str:
         from badpo.core.config_help import format_keys
@@ -79,11 +88,14 @@ class CommandParser(argparse.ArgumentParser):
 
 
 class TopParser(argparse.ArgumentParser):
-    """badpo's own parser: it reports a command's unrecognized arguments, with the same hint."""
+    """badpo's own parser: it reports a command's unrecognized arguments, with the same hint, in
+    the command's name when the command is known."""
 
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         command = next((arg for arg in CommandParser.argv if not arg.startswith("-")), None)
-        super().error(hint(command, message, CommandParser.argv))
+        commands = next((a.choices for a in self._actions if isinstance(a, argparse._SubParsersAction)), {})
+        prog = f"{self.prog} {command}" if command in commands else self.prog
+        refuse(prog, hint(command, message, CommandParser.argv))
 
 
 def add_config_args(parser: argparse.ArgumentParser, example: str) -> None:
