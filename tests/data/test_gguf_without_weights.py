@@ -188,3 +188,30 @@ def test_sigterm_during_a_conversion_removes_its_staging_folder(tmp_path, write_
         convert_gguf(write_tiny_gguf(tmp_path / "tiny.gguf"), out)
     assert not any(".partial" in p.name for p in tmp_path.rglob("*"))
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+@pytest.mark.parametrize("files, headroom", [
+    ({"memory.max": "8589934592\n", "memory.current": "1073741824\n"}, 7 * 2**30),  # cgroup v2, 8 GiB limit
+    ({"memory.max": "max\n", "memory.current": "1073741824\n"}, None),  # v2, no limit
+    ({"memory/memory.limit_in_bytes": "4294967296\n", "memory/memory.usage_in_bytes": "5368709120\n"}, 0),  # v1, over
+    ({"memory/memory.limit_in_bytes": "9223372036854771712\n", "memory/memory.usage_in_bytes": "1\n"}, None),
+    ({}, None),  # no cgroup files
+])
+def test_the_memory_a_conversion_may_use_is_the_cgroup_s_where_it_has_a_limit(tmp_path, files, headroom):
+    """A job limited to 8 GiB on a larger machine was told the machine's MemAvailable: the check
+    passed a file the job's limit would have killed."""
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert data_gguf._cgroup_headroom(tmp_path) == headroom
+
+
+def test_the_smaller_of_meminfo_and_the_cgroup_is_what_is_available(monkeypatch, tmp_path):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal: 67108864 kB\nMemAvailable: 62914560 kB\n")
+    assert data_gguf._meminfo_available(meminfo) == 60 * 2**30
+    monkeypatch.setattr(data_gguf, "_meminfo_available", lambda: 60 * 2**30)
+    monkeypatch.setattr(data_gguf, "_cgroup_headroom", lambda root: 7 * 2**30)
+    assert data_gguf._available_memory() == 7 * 2**30
+    monkeypatch.setattr(data_gguf, "_cgroup_headroom", lambda root: None)
+    assert data_gguf._available_memory() == 60 * 2**30

@@ -167,13 +167,40 @@ PEAK_COPIES = 2
 
 
 def _available_memory() -> int | None:
-    """Bytes the kernel says a new process can use (``MemAvailable``); None where it does not say."""
+    """Bytes a new process can use: the kernel's ``MemAvailable``, or less where the process's
+    cgroup (a container, a scheduler's job) has a memory limit: a job limited to 8 GiB on a 64 GiB
+    machine was told 60 GiB were there. None where neither says."""
+    known = [n for n in (_meminfo_available(), _cgroup_headroom(Path("/sys/fs/cgroup"))) if n is not None]
+    return min(known) if known else None
+
+
+def _meminfo_available(meminfo: Path = Path("/proc/meminfo")) -> int | None:
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
+        for line in meminfo.read_text().splitlines():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         return None
+    return None
+
+
+# cgroup v2 (memory.max, "max" when unlimited) and v1 (a huge limit_in_bytes when unlimited)
+CGROUP_FILES = (("memory.max", "memory.current"), ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes"))
+UNLIMITED = 2**60  # v1 writes 9223372036854771712 for no limit
+
+
+def _cgroup_headroom(root: Path) -> int | None:
+    """The cgroup's memory limit minus what it uses now, as the container sees it under ``root``;
+    None without a limit or a readable file."""
+    for limit_file, usage_file in CGROUP_FILES:
+        try:
+            limit = (root / limit_file).read_text().strip()
+            usage = int((root / usage_file).read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if limit == "max" or not limit.isdigit() or int(limit) >= UNLIMITED:
+            return None
+        return max(int(limit) - usage, 0)
     return None
 
 
