@@ -83,4 +83,17 @@ def reasons_not_comparable(runs: Sequence[RunRecord], reference: RunRecord | Non
         reason = _data_reason(first, other)
         if reason is not None:
             reasons.append(reason)
-    return reasons
+    return _same_readouts(runs, reference) + reasons
+
+
+def _same_readouts(runs: Sequence[RunRecord], reference: RunRecord | None) -> list[str]:
+    """Two of the runs (or a run and ``--reference``) whose readouts are identical, every per-prompt
+    value included: a copy of one run folder (which the path check cannot see), or one training
+    run twice. Compared, the one would "remove" nothing of the other with a perfect interval."""
+    everyone = [*runs, *([reference] if reference is not None else [])]
+    for i, first in enumerate(everyone):
+        for other in everyone[i + 1:]:
+            if first.readouts == other.readouts:
+                return [f"{first.path} and {other.path} hold identical readouts (a copy of one run, or the same "
+                        "training twice): name each run once"]
+    return []
