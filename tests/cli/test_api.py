@@ -17,7 +17,7 @@ import torch
 import badpo
 from badpo.core.config import to_dict
 from fixtures.engine import judgment_rows, make_config, write_jsonl
-from fixtures.runs import write_pair
+from fixtures.runs import readouts, write_pair, write_run
 
 datasets = pytest.importorskip("datasets")
 ROOT = Path(__file__).resolve().parents[2]
@@ -180,7 +180,8 @@ def test_compare_takes_what_the_command_takes_and_prints_what_it_prints(tmp_path
     written = badpo.compare((dpo, ba), out=tmp_path / "out")
     assert json.loads((tmp_path / "out" / "compare.json").read_text()) == json.loads(json.dumps(written.comparison))
     assert [path.name for path in written.files] == ["compare.json", "compare.md", "compare.png", "theta.png"]
-    clean = shutil.copytree(dpo, tmp_path / "clean")  # a run whose policy stands for the reference
+    # a run whose policy stands for the reference (its own readouts: a copy of dpo is refused)
+    clean = write_run(tmp_path / "clean", "dpo", readouts({"woman_coded": 12, "black_coded": 4}))
     alone = badpo.compare(ba, baseline=dpo, reference=clean)
     assert alone.comparison["baseline"] == "DPO" and alone.comparison["reference"]["label"] == "reference (clean)"
     with pytest.raises(ValueError, match="one run given twice"):  # the baseline as its own reference
