@@ -190,28 +190,44 @@ def test_sigterm_during_a_conversion_removes_its_staging_folder(tmp_path, write_
     assert signal.getsignal(signal.SIGTERM) is before
 
 
-@pytest.mark.parametrize("files, headroom", [
-    ({"memory.max": "8589934592\n", "memory.current": "1073741824\n"}, 7 * 2**30),  # cgroup v2, 8 GiB limit
-    ({"memory.max": "max\n", "memory.current": "1073741824\n"}, None),  # v2, no limit
-    ({"memory/memory.limit_in_bytes": "4294967296\n", "memory/memory.usage_in_bytes": "5368709120\n"}, 0),  # v1, over
-    ({"memory/memory.limit_in_bytes": "9223372036854771712\n", "memory/memory.usage_in_bytes": "1\n"}, None),
-    ({}, None),  # no cgroup files
+@pytest.mark.parametrize("cgroup, files, headroom", [
+    # v2, the job's own limit under an unlimited root: 8 GiB less 3 used, 1 of it evictable file cache
+    ("0::/job\n", {"memory.max": "max", "job/memory.max": "8589934592", "job/memory.current": "3221225472",
+                   "job/memory.stat": "anon 2147483648\ninactive_file 1073741824\n"}, 6 * 2**30),
+    # v2, the limit on a parent slice: 4 GiB less 1 used there, the job itself unlimited
+    ("0::/slice/job\n", {"slice/memory.max": "4294967296", "slice/memory.current": "1073741824",
+                         "slice/job/memory.max": "max", "slice/job/memory.current": "1"}, 3 * 2**30),
+    # v1 (docker): 4 GiB limit, 5 used of which 2 evictable
+    ("4:memory:/docker/abc\n3:cpu:/docker/abc\n",
+     {"memory/memory.limit_in_bytes": "9223372036854771712", "memory/memory.usage_in_bytes": "1",
+      "memory/docker/abc/memory.limit_in_bytes": "4294967296", "memory/docker/abc/memory.usage_in_bytes": "5368709120",
+      "memory/docker/abc/memory.stat": "cache 3\ntotal_inactive_file 2147483648\n"}, 2**30),
+    # a container's own view: its path is not under the root it sees, the root is its cgroup
+    ("0::/kubepods/pod1\n", {"memory.max": "2147483648", "memory.current": "1073741824"}, 2**30),
+    ("0::/\n", {"memory.max": "max", "memory.current": "1"}, None),  # no limit anywhere
+    ("", {}, None),  # no cgroup files at all
 ])
-def test_the_memory_a_conversion_may_use_is_the_cgroup_s_where_it_has_a_limit(tmp_path, files, headroom):
-    """A job limited to 8 GiB on a larger machine was told the machine's MemAvailable: the check
-    passed a file the job's limit would have killed."""
+def test_the_memory_a_conversion_may_use_is_the_tightest_cgroup_s(tmp_path, cgroup, files, headroom):
+    """A job limited below the machine was told the machine's MemAvailable, and a limit set on
+    its cgroup or a parent one (a scheduler's job, a slice, a pod) was not read at all: the check
+    passed a file the limit would have killed. The file cache the kernel can evict is not counted
+    as used, so a freshly downloaded GGUF does not fill the headroom."""
+    root = tmp_path / "cgroup"
+    root.mkdir()
     for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    assert data_gguf._cgroup_headroom(tmp_path) == headroom
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    (tmp_path / "self_cgroup").write_text(cgroup)
+    assert data_gguf._cgroup_headroom(root, tmp_path / "self_cgroup") == headroom
 
 
 def test_the_smaller_of_meminfo_and_the_cgroup_is_what_is_available(monkeypatch, tmp_path):
+    """MemAvailable where no cgroup limits the process, the cgroup's headroom where it is smaller."""
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal: 67108864 kB\nMemAvailable: 62914560 kB\n")
     assert data_gguf._meminfo_available(meminfo) == 60 * 2**30
     monkeypatch.setattr(data_gguf, "_meminfo_available", lambda: 60 * 2**30)
-    monkeypatch.setattr(data_gguf, "_cgroup_headroom", lambda root: 7 * 2**30)
+    monkeypatch.setattr(data_gguf, "_cgroup_headroom", lambda root, self_cgroup: 7 * 2**30)
     assert data_gguf._available_memory() == 7 * 2**30
-    monkeypatch.setattr(data_gguf, "_cgroup_headroom", lambda root: None)
+    monkeypatch.setattr(data_gguf, "_cgroup_headroom", lambda root, self_cgroup: None)
     assert data_gguf._available_memory() == 60 * 2**30

@@ -168,13 +168,15 @@ PEAK_COPIES = 2
 
 def _available_memory() -> int | None:
     """Bytes a new process can use: the kernel's ``MemAvailable``, or less where the process's
-    cgroup (a container, a scheduler's job) has a memory limit: a job limited to 8 GiB on a 64 GiB
-    machine was told 60 GiB were there. None where neither says."""
-    known = [n for n in (_meminfo_available(), _cgroup_headroom(Path("/sys/fs/cgroup"))) if n is not None]
+    cgroup (a container, a scheduler's job) or one above it has a memory limit: a job limited to
+    8 GiB on a 64 GiB machine was told 60 GiB were there. None where neither says."""
+    known = [n for n in (_meminfo_available(), _cgroup_headroom(Path("/sys/fs/cgroup"), Path("/proc/self/cgroup")))
+             if n is not None]
     return min(known) if known else None
 
 
 def _meminfo_available(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """``MemAvailable`` in bytes; None where the file does not say."""
     try:
         for line in meminfo.read_text().splitlines():
             if line.startswith("MemAvailable:"):
@@ -184,24 +186,67 @@ def _meminfo_available(meminfo: Path = Path("/proc/meminfo")) -> int | None:
     return None
 
 
-# cgroup v2 (memory.max, "max" when unlimited) and v1 (a huge limit_in_bytes when unlimited)
-CGROUP_FILES = (("memory.max", "memory.current"), ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes"))
-UNLIMITED = 2**60  # v1 writes 9223372036854771712 for no limit
+# (the hierarchy's folder under /sys/fs/cgroup, limit file, usage file, memory.stat's reclaimable cache key)
+CGROUP_V2 = ("", "memory.max", "memory.current", "inactive_file")
+CGROUP_V1 = ("memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+UNLIMITED = 2**60  # v1 writes 9223372036854771712 for no limit, v2 "max"
 
 
-def _cgroup_headroom(root: Path) -> int | None:
-    """The cgroup's memory limit minus what it uses now, as the container sees it under ``root``;
-    None without a limit or a readable file."""
-    for limit_file, usage_file in CGROUP_FILES:
-        try:
-            limit = (root / limit_file).read_text().strip()
-            usage = int((root / usage_file).read_text().strip())
-        except (OSError, ValueError):
-            continue
-        if limit == "max" or not limit.isdigit() or int(limit) >= UNLIMITED:
-            return None
-        return max(int(limit) - usage, 0)
-    return None
+def _cgroup_headroom(root: Path, self_cgroup: Path) -> int | None:
+    """The smallest headroom (limit minus usage, the reclaimable file cache not counted as used, as
+    the kernel would evict it first) over the process's cgroup and every cgroup above it, v2 or
+    v1; the cgroup is read from ``self_cgroup`` (``/proc/self/cgroup``), and inside a container
+    whose view starts at its own cgroup the path is its root. None without a limit."""
+    try:
+        lines = self_cgroup.read_text().splitlines()
+    except OSError:
+        lines = []
+    headrooms = []
+    for hierarchy, limit_file, usage_file, cache_key in (CGROUP_V2, CGROUP_V1):
+        base = root / hierarchy if hierarchy else root
+        path = _cgroup_path(lines, v2=not hierarchy)
+        for folder in _up_to(base, path):
+            headroom = _headroom(folder, limit_file, usage_file, cache_key)
+            if headroom is not None:
+                headrooms.append(headroom)
+    return min(headrooms) if headrooms else None
+
+
+def _cgroup_path(lines: list[str], v2: bool) -> str:
+    """The process's cgroup path in one hierarchy (``0::/path`` for v2, ``N:...memory...:/path`` for v1)."""
+    for line in lines:
+        number, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if (v2 and number == "0" and controllers == "") or (not v2 and "memory" in controllers.split(",")):
+            return path
+    return "/"
+
+
+def _up_to(base: Path, path: str) -> list[Path]:
+    """The folder of ``path`` under ``base`` (when it exists there) and each parent up to ``base``."""
+    folder = base / path.strip("/")
+    folders = [folder] if folder != base else []
+    folders += [parent for parent in folder.parents if parent.is_relative_to(base) and parent != base]
+    return [f for f in folders if f.is_dir()] + [base]
+
+
+def _headroom(folder: Path, limit_file: str, usage_file: str, cache_key: str) -> int | None:
+    try:
+        limit = (folder / limit_file).read_text().strip()
+        usage = int((folder / usage_file).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    if not limit.isdigit() or int(limit) >= UNLIMITED:  # "max", or v1's no-limit value
+        return None
+    cache = 0
+    try:
+        for line in (folder / "memory.stat").read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == cache_key:
+                cache = int(value)
+    except (OSError, ValueError):
+        pass
+    return max(int(limit) - (usage - cache), 0)
 
 
 def check_weights(path: Path, key: str = "") -> int:
