@@ -157,9 +157,10 @@ def _recomputed_key(record: dict, folder: Path) -> str:
 
 
 def test_the_committed_run_records_keep_their_keys():
-    checked, older = 0, []
+    checked, older, kinds = 0, [], set()
     for path in sorted((ROOT / "results").glob("**/runs/*.json")):
         record = json.loads(path.read_text())
+        kinds.add(record["kind"])
         if record["kind"] not in ("arm", "reference"):  # a cure's records (source, cure): keyed by the cure
             continue
         try:
@@ -170,6 +171,7 @@ def test_the_committed_run_records_keep_their_keys():
         assert key == record["key"], path
         checked += 1
     assert checked >= RECORDS_KEYED  # records committed later are checked too, never fewer than pinned
+    assert kinds <= {"arm", "reference", "source", "cure"}, kinds  # a new kind is checked, not skipped
     assert all("bias.warm_start: no longer a key" in why for why in older)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -171,15 +172,13 @@ def test_a_run_without_run_json_nor_config_yaml_says_its_method_is_not_known(tmp
 def test_a_copy_of_a_run_is_refused_though_its_path_differs(tmp_path, cli_error):
     """A run folder copied elsewhere (or one training run twice) holds the same readouts under
     another path: compared with itself, it 'removed' its own shift with a perfect interval."""
-    import shutil
-
     dpo, ba = write_pair(tmp_path)
     shutil.copytree(dpo, tmp_path / "dpo-copy")
     for argv in (["compare", str(dpo), str(ba), "--baseline", str(tmp_path / "dpo-copy")],
                  ["compare", str(dpo), str(tmp_path / "dpo-copy"), "--baseline", str(dpo)],
                  ["compare", str(ba), "--reference", str(tmp_path / "dpo-copy"), "--baseline", str(dpo)]):
         line = cli_error(argv)
-        assert "hold identical readouts (a copy of one run, or the same training twice)" in line, line
+        assert "hold identical readouts (a copy of one run, one policy evaluated twice" in line, line
         assert "--force" in line, line
     forced = compare_runs([dpo, tmp_path / "dpo-copy"], baseline=dpo, force=True).comparison["forced"]
     assert any("identical readouts" in reason for reason in forced)

@@ -4,7 +4,11 @@ A verdict says how much of one run's shift another run removed; it means that on
 differ in their method alone. So compare refuses, each in one line naming the runs and the key:
 
 * the same run twice, under any spelling (``runs/dpo`` and ``runs/dpo/readouts.json``, a symlink,
-  ``--baseline`` or ``--reference`` naming a run already given): it would be compared with itself;
+  ``--baseline`` or ``--reference`` naming a run already given): it would be compared with itself
+  (not even with ``--force``);
+* two runs, or a run and the ``--reference`` run, with identical readouts, every per-prompt value
+  included: a run folder copied elsewhere, or one policy evaluated twice, which the path cannot
+  show (or, with a readouts file holding little, two policies it cannot tell apart);
 * runs evaluated on other prompts or with other readout settings (``inputs`` of their
   ``readouts.json``: the prompts' digest and number, ``max_new_tokens``, chat prompts, and the
   settings evaluate records under ``inputs.settings``), the ``--reference`` run included;
@@ -12,7 +16,7 @@ differ in their method alone. So compare refuses, each in one line naming the ru
   written by the training stage; a ``--reference`` run may be trained on other data, such as clean
   labels, and is not checked).
 
-``--force`` compares them anyway, and the comparison then says so at its top.
+``--force`` compares any but the first anyway, and the comparison then says so at its top.
 """
 
 from __future__ import annotations
@@ -72,7 +76,8 @@ def _data_reason(first: RunRecord, other: RunRecord) -> str | None:
 
 
 def reasons_not_comparable(runs: Sequence[RunRecord], reference: RunRecord | None) -> list[str]:
-    """Why these runs are not comparable (empty when they are): each against the first run."""
+    """Why these runs are not comparable (empty when they are): identical readouts between any two
+    of them, then each run's inputs and data against the first run's."""
     reasons = []
     first, others = runs[0], [*runs[1:], *([reference] if reference is not None else [])]
     for other in others:
@@ -94,6 +99,6 @@ def _same_readouts(runs: Sequence[RunRecord], reference: RunRecord | None) -> li
     for i, first in enumerate(everyone):
         for other in everyone[i + 1:]:
             if first.readouts == other.readouts:
-                return [f"{first.path} and {other.path} hold identical readouts (a copy of one run, or the same "
-                        "training twice): name each run once"]
+                return [f"{first.path} and {other.path} hold identical readouts (a copy of one run, one policy "
+                        "evaluated twice, or readouts too coarse to tell two policies apart): name each run once"]
     return []
