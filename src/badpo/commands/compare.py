@@ -13,10 +13,11 @@ what it reads: each RUN's readouts.json (`badpo evaluate RUN` writes it; or a re
   with `evaluate --out`) and, beside it, the run's method (run.json / config.yaml), theta.json,
   audit.json (the offline estimates), run.json (whether theta had settled) and data_fingerprint.json
   (what it trained on); a missing one is named in the notes.
-what it refuses (one line, unless --force, which then heads the output with why): one run given
-  twice under any spelling, or two holding identical readouts (a copied run folder); runs evaluated
-  on other prompts or readout settings (inputs of their readouts.json); runs trained on other data
-  (data_fingerprint.json). Evaluate every run on the same --prompts with the same settings.
+what it refuses (one line; --force compares anyway and heads the output with why, except for one
+  run given twice under any spelling): two runs holding identical readouts (a copied run folder);
+  runs evaluated on other prompts or readout settings (inputs of their readouts.json); runs trained
+  on other data (data_fingerprint.json). Evaluate every run on the same --prompts with the same
+  settings.
 what it prints: for every declared attribute on generated answers, each run's rate and the
   reference's with a 95% interval (bootstrap over prompts, 2000 resamples, seed 0); each run's
   removal of the baseline's shift, (base - run) / (base - ref), with a paired interval, or "not
