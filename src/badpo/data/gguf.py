@@ -203,9 +203,8 @@ def _cgroup_headroom(root: Path, self_cgroup: Path) -> int | None:
         lines = []
     headrooms = []
     for hierarchy, limit_file, usage_file, cache_key in (CGROUP_V2, CGROUP_V1):
-        base = root / hierarchy if hierarchy else root
-        path = _cgroup_path(lines, v2=not hierarchy)
-        for folder in _up_to(base, path):
+        base = root / hierarchy
+        for folder in _up_to(base, _cgroup_path(lines, v2=not hierarchy)):
             headroom = _headroom(folder, limit_file, usage_file, cache_key)
             if headroom is not None:
                 headrooms.append(headroom)
@@ -223,14 +222,13 @@ def _cgroup_path(lines: list[str], v2: bool) -> str:
 
 
 def _up_to(base: Path, path: str) -> list[Path]:
-    """The folder of ``path`` under ``base`` (when it exists there) and each parent up to ``base``."""
+    """The folder of ``path`` under ``base`` and each parent below ``base``, those that exist, then ``base``."""
     folder = base / path.strip("/")
-    folders = [folder] if folder != base else []
-    folders += [parent for parent in folder.parents if parent.is_relative_to(base) and parent != base]
-    return [f for f in folders if f.is_dir()] + [base]
+    return [f for f in (folder, *folder.parents) if f != base and f.is_relative_to(base) and f.is_dir()] + [base]
 
 
 def _headroom(folder: Path, limit_file: str, usage_file: str, cache_key: str) -> int | None:
+    """One cgroup's limit less its usage without the evictable file cache; None without a limit."""
     try:
         limit = (folder / limit_file).read_text().strip()
         usage = int((folder / usage_file).read_text().strip())

@@ -16,7 +16,8 @@ differ in their method alone. So compare refuses, each in one line naming the ru
   written by the training stage; a ``--reference`` run may be trained on other data, such as clean
   labels, and is not checked).
 
-``--force`` compares any but the first anyway, and the comparison then says so at its top.
+``--force`` compares them anyway, all but the first kind (one run given twice), and the comparison
+then says so at its top.
 """
 
 from __future__ import annotations
@@ -93,8 +94,8 @@ def reasons_not_comparable(runs: Sequence[RunRecord], reference: RunRecord | Non
 
 def _same_readouts(runs: Sequence[RunRecord], reference: RunRecord | None) -> list[str]:
     """Two of the runs (or a run and ``--reference``) whose readouts are identical, every per-prompt
-    value included: a copy of one run folder (which the path check cannot see), or one training
-    run twice. Compared, the one would "remove" nothing of the other with a perfect interval."""
+    value included: a copy of one run folder (which the path check cannot see), or one policy
+    evaluated twice. Compared, the one would "remove" nothing of the other with a perfect interval."""
     everyone = [*runs, *([reference] if reference is not None else [])]
     for i, first in enumerate(everyone):
         for other in everyone[i + 1:]:
