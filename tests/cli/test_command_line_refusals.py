@@ -133,6 +133,8 @@ def test_a_config_option_on_a_command_without_one_is_hinted(argv, says, capsys):
 
 @pytest.mark.parametrize("argv, first", [
     (["train", "--nonsense"], "badpo train: error: unrecognized arguments: --nonsense"),
+    (["--nonsense", "train"], "badpo: error: unrecognized arguments: --nonsense"),
+    (["--debug", "train", "--nonsense"], "badpo train: error: unrecognized arguments: --nonsense"),
     (["nonsense"], "badpo: error: argument command: invalid choice: 'nonsense'"),
     (["experiment", "-c", "x.yaml"], "badpo experiment: error: unrecognized arguments: -c (badpo experiment takes"),
     (["evaluate"], "badpo evaluate: error: the following arguments are required"),

@@ -89,13 +89,17 @@ class CommandParser(argparse.ArgumentParser):
 
 class TopParser(argparse.ArgumentParser):
     """badpo's own parser: it reports a command's unrecognized arguments, with the same hint, in
-    the command's name when the command is known."""
+    the command's name when the command is known and nothing unknown came before it (``badpo
+    --nonsense train`` named train, whose options never held ``--nonsense``)."""
 
     def error(self, message: str) -> NoReturn:
-        command = next((arg for arg in CommandParser.argv if not arg.startswith("-")), None)
+        argv = CommandParser.argv
+        at = next((i for i, arg in enumerate(argv) if not arg.startswith("-")), len(argv))
+        command = argv[at] if at < len(argv) else None
         commands = next((a.choices for a in self._actions if isinstance(a, argparse._SubParsersAction)), {})
-        prog = f"{self.prog} {command}" if command in commands else self.prog
-        refuse(prog, hint(command, message, CommandParser.argv))
+        unknown_before = [arg for arg in argv[:at] if arg.split("=")[0] not in self._option_string_actions]
+        prog = f"{self.prog} {command}" if command in commands and not unknown_before else self.prog
+        refuse(prog, hint(command, message, argv))
 
 
 def add_config_args(parser: argparse.ArgumentParser, example: str) -> None:
