@@ -240,6 +240,9 @@ SHARED_RUNS = [
       for a in ("BA-DPO (pooled, warm)", "BA-DPO (θ̄+ε_k, warm)", "Crowd-PrefRL")),
     ("experiment_tiny_multipref_beta.yaml", "BA-DPO (pooled), markdown declared", "experiment_tiny_formatting.yaml",
      "BA-DPO (pooled)"),
+    ("experiment_tiny_formatting_ladder.yaml", "DPO", "experiment_tiny_formatting.yaml", "DPO"),
+    ("experiment_tiny_formatting_ladder.yaml", "θ_k fixed at planted, markdown",
+     "experiment_tiny_formatting_oracle.yaml", "θ_k fixed at planted, markdown"),
 ]
 
 
