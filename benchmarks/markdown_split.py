@@ -1,0 +1,101 @@
+"""Where a tiny policy's markdown shift sits: in the bullet itself, or in the answer after it.
+
+    python benchmarks/markdown_split.py OUT [--prompts 100] [--json FILE]
+
+OUT is an experiment folder of the tiny length-and-format world whose runs kept their policies
+(``save_policy: true``). ``p(md) | body`` compares, for each evaluation prompt and ending, the
+candidate with a bullet (``- 9 7 0 0 ...``) with the one without (``9 7 0 0 ...``). Its log-odds
+against the reference's splits exactly into two parts, each a change in log-probability,
+policy minus reference, of the bulleted candidate minus the plain one:
+
+- ``first``: the first token: the bullet against the plain answer's first digit;
+- ``rest``: every later token (digits, ending, EOS), the same text after different openings.
+
+A shift in ``first`` is the markdown decision; a shift in ``rest`` is the body's likelihood after
+a bullet moving apart from the same body without one (issue 35: why the tiny policy stays on its
+reference's markdown rate at a theta below the bias its labels show). Means over prompts and the
+three endings; one row per run, in the order of the experiment's layout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from badpo.core.attributes import has_markdown
+from badpo.core.config import from_dict
+from badpo.engine.logprobs import token_logprobs
+from badpo.engine.tokenize import TokenizationConfig, build_token_store
+from badpo.readouts.run import load_causal_lm
+
+
+def candidate_pairs(corpus: Path, prompts: int | None) -> list[tuple[str, str, str]]:
+    """(prompt, bulleted candidate, plain candidate) for each evaluation prompt and ending."""
+    pairs = []
+    for line in list((corpus / "eval_prompts.jsonl").open(encoding="utf-8"))[:prompts]:
+        row = json.loads(line)
+        plain = [c for c in row["candidates"] if not has_markdown(c)]
+        for text in plain:
+            bulleted = next(c for c in row["candidates"] if has_markdown(c) and c.endswith(text))
+            pairs.append((row["prompt"], bulleted, text))
+    return pairs
+
+
+@torch.no_grad()
+def first_and_rest(model_dir: Path, pairs: list[tuple[str, str, str]], tokenization: TokenizationConfig
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per pair: (log p of the bullet as first token, log p of the plain answer's first digit there,
+    bulleted minus plain log p of every later token), encoded as training encodes them."""
+    from transformers import AutoTokenizer
+
+    model = load_causal_lm(model_dir, {})
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    sequences = [(prompt, text) for prompt, bulleted, plain in pairs for text in (bulleted, plain)]
+    store = build_token_store(tokenizer, sequences, tokenization)
+    per_token = token_logprobs(model, store.batch(torch.arange(len(store)), "cpu")).double()  # [N, T], by position
+    first = per_token[torch.arange(len(store)), torch.as_tensor(store.prompt_lengths)]  # the first response token
+    rest = per_token.sum(dim=1) - first
+    return first[0::2], first[1::2], rest[0::2] - rest[1::2]
+
+
+def split_rows(out: Path, prompts: int | None) -> list[dict]:
+    """One row per logged arm run with a policy: its arm, seed and the two mean shifts (nats)."""
+    pairs = candidate_pairs(out / "corpus", prompts)
+    records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / "runs").glob("*.json"))]
+    reference = next(r for r in records if r["kind"] == "reference")
+    tokenization = from_dict(TokenizationConfig, reference["settings"]["tokenization"])
+    base = first_and_rest(out / reference["artifacts"]["model"], pairs, tokenization)
+    rows = []
+    for record in records:
+        policy = out / record.get("artifacts", {}).get("policy", "")
+        if record["kind"] != "arm" or not (policy / "config.json").exists():
+            continue
+        bullet, digit, rest = (float((mine - theirs).mean())
+                               for mine, theirs in zip(first_and_rest(policy, pairs, tokenization), base))
+        rows.append({"arm": record["arm"], "seed": record["seed"], "key": record["key"], "bullet": bullet,
+                     "digit": digit, "first": bullet - digit, "rest": rest})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--prompts", type=int, default=None, help="evaluation prompts read (default: all)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    args = parser.parse_args(argv)
+    rows = split_rows(args.out, args.prompts)
+    print("| Arm | Seed | Bullet | First digit | First token | Rest | Total |\n|:--|--:|--:|--:|--:|--:|--:|")
+    for row in rows:
+        print(f"| {row['arm']} | {row['seed']} | {row['bullet']:+.3f} | {row['digit']:+.3f} | {row['first']:+.3f} | "
+              f"{row['rest']:+.3f} | {row['first'] + row['rest']:+.3f} |")
+    if args.json is not None:
+        args.json.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""benchmarks/markdown_split.py: the pairs it compares, and its split adds up to the whole answer's
+log-probability as the readouts score it (an independent path: ended_and_running_logprobs)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from badpo.corpora.tiny_multipref import TinyMultiPrefConfig, build_tiny_multipref
+from badpo.engine.tokenize import TokenizationConfig
+from badpo.readouts.model import ended_and_running_logprobs
+from badpo.readouts.run import load_causal_lm
+from fixtures.benchmarks import load_benchmark
+
+module = load_benchmark("markdown_split")
+
+
+def test_each_plain_candidate_is_paired_with_its_bulleted_twin(tmp_path):
+    row = {"prompt": "copy 1 2 3\n", "candidates": ["1 2 3", "1 2 3 as asked", "- 1 2 3", "- 1 2 3 as asked"]}
+    (tmp_path / "eval_prompts.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
+    assert module.candidate_pairs(tmp_path, None) == [("copy 1 2 3\n", "- 1 2 3", "1 2 3"),
+                                                      ("copy 1 2 3\n", "- 1 2 3 as asked", "1 2 3 as asked")]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tiny_multipref")
+    build_tiny_multipref(TinyMultiPrefConfig(n_prompts=100, n_eval_prompts=3, heldout_fraction=0.2), out)
+    return out
+
+
+def test_bullet_minus_digit_plus_rest_is_the_whole_answers_difference(world):
+    pairs = module.candidate_pairs(world, 2)
+    tokenization = TokenizationConfig(max_prompt_tokens=16, max_length=64)
+    bullet, digit, rest = module.first_and_rest(world / "model", pairs, tokenization)
+    model = load_causal_lm(world / "model", {})
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(world / "model")
+    ended, _ = ended_and_running_logprobs(model, tokenizer, [(p, t) for p, b, c in pairs for t in (b, c)],
+                                          tokenization)
+    whole = ended[0::2] - ended[1::2]
+    assert len(pairs) == 6 and torch.allclose(bullet - digit + rest, whole, atol=1e-4)
+    assert (bullet != digit).all()  # the first tokens differ: the bullet against a digit
