@@ -1,6 +1,7 @@
 """How large a bias the labels of a tiny MultiPref world show, depending on what else is explained:
 the pooled theta that best fits the training judgments with nothing else in the logit, with the
-planted quality q, and with q and the other attribute's planted term.
+other attribute's bias fitted beside it, with the planted quality q, and with q and the other
+attribute's planted term.
 
     python benchmarks/label_collapse.py WORLD [--attribute markdown] [--json OUT]
 
@@ -8,9 +9,10 @@ WORLD is a built tiny-multipref corpus (``world.yaml``, ``train.jsonl``); its vo
 again from ``world.yaml`` (the builder is pure) to know each comparison's q and each annotator's
 planted theta_k. A logistic model is not collapsible: the bias of the labels given q is larger than
 the bias they show with q left unexplained, and a policy whose implicit reward carries only part of
-q sees a bias in between (issue 35: why BA-DPO with theta at its planted value ends below the
-reference's markdown rate). The fit is the maximum-likelihood theta of ``sigmoid(offset + theta *
-delta_g)`` over the judgments, by Newton's method on one parameter.
+q (and learns the undeclared attribute's bias) sees a bias in between. Issue 35: why BA-DPO with
+theta at its planted value ends below the reference's markdown rate. Each fit is the
+maximum-likelihood pooled theta of ``sigmoid(offset + delta_g @ theta)`` over the judgments, by
+Newton's method.
 """
 
 from __future__ import annotations
@@ -27,12 +29,13 @@ from badpo.corpora.tiny_multipref import ATTRIBUTES, TinyMultiPrefConfig, tiny_m
 
 
 def oriented_terms(world: Path, attribute: str) -> dict[str, np.ndarray]:
-    """Per training judgment, oriented chosen minus rejected: the attribute's delta_g, q, the other
-    attributes' planted terms, and the attribute's planted theta_k * delta_g."""
+    """Per training judgment, oriented chosen minus rejected: the attribute's delta_g, the other
+    attributes' delta_g (``[N, d - 1]``), q, the other attributes' planted terms, and the
+    attribute's planted theta_k * delta_g."""
     config = load_config(TinyMultiPrefConfig, world / "world.yaml")
     _, truth = tiny_multipref_rows(config)
     index = list(ATTRIBUTES).index(attribute)
-    terms: dict[str, list[float]] = {"delta_g": [], "quality": [], "others": [], "planted": []}
+    terms: dict[str, list] = {"delta_g": [], "other_g": [], "quality": [], "others": [], "planted": []}
     for line in (world / "train.jsonl").open(encoding="utf-8"):
         row = json.loads(line)
         quality, text_a, diff = truth.comparisons[row["pair_id"]]
@@ -40,35 +43,39 @@ def oriented_terms(world: Path, attribute: str) -> dict[str, np.ndarray]:
         theta = np.asarray(truth.theta[row["annotator"]])
         contributions = sign * theta * diff
         terms["delta_g"].append(sign * diff[index])
+        terms["other_g"].append(sign * np.delete(diff, index))
         terms["quality"].append(sign * quality)
         terms["others"].append(float(contributions.sum() - contributions[index]))
         terms["planted"].append(float(contributions[index]))
     return {name: np.asarray(values) for name, values in terms.items()}
 
 
-def pooled_theta(offset: np.ndarray, delta_g: np.ndarray, steps: int = 50) -> float:
-    """argmax over theta of sum log sigmoid(offset + theta * delta_g) (every row is a win)."""
-    theta = 0.0
+def pooled_fit(offset: np.ndarray, delta: np.ndarray, steps: int = 50) -> np.ndarray:
+    """argmax over theta of sum log sigmoid(offset + delta @ theta) (every row is a win), by
+    Newton's method; ``delta`` is ``[N]`` (one attribute) or ``[N, d]``, theta has its columns."""
+    x = delta.reshape(len(delta), -1)
+    theta = np.zeros(x.shape[1])
     for _ in range(steps):
-        p = 1.0 / (1.0 + np.exp(-(offset + theta * delta_g)))
-        gradient, curvature = np.sum((1.0 - p) * delta_g), np.sum(p * (1.0 - p) * delta_g ** 2)
-        step = gradient / curvature
+        p = 1.0 / (1.0 + np.exp(-(offset + x @ theta)))
+        step = np.linalg.solve((x * (p * (1.0 - p))[:, None]).T @ x, x.T @ (1.0 - p))
         theta += step
-        if abs(step) < 1e-10:
+        if np.abs(step).max() < 1e-10:
             break
-    return float(theta)
+    return theta
 
 
 def collapse_table(world: Path, attribute: str) -> dict[str, float]:
     terms = oriented_terms(world, attribute)
     cross = terms["delta_g"] != 0
+    zero = np.zeros_like(terms["quality"])
     return {
         "judgments": int(len(terms["delta_g"])),
         "cross_group": int(cross.sum()),
         "planted_mean_on_cross": float(np.mean(terms["planted"][cross] / terms["delta_g"][cross])),
-        "nothing_else": pooled_theta(np.zeros_like(terms["quality"]), terms["delta_g"]),
-        "given_quality": pooled_theta(terms["quality"], terms["delta_g"]),
-        "given_quality_and_others": pooled_theta(terms["quality"] + terms["others"], terms["delta_g"]),
+        "nothing_else": float(pooled_fit(zero, terms["delta_g"])[0]),
+        "others_fitted_beside": float(pooled_fit(zero, np.column_stack([terms["delta_g"], terms["other_g"]]))[0]),
+        "given_quality": float(pooled_fit(terms["quality"], terms["delta_g"])[0]),
+        "given_quality_and_others": float(pooled_fit(terms["quality"] + terms["others"], terms["delta_g"])[0]),
     }
 
 

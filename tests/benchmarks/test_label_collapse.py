@@ -18,14 +18,14 @@ module = load_benchmark("label_collapse")
 def test_with_no_offset_the_fit_is_the_log_odds_of_the_wins():
     # 3 judgments won by the attribute's side, 1 lost, 2 not cross-group: theta = log(3 / 1)
     delta_g = np.array([1.0, 1.0, 1.0, -1.0, 0.0, 0.0])
-    assert module.pooled_theta(np.zeros(6), delta_g) == pytest.approx(math.log(3.0), abs=1e-10)
+    assert module.pooled_fit(np.zeros(6), delta_g)[0] == pytest.approx(math.log(3.0), abs=1e-10)
 
 
 def test_an_offset_the_wins_already_explain_leaves_less_to_theta():
     # one win each way, the first with offset 1: log s(1 + t) + log s(-t) is stationary where
     # 1 - s(1 + t) = 1 - s(-t), i.e. 1 + t = -t: theta = -0.5 (without the offset it would be 0)
     delta_g, offset = np.array([1.0, -1.0]), np.array([1.0, 0.0])
-    assert module.pooled_theta(offset, delta_g) == pytest.approx(-0.5, abs=1e-10)
+    assert module.pooled_fit(offset, delta_g)[0] == pytest.approx(-0.5, abs=1e-10)
 
 
 @pytest.fixture(scope="module")
@@ -44,3 +44,9 @@ def test_the_labels_show_less_bias_with_quality_left_unexplained(world):
     assert table["cross_group"] == gate["markdown"]["all"]["cross"]
     assert table["given_quality"] > table["nothing_else"] + 0.1
     assert abs(table["given_quality"] - table["planted_mean_on_cross"]) < 0.2
+
+
+def test_the_joint_fit_of_two_attributes_by_hand():
+    # two independent attributes, each won 3 : 1 on its own rows: theta = (log 3, log 3) jointly
+    delta = np.array([[1, 0], [1, 0], [1, 0], [-1, 0], [0, 1], [0, 1], [0, 1], [0, -1]], dtype=float)
+    assert module.pooled_fit(np.zeros(8), delta) == pytest.approx([math.log(3.0)] * 2, abs=1e-10)
