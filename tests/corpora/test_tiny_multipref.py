@@ -24,6 +24,7 @@ from badpo.corpora.tiny_multipref import (
     TinyMultiPrefConfig,
     build_tokenizer,
     candidate_responses,
+    response_score,
     response_text,
     tiny_multipref_rows,
 )
@@ -104,6 +105,31 @@ def test_the_small_world_is_byte_for_byte_what_it_was_before_the_protocol_was_sh
     build_tiny_multipref(small_config(), tmp_path)
     found = {name: sha for name, sha in digests(tmp_path).items() if not name.startswith(("model/", "tokenizer/"))}
     assert found == FROZEN_SHA256
+
+
+def test_a_response_is_scored_on_its_digits_alone():
+    # 1 + 9 * right / n: the bullet and the ending are not digits
+    assert response_score("- 1 4 1 3 as asked", "reverse", "1 4 1 3") == 10.0
+    assert response_score("1 4 0 3 as asked because reverse flips the order", "reverse", "1 4 1 3") == 7.75
+    assert response_score("9 9 9", "copy", "1 2 3") == 1.0
+
+
+def test_quality_given_puts_each_comparisons_planted_q_in_the_judgments(tmp_path, build_tiny_multipref):
+    """kappa * (g_chosen - g_rejected) is the q the votes were drawn with, on the chosen side (an
+    independent path: the scores are read back from the texts, q was kept when the world drew
+    them); the judgments are otherwise the default world's, and world.yaml says the flag is on."""
+    build_tiny_multipref(small_config(quality_given=True), tmp_path / "given")
+    build_tiny_multipref(small_config(), tmp_path / "plain")
+    _, truth = tiny_multipref_rows(small_config())
+    for name in ("train.jsonl", "heldout.jsonl"):
+        given, plain = read_jsonl(tmp_path / "given" / name), read_jsonl(tmp_path / "plain" / name)
+        assert [{k: v for k, v in row.items() if not k.startswith("g_")} for row in given] == plain
+        for row in given:
+            q, text_a, _ = truth.comparisons[row["pair_id"]]
+            oriented = q if row["chosen"] == text_a else -q
+            assert 0.5 * (row["g_chosen"]["quality"] - row["g_rejected"]["quality"]) == pytest.approx(oriented)
+    assert "quality_given: true" in (tmp_path / "given" / "world.yaml").read_text(encoding="utf-8")
+    assert "quality_given" not in (tmp_path / "plain" / "world.yaml").read_text(encoding="utf-8")
 
 
 def test_ties_are_dropped_counted_and_as_frequent_as_the_tie_model_says(world):

@@ -32,11 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from badpo.auditing.estimates import BiasIdentifiabilityWarning, audit
 from badpo.core.attributes import AttributeSet, resolve_attributes
-from badpo.core.config import ConfigError, dump_yaml
-from badpo.core.jsonio import write_json, write_jsonl
+from badpo.core.config import ConfigError, to_dict
+from badpo.core.jsonio import atomic_write_text, write_json, write_jsonl
 from badpo.core.judgments import Judgment
 from badpo.corpora.multipref import MultiPrefConfig, MultiPrefCorpus, multipref_corpus, write_multipref
 
@@ -212,16 +213,23 @@ def protocol_corpus(rows: Sequence[Mapping[str, Any]], config: Any, eval_fields:
 
 
 def write_world(corpus: MultiPrefCorpus, protocol: MultiPrefConfig, rows: Sequence[Mapping[str, Any]],
-                truth: WorldTruth, config: Any, outdir: str | Path, corpus_name: str) -> dict[str, Any]:
+                truth: WorldTruth, config: Any, outdir: str | Path, corpus_name: str,
+                left_out_when_off: Sequence[str] = ()) -> dict[str, Any]:
     """Write the MultiPref builder's files, ``source.jsonl``, ``planted.json``, ``gate.json`` and
-    ``world.yaml`` (``config``) to ``outdir``; return the builder's statistics with the gate."""
+    ``world.yaml`` (``config``; its ``left_out_when_off`` flags only when on, so that a flag added
+    later leaves the file, and every run key on the corpus, as it was) to ``outdir``; return the
+    builder's statistics with the gate."""
     out = Path(outdir)
     stats = write_multipref(corpus, protocol, out, corpus_name=corpus_name)
     write_jsonl(out / "source.jsonl", rows)
     write_json(out / "planted.json", planted_to_dict(truth, config))
     gate = gate_statistics(corpus.train, truth)
     write_json(out / "gate.json", gate)
-    dump_yaml(config, out / "world.yaml")
+    world = to_dict(config)
+    for flag in left_out_when_off:
+        if not world[flag]:
+            del world[flag]
+    atomic_write_text(out / "world.yaml", yaml.safe_dump(world, sort_keys=False))
     return {**stats, "gate": gate}
 
 

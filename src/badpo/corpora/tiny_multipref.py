@@ -47,6 +47,7 @@ and the tiny GPT-2 of :func:`badpo.corpora.tiny.build_model`. Files: :data:`OUTP
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ import numpy as np
 
 from badpo.core.attributes import resolve_attributes
 from badpo.core.config import ConfigError
+from badpo.core.judgments import Judgment
 from badpo.corpora.multipref import summary_text as multipref_summary
 from badpo.corpora.multipref_protocol import (
     ATTRIBUTES,
@@ -129,6 +131,7 @@ class TinyMultiPrefConfig:
     heldout_fraction: float = 0.1  # share of prompt ids held out (the MultiPref builder's split)
     n_eval_prompts: int = 100  # evaluation prompts, drawn from the held-out prompts
     seed: int = 0  # data seed: every draw of the world, the split and the evaluation prompts
+    quality_given: bool = False  # also give each judgment its answers' scores (g "quality", given:quality)
     model: TinyModelConfig = field(default_factory=TinyModelConfig)
 
     def __post_init__(self) -> None:
@@ -159,6 +162,25 @@ class TinyMultiPrefConfig:
 def response_text(answer: str, markdown: bool, ending: str) -> str:
     """``"- "`` (when formatted) + the answer + the ending."""
     return (MARKDOWN_PREFIX if markdown else "") + answer + ending
+
+
+def response_score(text: str, task: str, exact: str) -> float:
+    """The quality score ``1 + 9 * right / n`` of a response :func:`response_text` wrote: its
+    bullet and ending taken off, its digits against the exact answer."""
+    answer = text.removeprefix(MARKDOWN_PREFIX)
+    ending = max((e for e in ENDINGS[task] if e and answer.endswith(e)), key=len, default="")
+    return answer_quality(answer.removesuffix(ending), exact)
+
+
+def with_quality(judgments: Sequence[Judgment], truth: WorldTruth) -> list[Judgment]:
+    """The judgments with each answer's score as the given attribute ``quality``: declared as
+    ``given:quality`` with every theta_k trusted at ``kappa``, it puts the planted q in the logit,
+    an oracle of what the labels say about quality (issue 35, the markdown overshoot)."""
+    def score(j: Judgment, text: str) -> dict[str, float]:
+        task, exact = truth.answers[j.prompt_id]
+        return {"quality": response_score(text, task, exact)}
+
+    return [dataclasses.replace(j, g_chosen=score(j, j.chosen), g_rejected=score(j, j.rejected)) for j in judgments]
 
 
 def candidate_responses(task: str, answer: str) -> list[str]:
@@ -278,6 +300,9 @@ def build_tiny_multipref(config: TinyMultiPrefConfig, outdir: str | Path) -> dic
         return {"body": answer, "candidates": candidate_responses(task, answer)}
 
     corpus, protocol = protocol_corpus(rows, config, eval_fields)
+    if config.quality_given:
+        corpus = dataclasses.replace(corpus, train=with_quality(corpus.train, truth),
+                                     heldout=with_quality(corpus.heldout, truth))
     eval_prompts = corpus.eval_prompts
     tokenizer = build_tokenizer(config)
     _check_coverage(tokenizer, sorted({r["text"] + r[f"completion_{side}"] for r in rows for side in "ab"}
@@ -286,7 +311,8 @@ def build_tiny_multipref(config: TinyMultiPrefConfig, outdir: str | Path) -> dic
     model = build_model(config.model, tokenizer)
     n_parameters = sum(p.numel() for p in model.parameters())
 
-    stats = write_world(corpus, protocol, rows, truth, config, out, "tiny-multipref")
+    stats = write_world(corpus, protocol, rows, truth, config, out, "tiny-multipref",
+                        left_out_when_off=("quality_given",))
     tokenizer.save_pretrained(out / "tokenizer")
     model.save_pretrained(out / "model")
     tokenizer.save_pretrained(out / "model")
