@@ -14,7 +14,7 @@ policy minus reference, of the bulleted candidate minus the plain one:
 A shift in ``first`` is the markdown decision; a shift in ``rest`` is the body's likelihood after
 a bullet moving apart from the same body without one (issue 35: why the tiny policy stays on its
 reference's markdown rate at a theta below the bias its labels show). Means over prompts and the
-three endings; one row per run, in the order of the experiment's layout.
+three endings; one row per run that kept its policy, by arm and seed.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def split_rows(out: Path, prompts: int | None) -> list[dict]:
                                for mine, theirs in zip(first_and_rest(policy, pairs, tokenization), base))
         rows.append({"arm": record["arm"], "seed": record["seed"], "key": record["key"], "bullet": bullet,
                      "digit": digit, "first": bullet - digit, "rest": rest})
-    return rows
+    return sorted(rows, key=lambda row: (row["arm"], row["seed"]))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from badpo.corpora.tiny_multipref import TinyMultiPrefConfig, build_tiny_multipref
+from badpo.corpora.tiny_multipref import TinyMultiPrefConfig
 from fixtures.benchmarks import load_benchmark
 
 module = load_benchmark("label_collapse")
@@ -29,7 +29,7 @@ def test_an_offset_the_wins_already_explain_leaves_less_to_theta():
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(tmp_path_factory, build_tiny_multipref):
     out = tmp_path_factory.mktemp("tiny_multipref")
     build_tiny_multipref(TinyMultiPrefConfig(n_prompts=300, n_eval_prompts=20), out)
     return out

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from badpo.corpora.tiny_multipref import TinyMultiPrefConfig, build_tiny_multipref
+from badpo.corpora.tiny_multipref import TinyMultiPrefConfig
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.readouts.model import ended_and_running_logprobs
 from badpo.readouts.run import load_causal_lm
@@ -25,7 +25,7 @@ def test_each_plain_candidate_is_paired_with_its_bulleted_twin(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(tmp_path_factory, build_tiny_multipref):
     out = tmp_path_factory.mktemp("tiny_multipref")
     build_tiny_multipref(TinyMultiPrefConfig(n_prompts=100, n_eval_prompts=3, heldout_fraction=0.2), out)
     return out
