@@ -242,6 +242,7 @@ SHARED_RUNS = [
      "BA-DPO (pooled)"),
     ("experiment_tiny_formatting_ladder.yaml", "DPO", "experiment_tiny_formatting.yaml", "DPO"),
     ("experiment_tiny_formatting_passes_ladder.yaml", "DPO", "experiment_tiny_formatting_passes.yaml", "DPO"),
+    ("experiment_tiny_multipref_passes.yaml", "DPO", "experiment_tiny_formatting_passes.yaml", "DPO"),
     ("experiment_tiny_formatting_ladder.yaml", "θ_k fixed at planted, markdown",
      "experiment_tiny_formatting_oracle.yaml", "θ_k fixed at planted, markdown"),
 ]
