@@ -32,12 +32,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from badpo.auditing.estimates import BiasIdentifiabilityWarning, audit
 from badpo.core.attributes import AttributeSet, resolve_attributes
-from badpo.core.config import ConfigError, to_dict
-from badpo.core.jsonio import atomic_write_text, write_json, write_jsonl
+from badpo.core.config import ConfigError, dump_yaml, to_dict
+from badpo.core.jsonio import write_json, write_jsonl
 from badpo.core.judgments import Judgment
 from badpo.corpora.multipref import MultiPrefConfig, MultiPrefCorpus, multipref_corpus, write_multipref
 
@@ -229,7 +228,7 @@ def write_world(corpus: MultiPrefCorpus, protocol: MultiPrefConfig, rows: Sequen
     for flag in left_out_when_off:
         if not world[flag]:
             del world[flag]
-    atomic_write_text(out / "world.yaml", yaml.safe_dump(world, sort_keys=False))
+    dump_yaml(world, out / "world.yaml")
     return {**stats, "gate": gate}
 
 

@@ -40,6 +40,11 @@ the six responses with that body (plain or bullet, times no, short or long endin
 :func:`badpo.readouts.model.format_readout` reads length and markdown from the policy's
 probabilities, a readout that run-on repetition in samples cannot fake.
 
+**The quality given** (``quality_given``, off by default): each training and held-out judgment also
+carries its two answers' scores as the attribute ``quality`` (``g_chosen`` / ``g_rejected``), so a
+run that declares ``given:quality`` with every theta_k trusted at ``kappa`` has the planted q in
+its logit: an oracle for what the labels say about quality. The votes are unchanged.
+
 **Tokenizer and model**: a WordPiece vocabulary of the specials, the newline, the digits, the task
 words, ``-`` and the ending words (``▁`` marks a word after a space, as in :mod:`badpo.corpora.tiny`),
 and the tiny GPT-2 of :func:`badpo.corpora.tiny.build_model`. Files: :data:`OUTPUT_FILES`.
