@@ -11,8 +11,8 @@ planted theta_k. A logistic model is not collapsible: the bias of the labels giv
 the bias they show with q left unexplained, and a policy whose implicit reward carries only part of
 q (and learns the undeclared attribute's bias) sees a bias in between. Issue 35: why BA-DPO with
 theta at its planted value ends below the reference's markdown rate. Each fit is the
-maximum-likelihood pooled theta of ``sigmoid(offset + delta_g @ theta)`` over the judgments, by
-Newton's method.
+maximum-likelihood pooled theta of ``sigmoid(offset + delta_g @ theta)`` over the judgments (the
+library's level fit, :func:`badpo.core.level.offset_mle`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from badpo.core.config import load_config
+from badpo.core.level import LOGISTIC, offset_mle
 from badpo.corpora.tiny_multipref import ATTRIBUTES, TinyMultiPrefConfig, tiny_multipref_rows
 
 
@@ -50,21 +52,18 @@ def oriented_terms(world: Path, attribute: str) -> dict[str, np.ndarray]:
     return {name: np.asarray(values) for name, values in terms.items()}
 
 
-def pooled_fit(offset: np.ndarray, delta: np.ndarray, steps: int = 50) -> np.ndarray:
-    """argmax over theta of sum log sigmoid(offset + delta @ theta) (every row is a win), by
-    Newton's method; ``delta`` is ``[N]`` (one attribute) or ``[N, d]``, theta has its columns."""
-    x = delta.reshape(len(delta), -1)
-    theta = np.zeros(x.shape[1])
-    for _ in range(steps):
-        p = 1.0 / (1.0 + np.exp(-(offset + x @ theta)))
-        step = np.linalg.solve((x * (p * (1.0 - p))[:, None]).T @ x, x.T @ (1.0 - p))
-        theta += step
-        if np.abs(step).max() < 1e-10:
-            break
-    return theta
+def pooled_fit(offset: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """argmax over theta of sum log sigmoid(offset + delta @ theta) (every row is a win):
+    :func:`badpo.core.level.offset_mle`, the library's level fit, with the logistic link.
+    ``delta`` is ``[N]`` (one attribute) or ``[N, d]``; NaN where it finds no finite maximiser."""
+    directions = torch.as_tensor(delta, dtype=torch.float64).reshape(len(delta), -1)
+    return offset_mle(torch.as_tensor(offset, dtype=torch.float64), directions, LOGISTIC).numpy()
 
 
 def collapse_table(world: Path, attribute: str) -> dict[str, float]:
+    """The attribute's pooled theta on the training judgments with nothing else in the logit, with
+    the other attributes' bias fitted beside it, given q, and given q and the others' planted terms;
+    beside the planted theta_k averaged over its cross-group judgments."""
     terms = oriented_terms(world, attribute)
     cross = terms["delta_g"] != 0
     zero = np.zeros_like(terms["quality"])

@@ -9,7 +9,8 @@ against the reference's splits exactly into two parts, each a change in log-prob
 policy minus reference, of the bulleted candidate minus the plain one:
 
 - ``first``: the first token: the bullet against the plain answer's first digit;
-- ``rest``: every later token (digits, ending, EOS), the same text after different openings.
+- ``rest``: every later token (digits, ending, EOS): on the bulleted side from the first digit
+  (spelled after a space) on, on the plain side from the second digit on.
 
 A shift in ``first`` is the markdown decision; a shift in ``rest`` is the body's likelihood after
 a bullet moving apart from the same body without one (issue 35: why the tiny policy stays on its
@@ -46,7 +47,7 @@ def candidate_pairs(corpus: Path, prompts: int | None) -> list[tuple[str, str, s
 
 
 @torch.no_grad()
-def first_and_rest(model_dir: Path, pairs: list[tuple[str, str, str]], tokenization: TokenizationConfig
+def opening_and_rest(model_dir: Path, pairs: list[tuple[str, str, str]], tokenization: TokenizationConfig
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per pair: (log p of the bullet as first token, log p of the plain answer's first digit there,
     bulleted minus plain log p of every later token), encoded as training encodes them."""
@@ -68,14 +69,14 @@ def split_rows(out: Path, prompts: int | None) -> list[dict]:
     records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / "runs").glob("*.json"))]
     reference = next(r for r in records if r["kind"] == "reference")
     tokenization = from_dict(TokenizationConfig, reference["settings"]["tokenization"])
-    base = first_and_rest(out / reference["artifacts"]["model"], pairs, tokenization)
+    base = opening_and_rest(out / reference["artifacts"]["model"], pairs, tokenization)
     rows = []
     for record in records:
         policy = out / record.get("artifacts", {}).get("policy", "")
         if record["kind"] != "arm" or not (policy / "config.json").exists():
             continue
         bullet, digit, rest = (float((mine - theirs).mean())
-                               for mine, theirs in zip(first_and_rest(policy, pairs, tokenization), base))
+                               for mine, theirs in zip(opening_and_rest(policy, pairs, tokenization), base))
         rows.append({"arm": record["arm"], "seed": record["seed"], "key": record["key"], "bullet": bullet,
                      "digit": digit, "first": bullet - digit, "rest": rest})
     return sorted(rows, key=lambda row: (row["arm"], row["seed"]))

@@ -46,6 +46,17 @@ def test_the_labels_show_less_bias_with_quality_left_unexplained(world):
     assert abs(table["given_quality"] - table["planted_mean_on_cross"]) < 0.2
 
 
+def test_with_the_whole_planted_logit_given_no_pooled_bias_is_left(world):
+    """q, the other attributes' planted terms and the attribute's own planted theta_k * delta_g are
+    the logit the votes were drawn with: a pooled theta fitted on top of all three is about 0, and
+    the coefficient of q given the planted terms about 1 (a sign or column error in any term moves
+    one of them by about the bias's size)."""
+    terms = module.oriented_terms(world, "markdown")
+    offset = terms["quality"] + terms["others"] + terms["planted"]
+    assert abs(module.pooled_fit(offset, terms["delta_g"])[0]) < 0.15
+    assert abs(module.pooled_fit(terms["others"] + terms["planted"], terms["quality"])[0] - 1.0) < 0.15  # q's scale
+
+
 def test_the_joint_fit_of_two_attributes_by_hand():
     # two independent attributes, each won 3 : 1 on its own rows: theta = (log 3, log 3) jointly
     delta = np.array([[1, 0], [1, 0], [1, 0], [-1, 0], [0, 1], [0, 1], [0, 1], [0, -1]], dtype=float)

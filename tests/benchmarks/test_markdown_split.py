@@ -34,7 +34,7 @@ def world(tmp_path_factory, build_tiny_multipref):
 def test_bullet_minus_digit_plus_rest_is_the_whole_answers_difference(world):
     pairs = module.candidate_pairs(world, 2)
     tokenization = TokenizationConfig(max_prompt_tokens=16, max_length=64)
-    bullet, digit, rest = module.first_and_rest(world / "model", pairs, tokenization)
+    bullet, digit, rest = module.opening_and_rest(world / "model", pairs, tokenization)
     model = load_causal_lm(world / "model", {})
     from transformers import AutoTokenizer
 
@@ -43,4 +43,9 @@ def test_bullet_minus_digit_plus_rest_is_the_whole_answers_difference(world):
                                           tokenization)
     whole = ended[0::2] - ended[1::2]
     assert len(pairs) == 6 and torch.allclose(bullet - digit + rest, whole, atol=1e-4)
-    assert (bullet != digit).all()  # the first tokens differ: the bullet against a digit
+    # the first response token, read independently: log p("-") at the prompt's last position
+    prompt_ids = tokenizer(pairs[0][0], add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt_ids])).logits[0, -1].double()
+    dash = tokenizer.convert_tokens_to_ids("-")
+    assert bullet[0].item() == pytest.approx(torch.log_softmax(logits, -1)[dash].item(), abs=1e-4)

@@ -86,7 +86,8 @@ from badpo.corpora.tiny import SPACE, SPECIAL_TOKENS, TinyModelConfig, answer_qu
 __all__ = [
     "ATTRIBUTES", "ENDINGS", "MARKDOWN_PREFIX", "OUTPUT_FILES", "POOLS", "PROMPT_TEMPLATE",
     "TinyMultiPrefConfig", "WorldTruth", "build_tiny_multipref", "build_tokenizer", "candidate_responses",
-    "gate_statistics", "implied_log_odds", "response_text", "summary_text", "tiny_multipref_rows",
+    "gate_statistics", "implied_log_odds", "response_score", "response_text", "summary_text", "tiny_multipref_rows",
+    "with_quality",
 ]
 
 PROMPT_TEMPLATE = "{task} {digits}\n"
