@@ -1,4 +1,5 @@
-"""Why the labels of a MultiPref-protocol world put θ's level below the planted one (issue 32).
+"""Why the labels of a MultiPref-protocol world put θ's level below the planted one (issue 32; on
+the tiny length-and-format world, issue 35's markdown overshoot).
 
 BA-DPO's default start (``bias.init: reference``) fits one θ per attribute to the labels with the
 policy's margin u at 0, as it is at the reference. On smol-multipref that fit reads 0.75 for
@@ -17,6 +18,7 @@ training judgments in four ways:
   annotators whose θ_k differ.
 
     python benchmarks/level_decomposition.py runs/smol_multipref/corpus --out results/smol_multipref/level/level.json
+    python benchmarks/level_decomposition.py runs/tiny_formatting_ladder/corpus --out OUT.json   # a tiny world
 """
 
 from __future__ import annotations
@@ -58,18 +60,26 @@ def expected_fit(x: np.ndarray, offset: np.ndarray, true_logit: np.ndarray) -> n
 
 
 def rebuilt_truth(corpus: Path):
-    """The world's rows and truth rebuilt from its recorded samples with the builder's function."""
+    """The world's truth rebuilt with its builder's own function: smol-multipref's from its recorded
+    samples (``answers.jsonl``), tiny-multipref's from its config alone (the builder is pure);
+    refused unless the rebuilt comparisons equal the world's ``source.jsonl``."""
     from badpo.core.config import load_config
-    from badpo.corpora.smol_multipref import SmolMultiPrefConfig, smol_multipref_rows
-    from badpo.corpora.tasks import make_tasks
 
-    config = load_config(SmolMultiPrefConfig, corpus / "world.yaml")
-    tasks = make_tasks(config.prompts, config.seed, tuple(config.kinds))
-    samples = defaultdict(list)
-    for line in (corpus / "answers.jsonl").read_text().splitlines():
-        row = json.loads(line)
-        samples[row["prompt_id"]].append(row["answer"])
-    rows, truth, _ = smol_multipref_rows(tasks, [samples[f"q{i:05d}"] for i in range(len(tasks))], config)
+    if (corpus / "answers.jsonl").exists():
+        from badpo.corpora.smol_multipref import SmolMultiPrefConfig, smol_multipref_rows
+        from badpo.corpora.tasks import make_tasks
+
+        config = load_config(SmolMultiPrefConfig, corpus / "world.yaml")
+        tasks = make_tasks(config.prompts, config.seed, tuple(config.kinds))
+        samples = defaultdict(list)
+        for line in (corpus / "answers.jsonl").read_text().splitlines():
+            row = json.loads(line)
+            samples[row["prompt_id"]].append(row["answer"])
+        rows, truth, _ = smol_multipref_rows(tasks, [samples[f"q{i:05d}"] for i in range(len(tasks))], config)
+    else:
+        from badpo.corpora.tiny_multipref import TinyMultiPrefConfig, tiny_multipref_rows
+
+        rows, truth = tiny_multipref_rows(load_config(TinyMultiPrefConfig, corpus / "world.yaml"))
     source = [json.loads(line) for line in (corpus / "source.jsonl").read_text().splitlines()]
     if rows != source:
         raise SystemExit(f"{corpus}: the rebuilt comparisons differ from source.jsonl; not this builder's world")
@@ -113,7 +123,7 @@ def decompose(x: np.ndarray, q: np.ndarray, planted_theta: np.ndarray, names: li
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("corpus", type=Path, help="a smol-multipref world folder (world.yaml, answers.jsonl, ...)")
+    parser.add_argument("corpus", type=Path, help="a smol-multipref or tiny-multipref world folder (world.yaml, ...)")
     parser.add_argument("--out", type=Path, help="write the result here as JSON, with provenance")
     args = parser.parse_args()
     result = decompose(*judgment_arrays(args.corpus, rebuilt_truth(args.corpus)))

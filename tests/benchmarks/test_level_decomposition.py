@@ -45,3 +45,24 @@ def test_leaving_out_an_independent_offset_shrinks_the_expected_level(level):
     mean = (1 / (1 + math.exp(-3)) + 1 / (1 + math.exp(1))) / 2
     assert shrunk == pytest.approx(math.log(mean / (1 - mean)), abs=1e-9)
     assert level.expected_fit(x, q, q + 1.0)[0] == pytest.approx(1.0, abs=1e-9)
+
+
+@pytest.fixture(scope="module")
+def tiny_world(tmp_path_factory, build_tiny_multipref):
+    from badpo.corpora.tiny_multipref import TinyMultiPrefConfig
+
+    out = tmp_path_factory.mktemp("tiny_multipref")
+    build_tiny_multipref(TinyMultiPrefConfig(n_prompts=300, n_eval_prompts=20), out)
+    return out
+
+
+def test_a_tiny_world_is_rebuilt_and_its_whole_planted_logit_leaves_no_level(level, tiny_world):
+    """The tiny MultiPref world rebuilt from its config (checked against source.jsonl inside):
+    with q and every annotator's planted term as the offset nothing is left for a pooled level
+    (a sign or orientation error in either leaves about the bias's size), and leaving q out
+    shrinks the expected markdown level (the world's non-collapsibility, issue 35)."""
+    x, q, planted_theta, names = level.judgment_arrays(tiny_world, level.rebuilt_truth(tiny_world))
+    theta, _ = level.logistic_fit(x, q + (planted_theta * x).sum(axis=1))
+    assert names == ["length", "markdown"] and np.abs(theta).max() < 0.15
+    result = level.decompose(x, q, planted_theta, names)
+    assert result["quality_expected"]["markdown"] > result["u0_expected"]["markdown"] + 0.1
