@@ -64,7 +64,8 @@ def opening_and_rest(model_dir: Path, pairs: list[tuple[str, str, str]], tokeniz
 
 
 def split_rows(out: Path, prompts: int | None) -> list[dict]:
-    """One row per logged arm run with a policy: its arm, seed and the two mean shifts (nats)."""
+    """One row per logged arm run with a policy: its arm, seed and mean shifts from the reference
+    (nats): the bullet, the first digit, their difference (first token) and the rest."""
     pairs = candidate_pairs(out / "corpus", prompts)
     records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / "runs").glob("*.json"))]
     reference = next(r for r in records if r["kind"] == "reference")
