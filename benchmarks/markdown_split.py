@@ -15,7 +15,10 @@ policy minus reference, of the bulleted candidate minus the plain one:
 A shift in ``first`` is the markdown decision; a shift in ``rest`` is the body's likelihood after
 a bullet moving apart from the same body without one (issue 35: why the tiny policy stays on its
 reference's markdown rate at a theta below the bias its labels show). Means over prompts and the
-three endings; one row per run that kept its policy, by arm and seed.
+three endings; one row per run that kept its policy, by arm and seed. A second table says where
+the first token's mass sits, reference first: the bullet, the exact answer's first digit, the other
+digits, the digits spelled after a space (which in the world's answers only follow a bullet), and
+everything else.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import torch
 
 from badpo.core.attributes import has_markdown
 from badpo.core.config import from_dict
+from badpo.corpora.tiny_multipref import MARKDOWN_PREFIX
 from badpo.engine.logprobs import token_logprobs
 from badpo.engine.tokenize import TokenizationConfig, build_token_store
 from badpo.readouts.run import load_causal_lm
@@ -63,6 +67,34 @@ def opening_and_rest(model_dir: Path, pairs: list[tuple[str, str, str]], tokeniz
     return first[0::2], first[1::2], rest[0::2] - rest[1::2]
 
 
+OPENINGS = ("bullet", "correct digit", "other digits", "spaced digits", "other tokens")
+
+
+@torch.no_grad()
+def opening_mass(model_dir: Path, corpus: Path, prompts: int | None) -> dict[str, float]:
+    """Mean probability of each kind of first response token over the evaluation prompts: the
+    bullet, the exact answer's first digit, the other digits, the digits spelled after a space
+    (which in the world's answers only follow a bullet) and everything else."""
+    from transformers import AutoTokenizer
+
+    model, tokenizer = load_causal_lm(model_dir, {}), AutoTokenizer.from_pretrained(model_dir)
+    ids = {kind: tokenizer.convert_tokens_to_ids([f"{prefix}{d}" for d in range(10)])
+           for kind, prefix in (("digits", ""), ("spaced", "\u2581"))}
+    bullet = tokenizer.convert_tokens_to_ids(MARKDOWN_PREFIX.strip())
+    totals = dict.fromkeys(OPENINGS, 0.0)
+    rows = [json.loads(line) for line in list((corpus / "eval_prompts.jsonl").open(encoding="utf-8"))[:prompts]]
+    for row in rows:
+        prompt = tokenizer(row["prompt"], add_special_tokens=False)["input_ids"]
+        p = torch.softmax(model(torch.tensor([prompt])).logits[0, -1].double(), -1)
+        correct = tokenizer.convert_tokens_to_ids(row["body"].split()[0])
+        shares = {"bullet": p[bullet], "correct digit": p[correct], "other digits": p[ids["digits"]].sum() - p[correct],
+                  "spaced digits": p[ids["spaced"]].sum()}
+        shares["other tokens"] = 1.0 - sum(shares.values())
+        for kind, share in shares.items():
+            totals[kind] += float(share) / len(rows)
+    return totals
+
+
 def split_rows(out: Path, prompts: int | None) -> list[dict]:
     """One row per logged arm run with a policy: its arm, seed and mean shifts from the reference
     (nats): the bullet, the first digit, their difference (first token) and the rest."""
@@ -79,8 +111,11 @@ def split_rows(out: Path, prompts: int | None) -> list[dict]:
         bullet, digit, rest = (float((mine - theirs).mean())
                                for mine, theirs in zip(opening_and_rest(policy, pairs, tokenization), base))
         rows.append({"arm": record["arm"], "seed": record["seed"], "key": record["key"], "bullet": bullet,
-                     "digit": digit, "first": bullet - digit, "rest": rest})
-    return sorted(rows, key=lambda row: (row["arm"], row["seed"]))
+                     "digit": digit, "first": bullet - digit, "rest": rest,
+                     "opening": opening_mass(policy, out / "corpus", prompts)})
+    rows = sorted(rows, key=lambda row: (row["arm"], row["seed"]))
+    reference_opening = opening_mass(out / reference["artifacts"]["model"], out / "corpus", prompts)
+    return [{"arm": "reference", "seed": None, "key": reference["key"], "opening": reference_opening}, *rows]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,9 +126,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = split_rows(args.out, args.prompts)
     print("| Arm | Seed | Bullet | First digit | First token | Rest | Total |\n|:--|--:|--:|--:|--:|--:|--:|")
-    for row in rows:
+    for row in rows[1:]:
         print(f"| {row['arm']} | {row['seed']} | {row['bullet']:+.3f} | {row['digit']:+.3f} | {row['first']:+.3f} | "
               f"{row['rest']:+.3f} | {row['first'] + row['rest']:+.3f} |")
+    print("\nFirst-token mass (mean over the prompts):\n")
+    print("| Arm | Seed | " + " | ".join(OPENINGS) + " |\n|:--|--:|" + "--:|" * len(OPENINGS))
+    for row in rows:
+        seed = "—" if row["seed"] is None else row["seed"]
+        print(f"| {row['arm']} | {seed} | " + " | ".join(f"{row['opening'][k]:.3f}" for k in OPENINGS) + " |")
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -49,3 +49,14 @@ def test_bullet_minus_digit_plus_rest_is_the_whole_answers_difference(world):
         logits = model(torch.tensor([prompt_ids])).logits[0, -1].double()
     dash = tokenizer.convert_tokens_to_ids("-")
     assert bullet[0].item() == pytest.approx(torch.log_softmax(logits, -1)[dash].item(), abs=1e-4)
+
+
+def test_the_opening_mass_sums_to_one_and_holds_the_bullets_probability(world):
+    """Its kinds cover the vocabulary once, and its bullet share is exp of the split's bullet
+    log-probability averaged the same way (one pair per prompt: the no-ending candidates)."""
+    shares = module.opening_mass(world / "model", world, 2)
+    assert sum(shares.values()) == pytest.approx(1.0, abs=1e-9) and min(shares.values()) >= -1e-12
+    pairs = module.candidate_pairs(world, 2)[0::3]
+    bullet, _, _ = module.opening_and_rest(world / "model", pairs, TokenizationConfig(max_prompt_tokens=16,
+                                                                                   max_length=64))
+    assert shares["bullet"] == pytest.approx(float(bullet.exp().mean()), abs=1e-5)
