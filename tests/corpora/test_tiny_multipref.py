@@ -132,6 +132,22 @@ def test_quality_given_puts_each_comparisons_planted_q_in_the_judgments(tmp_path
     assert "quality_given" not in (tmp_path / "plain" / "world.yaml").read_text(encoding="utf-8")
 
 
+def test_echo_task_opens_every_answer_with_its_task_word_and_keeps_the_scores(tmp_path, build_tiny_multipref):
+    """No response or candidate starts with a digit after its optional bullet, and the scores read
+    back from the texts still give the q the votes were drawn with."""
+    build_tiny_multipref(small_config(echo_task=True, quality_given=True), tmp_path)
+    _, truth = tiny_multipref_rows(small_config(echo_task=True))
+    for row in read_jsonl(tmp_path / "train.jsonl"):
+        task = row["prompt"].split()[0]
+        assert all(text.removeprefix("- ").startswith(f"{task} ") for text in (row["chosen"], row["rejected"]))
+        q, text_a, _ = truth.comparisons[row["pair_id"]]
+        oriented = q if row["chosen"] == text_a else -q
+        assert 0.5 * (row["g_chosen"]["quality"] - row["g_rejected"]["quality"]) == pytest.approx(oriented)
+    for row in read_jsonl(tmp_path / "eval_prompts.jsonl"):
+        assert all(c.removeprefix("- ").startswith(row["prompt"].split()[0] + " ") for c in row["candidates"])
+    assert "echo_task: true" in (tmp_path / "world.yaml").read_text(encoding="utf-8")
+
+
 def test_ties_are_dropped_counted_and_as_frequent_as_the_tie_model_says(world):
     """Every judgment is a non-tie vote of the source, every non-tie vote a judgment; the tie
     count matches the sum of Davidson's P(tie) = nu / (e^(z/2) + e^(-z/2) + nu) over the votes."""

@@ -45,6 +45,10 @@ carries its two answers' scores as the attribute ``quality`` (``g_chosen`` / ``g
 run that declares ``given:quality`` with every theta_k trusted at ``kappa`` has the planted q in
 its logit: an oracle for what the labels say about quality. The votes are unchanged.
 
+**The task word first** (``echo_task``, off by default): every response, and every evaluation
+body, opens with its task word (``"- reverse 9 7 0 0 as asked"``), so the first token after an
+optional bullet is never a digit; the votes' quality and attributes are computed as before.
+
 **Tokenizer and model**: a WordPiece vocabulary of the specials, the newline, the digits, the task
 words, ``-`` and the ending words (``▁`` marks a word after a space, as in :mod:`badpo.corpora.tiny`),
 and the tiny GPT-2 of :func:`badpo.corpora.tiny.build_model`. Files: :data:`OUTPUT_FILES`.
@@ -138,6 +142,7 @@ class TinyMultiPrefConfig:
     n_eval_prompts: int = 100  # evaluation prompts, drawn from the held-out prompts
     seed: int = 0  # data seed: every draw of the world, the split and the evaluation prompts
     quality_given: bool = False  # also give each judgment its answers' scores (g "quality", given:quality)
+    echo_task: bool = False  # open every response with its task word ("reverse 9 7 0 0"): no digit comes first
     model: TinyModelConfig = field(default_factory=TinyModelConfig)
 
     def __post_init__(self) -> None:
@@ -172,8 +177,8 @@ def response_text(answer: str, markdown: bool, ending: str) -> str:
 
 def response_score(text: str, task: str, exact: str) -> float:
     """The quality score ``1 + 9 * right / n`` of a response :func:`response_text` wrote: its
-    bullet and ending taken off, its digits against the exact answer."""
-    answer = text.removeprefix(MARKDOWN_PREFIX)
+    bullet, task word (``echo_task``) and ending taken off, its digits against the exact answer."""
+    answer = text.removeprefix(MARKDOWN_PREFIX).removeprefix(f"{task} ")
     ending = max((e for e in ENDINGS[task] if e and answer.endswith(e)), key=len, default="")
     return answer_quality(answer.removesuffix(ending), exact)
 
@@ -194,6 +199,11 @@ def candidate_responses(task: str, answer: str) -> list[str]:
     return [response_text(answer, markdown, ending) for markdown in (False, True) for ending in ENDINGS[task]]
 
 
+def opened(task: str, answer: str, config: TinyMultiPrefConfig) -> str:
+    """The answer as a response spells it: after its task word when ``echo_task`` is on."""
+    return f"{task} {answer}" if config.echo_task else answer
+
+
 def _response(task: str, correct: list[int], config: TinyMultiPrefConfig, rng: np.random.Generator
               ) -> tuple[str, float]:
     """One response and its quality score."""
@@ -203,7 +213,7 @@ def _response(task: str, correct: list[int], config: TinyMultiPrefConfig, rng: n
     markdown = bool(rng.random() < config.markdown_share)
     ending = ENDINGS[task][int(rng.choice(3, p=config.ending_shares))]
     exact = " ".join(map(str, correct))
-    return response_text(answer, markdown, ending), answer_quality(answer, exact)
+    return response_text(opened(task, answer, config), markdown, ending), answer_quality(answer, exact)
 
 
 def _prompts(config: TinyMultiPrefConfig) -> list[tuple[str, str, list[int]]]:
@@ -303,7 +313,8 @@ def build_tiny_multipref(config: TinyMultiPrefConfig, outdir: str | Path) -> dic
 
     def eval_fields(prompt_id: str) -> dict:
         task, answer = truth.answers[prompt_id]
-        return {"body": answer, "candidates": candidate_responses(task, answer)}
+        body = opened(task, answer, config)
+        return {"body": body, "candidates": candidate_responses(task, body)}
 
     corpus, protocol = protocol_corpus(rows, config, eval_fields)
     if config.quality_given:
@@ -318,7 +329,7 @@ def build_tiny_multipref(config: TinyMultiPrefConfig, outdir: str | Path) -> dic
     n_parameters = sum(p.numel() for p in model.parameters())
 
     stats = write_world(corpus, protocol, rows, truth, config, out, "tiny-multipref",
-                        left_out_when_off=("quality_given",))
+                        left_out_when_off=("quality_given", "echo_task"))
     tokenizer.save_pretrained(out / "tokenizer")
     model.save_pretrained(out / "model")
     tokenizer.save_pretrained(out / "model")
