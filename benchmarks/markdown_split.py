@@ -16,9 +16,9 @@ A shift in ``first`` is the markdown decision; a shift in ``rest`` is the body's
 a bullet moving apart from the same body without one (issue 35: why the tiny policy stays on its
 reference's markdown rate at a theta below the bias its labels show). Means over prompts and the
 three endings; one row per run that kept its policy, by arm and seed. A second table says where
-the first token's mass sits, reference first: the bullet, the exact answer's first digit in its own
-spelling and spelled after a space (as it is in the world's answers only after a bullet), the
-other digits in either spelling, and everything else.
+the first token's mass sits, reference first: the bullet, the body's first token (the exact first
+digit, or the task word under ``echo_task``) in its own spelling and spelled after a space (as it
+is in the world's answers only after a bullet), the other digits in either spelling, and the rest.
 """
 
 from __future__ import annotations
@@ -67,14 +67,15 @@ def opening_and_rest(model_dir: Path, pairs: list[tuple[str, str, str]], tokeniz
     return first[0::2], first[1::2], rest[0::2] - rest[1::2]
 
 
-OPENINGS = ("bullet", "correct digit", "correct digit, spaced", "other digits", "other spaced digits", "other tokens")
+OPENINGS = ("bullet", "body's first token", "the same, spaced", "other digits", "other spaced digits", "other tokens")
 
 
 @torch.no_grad()
 def opening_mass(model_dir: Path, corpus: Path, prompts: int | None) -> dict[str, float]:
     """Mean probability of each kind of first response token over the evaluation prompts: the
-    bullet, the exact answer's first digit, that digit spelled after a space (as it is in the
-    world's answers only after a bullet), the other digits in either spelling, and the rest."""
+    bullet, the body's first token (the exact answer's first digit, or its task word under
+    ``echo_task``), that token spelled after a space (as it is in the world's answers only after a
+    bullet), the other digits in either spelling, and the rest."""
     from transformers import AutoTokenizer
 
     model, tokenizer = load_causal_lm(model_dir, {}), AutoTokenizer.from_pretrained(model_dir)
@@ -86,11 +87,12 @@ def opening_mass(model_dir: Path, corpus: Path, prompts: int | None) -> dict[str
     for row in rows:
         prompt = tokenizer(row["prompt"], add_special_tokens=False)["input_ids"]
         p = torch.softmax(model(torch.tensor([prompt])).logits[0, -1].double(), -1)
-        first = row["body"].split()[0]
-        correct, spaced = tokenizer.convert_tokens_to_ids([first, "\u2581" + first])
-        shares = {"bullet": p[bullet], "correct digit": p[correct], "correct digit, spaced": p[spaced],
-                  "other digits": p[ids["digits"]].sum() - p[correct],
-                  "other spaced digits": p[ids["spaced"]].sum() - p[spaced]}
+        first = row["body"].split()[0]  # the exact first digit, or the task word under echo_task
+        own, spaced = tokenizer.convert_tokens_to_ids([first, "\u2581" + first])
+        is_digit = first.isdigit()
+        shares = {"bullet": p[bullet], "body's first token": p[own], "the same, spaced": p[spaced],
+                  "other digits": p[ids["digits"]].sum() - (p[own] if is_digit else 0.0),
+                  "other spaced digits": p[ids["spaced"]].sum() - (p[spaced] if is_digit else 0.0)}
         shares["other tokens"] = 1.0 - sum(shares.values())
         for kind, share in shares.items():
             totals[kind] += float(share) / len(rows)

@@ -60,3 +60,13 @@ def test_the_opening_mass_sums_to_one_and_holds_the_bullets_probability(world):
     bullet, _, _ = module.opening_and_rest(world / "model", pairs, TokenizationConfig(max_prompt_tokens=16,
                                                                                    max_length=64))
     assert shares["bullet"] == pytest.approx(float(bullet.exp().mean()), abs=1e-5)
+
+
+def test_the_opening_mass_counts_a_task_word_body_once(tmp_path, build_tiny_multipref):
+    """Under echo_task the body opens with its task word, not a digit: no share is negative and
+    the shares still cover the vocabulary once."""
+    world = tmp_path / "echo"
+    build_tiny_multipref(TinyMultiPrefConfig(n_prompts=100, n_eval_prompts=3, heldout_fraction=0.2,
+                                             echo_task=True), world)
+    shares = module.opening_mass(world / "model", world, 2)
+    assert sum(shares.values()) == pytest.approx(1.0, abs=1e-9) and min(shares.values()) >= -1e-12
