@@ -52,7 +52,7 @@ def run_level(out: Path, record: dict, reference, splits: dict, differences: dic
     settings, policy_dir = record["settings"], out / record["artifacts"]["policy"]
     policy, tokenizer = load_causal_lm(policy_dir, {}), AutoTokenizer.from_pretrained(policy_dir)
     tokenization = from_dict(TokenizationConfig, settings["tokenization"])
-    offset = (settings.get("bias", {}).get("fixed_offset") or [0.0])[0]
+    offset = dict(zip(settings["attributes"], settings.get("bias", {}).get("fixed_offset") or [])).get(attribute, 0.0)
     theta = record.get("theta") or {}
     learned = dict(zip(theta.get("attribute_names", []), theta.get("mean", [])))
     row = {"arm": record["arm"], "seed": record["seed"], "key": record["key"],

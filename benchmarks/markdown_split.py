@@ -38,11 +38,15 @@ from badpo.engine.tokenize import TokenizationConfig, build_token_store
 from badpo.readouts.run import load_causal_lm
 
 
-def candidate_pairs(corpus: Path, prompts: int | None) -> list[tuple[str, str, str]]:
+def eval_rows(corpus: Path, prompts: int | None) -> list[dict]:
+    """The first ``prompts`` evaluation prompts of the world (all when None)."""
+    return [json.loads(line) for line in list((corpus / "eval_prompts.jsonl").open(encoding="utf-8"))[:prompts]]
+
+
+def candidate_pairs(rows: list[dict]) -> list[tuple[str, str, str]]:
     """(prompt, bulleted candidate, plain candidate) for each evaluation prompt and ending."""
     pairs = []
-    for line in list((corpus / "eval_prompts.jsonl").open(encoding="utf-8"))[:prompts]:
-        row = json.loads(line)
+    for row in rows:
         plain = [c for c in row["candidates"] if not has_markdown(c)]
         for text in plain:
             bulleted = next(c for c in row["candidates"] if has_markdown(c) and c.endswith(text))
@@ -50,15 +54,18 @@ def candidate_pairs(corpus: Path, prompts: int | None) -> list[tuple[str, str, s
     return pairs
 
 
-@torch.no_grad()
-def opening_and_rest(model_dir: Path, pairs: list[tuple[str, str, str]], tokenization: TokenizationConfig
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per pair: (log p of the bullet as first token, log p of the plain answer's first digit there,
-    bulleted minus plain log p of every later token), encoded as training encodes them."""
+def load(model_dir: Path):
+    """(model, tokenizer) of a saved policy or reference, read once for both readouts."""
     from transformers import AutoTokenizer
 
-    model = load_causal_lm(model_dir, {})
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    return load_causal_lm(model_dir, {}), AutoTokenizer.from_pretrained(model_dir)
+
+
+@torch.no_grad()
+def opening_and_rest(model, tokenizer, pairs: list[tuple[str, str, str]], tokenization: TokenizationConfig
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per pair: (log p of the bullet as first token, log p of the plain answer's first digit there,
+    bulleted minus plain log p of every later token), encoded as training encodes them."""
     sequences = [(prompt, text) for prompt, bulleted, plain in pairs for text in (bulleted, plain)]
     store = build_token_store(tokenizer, sequences, tokenization)
     per_token = token_logprobs(model, store.batch(torch.arange(len(store)), "cpu")).double()  # [N, T], by position
@@ -71,19 +78,15 @@ OPENINGS = ("bullet", "body's first token", "the same, spaced", "other digits", 
 
 
 @torch.no_grad()
-def opening_mass(model_dir: Path, corpus: Path, prompts: int | None) -> dict[str, float]:
+def opening_mass(model, tokenizer, rows: list[dict]) -> dict[str, float]:
     """Mean probability of each kind of first response token over the evaluation prompts: the
     bullet, the body's first token (the exact answer's first digit, or its task word under
     ``echo_task``), that token spelled after a space (as it is in the world's answers only after a
     bullet), the other digits in either spelling, and the rest."""
-    from transformers import AutoTokenizer
-
-    model, tokenizer = load_causal_lm(model_dir, {}), AutoTokenizer.from_pretrained(model_dir)
     ids = {kind: tokenizer.convert_tokens_to_ids([f"{prefix}{d}" for d in range(10)])
            for kind, prefix in (("digits", ""), ("spaced", "\u2581"))}
     bullet = tokenizer.convert_tokens_to_ids(MARKDOWN_PREFIX.strip())
     totals = dict.fromkeys(OPENINGS, 0.0)
-    rows = [json.loads(line) for line in list((corpus / "eval_prompts.jsonl").open(encoding="utf-8"))[:prompts]]
     for row in rows:
         prompt = tokenizer(row["prompt"], add_special_tokens=False)["input_ids"]
         p = torch.softmax(model(torch.tensor([prompt])).logits[0, -1].double(), -1)
@@ -100,26 +103,29 @@ def opening_mass(model_dir: Path, corpus: Path, prompts: int | None) -> dict[str
 
 
 def split_rows(out: Path, prompts: int | None) -> list[dict]:
-    """One row per logged arm run with a policy: its arm, seed and mean shifts from the reference
-    (nats): the bullet, the first digit, their difference (first token) and the rest."""
-    pairs = candidate_pairs(out / "corpus", prompts)
+    """The reference's first-token mass, then one row per logged arm run with a policy: its arm,
+    seed, mean shifts from the reference (nats: the bullet, the first digit, their difference,
+    the rest) and its first-token mass. Each model is read once."""
+    rows = eval_rows(out / "corpus", prompts)
+    pairs = candidate_pairs(rows)
     records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / "runs").glob("*.json"))]
     reference = next(r for r in records if r["kind"] == "reference")
     tokenization = from_dict(TokenizationConfig, reference["settings"]["tokenization"])
-    base = opening_and_rest(out / reference["artifacts"]["model"], pairs, tokenization)
-    rows = []
+    model, tokenizer = load(out / reference["artifacts"]["model"])
+    base = opening_and_rest(model, tokenizer, pairs, tokenization)
+    opening = opening_mass(model, tokenizer, rows)
+    table = [{"arm": "reference", "seed": None, "key": reference["key"], "opening": opening}]
     for record in records:
         policy = out / record.get("artifacts", {}).get("policy", "")
         if record["kind"] != "arm" or not (policy / "config.json").exists():
             continue
+        model, tokenizer = load(policy)
         bullet, digit, rest = (float((mine - theirs).mean())
-                               for mine, theirs in zip(opening_and_rest(policy, pairs, tokenization), base))
-        rows.append({"arm": record["arm"], "seed": record["seed"], "key": record["key"], "bullet": bullet,
-                     "digit": digit, "first": bullet - digit, "rest": rest,
-                     "opening": opening_mass(policy, out / "corpus", prompts)})
-    rows = sorted(rows, key=lambda row: (row["arm"], row["seed"]))
-    reference_opening = opening_mass(out / reference["artifacts"]["model"], out / "corpus", prompts)
-    return [{"arm": "reference", "seed": None, "key": reference["key"], "opening": reference_opening}, *rows]
+                               for mine, theirs in zip(opening_and_rest(model, tokenizer, pairs, tokenization), base))
+        table.append({"arm": record["arm"], "seed": record["seed"], "key": record["key"], "bullet": bullet,
+                      "digit": digit, "first": bullet - digit, "rest": rest,
+                      "opening": opening_mass(model, tokenizer, rows)})
+    return table[:1] + sorted(table[1:], key=lambda row: (row["arm"], row["seed"]))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,7 @@ module = load_benchmark("markdown_split")
 def test_each_plain_candidate_is_paired_with_its_bulleted_twin(tmp_path):
     row = {"prompt": "copy 1 2 3\n", "candidates": ["1 2 3", "1 2 3 as asked", "- 1 2 3", "- 1 2 3 as asked"]}
     (tmp_path / "eval_prompts.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
-    assert module.candidate_pairs(tmp_path, None) == [("copy 1 2 3\n", "- 1 2 3", "1 2 3"),
+    assert module.candidate_pairs(module.eval_rows(tmp_path, None)) == [("copy 1 2 3\n", "- 1 2 3", "1 2 3"),
                                                       ("copy 1 2 3\n", "- 1 2 3 as asked", "1 2 3 as asked")]
 
 
@@ -32,9 +32,9 @@ def world(tmp_path_factory, build_tiny_multipref):
 
 
 def test_bullet_minus_digit_plus_rest_is_the_whole_answers_difference(world):
-    pairs = module.candidate_pairs(world, 2)
+    pairs = module.candidate_pairs(module.eval_rows(world, 2))
     tokenization = TokenizationConfig(max_prompt_tokens=16, max_length=64)
-    bullet, digit, rest = module.opening_and_rest(world / "model", pairs, tokenization)
+    bullet, digit, rest = module.opening_and_rest(*module.load(world / "model"), pairs, tokenization)
     model = load_causal_lm(world / "model", {})
     from transformers import AutoTokenizer
 
@@ -54,11 +54,11 @@ def test_bullet_minus_digit_plus_rest_is_the_whole_answers_difference(world):
 def test_the_opening_mass_sums_to_one_and_holds_the_bullets_probability(world):
     """Its kinds cover the vocabulary once, and its bullet share is exp of the split's bullet
     log-probability averaged the same way (one pair per prompt: the no-ending candidates)."""
-    shares = module.opening_mass(world / "model", world, 2)
+    shares = module.opening_mass(*module.load(world / "model"), module.eval_rows(world, 2))
     assert sum(shares.values()) == pytest.approx(1.0, abs=1e-9) and min(shares.values()) >= -1e-12
-    pairs = module.candidate_pairs(world, 2)[0::3]
-    bullet, _, _ = module.opening_and_rest(world / "model", pairs, TokenizationConfig(max_prompt_tokens=16,
-                                                                                   max_length=64))
+    pairs = module.candidate_pairs(module.eval_rows(world, 2))[0::3]
+    tokenization = TokenizationConfig(max_prompt_tokens=16, max_length=64)
+    bullet, _, _ = module.opening_and_rest(*module.load(world / "model"), pairs, tokenization)
     assert shares["bullet"] == pytest.approx(float(bullet.exp().mean()), abs=1e-5)
 
 
@@ -68,5 +68,5 @@ def test_the_opening_mass_counts_a_task_word_body_once(tmp_path, build_tiny_mult
     world = tmp_path / "echo"
     build_tiny_multipref(TinyMultiPrefConfig(n_prompts=100, n_eval_prompts=3, heldout_fraction=0.2,
                                              echo_task=True), world)
-    shares = module.opening_mass(world / "model", world, 2)
+    shares = module.opening_mass(*module.load(world / "model"), module.eval_rows(world, 2))
     assert sum(shares.values()) == pytest.approx(1.0, abs=1e-9) and min(shares.values()) >= -1e-12
