@@ -14,7 +14,7 @@ import torch
 
 from badpo.cli import main
 from badpo.core.attributes import length_values, word_count
-from badpo.core.config import from_dict
+from badpo.core.config import ConfigError, from_dict
 from badpo.core.judgments import read_judgments
 from badpo.core.markdown import has_markdown
 from badpo.corpora.multipref import OVERALL_PREFS, MultiPrefConfig, build_multipref
@@ -146,6 +146,30 @@ def test_echo_task_opens_every_answer_with_its_task_word_and_keeps_the_scores(tm
     for row in read_jsonl(tmp_path / "eval_prompts.jsonl"):
         assert all(c.removeprefix("- ").startswith(row["prompt"].split()[0] + " ") for c in row["candidates"])
     assert "echo_task: true" in (tmp_path / "world.yaml").read_text(encoding="utf-8")
+
+
+def test_bullet_indent_costs_tokens_and_nothing_else(tmp_path, build_tiny_multipref):
+    """Every file but the texts' tabs is the plain world's (the votes, attributes and split alike),
+    a bullet then costs 1 + bullet_indent tokens and no word, and a plain answer costs what it did."""
+    build_tiny_multipref(small_config(bullet_indent=3), tmp_path / "tabs")
+    build_tiny_multipref(small_config(), tmp_path / "plain")
+    for name in ("train.jsonl", "heldout.jsonl", "sft.jsonl", "eval_prompts.jsonl", "gate.json", "stats.json"):
+        tabs = (tmp_path / "tabs" / name).read_text(encoding="utf-8")
+        assert "\\t\\t\\t- " in tabs or name.endswith(".json"), name
+        assert tabs.replace("\\t", "") == (tmp_path / "plain" / name).read_text(encoding="utf-8"), name
+    tokenizer = build_tokenizer(small_config(bullet_indent=3))
+    plain_tokenizer = build_tokenizer(small_config())
+
+    def count(tok, text):
+        return len(tok(text, add_special_tokens=False)["input_ids"])
+
+    assert count(tokenizer, "\t\t\t- 1 4 1 3 as asked") == count(plain_tokenizer, "- 1 4 1 3 as asked") + 3 == 10
+    assert count(tokenizer, "1 4 1 3") == count(plain_tokenizer, "1 4 1 3") == 4
+    assert tokenizer.unk_token_id not in tokenizer("\t\t\t- 1 4", add_special_tokens=False)["input_ids"]
+    assert response_score("\t\t\t- 1 4 1 3 as asked", "reverse", "1 4 1 3") == 10.0
+    assert "bullet_indent: 3" in (tmp_path / "tabs" / "world.yaml").read_text(encoding="utf-8")
+    with pytest.raises(ConfigError, match="bullet_indent"):
+        small_config(bullet_indent=-1)
 
 
 def test_ties_are_dropped_counted_and_as_frequent_as_the_tie_model_says(world):

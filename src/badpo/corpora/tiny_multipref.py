@@ -49,6 +49,11 @@ its logit: an oracle for what the labels say about quality. The votes are unchan
 body, opens with its task word (``"- reverse 9 7 0 0 as asked"``), so the first token after an
 optional bullet is never a digit; the votes' quality and attributes are computed as before.
 
+**The bullet's cost in tokens** (``bullet_indent``, 0 by default): the bullet follows that many tabs
+(``"\\t\\t- 1 4 1 3"``), one token each and no word, so markdown costs ``1 + bullet_indent`` tokens
+while the words, the attributes and every vote stay as in the world without it: what a length
+penalty in tokens (R-DPO) charges a markdown answer, and nothing else, changes.
+
 **Tokenizer and model**: a WordPiece vocabulary of the specials, the newline, the digits, the task
 words, ``-`` and the ending words (``▁`` marks a word after a space, as in :mod:`badpo.corpora.tiny`),
 and the tiny GPT-2 of :func:`badpo.corpora.tiny.build_model`. Files: :data:`OUTPUT_FILES`.
@@ -89,7 +94,7 @@ from badpo.corpora.tiny import SPACE, SPECIAL_TOKENS, TinyModelConfig, answer_qu
 
 __all__ = [
     "ATTRIBUTES", "ENDINGS", "MARKDOWN_PREFIX", "OUTPUT_FILES", "POOLS", "PROMPT_TEMPLATE",
-    "TinyMultiPrefConfig", "WorldTruth", "build_tiny_multipref", "build_tokenizer", "candidate_responses",
+    "TinyMultiPrefConfig", "WorldTruth", "build_tiny_multipref", "build_tokenizer", "bullet", "candidate_responses",
     "gate_statistics", "implied_log_odds", "response_score", "response_text", "summary_text", "tiny_multipref_rows",
     "with_quality",
 ]
@@ -143,6 +148,7 @@ class TinyMultiPrefConfig:
     seed: int = 0  # data seed: every draw of the world, the split and the evaluation prompts
     quality_given: bool = False  # also give each judgment its answers' scores (g "quality", given:quality)
     echo_task: bool = False  # open every response with its task word ("reverse 9 7 0 0"): no digit comes first
+    bullet_indent: int = 0  # tabs before a bullet: markdown costs 1 + bullet_indent tokens and still one word
     model: TinyModelConfig = field(default_factory=TinyModelConfig)
 
     def __post_init__(self) -> None:
@@ -154,6 +160,8 @@ class TinyMultiPrefConfig:
         capacity = len(self.tasks) * sum(10 ** n for n in range(self.min_digits, self.max_digits + 1))
         if not 1 <= self.n_prompts <= capacity // 2:
             raise ConfigError(f"n_prompts: must lie in [1, {capacity // 2}], got {self.n_prompts}")
+        if not 0 <= self.bullet_indent <= 16:
+            raise ConfigError(f"bullet_indent: tabs before a bullet, 0 to 16, got {self.bullet_indent}")
         for name in ("error_rate", "markdown_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"{name}: must lie in [0, 1], got {getattr(self, name)}")
@@ -170,15 +178,21 @@ class TinyMultiPrefConfig:
 
 
 # ------------------------------------------------------------------------------------ responses
-def response_text(answer: str, markdown: bool, ending: str) -> str:
-    """``"- "`` (when formatted) + the answer + the ending."""
-    return (MARKDOWN_PREFIX if markdown else "") + answer + ending
+def bullet(config: TinyMultiPrefConfig) -> str:
+    """The markdown prefix: ``"- "``, after ``bullet_indent`` tabs (tokens that are no word)."""
+    return "\t" * config.bullet_indent + MARKDOWN_PREFIX
+
+
+def response_text(answer: str, markdown: bool, ending: str, prefix: str = MARKDOWN_PREFIX) -> str:
+    """The bullet ``prefix`` (when formatted) + the answer + the ending."""
+    return (prefix if markdown else "") + answer + ending
 
 
 def response_score(text: str, task: str, exact: str) -> float:
     """The quality score ``1 + 9 * right / n`` of a response :func:`response_text` wrote: its
-    bullet, task word (``echo_task``) and ending taken off, its digits against the exact answer."""
-    answer = text.removeprefix(MARKDOWN_PREFIX).removeprefix(f"{task} ")
+    bullet (indent included), task word (``echo_task``) and ending taken off, its digits against the
+    exact answer."""
+    answer = text.lstrip("\t").removeprefix(MARKDOWN_PREFIX).removeprefix(f"{task} ")
     ending = max((e for e in ENDINGS[task] if e and answer.endswith(e)), key=len, default="")
     return answer_quality(answer.removesuffix(ending), exact)
 
@@ -194,9 +208,9 @@ def with_quality(judgments: Sequence[Judgment], truth: WorldTruth) -> list[Judgm
     return [dataclasses.replace(j, g_chosen=score(j, j.chosen), g_rejected=score(j, j.rejected)) for j in judgments]
 
 
-def candidate_responses(task: str, answer: str) -> list[str]:
+def candidate_responses(task: str, answer: str, prefix: str = MARKDOWN_PREFIX) -> list[str]:
     """The six responses with one body: plain then bullet, each with no, short and long ending."""
-    return [response_text(answer, markdown, ending) for markdown in (False, True) for ending in ENDINGS[task]]
+    return [response_text(answer, markdown, ending, prefix) for markdown in (False, True) for ending in ENDINGS[task]]
 
 
 def opened(task: str, answer: str, config: TinyMultiPrefConfig) -> str:
@@ -213,7 +227,7 @@ def _response(task: str, correct: list[int], config: TinyMultiPrefConfig, rng: n
     markdown = bool(rng.random() < config.markdown_share)
     ending = ENDINGS[task][int(rng.choice(3, p=config.ending_shares))]
     exact = " ".join(map(str, correct))
-    return response_text(opened(task, answer, config), markdown, ending), answer_quality(answer, exact)
+    return response_text(opened(task, answer, config), markdown, ending, bullet(config)), answer_quality(answer, exact)
 
 
 def _prompts(config: TinyMultiPrefConfig) -> list[tuple[str, str, list[int]]]:
@@ -260,7 +274,7 @@ def _vocabulary(config: TinyMultiPrefConfig) -> list[str]:
     """Every token, in a fixed order: specials, newline, digits, task words, bullet, ending words."""
     tokens = [*SPECIAL_TOKENS.values(), "\n"]
     tokens += [str(d) for d in range(10)] + [SPACE + str(d) for d in range(10)]
-    tokens += list(config.tasks) + [MARKDOWN_PREFIX.strip()]
+    tokens += list(config.tasks) + [MARKDOWN_PREFIX.strip()] + (["\t"] if config.bullet_indent else [])
     for task in config.tasks:
         tokens += [SPACE + word for word in ENDINGS[task][-1].split()]
     return list(dict.fromkeys(tokens))
@@ -273,8 +287,9 @@ def build_tokenizer(config: TinyMultiPrefConfig):
 
     vocab = {token: i for i, token in enumerate(_vocabulary(config))}
     core = Tokenizer(models.WordPiece(vocab, unk_token=SPECIAL_TOKENS["unk"]))
+    tabs = [pre_tokenizers.Split("\t", behavior="isolated")] if config.bullet_indent else []  # one token per tab
     core.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split("\n", behavior="isolated"),
+        pre_tokenizers.Split("\n", behavior="isolated"), *tabs,
         pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="never", split=True)])
     core.decoder = decoders.Sequence([decoders.Replace(SPACE, " "), decoders.Fuse()])
     return PreTrainedTokenizerFast(
@@ -314,7 +329,7 @@ def build_tiny_multipref(config: TinyMultiPrefConfig, outdir: str | Path) -> dic
     def eval_fields(prompt_id: str) -> dict:
         task, answer = truth.answers[prompt_id]
         body = opened(task, answer, config)
-        return {"body": body, "candidates": candidate_responses(task, body)}
+        return {"body": body, "candidates": candidate_responses(task, body, bullet(config))}
 
     corpus, protocol = protocol_corpus(rows, config, eval_fields)
     if config.quality_given:
@@ -329,7 +344,7 @@ def build_tiny_multipref(config: TinyMultiPrefConfig, outdir: str | Path) -> dic
     n_parameters = sum(p.numel() for p in model.parameters())
 
     stats = write_world(corpus, protocol, rows, truth, config, out, "tiny-multipref",
-                        left_out_when_off=("quality_given", "echo_task"))
+                        left_out_when_off=("quality_given", "echo_task", "bullet_indent"))
     tokenizer.save_pretrained(out / "tokenizer")
     model.save_pretrained(out / "model")
     tokenizer.save_pretrained(out / "model")
