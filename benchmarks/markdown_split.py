@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 
 import torch
+import yaml
 
 from badpo.core.attributes import has_markdown
 from badpo.core.config import from_dict
@@ -106,6 +107,10 @@ def split_rows(out: Path, prompts: int | None) -> list[dict]:
     """The reference's first-token mass, then one row per logged arm run with a policy: its arm,
     seed, mean shifts from the reference (nats: the bullet, the first digit, their difference,
     the rest) and its first-token mass. Each model is read once."""
+    indent = (yaml.safe_load((out / "corpus" / "world.yaml").read_text(encoding="utf-8")) or {}).get("bullet_indent", 0)
+    if indent:
+        raise SystemExit(f"markdown_split: {out / 'corpus' / 'world.yaml'} has bullet_indent {indent}: the bullet is "
+                         "not the first response token, which this split reads")
     rows = eval_rows(out / "corpus", prompts)
     pairs = candidate_pairs(rows)
     records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / "runs").glob("*.json"))]

@@ -70,3 +70,11 @@ def test_the_opening_mass_counts_a_task_word_body_once(tmp_path, build_tiny_mult
                                              echo_task=True), world)
     shares = module.opening_mass(*module.load(world / "model"), module.eval_rows(world, 2))
     assert sum(shares.values()) == pytest.approx(1.0, abs=1e-9) and min(shares.values()) >= -1e-12
+
+
+def test_a_world_whose_bullet_follows_tabs_is_refused_in_one_line(tmp_path, build_tiny_multipref):
+    """With bullet_indent the first response token is a tab, not the bullet the split reads."""
+    build_tiny_multipref(TinyMultiPrefConfig(n_prompts=100, n_eval_prompts=3, heldout_fraction=0.2,
+                                             bullet_indent=2), tmp_path / "corpus")
+    with pytest.raises(SystemExit, match="bullet_indent 2"):
+        module.split_rows(tmp_path, None)

@@ -52,11 +52,13 @@ optional bullet is never a digit; the votes' quality and attributes are computed
 **The bullet's cost in tokens** (``bullet_indent``, 0 by default): the bullet follows that many tabs
 (``"\\t\\t- 1 4 1 3"``), one token each and no word, so markdown costs ``1 + bullet_indent`` tokens
 while the words, the attributes and every vote stay as in the world without it: what a length
-penalty in tokens (R-DPO) charges a markdown answer, and nothing else, changes.
+penalty in tokens (R-DPO) charges a markdown answer changes, and so do the token sequences the
+models learn.
 
 **Tokenizer and model**: a WordPiece vocabulary of the specials, the newline, the digits, the task
-words, ``-`` and the ending words (``▁`` marks a word after a space, as in :mod:`badpo.corpora.tiny`),
-and the tiny GPT-2 of :func:`badpo.corpora.tiny.build_model`. Files: :data:`OUTPUT_FILES`.
+words, ``-``, the tab when ``bullet_indent`` is on, and the ending words (``▁`` marks a word after a
+space, as in :mod:`badpo.corpora.tiny`), and the tiny GPT-2 of :func:`badpo.corpora.tiny.build_model`.
+Files: :data:`OUTPUT_FILES`.
 """
 
 from __future__ import annotations
@@ -271,7 +273,8 @@ def tiny_multipref_rows(config: TinyMultiPrefConfig) -> tuple[list[dict[str, Any
 
 # -------------------------------------------------------------------------- tokenizer and files
 def _vocabulary(config: TinyMultiPrefConfig) -> list[str]:
-    """Every token, in a fixed order: specials, newline, digits, task words, bullet, ending words."""
+    """Every token, in a fixed order: specials, newline, digits, task words, bullet, the tab (only
+    with ``bullet_indent``, so the default vocabulary is as before), ending words."""
     tokens = [*SPECIAL_TOKENS.values(), "\n"]
     tokens += [str(d) for d in range(10)] + [SPACE + str(d) for d in range(10)]
     tokens += list(config.tasks) + [MARKDOWN_PREFIX.strip()] + (["\t"] if config.bullet_indent else [])
