@@ -28,6 +28,7 @@ from badpo.core.config import from_dict
 from badpo.core.judgments import read_judgments
 from badpo.core.level import LOGISTIC, offset_mle
 from badpo.engine.tokenize import TokenizationConfig
+from badpo.paper.records import read_records
 from badpo.readouts.model import heldout_margins
 from badpo.readouts.rows.heldout import attribute_values
 from badpo.readouts.run import load_causal_lm
@@ -67,7 +68,7 @@ def run_level(out: Path, record: dict, reference, splits: dict, differences: dic
 def level_rows(out: Path, attribute: str) -> list[dict]:
     """The labels' own level (margins 0, the reference), then one row per logged arm run with a
     policy and no given attribute, by arm and seed (:func:`run_level`)."""
-    records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / "runs").glob("*.json"))]
+    records = list(read_records(out / "runs").values())
     reference_record = next(r for r in records if r["kind"] == "reference")
     reference = load_causal_lm(out / reference_record["artifacts"]["model"], {})
     splits = {name: read_judgments(out / "corpus" / f"{name}.jsonl") for name in ("train", "heldout")}

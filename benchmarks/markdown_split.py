@@ -29,13 +29,13 @@ import sys
 from pathlib import Path
 
 import torch
-import yaml
 
 from badpo.core.attributes import has_markdown
-from badpo.core.config import from_dict
-from badpo.corpora.tiny_multipref import MARKDOWN_PREFIX
+from badpo.core.config import from_dict, load_config
+from badpo.corpora.tiny_multipref import MARKDOWN_PREFIX, TinyMultiPrefConfig
 from badpo.engine.logprobs import token_logprobs
 from badpo.engine.tokenize import TokenizationConfig, build_token_store
+from badpo.paper.records import read_records
 from badpo.readouts.run import load_causal_lm
 
 
@@ -107,13 +107,13 @@ def split_rows(out: Path, prompts: int | None) -> list[dict]:
     """The reference's first-token mass, then one row per logged arm run with a policy: its arm,
     seed, mean shifts from the reference (nats: the bullet, the first digit, their difference,
     the rest) and its first-token mass. Each model is read once."""
-    indent = (yaml.safe_load((out / "corpus" / "world.yaml").read_text(encoding="utf-8")) or {}).get("bullet_indent", 0)
+    indent = load_config(TinyMultiPrefConfig, out / "corpus" / "world.yaml").bullet_indent
     if indent:
         raise SystemExit(f"markdown_split: {out / 'corpus' / 'world.yaml'} has bullet_indent {indent}: the bullet is "
                          "not the first response token, which this split reads")
     rows = eval_rows(out / "corpus", prompts)
     pairs = candidate_pairs(rows)
-    records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / "runs").glob("*.json"))]
+    records = list(read_records(out / "runs").values())
     reference = next(r for r in records if r["kind"] == "reference")
     tokenization = from_dict(TokenizationConfig, reference["settings"]["tokenization"])
     model, tokenizer = load(out / reference["artifacts"]["model"])

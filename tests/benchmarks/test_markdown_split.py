@@ -11,7 +11,6 @@ import torch
 from badpo.corpora.tiny_multipref import TinyMultiPrefConfig
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.readouts.model import ended_and_running_logprobs
-from badpo.readouts.run import load_causal_lm
 from fixtures.benchmarks import load_benchmark
 
 module = load_benchmark("markdown_split")
@@ -34,11 +33,8 @@ def world(tmp_path_factory, build_tiny_multipref):
 def test_bullet_minus_digit_plus_rest_is_the_whole_answers_difference(world):
     pairs = module.candidate_pairs(module.eval_rows(world, 2))
     tokenization = TokenizationConfig(max_prompt_tokens=16, max_length=64)
-    bullet, digit, rest = module.opening_and_rest(*module.load(world / "model"), pairs, tokenization)
-    model = load_causal_lm(world / "model", {})
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(world / "model")
+    model, tokenizer = module.load(world / "model")
+    bullet, digit, rest = module.opening_and_rest(model, tokenizer, pairs, tokenization)
     ended, _ = ended_and_running_logprobs(model, tokenizer, [(p, t) for p, b, c in pairs for t in (b, c)],
                                           tokenization)
     whole = ended[0::2] - ended[1::2]
