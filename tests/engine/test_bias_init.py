@@ -13,8 +13,9 @@ from scipy.optimize import minimize
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError, from_dict
 from badpo.core.losses import ba_dpo_loss
-from badpo.engine.preference import build_bias, initial_level
+from badpo.engine.preference import build_bias
 from badpo.engine.settings import BiasSettings, TrainConfig
+from badpo.engine.start import initial_level
 from badpo.methods import get_method
 
 

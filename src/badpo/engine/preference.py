@@ -19,8 +19,7 @@ from badpo.auditing.estimates import Audit, audit
 from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError
-from badpo.core.level import NoFiniteStart, reference_start
-from badpo.engine.batches import PreferenceData, Schedule, load_preference_data, offline_estimate
+from badpo.engine.batches import PreferenceData, Schedule, load_preference_data
 from badpo.engine.cache import reference_logprobs, token_offsets
 from badpo.engine.checkpoint import continue_from
 from badpo.engine.level import build_level_step
@@ -38,6 +37,7 @@ from badpo.engine.runtime import (
     whole_state_dict,
 )
 from badpo.engine.settings import PREFERENCE_LR, TrainConfig, accumulation_steps, resolved_lr
+from badpo.engine.start import initial_level
 from badpo.engine.tokenize import settings_dict
 from badpo.methods import Method, Weighting, get_method
 
@@ -108,45 +108,6 @@ def build_bias(method: Method, config: TrainConfig, data: PreferenceData):
         if str(error).startswith("trusted"):
             raise ConfigError(f"bias.{error} (method {config.method!r})") from None
         raise
-
-
-def initial_level(method: Method, config: TrainConfig, data: PreferenceData, declared: list[str],
-                  trusted: dict[str, list[float]]) -> list[float] | None:
-    """Where theta's shared level starts (``bias.init``), one value per attribute, 0 where undeclared.
-
-    ``reference``: the conditional optimum of the arm's loss in the shared level with the policy at
-    the reference, where every margin u is 0 and a judgment's logit is its bias logit alone: the
-    fit of the untrusted judgments' labels on g(y_w) - g(y_l) through the method's link, the fixed
-    offset counted (:func:`badpo.core.level.reference_start`; R-DPO's length term, which is not 0
-    at the reference, is not: its rows start as BA-DPO's). At that point the first policy gradient
-    has no component along the declared attributes, so the policy is not pushed toward the bias
-    while theta climbs (docs/training.md, "Where theta starts"). ``offline``: each attribute's
-    log-odds on its own cross-group judgments. ``zero``: None (theta = 0).
-    """
-    columns = [data.attribute_names.index(n) for n in declared]
-    if config.bias.init == "zero":
-        return None
-    if config.bias.init == "offline":  # the paper's warm arms: every judgment, no offset
-        if trusted or config.bias.fixed_offset is not None:
-            raise ConfigError("bias.init: offline counts every judgment as unbiased by any fixed value; "
-                              "with bias.trusted or bias.fixed_offset use bias.init: reference")
-        estimate = dict(zip(declared, offline_estimate(data.attr_diff[:, columns], declared)))
-        return [estimate.get(n, 0.0) for n in data.attribute_names]
-    directions = data.attr_diff[:, columns].double()
-    offset = torch.tensor(config.bias.fixed_offset or [0.0] * len(data.attribute_names), dtype=torch.float64)
-    learned = ~torch.tensor([data.annotators[k] in trusted for k in data.annotator_index.tolist()],
-                            dtype=torch.bool)
-    if not learned.any():  # every judgment's annotator is trusted: theta is fixed, no level to fit
-        return None
-    link = method.level_link(method.parse_params(getattr(config, "method_params", {})))
-    try:
-        start = reference_start(directions[learned], (data.attr_diff.double() @ offset)[learned], link)
-    except NoFiniteStart as error:  # name the attributes, as bias.init: offline does
-        names = [declared[j] for j in error.coordinates]
-        raise ConfigError(f"bias.init: reference: {names}: {error.why}; declare otherwise, or start theta "
-                          "at 0 with bias.init: zero") from None
-    estimate = dict(zip(declared, start))
-    return [estimate.get(n, 0.0) for n in data.attribute_names]
 
 
 def check_trusted_ids(config: TrainConfig, annotators) -> None:

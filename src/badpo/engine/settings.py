@@ -78,12 +78,14 @@ class BiasSettings:
                              "theta from 0 (false); the default is now init: reference"}
 
     lr: float = 1e-2  # theta's Adam, constant, no weight decay
-    # where theta starts (docs/training.md, "Where theta starts"): reference = its shared level
-    # (theta_bar, the pooled theta, every theta_k of the free variant) at the conditional optimum
-    # of the arm's own loss with the policy at the reference (u = 0), the deviations at 0: the
-    # point of the flat direction that reference anchoring names; offline = each attribute's
-    # corpus-level log-odds on its own (the paper's warm arms); zero = the paper's theta = 0
-    init: Literal["reference", "offline", "zero"] = "reference"
+    # where theta starts (docs/training.md, "Where theta starts"; badpo.engine.start): its shared
+    # level (theta_bar, the pooled theta, every theta_k of the free variant; the deviations at 0)
+    # at: conditional = the labels' fit with a per-pair random effect for quality, so quality does
+    # not shrink it (needs pairs judged twice or more, else reference's with a warning);
+    # reference = the arm's own loss minimised with the policy at the reference (u = 0): quality
+    # left out, shrunk toward 0 where it is strong; offline = each attribute's corpus-level
+    # log-odds on its own (the paper's warm arms); zero = the paper's theta = 0
+    init: Literal["reference", "conditional", "offline", "zero"] = "reference"
     declared: list[str] | None = None  # attributes with a trainable theta; null = all
     fixed_offset: list[float] | None = None  # non-trainable offset added to every theta_k
     # trusted annotators, theta_k fixed instead of learned: a list of ids (fixed at 0) or a mapping
