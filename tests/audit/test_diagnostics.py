@@ -225,7 +225,7 @@ def test_cli_audit_writes_the_table_and_the_json(tmp_path, capsys, cli_error):
     assert main(["audit", str(path), "--attribute", "given:a", "-a", "given:b", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     with pytest.warns(BiasIdentifiabilityWarning):
-        expected = audit(read_judgments(path), AB)
+        expected = audit(read_judgments(path), AB, start=True)  # the command shows where train starts
     assert printed == format_audit(expected)
     assert out.read_text() == expected.to_json()
     assert "--attribute" in cli_error(["audit", str(path)])

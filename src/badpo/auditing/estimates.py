@@ -46,6 +46,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from badpo.auditing.start_level import start_level
 from badpo.core.judgments import Judgment, annotator_classes, pair_key
 from badpo.core.notices import BadpoWarning
 
@@ -244,6 +245,7 @@ class Audit:
     unidentified: tuple[str, ...]  # no cross-group judgment on any coordinate
     warnings: tuple[str, ...]
     trusted: tuple[str, ...] = ()  # annotators whose theta_k is known (pins their component)
+    start: Any = None  # where train starts theta (badpo.auditing.start_level), when asked for
 
     def coordinate(self, name: str) -> CoordinateAudit:
         for coordinate in self.coordinates:
@@ -263,7 +265,15 @@ class Audit:
             "unidentified": list(self.unidentified),
             "warnings": list(self.warnings),
         } | ({"trusted": list(self.trusted), "unpinned": [list(c) for c in self.unpinned()]}
-             if self.trusted else {})
+             if self.trusted else {}) | self._start_dict()
+
+    def _start_dict(self) -> dict[str, Any]:
+        """``start_level`` {attribute: theta's start} and its fit, when the audit computed them."""
+        if self.start is None:
+            return {}
+        fit = self.start.as_dict()
+        fit["se"] = [None if value != value else value for value in fit["se"]]  # NaN: no estimate
+        return {"start_level": dict(zip(self.attribute_names, self.start.level)), "start_level_fit": fit}
 
     def unpinned(self) -> tuple[tuple[str, ...], ...]:
         """Components of the "any attribute" graph that have cross-group judgments and no trusted
@@ -445,14 +455,15 @@ def _audit_warnings(coordinates: Sequence[CoordinateAudit], graph: AnnotatorGrap
 
 def audit(judgments: Sequence[Judgment], attributes: _AttributeValues,
           trusted: Sequence[str] = (), source: str | None = None,
-          differences: np.ndarray | None = None) -> Audit:
+          differences: np.ndarray | None = None, start: bool = False) -> Audit:
     """Audit ``judgments`` on the coordinates of ``attributes`` (an ``AttributeSet``); ``trusted``
     are the annotators whose theta_k is known (an id without a judgment is a ValueError). Data
     that training refuses is refused here the same way (an annotator in two classes:
     :func:`badpo.core.judgments.annotator_classes`, whose error names ``source``'s row).
 
     ``differences`` are :func:`attribute_differences` of the same judgments when the caller has
-    them already (the report fits its joint estimates on them). Problems are returned in
+    them already (the report fits its joint estimates on them). ``start``: also fit where training
+    starts theta (:mod:`badpo.auditing.start_level`; ``Audit.start``). Problems are returned in
     ``Audit.warnings`` and raised as ``BiasIdentifiabilityWarning``.
     """
     judgments = list(judgments)
@@ -474,5 +485,6 @@ def audit(judgments: Sequence[Judgment], attributes: _AttributeValues,
     found = _audit_warnings(coordinates, graph, judges.annotators, unidentified, set(trusted), bool(any_cross.any()))
     for message in found:
         warnings.warn(message, BiasIdentifiabilityWarning, stacklevel=2)
+    fit = start_level(judgments, diffs, trusted) if start and any_cross.any() else None
     return Audit(names, len(judgments), judges.annotators, int(any_cross.sum()), coordinates,
-                 graph, unidentified, tuple(found), tuple(trusted))
+                 graph, unidentified, tuple(found), tuple(trusted), fit)

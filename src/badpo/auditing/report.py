@@ -484,7 +484,7 @@ def audit_with_report(source: Any, specs: Sequence[str], report_dir: str | Path 
         judgments, rename = pseudonymise(judgments, pseudonym_key)
     learned = load_learned_theta(run_dir, rename) if run_dir is not None else None
     diffs = attribute_differences(judgments, attributes) if judgments else None
-    result = audit(judgments, attributes, source=loaded.origin, differences=diffs)
+    result = audit(judgments, attributes, source=loaded.origin, differences=diffs, start=True)
     text = (f"{repeated}\n" if repeated else "") + format_audit(result) + (
         format_coverage(coverage) if coverage is not None else "")
     if report_dir is None:

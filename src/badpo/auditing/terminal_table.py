@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from badpo.auditing.estimates import Audit, CoordinateAudit, LogOdds, audit
+from badpo.auditing.start_level import format_start_level
 from badpo.core.attributes import resolve_attributes
 from badpo.core.judgments import read_judgments
 
@@ -76,6 +77,8 @@ def format_audit(result: Audit) -> str:
         largest = len(graph.components[0]) if graph.components else 0
         lines.append(f"{label:<{max(width, 13)}}  {graph.n_components:>10}  {largest:>7}  "
                      f"{missing:>14}  {up:>13}  {down:>13}")
+    if result.start is not None:
+        lines += [""] + format_start_level(result.attribute_names, result.start)
     lines += ["", "warnings:" if result.warnings else "warnings: none"]
     lines += [f"  - {message}" for message in result.warnings]
     return "\n".join(lines) + "\n"

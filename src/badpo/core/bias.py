@@ -334,9 +334,15 @@ class BiasChannel(nn.Module):
         if not self.trusted:
             raise ValueError(f"shift_untrusted: variant {self.variant!r} has no trusted annotator, so "
                              "its level cannot be set apart from the policy")
+        self.shift_level(delta)
+
+    def shift_level(self, delta: Tensor) -> None:
+        """Add ``delta`` (``[d]``) to the shared level of every learned theta_k, trusted ones kept:
+        :meth:`shift_untrusted` without the trusted anchor (``bias.level: tilt`` anchors on the
+        policy's own lean instead)."""
         delta = delta.to(device=self.trusted_mask.device, dtype=self.trusted_theta.dtype)
         if delta.shape != (len(self.declared),):
-            raise ValueError(f"shift_untrusted: expected {len(self.declared)} values, one per declared "
+            raise ValueError(f"shift_level: expected {len(self.declared)} values, one per declared "
                              f"attribute {list(self.declared)}, got shape {tuple(delta.shape)}")
         if self.facts.separate_mean:
             self.shared_mean.add_(delta)

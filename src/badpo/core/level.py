@@ -60,7 +60,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["Link", "LOGISTIC", "squared", "offset_mle", "level_shift", "reference_start", "NoFiniteStart"]
+__all__ = ["Link", "LOGISTIC", "squared", "offset_mle", "level_shift", "tilt_shift", "policy_tilt",
+           "reference_start", "NoFiniteStart"]
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,45 @@ def level_shift(logits: Tensor, directions: Tensor, trusted: Tensor, link: Link)
     s_hat = offset_mle(logits[trusted], directions[trusted], link)
     t_hat = offset_mle(logits[~trusted], directions[~trusted], link)
     return t_hat - s_hat, s_hat
+
+
+def policy_tilt(margins: Tensor, directions: Tensor, pair: Tensor, side: Tensor) -> Tensor:
+    """How far the policy's margins lean toward the attributes, ``[d]`` float64: the least-squares
+    coefficients, without intercept, of each pair's margin on its attribute difference, both read
+    in the pair's first-seen orientation and each pair counted once.
+
+    ``margins`` ``[n]`` are the judgments' pre-bias logits z_i (chosen minus rejected), ``directions``
+    ``[n, d]`` their a_i, ``pair`` ``[n]`` pair indices and ``side`` ``[n]`` +1 where the judgment
+    chose its pair's first side: s_i z_i and s_i a_i are the pair's margin and difference, averaged
+    over its judgments (their margins can be of different ages). Quality independent of the
+    attributes within a pair's orientation has mean 0 at every attribute difference, so it does not
+    move the estimate; the reference's margins are all 0, so its tilt is 0. NaN where no pair
+    differs in a coordinate."""
+    side = side.double()
+    _, dense = torch.unique(pair, return_inverse=True)
+    count = torch.zeros(int(dense.max()) + 1 if len(dense) else 0, dtype=torch.float64).index_add(
+        0, dense, torch.ones(len(dense), dtype=torch.float64))
+    m = torch.zeros_like(count).index_add(0, dense, side * margins.double()) / count
+    a = torch.zeros(len(count), directions.shape[1], dtype=torch.float64).index_add(
+        0, dense, side[:, None] * directions.double()) / count[:, None]
+    result = torch.full((a.shape[1],), float("nan"), dtype=torch.float64)
+    touched = (a != 0).any(dim=0)
+    if touched.any():
+        result[touched] = torch.linalg.lstsq(a[:, touched], m[:, None]).solution[:, 0]
+    return result
+
+
+def tilt_shift(logits: Tensor, margins: Tensor, directions: Tensor, pair: Tensor, side: Tensor,
+               link: Link) -> tuple[Tensor, Tensor]:
+    """(delta_hat, tilt), ``[d]`` float64 each: the level step with reference anchoring as its
+    anchor (``bias.level: tilt``). The anchor's own shift of the margins is minus the policy's
+    tilt (:func:`policy_tilt`): the shift that takes the policy back to the reference's lean. So
+    delta_hat = t_hat + tilt, t_hat the judgments' own best shift of the level given the margins
+    (``logits`` are z_i + b_i with the current theta). After the step the whole data pulls the
+    policy's margins by -tilt along a, as trusted anchoring pulls them by s_hat: the lean the
+    policy took goes to theta. NaN where either has no estimate."""
+    tilt = policy_tilt(margins, directions, pair, side)
+    return offset_mle(logits, directions, link) + tilt, tilt
 
 
 class NoFiniteStart(ValueError):

@@ -1,4 +1,10 @@
-"""The level step on the loop (``bias.trusted_level``; the maths: :mod:`badpo.core.level`).
+"""The level step on the loop (``bias.trusted_level``, ``bias.level: tilt``; the maths:
+:mod:`badpo.core.level`).
+
+Two anchors, one step. ``trusted``: the trusted annotators' judgments say where the level is
+(trusted anchoring). ``tilt`` (``bias.level: tilt``, every step, no trusted annotator): the policy's
+own lean along the attributes is taken back to the reference's, 0 (reference anchoring held during
+training instead of hoped for from theta's Adam; docs/training.md, "What theta does after the start").
 
 The step needs every judgment's pre-bias logit z_i (the loss's logit minus its bias logit, from
 ``LossTerms.logits``). Two modes:
@@ -34,7 +40,8 @@ import torch
 from torch import Tensor
 
 from badpo.core.bias import THETA_FILE, TRAINED_THETA_FILE, BiasChannel
-from badpo.core.level import Link, level_shift
+from badpo.core.config import ConfigError
+from badpo.core.level import Link, level_shift, tilt_shift
 
 __all__ = ["LevelStep", "build_level_step", "save_theta"]
 
@@ -42,8 +49,10 @@ __all__ = ["LevelStep", "build_level_step", "save_theta"]
 class LevelStep:
     """The cached pre-bias logits of the judgments and the level step (module docstring)."""
 
-    def __init__(self, link: Link, n_judgments: int, every_step: bool) -> None:
-        self.link, self.every_step = link, every_step
+    def __init__(self, link: Link, n_judgments: int, every_step: bool, anchor: str = "trusted",
+                 pair: Tensor | None = None, side: Tensor | None = None) -> None:
+        self.link, self.every_step, self.anchor = link, every_step, anchor
+        self.pair, self.side = pair, side  # the tilt anchor's pair index and orientation of each judgment
         self.logits = torch.zeros(n_judgments, dtype=torch.float64)  # z_i, the last one seen
         self.seen = torch.zeros(n_judgments, dtype=torch.bool)
         self._new = torch.zeros(n_judgments, dtype=torch.float64)  # this step's summed z_i, scratch
@@ -77,6 +86,12 @@ class LevelStep:
         with torch.no_grad():
             current = bias(index, diff).double().cpu()
         directions = diff[:, bias.declared_index].double().cpu()
+        if self.anchor == "tilt":
+            delta, tilt = tilt_shift(self.logits[rows] + current, self.logits[rows], directions,
+                                     self.pair[rows], self.side[rows], self.link)
+            bias.shift_level(delta.nan_to_num(0.0))
+            self.last = {"level_shift": _named(bias.declared, delta), "policy_tilt": _named(bias.declared, tilt)}
+            return self.last
         trusted = bias.trusted_mask[index].cpu()
         delta, s_hat = level_shift(self.logits[rows] + current, directions, trusted, self.link)
         bias.shift_untrusted(delta.nan_to_num(0.0))
@@ -107,9 +122,18 @@ def _named(names: tuple[str, ...], values: Tensor) -> dict[str, float | None]:
     return {name: (float(v) if torch.isfinite(v) else None) for name, v in zip(names, values)}
 
 
-def build_level_step(settings, bias: BiasChannel | None, link: Link, n_judgments: int) -> LevelStep | None:
-    """The level step of a run (``settings``: its ``BiasSettings``): only with trusted annotators
-    and ``bias.trusted_level`` other than ``gradient``; None otherwise."""
-    if bias is None or not bias.trusted or settings.trusted_level == "gradient":
+def build_level_step(settings, bias: BiasChannel | None, link: Link, n_judgments: int,
+                     pair: Tensor | None = None, side: Tensor | None = None) -> LevelStep | None:
+    """The level step of a run (``settings``: its ``BiasSettings``): with ``bias.level: tilt``, the
+    tilt anchor every step (``pair``, ``side``: each judgment's pair and orientation); else only with
+    trusted annotators and ``bias.trusted_level`` other than ``gradient``; None otherwise."""
+    if bias is None:
+        return None
+    if settings.level == "tilt":
+        if bias.trusted:
+            raise ConfigError("bias.level: tilt anchors the level on the policy's own lean, bias.trusted on "
+                              "the trusted annotators: choose one (bias.level: adam keeps the trusted anchor)")
+        return LevelStep(link, n_judgments, every_step=True, anchor="tilt", pair=pair, side=side)
+    if not bias.trusted or settings.trusted_level == "gradient":
         return None
     return LevelStep(link, n_judgments, every_step=settings.trusted_level == "every_step")

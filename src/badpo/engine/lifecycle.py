@@ -84,8 +84,8 @@ def commit_judgment_outputs(run: Run, output: Path, last: dict, seconds: float, 
                "theta_convergence": (theta_convergence(read_log(output), config.steps)
                                      if run.theta_optimizer is not None else None),  # None: no theta learnt
                **tail}
-    if run.level is not None:  # the trusted annotators' level step, its last shift
-        summary["trusted_level"] = run.level.last
+    if run.level is not None:  # the level step's last shift, under its anchor's name
+        summary["trusted_level" if run.level.anchor == "trusted" else "tilt_level"] = run.level.last
     if run.weighting is not None:  # Group-DRO's and Crowd-PrefRL's final weight of every group
         summary.update(run.weighting.summary())
     theta_notice(summary["theta_convergence"], config.command)

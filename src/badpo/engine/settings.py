@@ -98,6 +98,12 @@ class BiasSettings:
     # gradient: theta's Adam alone (the level goes where the dynamics leave it). No effect without
     # bias.trusted
     trusted_level: Literal["final", "every_step", "gradient"] = "final"
+    # what sets theta's shared level after the start (docs/training.md, "What theta does after the
+    # start"): adam = theta's own Adam (the paper's dynamics); tilt = reference anchoring held every
+    # step: the policy's lean along the declared attributes (its margins regressed on the pairs'
+    # attribute differences) moves into the level, so the policy keeps the reference's lean. Not
+    # with bias.trusted (that anchors on the trusted annotators)
+    level: Literal["adam", "tilt"] = "adam"
 
     def trusted_values(self, n_attributes: int) -> dict[str, list[float]]:
         """{id: [q] fixed theta}: the list form fixes every coordinate at 0."""
