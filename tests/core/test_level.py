@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from badpo.core.bias import BiasChannel
-from badpo.core.level import LOGISTIC, level_shift, offset_mle, squared
+from badpo.core.level import LOGISTIC, level_shift, offset_mle, policy_tilt, squared, tilt_shift
 
 F64 = torch.float64
 
@@ -140,3 +140,37 @@ def test_shift_untrusted_needs_trusted_annotators_and_one_value_per_declared_att
 
 def test_an_empty_set_has_no_estimate():
     assert torch.isnan(offset_mle(torch.zeros(0), torch.zeros(0, 2), LOGISTIC)).tolist() == [True, True]
+
+
+def test_the_policy_tilt_is_the_least_squares_lean_of_pair_margins_read_once_per_pair():
+    """Pairs with first-side differences A = (1, -1, 1, 0) and first-side margins (0.5, 0.1, 0.3, 7),
+    judged twice, once each way round: sum A m / sum A^2 = (0.5 - 0.1 + 0.3) / 3, whoever chose what."""
+    first_side = torch.tensor([1.0, -1.0, 1.0, 0.0], dtype=F64)
+    margin = torch.tensor([0.5, 0.1, 0.3, 7.0], dtype=F64)
+    pair = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+    side = torch.tensor([1.0, -1.0] * 4, dtype=F64)
+    tilt = policy_tilt(side * margin[pair], (side * first_side[pair])[:, None], pair, side)
+    assert float(tilt[0]) == pytest.approx(0.7 / 3, abs=1e-12)
+    assert policy_tilt(torch.zeros(8, dtype=F64), (side * first_side[pair])[:, None], pair, side).tolist() == [0.0]
+    assert math.isnan(policy_tilt(margin[pair], torch.zeros(8, 1, dtype=F64), pair, side)[0])
+
+
+def test_the_tilt_step_adds_the_lean_to_the_levels_own_optimum():
+    """delta = t_hat + tilt: with the margins at 0 the lean is 0 and the step is the log-odds; with
+    every margin leaning by 0.4 along a the step moves theta 0.4 further than the labels alone ask."""
+    zero, a = _judgments(6, 2)
+    pair, side = torch.arange(8), torch.ones(8, dtype=F64)
+    delta, tilt = tilt_shift(zero, zero, a, pair, side, LOGISTIC)
+    assert float(tilt[0]) == 0.0 and float(delta[0]) == pytest.approx(math.log(3), abs=1e-9)
+    leaning = 0.4 * a[:, 0]
+    delta, tilt = tilt_shift(leaning, leaning, a, pair, side, LOGISTIC)
+    assert float(tilt[0]) == pytest.approx(0.4, abs=1e-12)
+    assert float(delta[0]) == pytest.approx(math.log(3) - 0.4 + 0.4, abs=1e-9)
+
+
+@pytest.mark.parametrize("variant", ["pooled", "per_annotator", "shared_mean"])
+def test_shift_level_moves_every_learned_theta_without_trusted_annotators(variant):
+    channel = BiasChannel(variant, ["g"], ["k0", "k1"])
+    before = channel.mean().detach().clone()
+    channel.shift_level(torch.tensor([0.25], dtype=F64))
+    assert float(channel.mean()[0] - before[0]) == pytest.approx(0.25)

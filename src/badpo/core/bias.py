@@ -344,10 +344,13 @@ class BiasChannel(nn.Module):
         if delta.shape != (len(self.declared),):
             raise ValueError(f"shift_level: expected {len(self.declared)} values, one per declared "
                              f"attribute {list(self.declared)}, got shape {tuple(delta.shape)}")
-        if self.facts.separate_mean:
-            self.shared_mean.add_(delta)
-        else:
-            self.annotator_theta[~self.trusted_mask] += delta
+        with torch.no_grad():  # a set level, not a gradient step
+            if self.facts.separate_mean:
+                self.shared_mean.add_(delta)
+            elif self.facts.per_annotator:
+                self.annotator_theta[~self.trusted_mask] += delta
+            else:  # pooled: one theta, and no trusted annotator
+                self.pooled_theta.add_(delta)
 
     # ----------------------------------------------------------------------------------- forward
     def annotator_index(self, annotators: Sequence[str]) -> Tensor:
