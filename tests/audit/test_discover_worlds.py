@@ -12,6 +12,7 @@ import pytest
 
 import badpo
 from badpo.auditing.discover import discover
+from badpo.auditing.estimates import attribute_differences, audit
 from badpo.cli import main
 from badpo.core.attributes import resolve_attributes
 from badpo.core.judgments import write_judgments
@@ -127,3 +128,15 @@ def test_duplicate_judgments_are_said_and_kept_or_dropped_as_in_the_declared_aud
     dropped = badpo.audit(str(twice), discover=True, duplicates="drop")
     assert ", dropped (--duplicates drop)" in dropped.summary()
     assert dropped.audit.attributes() == badpo.audit(str(multipref_file), discover=True).audit.attributes()
+
+
+def test_the_level_column_is_where_train_starts_theta():
+    """The tiny MultiPref world's findings: each level is the conditional level that ``badpo audit``
+    reports for the same judgments with every finding declared (one joint fit), to the fit's
+    tolerance (tau is searched to 1e-3)."""
+    judgments = WORLDS["multipref"](0)
+    findings = sorted(discover(judgments).findings, key=lambda f: f.name)
+    attributes = resolve_attributes([f.spec for f in findings])
+    fit = audit(judgments, attributes, differences=attribute_differences(judgments, attributes), start=True).start
+    assert fit.identified
+    assert [f.level for f in findings] == pytest.approx(fit.level, abs=2e-3)

@@ -32,7 +32,8 @@ which a shared quality signal does not produce. The limits are on docs/discover.
 **What it reports** for a cluster: the effect on all data with its interval, on the held-out half,
 on matched pairs, the spread (Paule-Mandel tau over the annotators' joint estimates of
 :func:`badpo.auditing.joint.fit_joint`, every reported attribute at once, with a Q-profile interval) and
-the robust level of those estimates (:func:`badpo.auditing.joint.robust_level`); the ready
+the level ``train`` would start theta at with every reported attribute declared (the conditional
+level of :mod:`badpo.core.pair_level`, as ``badpo audit`` shows it); the ready
 ``attributes=[...]`` line; when nothing is found, the smallest effect the data could have shown.
 """
 
@@ -57,7 +58,7 @@ from badpo.auditing.discover_stats import (
     simes2,
     spread_sd,
 )
-from badpo.auditing.joint import fit_annotator, fit_joint, prior_precision, robust_level
+from badpo.auditing.joint import fit_annotator, fit_joint, prior_precision
 from badpo.core.judgments import Judgment
 
 __all__ = ["Discovery", "DiscoverySettings", "Finding", "Tested", "discover"]
@@ -122,7 +123,7 @@ class Finding:
     pairs_matched: int | None  # None: no edit removes the candidate alone
     spread: tuple[float, float, float] | None  # tau, low, high
     p_spread: float | None  # homogeneity over all data
-    level: float | None  # robust level of the annotators' joint estimates
+    level: float | None  # where train would start theta (conditional level, all findings declared)
     annotators: int  # annotators with a joint estimate
     caution: str | None = None  # why this may be quality rather than bias (:func:`caution`)
 
@@ -365,16 +366,41 @@ def _joint_effect(enc: Encoded, reps: list[int], signs: dict[int, np.ndarray], p
     return {c: (float(t), float(t - z * e), float(t + z * e)) for c, t, e in zip(reps, theta, se)}
 
 
-def _joint(enc: Encoded, reps: list[int], signs: dict[int, np.ndarray], names: list[str]):
-    """Per representative: (tau, low, high) or None, robust level or None, annotators estimated."""
-    fit = fit_joint(_oriented(enc, reps, signs), enc.judge_annotator, enc.annotators, names)
+def _joint(enc: Encoded, reps: list[int], signs: dict[int, np.ndarray], names: list[str], seed: int):
+    """Per representative: (tau, low, high) or None, the level train would start theta at with
+    every reported attribute declared (:func:`start_levels`) or None, annotators estimated."""
+    oriented = _oriented(enc, reps, signs)
+    fit = fit_joint(oriented, enc.judge_annotator, enc.annotators, names)
+    levels = start_levels(oriented, enc.judge_pair, np.where(enc.judge_a_won, 1.0, -1.0), seed)
     out = []
     for column in range(len(reps)):
         values, se = fit.estimate[:, column], fit.se[:, column]
         seen = np.isfinite(values)
-        level = robust_level(values[seen], se[seen]).level if seen.any() else None
-        out.append((spread_sd(values[seen], se[seen]), level, int(seen.sum())))
+        out.append((spread_sd(values[seen], se[seen]), levels[column], int(seen.sum())))
     return out
+
+
+LEVEL_PAIRS = 20_000  # the start level is fitted on at most this many pairs (drawn with the seed)
+
+
+def start_levels(oriented: np.ndarray, pair: np.ndarray, side: np.ndarray, seed: int) -> list[float | None]:
+    """The conditional level of each column (badpo.core.pair_level), fitted jointly, as ``train``
+    starts theta; on more than :data:`LEVEL_PAIRS` pairs, on that many drawn at random (its standard
+    error grows as 1 / sqrt(pairs): about 0.02 there). None where no finite fit exists."""
+    import torch
+
+    from badpo.core.pair_level import pair_effect_level
+
+    pairs = np.unique(pair)
+    if len(pairs) > LEVEL_PAIRS:
+        keep = np.isin(pair, np.random.default_rng(seed).choice(pairs, LEVEL_PAIRS, replace=False))
+        oriented, pair, side = oriented[keep], pair[keep], side[keep]
+    try:
+        fit = pair_effect_level(torch.from_numpy(np.ascontiguousarray(oriented, dtype=np.float64)),
+                                torch.from_numpy(pair.astype(np.int64)), torch.from_numpy(side))
+    except ValueError:
+        return [None] * oriented.shape[1]
+    return [float(v) for v in fit.level]
 
 
 def caution(finding: Finding, alpha: float) -> str | None:
@@ -409,7 +435,7 @@ def _findings(enc: Encoded, cands: Candidates, confirmed: np.ndarray, heldout: E
                   settings)
     reps = [g[0] for g in groups]
     joint_effect = _joint_effect(enc, reps, signs, heldout_pairs)
-    joint = _joint(enc, reps, signs, [cands.names[c] for c in reps])
+    joint = _joint(enc, reps, signs, [cands.names[c] for c in reps], settings.seed)
     findings = []
     everywhere = np.ones(enc.n_pairs, dtype=bool)
     for group, (spread, level, estimated) in zip(groups, joint):
