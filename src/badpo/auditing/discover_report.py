@@ -20,6 +20,7 @@ from typing import Any
 
 from badpo.auditing.discover import Discovery, DiscoverySettings, Finding, discover
 from badpo.core.judgments import handle_duplicates
+from badpo.core.outputs import Inputs, check_not_input
 from badpo.data.sources import ColumnMap, read_judgment_source
 
 __all__ = ["REPORT_FILES", "add_discover_option", "discover_command", "discover_source", "format_discovery",
@@ -171,10 +172,12 @@ def plot_discovery(result: Discovery, path: Path) -> None:
     figure.savefig(path)
 
 
-def check_report_folder(directory: str | Path, overwrite: bool) -> Path:
+def check_report_folder(directory: str | Path, overwrite: bool, inputs: Inputs = ()) -> Path:
     """The report folder, once known to take this report: a file there is refused, and so is a
-    previous report's file unless ``overwrite``."""
+    previous report's file unless ``overwrite``, and a report file that is one of ``inputs``."""
     out = Path(directory)
+    for name in REPORT_FILES:
+        check_not_input(out / name, "--report", inputs)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--report {directory}: is a file, not a folder")
     present = [name for name in REPORT_FILES if (out / name).exists()]
@@ -219,7 +222,7 @@ def discover_source(source: Any, report_dir: str | Path | None = None, *, data_s
     its exact duplicate judgments (``duplicates``, as the declared audit; said in a line when there
     are any), screen it, write the report when ``report_dir`` is given; returns (result, printed text)."""
     if report_dir is not None:  # a folder that cannot take the report fails before the data is read
-        check_report_folder(report_dir, overwrite)
+        check_report_folder(report_dir, overwrite, [("DATA", source)])
     loaded = read_judgment_source(source, data_split, columns)
     rows, repeated = handle_duplicates(loaded.rows, duplicates, loaded.origin)
     result = discover(rows, settings or DiscoverySettings(), _stderr_progress() if progress else None)
@@ -255,7 +258,7 @@ def discover_command(args: Any, columns: ColumnMap) -> int:
     if not args.data:
         raise ConfigError("--discover needs DATA (judgments: a file, a folder or a Hub dataset id)")
     if args.json:
-        check_output_file(args.json, "--json", args.overwrite)
+        check_output_file(args.json, "--json", args.overwrite, [("DATA", args.data)])
     result, text = discover_source(args.data, args.report, data_split=args.split, columns=columns,
                                    overwrite=args.overwrite, settings=DiscoverySettings(seed=args.seed),
                                    duplicates=args.duplicates)

@@ -74,13 +74,12 @@ from badpo.auditing.joint import PRIOR_SCALE, JointFit, fit_joint, robust_level,
 from badpo.auditing.terminal_table import format_audit
 from badpo.core.attributes import resolve_attributes
 from badpo.core.judgments import Judgment, handle_duplicates
+from badpo.core.outputs import check_not_input
 from badpo.data.coverage import check_coverage, unknown_share
 from badpo.data.sources import ColumnMap, read_judgment_source
 
-__all__ = [
-    "REPORT_FORMAT", "attribute_report", "audit_with_report", "format_report", "load_learned_theta",
-    "previous_report", "pseudonymise", "pseudonymiser", "summary", "write_report",
-]
+__all__ = ["REPORT_FORMAT", "attribute_report", "audit_with_report", "format_report", "load_learned_theta",
+           "previous_report", "pseudonymise", "pseudonymiser", "summary", "write_report"]
 
 REPORT_FORMAT = "badpo-audit-report/2"  # 2: joint estimates against a robust level
 _FORMATS = (REPORT_FORMAT, "badpo-audit-report/1")  # reports an --overwrite may replace
@@ -474,8 +473,11 @@ def audit_with_report(source: Any, specs: Sequence[str], report_dir: str | Path 
     ``report_dir`` is given (``overwrite``: replacing the report there); returns (audit, printed
     text, report document or None)."""
     attributes = resolve_attributes(specs)  # a bad spec fails before the data is read
-    if report_dir is not None:  # so does a report folder that cannot take this report
-        previous_report(report_dir, overwrite)
+    if report_dir is not None:  # so does a report folder that cannot take this report, or would replace the data
+        for name in _REPORT_FILES:
+            check_not_input(Path(report_dir) / name, "--report", [("DATA", source)])
+        for path in previous_report(report_dir, overwrite):  # --overwrite deletes these
+            check_not_input(path, "--report", [("DATA", source)])
     loaded = read_judgment_source(source, data_split, columns)
     judgments, repeated = handle_duplicates(loaded.rows, duplicates, loaded.origin)
     coverage = text_coverage(tokenizer, judgments, loaded.origin) if tokenizer is not None else None

@@ -2,15 +2,48 @@
 a file nobody asked it to replace, says so at once, not after the data and the model have run.
 
 The file is then written by :func:`badpo.core.jsonio.atomic_write_text`, so a killed command
-leaves the old file or the whole new one.
+leaves the old file or the whole new one. No output may be a file the command reads
+(:func:`check_not_input`): ``--overwrite`` would replace the data with the result.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
-__all__ = ["check_output_file", "check_writable_folder"]
+__all__ = ["check_not_input", "check_output_file", "check_writable_folder"]
+
+Inputs = Iterable[tuple[str, Any]]  # (how the command line names it, a path; other values are not files)
+
+
+def _same_file(first: Path, second: Path) -> bool:
+    """One file under two names: the same path once links are followed, or the same inode (a hard link)."""
+    if os.path.realpath(first) == os.path.realpath(second):
+        return True
+    try:
+        return os.path.samefile(first, second)
+    except OSError:  # one of them does not exist (yet)
+        return False
+
+
+def check_not_input(path: str | Path, option: str, inputs: Inputs) -> None:
+    """Refuse an output ``path`` that is one of the ``inputs`` (through a symlink or a hard link
+    too), or lies inside an input that is a folder (a saved dataset), before any work: writing
+    it would replace what the command read."""
+    target = Path(path).expanduser()
+    for name, source in inputs:
+        if not isinstance(source, (str, os.PathLike)):
+            continue  # rows in memory, a Dataset: no file to replace
+        read = Path(source).expanduser()
+        if read.is_dir():
+            inside = Path(os.path.realpath(target)).is_relative_to(os.path.realpath(read))
+            if inside:
+                raise ValueError(f"{option} {path}: inside {read}, read as {name}; give a path outside it")
+        elif read.exists() and _same_file(target, read):
+            raise ValueError(f"{option} {path}: is {read}, read as {name}; writing there would replace it, "
+                             "so give another path")
 
 
 def check_writable_folder(folder: str | Path, option: str, target: str | Path) -> None:
@@ -25,9 +58,11 @@ def check_writable_folder(folder: str | Path, option: str, target: str | Path) -
         raise PermissionError(f"{option} {target}: no permission to write in {nearest}")
 
 
-def check_output_file(path: str | Path, option: str, overwrite: bool = False) -> Path:
-    """``path`` as a Path once it is known to be writable: a folder is refused, and so is an
-    existing file unless ``overwrite`` (the user's explicit ``--overwrite``)."""
+def check_output_file(path: str | Path, option: str, overwrite: bool = False, inputs: Inputs = ()) -> Path:
+    """``path`` as a Path once it is known to be writable: a folder is refused, and so is one of
+    the command's ``inputs`` (:func:`check_not_input`), and an existing file unless ``overwrite``
+    (the user's explicit ``--overwrite``)."""
+    check_not_input(path, option, inputs)
     target = Path(path).expanduser()
     if target.is_dir():
         raise IsADirectoryError(f"{option} {path}: is a folder; give the path of a file")
