@@ -40,6 +40,7 @@ import numpy as np
 
 from badpo.core.judgments import Judgment, pair_key
 from badpo.core.markdown import has_markdown, strip_markdown
+from badpo.core.markdown_scan import SCANNED
 from badpo.core.names import NAME_ATTRIBUTES, signature_attributes, strip_signature
 from badpo.core.notices import BadpoWarning
 
@@ -395,8 +396,8 @@ def _resolve_one(spec: str) -> list[Attribute]:
 def _regex_attribute(spec: str, pattern: str) -> Attribute:
     if not pattern:
         raise ValueError(f"attribute spec {spec!r}: empty pattern (it would match every response)")
-    try:
-        compiled = re.compile(pattern)
+    try:  # a markdown construct's regex backtracks on a hostile row: its linear scan instead
+        compiled = SCANNED.get(pattern) or re.compile(pattern)
     except re.error as error:
         raise ValueError(f"attribute spec {spec!r}: invalid regular expression ({error})") from error
     return Attribute(spec, "response", functools.partial(_regex_value, compiled), "regex",
