@@ -20,7 +20,7 @@ from typing import Any
 
 from badpo.auditing.discover import Discovery, DiscoverySettings, Finding, discover
 from badpo.core.judgments import handle_duplicates
-from badpo.core.outputs import Inputs, check_not_input
+from badpo.core.outputs import Inputs, check_not_input, check_writable_folder
 from badpo.data.sources import ColumnMap, read_judgment_source
 
 __all__ = ["REPORT_FILES", "add_discover_option", "discover_command", "discover_source", "format_discovery",
@@ -180,6 +180,7 @@ def check_report_folder(directory: str | Path, overwrite: bool, inputs: Inputs =
         check_not_input(out / name, "--report", inputs)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--report {directory}: is a file, not a folder")
+    check_writable_folder(out, "--report", directory)
     present = [name for name in REPORT_FILES if (out / name).exists()]
     if present and not overwrite:
         raise FileExistsError(f"--report {directory}: holds {', '.join(present)}; give --overwrite to "

@@ -74,7 +74,7 @@ from badpo.auditing.joint import PRIOR_SCALE, JointFit, fit_joint, robust_level,
 from badpo.auditing.terminal_table import format_audit
 from badpo.core.attributes import resolve_attributes
 from badpo.core.judgments import Judgment, handle_duplicates
-from badpo.core.outputs import check_not_input
+from badpo.core.outputs import check_not_input, check_writable_folder
 from badpo.data.coverage import check_coverage, unknown_share
 from badpo.data.sources import ColumnMap, read_judgment_source
 
@@ -273,6 +273,7 @@ def previous_report(directory: str | Path, overwrite: bool = False) -> list[Path
     out = Path(directory)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--report {directory}: is a file, not a folder")
+    check_writable_folder(out, "--report", directory)
     if not out.is_dir():
         return []
     listed: list[Path] = []

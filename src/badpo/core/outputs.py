@@ -9,6 +9,7 @@ leaves the old file or the whole new one. No output may be a file the command re
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ def check_not_input(path: str | Path, option: str, inputs: Inputs) -> None:
 
 def check_writable_folder(folder: str | Path, option: str, target: str | Path) -> None:
     """The nearest existing ancestor of ``folder`` (``folder`` itself when it exists) must be a
-    folder this process may write in; the missing ones are created when the file is written."""
+    folder this process can create a file in (tried); the missing ones are created when the file is written."""
     nearest = Path(folder).expanduser().absolute()
     while not nearest.exists() and nearest != nearest.parent:
         nearest = nearest.parent
@@ -56,6 +57,12 @@ def check_writable_folder(folder: str | Path, option: str, target: str | Path) -
         raise NotADirectoryError(f"{option} {target}: {nearest} is a file, not a folder")
     if not os.access(nearest, os.W_OK | os.X_OK):
         raise PermissionError(f"{option} {target}: no permission to write in {nearest}")
+    try:  # what access() cannot tell (root, /proc, a read-only mount): create a file there and remove it
+        handle, probe = tempfile.mkstemp(prefix=".badpo-probe-", dir=nearest)
+    except OSError as error:
+        raise type(error)(f"{option} {target}: cannot write in {nearest} ({error.strerror or error})") from None
+    os.close(handle)
+    os.unlink(probe)
 
 
 def check_output_file(path: str | Path, option: str, overwrite: bool = False, inputs: Inputs = ()) -> Path:

@@ -61,6 +61,7 @@ from badpo.corpora.multipref_protocol import (
     ATTRIBUTES,
     WorldTruth,
     check_protocol,
+    check_split,
     default_pool_means,
     gate_lines,
     judged_row,
@@ -164,6 +165,7 @@ class SmolMultiPrefConfig:
                 raise ConfigError(f"{name}: must lie strictly between 0 and 1 (both styles must occur), "
                                   f"got {getattr(self, name)}")
         check_protocol(self)
+        check_split(self, self.prompts)  # before the model is loaded, not after it sampled
 
 
 # ---------------------------------------------------------------------------------------- styles
