@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from badpo.auditing.discover import Discovery, DiscoverySettings, Finding, discover
+from badpo.core.file_sets import commit_files, folder_lock, recover_files
 from badpo.core.judgments import handle_duplicates
 from badpo.core.outputs import Inputs, check_not_input, check_writable_folder
 from badpo.data.sources import ColumnMap, read_judgment_source
@@ -190,23 +191,30 @@ def check_report_folder(directory: str | Path, overwrite: bool, inputs: Inputs =
 
 def write_discovery(result: Discovery, directory: str | Path, overwrite: bool = False,
                     source: str | None = None) -> list[Path]:
-    """Write :data:`REPORT_FILES` into ``directory`` (created); returns their paths."""
+    """Write :data:`REPORT_FILES` into ``directory`` (created) as one set
+    (:func:`badpo.core.file_sets.commit_files`: a kill leaves the old set or the new one, never a
+    mix); returns their paths. Call it under :func:`badpo.core.file_sets.folder_lock`, as
+    :func:`discover_source` does, so that a second discover into the folder is refused."""
     out = check_report_folder(directory, overwrite)
     out.mkdir(parents=True, exist_ok=True)
-    document = {"format": "badpo-discover/1", "source": source, **result.to_dict()}
-    (out / "discover.json").write_text(json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n",
-                                       encoding="utf-8")
-    columns = [f.name for f in dataclasses.fields(result.tested[0])] if result.tested else ["name"]
-    with open(out / "discover.csv", "w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(columns)
-        for row in sorted(result.tested, key=lambda t: t.p_discovery):
-            writer.writerow(["" if v is None else v for v in dataclasses.astuple(row)])
-    plot_discovery(result, out / "discover-forest.png")
-    (out / "discover.md").write_text(f"# badpo audit --discover\n\n```\n{format_discovery(result)}```\n\n"
-                                     "Files: discover.json (everything: every cluster's members in full), "
-                                     "discover.csv (every tested candidate, best first), discover-forest.png "
-                                     "(the plot).\n", encoding="utf-8")
+
+    def write(staging: Path) -> None:
+        document = {"format": "badpo-discover/1", "source": source, **result.to_dict()}
+        (staging / "discover.json").write_text(json.dumps(document, indent=2, sort_keys=True, allow_nan=False)
+                                               + "\n", encoding="utf-8")
+        columns = [f.name for f in dataclasses.fields(result.tested[0])] if result.tested else ["name"]
+        with open(staging / "discover.csv", "w", encoding="utf-8", newline="") as handle:
+            writer = csv.writer(handle, lineterminator="\n")
+            writer.writerow(columns)
+            for row in sorted(result.tested, key=lambda t: t.p_discovery):
+                writer.writerow(["" if v is None else v for v in dataclasses.astuple(row)])
+        plot_discovery(result, staging / "discover-forest.png")
+        (staging / "discover.md").write_text(f"# badpo audit --discover\n\n```\n{format_discovery(result)}```\n\n"
+                                             "Files: discover.json (everything: every cluster's members in full), "
+                                             "discover.csv (every tested candidate, best first), "
+                                             "discover-forest.png (the plot).\n", encoding="utf-8")
+
+    commit_files(out, "discover", write)
     return [out / name for name in REPORT_FILES]
 
 
@@ -222,16 +230,24 @@ def discover_source(source: Any, report_dir: str | Path | None = None, *, data_s
     """``badpo audit DATA --discover``: read any source of :mod:`badpo.data.sources`, keep or drop
     its exact duplicate judgments (``duplicates``, as the declared audit; said in a line when there
     are any), screen it, write the report when ``report_dir`` is given; returns (result, printed text)."""
-    if report_dir is not None:  # a folder that cannot take the report fails before the data is read
-        check_report_folder(report_dir, overwrite, [("DATA", source)])
+    if report_dir is None:
+        return _discovered(source, data_split, columns, settings, progress, duplicates)[:2]
+    check_report_folder(report_dir, overwrite, [("DATA", source)])  # before the data is read
+    with folder_lock(report_dir, "--report"):  # a second discover into the folder is refused
+        recover_files(report_dir, "discover")  # a set a killed discover had committed
+        check_report_folder(report_dir, overwrite)
+        result, text, origin = _discovered(source, data_split, columns, settings, progress, duplicates)
+        write_discovery(result, report_dir, overwrite, origin)
+    return result, text + f"\nreport: {', '.join(REPORT_FILES)} in {report_dir}\n"
+
+
+def _discovered(source: Any, data_split: str | None, columns: ColumnMap, settings: DiscoverySettings | None,
+                progress: bool, duplicates: str) -> tuple[Discovery, str, str]:
+    """(result, printed text, the data's origin) of the screen of ``source``."""
     loaded = read_judgment_source(source, data_split, columns)
     rows, repeated = handle_duplicates(loaded.rows, duplicates, loaded.origin)
     result = discover(rows, settings or DiscoverySettings(), _stderr_progress() if progress else None)
-    text = (f"{repeated}\n" if repeated else "") + format_discovery(result)
-    if report_dir is not None:
-        write_discovery(result, report_dir, overwrite, loaded.origin)
-        text += f"\nreport: {', '.join(REPORT_FILES)} in {report_dir}\n"
-    return result, text
+    return result, (f"{repeated}\n" if repeated else "") + format_discovery(result), loaded.origin
 
 
 def add_discover_option(parser: Any) -> None:
