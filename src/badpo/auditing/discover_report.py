@@ -21,7 +21,7 @@ from typing import Any
 from badpo.auditing.discover import Discovery, DiscoverySettings, Finding, discover
 from badpo.core.file_sets import commit_files, folder_lock, recover_files
 from badpo.core.judgments import handle_duplicates
-from badpo.core.outputs import Inputs, check_not_input, check_writable_folder
+from badpo.core.outputs import Inputs, check_not_input, check_writable_folder, spreadsheet_safe
 from badpo.data.sources import ColumnMap, read_judgment_source
 
 __all__ = ["REPORT_FILES", "add_discover_option", "discover_command", "discover_source", "format_discovery",
@@ -207,7 +207,7 @@ def write_discovery(result: Discovery, directory: str | Path, overwrite: bool = 
             writer = csv.writer(handle, lineterminator="\n")
             writer.writerow(columns)
             for row in sorted(result.tested, key=lambda t: t.p_discovery):
-                writer.writerow(["" if v is None else v for v in dataclasses.astuple(row)])
+                writer.writerow(["" if v is None else spreadsheet_safe(v) for v in dataclasses.astuple(row)])
         plot_discovery(result, staging / "discover-forest.png")
         (staging / "discover.md").write_text(f"# badpo audit --discover\n\n```\n{format_discovery(result)}```\n\n"
                                              "Files: discover.json (everything: every cluster's members in full), "

@@ -74,7 +74,7 @@ from badpo.auditing.joint import PRIOR_SCALE, JointFit, fit_joint, robust_level,
 from badpo.auditing.terminal_table import format_audit
 from badpo.core.attributes import resolve_attributes
 from badpo.core.judgments import Judgment, handle_duplicates
-from badpo.core.outputs import check_not_input, check_writable_folder
+from badpo.core.outputs import check_not_input, check_writable_folder, spreadsheet_safe
 from badpo.data.coverage import check_coverage, unknown_share
 from badpo.data.sources import ColumnMap, read_judgment_source
 
@@ -258,7 +258,7 @@ def _csv_value(value: Any) -> Any:
         return int(value)
     if isinstance(value, float):
         return f"{value:.6g}"
-    return "" if value is None else value
+    return "" if value is None else spreadsheet_safe(value)
 
 
 _REPORT_FILES = ("annotators.csv", "audit.json", "README.md")  # and the forest-*.png plots
@@ -327,7 +327,7 @@ def write_report(result: Audit, judgments: Sequence[Judgment], directory: str | 
         writer.writerow(_CSV_COLUMNS)
         for report in reports:
             for row in report["annotators"]:
-                writer.writerow([report["name"]] + [_csv_value(row[c]) for c in _CSV_COLUMNS[1:]])
+                writer.writerow([_csv_value(report["name"])] + [_csv_value(row[c]) for c in _CSV_COLUMNS[1:]])
     unmatched = (sorted(set(learned["annotators"]) - set(result.annotators)) if learned else [])
     document = {
         "format": REPORT_FORMAT, "level": LEVEL, "source": source, "pseudonymised": pseudonymised,

@@ -9,12 +9,25 @@ leaves the old file or the whole new one. No output may be a file the command re
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["check_not_input", "check_output_file", "check_writable_folder"]
+__all__ = ["check_not_input", "check_output_file", "check_writable_folder", "spreadsheet_safe"]
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet reads as the start of a formula
+_NUMBER = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf|nan)")  # as Python writes one
+
+
+def spreadsheet_safe(cell: Any) -> Any:
+    """A CSV cell no spreadsheet runs: text that starts like a formula (``=``, ``+``, ``-``, ``@``, a
+    tab or a carriage return: an annotator id ``=HYPERLINK(...)``) gets a leading ``'``, unless it is
+    a number as Python writes one ("-0.5", "+inf"); any other value is returned as it is."""
+    if isinstance(cell, str) and cell.startswith(_FORMULA_START) and not _NUMBER.fullmatch(cell):
+        return "'" + cell
+    return cell
 
 Inputs = Iterable[tuple[str, Any]]  # (how the command line names it, a path; other values are not files)
 
