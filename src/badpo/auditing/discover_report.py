@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from badpo.auditing.discover import Discovery, DiscoverySettings, Finding, discover
+from badpo.auditing.discover import POWER, Discovery, DiscoverySettings, Finding, discover
 from badpo.core.file_sets import commit_files, folder_lock, recover_files
 from badpo.core.judgments import handle_duplicates
 from badpo.core.outputs import Inputs, check_not_input, check_writable_folder, spreadsheet_safe
@@ -92,12 +92,17 @@ def _nothing(result: Discovery) -> list[str]:
         return ["nothing can be tested: no candidate differs between the two sides of at least "
                 f"{settings.min_pairs} pairs in each half of the prompts ({result.n_pairs} pairs in all); "
                 "this is not evidence that the annotators are unbiased"]
+    untested = (f"; the {len(result.untestable)} candidate(s) below that could not be tested or never differ"
+                if result.untestable else "")
+    screened = " and the data's words and two-word phrases" if settings.screen else ""
     return [f"nothing found: no candidate's effect was found on the discovery half and confirmed on the "
             f"held-out half (false discovery rate {settings.alpha:g} on each).",
-            f"the smallest effect these data could have shown (power {0.8:.0%} on both halves): |log-odds| >= "
-            f"{power['best_mde']:.2f} on {power['best']} ({power['best_pairs']} pairs); median over the "
-            f"{len(result.tested)} tested candidates {power['median_mde']:.2f}. A smaller bias, or one on an "
-            "attribute no candidate carries, may still be there."]
+            f"the smallest effect these data could have shown, on the {len(result.tested)} tested candidates only "
+            f"(power {POWER:.0%} on both halves): |log-odds| >= {power['best_mde']:.2f} on {power['best']} "
+            f"({power['best_pairs']} pairs); median over them {power['median_mde']:.2f}.",
+            f"not covered: a bias on an attribute no candidate carries (only the library's attributes{screened} "
+            f"were tested){untested}; and a smaller bias. Nothing found is not evidence that the annotators are "
+            "unbiased."]
 
 
 def format_discovery(result: Discovery) -> str:
@@ -167,7 +172,8 @@ def plot_discovery(result: Discovery, path: Path) -> None:
     axes.set_xlabel("log-odds that the side carrying the attribute wins")
     legend = ("black: all data, 95% interval; blue: held-out half; red circle: matched pairs; grey: level +- "
               "spread across annotators" if result.findings else
-              "each: the effect on all data +- the smallest effect the data could have shown (80% power)")
+              "each: the effect on all data +- the smallest effect the data could have shown (80% power; "
+              "these candidates only)")
     axes.set_title(f"badpo audit --discover: {title}\n{legend}", fontsize=8)
     figure.tight_layout()
     figure.savefig(path)
