@@ -68,3 +68,10 @@ def test_an_error_line_quotes_a_long_value_cut_short():
     with pytest.raises(ConfigError) as refused:
         from_dict(TrainConfig, {"x" * 10_000: 1})
     assert len(str(refused.value)) < 2000
+
+
+def test_a_config_nested_past_python_s_recursion_is_one_line(tmp_path):
+    path = tmp_path / "deep.yaml"
+    path.write_text("a: " + "[" * 5000 + "1" + "]" * 5000 + "\n")
+    with pytest.raises(ConfigError, match=r"deep.yaml: nested too deep to read$"):
+        read_settings(path)
