@@ -164,8 +164,9 @@ def evaluate(run_dir: str | os.PathLike, config: Any = None, *, heldout: Any = N
     from badpo.readouts.run import EvalData, evaluate_run_dir, readouts_path
     from badpo.readouts.settings import EvalConfig
 
-    written = readouts_path(run_dir, out, overwrite)
     mapped = from_dict(ColumnMap, dict(columns), prefix="columns") if columns is not None else None
+    given = EvalData(prompts=prompts, heldout=heldout, corpus=corpus)  # rows in memory are no file it could be
+    written = readouts_path(run_dir, out, overwrite, given)  # before anything is read
     with _readable(heldout, "heldout") as heldout_name, _readable(prompts, "prompts") as prompts_name:
         data = EvalData(prompts=prompts_name, heldout=heldout_name,
                         corpus=os.fspath(corpus) if corpus is not None else None, columns=mapped)
@@ -204,7 +205,7 @@ def audit(data: Any = None, attributes: str | Sequence[str] = (), *, split: str 
     specs = [attributes] if isinstance(attributes, str) else list(attributes)
     _check_audit_call(data, specs, example, (report, run, pseudonym_key, tokenizer), run is not None and report is None)
     if json_out is not None:  # before the data is read
-        check_output_file(json_out, "json_out", overwrite)
+        check_output_file(json_out, "json_out", overwrite, [("data", data)])
     with warnings.catch_warnings():  # the text lists them; do not raise them twice
         warnings.simplefilter("ignore", BiasIdentifiabilityWarning)
         if example:
@@ -231,7 +232,7 @@ def _discover(data: Any, attributes: Any, split: str | None, columns: Mapping[st
     if attributes or others or data is None:
         raise ConfigError("discover=True: give data, and no attributes, run, pseudonym_key, tokenizer or example")
     if json_out is not None:
-        check_output_file(json_out, "json_out", overwrite)
+        check_output_file(json_out, "json_out", overwrite, [("data", data)])
     with _readable(data, "data") as name:
         result, text = discover_source(name, report, data_split=split, overwrite=overwrite,
                                        columns=from_dict(ColumnMap, dict(columns or {}), prefix="columns"),

@@ -172,7 +172,7 @@ def test_a_model_folder_no_run_wrote_and_the_base_models_own_folder_are_refused(
     foreign = save_model_dir(tmp_path / "someone_elses_model")
     (foreign / "adapter_config.json").write_text("{}")
     before = _files(foreign)
-    with pytest.raises(ConfigError, match=r"someone_elses_model holds run files but no config.yaml"):
+    with pytest.raises(ConfigError, match=r"someone_elses_model holds config.json but no data_fingerprint.json"):
         sft(make_config(world, "unused", f"output_dir={foreign}"))
     with pytest.raises(ConfigError, match=r"someone_elses_model holds a model whose files no badpo sft run "
                                           r"listed in .model-files, so overwrite cannot tell which to delete"):

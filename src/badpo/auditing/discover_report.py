@@ -18,8 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from badpo.auditing.discover import Discovery, DiscoverySettings, Finding, discover
+from badpo.auditing.discover import POWER, Discovery, DiscoverySettings, Finding, discover
+from badpo.core.file_sets import commit_files, folder_lock, recover_files
 from badpo.core.judgments import handle_duplicates
+from badpo.core.outputs import Inputs, check_not_input, check_writable_folder, spreadsheet_safe
 from badpo.data.sources import ColumnMap, read_judgment_source
 
 __all__ = ["REPORT_FILES", "add_discover_option", "discover_command", "discover_source", "format_discovery",
@@ -90,12 +92,17 @@ def _nothing(result: Discovery) -> list[str]:
         return ["nothing can be tested: no candidate differs between the two sides of at least "
                 f"{settings.min_pairs} pairs in each half of the prompts ({result.n_pairs} pairs in all); "
                 "this is not evidence that the annotators are unbiased"]
+    untested = (f"; the {len(result.untestable)} candidate(s) below that could not be tested or never differ"
+                if result.untestable else "")
+    screened = " and the data's words and two-word phrases" if settings.screen else ""
     return [f"nothing found: no candidate's effect was found on the discovery half and confirmed on the "
             f"held-out half (false discovery rate {settings.alpha:g} on each).",
-            f"the smallest effect these data could have shown (power {0.8:.0%} on both halves): |log-odds| >= "
-            f"{power['best_mde']:.2f} on {power['best']} ({power['best_pairs']} pairs); median over the "
-            f"{len(result.tested)} tested candidates {power['median_mde']:.2f}. A smaller bias, or one on an "
-            "attribute no candidate carries, may still be there."]
+            f"the smallest effect these data could have shown, on the {len(result.tested)} tested candidates only "
+            f"(power {POWER:.0%} on both halves): |log-odds| >= {power['best_mde']:.2f} on {power['best']} "
+            f"({power['best_pairs']} pairs); median over them {power['median_mde']:.2f}.",
+            f"not covered: a bias on an attribute no candidate carries (only the library's attributes{screened} "
+            f"were tested){untested}; and a smaller bias. Nothing found is not evidence that the annotators are "
+            "unbiased."]
 
 
 def format_discovery(result: Discovery) -> str:
@@ -165,18 +172,22 @@ def plot_discovery(result: Discovery, path: Path) -> None:
     axes.set_xlabel("log-odds that the side carrying the attribute wins")
     legend = ("black: all data, 95% interval; blue: held-out half; red circle: matched pairs; grey: level +- "
               "spread across annotators" if result.findings else
-              "each: the effect on all data +- the smallest effect the data could have shown (80% power)")
+              "each: the effect on all data +- the smallest effect the data could have shown (80% power; "
+              "these candidates only)")
     axes.set_title(f"badpo audit --discover: {title}\n{legend}", fontsize=8)
     figure.tight_layout()
     figure.savefig(path)
 
 
-def check_report_folder(directory: str | Path, overwrite: bool) -> Path:
+def check_report_folder(directory: str | Path, overwrite: bool, inputs: Inputs = ()) -> Path:
     """The report folder, once known to take this report: a file there is refused, and so is a
-    previous report's file unless ``overwrite``."""
+    previous report's file unless ``overwrite``, and a report file that is one of ``inputs``."""
     out = Path(directory)
+    for name in REPORT_FILES:
+        check_not_input(out / name, "--report", inputs)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--report {directory}: is a file, not a folder")
+    check_writable_folder(out, "--report", directory)
     present = [name for name in REPORT_FILES if (out / name).exists()]
     if present and not overwrite:
         raise FileExistsError(f"--report {directory}: holds {', '.join(present)}; give --overwrite to "
@@ -186,23 +197,30 @@ def check_report_folder(directory: str | Path, overwrite: bool) -> Path:
 
 def write_discovery(result: Discovery, directory: str | Path, overwrite: bool = False,
                     source: str | None = None) -> list[Path]:
-    """Write :data:`REPORT_FILES` into ``directory`` (created); returns their paths."""
+    """Write :data:`REPORT_FILES` into ``directory`` (created) as one set
+    (:func:`badpo.core.file_sets.commit_files`: a kill leaves the old set or the new one, never a
+    mix); returns their paths. Call it under :func:`badpo.core.file_sets.folder_lock`, as
+    :func:`discover_source` does, so that a second discover into the folder is refused."""
     out = check_report_folder(directory, overwrite)
     out.mkdir(parents=True, exist_ok=True)
-    document = {"format": "badpo-discover/1", "source": source, **result.to_dict()}
-    (out / "discover.json").write_text(json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n",
-                                       encoding="utf-8")
-    columns = [f.name for f in dataclasses.fields(result.tested[0])] if result.tested else ["name"]
-    with open(out / "discover.csv", "w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(columns)
-        for row in sorted(result.tested, key=lambda t: t.p_discovery):
-            writer.writerow(["" if v is None else v for v in dataclasses.astuple(row)])
-    plot_discovery(result, out / "discover-forest.png")
-    (out / "discover.md").write_text(f"# badpo audit --discover\n\n```\n{format_discovery(result)}```\n\n"
-                                     "Files: discover.json (everything: every cluster's members in full), "
-                                     "discover.csv (every tested candidate, best first), discover-forest.png "
-                                     "(the plot).\n", encoding="utf-8")
+
+    def write(staging: Path) -> None:
+        document = {"format": "badpo-discover/1", "source": source, **result.to_dict()}
+        (staging / "discover.json").write_text(json.dumps(document, indent=2, sort_keys=True, allow_nan=False)
+                                               + "\n", encoding="utf-8")
+        columns = [f.name for f in dataclasses.fields(result.tested[0])] if result.tested else ["name"]
+        with open(staging / "discover.csv", "w", encoding="utf-8", newline="") as handle:
+            writer = csv.writer(handle, lineterminator="\n")
+            writer.writerow(columns)
+            for row in sorted(result.tested, key=lambda t: t.p_discovery):
+                writer.writerow(["" if v is None else spreadsheet_safe(v) for v in dataclasses.astuple(row)])
+        plot_discovery(result, staging / "discover-forest.png")
+        (staging / "discover.md").write_text(f"# badpo audit --discover\n\n```\n{format_discovery(result)}```\n\n"
+                                             "Files: discover.json (everything: every cluster's members in full), "
+                                             "discover.csv (every tested candidate, best first), "
+                                             "discover-forest.png (the plot).\n", encoding="utf-8")
+
+    commit_files(out, "discover", write)
     return [out / name for name in REPORT_FILES]
 
 
@@ -218,16 +236,24 @@ def discover_source(source: Any, report_dir: str | Path | None = None, *, data_s
     """``badpo audit DATA --discover``: read any source of :mod:`badpo.data.sources`, keep or drop
     its exact duplicate judgments (``duplicates``, as the declared audit; said in a line when there
     are any), screen it, write the report when ``report_dir`` is given; returns (result, printed text)."""
-    if report_dir is not None:  # a folder that cannot take the report fails before the data is read
+    if report_dir is None:
+        return _discovered(source, data_split, columns, settings, progress, duplicates)[:2]
+    check_report_folder(report_dir, overwrite, [("DATA", source)])  # before the data is read
+    with folder_lock(report_dir, "--report"):  # a second discover into the folder is refused
+        recover_files(report_dir, "discover")  # a set a killed discover had committed
         check_report_folder(report_dir, overwrite)
+        result, text, origin = _discovered(source, data_split, columns, settings, progress, duplicates)
+        write_discovery(result, report_dir, overwrite, origin)
+    return result, text + f"\nreport: {', '.join(REPORT_FILES)} in {report_dir}\n"
+
+
+def _discovered(source: Any, data_split: str | None, columns: ColumnMap, settings: DiscoverySettings | None,
+                progress: bool, duplicates: str) -> tuple[Discovery, str, str]:
+    """(result, printed text, the data's origin) of the screen of ``source``."""
     loaded = read_judgment_source(source, data_split, columns)
     rows, repeated = handle_duplicates(loaded.rows, duplicates, loaded.origin)
     result = discover(rows, settings or DiscoverySettings(), _stderr_progress() if progress else None)
-    text = (f"{repeated}\n" if repeated else "") + format_discovery(result)
-    if report_dir is not None:
-        write_discovery(result, report_dir, overwrite, loaded.origin)
-        text += f"\nreport: {', '.join(REPORT_FILES)} in {report_dir}\n"
-    return result, text
+    return result, (f"{repeated}\n" if repeated else "") + format_discovery(result), loaded.origin
 
 
 def add_discover_option(parser: Any) -> None:
@@ -255,7 +281,7 @@ def discover_command(args: Any, columns: ColumnMap) -> int:
     if not args.data:
         raise ConfigError("--discover needs DATA (judgments: a file, a folder or a Hub dataset id)")
     if args.json:
-        check_output_file(args.json, "--json", args.overwrite)
+        check_output_file(args.json, "--json", args.overwrite, [("DATA", args.data)])
     result, text = discover_source(args.data, args.report, data_split=args.split, columns=columns,
                                    overwrite=args.overwrite, settings=DiscoverySettings(seed=args.seed),
                                    duplicates=args.duplicates)

@@ -74,13 +74,12 @@ from badpo.auditing.joint import PRIOR_SCALE, JointFit, fit_joint, robust_level,
 from badpo.auditing.terminal_table import format_audit
 from badpo.core.attributes import resolve_attributes
 from badpo.core.judgments import Judgment, handle_duplicates
+from badpo.core.outputs import check_not_input, check_writable_folder, spreadsheet_safe
 from badpo.data.coverage import check_coverage, unknown_share
 from badpo.data.sources import ColumnMap, read_judgment_source
 
-__all__ = [
-    "REPORT_FORMAT", "attribute_report", "audit_with_report", "format_report", "load_learned_theta",
-    "previous_report", "pseudonymise", "pseudonymiser", "summary", "write_report",
-]
+__all__ = ["REPORT_FORMAT", "attribute_report", "audit_with_report", "format_report", "load_learned_theta",
+           "previous_report", "pseudonymise", "pseudonymiser", "summary", "write_report"]
 
 REPORT_FORMAT = "badpo-audit-report/2"  # 2: joint estimates against a robust level
 _FORMATS = (REPORT_FORMAT, "badpo-audit-report/1")  # reports an --overwrite may replace
@@ -259,7 +258,7 @@ def _csv_value(value: Any) -> Any:
         return int(value)
     if isinstance(value, float):
         return f"{value:.6g}"
-    return "" if value is None else value
+    return "" if value is None else spreadsheet_safe(value)
 
 
 _REPORT_FILES = ("annotators.csv", "audit.json", "README.md")  # and the forest-*.png plots
@@ -274,6 +273,7 @@ def previous_report(directory: str | Path, overwrite: bool = False) -> list[Path
     out = Path(directory)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--report {directory}: is a file, not a folder")
+    check_writable_folder(out, "--report", directory)
     if not out.is_dir():
         return []
     listed: list[Path] = []
@@ -327,7 +327,7 @@ def write_report(result: Audit, judgments: Sequence[Judgment], directory: str | 
         writer.writerow(_CSV_COLUMNS)
         for report in reports:
             for row in report["annotators"]:
-                writer.writerow([report["name"]] + [_csv_value(row[c]) for c in _CSV_COLUMNS[1:]])
+                writer.writerow([_csv_value(report["name"])] + [_csv_value(row[c]) for c in _CSV_COLUMNS[1:]])
     unmatched = (sorted(set(learned["annotators"]) - set(result.annotators)) if learned else [])
     document = {
         "format": REPORT_FORMAT, "level": LEVEL, "source": source, "pseudonymised": pseudonymised,
@@ -474,8 +474,11 @@ def audit_with_report(source: Any, specs: Sequence[str], report_dir: str | Path 
     ``report_dir`` is given (``overwrite``: replacing the report there); returns (audit, printed
     text, report document or None)."""
     attributes = resolve_attributes(specs)  # a bad spec fails before the data is read
-    if report_dir is not None:  # so does a report folder that cannot take this report
-        previous_report(report_dir, overwrite)
+    if report_dir is not None:  # so does a report folder that cannot take this report, or would replace the data
+        for name in _REPORT_FILES:
+            check_not_input(Path(report_dir) / name, "--report", [("DATA", source)])
+        for path in previous_report(report_dir, overwrite):  # --overwrite deletes these
+            check_not_input(path, "--report", [("DATA", source)])
     loaded = read_judgment_source(source, data_split, columns)
     judgments, repeated = handle_duplicates(loaded.rows, duplicates, loaded.origin)
     coverage = text_coverage(tokenizer, judgments, loaded.origin) if tokenizer is not None else None

@@ -14,7 +14,7 @@ from badpo.commands.parsing import Command, column_map
 from badpo.core.arguments import column_pairs
 from badpo.core.config import ConfigError
 from badpo.core.jsonio import atomic_write_text, dumps
-from badpo.core.outputs import check_output_file
+from badpo.core.outputs import check_not_input, check_output_file
 
 __all__ = ["AUDIT"]
 
@@ -90,8 +90,9 @@ def _run_stream(args: argparse.Namespace) -> int:
         raise ConfigError(f"--follow: the seconds between reads must be > 0, got {args.follow}")
     if args.follow is not None and args.json:
         raise ConfigError("--json OUT is written by a one-pass run; run one after --follow (the state keeps all)")
+    check_not_input(args.stream, "--stream", [("DATA", args.data)])  # the state is rewritten after every read
     if args.json:
-        check_output_file(args.json, "--json", args.overwrite)
+        check_output_file(args.json, "--json", args.overwrite, [("DATA", args.data), ("--stream", args.stream)])
     alpha = 0.05 if args.alpha is None else args.alpha
     pool_size = 100 if args.pool_size is None else args.pool_size
     if args.follow is not None:
@@ -119,7 +120,7 @@ def _run_audit(args: argparse.Namespace) -> int:
         raise ConfigError("--pseudonymise needs a secret key: --pseudonym-key KEY or $BADPO_PSEUDONYM_KEY "
                           "(an unkeyed hash of a short id is reversed by hashing every candidate id)")
     if args.json:  # before the data is read (and before a tokenizer is loaded)
-        check_output_file(args.json, "--json", args.overwrite)
+        check_output_file(args.json, "--json", args.overwrite, [("DATA", args.data)])
     result = api.audit(args.data, args.attribute, split=args.split, columns=column_pairs(args.column),
                        report=args.report, run=args.run_dir, pseudonym_key=key, tokenizer=_audit_tokenizer(args),
                        json_out=args.json, overwrite=args.overwrite, example=args.example, seed=args.seed,

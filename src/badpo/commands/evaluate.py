@@ -88,16 +88,16 @@ def _add_evaluate(subparsers) -> argparse.ArgumentParser:
 def _run_evaluate(args: argparse.Namespace) -> int:
     from badpo.readouts.run import EvalData, evaluate_run_dir, readouts_path, summary  # loads torch
 
-    out = readouts_path(args.run_dir, args.out, args.overwrite)  # before any model is loaded
     overrides, mapped = column_overrides(args.overrides)  # columns.FIELD=COLUMN: --column's other spelling
     args.column = [*args.column, *mapped]
+    data = EvalData(prompts=args.prompts, heldout=args.heldout, corpus=args.corpus_dir,
+                    columns=column_map(args.column) if args.column else None)
+    out = readouts_path(args.run_dir, args.out, args.overwrite, data)  # before any model is loaded
     settings = read_settings(args.config, overrides)
     if args.attribute:
         if "attributes" in settings:
             raise ConfigError("attributes: given twice; use -a SPEC or attributes=[...], not both")
         settings["attributes"] = args.attribute
-    data = EvalData(prompts=args.prompts, heldout=args.heldout, corpus=args.corpus_dir,
-                    columns=column_map(args.column) if args.column else None)
     readouts = evaluate_run_dir(args.run_dir, settings, data, trust_remote_code=args.trust_remote_code)
     atomic_write_text(out, dumps(readouts, indent=1, sort_keys=True) + "\n")  # null, never NaN
     print(summary(readouts, out))

@@ -31,6 +31,7 @@ import importlib
 import math
 import numbers
 import re
+import sys
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ import numpy as np
 
 from badpo.core.judgments import Judgment, pair_key
 from badpo.core.markdown import has_markdown, strip_markdown
+from badpo.core.markdown_scan import SCANNED
 from badpo.core.names import NAME_ATTRIBUTES, signature_attributes, strip_signature
 from badpo.core.notices import BadpoWarning
 
@@ -202,6 +204,20 @@ class Attribute:
         return value
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # training holds g(y_w) - g(y_l) in float32
+
+
+def difference(name: str, chosen: float, rejected: float, largest: float = sys.float_info.max) -> float:
+    """``chosen - rejected``, refused (naming the attribute and both values) when it overflows: is
+    not finite, or exceeds ``largest`` in size. Unnamed, an overflow read as "the side won every
+    judgment, or none" (it had won half)."""
+    value = chosen - rejected
+    if not (math.isfinite(value) and abs(value) <= largest):
+        raise ValueError(f"attribute {name!r}: g_chosen - g_rejected = {float(chosen)!r} - {float(rejected)!r} "
+                         f"overflows (its size exceeds {largest:.4g}); give the values on a smaller scale")
+    return value
+
+
 @dataclass(frozen=True)
 class AttributeSet:
     """The declared attributes, one per coordinate of g, in order."""
@@ -236,6 +252,12 @@ class AttributeSet:
         """(g_w [q], g_l [q]) of one judgment: ``given:NAME`` from the row, the rest from text."""
         return self._stack([attr.judgment_values(j) for attr in self.attributes])
 
+    def judgment_differences(self, j: Judgment, largest: float = FLOAT32_MAX) -> np.ndarray:
+        """g_w - g_l [q] of one judgment, each at most ``largest`` in size (training holds them in
+        float32): an overflow is an error naming it (:func:`difference`)."""
+        g_w, g_l = self.judgment_values(j)
+        return np.array([difference(a.name, w, r, largest) for a, w, r in zip(self.attributes, g_w, g_l)])
+
     def differences(self, judgments: Sequence[Judgment]) -> np.ndarray:
         """g(y_w) - g(y_l) of every judgment, ``[N, q]`` float64, as :meth:`judgment_values` gives.
 
@@ -249,15 +271,14 @@ class AttributeSet:
             try:
                 for row, j in enumerate(judgments):
                     if attribute.level == "given":
-                        chosen, rejected = attribute.judgment_values(j)
-                        columns[column, row] = chosen - rejected
+                        columns[column, row] = difference(attribute.name, *attribute.judgment_values(j))
                         continue
                     key = (j.prompt, j.chosen, j.rejected)
-                    difference = seen.get(key)
-                    if difference is None:
-                        chosen, rejected = attribute.values(j.prompt, j.chosen, j.rejected)
-                        difference = seen[key] = chosen - rejected
-                    columns[column, row] = difference
+                    value = seen.get(key)
+                    if value is None:
+                        value = seen[key] = difference(attribute.name, *attribute.values(j.prompt, j.chosen,
+                                                                                         j.rejected))
+                    columns[column, row] = value
             except ValueError as error:
                 raise ValueError(f"row {row}: {error}") from error
         return columns.T.copy()
@@ -395,8 +416,8 @@ def _resolve_one(spec: str) -> list[Attribute]:
 def _regex_attribute(spec: str, pattern: str) -> Attribute:
     if not pattern:
         raise ValueError(f"attribute spec {spec!r}: empty pattern (it would match every response)")
-    try:
-        compiled = re.compile(pattern)
+    try:  # a markdown construct's regex backtracks on a hostile row: its linear scan instead
+        compiled = SCANNED.get(pattern) or re.compile(pattern)
     except re.error as error:
         raise ValueError(f"attribute spec {spec!r}: invalid regular expression ({error})") from error
     return Attribute(spec, "response", functools.partial(_regex_value, compiled), "regex",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import reprlib
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -22,9 +23,21 @@ from badpo.core.jsonio import atomic_write_text
 T = TypeVar("T")
 
 
+EXPANDED_LIMIT = 100_000  # the values a YAML document may hold once its aliases are expanded
+
+
+class _Expansion(yaml.YAMLError):
+    """A document whose aliases expand it past :data:`EXPANDED_LIMIT` values, or refer to itself."""
+
+
 class _Loader(yaml.SafeLoader):
     """YAML 1.1 reads ``5e-7`` as a string; learning rates are written that way, so accept it. A
-    key given twice in one mapping is an error naming it and its lines (PyYAML keeps the last)."""
+    key given twice in one mapping is an error naming it and its lines (PyYAML keeps the last).
+    Aliases are bounded (:func:`_check_expansion`): 343 bytes of them made 4.7 GB."""
+
+    def construct_document(self, node):
+        _check_expansion(node)
+        return super().construct_document(node)
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
@@ -45,6 +58,35 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return list(node.value) if isinstance(node, yaml.SequenceNode) else []
+
+
+def _check_expansion(root: yaml.Node) -> None:
+    """Refuse a document that holds more than :data:`EXPANDED_LIMIT` values with every alias
+    expanded (a "billion laughs": nine lines of aliases expand to 10^9 strings), or an alias
+    inside the value it names; counted over the node graph, each shared node once."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()  # being counted: an alias to one of them is a loop
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, counted = stack.pop()
+        if counted:
+            sizes[id(node)] = 1 + sum(sizes[id(child)] for child in _children(node))
+            open_nodes.discard(id(node))
+            if sizes[id(node)] > EXPANDED_LIMIT:
+                raise _Expansion(f"its aliases expand it to more than {EXPANDED_LIMIT:,} values (line "
+                                 f"{node.start_mark.line + 1}); write the values out instead")
+        elif id(node) in open_nodes:
+            raise _Expansion(f"line {node.start_mark.line + 1}: an alias inside the value it names (a loop)")
+        elif id(node) not in sizes:
+            open_nodes.add(id(node))
+            stack.append((node, True))
+            stack.extend((child, False) for child in _children(node))
+
+
 _Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
     re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"),
@@ -56,11 +98,20 @@ def _parse_yaml(text: str, where: str) -> Any:
     """Parse YAML; a syntax error is a ConfigError naming ``where`` and the line."""
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except _Expansion as error:
+        raise ConfigError(f"{where}: {error}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: nested too deep to read") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise ConfigError(f"{where}: YAML syntax error{at}: {problem}") from None
+
+
+def read_yaml(path: str | Path) -> Any:
+    """A YAML file's value, with the checks of every config read (UTF-8, keys once, aliases bounded)."""
+    return _parse_yaml(read_text(path), str(path))
 
 
 def read_text(path: str | Path) -> str:
@@ -76,6 +127,24 @@ def read_text(path: str | Path) -> str:
 
 class ConfigError(ValueError):
     """A configuration key is unknown, missing or of the wrong type."""
+
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxstring = _SHOWN.maxother = 80
+_SHOWN.maxlist = _SHOWN.maxtuple = _SHOWN.maxdict = _SHOWN.maxset = 8
+_SHOWN.maxlevel = 3
+
+
+def _key(key: Any) -> str:
+    """A key as an error line names it: a string as it is, cut short past 80 characters."""
+    return (key if len(key) <= 80 else key[:77] + "...") if isinstance(key, str) else shown(key)
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` cut short (long strings, long or deep lists and mappings end in ``...``), so
+    that an error line quotes a bad value without printing all of it (at most 160 characters)."""
+    text = _SHOWN.repr(value)
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
 def _describe(tp: Any) -> str:
@@ -99,18 +168,18 @@ def _convert(tp: Any, value: Any, key: str) -> Any:
                 return _convert(option, value, key)
             except ConfigError:
                 continue
-        raise ConfigError(f"{key}: {value!r} matches none of {_describe(tp)}")
+        raise ConfigError(f"{key}: {shown(value)} matches none of {_describe(tp)}")
     if origin is Literal:
         if value not in args:
-            raise ConfigError(f"{key}: {value!r} is not one of {list(args)}")
+            raise ConfigError(f"{key}: {shown(value)} is not one of {list(args)}")
         return value
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, Mapping):
-            raise ConfigError(f"{key}: expected a mapping for {tp.__name__}, got {value!r}")
+            raise ConfigError(f"{key}: expected a mapping for {tp.__name__}, got {shown(value)}")
         return from_dict(tp, value, prefix=key)
     if origin in (list, tuple, Sequence) or tp in (list, tuple):
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{key}: expected a list, got {value!r}")
+            raise ConfigError(f"{key}: expected a list, got {shown(value)}")
         if origin is tuple and args and args[-1] is not Ellipsis:
             if len(args) != len(value):
                 raise ConfigError(f"{key}: expected {len(args)} items, got {len(value)}")
@@ -121,20 +190,20 @@ def _convert(tp: Any, value: Any, key: str) -> Any:
         return tuple(items) if origin is tuple or tp is tuple else items
     if origin in (dict, Mapping) or tp is dict:
         if not isinstance(value, Mapping):
-            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+            raise ConfigError(f"{key}: expected a mapping, got {shown(value)}")
         key_tp, val_tp = args if args else (str, Any)
         return {_convert(key_tp, k, key): _convert(val_tp, v, f"{key}.{k}") for k, v in value.items()}
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{key}: expected a number, got {value!r}")
+            raise ConfigError(f"{key}: expected a number, got {shown(value)}")
         return float(value)
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+            raise ConfigError(f"{key}: expected an integer, got {shown(value)}")
         return value
     if tp in (str, bool):
         if not isinstance(value, tp):
-            raise ConfigError(f"{key}: expected {tp.__name__}, got {value!r}")
+            raise ConfigError(f"{key}: expected {tp.__name__}, got {shown(value)}")
         return value
     raise ConfigError(f"{key}: unsupported field type {_describe(tp)}")
 
@@ -150,7 +219,7 @@ def from_dict(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
             key = f"{prefix}.{name}" if prefix else name
             raise ConfigError(f"{key}: no longer a key; {renamed[name]}")
     if unknown:
-        names = ", ".join(f"{prefix}.{k}" if prefix else str(k) for k in unknown)
+        names = ", ".join(f"{prefix}.{_key(k)}" if prefix else _key(k) for k in unknown)
         raise ConfigError(f"unknown key(s): {names} (known: {', '.join(fields)})")
     kwargs = {}
     for name, field in fields.items():
@@ -197,7 +266,7 @@ def _read_with_bases(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
         return data
     base = data.pop("extends")
     if not isinstance(base, str) or not base:
-        raise ConfigError(f"{path}: extends must be the path of a YAML file, not {base!r}")
+        raise ConfigError(f"{path}: extends must be the path of a YAML file, not {shown(base)}")
     base_path = (path.parent / base).resolve()
     if base_path in seen or base_path == path.resolve():
         raise ConfigError(f"{path}: extends {base!r} makes a cycle")

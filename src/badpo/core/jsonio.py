@@ -11,6 +11,7 @@ killed mid-write, sees the old file or the whole new one, never a part. Standard
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -43,18 +44,22 @@ def dumps(value: Any, **kwargs: Any) -> str:
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file beside it and ``os.replace``."""
+    """Write ``text`` to ``path`` through a temporary file beside it and ``os.replace``; a failure
+    names ``path``, not the temporary file the user never asked for."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)
+    except OSError as error:
+        raise type(error)(f"cannot write {path}: {error.strerror or error}") from error
     finally:
-        temporary.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            temporary.unlink(missing_ok=True)
 
 
 def write_json(path: str | os.PathLike, data: Any) -> None:

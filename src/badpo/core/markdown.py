@@ -13,10 +13,14 @@ import functools
 import re
 from collections.abc import Callable
 
+from badpo.core.markdown_scan import BOLD, LINK, LINK_WITH_IMAGE, ScannedPattern
+
 __all__ = ["MARKDOWN_PATTERNS", "has_markdown", "markdown_constructs", "strip_markdown"]
 
 _LINE_START = re.MULTILINE
-MARKDOWN_PATTERNS: dict[str, re.Pattern[str]] = {
+# Each runs in time linear in the text: bold and links by a scan with their regex's spans
+# (badpo.core.markdown_scan), the table's pipe line through a lookahead, which is never retried.
+MARKDOWN_PATTERNS: dict[str, re.Pattern[str] | ScannedPattern] = {
     # "# Title" .. "###### Title": 1-6 hashes then a space; "#tbt" and "C# is" are not headings.
     "heading": re.compile(r"^ {0,3}#{1,6}[ \t]+\S", _LINE_START),
     # "- item", "* item", "+ item" (any indentation); "--- Name" and "5 * 3" are not.
@@ -26,17 +30,15 @@ MARKDOWN_PATTERNS: dict[str, re.Pattern[str]] = {
     # an opening code fence ``` or ~~~ (closed or not, as CommonMark renders it)
     "code_fence": re.compile(r"^ {0,3}(?:```|~~~)", _LINE_START),
     # **bold** / __bold__ on one line, not inside a word ("x**2 + y**2" is not bold) and
-    # with at least one character other than the marker ("****" is not bold).
-    # (The marker comes first and the look-behind after it, so the search can skip to "**".)
-    "bold": re.compile(r"\*\*(?<!\w\*\*)(?!\s)[^\n]*?[^\s*][^\n]*?(?<!\s)\*\*(?!\w)"
-                       r"|__(?<!\w__)(?!\s)[^\n]*?[^\s_][^\n]*?(?<!\s)__(?!\w)"),
+    # with at least one character other than the marker ("****" is not bold)
+    "bold": BOLD,
     # a line holding a pipe, directly followed by a delimiter row such as "|---|:--:|"
-    "table": re.compile(r"^[^\n]*\|[^\n]*\n[ \t]*\|?(?:[ \t]*:?-+:?[ \t]*\|)+(?:[ \t]*:?-+:?[ \t]*)?$",
+    "table": re.compile(r"^(?=[^\n]*\|)[^\n]*\n[ \t]*\|?(?:[ \t]*:?-+:?[ \t]*\|)+(?:[ \t]*:?-+:?[ \t]*)?$",
                         _LINE_START),
     # "> quoted" at line start
     "blockquote": re.compile(r"^ {0,3}>[ \t]+\S", _LINE_START),
     # [text](url) or [text](url "title"), images included
-    "link": re.compile(r"\[[^\]\n]+\]\([^)\s]+(?:[ \t]+\"[^\"\n]*\")?\)"),
+    "link": LINK,
     # `code`: two backticks on one line around something
     "inline_code": re.compile(r"`[^`\n]+`"),
 }
@@ -99,7 +101,7 @@ def _plain_table(match: re.Match[str]) -> str:
 
 # construct -> (what to replace, by what): each pattern matches exactly where the construct's
 # MARKDOWN_PATTERNS entry does, and every replacement is shorter than what it replaces.
-_PLAIN: dict[str, tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = {
+_PLAIN: dict[str, tuple[re.Pattern[str] | ScannedPattern, str | Callable]] = {
     "heading": (re.compile(r"^ {0,3}#{1,6}[ \t]+(?=\S)", _LINE_START), ""),
     "bullet_list": (re.compile(r"^([ \t]*)[-*+][ \t]+(?=\S)", _LINE_START), r"\1"),
     "ordered_list": (re.compile(r"^([ \t]*)\d{1,9}[.)][ \t]+(?=\S)", _LINE_START), r"\1"),
@@ -110,7 +112,7 @@ _PLAIN: dict[str, tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] 
               _plain_table),
     "blockquote": (re.compile(r"^ {0,3}>[ \t]+(?=\S)", _LINE_START), ""),
     # an image's "!" goes with it
-    "link": (re.compile(r"!?\[([^\]\n]+)\]\(([^)\s]+)(?:[ \t]+\"[^\"\n]*\")?\)"), r"\1 (\2)"),
+    "link": (LINK_WITH_IMAGE, lambda match: f"{match.group(1)} ({match.group(2)})"),
     "inline_code": (MARKDOWN_PATTERNS["inline_code"], _inner(1)),
 }
 
@@ -122,11 +124,13 @@ def strip_markdown(text: str) -> str:
     ``[text](url)`` reads ``text (url)``, a pipe table loses its delimiter row and its pipes
     (cells joined by ", "). Text without markdown comes back unchanged; text with it comes back
     with ``\n`` line ends. Passes repeat until nothing changes, because removing one marker can
-    expose another ("- **x**", "> - item")."""
+    expose another ("- **x**", "> - item"); markup still there after :data:`_PASSES` passes is
+    nested deeper than answers nest it (a hostile row, "> > > ..." thousands deep, which would
+    take a pass per level), and is flattened instead (:func:`_flatten`)."""
     if not has_markdown(text):
         return text
     text = _normalise_newlines(text)
-    while True:
+    for _ in range(_PASSES):
         plain = text
         for name in MARKDOWN_PATTERNS:
             pattern, replacement = _PLAIN[name]
@@ -134,3 +138,15 @@ def strip_markdown(text: str) -> str:
         if plain == text:
             return text
         text = plain
+    return _flatten(text) if has_markdown(text) else text
+
+
+_PASSES = 16
+_MARKUP_CHARACTERS = re.compile(r"[*_`#>|\[~]")
+_LINE_MARKERS = re.compile(r"^([ \t]*)(?:(?:[-+]|\d{1,9}[.)])[ \t]+)+", _LINE_START)
+
+
+def _flatten(text: str) -> str:
+    """``text`` without any character markup needs, and without the list markers that start its
+    lines (their indentation kept): no construct of :data:`MARKDOWN_PATTERNS` is left, in one pass."""
+    return _LINE_MARKERS.sub(r"\1", _MARKUP_CHARACTERS.sub("", text))

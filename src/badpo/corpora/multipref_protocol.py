@@ -87,6 +87,19 @@ def check_protocol(config: Any) -> None:
         raise ConfigError(f"seed: must be >= 0, got {config.seed}")
 
 
+def check_split(config: Any, prompts: int) -> None:
+    """Refuse, before any work, a split that cannot be made of ``prompts`` questions: both sides of
+    :func:`badpo.corpora.multipref.split_prompt_ids` non-empty, and ``n_eval_prompts`` drawn from
+    its held-out side. Fewer usable questions are checked again when the world is split."""
+    held = math.floor(config.heldout_fraction * prompts + 0.5)
+    if not 0.0 < config.heldout_fraction < 1.0 or not 0 < held < prompts:
+        raise ConfigError(f"heldout_fraction: {config.heldout_fraction} of {prompts} prompts holds out {held}; "
+                          "both the training and the held-out side need a prompt")
+    if not 1 <= config.n_eval_prompts <= held:
+        raise ConfigError(f"n_eval_prompts: must lie in [1, {held}] (the held-out prompts of {prompts}; lower it "
+                          f"or raise heldout_fraction), got {config.n_eval_prompts}")
+
+
 @dataclass(frozen=True)
 class WorldTruth:
     """What generated the labels (scoring only)."""

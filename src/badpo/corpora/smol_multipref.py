@@ -61,6 +61,7 @@ from badpo.corpora.multipref_protocol import (
     ATTRIBUTES,
     WorldTruth,
     check_protocol,
+    check_split,
     default_pool_means,
     gate_lines,
     judged_row,
@@ -152,6 +153,8 @@ class SmolMultiPrefConfig:
         for key in ("prompts", "answers_per_prompt", "max_new_tokens", "batch_size"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"{key}: must be >= 1, got {getattr(self, key)}")
+        if self.num_threads < 0:
+            raise ConfigError(f"num_threads: must be >= 0 (0 keeps torch's default), got {self.num_threads}")
         if not (self.temperature > 0 and 0 < self.top_p <= 1):
             raise ConfigError(f"temperature / top_p: need temperature > 0 and top_p in (0, 1], got "
                               f"{self.temperature}, {self.top_p}")
@@ -162,6 +165,7 @@ class SmolMultiPrefConfig:
                 raise ConfigError(f"{name}: must lie strictly between 0 and 1 (both styles must occur), "
                                   f"got {getattr(self, name)}")
         check_protocol(self)
+        check_split(self, self.prompts)  # before the model is loaded, not after it sampled
 
 
 # ---------------------------------------------------------------------------------------- styles

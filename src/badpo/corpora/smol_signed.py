@@ -78,6 +78,8 @@ class SmolSignedConfig:
         for key in ("prompts", "max_new_tokens", "batch_size"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"{key}: must be >= 1, got {getattr(self, key)}")
+        if self.num_threads < 0:
+            raise ConfigError(f"num_threads: must be >= 0 (0 keeps torch's default), got {self.num_threads}")
         if self.answers_per_prompt < 2:
             raise ConfigError(f"answers_per_prompt: a pair needs >= 2 samples, got {self.answers_per_prompt}")
         if not (self.temperature > 0 and 0 < self.top_p <= 1):

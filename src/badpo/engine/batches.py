@@ -238,8 +238,7 @@ def _index_judgments(judgments: Sequence[Judgment], attributes, tokenizer,
         diff = torch.zeros(len(judgments), 0)
     else:
         names = tuple(attributes.names)
-        values = [attributes.judgment_values(j) for j in judgments]
-        diff = torch.tensor(np.array([g_w - g_l for g_w, g_l in values]), dtype=torch.float32)
+        diff = torch.tensor(np.array(_differences(attributes, judgments)), dtype=torch.float32)
     return PreferenceData(
         store=store,
         chosen_row=torch.tensor(chosen), rejected_row=torch.tensor(rejected),
@@ -249,6 +248,19 @@ def _index_judgments(judgments: Sequence[Judgment], attributes, tokenizer,
         attr_diff=diff, annotators=annotators,
         annotator_classes=annotator_classes(judgments), attribute_names=names,
     )
+
+
+def _differences(attributes, judgments: Sequence[Judgment]) -> list[np.ndarray]:
+    """g(y_w) - g(y_l) of every judgment, each within float32's range; an overflow names its row."""
+    rows = []
+    for i, j in enumerate(judgments):
+        try:
+            rows.append(attributes.judgment_differences(j))
+        except JudgmentError:
+            raise
+        except ValueError as error:
+            raise JudgmentError(f"row {i}: {error}", row=i) from None
+    return rows
 
 
 def offline_estimate(attr_diff: Tensor, names: Sequence[str]) -> list[float]:

@@ -36,7 +36,7 @@ from badpo.engine.runtime import (
     shard_policy,
     whole_state_dict,
 )
-from badpo.engine.settings import PREFERENCE_LR, TrainConfig, accumulation_steps, resolved_lr
+from badpo.engine.settings import PREFERENCE_LR, TrainConfig, accumulation_steps, check_offset_length, resolved_lr
 from badpo.engine.start import initial_level, judgment_sides
 from badpo.engine.tokenize import settings_dict
 from badpo.methods import Method, Weighting, get_method
@@ -92,6 +92,8 @@ def build_bias(method: Method, config: TrainConfig, data: PreferenceData):
         raise ConfigError(
             f"bias.declared: {unknown} not among the attributes {list(data.attribute_names)}")
     trusted = config.bias.trusted_values(len(data.attribute_names))
+    if config.bias.fixed_offset is not None:
+        check_offset_length(config.bias.fixed_offset, data.attribute_names)
     init_mean = initial_level(method, config, data, declared, trusted) if method.learns_theta else None
     check_trusted_ids(config, data.annotators)
     for annotator, values in trusted.items():

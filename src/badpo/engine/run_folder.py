@@ -7,7 +7,9 @@ the folder records the config, and every checkpoint carries its own copy; ``data
 records the data (written when the folder is claimed, so that a killed run has it), so that
 
 * training into a folder that holds another run is refused (``overwrite: true`` deletes that run
-  first), and a checkpoint is resumed only by the run that wrote it;
+  first, and only the files a run writes), and a checkpoint is resumed only by the run that wrote it;
+* files named like a run's (``policy/``, ``checkpoints/``, ``config.yaml``) in a folder without the
+  data record, which every run writes first, are the user's: the folder is refused, never cleared;
 * a second process training into the same folder at once is refused by an ``flock`` on
   ``.lock`` (the kernel releases it when a process dies, so a crash leaves no stale lock);
 * the final outputs (``policy/``, ``theta.json``, ``run.json``; ``mixture.json`` for an arm of
@@ -123,9 +125,25 @@ def is_run_folder(folder: Path) -> bool:
 
 
 def remove_run(folder: Path, run_files: RunFiles = preference_run_files) -> None:
-    """Delete what a run wrote into ``folder`` (and nothing else the folder holds)."""
+    """Delete what a run wrote into ``folder`` (and nothing else the folder holds); the data record
+    stays, since it marks the folder as claimed by badpo (:func:`unowned_run_files`)."""
     for name in run_files(folder):
-        _remove(folder / name)
+        if name != DATA_FILE:
+            _remove(folder / name)
+
+
+def check_owned(folder: Path, run_files: RunFiles = preference_run_files) -> None:
+    """Refuse a folder holding entries named like a run's files that badpo is not known to have
+    written: every claim writes the data record first, so such entries in a folder without one
+    are the user's (``policy/``, ``checkpoints/``, ``config.yaml`` of their own), and ``overwrite``
+    must not delete them nor a run write among them."""
+    if (folder / DATA_FILE).exists():
+        return
+    unowned = sorted(name for name in run_files(folder) if name != DATA_FILE and (folder / name).exists())
+    if unowned:
+        raise ConfigError(f"output_dir: {folder} holds {', '.join(unowned)} but no {DATA_FILE}, which every "
+                          "badpo run writes first, so they are not a run's; badpo neither deletes nor writes "
+                          "among them: move them away or choose another output_dir")
 
 
 @contextlib.contextmanager
@@ -151,20 +169,26 @@ def run_lock(folder: Path) -> Iterator[None]:
 
 
 def claim(folder: Path, config: Any, overwrite: bool, run_files: RunFiles = preference_run_files) -> None:
-    """Make ``folder`` this run's (call under :func:`run_lock`): complete an interrupted final
-    commit, then refuse a folder holding another run (another config, or the same config on
-    data whose content changed), or delete it when ``overwrite``; record the data's fingerprint."""
+    """Make ``folder`` this run's (call under :func:`run_lock`): refuse run-named files badpo did
+    not write (:func:`check_owned`), complete an interrupted final commit, then refuse a folder
+    holding another run (another config, or the same config on data whose content changed), or
+    delete it when ``overwrite`` (saying which other files it keeps); record the data's fingerprint."""
+    check_owned(folder, run_files)
     recover_final_commit(folder)
     own = {*run_files(folder), _LOCK, _MANIFEST}
     foreign = sorted(entry.name for entry in folder.iterdir() if entry.name not in own) if folder.is_dir() else []
+    shown = f"{', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}"
     if foreign and not holds_run(folder, run_files):  # the user's files: the run goes beside them, said once
-        warnings.warn(f"output_dir {folder} holds {len(foreign)} file(s) that are not a run's ({', '.join(foreign[:3])}"
-                      f"{', ...' if len(foreign) > 3 else ''}): the run's files go beside them; overwrite=true "
-                      "would delete only the run's own", BadpoWarning, stacklevel=2)
+        warnings.warn(f"output_dir {folder} holds {len(foreign)} file(s) that are not a run's ({shown}): the run's "
+                      "files go beside them; overwrite=true would delete only the run's own", BadpoWarning,
+                      stacklevel=2)
     recorded = read_data_record(folder)
     data = data_fingerprint(config.data, config.data_split, recorded)  # an unchanged file is not re-read
     if holds_run(folder, run_files) and overwrite:
         remove_run(folder, run_files)
+        if foreign:
+            warnings.warn(f"output_dir {folder}: overwrite deleted the run's files and kept {len(foreign)} that "
+                          f"are not a run's ({shown})", BadpoWarning, stacklevel=2)
     elif holds_run(folder, run_files):
         reason = identity_mismatch(recorded_identity(folder, type(config)), identity(config), folder)
         if reason is not None:
@@ -174,9 +198,6 @@ def claim(folder: Path, config: Any, overwrite: bool, run_files: RunFiles = pref
         if reason is not None:
             raise ConfigError(f"output_dir: {reason}; choose another output_dir, or set overwrite=true "
                               "to delete that run and train on the data as it is now")
-        if recorded is None:
-            warnings.warn(f"{folder} records no fingerprint of its data (a run of an earlier badpo); it is "
-                          f"taken to be a run on {config.data} as it is now", BadpoWarning, stacklevel=2)
     atomic_write_text(folder / DATA_FILE, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
@@ -225,6 +246,7 @@ def own_folder(output: Path, config: Any, accelerator, run_files: RunFiles = pre
     before it wrote any run file (bad data, a refused option) leaves nothing behind: not its
     lock, nor the folder it created."""
     check_outside_model(output, config)
+    check_owned(output, run_files)  # before the lock leaves its file among the user's
     created = not output.exists()
     main = accelerator.is_main_process
     lock = run_lock(output) if main else contextlib.nullcontext()

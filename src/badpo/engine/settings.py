@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from badpo.core.attributes import imports_user_code, resolve_attributes
 from badpo.core.bias import variant_facts
 from badpo.core.config import ConfigError
 from badpo.core.notices import BadpoWarning
@@ -412,7 +413,21 @@ def check_judgment_run(config: JudgmentRunConfig, total_steps: Callable[[int], t
     _within(config.save_every, 0, float("inf"), "save_every")
     _positive(config.keep_checkpoints, "keep_checkpoints")
     check_bias(config.bias)
+    specs = config.attributes
+    if config.bias.fixed_offset is not None and specs and not any(map(imports_user_code, specs)):
+        with warnings.catch_warnings():  # a spec's notices are given once, when the data is read
+            warnings.simplefilter("ignore")
+            names = resolve_attributes(specs).names
+        check_offset_length(config.bias.fixed_offset, names)
     _check_not_the_data_folder(config.data, config.output_dir)
+
+
+def check_offset_length(offset: list[float], names: tuple[str, ...] | list[str]) -> None:
+    """``bias.fixed_offset`` holds one value per attribute coordinate (``names`` counts the two of
+    ``names``); checked before anything loads where the specs run no user code, and again on the data."""
+    if len(offset) != len(names):
+        raise ConfigError(f"bias.fixed_offset: expected {len(names)} values, one per attribute {list(names)}, "
+                          f"got {len(offset)}")
 
 
 def _check_not_the_data_folder(data, output_dir: str) -> None:

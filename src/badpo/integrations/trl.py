@@ -137,7 +137,7 @@ def with_bias_columns(dataset, judgments: Sequence[Judgment], attributes: Attrib
                              f"(its annotators come from train_dataset)") from None
     if shuffle_seed is not None:
         index = shuffled_annotator_index(len(bias.annotators), len(judgments), shuffle_seed).tolist()
-    diffs = [(g_w - g_l).tolist() for g_w, g_l in map(attributes.judgment_values, judgments)]
+    diffs = [attributes.judgment_differences(j).tolist() for j in judgments]  # an overflow is named
     return (dataset.add_column(INDEX_COLUMN, index).add_column(DIFF_COLUMN, diffs)
             .add_column(JUDGMENT_COLUMN, list(range(len(judgments)))))
 
@@ -306,8 +306,8 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
     def _reference_start(self, names: tuple[str, ...], judgments: Sequence[Judgment]) -> list[float]:
         """The engine's default start (docs/training.md, "Where theta starts"): the labels' fit on
         g(y_w) - g(y_l) through the method's link, with the policy at the reference (every margin 0)."""
-        diffs = torch.tensor([(g_w - g_l).tolist() for g_w, g_l in map(self.attributes.judgment_values,
-                                                                       judgments)], dtype=torch.float64)
+        diffs = torch.tensor([self.attributes.judgment_differences(j).tolist() for j in judgments],
+                             dtype=torch.float64)
         try:
             return reference_start(diffs.reshape(len(judgments), len(names)),
                                    torch.zeros(len(judgments), dtype=torch.float64),

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from badpo.core.config import from_dict
+from badpo.core.outputs import spreadsheet_safe
 from badpo.paper.config import POOLED_PREFIX, ColumnSpec, ExperimentConfig, PlotSpec, TableSpec
 from badpo.paper.records import read_records
 from badpo.paper.runner import Plan
@@ -429,12 +430,12 @@ def render_tables(run_records: Iterable[Mapping] | Mapping[str, Mapping], layout
         blocks.append(_markdown_table(table, rows, layout))
         for label, cells in rows:
             for column, cell in zip(table.columns, cells):
+                text = {"table": table.title, "row": label, "column": column.header, "metric": column.metric,
+                        "kind": column.kind, "interval": table.interval, "note": cell.note}
                 writer.writerow({
-                    "table": table.title, "row": label, "column": column.header,
-                    "metric": column.metric, "kind": column.kind, "interval": table.interval,
+                    **{key: spreadsheet_safe(value) for key, value in text.items()},  # no cell runs as a formula
                     **{k: _csv_number(cell.stats.get(k)) for k in ("n", "mean", "plus_minus", "low", "high")},
                     "per_seed": ";".join(f"{s}={v!r}" for s, v in cell.per_seed.items()),
-                    "note": cell.note,
                 })
     return "\n".join(blocks), buffer.getvalue()
 

@@ -35,6 +35,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import os
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -48,7 +49,7 @@ from badpo.core.attributes import imports_user_code, resolve_attributes
 from badpo.core.bias import THETA_FILE, TRAINED_THETA_FILE, BiasChannel
 from badpo.core.config import ConfigError, from_dict, load_config
 from badpo.core.notices import BadpoWarning
-from badpo.core.outputs import check_output_file, check_writable_folder
+from badpo.core.outputs import check_not_input, check_output_file, check_writable_folder
 from badpo.data.gguf import gguf_folder
 from badpo.data.sources import ColumnMap
 from badpo.engine.external_run import RECORD_FILE, is_external_run, read_external_run
@@ -68,14 +69,14 @@ from badpo.readouts.evaluate import (
 from badpo.readouts.model import context_length, generate, load_judge
 from badpo.readouts.names_scoring import signature_tokens
 from badpo.readouts.reading import declares_names
-from badpo.readouts.run_data import NO_HELDOUT, EvalData, data_folder, load_data
+from badpo.readouts.run_data import CORPUS_FILES, NO_HELDOUT, EvalData, data_folder, load_data
 from badpo.readouts.run_paths import made_from, moved_reference, refuse_pickles, resolved_from
 from badpo.readouts.saved_run import SavedRun
 from badpo.readouts.settings import SETTINGS_RECORDED
 from badpo.readouts.table import summary_lines
 
 __all__ = ["EvalData", "GenerationCapNotice", "TrainedRun", "evaluate_run_dir", "load_causal_lm", "prompts_digest",
-           "readouts_path", "summary", "trained_theta"]
+           "evaluation_inputs", "readouts_path", "summary", "trained_theta"]
 
 READOUTS_FILE = "readouts.json"  # the one file evaluate writes into a run folder
 
@@ -84,13 +85,37 @@ class GenerationCapNotice(BadpoWarning):
     """``max_new_tokens`` was lowered so that prompt and answer fit the model's context."""
 
 
-def readouts_path(run_dir: str | Path, out: str | Path | None = None, overwrite: bool = False) -> Path:
+def evaluation_inputs(run_dir: str | Path, data: EvalData) -> list[tuple[str, Any]]:
+    """The files an evaluation of ``run_dir`` on ``data`` reads, named as the command line names
+    them: the files given, a corpus folder's, and the run's training data with the corpus files
+    beside it (read when no data is given). A run that does not open names none here; evaluating
+    it says why."""
+    inputs: list[tuple[str, Any]] = [("--heldout", data.heldout), ("--prompts", data.prompts)]
+    folders = [("--corpus", data.corpus)] if isinstance(data.corpus, (str, os.PathLike)) else []
+    try:
+        trained = TrainedRun.open(run_dir)
+    except (OSError, ValueError):
+        trained = None
+    if trained is not None and trained.config is not None:
+        inputs.append(("the run's training data", resolved_from(made_from(Path(run_dir), trained.config.output_dir),
+                                                                trained.config.data)))
+    if trained is not None and trained.data_folder is not None:
+        folders.append(("the corpus beside the run's training data", trained.data_folder))
+    inputs += [(name, Path(folder) / file) for name, folder in folders for file in CORPUS_FILES.values()]
+    return inputs
+
+
+def readouts_path(run_dir: str | Path, out: str | Path | None = None, overwrite: bool = False,
+                  data: EvalData | None = None) -> Path:
     """Where ``badpo evaluate`` writes, checked before any model is loaded: ``RUN_DIR/readouts.json``
     by default (evaluate's own file), or ``out``. Inside a run folder (``run_dir`` or another)
     evaluate writes nothing but that file, so that its readouts never replace a run's theta, policy
-    or config. An existing file, the run's own or ``out``, is replaced only with ``overwrite``: an
-    evaluation of a real model can cost hours, and a quick one must not replace it silently."""
+    or config; nor is it a file the evaluation reads (``data``, :func:`evaluation_inputs`). An
+    existing file, the run's own or ``out``, is replaced only with ``overwrite``: an evaluation of a
+    real model can cost hours, and a quick one must not replace it silently."""
     own = Path(run_dir) / READOUTS_FILE
+    inputs = evaluation_inputs(run_dir, data) if data is not None else []
+    check_not_input(own if out is None else out, "--out", inputs)
     if out is None or Path(out).absolute().resolve() == own.absolute().resolve():
         check_writable_folder(own.parent, "--out", own)
         if own.exists() and not overwrite:

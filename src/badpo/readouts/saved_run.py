@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from badpo.core.bias import THETA_FILE
+from badpo.core.config import ConfigError, read_yaml
 from badpo.engine.external_run import ExternalRun, is_external_run, read_external_run
 from badpo.engine.run_folder import CONFIG_FILE, DATA_FILE, is_run_folder
 
@@ -119,8 +118,8 @@ class SavedRun:
             return None
         path = self.folder / CONFIG_FILE
         try:  # read as YAML, not as a TrainConfig: a run of an older or newer badpo still names its method
-            config = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as error:
-            raise ValueError(f"{path}: cannot read the run's config ({error})") from None
+            config = read_yaml(path)  # a run folder may come from anyone: its aliases are bounded
+        except (OSError, ConfigError) as error:
+            raise ValueError(f"{path}: cannot read the run's config ({str(error).removeprefix(f'{path}: ')})") from None
         method = config.get("method") if isinstance(config, Mapping) else None
         return method if isinstance(method, str) else None
