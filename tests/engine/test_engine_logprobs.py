@@ -6,7 +6,14 @@ import pytest
 import torch
 
 from badpo.core.config import ConfigError
-from badpo.engine.logprobs import continuation_logprobs, response_logprobs, token_logprobs
+from badpo.engine.logprobs import (
+    candidate_batch,
+    continuation_logprobs,
+    encode_prefix,
+    response_logprobs,
+    score_after,
+    token_logprobs,
+)
 from badpo.engine.tokenize import TokenizationConfig, build_token_store, join_truncated
 from fixtures.engine import VOCAB, build_tokenizer, full_logit_token_logprobs
 
@@ -106,6 +113,22 @@ def test_continuations_share_one_prefix(arch, build_model):
     torch.testing.assert_close(together, torch.stack(one_by_one), rtol=0, atol=1e-5)
     with pytest.raises(ValueError, match="empty"):
         continuation_logprobs(model, prefix, [ids("greg"), []])
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_one_encoded_prefix_serves_every_group_bit_for_bit(arch, build_model):
+    """The names readout encodes a prefix once and scores several batches of candidates after it:
+    each batch's log-probs are exactly those of encoding the prefix again for it, and scoring does
+    not use up the prefix (the same batch twice gives the same bits)."""
+    model = build_model(arch)
+    prefix = ids("write code sure i think --- ")
+    groups = [[ids("emily smith"), ids("jamal")], [ids("lakisha jones baker")], [ids("greg"), ids("emily")]]
+    with torch.no_grad():
+        encoded = encode_prefix(model, prefix)
+        shared = [score_after(model, encoded, candidate_batch(group)) for group in groups]
+        again = score_after(model, encoded, candidate_batch(groups[0]))
+        fresh = [continuation_logprobs(model, prefix, group) for group in groups]
+    assert all(torch.equal(a, b) for a, b in zip(shared, fresh)) and torch.equal(again, shared[0])
 
 
 def test_peft_model_and_disabled_adapter(build_model):
