@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -137,6 +138,34 @@ def reference_logprobs(model: nn.Module, store: TokenStore, *, identity: dict, c
         write_cached(path, parts, {"logps": values, "token_logps": tokens})
     accelerator.wait_for_everyone()
     return values, tokens if per_token else None, parts
+
+
+def cached_values(model: nn.Module, store: TokenStore, cache_dir: str | Path | None, identity: dict,
+                  compute: Callable[[], Tensor]) -> Tensor:
+    """``compute()`` (one float32 value per sequence of ``store``, by ``model``) once per content.
+
+    The key: ``identity`` (what else decides the values: the readout, its batch size), the
+    model's weights and configuration (its name left out, so a moved folder still hits), the
+    exact token ids, the device class and the torch version (other arithmetic, other bits), so
+    that a changed reference, data or tokenization computes again and nothing stale is read.
+    Without ``cache_dir`` the values are computed."""
+    if cache_dir is None:
+        return compute()
+    config = model.config.to_dict() if hasattr(model, "config") else {}
+    config.pop("_name_or_path", None)
+    device = next(model.parameters()).device
+    parts = {"format": FORMAT, **identity, "weights": weights_fingerprint(model),
+             "config": hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest(),
+             "tokens": tokens_fingerprint(store), "sequences": len(store), "device": device.type,
+             "torch": torch.__version__}
+    path = Path(cache_dir) / f"{cache_key(parts)}.safetensors"
+    if path.exists():
+        cached = read_cached(path, parts, {"logps": (len(store),)})
+        if cached is not None:
+            return cached["logps"]
+    values = compute().float().cpu()
+    write_cached(path, parts, {"logps": values})
+    return values
 
 
 def write_cached(path: Path, parts: dict, tensors: dict[str, Tensor | None]) -> None:
