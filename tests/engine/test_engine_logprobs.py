@@ -9,6 +9,7 @@ from badpo.core.config import ConfigError
 from badpo.engine.logprobs import (
     candidate_batch,
     continuation_logprobs,
+    decoder_and_head,
     encode_prefix,
     response_logprobs,
     score_after,
@@ -74,11 +75,19 @@ def test_chunked_logprobs_equal_full_logits(arch, chunk_size, build_model):
     model = build_model(arch)
     batch = build_token_store(build_tokenizer(), SEQUENCES, TokenizationConfig()).batch(torch.arange(3))
     expected = full_logit_token_logprobs(model, batch)
+    projected = []  # the shape of every logits tensor the head makes
+    hook = decoder_and_head(model)[1].register_forward_hook(lambda m, args, out: projected.append(out.shape))
     per_token = token_logprobs(model, batch, chunk_size)
-    torch.testing.assert_close(per_token, expected, rtol=0, atol=1e-5)
+    hook.remove()
+    # fp32, each token's log-prob to 1e-6 (a sum of ~10 of them to 1e-5: another order of adding)
+    torch.testing.assert_close(per_token, expected, rtol=0, atol=1e-6)
     torch.testing.assert_close(response_logprobs(model, batch, chunk_size), expected.sum(-1),
                                rtol=0, atol=1e-5)
     assert (per_token[~batch["response_mask"]] == 0).all()
+    # never the [B, T, V] logits of the batch: response rows only, at most chunk_size at a time
+    n_response = int(batch["response_mask"].sum())
+    assert all(len(shape) == 2 and shape[0] <= min(chunk_size, n_response) for shape in projected)
+    assert sum(shape[0] for shape in projected) == n_response
 
 
 def test_chunked_gradients_equal_full_logit_gradients(build_model):
