@@ -150,7 +150,7 @@ def cached_values(model: nn.Module, store: TokenStore, cache_dir: str | Path | N
     that a changed reference, data or tokenization computes again and nothing stale is read.
     Without ``cache_dir`` the values are computed."""
     if cache_dir is None:
-        return compute()
+        return compute().float().cpu()
     config = model.config.to_dict() if hasattr(model, "config") else {}
     config.pop("_name_or_path", None)
     device = next(model.parameters()).device
@@ -210,7 +210,9 @@ def read_cached(path: Path, parts: dict, shapes: dict[str, tuple[int, ...]]) -> 
             problem = "its key does not match"
         elif "logps" not in saved:
             problem = "it holds no log-probs"
-        for name in (n for n in shapes if n in saved and problem is None):
+        for name in shapes:
+            if problem is not None or name not in saved:
+                continue
             if saved[name].shape != shapes[name]:
                 problem = f"it holds the wrong number of {name} values"
             elif metadata.get(_checksum_name(name)) != _checksum(saved[name]):
