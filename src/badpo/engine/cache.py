@@ -145,14 +145,15 @@ def cached_values(model: nn.Module, store: TokenStore, cache_dir: str | Path | N
     """``compute()`` (one float32 value per sequence of ``store``, by ``model``) once per content.
 
     The key: ``identity`` (what else decides the values: the readout, its batch size), the
-    model's weights and configuration (its name left out, so a moved folder still hits), the
-    exact token ids, the device class and the torch version (other arithmetic, other bits), so
-    that a changed reference, data or tokenization computes again and nothing stale is read.
-    Without ``cache_dir`` the values are computed."""
+    model's weights and configuration (its attention kernel included, its name left out, so a
+    moved folder still hits), the exact token ids, the device class and the torch version (other
+    arithmetic, other bits), so that a changed reference, data or tokenization computes again and
+    nothing stale is read. Without ``cache_dir`` the values are computed."""
     if cache_dir is None:
         return compute().float().cpu()
     config = model.config.to_dict() if hasattr(model, "config") else {}
     config.pop("_name_or_path", None)
+    config["attention"] = getattr(getattr(model, "config", None), "_attn_implementation", None)  # not in to_dict
     device = next(model.parameters()).device
     parts = {"format": FORMAT, **identity, "weights": weights_fingerprint(model),
              "config": hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest(),
