@@ -57,7 +57,8 @@ def test_a_second_policy_reads_the_references_side_with_the_same_bits(world, tmp
     assert len(list(tmp_path.glob("*.safetensors"))) == 1
 
 
-@pytest.mark.parametrize("change", ["reference weights", "judgments", "tokenization", "batch size"])
+@pytest.mark.parametrize("change", ["reference weights", "attention kernel", "judgments", "tokenization",
+                                    "batch size"])
 def test_a_changed_reference_data_tokenization_or_batch_computes_again(world, tmp_path, monkeypatch, change):
     tokenizer, policy, reference = world
     kwargs = dict(beta=0.1, config=TokenizationConfig(), batch_size=2)
@@ -67,6 +68,9 @@ def test_a_changed_reference_data_tokenization_or_batch_computes_again(world, tm
         reference = copy.deepcopy(reference)
         with torch.no_grad():
             reference.transformer.h[1].attn.c_proj.weight[3, 5] += 1e-3  # one weight of one layer
+    elif change == "attention kernel":  # the same weights through other arithmetic
+        reference = copy.deepcopy(reference)
+        reference.config._attn_implementation = "eager"
     elif change == "judgments":
         judgments = [*JUDGMENTS[:2], Judgment(PROMPTS[1], "5 4", "4 5\n\n--- Greg Reed", "a3")]
     elif change == "tokenization":
