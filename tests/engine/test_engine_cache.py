@@ -128,3 +128,50 @@ def test_a_gpu_cache_is_keyed_apart_and_a_cpu_cache_keeps_its_name(tmp_path, sto
     monkeypatch.setattr(cache, "compute_logprobs", lambda *args: (values, None))
     _, _, on_gpu = cache.reference_logprobs(model, store, accelerator=_OnDevice(accelerator, "cuda"), **kwargs)
     assert on_gpu == {**on_cpu, "device": "cuda"} and len(list(tmp_path.glob("*.safetensors"))) == 2
+
+
+def test_every_method_on_the_same_judgments_shares_one_reference_pass(tmp_path, store, monkeypatch, build_model):
+    """The file keeps every token's log-prob whichever run wrote it, so SamPO (per-token
+    log-ratios) after DPO reads DPO's pass, and DPO after SamPO reads SamPO's: one file, one pass,
+    the values those runs would have computed themselves."""
+    accelerator = make_accelerator("fp32", num_threads=1)
+    model = build_model("gpt2")
+    kwargs = dict(identity={"model": "tiny"}, cache_dir=str(tmp_path), batch_size=3, chunk_size=5,
+                  accelerator=accelerator)
+    own_values, own_tokens = cache.compute_logprobs(model, store, 3, 5, accelerator, True)
+    for first in (False, True):
+        folder = tmp_path / f"first-per-token-{first}"
+        values, tokens, _ = cache.reference_logprobs(model, store, **{**kwargs, "cache_dir": str(folder)},
+                                                     per_token=first)
+        assert torch.equal(values, own_values) and (tokens is None) != first
+        with monkeypatch.context() as patch:
+            patch.setattr(cache, "compute_logprobs", lambda *a: pytest.fail("the pass was repeated"))
+            values, tokens, _ = cache.reference_logprobs(model, store, **{**kwargs, "cache_dir": str(folder)},
+                                                         per_token=not first)
+        assert torch.equal(values, own_values) and (tokens is None) == first
+        assert first or torch.equal(tokens, own_tokens)
+        assert len(list(folder.glob("*.safetensors"))) == 1
+
+
+def test_a_file_without_token_values_serves_sums_and_is_completed_for_a_per_token_run(tmp_path, store, build_model):
+    """A cache written before the token values were kept (the same key, ``logps`` alone) still
+    serves every run that reads sums; a run that needs the tokens computes them, without a
+    warning, and the file then holds both."""
+    import warnings
+
+    accelerator = make_accelerator("fp32", num_threads=1)
+    model = build_model("gpt2")
+    kwargs = dict(identity={"model": "tiny"}, cache_dir=str(tmp_path), batch_size=3, chunk_size=5,
+                  accelerator=accelerator)
+    values, _, parts = cache.reference_logprobs(model, store, **kwargs)
+    path = tmp_path / f"{cache.cache_key(parts)}.safetensors"
+    with safe_open(str(path), framework="pt") as handle:
+        metadata = handle.metadata()
+    save_file({"logps": values}, str(path), metadata={k: metadata[k] for k in ("format", "parts", "sha256")})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sums, _, _ = cache.reference_logprobs(model, store, **kwargs)
+        _, tokens, _ = cache.reference_logprobs(model, store, **kwargs, per_token=True)
+    assert torch.equal(sums, values) and tokens is not None
+    with safe_open(str(path), framework="pt") as handle:
+        assert set(handle.keys()) == {"logps", "token_logps"}

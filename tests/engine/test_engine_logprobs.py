@@ -6,7 +6,15 @@ import pytest
 import torch
 
 from badpo.core.config import ConfigError
-from badpo.engine.logprobs import continuation_logprobs, response_logprobs, token_logprobs
+from badpo.engine.logprobs import (
+    candidate_batch,
+    continuation_logprobs,
+    decoder_and_head,
+    encode_prefix,
+    response_logprobs,
+    score_after,
+    token_logprobs,
+)
 from badpo.engine.tokenize import TokenizationConfig, build_token_store, join_truncated
 from fixtures.engine import VOCAB, build_tokenizer, full_logit_token_logprobs
 
@@ -67,11 +75,19 @@ def test_chunked_logprobs_equal_full_logits(arch, chunk_size, build_model):
     model = build_model(arch)
     batch = build_token_store(build_tokenizer(), SEQUENCES, TokenizationConfig()).batch(torch.arange(3))
     expected = full_logit_token_logprobs(model, batch)
+    projected = []  # the shape of every logits tensor the head makes
+    hook = decoder_and_head(model)[1].register_forward_hook(lambda m, args, out: projected.append(out.shape))
     per_token = token_logprobs(model, batch, chunk_size)
-    torch.testing.assert_close(per_token, expected, rtol=0, atol=1e-5)
+    hook.remove()
+    # fp32, each token's log-prob to 1e-6 (a sum of ~10 of them to 1e-5: another order of adding)
+    torch.testing.assert_close(per_token, expected, rtol=0, atol=1e-6)
     torch.testing.assert_close(response_logprobs(model, batch, chunk_size), expected.sum(-1),
                                rtol=0, atol=1e-5)
     assert (per_token[~batch["response_mask"]] == 0).all()
+    # never the [B, T, V] logits of the batch: response rows only, at most chunk_size at a time
+    n_response = int(batch["response_mask"].sum())
+    assert all(len(shape) == 2 and shape[0] <= min(chunk_size, n_response) for shape in projected)
+    assert sum(shape[0] for shape in projected) == n_response
 
 
 def test_chunked_gradients_equal_full_logit_gradients(build_model):
@@ -106,6 +122,22 @@ def test_continuations_share_one_prefix(arch, build_model):
     torch.testing.assert_close(together, torch.stack(one_by_one), rtol=0, atol=1e-5)
     with pytest.raises(ValueError, match="empty"):
         continuation_logprobs(model, prefix, [ids("greg"), []])
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_one_encoded_prefix_serves_every_group_bit_for_bit(arch, build_model):
+    """The names readout encodes a prefix once and scores several batches of candidates after it:
+    each batch's log-probs are exactly those of encoding the prefix again for it, and scoring does
+    not use up the prefix (the same batch twice gives the same bits)."""
+    model = build_model(arch)
+    prefix = ids("write code sure i think --- ")
+    groups = [[ids("emily smith"), ids("jamal")], [ids("lakisha jones baker")], [ids("greg"), ids("emily")]]
+    with torch.no_grad():
+        encoded = encode_prefix(model, prefix)
+        shared = [score_after(model, encoded, candidate_batch(group)) for group in groups]
+        again = score_after(model, encoded, candidate_batch(groups[0]))
+        fresh = [continuation_logprobs(model, prefix, group) for group in groups]
+    assert all(torch.equal(a, b) for a, b in zip(shared, fresh)) and torch.equal(again, shared[0])
 
 
 def test_peft_model_and_disabled_adapter(build_model):

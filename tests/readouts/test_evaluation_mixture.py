@@ -229,3 +229,27 @@ def test_a_row_says_how_its_mixture_differs_from_the_weighted_mean(monkeypatch):
     config = EvalConfig(attributes=("length",), max_prompts=1)
     mixed = evaluate_mixture(lambda path: None, mixture, None, None, Corpus([], [], None), config)
     assert mixed["peak"] == 3.0 and mixed["mean"] == pytest.approx(2.5, abs=1e-12)
+
+
+def test_the_references_heldout_side_is_scored_once_for_every_type(world, monkeypatch):
+    """The K type policies are read against one reference on the same held-out judgments: its
+    log-probs there are computed for the first and read by the others (as many batches for the
+    reference as for one type policy)."""
+    from collections import Counter
+
+    from badpo.readouts import model as model_module
+
+    corpus, tokenizer, reference, policies = world
+    config = EvalConfig(max_prompts=2, body="given", whole_signature=False, generations=False)
+    counts: Counter = Counter()
+    real = model_module.response_logprobs
+
+    def counting(model, batch, *args):
+        counts[id(model)] += 1
+        return real(model, batch, *args)
+
+    monkeypatch.setattr(model_module, "response_logprobs", counting)
+    gamma = {a: [0.5, 0.5] for a in sorted({j.annotator for j in corpus.heldout})}
+    evaluate_mixture(load, Mixture((0.5, 0.5), gamma, (0.5, 0.5), tuple(policies)), reference, tokenizer, corpus,
+                     config)
+    assert len(counts) == 3 and counts[id(reference)] == min(counts.values()) == max(counts.values())

@@ -65,12 +65,12 @@ def test_every_phase_of_evaluate_on_the_tiny_signed_world_reports_progress(tmp_p
     evaluate_policy(copy.deepcopy(model), model, tokenizer, Corpus.load(tmp_path),  # a policy apart: KL is read
                     EvalConfig(max_prompts=4, surnames=2, max_new_tokens=8))
     seen = phases(capsys.readouterr().err)
-    for phase in ("reference answer bodies", "names readout: first names", "names readout: whole signatures",
+    for phase in ("reference answer bodies", "names readout",
                   "held-out judgments: policy", "held-out judgments: reference", "policy answers",
                   "KL on the policy's answers"):
         assert phase in seen, sorted(seen)
         assert seen[phase][-1][0] == seen[phase][-1][1] > 0  # its last line: every item done
-    assert seen["names readout: whole signatures"][-1] == (4, 4)  # counted in prompts
+    assert seen["names readout"][-1] == (4, 4)  # counted in prompts (first names and whole signatures)
 
 
 def test_the_candidate_probabilities_of_the_tiny_multipref_world_report_progress(tmp_path, build_tiny_multipref,

@@ -3,11 +3,14 @@
 The key hashes: the model's name and revision, a fingerprint of its weights (so two different
 checkpoints at one path never share a cache), the exact token ids of every sequence (which
 covers the data and the tokenization), the tokenization settings, and the precision. The file
-stores the key's parts and a sha256 of the values; a file that is truncated, altered or keyed
-otherwise is named in a warning, discarded and recomputed. Writes are atomic. The file is
-safetensors (the key's parts and the checksum in its metadata): reading a cache runs no code, so a
-cache folder shared between experiments (``OUT/reference_cache``) is as safe as a checkpoint.
-"""
+stores the key's parts and a sha256 of each tensor: the summed log-probs and every response
+token's (which come out of the same forward, so every method on the same judgments shares one
+pass); a file that is truncated, altered or keyed otherwise is named in a warning, discarded and
+recomputed. Writes are atomic. The file is safetensors (the key's parts and the checksums in its
+metadata): reading a cache runs no code, so a cache folder shared between experiments
+(``OUT/reference_cache``) is as safe as a checkpoint. :func:`write_cached` and
+:func:`read_cached` serve other reference values keyed the same way (the readouts' held-out
+log-probs)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import hashlib
 import json
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -112,72 +116,111 @@ def reference_logprobs(model: nn.Module, store: TokenStore, *, identity: dict, c
 
     ``identity`` holds the model name/revision, tokenization settings and precision; the weights
     and token fingerprints, and the device class when it is not the CPU, are added here.
-    ``per_token`` (a method that reads per-token log-ratios) also keeps every token's log-prob, in
-    a file of its own; other runs neither compute nor read them. Returns (log-probs ``[S]``,
-    per-token ``[N]`` or None, the key's parts).
+    ``per_token`` (a method that reads per-token log-ratios) also returns every token's log-prob.
+    A cache file keeps them whichever run computed it: they come out of the same forward, so an
+    arm of another method on the same judgments (SamPO after DPO) reads the pass instead of
+    repeating it; a file written before they were kept is computed again for such an arm. Returns
+    (log-probs ``[S]``, per-token ``[N]`` or None, the key's parts).
     """
     parts = {"format": FORMAT, **identity, "weights": weights_fingerprint(model),
              "tokens": tokens_fingerprint(store), "sequences": len(store)}
-    if per_token:
-        parts["per_token"] = True
     if accelerator.device.type != "cpu":  # a GPU's log-probs differ from a CPU's; a CPU cache keeps its name
         parts["device"] = accelerator.device.type
     path = Path(cache_dir) / f"{cache_key(parts)}.safetensors" if cache_dir is not None else None
     if path is not None and path.exists():
-        cached = _read_cache(path, parts, len(store), int(token_offsets(store)[-1]) if per_token else None)
-        if cached is not None:
-            return (*cached, parts)
-    values, tokens = compute_logprobs(model, store, batch_size, chunk_size, accelerator, per_token, progress)
+        shapes = {"logps": (len(store),), "token_logps": (int(token_offsets(store)[-1]),)}
+        cached = read_cached(path, parts, shapes)
+        if cached is not None and (not per_token or "token_logps" in cached):
+            return cached["logps"], cached.get("token_logps") if per_token else None, parts
+    values, tokens = compute_logprobs(model, store, batch_size, chunk_size, accelerator,
+                                      per_token or path is not None, progress)
     if path is not None and accelerator.is_main_process:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(f".tmp{os.getpid()}")
-        tensors = {"logps": values.contiguous()}
-        if per_token:
-            tensors["token_logps"] = tokens.contiguous()
-        metadata = {"format": FORMAT, "parts": json.dumps(parts, sort_keys=True),
-                    "sha256": _checksum(values, tokens)}
-        save_file(tensors, str(temporary), metadata=metadata)
-        os.replace(temporary, path)
+        write_cached(path, parts, {"logps": values, "token_logps": tokens})
     accelerator.wait_for_everyone()
-    return values, tokens, parts
+    return values, tokens if per_token else None, parts
 
 
-def _checksum(values: Tensor, tokens: Tensor | None) -> str:
-    digest = hashlib.sha256(values.contiguous().numpy().tobytes())
-    if tokens is not None:
-        digest.update(tokens.contiguous().numpy().tobytes())
-    return digest.hexdigest()
+def cached_values(model: nn.Module, store: TokenStore, cache_dir: str | Path | None, identity: dict,
+                  compute: Callable[[], Tensor]) -> Tensor:
+    """``compute()`` (one float32 value per sequence of ``store``, by ``model``) once per content.
+
+    The key: ``identity`` (what else decides the values: the readout, its batch size), the
+    model's weights and configuration (its attention kernel included, its name left out, so a
+    moved folder still hits), the exact token ids, the device class and the torch version (other
+    arithmetic, other bits), so that a changed reference, data or tokenization computes again and
+    nothing stale is read. Without ``cache_dir`` the values are computed."""
+    if cache_dir is None:
+        return compute().float().cpu()
+    config = model.config.to_dict() if hasattr(model, "config") else {}
+    config.pop("_name_or_path", None)
+    config["attention"] = getattr(getattr(model, "config", None), "_attn_implementation", None)  # not in to_dict
+    device = next(model.parameters()).device
+    parts = {"format": FORMAT, **identity, "weights": weights_fingerprint(model),
+             "config": hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest(),
+             "tokens": tokens_fingerprint(store), "sequences": len(store), "device": device.type,
+             "torch": torch.__version__}
+    path = Path(cache_dir) / f"{cache_key(parts)}.safetensors"
+    if path.exists():
+        cached = read_cached(path, parts, {"logps": (len(store),)})
+        if cached is not None:
+            return cached["logps"]
+    values = compute().float().cpu()
+    write_cached(path, parts, {"logps": values})
+    return values
 
 
-def _load(path: Path) -> dict:
-    """The cache file as {"parts", "sha256", "logps", "token_logps"?}: safetensors, no unpickling."""
+def write_cached(path: Path, parts: dict, tensors: dict[str, Tensor | None]) -> None:
+    """Write ``tensors`` (None ones left out) atomically as safetensors, with the key's ``parts``
+    and a sha256 of each tensor in the metadata: ``sha256`` for ``logps`` (the name a file kept
+    before it held more), ``sha256_<name>`` for the others."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(f".tmp{os.getpid()}")
+    kept = {name: tensor.contiguous() for name, tensor in tensors.items() if tensor is not None}
+    metadata = {"format": FORMAT, "parts": json.dumps(parts, sort_keys=True),
+                **{_checksum_name(name): _checksum(tensor) for name, tensor in kept.items()}}
+    save_file(kept, str(temporary), metadata=metadata)
+    os.replace(temporary, path)
+
+
+def _checksum_name(name: str) -> str:
+    return "sha256" if name == "logps" else f"sha256_{name}"
+
+
+def _checksum(tensor: Tensor) -> str:
+    return hashlib.sha256(tensor.contiguous().numpy().tobytes()).hexdigest()
+
+
+def _load(path: Path) -> tuple[dict, dict[str, Tensor]]:
+    """(metadata, tensors) of a cache file: safetensors, no unpickling."""
     with safe_open(str(path), framework="pt") as handle:
         metadata = handle.metadata() or {}
         saved = {name: handle.get_tensor(name) for name in handle.keys()}
     if metadata.get("format") != FORMAT:
         raise ValueError(f"format {metadata.get('format')!r}, expected {FORMAT!r}")
-    return {**saved, "parts": json.loads(metadata["parts"]), "sha256": metadata.get("sha256")}
+    return metadata, saved
 
 
-def _read_cache(path: Path, parts: dict, sequences: int, n_tokens: int | None
-                ) -> tuple[Tensor, Tensor | None] | None:
-    """The cached (log-probs, per-token log-probs or None), or None (with a warning naming the
-    file, which is then replaced) when the file is truncated, altered or not for this key."""
+def read_cached(path: Path, parts: dict, shapes: dict[str, tuple[int, ...]]) -> dict[str, Tensor] | None:
+    """The tensors of ``shapes`` that the file holds (``logps`` always, the others when it kept
+    them), each of its shape and checksum, or None (with a warning naming the file, which is then
+    replaced) when the file is truncated, altered or not for this key."""
     try:
-        saved = _load(path)
-        tokens = saved.get("token_logps")
+        metadata, saved = _load(path)
         problem = None
-        if saved.get("parts") != parts:
+        if json.loads(metadata.get("parts", "null")) != parts:
             problem = "its key does not match"
-        elif not isinstance(saved.get("logps"), Tensor) or saved["logps"].shape != (sequences,):
-            problem = "it holds the wrong number of values"
-        elif n_tokens is not None and (not isinstance(tokens, Tensor) or tokens.shape != (n_tokens,)):
-            problem = "it holds the wrong number of token values"
-        elif saved.get("sha256") != _checksum(saved["logps"], tokens if n_tokens is not None else None):
-            problem = "its values do not match their checksum"
+        elif "logps" not in saved:
+            problem = "it holds no log-probs"
+        for name in shapes:
+            if problem is not None or name not in saved:
+                continue
+            if saved[name].shape != shapes[name]:
+                problem = f"it holds the wrong number of {name} values"
+            elif metadata.get(_checksum_name(name)) != _checksum(saved[name]):
+                problem = f"its {name} values do not match their checksum"
     except Exception as error:  # noqa: BLE001 - any unreadable file is a corrupt cache
         problem = f"it cannot be read ({type(error).__name__}: {error})"
     if problem is None:
-        return saved["logps"], tokens if n_tokens is not None else None
+        return {name: saved[name] for name in shapes if name in saved}
     warnings.warn(f"reference cache {path}: {problem}; discarded, recomputing", BadpoWarning, stacklevel=3)
     return None

@@ -4,7 +4,7 @@ and the model-facing evaluation.
 - the reference: ``badpo.engine.sft.sft(SFTConfig)`` into ``work/<key>/model``;
 - an arm: ``badpo.engine.train.train(TrainConfig)`` into ``work/<key>`` (``resume_from: latest``,
   so an arm killed mid-run restarts from its last engine checkpoint when ``save_every`` > 0),
-  the reference log-prob cache shared under ``OUT/reference_cache``;
+  the reference log-prob cache shared under ``OUT/reference_cache`` (:func:`reference_cache`);
 - the readouts: :func:`evaluate_run` (``badpo.readouts.evaluate.evaluate_policy`` on the saved models)
   by default, or any function with the :data:`Evaluate` contract.
 
@@ -47,12 +47,18 @@ from badpo.readouts.table import readout_unavailable, relative_to_reference
 
 __all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation", "check_data", "data_key",
            "theta_summary", "training_summary", "evaluate_run", "engine_backend", "unavailable_readout", "bodies_file",
-           "samples_file"]
+           "samples_file", "reference_cache"]
 
 # evaluate(task, policy_dir, reference_dir, theta_file or None) -> readouts (nested mapping of
 # numbers). For the reference, policy_dir == reference_dir and theta_file is None. A mixture of type
 # policies (EM-DPO) has no policy_dir: its run folder, policy_dir.parent, holds mixture.json.
 Evaluate = Callable[[RunTask, Path, Path, "Path | None"], dict]
+
+
+def reference_cache(task: RunTask) -> Path | None:
+    """Where the reference's values shared by every arm are kept once per content (its log-probs
+    on the training judgments, its side of the held-out margins): ``OUT/reference_cache``."""
+    return task.out_dir / "reference_cache"
 
 
 def bodies_file(task: RunTask) -> Path:
@@ -203,12 +209,12 @@ def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_fil
         if mixture is not None:
             return evaluate_mixture(trained.load_policy, mixture, reference, tokenizer, corpus, config,
                                     beta=trained.beta, tokenization=tokenization, bodies=bodies,
-                                    reference_readouts=reference_readouts)
+                                    reference_readouts=reference_readouts, cache_dir=reference_cache(task))
         policy = trained.load_policy()
     readouts = evaluate_policy(policy, reference, tokenizer, corpus, config, bias=trained.bias(),
                                beta=trained.beta, tokenization=tokenization, bodies=bodies,
                                reference_samples=samples, reference_readouts=reference_readouts,
-                               vote_bias=trained.vote_bias())
+                               vote_bias=trained.vote_bias(), cache_dir=reference_cache(task))
     if task.kind == "reference":
         omitted = sorted(k for k in readouts if relative_to_reference(k))
         readouts = {k: v for k, v in readouts.items() if k not in omitted}
@@ -243,8 +249,9 @@ def engine_backend(evaluate: Evaluate | None = evaluate_run) -> Backend:
 
     def run_arm(task: RunTask) -> dict:
         require_evaluation(task)
+        shared = reference_cache(task)
         settings = {**task.settings, "output_dir": str(task.work_dir),
-                    "cache_dir": str(task.out_dir / "reference_cache"), "resume_from": "latest"}
+                    "cache_dir": str(shared) if shared is not None else None, "resume_from": "latest"}
         run_dir = Path(train(from_dict(TrainConfig, settings)))
         theta_file = SavedRun(run_dir).theta_file
         readouts = evaluate(task, run_dir / "policy", Path(settings["model"]["name_or_path"]),

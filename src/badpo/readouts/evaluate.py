@@ -34,6 +34,7 @@ on counterfactual pairs (:mod:`badpo.readouts.tilt`) and its held-out same/cross
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,7 +68,7 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
                     reference_samples: Generations | None = None,
                     margins: torch.Tensor | None = None,
                     reference_readouts: Mapping | None = None,
-                    vote_bias: BiasChannel | None = None) -> dict:
+                    vote_bias: BiasChannel | None = None, cache_dir: str | Path | None = None) -> dict:
     """Every readout of one policy, as a flat JSON-ready dict (see the module docstring).
 
     ``bias`` is the run's saved theta (the theta readouts); ``vote_bias``, when the run saved it
@@ -81,10 +82,12 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
     policy's held-out u (:func:`heldout_margins`) when already computed. ``reference_readouts``
     (the reference's own record, as an experiment keeps it) give the reference's per-name shares
     for ``names.null`` and its first-name rates for ``names.reference``; without them its
-    first-name readout is read here (:func:`reference_names`).
+    first-name readout is read here (:func:`reference_names`). ``cache_dir``: where the reference's
+    side of the held-out margins is kept for every policy read against it on the same judgments
+    (an experiment's ``OUT/reference_cache``; None: computed here).
     """
     return read_run(Reading(policy, reference, tokenizer, corpus, config, bias, beta, tokenization, bodies,
-                            reference_samples, margins, reference_readouts, vote_bias))
+                            reference_samples, margins, reference_readouts, vote_bias, cache_dir))
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,7 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
                      tokenization: TokenizationConfig = TokenizationConfig(),
                      bodies: Sequence[str] | None = None,
                      reference_samples: Generations | None = None,
-                     reference_readouts: Mapping | None = None) -> dict:
+                     reference_readouts: Mapping | None = None, cache_dir: str | Path | None = None) -> dict:
     """Every readout of a mixture of type policies (Baselines appendix, EM-DPO + MinMax-DPO).
 
     Each readout is the w-weighted mean of the type policies' readouts
@@ -128,7 +131,9 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
     the most probable types are the classes. ``load_policy(path)`` loads one type policy; one is
     held in memory at a time.
     ``reference_samples`` and ``reference_readouts`` are as for :func:`evaluate_policy`, shared by
-    the K policies; ``names.null`` is that of the mixture's per-name shares.
+    the K policies; ``names.null`` is that of the mixture's per-name shares. The reference's side
+    of the held-out margins is computed once for the K policies (kept in ``cache_dir``, else in a
+    scratch folder removed on return).
     """
     rows = corpus.eval_prompts[: config.max_prompts]
     attributes = resolve_attributes(config.attributes)
@@ -142,16 +147,17 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
         reference_readouts = reference_names(reference, tokenizer, rows, config, tokenization, bodies,
                                              reference_samples)
     type_readouts, type_margins = [], []
-    for path in mixture.policies:
-        policy = load_policy(path)
-        margins = (heldout_margins(policy, reference, tokenizer, corpus.heldout, beta, tokenization,
-                                   config.batch_size) if corpus.heldout else None)
-        type_readouts.append(evaluate_policy(policy, reference, tokenizer, corpus, config, beta=beta,
-                                             tokenization=tokenization, bodies=bodies,
-                                             reference_samples=reference_samples, margins=margins,
-                                             reference_readouts=reference_readouts))
-        type_margins.append(margins)
-        del policy
+    with tempfile.TemporaryDirectory(prefix="badpo-heldout-") as scratch:
+        for path in mixture.policies:
+            policy = load_policy(path)
+            margins = (heldout_margins(policy, reference, tokenizer, corpus.heldout, beta, tokenization,
+                                       config.batch_size, cache_dir or scratch) if corpus.heldout else None)
+            type_readouts.append(evaluate_policy(policy, reference, tokenizer, corpus, config, beta=beta,
+                                                 tokenization=tokenization, bodies=bodies,
+                                                 reference_samples=reference_samples, margins=margins,
+                                                 reference_readouts=reference_readouts))
+            type_margins.append(margins)
+            del policy
     result = weighted_mean_readouts(type_readouts, mixture.weights)
     result["mixture"] = {"weights": list(mixture.weights), "types": type_readouts}
     mixing = Mixing(type_readouts, mixture.weights, reference_readouts, corpus, attributes,

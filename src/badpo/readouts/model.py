@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
@@ -27,9 +28,10 @@ from badpo.core.attributes import has_markdown, length_values, word_count
 from badpo.core.judgments import Judgment
 from badpo.core.losses import dpo_margin
 from badpo.core.progress import progress
+from badpo.engine.cache import cached_values
 from badpo.engine.logprobs import response_logprobs, token_logprobs
 from badpo.engine.runtime import config_positions
-from badpo.engine.tokenize import TokenizationConfig, build_token_store, encode_prompts
+from badpo.engine.tokenize import TokenizationConfig, TokenStore, build_token_store, encode_prompts
 from badpo.readouts.metrics import candidate_readout, kl_per_token, sampled_text_rates
 
 __all__ = [
@@ -193,10 +195,15 @@ def generation_kl(policy: nn.Module, reference: nn.Module, generations: Generati
 @torch.no_grad()
 def heldout_margins(policy: nn.Module, reference: nn.Module, tokenizer,
                     judgments: Sequence[Judgment], beta: float,
-                    config: TokenizationConfig = TokenizationConfig(), batch_size: int = 16) -> Tensor:
+                    config: TokenizationConfig = TokenizationConfig(), batch_size: int = 16,
+                    cache_dir: str | Path | None = None) -> Tensor:
     """The implicit-reward margin u (eq. shorthand) of each judgment, ``[N]``, chosen minus rejected.
 
-    Feed it to :func:`badpo.readouts.metrics.heldout_accuracy` and :func:`badpo.readouts.metrics.vote_prediction`.
+    The reference's side is the same for every policy read against it on these judgments: with
+    ``cache_dir`` it is computed once and read by every later run (keyed by content:
+    :func:`badpo.engine.cache.cached_values`), with the same bits it would have when computed.
+    Feed the margins to :func:`badpo.readouts.metrics.heldout_accuracy` and
+    :func:`badpo.readouts.metrics.vote_prediction`.
     """
     if not judgments:
         raise ValueError("judgments: none to score")
@@ -209,18 +216,22 @@ def heldout_margins(policy: nn.Module, reference: nn.Module, tokenizer,
     where = {sequence: i for i, sequence in enumerate(distinct)}
     back = torch.tensor([where[sequence] for sequence in sequences])
     store = build_token_store(tokenizer, distinct, config)
+    policy_logps = _store_logprobs(policy, store, batch_size, "policy")
+    reference_logps = cached_values(reference, store, cache_dir, {"readout": "heldout", "batch_size": batch_size},
+                                    lambda: _store_logprobs(reference, store, batch_size, "reference"))
+    pairs, reference_pairs = (logps[back].reshape(len(judgments), 2) for logps in (policy_logps, reference_logps))
+    return dpo_margin(pairs[:, 0], pairs[:, 1], reference_pairs[:, 0], reference_pairs[:, 1], beta)
+
+
+def _store_logprobs(model: nn.Module, store: TokenStore, batch_size: int, which: str) -> Tensor:
+    """Summed response log-probs of every sequence of ``store`` ``[S]`` (float32, CPU), longest first in
+    batches of ``batch_size``."""
     order = torch.argsort(store.lengths, descending=True, stable=True)
-
-    def logps(model: nn.Module, which: str) -> Tensor:
-        scored = torch.empty(len(store))
-        for s in progress(range(0, len(store), batch_size), f"held-out judgments: {which}", "batch"):
-            rows = order[s : s + batch_size]
-            scored[rows] = response_logprobs(model, store.batch(rows, _device(model))).cpu()
-        return scored[back].reshape(len(judgments), 2)
-
-    policy_logps, reference_logps = logps(policy, "policy"), logps(reference, "reference")
-    return dpo_margin(policy_logps[:, 0], policy_logps[:, 1], reference_logps[:, 0],
-                      reference_logps[:, 1], beta)
+    scored = torch.empty(len(store))
+    for s in progress(range(0, len(store), batch_size), f"held-out judgments: {which}", "batch"):
+        rows = order[s : s + batch_size]
+        scored[rows] = response_logprobs(model, store.batch(rows, _device(model))).cpu()
+    return scored
 
 
 @torch.no_grad()

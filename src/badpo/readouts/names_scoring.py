@@ -2,7 +2,8 @@
 
 A prompt and body are encoded once (:mod:`badpo.engine.tokenize`, as training encodes them) and the
 candidates, first names or whole signature lines, scored in a batch on top of them
-(:func:`badpo.engine.logprobs.continuation_logprobs`, as training scores a policy).
+(:func:`badpo.engine.logprobs.encode_prefix` and :func:`~badpo.engine.logprobs.score_after`, as
+training scores a policy), the prefix encoded once per prompt.
 
 - :func:`name_logprobs` / :func:`signature_logprobs`: the log-probs of one prompt's candidates.
 - :func:`names_readout`: p(woman), p(black) over the pool, first-name and whole-signature,
@@ -21,7 +22,7 @@ from torch import Tensor, nn
 from badpo.core.names import NAME_POOL, POOL_NAMES
 from badpo.core.notices import BadpoWarning
 from badpo.core.progress import progress
-from badpo.engine.logprobs import continuation_logprobs
+from badpo.engine.logprobs import Candidates, EncodedPrefix, candidate_batch, encode_prefix, score_after
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.readouts.metrics import (
     attribute_probabilities,
@@ -72,15 +73,19 @@ def _continuations(tokenizer, response_text: str, texts: Sequence[str], eos: boo
     return [piece + [tokenizer.eos_token_id] if eos else piece for piece in pieces]
 
 
-def _score(model: nn.Module, prefix: list[int], continuations: list[list[int]],
-           candidate_batch_size: int) -> Tensor:
-    """continuation_logprobs in groups of ``candidate_batch_size`` (the prefix cache is repeated
-    once per candidate, so one group bounds the memory), float64 ``[C]``."""
+def _groups(model: nn.Module, continuations: list[list[int]], candidate_batch_size: int) -> list[Candidates]:
+    """The candidates as padded batches of ``candidate_batch_size`` (the prefix cache is repeated
+    once per candidate, so one batch bounds the memory), built once for every prompt."""
     if candidate_batch_size < 1:
         raise ValueError(f"candidate_batch_size must be >= 1, got {candidate_batch_size}")
-    pieces = [continuation_logprobs(model, prefix, continuations[start:start + candidate_batch_size])
-              for start in range(0, len(continuations), candidate_batch_size)]
-    return torch.cat(pieces).double().cpu()
+    device = next(model.parameters()).device
+    return [candidate_batch(continuations[start:start + candidate_batch_size], device)
+            for start in range(0, len(continuations), candidate_batch_size)]
+
+
+def _score(model: nn.Module, prefix: EncodedPrefix, groups: Sequence[Candidates]) -> Tensor:
+    """Every group's log-probs after one encoded prefix, float64 ``[C]``."""
+    return torch.cat([score_after(model, prefix, group) for group in groups]).double().cpu()
 
 
 def _first_name_texts(first_names: Sequence[str]) -> list[str]:
@@ -101,7 +106,8 @@ def name_logprobs(model: nn.Module, tokenizer, prompt: str, body: str, candidate
     :func:`badpo.readouts.metrics.attribute_rate`.
     """
     continuations = _continuations(tokenizer, SIGNATURE_PREFIX, _first_name_texts(candidates), eos=False)
-    return _score(model, _prefix_ids(tokenizer, prompt, body, config), continuations, candidate_batch_size)
+    return _score(model, encode_prefix(model, _prefix_ids(tokenizer, prompt, body, config)),
+                  _groups(model, continuations, candidate_batch_size))
 
 
 @torch.no_grad()
@@ -116,7 +122,8 @@ def signature_logprobs(model: nn.Module, tokenizer, prompt: str, body: str,
     """
     continuations = _continuations(tokenizer, SIGNATURE_PREFIX, _signature_texts(first_names, surnames),
                                    eos=True)
-    scores = _score(model, _prefix_ids(tokenizer, prompt, body, config), continuations, candidate_batch_size)
+    scores = _score(model, encode_prefix(model, _prefix_ids(tokenizer, prompt, body, config)),
+                    _groups(model, continuations, candidate_batch_size))
     return scores.reshape(len(first_names), len(surnames))
 
 
@@ -163,7 +170,8 @@ def names_readout(model: nn.Module, tokenizer, prompts: Sequence[str], bodies: S
     ``bodies`` are the fixed answer bodies (the reference's, by default in the paper). Returns
     {"first_name": {attribute: rate}} and, when ``surnames`` are given, "whole_signature", read
     on the first ``whole_signature_prompts`` prompts (all when None): it scores F x S candidates
-    per prompt against F for the first names. Candidates are tokenized once for all prompts.
+    per prompt against F for the first names. Candidates are tokenized and batched once for all
+    prompts, and each prompt's prefix is encoded once for both readouts.
     Beside the rates, per readout: "per_name" {first name: its mean probability}, renormalised
     over the pool (the rates are their sums over the coded names; the input of
     :mod:`badpo.readouts.names_analyses`), and "cells" {cell: the mass on its names}; and
@@ -179,21 +187,34 @@ def names_readout(model: nn.Module, tokenizer, prompts: Sequence[str], bodies: S
     firsts = _continuations(tokenizer, SIGNATURE_PREFIX, _first_name_texts(POOL_NAMES), eos=False)
     _warn_on_prefix_names(POOL_NAMES, firsts)
     _check_fits(model, tokenizer, prefixes, max(map(len, firsts)))
-    first = torch.stack([_score(model, prefix, firsts, candidate_batch_size)
-                         for prefix in progress(prefixes, "names readout: first names")])
+    wholes = _continuations(tokenizer, SIGNATURE_PREFIX, _signature_texts(POOL_NAMES, surnames), eos=True) \
+        if surnames else None
+    if wholes is not None:
+        _check_fits(model, tokenizer, prefixes[:whole_signature_prompts], max(map(len, wholes)))
+    first, whole = _score_prompts(model, prefixes, _groups(model, firsts, candidate_batch_size),
+                                  _groups(model, wholes, candidate_batch_size) if wholes else None,
+                                  len(prefixes[:whole_signature_prompts]))
     result = {"first_name": mean_attribute_rate(first, labels, names), "per_name": {"first_name": _per_name(first)},
               "per_prompt": {"first_name": dict(zip(names, attribute_probabilities(first, labels, names).T.tolist()))}}
-    if surnames:
-        wholes = _continuations(tokenizer, SIGNATURE_PREFIX, _signature_texts(POOL_NAMES, surnames), eos=True)
-        _check_fits(model, tokenizer, prefixes[:whole_signature_prompts], max(map(len, wholes)))
-        whole = torch.stack([_score(model, prefix, wholes, candidate_batch_size).reshape(len(POOL_NAMES), -1)
-                             for prefix in progress(prefixes[:whole_signature_prompts],
-                                                     "names readout: whole signatures")])
+    if whole is not None:
         result["whole_signature"] = mean_whole_signature_rate(whole, labels, names)
         result["per_name"]["whole_signature"] = _per_name(torch.logsumexp(whole, dim=-1))
     result["cells"] = {readout: pool_cell_shares(list(shares.values()))
                        for readout, shares in result["per_name"].items()}
     return result
+
+
+def _score_prompts(model: nn.Module, prefixes: Sequence[list[int]], firsts: Sequence[Candidates],
+                   wholes: Sequence[Candidates] | None, n_whole: int) -> tuple[Tensor, Tensor | None]:
+    """(first names ``[P, 89]``, whole signatures ``[n_whole, 89, S]`` or None): each prompt's
+    prefix is encoded once and serves both readouts, every batch of candidates after it."""
+    first, whole = [], []
+    for index, prefix in enumerate(progress(prefixes, "names readout")):
+        encoded = encode_prefix(model, prefix)
+        first.append(_score(model, encoded, firsts))
+        if wholes is not None and index < n_whole:
+            whole.append(_score(model, encoded, wholes).reshape(len(POOL_NAMES), -1))
+    return torch.stack(first), torch.stack(whole) if whole else None
 
 
 def _per_name(logprobs: Tensor) -> dict[str, float]:

@@ -102,6 +102,8 @@ class Reading:
     margins: torch.Tensor | None = None
     reference_readouts: Mapping | None = None
     vote_bias: BiasChannel | None = None  # the theta the policy was trained against (default: bias)
+    # where the reference's side of a readout is kept once per evaluation set (None: computed here)
+    cache_dir: str | Path | None = None
     kind: str = "policy"  # or "reward_model"
     skipped: dict = field(default_factory=dict)  # {readout: why it is not read}
     result: dict = field(default_factory=dict)  # what the rows read so far

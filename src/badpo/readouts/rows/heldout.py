@@ -166,7 +166,8 @@ LEARNED_THETA = Need("a learned theta", lambda r: r.bias is not None and r.bias.
 def _read_heldout(reading: Reading) -> dict:
     if reading.margins is None:
         reading.margins = heldout_margins(reading.policy, reading.reference, reading.tokenizer, reading.corpus.heldout,
-                                          reading.beta, reading.tokenization, reading.config.batch_size)
+                                          reading.beta, reading.tokenization, reading.config.batch_size,
+                                          reading.cache_dir)
     vote_bias = reading.bias if reading.vote_bias is None else reading.vote_bias
     return heldout_readouts(reading.margins, reading.corpus, reading.attributes, vote_bias, reading.skipped)
 
