@@ -123,7 +123,7 @@ def _named(names: tuple[str, ...], values: Tensor) -> dict[str, float | None]:
 
 
 def build_level_step(settings, bias: BiasChannel | None, link: Link, n_judgments: int,
-                     pair: Tensor | None = None, side: Tensor | None = None) -> LevelStep | None:
+                     pair: Tensor, side: Tensor) -> LevelStep | None:
     """The level step of a run (``settings``: its ``BiasSettings``): with ``bias.level: tilt``, the
     tilt anchor every step (``pair``, ``side``: each judgment's pair and orientation); else only with
     trusted annotators and ``bias.trusted_level`` other than ``gradient``; None otherwise."""
