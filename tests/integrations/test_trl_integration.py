@@ -9,10 +9,13 @@ two losses can be compared on the same tokens.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pytest
 import torch
+
+from badpo.core.attributes import resolve_attributes
 
 pytest.importorskip("trl", reason="TRL is the optional extra 'trl' (installed by the 'test' extra)")
 
@@ -292,7 +295,21 @@ def test_theta_starts_at_the_reference_fit_by_default(world, tmp_path):
                            bias="shared_mean")
     assert float(trainer.bias.shared_parameter().detach()) == pytest.approx(math.log(3), abs=1e-6)
     assert float(trainer.bias.deviations().abs().max()) == 0.0
-    with pytest.raises(ValueError, match="theta_init: 'reference' or 'zero'"):
+    from badpo.auditing.estimates import attribute_differences
+    from badpo.auditing.start_level import start_level
+    from badpo.core.notices import BadpoWarning
+    from badpo.integrations.trl import _judgments
+
+    judgments = _judgments(data, "train_dataset")  # the fit the conditional start makes, by another path
+    fit = start_level(judgments, attribute_differences(judgments, resolve_attributes(["given:signed"])))
+    with contextlib.ExitStack() as stack:
+        if not fit.identified:  # too few pairs judged twice: the reference fit, and a warning says so
+            stack.enter_context(pytest.warns(BadpoWarning, match="not identified"))
+        conditional = BADPOTrainer(str(path / "model"), args=config(tmp_path / "out3"), train_dataset=data,
+                                   processing_class=build_tokenizer(), attributes=["given:signed"],
+                                   bias="shared_mean", theta_init="conditional")
+    assert float(conditional.bias.shared_parameter().detach()) == pytest.approx(fit.level[0], abs=1e-6)
+    with pytest.raises(ValueError, match="theta_init: 'reference', 'conditional' or 'zero'"):
         BADPOTrainer(str(path / "model"), args=config(tmp_path / "out2"), train_dataset=data,
                      processing_class=build_tokenizer(), attributes=["given:signed"], theta_init="warm")
 

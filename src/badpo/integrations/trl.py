@@ -52,6 +52,7 @@ restores the rest, so that a resumed run goes on as the uninterrupted one would.
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,10 +61,12 @@ import torch
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from badpo.auditing.start_level import start_level
 from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.judgments import FIELDS, Judgment, annotator_classes, validate_judgments
 from badpo.core.level import NoFiniteStart, reference_start
+from badpo.core.notices import BadpoWarning
 from badpo.engine.batches import shuffled_annotator_index
 from badpo.engine.external_run import local_path, method_of_variant
 from badpo.engine.reporting import annotator_theta, theta_k_scalars
@@ -226,9 +229,10 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
     training annotators, sorted as the engine sorts them, with their classes) or a ready
     :class:`BiasChannel` of the method's variant (warm start, fixed offset, trusted annotators;
     parameters with ``requires_grad=False`` stay frozen). ``theta_lr``: theta's constant Adam
-    learning rate. ``theta_init``: where a variant's theta starts, ``reference`` (the engine's
-    default: the fit of the labels at the reference through the method's link, docs/training.md)
-    or ``zero``; a ready channel is taken as is. Every other argument is ``DPOTrainer``'s.
+    learning rate. ``theta_init``: where a variant's theta starts, ``reference`` (the fit of the
+    labels at the reference through the method's link), ``conditional`` (that fit with a per-pair
+    random effect for quality, which quality does not shrink; docs/training.md) or ``zero``; a
+    ready channel is taken as is. Every other argument is ``DPOTrainer``'s.
     """
 
     def __init__(self, model, ref_model=None, args: DPOConfig | None = None, data_collator=None,
@@ -238,8 +242,8 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
                  theta_init: str = "reference", **kwargs) -> None:
         if not theta_lr > 0:
             raise ValueError(f"theta_lr: must be > 0, got {theta_lr}")
-        if theta_init not in ("reference", "zero"):
-            raise ValueError(f"theta_init: 'reference' or 'zero', got {theta_init!r}")
+        if theta_init not in ("reference", "conditional", "zero"):
+            raise ValueError(f"theta_init: 'reference', 'conditional' or 'zero', got {theta_init!r}")
         self.theta_init = theta_init
         self.method_name, self.method = _method_row(method, bias)
         self.method_params = self.method.parse_params(dict(method_params or {}))
@@ -299,22 +303,28 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
             return bias
         annotators = sorted({j.annotator for j in judgments})
         start = None
-        if self.theta_init == "reference" and self.method.learns_theta:
+        if self.theta_init != "zero" and self.method.learns_theta:
             start = self._reference_start(names, judgments)
         return BiasChannel(self.method.bias_variant, names, annotators, self.classes, init_mean=start)
 
     def _reference_start(self, names: tuple[str, ...], judgments: Sequence[Judgment]) -> list[float]:
-        """The engine's default start (docs/training.md, "Where theta starts"): the labels' fit on
-        g(y_w) - g(y_l) through the method's link, with the policy at the reference (every margin 0)."""
+        """The engine's starts (docs/training.md, "Where theta starts"): the labels' fit on
+        g(y_w) - g(y_l) through the method's link with the policy at the reference (every margin 0),
+        and under ``conditional`` the same fit with a per-pair random effect for quality."""
         diffs = torch.tensor([self.attributes.judgment_differences(j).tolist() for j in judgments],
-                             dtype=torch.float64)
+                             dtype=torch.float64).reshape(len(judgments), len(names))
+        link = self.method.level_link(self.method_params)
         try:
-            return reference_start(diffs.reshape(len(judgments), len(names)),
-                                   torch.zeros(len(judgments), dtype=torch.float64),
-                                   self.method.level_link(self.method_params))
+            start = reference_start(diffs, torch.zeros(len(judgments), dtype=torch.float64), link)
         except NoFiniteStart as error:
-            raise ValueError(f"theta_init='reference': {[names[j] for j in error.coordinates]}: {error.why}; "
-                             "pass theta_init='zero' to start theta at 0") from None
+            raise ValueError(f"theta_init={self.theta_init!r}: {[names[j] for j in error.coordinates]}: "
+                             f"{error.why}; pass theta_init='zero' to start theta at 0") from None
+        if self.theta_init != "conditional" or link.name != "logistic":  # least squares: no shrinkage
+            return start
+        fit = start_level(judgments, diffs.numpy())
+        if not fit.identified:
+            warnings.warn(f"theta_init='conditional': {fit.note}", BadpoWarning, stacklevel=3)
+        return fit.level
 
     def _weighting(self, dataset):
         """The method's loss weights with state (Group-DRO, Crowd-PrefRL), on the training judgments'
