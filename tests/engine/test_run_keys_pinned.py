@@ -2,9 +2,9 @@
 under configs/, the keys the planner gives every experiment under configs/, and the key of every
 committed run record under results/ that today's settings read.
 
-``duplicates`` (train and rm) and ``fsdp`` (train) came after: each changed the plain digests
-(DEFAULTS, READ and the first of each RESOLVED pair) and no identity or key, as they are keyed only
-when set (:data:`badpo.engine.settings.KEYED_WHEN_SET`).
+``duplicates`` (train and rm), ``fsdp`` (train) and ``bias.level`` (train and rm) came after: each
+changed the plain digests (DEFAULTS, READ and the first of each RESOLVED pair) and no identity or
+key, as they are keyed only when set (:data:`badpo.engine.settings.KEYED_WHEN_SET`).
 
 The digests were taken before the three stage configs got their common base
 (:class:`badpo.engine.settings.RunConfig`) and the run folder its one lifecycle
@@ -37,31 +37,31 @@ def _digest(value) -> str:
 
 
 # to_dict of each class's defaults, and of each stage config as read from its file
-DEFAULTS = {"TrainConfig": "ba802fe535ee1acb", "SFTConfig": "30fa398747368e5d", "RMConfig": "066108ab838c51e3"}
+DEFAULTS = {"TrainConfig": "320ee2d82fc1597e", "SFTConfig": "30fa398747368e5d", "RMConfig": "c75a6d74f229ddea"}
 READ = {
-    "rm_qwen2.5-0.5b.yaml": "aadad80ce029f62c", "rm_tiny.yaml": "727c9528a71a4307",
-    "rm_tiny_quality.yaml": "7e47314e2e31ca58", "sft_llama3.1-8b.yaml": "5ae2c67a1bbaac15",
+    "rm_qwen2.5-0.5b.yaml": "c2dfb2d78d652566", "rm_tiny.yaml": "a7895ee665450de8",
+    "rm_tiny_quality.yaml": "d2fca62208917eba", "sft_llama3.1-8b.yaml": "5ae2c67a1bbaac15",
     "sft_mistral-7b.yaml": "426730e3b2effb07", "sft_qwen2.5-0.5b.yaml": "39ad6974bdad4b1c",
-    "sft_tiny.yaml": "9c96f711b0134d73", "train_llama3.1-8b.yaml": "7ee407293f0126fd",
-    "train_mistral-7b.yaml": "b63bce18540ead22", "train_qwen2.5-0.5b.yaml": "059004de26058cdd",
-    "train_tiny.yaml": "2538ca509fef1a10",
+    "sft_tiny.yaml": "9c96f711b0134d73", "train_llama3.1-8b.yaml": "fdce9fe698d13347",
+    "train_mistral-7b.yaml": "2c9ded0a0b47b13c", "train_qwen2.5-0.5b.yaml": "dd67efa2d56d8993",
+    "train_tiny.yaml": "ba351d5314f52a6a",
 }
 # (to_dict, identity) of each as the stage resolves it before it trains: the learning rate and output_dir filled in
 RESOLVED = {
-    "rm_qwen2.5-0.5b.yaml": ["8e7c84d72d68eed7", "77039b1f1ca15e0f"],
-    "rm_tiny.yaml": ["e903c97f1eb6c924", "6fbd35e74fc6de2a"],
-    "rm_tiny_quality.yaml": ["2ec18e8085b0a9dd", "0df448983168e9b6"],
+    "rm_qwen2.5-0.5b.yaml": ["11a10d0ce895e09c", "77039b1f1ca15e0f"],
+    "rm_tiny.yaml": ["6d8b71f52e6a95cf", "6fbd35e74fc6de2a"],
+    "rm_tiny_quality.yaml": ["1c911e0bcd437170", "0df448983168e9b6"],
     "sft_llama3.1-8b.yaml": ["5ae2c67a1bbaac15", "9f48496650671115"],
     "sft_mistral-7b.yaml": ["426730e3b2effb07", "a7f9b5d3e6fe411d"],
     "sft_qwen2.5-0.5b.yaml": ["39ad6974bdad4b1c", "ab0205fd6408ef4a"],
     "sft_tiny.yaml": ["9c96f711b0134d73", "d280c56ded13a6db"],
-    "train_llama3.1-8b.yaml": ["d4e2f707ebe916a7", "869d876023002a43"],
-    "train_mistral-7b.yaml": ["7880570177f81f02", "c7b2d2e27bbe6510"],
-    "train_qwen2.5-0.5b.yaml": ["6d6860c30ac9bb04", "3504030a475a233a"],
-    "train_tiny.yaml": ["12458253cee141de", "98f8e201625bb429"],
-    "TrainConfig": ["9c4d1bd9b13bb304", "fd03276b742a4eb2"],
+    "train_llama3.1-8b.yaml": ["9b225422a5eed3d9", "869d876023002a43"],
+    "train_mistral-7b.yaml": ["d7976f28a2b4b4c0", "c7b2d2e27bbe6510"],
+    "train_qwen2.5-0.5b.yaml": ["4e6ca764741f4073", "3504030a475a233a"],
+    "train_tiny.yaml": ["8ce13f929d05f65b", "98f8e201625bb429"],
+    "TrainConfig": ["c21140e7903184b3", "fd03276b742a4eb2"],
     "SFTConfig": ["2d2ca640cf5cd4c3", "8c44f2a1d13bb3b2"],
-    "RMConfig": ["3b85f1b8e5c6a147", "76ef45b2628e9add"],
+    "RMConfig": ["12815e607435441d", "76ef45b2628e9add"],
 }
 # sha256 of the space-joined keys (the reference, then every run) of each experiment's plan
 PLANS = {
