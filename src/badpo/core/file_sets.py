@@ -17,9 +17,30 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-__all__ = ["LOCK_FILE", "commit_files", "folder_lock", "recover_files"]
+__all__ = ["LOCK_FILE", "commit_files", "exclusive_lock", "folder_lock", "recover_files"]
 
 LOCK_FILE = ".badpo-writing.lock"
+
+
+@contextlib.contextmanager
+def exclusive_lock(lock_file: Path) -> Iterator[None]:
+    """Hold an ``flock`` on ``lock_file`` (created; the kernel drops it when the process dies) for
+    the block, the holder written into it; another holder is a ``BlockingIOError`` whose message is
+    what that holder wrote ("another process" when nothing)."""
+    handle = open(lock_file, "a+", encoding="utf-8")
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            raise BlockingIOError(handle.read().strip() or "another process") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"process {os.getpid()} on {os.uname().nodename}\n")
+        handle.flush()
+        yield
+    finally:
+        handle.close()  # releases the lock
 
 
 @contextlib.contextmanager
@@ -30,19 +51,12 @@ def folder_lock(folder: str | Path, option: str) -> Iterator[None]:
     folder = Path(folder)
     created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
-    handle = open(folder / LOCK_FILE, "a+", encoding="utf-8")
-    try:
+    with contextlib.ExitStack() as stack:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            raise BlockingIOError(f"{option} {folder}: {holder} is writing there; wait for it to finish or "
+            stack.enter_context(exclusive_lock(folder / LOCK_FILE))
+        except BlockingIOError as held:
+            raise BlockingIOError(f"{option} {folder}: {held} is writing there; wait for it to finish or "
                                   "choose another folder") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"process {os.getpid()} on {os.uname().nodename}\n")
-        handle.flush()
         try:
             yield
         except BaseException:
@@ -50,8 +64,6 @@ def folder_lock(folder: str | Path, option: str) -> Iterator[None]:
                 (folder / LOCK_FILE).unlink()
                 folder.rmdir()
             raise
-    finally:
-        handle.close()  # releases the lock
 
 
 def _parts(folder: Path, tag: str) -> tuple[Path, Path]:

@@ -23,7 +23,6 @@ records the data (written when the folder is claimed, so that a killed run has i
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
@@ -36,6 +35,7 @@ import yaml
 
 from badpo.core.bias import THETA_FILE, TRAINED_THETA_FILE
 from badpo.core.config import ConfigError, load_config, to_dict
+from badpo.core.file_sets import exclusive_lock
 from badpo.core.jsonio import atomic_write_text
 from badpo.core.notices import BadpoWarning
 from badpo.data.fingerprint import data_fingerprint
@@ -150,22 +150,13 @@ def check_owned(folder: Path, run_files: RunFiles = preference_run_files) -> Non
 def run_lock(folder: Path) -> Iterator[None]:
     """Hold an exclusive lock on ``folder`` for the block; another holder is a ConfigError."""
     folder.mkdir(parents=True, exist_ok=True)
-    handle = open(folder / _LOCK, "a+", encoding="utf-8")
-    try:
+    with contextlib.ExitStack() as stack:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            raise ConfigError(f"output_dir: {folder} is in use by {holder}; wait for it to finish "
+            stack.enter_context(exclusive_lock(folder / _LOCK))
+        except BlockingIOError as held:
+            raise ConfigError(f"output_dir: {folder} is in use by {held}; wait for it to finish "
                               "or choose another output_dir") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"process {os.getpid()} on {os.uname().nodename}\n")
-        handle.flush()
         yield
-    finally:
-        handle.close()  # releases the lock
 
 
 def claim(folder: Path, config: Any, overwrite: bool, run_files: RunFiles = preference_run_files) -> None:
