@@ -19,8 +19,8 @@ import torch
 from badpo.auditing.estimates import attribute_differences
 from badpo.auditing.start_level import start_level
 from badpo.core.attributes import resolve_attributes
-from badpo.core.judgments import read_judgments
 from badpo.core.jsonio import atomic_write_text
+from badpo.core.judgments import read_judgments
 from badpo.paper.provenance import provenance
 
 
