@@ -38,7 +38,8 @@ def start_level(judgments: Sequence[Judgment], differences: np.ndarray, trusted:
 
     from badpo.core.pair_level import pair_effect_level
 
-    keep = np.array([j.annotator not in set(trusted) for j in judgments], dtype=bool)
+    known = set(trusted)
+    keep = np.array([j.annotator not in known for j in judgments], dtype=bool)
     if not keep.any():
         return None
     pair, side = judgment_pairs(judgments)

@@ -37,6 +37,7 @@ shrinks: least squares (IPO's squared link) is collapsible and keeps the plain f
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -70,9 +71,7 @@ class PairEffectFit:
     note: str | None = None
 
     def as_dict(self) -> dict:
-        return {"level": self.level, "se": self.se, "spread": self.spread, "marginal": self.marginal,
-                "pairs": self.pairs, "repeated_pairs": self.repeated_pairs, "identified": self.identified,
-                "note": self.note}
+        return dataclasses.asdict(self)
 
 
 def _nodes(spread: float) -> tuple[Tensor, Tensor]:
