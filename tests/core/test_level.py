@@ -155,6 +155,28 @@ def test_the_policy_tilt_is_the_least_squares_lean_of_pair_margins_read_once_per
     assert math.isnan(policy_tilt(margin[pair], torch.zeros(8, 1, dtype=F64), pair, side)[0])
 
 
+def test_the_tilt_given_quality_reads_the_lean_at_fixed_labelled_quality():
+    """Margins that are exactly 0.3 A + 0.8 q, with q going against A: the plain tilt counts the
+    quality's share along A as lean (sum A m / sum A^2), the tilt given quality is 0.3 exactly; a
+    quality of 0 everywhere is no column (the plain tilt). Each pair judged twice, once each way."""
+    first_side = torch.tensor([1.0, -1.0, 1.0, 0.0, 2.0], dtype=F64)
+    quality = torch.tensor([-1.0, 0.5, 0.0, 1.0, -0.5], dtype=F64)
+    margin = 0.3 * first_side + 0.8 * quality
+    pair = torch.arange(5).repeat_interleave(2)
+    side = torch.tensor([1.0, -1.0] * 5, dtype=F64)
+    a = (side * first_side[pair])[:, None]
+    plain = policy_tilt(side * margin[pair], a, pair, side)
+    expected_plain = float((first_side * margin).sum() / (first_side ** 2).sum())
+    assert float(plain[0]) == pytest.approx(expected_plain, abs=1e-12)
+    assert abs(expected_plain - 0.3) > 0.1  # the quality's share would be counted as lean
+    given = policy_tilt(side * margin[pair], a, pair, side, quality[pair])
+    assert float(given[0]) == pytest.approx(0.3, abs=1e-12)
+    zeros = policy_tilt(side * margin[pair], a, pair, side, torch.zeros(10, dtype=F64))
+    assert zeros.tolist() == plain.tolist()
+    delta, tilt = tilt_shift(side * margin[pair], side * margin[pair], a, pair, side, LOGISTIC, quality[pair])
+    assert float(tilt[0]) == pytest.approx(0.3, abs=1e-12)
+
+
 def test_the_tilt_step_adds_the_lean_to_the_levels_own_optimum():
     """delta = t_hat + tilt: with the margins at 0 the lean is 0 and the step is the log-odds; with
     every margin leaning by 0.4 along a the step moves theta 0.4 further than the labels alone ask."""

@@ -243,19 +243,21 @@ def test_ba_ipo_sets_its_level_through_the_squared_link(world):
     assert all(s is not None for s in shifts) and _theta(out)["ann1"] == 0.0
 
 
-@pytest.mark.parametrize("method", ["ba_dpo_pooled", "ba_dpo_shared_mean"])
-def test_the_tilt_rule_logs_the_policys_lean_and_resumes_bit_for_bit(world, method):
-    """bias.level: tilt: every record carries the policy's lean and the step's shift; stopped after
-    2 of 4 steps and resumed, the run is the uninterrupted one."""
-    settings = ("steps=4", "micro_batch_size=4", f"method={method}", "bias.level=tilt")
-    full = train(make_config(world, f"tilt-{method}", *settings))
+@pytest.mark.parametrize(("method", "rule"), [("ba_dpo_pooled", "tilt"), ("ba_dpo_shared_mean", "tilt"),
+                                            ("ba_dpo_pooled", "tilt_given_quality")])
+def test_the_tilt_rule_logs_the_policys_lean_and_resumes_bit_for_bit(world, method, rule):
+    """bias.level: tilt (and tilt_given_quality): every record carries the policy's lean and the
+    step's shift; stopped after 2 of 4 steps and resumed, the run is the uninterrupted one."""
+    settings = ("steps=4", "micro_batch_size=4", f"method={method}", f"bias.level={rule}")
+    full = train(make_config(world, f"{rule}-{method}", *settings))
     assert all("policy_tilt" in r and "level_shift" in r for r in log_records(full))
-    parts = make_config(world, f"tilt-parts-{method}", *settings)
+    parts = make_config(world, f"{rule}-parts-{method}", *settings)
     train(from_dict(TrainConfig, apply_overrides(to_dict(parts), ["stop_after_steps=2"])))
     resumed = train(from_dict(TrainConfig, apply_overrides(to_dict(parts), ["resume_from=latest"])))
     assert_same_run(full, resumed, atol=0.0)
 
 
-def test_the_tilt_rule_refuses_trusted_annotators(world):
-    with pytest.raises(Exception, match="bias.level: tilt anchors the level on the policy's own lean"):
-        train(make_config(world, "tilt-trusted", "steps=1", "bias.trusted=[ann1]", "bias.level=tilt"))
+@pytest.mark.parametrize("rule", ["tilt", "tilt_given_quality"])
+def test_the_tilt_rules_refuse_trusted_annotators(world, rule):
+    with pytest.raises(Exception, match=f"bias.level: {rule} anchors the level on the policy's own lean"):
+        train(make_config(world, f"{rule}-trusted", "steps=1", "bias.trusted=[ann1]", f"bias.level={rule}"))

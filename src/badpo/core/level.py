@@ -163,7 +163,8 @@ def level_shift(logits: Tensor, directions: Tensor, trusted: Tensor, link: Link)
     return t_hat - s_hat, s_hat
 
 
-def policy_tilt(margins: Tensor, directions: Tensor, pair: Tensor, side: Tensor) -> Tensor:
+def policy_tilt(margins: Tensor, directions: Tensor, pair: Tensor, side: Tensor,
+                quality: Tensor | None = None) -> Tensor:
     """How far the policy's margins lean toward the attributes, ``[d]`` float64: the least-squares
     coefficients, without intercept, of each pair's margin on its attribute difference, both read
     in the pair's first-seen orientation and each pair counted once.
@@ -174,31 +175,46 @@ def policy_tilt(margins: Tensor, directions: Tensor, pair: Tensor, side: Tensor)
     over its judgments (their margins can be of different ages). Quality independent of the
     attributes within a pair's orientation has mean 0 at every attribute difference, so it does not
     move the estimate; the reference's margins are all 0, so its tilt is 0. NaN where no pair
-    differs in a coordinate."""
+    differs in a coordinate.
+
+    ``quality`` ``[n]`` (optional): each judgment's pair's quality as the labels tell it, already in
+    the pair's first-seen orientation (:func:`badpo.core.pair_level.pair_quality`). It joins the
+    regression as one more column, so the lean is read at fixed labelled quality: where quality goes
+    with or against an attribute, the quality the policy learned leans along it too, and without the
+    column that lean would be counted as bias (or, against it, hide some)."""
     side = side.double()
     _, dense = torch.unique(pair, return_inverse=True)
     count = torch.zeros(int(dense.max()) + 1 if len(dense) else 0, dtype=torch.float64).index_add(
         0, dense, torch.ones(len(dense), dtype=torch.float64))
-    m = torch.zeros_like(count).index_add(0, dense, side * margins.double()) / count
-    a = torch.zeros(len(count), directions.shape[1], dtype=torch.float64).index_add(
-        0, dense, side[:, None] * directions.double()) / count[:, None]
+
+    def per_pair(values: Tensor) -> Tensor:
+        total = torch.zeros(len(count), values.shape[1], dtype=torch.float64).index_add(0, dense, values)
+        return total / count[:, None]
+
+    m = per_pair((side * margins.double())[:, None])
+    a = per_pair(side[:, None] * directions.double())
     result = torch.full((a.shape[1],), float("nan"), dtype=torch.float64)
     touched = (a != 0).any(dim=0)
-    if touched.any():
-        result[touched] = torch.linalg.lstsq(a[:, touched], m[:, None]).solution[:, 0]
+    if not touched.any():
+        return result
+    design = a[:, touched]
+    if quality is not None and bool((quality != 0).any()):
+        design = torch.cat([design, per_pair(quality.double()[:, None])], dim=1)
+    result[touched] = torch.linalg.lstsq(design, m).solution[:int(touched.sum()), 0]
     return result
 
 
 def tilt_shift(logits: Tensor, margins: Tensor, directions: Tensor, pair: Tensor, side: Tensor,
-               link: Link) -> tuple[Tensor, Tensor]:
+               link: Link, quality: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """(delta_hat, tilt), ``[d]`` float64 each: the level step with reference anchoring as its
     anchor (``bias.level: tilt``). The anchor's own shift of the margins is minus the policy's
     tilt (:func:`policy_tilt`): the shift that takes the policy back to the reference's lean. So
     delta_hat = t_hat + tilt, t_hat the judgments' own best shift of the level given the margins
     (``logits`` are z_i + b_i with the current theta). After the step the whole data pulls the
     policy's margins by -tilt along a, as trusted anchoring pulls them by s_hat: the lean the
-    policy took goes to theta. NaN where either has no estimate."""
-    tilt = policy_tilt(margins, directions, pair, side)
+    policy took goes to theta (read at fixed labelled quality when ``quality`` is given). NaN where
+    either has no estimate."""
+    tilt = policy_tilt(margins, directions, pair, side, quality)
     return offset_mle(logits, directions, link) + tilt, tilt
 
 

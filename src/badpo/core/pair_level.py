@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["PairEffectFit", "pair_effect_level", "pair_log_likelihood", "MIN_REPEATED_PAIRS",
+__all__ = ["PairEffectFit", "pair_effect_level", "pair_log_likelihood", "pair_quality", "MIN_REPEATED_PAIRS",
            "MIN_REPEATED_SHARE", "TYPICAL_SPREAD"]
 
 TAIL = 8.5  # the quadrature grid spans [-TAIL, TAIL] standard deviations of the quality
@@ -99,6 +99,25 @@ def pair_log_likelihood(theta: Tensor, spread: Tensor | float, directions: Tenso
     per_pair = torch.zeros(int(pair.max()) + 1 if len(pair) else 0, len(v), dtype=torch.float64)
     per_pair = per_pair.index_add(0, pair, F.logsigmoid(z))
     return torch.logsumexp(per_pair + log_w[None, :], dim=1).sum()
+
+
+def pair_quality(theta: Tensor, spread: float, directions: Tensor, pair: Tensor, side: Tensor,
+                 offsets: Tensor | None = None) -> Tensor:
+    """E[q_p | the pair's judgments] under the model at (theta, tau), one value per judgment
+    (its pair's, in the pair's first-seen orientation), ``[n]`` float64: what the labels say of
+    each pair's quality once theta . a has explained its share. The policy learns from the labels
+    alone, so the quality it can learn is a function of them; this is that function's best guess.
+    Arguments as :func:`pair_log_likelihood`; 0 everywhere at tau = 0 (no spread, no signal)."""
+    if spread <= 0 or len(pair) == 0:
+        return torch.zeros(len(pair), dtype=torch.float64)
+    _, dense = torch.unique(pair, return_inverse=True)
+    v, log_w = _nodes(spread)
+    a = directions.double().reshape(len(pair), -1)
+    o = torch.zeros(len(pair), dtype=torch.float64) if offsets is None else offsets.double()
+    z = side.double()[:, None] * spread * v[None, :] + (a @ theta.double())[:, None] + o[:, None]
+    joint = torch.zeros(int(dense.max()) + 1, len(v), dtype=torch.float64).index_add(0, dense, F.logsigmoid(z))
+    posterior = torch.softmax(joint + log_w[None, :], dim=1)  # [P, M]
+    return (spread * posterior @ v)[dense]
 
 
 def _newton_in_theta(theta: Tensor, spread: float, a: Tensor, pair: Tensor, side: Tensor, o: Tensor,

@@ -42,17 +42,20 @@ from torch import Tensor
 from badpo.core.bias import THETA_FILE, TRAINED_THETA_FILE, BiasChannel
 from badpo.core.config import ConfigError
 from badpo.core.level import Link, level_shift, tilt_shift
+from badpo.engine.batches import PreferenceData
+from badpo.engine.start import judgment_sides, labels_quality
 
-__all__ = ["LevelStep", "build_level_step", "save_theta"]
+__all__ = ["LevelStep", "TILT_RULES", "build_level_step", "save_theta"]
 
 
 class LevelStep:
     """The cached pre-bias logits of the judgments and the level step (module docstring)."""
 
     def __init__(self, link: Link, n_judgments: int, every_step: bool, anchor: str = "trusted",
-                 pair: Tensor | None = None, side: Tensor | None = None) -> None:
+                 pair: Tensor | None = None, side: Tensor | None = None, quality: Tensor | None = None) -> None:
         self.link, self.every_step, self.anchor = link, every_step, anchor
         self.pair, self.side = pair, side  # the tilt anchor's pair index and orientation of each judgment
+        self.quality = quality  # and the labels' quality of each judgment's pair (tilt_given_quality)
         self.logits = torch.zeros(n_judgments, dtype=torch.float64)  # z_i, the last one seen
         self.seen = torch.zeros(n_judgments, dtype=torch.bool)
         self._new = torch.zeros(n_judgments, dtype=torch.float64)  # this step's summed z_i, scratch
@@ -87,8 +90,9 @@ class LevelStep:
             current = bias(index, diff).double().cpu()
         directions = diff[:, bias.declared_index].double().cpu()
         if self.anchor == "tilt":
+            quality = None if self.quality is None else self.quality[rows]
             delta, tilt = tilt_shift(self.logits[rows] + current, self.logits[rows], directions,
-                                     self.pair[rows], self.side[rows], self.link)
+                                     self.pair[rows], self.side[rows], self.link, quality)
             bias.shift_level(delta.nan_to_num(0.0))
             self.last = {"level_shift": _named(bias.declared, delta), "policy_tilt": _named(bias.declared, tilt)}
             return self.last
@@ -122,18 +126,36 @@ def _named(names: tuple[str, ...], values: Tensor) -> dict[str, float | None]:
     return {name: (float(v) if torch.isfinite(v) else None) for name, v in zip(names, values)}
 
 
-def build_level_step(settings, bias: BiasChannel | None, link: Link, n_judgments: int,
-                     pair: Tensor, side: Tensor) -> LevelStep | None:
-    """The level step of a run (``settings``: its ``BiasSettings``): with ``bias.level: tilt``, the
-    tilt anchor every step (``pair``, ``side``: each judgment's pair and orientation); else only with
-    trusted annotators and ``bias.trusted_level`` other than ``gradient``; None otherwise."""
+def _no_quality(data: PreferenceData, bias: BiasChannel) -> None:
+    return None
+
+
+def _labels_quality(data: PreferenceData, bias: BiasChannel) -> Tensor:
+    return labels_quality(data, bias.declared_index.tolist(), bias.fixed_offset.double().cpu())
+
+
+# bias.level -> what the tilt anchor holds fixed when it reads the policy's lean (None: the
+# level is theta's Adam's, no step): tilt reads the lean alone, tilt_given_quality at fixed
+# labelled quality (docs/training.md, "What theta does after the start")
+TILT_RULES: dict[str, Callable[[PreferenceData, BiasChannel], Tensor | None] | None] = {
+    "adam": None, "tilt": _no_quality, "tilt_given_quality": _labels_quality}
+
+
+def build_level_step(settings, bias: BiasChannel | None, link: Link, data: PreferenceData) -> LevelStep | None:
+    """The level step of a run (``settings``: its ``BiasSettings``): with a tilt rule of
+    ``bias.level``, the tilt anchor every step (each judgment's pair and orientation from ``data``);
+    else only with trusted annotators and ``bias.trusted_level`` other than ``gradient``; None
+    otherwise."""
     if bias is None:
         return None
-    if settings.level == "tilt":
+    tilt = TILT_RULES[settings.level]
+    if tilt is not None:
         if bias.trusted:
-            raise ConfigError("bias.level: tilt anchors the level on the policy's own lean, bias.trusted on "
-                              "the trusted annotators: choose one (bias.level: adam keeps the trusted anchor)")
-        return LevelStep(link, n_judgments, every_step=True, anchor="tilt", pair=pair, side=side)
+            raise ConfigError(f"bias.level: {settings.level} anchors the level on the policy's own lean, "
+                              "bias.trusted on the trusted annotators: choose one (bias.level: adam keeps "
+                              "the trusted anchor)")
+        return LevelStep(link, len(data), every_step=True, anchor="tilt", pair=data.judgment_pair,
+                         side=judgment_sides(data), quality=tilt(data, bias))
     if not bias.trusted or settings.trusted_level == "gradient":
         return None
-    return LevelStep(link, n_judgments, every_step=settings.trusted_level == "every_step")
+    return LevelStep(link, len(data), every_step=settings.trusted_level == "every_step")

@@ -37,7 +37,7 @@ from badpo.engine.runtime import (
     whole_state_dict,
 )
 from badpo.engine.settings import PREFERENCE_LR, TrainConfig, accumulation_steps, check_offset_length, resolved_lr
-from badpo.engine.start import initial_level, judgment_sides
+from badpo.engine.start import initial_level
 from badpo.engine.tokenize import settings_dict
 from badpo.methods import Method, Weighting, get_method
 
@@ -189,8 +189,7 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
         weighting=weighting,
         reference_tokens=reference_tokens.to(accelerator.device) if per_token else None,
         token_offsets=token_offsets(data.store) if per_token else None,
-        level=build_level_step(config.bias, bias, method.level_link(method_params), len(data),
-                               data.judgment_pair, judgment_sides(data)),
+        level=build_level_step(config.bias, bias, method.level_link(method_params), data),
     )
     return run, cache_parts, tokenizer
 

@@ -38,7 +38,6 @@ from badpo.engine.preference import build_bias, read_and_audit, theta_adam
 from badpo.engine.reporting import report_input
 from badpo.engine.runtime import load_model, policy_optimizer
 from badpo.engine.settings import RMConfig, check_rm
-from badpo.engine.start import judgment_sides
 from badpo.engine.tokenize import TokenStore
 from badpo.methods import LossTerms, Method
 
@@ -103,8 +102,7 @@ def prepare_reward_run(config: RMConfig, accelerator) -> tuple[Run, dict, object
         schedule=Schedule(len(items), config.batch_size, config.runtime.seed), reference=None,
         annotator_index=data.annotator_index.to(accelerator.device),
         attr_diff=data.attr_diff.to(accelerator.device), labels=labels, losses=reward_losses,
-        level=build_level_step(config.bias, bias, method.level_link(None), len(data), data.judgment_pair,
-                               judgment_sides(data)),
+        level=build_level_step(config.bias, bias, method.level_link(None), data),
     )
     return run, {}, tokenizer
 

@@ -102,9 +102,11 @@ class BiasSettings:
     # what sets theta's shared level after the start (docs/training.md, "What theta does after the
     # start"): adam = theta's own Adam (the paper's dynamics); tilt = reference anchoring held every
     # step: the policy's lean along the declared attributes (its margins regressed on the pairs'
-    # attribute differences) moves into the level, so the policy keeps the reference's lean. Not
-    # with bias.trusted (that anchors on the trusted annotators)
-    level: Literal["adam", "tilt"] = "adam"
+    # attribute differences) moves into the level, so the policy keeps the reference's lean;
+    # tilt_given_quality = the same, the lean read at fixed labelled quality (each pair's quality
+    # as its labels tell it joins the regression), so quality that goes with or against an
+    # attribute is not counted as lean. Not with bias.trusted (that anchors on the trusted annotators)
+    level: Literal["adam", "tilt", "tilt_given_quality"] = "adam"
 
     def trusted_values(self, n_attributes: int) -> dict[str, list[float]]:
         """{id: [q] fixed theta}: the list form fixes every coordinate at 0."""

@@ -26,10 +26,10 @@ from torch import Tensor
 from badpo.core.config import ConfigError
 from badpo.core.level import NoFiniteStart, reference_start
 from badpo.core.notices import BadpoWarning
-from badpo.core.pair_level import pair_effect_level
+from badpo.core.pair_level import pair_effect_level, pair_quality
 from badpo.engine.batches import PreferenceData, offline_estimate
 
-__all__ = ["START_RULES", "initial_level", "judgment_sides"]
+__all__ = ["START_RULES", "initial_level", "judgment_sides", "labels_quality"]
 
 
 def judgment_sides(data: PreferenceData) -> Tensor:
@@ -93,3 +93,18 @@ def initial_level(method, config, data: PreferenceData, declared: list[str],
         return None
     estimate = dict(zip(declared, start))
     return [estimate.get(n, 0.0) for n in data.attribute_names]
+
+
+def labels_quality(data: PreferenceData, columns: list[int], offset: Tensor) -> Tensor:
+    """[N] each judgment's pair's quality as its labels tell it (first-seen orientation), from the
+    same pair-effect fit as the conditional start: what ``bias.level: tilt_given_quality`` holds
+    fixed when it reads the policy's lean. Zeros, with a warning, where the spread is not identified
+    (the lean is then read as ``tilt`` reads it)."""
+    directions, sides = data.attr_diff[:, columns].double(), judgment_sides(data)
+    offsets = data.attr_diff.double() @ offset
+    fit = pair_effect_level(directions, data.judgment_pair, sides, offsets)
+    if not fit.identified:
+        warnings.warn(f"bias.level: tilt_given_quality: {fit.note}; the lean is read without it",
+                      BadpoWarning, stacklevel=2)
+    return pair_quality(torch.tensor(fit.level, dtype=torch.float64), fit.spread, directions,
+                        data.judgment_pair, sides, offsets)
