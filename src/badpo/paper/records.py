@@ -54,7 +54,8 @@ def run_key(method: str, params: Mapping[str, Any], seed: int | None, device: st
     CPU for the same settings. ``cpu`` adds nothing to the hash, so a CPU record made before the
     device was keyed keeps its key and no logged CPU sweep re-runs; any other class is mixed in, so
     a CUDA key never equals a CPU one (its hashed text holds a ``device`` entry the CPU text lacks).
-    GPU records made before (results/smol_gpu) carry the CPU-class keys they were made under."""
+    The GPU records made before (results/smol_gpu) were re-keyed with the CUDA class
+    (scripts/reconstruct_provenance.py)."""
     identity: dict[str, Any] = {"method": method, "params": params, "seed": seed}
     device = device_class() if device is None else device
     if device != "cpu":
