@@ -153,7 +153,7 @@ def _recomputed_key(record: dict, folder: Path) -> str:
         keyed["reference"] = json.loads((folder / f"{record['reference']}.json").read_text())["training_key"]
     keyed["evaluation"] = record["evaluation"]
     name = record["method"] if record["kind"] == "arm" else "reference"
-    return records.run_key(name, keyed, record["seed"], device="cpu")  # every committed record is CPU-class
+    return records.run_key(name, keyed, record["seed"], device=record["provenance"]["device"]["kind"])
 
 
 def test_the_committed_run_records_keep_their_keys():
