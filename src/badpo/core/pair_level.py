@@ -93,12 +93,20 @@ def pair_log_likelihood(theta: Tensor, spread: Tensor | float, directions: Tenso
     ``directions`` ``[n, d]`` are the a_i, ``pair`` ``[n]`` the pair index of each judgment (0..P-1),
     ``side`` ``[n]`` +1 where the judgment chose its pair's first side, -1 where the second,
     ``offsets`` ``[n]`` the o_i."""
+    joint, _ = _pair_joint(theta, spread, directions, pair, side, offsets)
+    return torch.logsumexp(joint, dim=1).sum()
+
+
+def _pair_joint(theta: Tensor, spread: Tensor | float, directions: Tensor, pair: Tensor, side: Tensor,
+                offsets: Tensor) -> tuple[Tensor, Tensor]:
+    """(log of node m's weight times pair p's likelihood given v_m, ``[P, M]``; the nodes v_m):
+    what both the likelihood (its logsumexp) and the pairs' posterior quality (its softmax) read.
+    ``pair`` holds indices 0..P-1."""
     v, log_w = _nodes(float(spread.detach()) if isinstance(spread, Tensor) else float(spread))
     z = (side.double()[:, None] * spread * v[None, :] + (directions.double() @ theta)[:, None]
          + offsets.double()[:, None])  # [n, M]
     per_pair = torch.zeros(int(pair.max()) + 1 if len(pair) else 0, len(v), dtype=torch.float64)
-    per_pair = per_pair.index_add(0, pair, F.logsigmoid(z))
-    return torch.logsumexp(per_pair + log_w[None, :], dim=1).sum()
+    return per_pair.index_add(0, pair, F.logsigmoid(z)) + log_w[None, :], v
 
 
 def pair_quality(theta: Tensor, spread: float, directions: Tensor, pair: Tensor, side: Tensor,
@@ -111,13 +119,10 @@ def pair_quality(theta: Tensor, spread: float, directions: Tensor, pair: Tensor,
     if spread <= 0 or len(pair) == 0:
         return torch.zeros(len(pair), dtype=torch.float64)
     _, dense = torch.unique(pair, return_inverse=True)
-    v, log_w = _nodes(spread)
     a = directions.double().reshape(len(pair), -1)
-    o = torch.zeros(len(pair), dtype=torch.float64) if offsets is None else offsets.double()
-    z = side.double()[:, None] * spread * v[None, :] + (a @ theta.double())[:, None] + o[:, None]
-    joint = torch.zeros(int(dense.max()) + 1, len(v), dtype=torch.float64).index_add(0, dense, F.logsigmoid(z))
-    posterior = torch.softmax(joint + log_w[None, :], dim=1)  # [P, M]
-    return (spread * posterior @ v)[dense]
+    o = torch.zeros(len(pair), dtype=torch.float64) if offsets is None else offsets
+    joint, v = _pair_joint(theta.double(), spread, a, dense, side, o)
+    return (spread * torch.softmax(joint, dim=1) @ v)[dense]
 
 
 def _newton_in_theta(theta: Tensor, spread: float, a: Tensor, pair: Tensor, side: Tensor, o: Tensor,
