@@ -320,7 +320,7 @@ def test_bad_input_is_one_clear_error(world, tmp_path):
     path, data = world
     common = dict(processing_class=build_tokenizer(), attributes=["given:signed"])
     with pytest.raises(ValueError, match="args.loss_type"):
-        BADPOTrainer(str(path / "model"), args=config(tmp_path, loss_type=["hinge"]), train_dataset=data,
+        BADPOTrainer(str(path / "model"), args=config(tmp_path, loss_type=["nca_pair"]), train_dataset=data,
                      **common)
     with pytest.raises(ValueError, match="train_dataset.*annotator"):
         BADPOTrainer(str(path / "model"), args=config(tmp_path), train_dataset=data.remove_columns("annotator"),

@@ -27,7 +27,10 @@ forward of its own (the reference model, or the PEFT policy as TRL's reference r
 per judgment from ``args.seed``, the step and the judgment's row, as the engine draws it; TRL's
 precompute, which keeps sums only, is refused for it. A row that needs what TRL's batch does not
 hold is refused by name (:data:`TRL_LACKS`: several policies, a statistic over the whole step); so
-are TRL options that change the loss (other loss types, ``ld_alpha``, f-divergences, WPO weighting).
+are TRL options that change the margin itself (``ld_alpha``, f-divergences, WPO weighting). TRL's
+``loss_type`` (a list, with ``loss_weights``) is honoured for every loss that is a function of the
+DPO margin, the bias added where the margin enters, with ``dpo`` and the ``ba_dpo_<variant>`` rows
+(:mod:`badpo.integrations.trl_losses`); the others are refused by name.
 
 theta trains on its own ``torch.optim.Adam`` (constant lr, 1e-2 by default, no weight decay),
 stepped after each optimizer step of the policy through a ``TrainerCallback``: TRL's scheduler,
@@ -52,6 +55,7 @@ restores the rest, so that a resumed run goes on as the uninterrupted one would.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -71,7 +75,9 @@ from badpo.engine.batches import shuffled_annotator_index
 from badpo.engine.external_run import local_path, method_of_variant
 from badpo.engine.reporting import annotator_theta, theta_k_scalars
 from badpo.integrations.trl_files import TrainerFiles
+from badpo.integrations.trl_losses import margin_losses, pair_margins, start_link, weighted_loss
 from badpo.methods import JudgmentBatch, Method, get_method, sample_seeds
+from badpo.methods.baselines import ba_dpo_terms
 
 try:
     from accelerate import PartialState
@@ -90,9 +96,8 @@ DIFF_COLUMN = "badpo_attr_diff"  # g(y_w) - g(y_l), one value per attribute
 JUDGMENT_COLUMN = "badpo_judgment"  # the judgment's row in its dataset (a method's loss weights read it)
 _BADPO_COLUMNS = (INDEX_COLUMN, DIFF_COLUMN, JUDGMENT_COLUMN)
 _NOT_MODEL_INPUTS = ("completion_mask", "ref_chosen_logps", "ref_rejected_logps", *_BADPO_COLUMNS)
-# DPOConfig fields whose non-default value changes TRL's loss away from -log sigmoid(beta * delta).
-_LOSS_OPTIONS = {"loss_type": ["sigmoid"], "ld_alpha": None, "f_divergence_type": "reverse_kl",
-                 "use_weighting": False}
+# DPOConfig fields whose non-default value changes TRL's margin itself (loss types: trl_losses.py).
+_LOSS_OPTIONS = {"ld_alpha": None, "f_divergence_type": "reverse_kl", "use_weighting": False}
 
 # What a method row may ask for that TRL's batch (prompt, chosen, rejected, the annotator's row and
 # g_w - g_l) does not hold: (does the row ask for it, what it needs)
@@ -252,8 +257,10 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         self.attribute_specs = None if isinstance(attributes, AttributeSet) else [str(a) for a in attributes]
         judgments = _judgments(train_dataset, "train_dataset")
         self.classes = annotator_classes(judgments, "train_dataset")
-        self.bias = self._channel(bias, judgments)
         args = args if args is not None else DPOConfig()
+        own_loss = self.method.loss is not ba_dpo_terms or self.method.weighting is not None
+        self.margin_terms = margin_losses(args.loss_type, args.loss_weights, self.method_name, own_loss)
+        self.bias = self._channel(bias, judgments, args.beta)
         shuffle_seed = args.seed if self.method.shuffle_annotators else None  # as badpo train's runtime.seed
         train_dataset = with_bias_columns(train_dataset, judgments, self.attributes, self.bias,
                                           "train_dataset", shuffle_seed)
@@ -294,7 +301,7 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         self.tokens_seen = 0  # attention-mask tokens of the training batches so far (TRL's num_tokens)
         self.reference_name = self._reference_name(model, ref_model)
 
-    def _channel(self, bias: str | BiasChannel | None, judgments: Sequence[Judgment]) -> BiasChannel:
+    def _channel(self, bias: str | BiasChannel | None, judgments: Sequence[Judgment], beta: float) -> BiasChannel:
         names = tuple(self.attributes.names)
         if isinstance(bias, BiasChannel):
             if tuple(bias.attribute_names) != names:
@@ -304,16 +311,17 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         annotators = sorted({j.annotator for j in judgments})
         start = None
         if self.theta_init != "zero" and self.method.learns_theta:
-            start = self._reference_start(names, judgments)
+            start = self._reference_start(names, judgments, beta)
         return BiasChannel(self.method.bias_variant, names, annotators, self.classes, init_mean=start)
 
-    def _reference_start(self, names: tuple[str, ...], judgments: Sequence[Judgment]) -> list[float]:
+    def _reference_start(self, names: tuple[str, ...], judgments: Sequence[Judgment], beta: float) -> list[float]:
         """The engine's starts (docs/training.md, "Where theta starts"): the labels' fit on
         g(y_w) - g(y_l) through the method's link with the policy at the reference (every margin 0),
         and under ``conditional`` the same fit with a per-pair random effect for quality."""
         diffs = torch.tensor([self.attributes.judgment_differences(j).tolist() for j in judgments],
                              dtype=torch.float64).reshape(len(judgments), len(names))
-        link = self.method.level_link(self.method_params)
+        link = self.method.level_link(self.method_params) if self.margin_terms is None else start_link(
+            self.margin_terms, beta)
         try:
             start = reference_start(diffs, torch.zeros(len(judgments), dtype=torch.float64), link)
         except NoFiniteStart as error:
@@ -375,6 +383,11 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         view = JudgmentBatch(policy_chosen, policy_rejected, reference_chosen.to(device),
                              reference_rejected.to(device), bias_logit, self.beta, **views)
         terms = self.method.loss(view, self.method_params)
+        if self.margin_terms is not None:  # TRL's loss types, the bias where the margin enters
+            margins = pair_margins(policy_chosen - view.reference_chosen, policy_rejected - view.reference_rejected,
+                                   completion_mask, bias_logit, self.beta, self.args.label_smoothing,
+                                   self.args.discopop_tau)
+            terms = dataclasses.replace(terms, losses=weighted_loss(self.margin_terms, margins))
         with torch.no_grad():
             self._remember(self._forward_metrics(outputs, inputs, positions) | self._pair_metrics(
                 policy_chosen, policy_rejected, terms.chosen_rewards, terms.rejected_rewards, bias_logit))
