@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from badpo.cli import main
+from badpo.engine.model_card import CardFacts, card_text
 from badpo.readouts.compare import resample_indices
 from badpo.readouts.compare_runs import compare_runs, load_run
 from badpo.readouts.comparison import RunRecord, compare_records
@@ -347,6 +348,26 @@ def test_two_trained_runs_evaluated_on_the_same_prompts_compare_end_to_end(tmp_p
     assert "\n  BA-DPO (shared_mean), on generated answers: " in out
     assert "first-name" not in out  # no names attribute: no names readout to compare
     assert (tmp_path / "out" / "compare.png").read_bytes().startswith(PNG)
+    ba_card = (tmp_path / "ba_dpo_shared_mean" / "policy" / "README.md").read_text()
+    assert "`badpo compare` against DPO, intervals at 95% over prompts" in ba_card
+    assert "- BA-DPO (shared_mean), on generated answers: " in ba_card and "Not evaluated yet" not in ba_card
+    assert "Not evaluated yet" in (tmp_path / "dpo" / "policy" / "README.md").read_text()  # the baseline's
+
+
+def test_compare_fills_badpo_model_cards_and_leaves_other_readmes_alone(tmp_path):
+    dpo, ba = write_pair(tmp_path)
+    facts = CardFacts("ba_dpo_shared_mean", "BA-DPO", "org/model", False, False, ["names"], 80, 40, 4, "ab", 0.1, 2,
+                      0, {"woman_coded": (0.5, 0.1)})
+    for run, text in ((ba, card_text(facts)), (dpo, "# my own notes\n")):
+        (Path(run) / "policy").mkdir()
+        (Path(run) / "policy" / "README.md").write_text(text)
+    printed = compare_runs([dpo, ba]).text
+    card = (Path(ba) / "policy" / "README.md").read_text()
+    assert f"model cards updated: {Path(ba) / 'policy' / 'README.md'}" in printed
+    assert card.startswith(card_text(facts).split("<!-- badpo:evaluation -->")[0])  # the rest kept as written
+    verdict = next(line for line in printed.splitlines() if line.startswith("  BA-DPO (shared_mean), on generated"))
+    assert f"- {verdict.strip()}" in card
+    assert (Path(dpo) / "policy" / "README.md").read_text() == "# my own notes\n"
 
 
 def test_the_output_shown_in_docs_verdict_is_what_the_fixture_runs_print(tmp_path):

@@ -8,6 +8,7 @@ channel, caches the reference log-probs and builds both optimizers; the outputs 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,7 +27,9 @@ from badpo.engine.level import build_level_step
 from badpo.engine.lifecycle import commit_judgment_outputs
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.loop import JudgmentStage, Run
+from badpo.engine.model_card import CardFacts, write_card
 from badpo.engine.reporting import report_input
+from badpo.engine.run_folder import DATA_FILE
 from badpo.engine.runtime import (
     check_sharding,
     load_model,
@@ -248,11 +251,31 @@ def write_policy_outputs(run: Run, tokenizer, output: Path, cache_parts: dict, l
             weights = {k.removeprefix("model."): v for k, v in state.items()}
             model.save_pretrained(staging / "policy", state_dict=weights, safe_serialization=True)
             tokenizer.save_pretrained(staging / "policy")
+            write_card(staging / "policy", card_facts(run, output))
 
     commit_judgment_outputs(
         run, output, last, seconds, head={"method": run.config.method}, write_model=write_policy,
         tail={"reference_cache": {k: v for k, v in cache_parts.items() if k != "tokenization"}})
 
 
+def card_facts(run: Run, output: Path) -> CardFacts:
+    """The model card's facts (badpo.engine.model_card) from the run's settings, data and theta."""
+    config, bias = run.config, run.bias
+    data_file = output / DATA_FILE
+    fingerprint = json.loads(data_file.read_text(encoding="utf-8")) if data_file.is_file() else {}
+    theta = {}
+    if bias is not None and run.method.learns_theta:
+        means, spreads = bias.mean().detach().cpu(), bias.theta().detach().cpu().std(dim=0, unbiased=False)
+        per_annotator = bias.facts.per_annotator
+        theta = {name: (float(means[j]), float(spreads[j]) if per_annotator else None)
+                 for j, name in enumerate(bias.attribute_names)}
+    name = config.model.name_or_path
+    return CardFacts(config.method, run.method.description, name, Path(name).expanduser().exists(),
+                     config.lora.enabled, list(config.attributes), len(run.data), int(run.data.pair_rows.shape[0]),
+                     len(run.data.annotators), fingerprint.get("sha256"), config.beta, config.steps,
+                     config.runtime.seed, theta)
+
+
 __all__ = ["PreferenceStage", "prepare_run", "read_and_audit", "build_bias", "check_trusted_ids", "audit_labels",
-           "theta_adam", "preference_lr", "write_policy_outputs"]
+           "theta_adam", "preference_lr", "write_policy_outputs",
+           "card_facts"]

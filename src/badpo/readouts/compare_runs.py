@@ -26,6 +26,7 @@ from pathlib import Path
 
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.outputs import check_writable_folder
+from badpo.engine.model_card import CARD_FILE, with_evaluation
 from badpo.readouts.compare import DRAWS, LEVEL, SEED
 from badpo.readouts.compare_checks import DATA_FILE, reasons_not_comparable, refuse_same_run
 from badpo.readouts.compare_plots import plot_rates, plot_theta
@@ -186,7 +187,31 @@ def compare_runs(runs: Sequence[str | os.PathLike], reference: str | os.PathLike
         files = [folder / "compare.json", folder / "compare.md", folder / "compare.png"]
         if plot_theta(result, folder / "theta.png"):
             files.append(folder / "theta.png")
-    return Comparison(result, format_comparison(result, files), tuple(files))
+    cards = update_model_cards(result)
+    text = format_comparison(result, files) + (f"model cards updated: {', '.join(map(str, cards))}\n" if cards else "")
+    return Comparison(result, text, tuple(files))
+
+
+def update_model_cards(comparison: Mapping) -> list[Path]:
+    """Each compared run's model card (``policy/README.md``, written by ``badpo train``) gets the
+    run's verdict lines in its evaluation section (:mod:`badpo.engine.model_card`); none under
+    ``--force`` (the runs differ in more than their method), and a README that is not badpo's card
+    is left alone."""
+    if comparison["forced"] or comparison["baseline"] is None:
+        return []
+    updated = []
+    for row in comparison["runs"]:
+        card = Path(row["path"]) / "policy" / CARD_FILE
+        if row["baseline"] or not card.is_file():
+            continue
+        lines = [f"`badpo compare` against {comparison['baseline']}, intervals at {comparison['level']:.0%} over "
+                 f"prompts ({comparison['reference']['source']}):", "",
+                 *(f"- {line}" for line in row["verdict"].splitlines())]
+        text = with_evaluation(card.read_text(encoding="utf-8"), lines)
+        if text is not None:
+            atomic_write_text(card, text)
+            updated.append(card)
+    return updated
 
 
 # ------------------------------------------------------------------------------------ the text
