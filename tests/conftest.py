@@ -27,6 +27,7 @@ MODEL_BUILDERS = frozenset({
     "engine_backend",  # an experiment's real backend: corpus (tiny world), training, readouts
     "cli_training",  # badpo's command line, for a test that builds or trains a model through it
     "write_tiny_gguf",  # fixtures.gguf: a tiny llama GGUF, loaded and converted by transformers
+    "chromium",  # fixtures.browser: a real headless browser (not a model, but as slow to start)
 })
 
 
@@ -123,3 +124,11 @@ def write_tiny_gguf():
 
     return write_tiny_gguf
 
+
+@pytest.fixture(scope="session")
+def chromium():
+    """``fixtures.browser``: a headless chromium's path (installed by apt where absent and allowed;
+    the test is skipped with the reason where not)."""
+    from fixtures.browser import find_or_install_chromium
+
+    return find_or_install_chromium()

@@ -76,5 +76,5 @@ def test_the_report_is_written_as_a_set(tmp_path, capsys):
     report = tmp_path / "report"
     assert main(["audit", str(data), "--discover", "--report", str(report)]) == 0
     assert sorted(p.name for p in report.iterdir()) == [LOCK_FILE, "discover-forest.png", "discover.csv",
-                                                        "discover.json", "discover.md"]
+                                                        "discover.json", "discover.md", "report.html"]
     assert json.loads((report / "discover.json").read_text())["format"] == "badpo-discover/1"

@@ -119,10 +119,10 @@ def test_a_pseudonymised_report_never_sits_beside_the_plain_reports_plots(judgme
     pseudonymised = ["audit", str(judgments), "-a", "tag=given:tag", "--report", str(report),
                      "--pseudonymise", "--pseudonym-key", "s3cret"]
     line = cli_error(pseudonymised)
-    assert "holds another report (5 files); give --overwrite to replace it" in line
+    assert "holds another report (6 files); give --overwrite to replace it" in line
     assert main([*pseudonymised, "--overwrite"]) == 0
     assert sorted(p.name for p in report.iterdir()) == ["README.md", "annotators.csv", "audit.json",
-                                                        "forest-tag.png", "notes.txt"]
+                                                        "forest-tag.png", "notes.txt", "report.html"]
     assert "k0" not in (report / "annotators.csv").read_text()
 
 

@@ -264,11 +264,11 @@ def test_the_compare_files_are_replaced_only_with_overwrite(tmp_path, cli_error,
     dpo, ba = write_pair(tmp_path)
     out = tmp_path / "out"
     assert main(["compare", str(dpo), str(ba), "--out", str(out)]) == 0
-    assert "holds compare.json, compare.md, compare.png, theta.png already" in cli_error(
+    assert "holds compare.json, compare.md, compare.png, theta.png, report.html already" in cli_error(
         ["compare", str(dpo), str(ba), "--out", str(out)])
     (ba / "theta.json").unlink()  # no theta_k any more: the old theta.png goes
     assert main(["compare", str(dpo), str(ba), "--out", str(out), "--overwrite"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["compare.json", "compare.md", "compare.png"]
+    assert sorted(p.name for p in out.iterdir()) == ["compare.json", "compare.md", "compare.png", "report.html"]
     capsys.readouterr()
 
 

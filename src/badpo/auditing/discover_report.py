@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from badpo.auditing.discover import POWER, Discovery, DiscoverySettings, Finding, discover
+from badpo.auditing.report_html import discover_html
 from badpo.core.file_sets import commit_files, folder_lock, recover_files
 from badpo.core.judgments import handle_duplicates
 from badpo.core.outputs import Inputs, check_not_input, check_writable_folder, spreadsheet_safe
@@ -27,7 +28,7 @@ from badpo.data.sources import ColumnMap, read_judgment_source
 __all__ = ["REPORT_FILES", "add_discover_option", "discover_command", "discover_source", "format_discovery",
            "plot_discovery", "write_discovery"]
 
-REPORT_FILES = ("discover.json", "discover.csv", "discover-forest.png", "discover.md")
+REPORT_FILES = ("discover.json", "discover.csv", "discover-forest.png", "discover.md", "report.html")
 _SHOWN_ROWS = 12  # candidates in the forest plot when nothing is found
 
 
@@ -215,10 +216,14 @@ def write_discovery(result: Discovery, directory: str | Path, overwrite: bool = 
             for row in sorted(result.tested, key=lambda t: t.p_discovery):
                 writer.writerow(["" if v is None else spreadsheet_safe(v) for v in dataclasses.astuple(row)])
         plot_discovery(result, staging / "discover-forest.png")
-        (staging / "discover.md").write_text(f"# badpo audit --discover\n\n```\n{format_discovery(result)}```\n\n"
+        printed = format_discovery(result)
+        (staging / "discover.md").write_text(f"# badpo audit --discover\n\n```\n{printed}```\n\n"
                                              "Files: discover.json (everything: every cluster's members in full), "
                                              "discover.csv (every tested candidate, best first), "
-                                             "discover-forest.png (the plot).\n", encoding="utf-8")
+                                             "discover-forest.png (the plot), report.html (all of it in one "
+                                             "page).\n", encoding="utf-8")
+        (staging / "report.html").write_text(discover_html(result, printed, staging / "discover-forest.png", source),
+                                             encoding="utf-8")
 
     commit_files(out, "discover", write)
     return [out / name for name in REPORT_FILES]

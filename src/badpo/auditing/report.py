@@ -71,8 +71,11 @@ from badpo.auditing.estimates import (
 )
 from badpo.auditing.forest import plot_forest
 from badpo.auditing.joint import PRIOR_SCALE, JointFit, fit_joint, robust_level, two_sided_p
+from badpo.auditing.report_html import audit_html
+from badpo.auditing.report_text import format_report, summary
 from badpo.auditing.terminal_table import format_audit
 from badpo.core.attributes import resolve_attributes
+from badpo.core.jsonio import atomic_write_text
 from badpo.core.judgments import Judgment, handle_duplicates
 from badpo.core.outputs import check_not_input, check_writable_folder, spreadsheet_safe
 from badpo.data.coverage import check_coverage, unknown_share
@@ -261,7 +264,7 @@ def _csv_value(value: Any) -> Any:
     return "" if value is None else spreadsheet_safe(value)
 
 
-_REPORT_FILES = ("annotators.csv", "audit.json", "README.md")  # and the forest-*.png plots
+_REPORT_FILES = ("annotators.csv", "audit.json", "README.md", "report.html")  # and the forest-*.png plots
 
 
 def previous_report(directory: str | Path, overwrite: bool = False) -> list[Path]:
@@ -346,105 +349,6 @@ def write_report(result: Audit, judgments: Sequence[Judgment], directory: str | 
     return document
 
 
-def _fmt(entry: Mapping[str, Any]) -> str:
-    return f"{entry['estimate']:+.2f} [{entry['low']:+.2f}, {entry['high']:+.2f}]"
-
-
-def _level_text(level: Mapping[str, Any]) -> str:
-    if level["estimate"] is None:
-        return "- (no annotator with an estimate)"
-    left = level["left_out"]
-    return (f"{level['estimate']:+.2f} (biweight over {level['annotators']} annotators"
-            + (f", {len(left)} left out" if left else "") + ")")
-
-
-def _disagree(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Annotators whose marginal interval excludes 0 on one side while the joint estimate lies on
-    the other side of 0 or holds it: the vote went to another attribute that goes with this one."""
-    found = []
-    for r in rows:
-        if r["estimate"] is None or r["marginal_low"] is None:
-            continue
-        marginal_sign = 1 if r["marginal_low"] > 0 else -1 if r["marginal_high"] < 0 else 0
-        joint_sign = 1 if r["low"] > 0 else -1 if r["high"] < 0 else 0
-        if marginal_sign and joint_sign != marginal_sign:
-            found.append(r)
-    return found
-
-
-_FLAGS_MEAN = (
-    "Each annotator's estimate is one logistic regression on the differences of every declared "
-    "attribute at once (prior sd 2.5 on the log-odds scale), so a vote is credited to the attribute "
-    "that explains it, with a 95% interval (estimate +- 1.96 se). The pool level is a biweight "
-    "location of those estimates: annotators far from the bulk get weight 0, so the biased raters "
-    "do not pull it toward themselves. **outlying**: the annotator's bias on this attribute differs "
-    "from the pool level, the other declared attributes held fixed (p < 0.05; about 5% of "
-    "annotators who share the level are flagged by chance; Bonferroni: p < 0.05 / annotators with "
-    "an estimate). A flag says how this annotator labels compared with the others; it does not say "
-    "the level itself is free of bias (read the level for that).")
-
-
-def summary(document: Mapping[str, Any], result: Audit) -> str:
-    """The report's README: what was estimated and what a flag means, each attribute's levels,
-    flags and files."""
-    lines = [
-        "# Annotator audit", "",
-        f"{result.n_judgments} judgments by {len(result.annotators)} annotators"
-        + (f" from `{document['source']}`" if document["source"] else "") + "; ids "
-        + ("pseudonymised (HMAC-SHA256 with the user's key)." if document["pseudonymised"]
-           else "as in the data: these are per-person estimates, treat them as personal data."),
-        "", _FLAGS_MEAN, "",
-    ]
-    if document["run"]:
-        lines += [f"Learned theta_k from `{document['run']}` (its level is the method's choice: "
-                  "compare order and spread).", ""]
-    for report in document["attributes"]:
-        counts, pooled = report["counts"], report["pooled_marginal"]
-        lines += [f"## {report['name']}", "",
-                  f"- pool level: {_level_text(report['pool_level'])}; the log-odds pooled over all "
-                  f"{pooled['cross']} cross-group judgments (which biased raters pull toward themselves) "
-                  f"is {_fmt(pooled)}; plot `{report['plot']}`",
-                  f"- annotators: {counts['identified']} with an estimate, {counts['unidentified']} "
-                  f"unidentified, {counts['divergent']} divergent, {counts['outlying']} outlying "
-                  f"({counts['outlying_bonferroni']} after Bonferroni)"]
-        for cls, level in report["classes"].items():
-            if level["estimate"] is not None:
-                lines.append(f"- class {cls}: {_level_text(level)}")
-        if report["learned_theta_bar"] is not None:
-            corr = report["learned_vs_offline_correlation"]
-            lines.append(f"- learned theta_bar {report['learned_theta_bar']:+.3f}; correlation of "
-                         f"learned and offline theta_k: " + ("-" if corr is None else f"{corr:.2f}"))
-        flagged = [r for r in report["annotators"] if r["outlying"]]
-        if flagged:
-            shown = ", ".join(f"{r['annotator']} {r['estimate']:+.2f}" for r in flagged[:10])
-            lines.append(f"- outlying: {shown}" + (" ..." if len(flagged) > 10 else ""))
-        disagree = _disagree(report["annotators"])
-        if disagree:
-            shown = ", ".join(f"{r['annotator']} {r['marginal_estimate']:+.2f} -> {r['estimate']:+.2f}"
-                              for r in disagree[:10])
-            lines.append(f"- marginal and joint disagree (another attribute goes with this one in their "
-                         f"judgments; read the joint): {shown}" + (" ..." if len(disagree) > 10 else ""))
-        lines.append("")
-    lines += ["Files: `annotators.csv` (one row per annotator and attribute), `audit.json` (all of "
-              "it, and the label audit), one forest plot per attribute.", ""]
-    return "\n".join(lines)
-
-
-def format_report(document: Mapping[str, Any], directory: str | Path) -> str:
-    """The lines ``badpo audit`` prints after its table when it wrote a report."""
-    lines = [f"report written to {directory}: annotators.csv, audit.json, README.md, "
-             + ", ".join(r["plot"] for r in document["attributes"]),
-             "per annotator: every attribute estimated jointly; outlying = differs from the robust pool "
-             "level, the other attributes held fixed (README.md says more)"]
-    for report in document["attributes"]:
-        counts = report["counts"]
-        lines.append(f"  {report['name']}: pool level {_level_text(report['pool_level'])}, pooled "
-                     f"log-odds {_fmt(report['pooled_marginal'])}; {counts['identified']} annotators "
-                     f"estimated, {counts['unidentified']} unidentified, {counts['divergent']} divergent, "
-                     f"{counts['outlying']} outlying ({counts['outlying_bonferroni']} after Bonferroni)")
-    return "\n".join(lines) + "\n"
-
-
 def text_coverage(tokenizer, judgments: Sequence[Judgment], origin: str) -> dict | None:
     """The share of ``tokenizer``'s unknown token among the tokens of the prompts, chosen and
     rejected responses (:func:`badpo.data.coverage.check_coverage`: a warning above 5%, an
@@ -497,4 +401,7 @@ def audit_with_report(source: Any, specs: Sequence[str], report_dir: str | Path 
     fit = fit_joint(diffs, vertex, result.annotators, result.attribute_names)
     document = write_report(result, judgments, report_dir, learned, pseudonym_key is not None,
                             None if pseudonym_key is not None else str(source), overwrite, coverage, fit=fit)
+    out = Path(report_dir)
+    atomic_write_text(out / "report.html", audit_html(document, (out / "README.md").read_text(encoding="utf-8"),
+                                                      text, out))
     return result, text + "\n" + format_report(document, report_dir), document

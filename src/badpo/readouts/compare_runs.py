@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from badpo.core.html_page import html_image, html_page, html_pre, markdown_html
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.outputs import check_writable_folder
 from badpo.engine.model_card import CARD_FILE, with_evaluation
@@ -37,7 +38,7 @@ from badpo.readouts.table import beside_readouts, compared_heads
 __all__ = ["COMPARE_FILES", "Comparison", "compare_runs", "format_comparison", "format_markdown", "load_run"]
 
 READOUTS_FILE = "readouts.json"
-COMPARE_FILES = ("compare.json", "compare.md", "compare.png", "theta.png")
+COMPARE_FILES = ("compare.json", "compare.md", "compare.png", "theta.png", "report.html")
 
 
 @dataclass(frozen=True)
@@ -187,9 +188,20 @@ def compare_runs(runs: Sequence[str | os.PathLike], reference: str | os.PathLike
         files = [folder / "compare.json", folder / "compare.md", folder / "compare.png"]
         if plot_theta(result, folder / "theta.png"):
             files.append(folder / "theta.png")
+        atomic_write_text(folder / "report.html", compare_html(result, format_comparison(result, ()), files))
+        files.append(folder / "report.html")
     cards = update_model_cards(result)
     text = format_comparison(result, files) + (f"model cards updated: {', '.join(map(str, cards))}\n" if cards else "")
     return Comparison(result, text, tuple(files))
+
+
+def compare_html(comparison: Mapping, printed: str, plots: Sequence[Path]) -> str:
+    """compare's ``report.html``: compare.md's tables, verdicts and notes, the plots, and the printed
+    comparison, in one self-contained page (:mod:`badpo.core.html_page`)."""
+    sections = [markdown_html(format_markdown(comparison).split("\n", 1)[1]),
+                *(html_image(path, path.stem) for path in plots if path.suffix == ".png"),
+                "<h2>What <code>badpo compare</code> printed</h2>", html_pre(printed)]
+    return html_page("Did BA-DPO remove the bias?", sections, f"badpo compare: {comparison['reference']['source']}")
 
 
 def update_model_cards(comparison: Mapping) -> list[Path]:
