@@ -28,6 +28,7 @@ import numpy as np
 
 from badpo.auditing.discover import discover
 from badpo.core.judgments import Judgment
+from badpo.paper.provenance import provenance
 
 
 def pool(judgments: int, annotators: int, vocabulary: int, seed: int = 0):
@@ -81,6 +82,7 @@ def main() -> None:
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "threads": os.environ.get("OMP_NUM_THREADS"), "python": platform.python_version(),
         "note": "wall and CPU include generating the synthetic judgments",
+        "provenance": provenance(),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")

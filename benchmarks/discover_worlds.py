@@ -29,6 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the worlds are a test fixture
 
 from badpo.auditing.discover import discover  # noqa: E402
+from badpo.paper.provenance import provenance
 from fixtures.discover_worlds import PLANTED, WORLDS  # noqa: E402
 
 # harder variants of the ending world: (world, its keyword arguments)
@@ -90,9 +91,13 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--worlds", nargs="+", default=list(WORLDS), choices=[*WORLDS, *VARIANTS, "none"])
     parser.add_argument("--corpus", type=Path, help="also a built smol-signed world folder (real_world)")
+    parser.add_argument("--out", type=Path, help="write the figures as a JSON record with its provenance")
     args = parser.parse_args()
+    record = {"command": "OMP_NUM_THREADS=1 python benchmarks/discover_worlds.py " + " ".join(sys.argv[1:]),
+              "seeds": args.seeds, "provenance": provenance(), "worlds": {}}
     if args.corpus is not None:
         out = real_world(args.corpus, args.seeds)
+        record["real_world"] = {"corpus": str(args.corpus), **out}
         print(f"{args.corpus}: {out['judgments']} judgments; found {out['found']} (planted: black_coded, "
               f"woman_coded); null relabellings reporting anything: {len(out['null_any'])} / {args.seeds} "
               f"{out['null_any'] or ''}")
@@ -105,6 +110,10 @@ def main() -> None:
         false = ", ".join(f"{a} ({n} seeds)" for a, n in sorted(out["false"].items())) or "none"
         null = f"{len(out['null_any'])} / {args.seeds}" + (f" {out['null_any']}" if out["null_any"] else "")
         print(f"| {name} | {recall} | {false} | {null} | {out['seconds_per_seed']:.2f} |", flush=True)
+        record["worlds"][name] = out
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

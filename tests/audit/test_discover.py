@@ -206,3 +206,28 @@ def test_few_prompts_are_named_as_the_reason_nothing_can_be_tested():
     text = format_discovery(discover(rows))
     assert "nothing can be tested" in text
     assert "the data have 1 distinct prompt(s), and a candidate needs pairs in both halves" in text
+
+
+def test_the_start_level_is_fitted_on_at_most_level_pairs_drawn_with_the_seed(monkeypatch):
+    """The pair-effect fit's cost grows with the pairs (a 20,000-pair cap took 100 s and 1.1 GB of a
+    100k-judgment screen): over the cap, it sees exactly LEVEL_PAIRS whole pairs, the same ones for
+    the same seed; under it, every judgment."""
+    import badpo.core.pair_level as pair_level
+    from badpo.auditing import discover as module
+
+    seen = []
+
+    def fake(directions, pair, side):
+        seen.append(pair.clone())
+        return pair_level.PairEffectFit([0.5], [0.1], 1.0, [0.4], int(pair.unique().numel()), 0, True)
+
+    monkeypatch.setattr(pair_level, "pair_effect_level", fake)
+    pairs = module.LEVEL_PAIRS + 300
+    pair = np.repeat(np.arange(pairs), 2)
+    oriented, side = np.ones((len(pair), 1)), np.tile([1.0, -1.0], pairs)
+    assert module.start_levels(oriented, pair, side, seed=3) == [0.5]
+    module.start_levels(oriented, pair, side, seed=3)
+    assert seen[0].unique().numel() == module.LEVEL_PAIRS and len(seen[0]) == 2 * module.LEVEL_PAIRS
+    assert bool((seen[0] == seen[1]).all())
+    module.start_levels(oriented[:20], pair[:20], side[:20], seed=3)
+    assert len(seen[2]) == 20

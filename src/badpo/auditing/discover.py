@@ -380,13 +380,16 @@ def _joint(enc: Encoded, reps: list[int], signs: dict[int, np.ndarray], names: l
     return out
 
 
-LEVEL_PAIRS = 20_000  # the start level is fitted on at most this many pairs (drawn with the seed)
+# the start level is fitted on at most this many pairs (drawn with the seed): the pair-effect fit's
+# quadrature holds [judgments, nodes] arrays (up to ~300 nodes at a large quality spread), so on
+# 20,000 pairs it took 100 s and 1.1 GB of a 100k-judgment screen; on 5,000 its s.e. is ~0.04
+LEVEL_PAIRS = 5_000
 
 
 def start_levels(oriented: np.ndarray, pair: np.ndarray, side: np.ndarray, seed: int) -> list[float | None]:
     """The conditional level of each column (badpo.core.pair_level), fitted jointly, as ``train``
     starts theta; on more than :data:`LEVEL_PAIRS` pairs, on that many drawn at random (its standard
-    error grows as 1 / sqrt(pairs): about 0.02 there). None where no finite fit exists."""
+    error grows as 1 / sqrt(pairs): about 0.04 there). None where no finite fit exists."""
     import torch
 
     from badpo.core.pair_level import pair_effect_level
