@@ -168,62 +168,105 @@ def train_step(run: Run, step: int) -> tuple[Tensor, dict]:
     """One optimizer step (0-based ``step``); returns (summed stats [5] of this process, the
     gradient norms before clipping — ``grad_norm`` of the policy, ``theta_grad_norm`` — and what
     the method's weighting logs)."""
-    config, accelerator = run.config, run.accelerator
-    micros = run.schedule.micro_batches(step, accelerator.process_index,
-                                        accelerator.num_processes, config.micro_batch_size)
+    accelerator = run.accelerator
+    micros = run.schedule.micro_batches(step, accelerator.process_index, accelerator.num_processes,
+                                        run.config.micro_batch_size)
     step_judgments = run.items.judgments_of(run.schedule.step_items(step))
-    if run.weighting is None:
-        total = float(len(step_judgments))
-    else:  # the step's weights sum to the loss's normaliser
-        total = float(run.weighting.weights(step_judgments, step_judgments).sum())
-    normaliser = total / accelerator.num_processes  # DDP averages over processes
-    statistic = None
-    if run.method.step_statistic is not None:  # every process sees the whole step: the same value
-        statistic = run.method.step_statistic(step_view(run, step_judgments), run.params)
+    normaliser = _step_weight(run, step_judgments) / accelerator.num_processes  # DDP averages over processes
+    statistic = _step_statistic(run, step_judgments)
     stats = torch.zeros(len(STATS), device=accelerator.device)
     for index, items in enumerate(micros):
         micro = run.items.micro_batch(items)
         last = index == len(micros) - 1
         with contextlib.nullcontext() if last else gradient_sync_off(accelerator, run.policy):
             terms = (run.losses or judgment_losses)(run, micro, step, statistic)
-            losses = terms.losses
-            if run.weighting is not None:
-                run.weighting.observe(micro.judgments, losses)
-                losses = losses * run.weighting.weights(micro.judgments, step_judgments).to(losses.device)
-            accelerator.backward(losses.sum() / normaliser)
-        if run.level is not None and run.level.every_step:  # this micro-batch's margins, for the step below
-            run.level.observe(micro.judgments, terms.logits, bias_logits(run, micro.judgments.to(accelerator.device)))
-        margin = terms.chosen_rewards - terms.rejected_rewards
-        stats += torch.stack([terms.losses.detach().sum(), margin.sum(), (margin > 0).float().sum(),
-                              terms.chosen_rewards.sum(), terms.rejected_rewards.sum()])
-    norms = {}
-    if run.theta_optimizer is not None:
-        grads = []
-        for param in run.bias.parameters():
-            grad = param.grad if param.grad is not None else torch.zeros_like(param)
-            if accelerator.num_processes > 1:  # theta is outside DDP: average like DDP does
-                grad = accelerator.reduce(grad, reduction="mean")
-            param.grad = grad
-            grads.append(grad.reshape(-1))
-        norms["theta_grad_norm"] = torch.linalg.vector_norm(torch.cat(grads))
+            accelerator.backward(_weighted(run, micro, step_judgments, terms.losses).sum() / normaliser)
+        _observe_level(run, micro, terms)
+        stats += _micro_stats(terms)
+    norms = _reduce_theta_gradients(run)
     theta = run.bias if run.theta_optimizer is not None else None
     check_loss_and_gradients(accelerator, step, stats[0], run.policy, theta)  # the weights stay the last good
-    if config.optim.max_grad_norm > 0:  # the policy only: theta is never clipped
-        norms["grad_norm"] = accelerator.clip_grad_norm_(run.policy.parameters(),
-                                                         config.optim.max_grad_norm)
+    norms |= _update_policy(run, step)
+    norms |= _update_theta(run, step)
+    check_weights(accelerator, step, run.policy, theta, lambda: largest_bias_logit(run))  # before any checkpoint
+    return stats, norms
+
+
+def _step_weight(run: Run, step_judgments: Tensor) -> float:
+    """The loss's normaliser: the step's judgments, or the sum of their weights under a weighting."""
+    if run.weighting is None:
+        return float(len(step_judgments))
+    return float(run.weighting.weights(step_judgments, step_judgments).sum())
+
+
+def _step_statistic(run: Run, step_judgments: Tensor):
+    """The method's statistic over the whole step (None without one); every process sees the
+    whole step, so every process computes the same value."""
+    if run.method.step_statistic is None:
+        return None
+    return run.method.step_statistic(step_view(run, step_judgments), run.params)
+
+
+def _weighted(run: Run, micro, step_judgments: Tensor, losses: Tensor) -> Tensor:
+    """The micro-batch's losses times the method's weights (observed first), as they are without."""
+    if run.weighting is None:
+        return losses
+    run.weighting.observe(micro.judgments, losses)
+    return losses * run.weighting.weights(micro.judgments, step_judgments).to(losses.device)
+
+
+def _observe_level(run: Run, micro, terms) -> None:
+    """This micro-batch's margins, for the level step after the optimizer step (every_step rules)."""
+    if run.level is not None and run.level.every_step:
+        device = run.accelerator.device
+        run.level.observe(micro.judgments, terms.logits, bias_logits(run, micro.judgments.to(device)))
+
+
+def _micro_stats(terms) -> Tensor:
+    """[STATS]: summed loss, margin, margin > 0, chosen and rejected rewards."""
+    margin = terms.chosen_rewards - terms.rejected_rewards
+    return torch.stack([terms.losses.detach().sum(), margin.sum(), (margin > 0).float().sum(),
+                        terms.chosen_rewards.sum(), terms.rejected_rewards.sum()])
+
+
+def _reduce_theta_gradients(run: Run) -> dict:
+    """theta is outside DDP: its gradients averaged over processes as DDP does; their norm."""
+    if run.theta_optimizer is None:
+        return {}
+    grads = []
+    for param in run.bias.parameters():
+        grad = param.grad if param.grad is not None else torch.zeros_like(param)
+        if run.accelerator.num_processes > 1:
+            grad = run.accelerator.reduce(grad, reduction="mean")
+        param.grad = grad
+        grads.append(grad.reshape(-1))
+    return {"theta_grad_norm": torch.linalg.vector_norm(torch.cat(grads))}
+
+
+def _update_policy(run: Run, step: int) -> dict:
+    """Clip (the policy only: theta is never clipped), step, schedule, zero."""
+    norms = {}
+    if run.config.optim.max_grad_norm > 0:
+        norms["grad_norm"] = run.accelerator.clip_grad_norm_(run.policy.parameters(), run.config.optim.max_grad_norm)
     optimizer_step(run.optimizer, step, "the policy")
     run.scheduler.step()
     run.optimizer.zero_grad(set_to_none=True)
+    return norms
+
+
+def _update_theta(run: Run, step: int) -> dict:
+    """theta's own Adam, then the level step (after it: the trusted set the level), then the
+    method's weights; what they log."""
+    norms = {}
     if run.theta_optimizer is not None:
         optimizer_step(run.theta_optimizer, step, "theta")
         run.theta_optimizer.zero_grad(set_to_none=True)
-    if run.level is not None and run.level.every_step:  # after theta's Adam: the trusted set the level
+    if run.level is not None and run.level.every_step:
         norms.update(run.level.apply(run.bias, run.annotator_index, run.attr_diff,
-                                     _summed_over_processes(accelerator)))
+                                     _summed_over_processes(run.accelerator)))
     if run.weighting is not None:
-        norms.update(run.weighting.update(_summed_over_processes(accelerator)))
-    check_weights(accelerator, step, run.policy, theta, lambda: largest_bias_logit(run))  # before any checkpoint
-    return stats, norms
+        norms.update(run.weighting.update(_summed_over_processes(run.accelerator)))
+    return norms
 
 
 @torch.no_grad()
