@@ -194,6 +194,11 @@ def audit(data: Any = None, attributes: str | Sequence[str] = (), *, split: str 
     is what the command prints; the audit's warnings are in the text, not raised."""
     import warnings
 
+    from badpo.core.outputs import check_outside_runs
+
+    for option, path in (("json_out", json_out), ("report", report)):
+        if path is not None:  # a run's theta.json or a model's weights are no place for an audit's output
+            check_outside_runs(path, option)
     if discover:
         return _discover(data, attributes, split, columns, report, json_out, overwrite, seed,
                          run is not None or pseudonym_key is not None or tokenizer is not None or example,

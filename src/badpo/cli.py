@@ -54,8 +54,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+MESSAGE_CHARS = 2000  # an error or warning that echoes a value (a 2 MB YAML scalar) is cut to this
+
+
+def shortened(message: str, limit: int = MESSAGE_CHARS) -> str:
+    """``message`` cut in its middle to ``limit`` characters, saying how many were left out."""
+    message = str(message)
+    if len(message) <= limit:
+        return message
+    cut = len(message) - limit
+    return f"{message[: limit // 2]} ... [{cut:,} characters cut] ... {message[-limit // 2:]}"
+
+
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:
-    return f"badpo: warning: {message}\n"
+    return f"badpo: warning: {shortened(message)}\n"
 
 
 # What a stopped command leaves, said in its one line. A conversion removes its staging folder on
@@ -86,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.run(args) or 0
     except USER_ERRORS as error:
-        message = str(error).strip() or type(error).__name__
+        message = shortened(str(error).strip() or type(error).__name__)
         print(f"badpo {args.label(args)}: {message} (--debug for the traceback)", file=sys.stderr)
         return 2
     except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: what was written stays; no traceback

@@ -75,3 +75,13 @@ def test_a_config_nested_past_python_s_recursion_is_one_line(tmp_path):
     path.write_text("a: " + "[" * 5000 + "1" + "]" * 5000 + "\n")
     with pytest.raises(ConfigError, match=r"deep.yaml: nested too deep to read$"):
         read_settings(path)
+
+
+def test_a_config_of_too_many_values_written_out_is_not_blamed_on_aliases(tmp_path):
+    """Issue 49's retry: 200,000 values and no alias were refused as 'its aliases expand it'."""
+    path = tmp_path / "long.yaml"
+    path.write_text("attributes: [" + ", ".join(["names"] * 200_000) + "]\n")
+    with pytest.raises(ConfigError) as refused:
+        load_config(TrainConfig, path)
+    assert str(refused.value) == (f"{path}: it holds more than 100,000 values (line 1); a config holds far fewer: "
+                                  "is it the file you meant? (data goes in data files)")

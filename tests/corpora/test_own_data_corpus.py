@@ -59,7 +59,7 @@ def test_without_prompt_ids_the_split_is_by_prompt_text_and_keeps_one_of_each_si
     for share, held in ((0.1, 1), (0.9, 2)):
         _, heldout, how = split_by_prompt(judgments, share, 0)
         assert how["by"] == "prompt" and how["heldout_groups"] == held == len({j.prompt for j in heldout})
-    with pytest.raises(ValueError, match="corpus.config.data: data has 1 distinct prompt"):
+    with pytest.raises(ValueError, match="data: data has 1 distinct prompt"):
         split_by_prompt(judgments[:1], 0.5, 0)
 
 
@@ -101,9 +101,9 @@ def test_given_heldout_judgments_and_prompts_are_used_as_they_are(tmp_path):
 
 
 @pytest.mark.parametrize("changes, message", [
-    ({"heldout_share": 1.0}, "corpus.config.heldout_share: must lie in (0, 1)"),
-    ({"heldout_split": "test"}, "corpus.config.heldout_split: the split of `heldout`"),
-    ({"data": ""}, "corpus.config.data: name your judgments"),
+    ({"heldout_share": 1.0}, "heldout_share: must lie in (0, 1)"),
+    ({"heldout_split": "test"}, "heldout_split: the split of `heldout`"),
+    ({"data": ""}, "data: name your judgments"),
     ({"columns": {"annotator": "worker"}}, "worker"),
 ])
 def test_bad_settings_are_one_line_errors_naming_the_key(tmp_path, changes, message):
@@ -115,7 +115,7 @@ def test_chat_prompts_are_refused_with_the_reason(tmp_path):
     path = tmp_path / "chat.jsonl"
     path.write_text(json.dumps({"prompt": [{"role": "user", "content": "hi"}], "chosen": "a", "rejected": "b",
                                 "annotator": "k"}) + "\n")
-    with pytest.raises(ConfigError, match="corpus.config.data: the prompts are chat messages"):
+    with pytest.raises(ConfigError, match="data: the prompts are chat messages"):
         build_own_data(OwnDataConfig(data=str(path)), tmp_path / "corpus")
 
 

@@ -54,6 +54,11 @@ def test_an_empty_heldout_file_is_a_one_line_error_naming_it(world, tmp_path, cl
     ("header.csv", "prompt,chosen,rejected,annotator\n",
      "has a header (prompt, chosen, rejected, annotator) and no row"),
     ("data.parquet", "this is not parquet\n", "is not a readable parquet file (ArrowInvalid: "),
+    # issue 49's retry: these read "DatasetGenerationError: An error occurred while generating the dataset"
+    ("ragged.csv", "prompt,chosen,rejected,annotator\na,b,c,d\ne,f,g,h,extra\n",
+     "is not a readable csv file (ParserError: Error tokenizing data. C error: Expected 4 fields in line 3, saw 5)"),
+    ("cut.json", '[{"prompt": "a", "chosen": "b", "rejected": "c", "annotator": "d"}, {"prompt": "e", "cho',
+     "is not a readable json file (ValueError: "),
 ])
 def test_a_file_datasets_cannot_read_is_named(world, tmp_path, cli_error, name, text, message):
     path = tmp_path / name

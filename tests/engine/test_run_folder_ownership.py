@@ -81,3 +81,82 @@ def test_overwrite_of_a_badpo_run_deletes_its_files_and_says_what_it_keeps(world
     assert said == [f"output_dir {folder}: overwrite deleted the run's files and kept 1 that are not a run's "
                     "(notes.txt)"]
     assert sorted(p.name for p in folder.iterdir()) == [DATA_FILE, "notes.txt"]
+
+
+def _finished_run(world: Path, name: str = "run") -> Path:
+    """A run folder as a finished run leaves it: claimed, configured, its final outputs committed
+    (commit_final lists the files it wrote in policy/), one checkpoint."""
+    from badpo.engine.run_folder import commit_final
+
+    folder = world / name
+    first = make_config(world, name)
+    claim(folder, first, overwrite=False)
+    (folder / "config.yaml").write_text(yaml.safe_dump(to_dict(first)))
+
+    def write(staging: Path) -> None:
+        (staging / "policy").mkdir()
+        (staging / "policy" / "model.safetensors").write_bytes(b"the run's weights")
+        (staging / "policy" / "config.json").write_text("{}")
+        (staging / "run.json").write_text("{}")
+
+    commit_final(folder, write)
+    (folder / "checkpoints" / "step-000002").mkdir(parents=True)
+    (folder / "checkpoints" / "step-000002" / "state.safetensors").write_bytes(b"state")
+    return folder
+
+
+def test_overwrite_keeps_the_users_files_inside_the_runs_policy_and_checkpoints(world):
+    """Issue 49's retry: a run folder with the user's policy/my_model.bin and checkpoints/mine/a.pt
+    beside the run's files lost both under overwrite=true, and the warning named only notes.txt."""
+    folder = _finished_run(world)
+    (folder / "policy" / "my_model.bin").write_bytes(b"weights of my own")
+    (folder / "checkpoints" / "mine").mkdir()
+    (folder / "checkpoints" / "mine" / "a.pt").write_bytes(b"my checkpoint")
+    (folder / "notes.txt").write_text("mine\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        claim(folder, make_config(world, "run", "runtime.seed=7"), overwrite=True)
+    said = [str(w.message) for w in caught if issubclass(w.category, BadpoWarning)]
+    assert said == [f"output_dir {folder}: overwrite deleted the run's files and kept 3 that are not a run's "
+                    "(notes.txt, policy/my_model.bin, checkpoints/mine)"]
+    assert sorted(_files(folder)) == sorted([DATA_FILE, "checkpoints/mine/a.pt", "notes.txt", "policy/my_model.bin"])
+
+
+def test_overwrite_refuses_a_model_folder_no_listing_accounts_for(world):
+    folder = _finished_run(world)
+    (folder / ".run-files").unlink()  # as a run of a badpo before the listing left it
+    before = _files(folder)
+    with pytest.raises(ConfigError, match=r"policy was written before badpo listed a run's files \(.run-files\)"):
+        claim(folder, make_config(world, "run", "runtime.seed=7"), overwrite=True)
+    assert _files(folder) == before
+
+
+def test_a_train_run_does_not_overwrite_an_sft_reference(world):
+    """Issue 49's retry: train overwrite=true into an SFT reference's folder replaced its
+    config.yaml, data record and log and kept its weights: half reference, half run."""
+    folder = _finished_run(world, "reference")
+    (folder / "sft.json").write_text("{}")
+    before = _files(folder)
+    with pytest.raises(ConfigError, match="holds an SFT reference \\(sft.json\\), not a run of this stage"):
+        claim(folder, make_config(world, "reference", "runtime.seed=7"), overwrite=True)
+    assert _files(folder) == before
+
+
+def test_an_audits_output_is_refused_inside_a_run_or_a_model_folder(world, tmp_path, cli_error):
+    """Issue 49's retry: `audit --json RUN/theta.json --overwrite` replaced a run's theta.json, and
+    `--json SFT/model.safetensors --overwrite` a reference's weights; evaluate and compare refused
+    the same. core.outputs' torch-free marks agree with the engine's on a finished run."""
+    from badpo.core.outputs import holds_run_or_model
+    from badpo.engine.run_folder import is_run_folder
+
+    run = _finished_run(world)
+    assert is_run_folder(run) and holds_run_or_model(run) == "run"
+    assert holds_run_or_model(run / "policy") == "model" and holds_run_or_model(world) is None
+    (run / "theta.json").write_text("{}")
+    data = world / "judgments.jsonl"
+    for option, target in (("--json", run / "theta.json"), ("--json", run / "policy" / "model.safetensors"),
+                           ("--report", run / "report")):
+        before = _files(run)
+        line = cli_error(["audit", str(data), "-a", "names", option, str(target), "--overwrite"])
+        assert line.startswith(f"badpo audit: {option} {target}: inside the ")
+        assert _files(run) == before

@@ -427,3 +427,13 @@ def test_a_removal_where_dpo_did_not_move_the_rate_reads_not_measurable(tmp_path
     assert "DPO did not move rate.woman at seed(s) 123" in cell["note"] and cell["mean"] in ("", "nan")
     assert "not measurable" in markdown
     assert cells(csv_text)[("BA-DPO (pooled)", "Removed:rate.black")]["mean"] not in ("", "nan")
+
+
+def test_an_arm_the_engine_refuses_fails_before_the_corpus_is_built_and_leaves_no_folder(tmp_path, cli_error):
+    """Issue 49's retry: an unknown method in an arm was refused only after the corpus was built
+    (minutes with a real model's builder), and OUT/corpus stayed behind."""
+    out = tmp_path / "new"
+    line = cli_error(["experiment", str(experiment_config_path("tiny")), f"output_dir={out}",
+                      "arms=[{name: DPO, method: dpoo}]"])
+    assert line.startswith("badpo experiment: arms[0] (DPO): method: unknown method 'dpoo'")
+    assert not out.exists()

@@ -110,6 +110,11 @@ def _run_stream(args: argparse.Namespace) -> int:
 
 
 def _run_audit(args: argparse.Namespace) -> int:
+    from badpo.core.outputs import check_outside_runs
+
+    for option, path in (("--json", args.json), ("--report", getattr(args, "report", None))):
+        if path:  # a run's theta.json or a model's weights are no place for an audit's output
+            check_outside_runs(path, option)
     if args.discover:
         return discover_command(args, column_map(args.column))
     if args.stream:

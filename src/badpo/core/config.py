@@ -77,8 +77,12 @@ def _check_expansion(root: yaml.Node) -> None:
             sizes[id(node)] = 1 + sum(sizes[id(child)] for child in _children(node))
             open_nodes.discard(id(node))
             if sizes[id(node)] > EXPANDED_LIMIT:
+                line = node.start_mark.line + 1
+                if sizes[id(node)] <= len(sizes):  # no node counted twice: the values are written out
+                    raise _Expansion(f"it holds more than {EXPANDED_LIMIT:,} values (line {line}); a config "
+                                     "holds far fewer: is it the file you meant? (data goes in data files)")
                 raise _Expansion(f"its aliases expand it to more than {EXPANDED_LIMIT:,} values (line "
-                                 f"{node.start_mark.line + 1}); write the values out instead")
+                                 f"{line}); write the values out instead")
         elif id(node) in open_nodes:
             raise _Expansion(f"line {node.start_mark.line + 1}: an alias inside the value it names (a loop)")
         elif id(node) not in sizes:

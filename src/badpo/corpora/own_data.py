@@ -67,11 +67,12 @@ class OwnDataConfig:
 
     def __post_init__(self) -> None:
         if not self.data:
-            raise ConfigError("corpus.config.data: name your judgments (a file, folder or Hub id)")
+            raise ConfigError("data: name your judgments (a file, folder or Hub id; corpus.config.data in an "
+                              "experiment)")
         if not 0.0 < self.heldout_share < 1.0:
-            raise ConfigError(f"corpus.config.heldout_share: must lie in (0, 1), got {self.heldout_share}")
+            raise ConfigError(f"heldout_share: must lie in (0, 1), got {self.heldout_share}")
         if self.heldout is None and self.heldout_split is not None:
-            raise ConfigError("corpus.config.heldout_split: the split of `heldout`, which is not given")
+            raise ConfigError("heldout_split: the split of `heldout`, which is not given")
 
 
 class _TextOnly:
@@ -83,7 +84,7 @@ class _TextOnly:
 
     @property
     def chat_template(self) -> str:
-        raise ConfigError(f"corpus.config.{self.key}: the prompts are chat messages; the own-data corpus "
+        raise ConfigError(f"{self.key}: the prompts are chat messages; the own-data corpus "
                           "holds text prompts (render them with your model's chat template first, or "
                           "train on the file with `badpo train`, which renders them)")
 
@@ -106,8 +107,8 @@ def split_by_prompt(judgments: Sequence[Judgment], share: float, seed: int, orig
     by_id = all(j.prompt_id is not None for j in judgments)
     groups = list(dict.fromkeys(j.prompt_id if by_id else j.prompt for j in judgments))
     if len(groups) < 2:
-        raise ValueError(f"corpus.config.data: {origin} has {len(groups)} distinct prompt(s); holding some "
-                         "out needs at least 2 (or give corpus.config.heldout)")
+        raise ValueError(f"data: {origin} has {len(groups)} distinct prompt(s); holding some "
+                         "out needs at least 2 (or give heldout)")
     count = min(max(math.floor(share * len(groups) + 0.5), 1), len(groups) - 1)
     held = set(sorted(groups, key=lambda group: _rank(seed, group))[:count])
     heldout = [j for j in judgments if (j.prompt_id if by_id else j.prompt) in held]

@@ -343,9 +343,12 @@ def _load_file(path: Path, data: str):
         return datasets.load_dataset(DATASET_FORMATS[path.suffix], data_files=str(path), split="train",
                                      **options)
     except Exception as error:  # noqa: BLE001 - anything datasets or arrow raise on a bad file
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        root = error  # datasets wraps the reader's own error, which names the line or position
+        while root.__cause__ is not None or root.__context__ is not None:
+            root = root.__cause__ or root.__context__
+        reason = str(root).strip().splitlines()[0] if str(root).strip() else type(root).__name__
         raise ValueError(f"data: {data!r} is not a readable {DATASET_FORMATS[path.suffix]} file "
-                         f"({type(error).__name__}: {reason})") from error
+                         f"({type(root).__name__}: {reason})") from error
     finally:
         datasets.logging.set_verbosity(level)
         if shown:

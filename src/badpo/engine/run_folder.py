@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import warnings
 from collections.abc import Callable, Iterator
@@ -45,8 +46,13 @@ from badpo.engine.settings import RUN_CONTROL_KEYS, keyed_when_set
 
 CONFIG_FILE = "config.yaml"
 DATA_FILE = "data_fingerprint.json"  # the fingerprint of the run's data (module docstring)
+# the files a run wrote inside its model folders (policy/, reward_model/), one relative path a line:
+# overwrite deletes these there and keeps whatever else a user put beside them
+LISTED = ".run-files"
 FINAL_NAMES = ("policy", "reward_model", THETA_FILE, TRAINED_THETA_FILE, "mixture.json",  # a finished run's
-               "run.json")  # outputs
+               "run.json", LISTED)  # outputs
+_MODEL_FOLDERS = ("policy", "reward_model")
+_CHECKPOINT_NAME = re.compile(r"^(\.tmp-)?step-\d{6,}$")  # badpo.engine.checkpoint's folders
 _STAGING, _COMMIT, _MANIFEST, _LOCK = ".final-staging", ".final-commit", "MANIFEST", ".lock"
 # what a run writes into its folder; overwrite deletes these and nothing else (em/ and types/
 # hold the parts of an arm of several policies, badpo.engine.mixture)
@@ -124,12 +130,55 @@ def is_run_folder(folder: Path) -> bool:
         (folder / CONFIG_FILE).is_file() and any((folder / name).exists() for name in _RUN_MARKERS))
 
 
+def kept_inside(folder: Path) -> list[str]:
+    """The files inside the run's model folders and ``checkpoints/`` that the run did not write
+    (the user's), which :func:`remove_run` keeps; a ConfigError where a model folder holds files
+    and no listing says which are the run's (a run of a badpo before the listing)."""
+    listing = folder / LISTED
+    listed = set(listing.read_text(encoding="utf-8").split()) if listing.is_file() else None
+    kept = []
+    for name in _MODEL_FOLDERS:
+        files = sorted(p.relative_to(folder).as_posix() for p in (folder / name).rglob("*") if p.is_file())
+        if files and listed is None:
+            raise ConfigError(f"output_dir: {folder / name} was written before badpo listed a run's files "
+                              f"({LISTED}), so overwrite cannot tell the run's files from yours; delete that "
+                              "folder yourself or choose another output_dir")
+        kept += [f for f in files if f not in (listed or set())]
+    checkpoints = folder / "checkpoints"
+    if checkpoints.is_dir():
+        kept += sorted(f"checkpoints/{p.name}" for p in checkpoints.iterdir() if not _CHECKPOINT_NAME.match(p.name))
+    return kept
+
+
 def remove_run(folder: Path, run_files: RunFiles = preference_run_files) -> None:
-    """Delete what a run wrote into ``folder`` (and nothing else the folder holds); the data record
-    stays, since it marks the folder as claimed by badpo (:func:`unowned_run_files`)."""
+    """Delete what a run wrote into ``folder`` and nothing else (:func:`kept_inside`: a file of the
+    user's inside ``policy/`` or ``checkpoints/`` stays); the data record stays too, since it marks
+    the folder as claimed by badpo (:func:`check_owned`)."""
+    keep = set(kept_inside(folder))
     for name in run_files(folder):
-        if name != DATA_FILE:
-            _remove(folder / name)
+        path = folder / name
+        if name == DATA_FILE or name == LISTED:
+            continue
+        if path.is_dir() and (name in _MODEL_FOLDERS or name == "checkpoints"):
+            _remove_except(path, folder, keep)
+        else:
+            _remove(path)
+    (folder / LISTED).unlink(missing_ok=True)
+
+
+def _remove_except(path: Path, folder: Path, keep: set[str]) -> None:
+    """Delete ``path``'s contents but the ``keep`` paths (relative to ``folder``), then ``path``
+    itself if nothing is left in it."""
+    for item in path.iterdir():
+        relative = item.relative_to(folder).as_posix()
+        if relative in keep:
+            continue
+        if item.is_dir() and any(k.startswith(relative + "/") for k in keep):
+            _remove_except(item, folder, keep)
+        else:
+            _remove(item)
+    if not any(path.iterdir()):
+        path.rmdir()
 
 
 def check_owned(folder: Path, run_files: RunFiles = preference_run_files) -> None:
@@ -175,11 +224,16 @@ def claim(folder: Path, config: Any, overwrite: bool, run_files: RunFiles = pref
                       stacklevel=2)
     recorded = read_data_record(folder)
     data = data_fingerprint(config.data, config.data_split, recorded)  # an unchanged file is not re-read
+    if (folder / "sft.json").exists() and run_files is preference_run_files:
+        raise ConfigError(f"output_dir: {folder} holds an SFT reference (sft.json), not a run of this stage; "
+                          "overwrite does not delete another stage's run: choose another output_dir")
     if holds_run(folder, run_files) and overwrite:
+        kept = [*foreign, *kept_inside(folder)]
         remove_run(folder, run_files)
-        if foreign:
-            warnings.warn(f"output_dir {folder}: overwrite deleted the run's files and kept {len(foreign)} that "
-                          f"are not a run's ({shown})", BadpoWarning, stacklevel=2)
+        if kept:
+            listed = f"{', '.join(kept[:3])}{', ...' if len(kept) > 3 else ''}"
+            warnings.warn(f"output_dir {folder}: overwrite deleted the run's files and kept {len(kept)} that "
+                          f"are not a run's ({listed})", BadpoWarning, stacklevel=2)
     elif holds_run(folder, run_files):
         reason = identity_mismatch(recorded_identity(folder, type(config)), identity(config), folder)
         if reason is not None:
@@ -288,9 +342,12 @@ def commit_final(folder: Path, write: Callable[[Path], None]) -> None:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     write(staging)
-    unknown = sorted(p.name for p in staging.iterdir() if p.name not in FINAL_NAMES)
+    unknown = sorted(p.name for p in staging.iterdir() if p.name not in FINAL_NAMES or p.name == LISTED)
     if unknown:
         raise RuntimeError(f"commit_final: unexpected outputs {unknown}")
+    written = sorted(p.relative_to(staging).as_posix() for name in _MODEL_FOLDERS for p in (staging / name).rglob("*")
+                     if p.is_file())
+    (staging / LISTED).write_text("".join(f"{path}\n" for path in written), encoding="utf-8")
     present = [name for name in FINAL_NAMES if (staging / name).exists()]
     (staging / _MANIFEST).write_text("".join(f"{name}\n" for name in present), encoding="utf-8")
     sync_tree(staging)

@@ -17,7 +17,7 @@ from badpo.paper.backend import engine_backend
 from badpo.paper.config import ExperimentConfig
 from badpo.paper.plots import write_plots
 from badpo.paper.records import read_records_for
-from badpo.paper.runner import Backend, plan_experiment, prepare_corpus, run_all
+from badpo.paper.runner import Backend, plan_experiment, plan_unbuilt, prepare_corpus, run_all
 from badpo.paper.tables import TableLayout, build_layout, render_tables
 
 __all__ = ["run_experiment", "write_outputs"]
@@ -50,6 +50,8 @@ def run_experiment(config: ExperimentConfig, backend: Backend | None = None,
     if backend is None:
         backend = engine_backend()
     out = Path(config.output_dir)
+    if not render_only and not (out / "corpus").is_dir():  # every arm checked before a build that can take
+        plan_unbuilt(config, backend)                        # minutes, and before OUT is made
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
 

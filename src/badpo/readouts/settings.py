@@ -40,7 +40,13 @@ class EvalConfig:
     def __post_init__(self) -> None:
         if self.judge_max_tokens < 1:
             raise ConfigError(f"judge_max_tokens: must be >= 1, got {self.judge_max_tokens}")
-
+        for key in ("max_prompts", "whole_signature_prompts", "surnames", "max_new_tokens", "batch_size"):
+            value = getattr(self, key)  # a count: 0 reads nothing, and a negative one would slice from the end
+            if value is not None and value < 1:
+                raise ConfigError(f"{key}: must be >= 1, got {value}")
+        if not 0 < self.top_p <= 1 or not self.temperature > 0:
+            raise ConfigError(f"top_p must lie in (0, 1] and temperature be > 0, got top_p {self.top_p}, "
+                              f"temperature {self.temperature}")
 
 # the settings that change what a readout reads (not how fast): recorded under inputs.settings of
 # readouts.json, so that `badpo compare` refuses runs read with different ones
