@@ -231,3 +231,32 @@ def test_the_start_level_is_fitted_on_at_most_level_pairs_drawn_with_the_seed(mo
     assert bool((seen[0] == seen[1]).all())
     module.start_levels(oriented[:20], pair[:20], side[:20], seed=3)
     assert len(seen[2]) == 20
+
+
+def test_chunks_are_bounded_by_their_ngrams_so_long_answers_make_smaller_ones(monkeypatch):
+    """Issue 49's retry: discover's memory grew with the answers' length (a chunk of 50,000
+    responses held every n-gram of every one); a chunk now holds at most _CHUNK_ITEMS n-grams."""
+    from badpo.auditing import discover_data
+
+    monkeypatch.setattr(discover_data, "_CHUNK_ITEMS", 100)
+    assert discover_data._spans(np.array([30, 30, 30, 30, 200, 10]), most=50) == [(0, 3), (3, 4), (4, 5), (5, 6)]
+    assert discover_data._spans(np.array([1] * 7), most=3) == [(0, 3), (3, 6), (6, 7)]
+    texts = [" ".join(["w"] * 60)] * 5  # about 122 n-grams each: one response a chunk
+    assert discover_data._text_spans(texts) == [(i, i + 1) for i in range(5)]
+
+
+def test_a_read_pair_holds_each_answer_once(tmp_path):
+    """Four judgments of one pair read from a file share their answer strings (the screen held
+    every copy: ~19 KB a judgment at 300 words)."""
+    import json
+
+    from badpo.data.sources import read_judgment_source
+
+    answer, other = "a long answer " * 50, "another one " * 50
+    path = tmp_path / "j.jsonl"
+    path.write_text("".join(json.dumps({"prompt": "q", "chosen": answer if k % 2 else other,
+                                        "rejected": other if k % 2 else answer, "annotator": f"a{k}"}) + "\n"
+                            for k in range(4)))
+    rows = read_judgment_source(str(path)).rows
+    texts = {id(text) for row in rows for text in (row.chosen, row.rejected)}
+    assert len(texts) == 2 and len({id(row.prompt) for row in rows}) == 1

@@ -179,7 +179,8 @@ def test_compare_takes_what_the_command_takes_and_prints_what_it_prints(tmp_path
     assert str(result) == capsys.readouterr().out
     written = badpo.compare((dpo, ba), out=tmp_path / "out")
     assert json.loads((tmp_path / "out" / "compare.json").read_text()) == json.loads(json.dumps(written.comparison))
-    assert [path.name for path in written.files] == ["compare.json", "compare.md", "compare.png", "theta.png"]
+    assert [path.name for path in written.files] == ["compare.json", "compare.md", "compare.png", "theta.png",
+                                                     "report.html"]
     # a run whose policy stands for the reference (its own readouts: a copy of dpo is refused)
     clean = write_run(tmp_path / "clean", "dpo", readouts({"woman_coded": 12, "black_coded": 4}))
     alone = badpo.compare(ba, baseline=dpo, reference=clean)

@@ -168,38 +168,72 @@ def _library_signs(enc: Encoded, progress: Progress | None) -> tuple[list[tuple[
     return library, signs
 
 
-_TEXT_CHUNK = 50_000  # responses hashed at a time
-_PAIR_CHUNK = 20_000  # pairs compared at a time
+_TEXT_CHUNK = 50_000  # responses hashed at a time, at most
+_PAIR_CHUNK = 20_000  # pairs compared at a time, at most
+_CHUNK_ITEMS = 2_000_000  # and at most about this many n-grams in a chunk: long answers make smaller chunks
 
 
-def _hash_chunks(texts: list[str]) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray, np.ndarray]:
-    """Per chunk of responses (CSR offsets, one 64-bit hash per response and n-gram), and every
-    distinct hash with the number of responses that carry it."""
-    chunks = []
+def _spans(sizes: np.ndarray, most: int) -> list[tuple[int, int]]:
+    """[start, stop) runs of consecutive items, each at most ``most`` items long and holding at most
+    :data:`_CHUNK_ITEMS` of ``sizes`` (at least one item), so that a chunk's arrays are bounded
+    whatever the answers' length."""
+    spans, start, total = [], 0, 0
+    for index, size in enumerate(sizes.tolist()):
+        if index > start and (index - start >= most or total + size > _CHUNK_ITEMS):
+            spans.append((start, index))
+            start, total = index, 0
+        total += size
+    if start < len(sizes):
+        spans.append((start, len(sizes)))
+    return spans
+
+
+def _text_spans(texts: list[str]) -> list[tuple[int, int]]:
+    """Chunks of responses: about two n-grams a word."""
+    return _spans(np.fromiter((2 * text.count(" ") + 2 for text in texts), dtype=np.int64, count=len(texts)),
+                  _TEXT_CHUNK)
+
+
+def _pair_spans(enc: Encoded, offsets: np.ndarray) -> list[tuple[int, int]]:
+    """Chunks of pairs, by the kept n-grams of their two sides."""
+    per_text = np.diff(offsets)
+    return _spans(per_text[enc.pair_a] + per_text[enc.pair_b], _PAIR_CHUNK)
+
+
+def _chunk_hashes(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(CSR offsets, one 64-bit hash per response and n-gram) of a chunk of responses."""
+    flat, offsets = array("q"), array("q", [0])
+    for text in texts:
+        flat.extend(hash(feature) for feature in text_features(text))
+        offsets.append(len(flat))
+    return np.array(offsets, dtype=np.int64), np.array(flat, dtype=np.int64)
+
+
+def _hash_counts(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Every distinct n-gram hash with the number of responses that carry it (each response's
+    features are distinct), a chunk of responses at a time: only the counts are kept, so memory
+    grows with the distinct n-grams, not with the answers' length times their number."""
     unique, counts = np.zeros(0, np.int64), np.zeros(0, np.int64)
-    for start in range(0, len(texts), _TEXT_CHUNK):
-        flat, offsets = array("q"), array("q", [0])
-        for text in texts[start:start + _TEXT_CHUNK]:
-            flat.extend(hash(feature) for feature in text_features(text))
-            offsets.append(len(flat))
-        hashes = np.array(flat, dtype=np.int64)
-        chunk_unique, chunk_counts = np.unique(hashes, return_counts=True)
+    for start, stop in _text_spans(texts):
+        chunk_unique, chunk_counts = np.unique(_chunk_hashes(texts[start:stop])[1], return_counts=True)
         unique, inverse = np.unique(np.concatenate([unique, chunk_unique]), return_inverse=True)
         counts = np.bincount(inverse, weights=np.concatenate([counts, chunk_counts])).astype(np.int64)
-        chunks.append((np.array(offsets, dtype=np.int64), hashes))
-    return chunks, unique, counts
+    return unique, counts
 
 
 def _feature_table(texts: list[str], min_texts: int
                    ) -> tuple[list[tuple[str, tuple[str, ...]]], np.ndarray, np.ndarray]:
     """(features, CSR offsets [T + 1], feature ids int32) of every response, keeping only the
-    features that at least ``min_texts`` responses carry (fewer cannot differ on that many pairs);
-    the n-grams are held as hashes until the kept ones are named."""
-    chunks, unique, counts = _hash_chunks(texts)
+    features that at least ``min_texts`` responses carry (fewer cannot differ on that many pairs).
+    Two passes over the responses: the first counts the n-grams' hashes, the second hashes them
+    again and keeps only the kept ones' ids (4 bytes each), so no pass holds every n-gram of every
+    response; the kept hashes are named in a third pass, until every one is named."""
+    unique, counts = _hash_counts(texts)
     kept = unique[counts >= min_texts]  # sorted
+    del unique, counts
     offsets, flat, base = [np.zeros(1, np.int64)], [], 0
-    while chunks:
-        chunk_offsets, hashes = chunks.pop(0)
+    for start, stop in _text_spans(texts):
+        chunk_offsets, hashes = _chunk_hashes(texts[start:stop])
         position = np.minimum(np.searchsorted(kept, hashes), max(len(kept) - 1, 0))
         hit = kept[position] == hashes if len(kept) else np.zeros(len(hashes), dtype=bool)
         kept_before = np.concatenate([[0], np.cumsum(hit)])
@@ -208,7 +242,7 @@ def _feature_table(texts: list[str], min_texts: int
         base += int(hit.sum())
     wanted = {int(h): i for i, h in enumerate(kept.tolist())}
     features: list = [None] * len(wanted)
-    for text in texts:  # the second pass names the kept hashes, until every one is named
+    for text in texts:
         if not wanted:
             break
         for feature in text_features(text):
@@ -252,8 +286,8 @@ def _stream(enc: Encoded, offsets: np.ndarray, flat: np.ndarray, n_features: int
     apart, the sum of :func:`_mixed` over its entries, accumulated chunk by chunk over the pairs."""
     sums = np.zeros((len(halves), 6, n_features))
     fingerprint = np.zeros(n_features)
-    for start in range(0, enc.n_pairs, _PAIR_CHUNK):
-        feature, pair, sign = _differing(enc, offsets, flat, start, min(start + _PAIR_CHUNK, enc.n_pairs))
+    for start, stop in _pair_spans(enc, offsets):
+        feature, pair, sign = _differing(enc, offsets, flat, start, stop)
         for index, (wins_a, totals) in enumerate(halves):
             sums[index] += effect_sums(feature, pair, sign, wins_a, totals, n_features)
         fingerprint += np.bincount(feature, weights=_mixed(pair, sign), minlength=n_features)
@@ -280,8 +314,8 @@ def _loader(enc: Encoded, offsets: np.ndarray, flat: np.ndarray, feature_of: lis
             return {}
         keys = np.array([feature_of[c - first] for c in indices], dtype=np.int64)
         parts = []
-        for start in range(0, enc.n_pairs, _PAIR_CHUNK):
-            found = _differing(enc, offsets, flat, start, min(start + _PAIR_CHUNK, enc.n_pairs))
+        for start, stop in _pair_spans(enc, offsets):
+            found = _differing(enc, offsets, flat, start, stop)
             mask = np.isin(found[0], keys)
             parts.append([column[mask] for column in found])
         feature, pair, sign = (np.concatenate(column) for column in zip(*parts))

@@ -167,13 +167,26 @@ def read_judgment_source(data: Any, split: str | None = None, columns: ColumnMap
     renames = columns.renames(JUDGMENT_FIELDS, "a judgment")
     labelled, origin, chat = _open_rows(data, split, renames, tokenizer, required=REQUIRED_TEXT)
     ignored: dict[str, None] = {}
-    judgments = validate_labelled((label, chat.render(label, _mapped(row, renames, JUDGMENT_FIELDS,
-                                                                      ignored)))
+    shared: dict[str, str] = {}
+    judgments = validate_labelled((label, _share_texts(chat.render(label, _mapped(row, renames, JUDGMENT_FIELDS,
+                                                                                   ignored)), shared))
                                   for label, row in labelled)
     if not judgments:
         raise ValueError(f"{origin}: no judgments (the source holds no row)")
     _warn_ignored(ignored, origin)
     return Loaded(judgments, chat.rendered, origin)
+
+
+def _share_texts(row: Any, shared: dict[str, str]) -> Any:
+    """The row with its prompt and responses replaced by the first equal string read: a pair judged
+    by four annotators holds its two answers once, not four times (300-word answers took ~19 KB a
+    judgment in the screen of issue 49's retry)."""
+    if isinstance(row, dict):
+        for name in ("prompt", "chosen", "rejected"):
+            text = row.get(name)
+            if isinstance(text, str):
+                row[name] = shared.setdefault(text, text)
+    return row
 
 
 def read_sft_source(data: Any, split: str | None = None, columns: ColumnMap = ColumnMap(),
