@@ -225,7 +225,8 @@ def test_a_kill_at_any_point_of_the_final_commit_leaves_the_old_or_the_new_state
 
 
 def _state_of(version: str, with_theta: bool) -> dict[str, str]:
-    state = {"policy": f"config {version}weights {version}", "run.json": f"run {version}"}
+    state = {"policy": f"config {version}weights {version}", "run.json": f"run {version}",
+             ".run-files": "policy/config.json\npolicy/model.safetensors\n"}  # what overwrite may delete there
     if with_theta:
         state["theta.json"] = f"theta {version}"
     return state

@@ -121,7 +121,7 @@ def test_other_readout_settings_are_new_records_of_the_same_trained_runs(tmp_pat
     assert all(p.name == r["training_key"] for p, r in zip(seen["first"], first.values()))
 
 
-def test_a_table_of_a_readout_the_settings_turn_off_is_refused_before_anything_runs(tmp_path):
+def test_a_table_of_a_readout_the_settings_turn_off_is_refused_before_anything_is_built(tmp_path):
     def unavailable(evaluation, metric):
         return "set evaluation.generations: true" if metric == "kl" and not evaluation.get("generations") else None
 
@@ -132,7 +132,7 @@ def test_a_table_of_a_readout_the_settings_turn_off_is_refused_before_anything_r
     with pytest.raises(ConfigError, match=r"tables\[0\].columns\[4\] \(KL\): readout 'kl' is not written "
                                           r"under this experiment's evaluation settings: set evaluation.generations"):
         run_experiment(make_config(tmp_path), backend, log=quiet)
-    assert calls == ["corpus"]  # the corpus is built, nothing trained
+    assert calls == []  # refused before the corpus is built: the plan is checked first, nothing built or trained
     run_experiment(make_config(tmp_path, evaluation={"generations": True}), backend, log=quiet)
 
 
