@@ -26,8 +26,8 @@ def test_a_billion_laughs_is_refused_in_one_line_naming_the_file(tmp_path):
     assert len(LAUGHS) < 400
     with pytest.raises(ConfigError) as refused:
         load_config(TrainConfig, path)
-    assert str(refused.value) == (f"{path}: its aliases expand it to more than 100,000 values (line 6); write the "
-                                  "values out instead")
+    assert str(refused.value) == (f"{path}: its aliases expand it to more than 100,000 values (line 6); a config "
+                                  "holds far fewer: is it the file you meant?")
 
 
 def test_the_command_line_refuses_it_quickly_and_briefly(tmp_path):

@@ -82,7 +82,7 @@ def _check_expansion(root: yaml.Node) -> None:
                     raise _Expansion(f"it holds more than {EXPANDED_LIMIT:,} values (line {line}); a config "
                                      "holds far fewer: is it the file you meant? (data goes in data files)")
                 raise _Expansion(f"its aliases expand it to more than {EXPANDED_LIMIT:,} values (line "
-                                 f"{line}); write the values out instead")
+                                 f"{line}); a config holds far fewer: is it the file you meant?")
         elif id(node) in open_nodes:
             raise _Expansion(f"line {node.start_mark.line + 1}: an alias inside the value it names (a loop)")
         elif id(node) not in sizes:
