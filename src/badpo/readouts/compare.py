@@ -17,10 +17,11 @@ number. Only numpy and the standard library: ``badpo compare`` loads no model an
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
+
+from badpo.readouts.over_seeds import removal
 
 __all__ = ["DRAWS", "LEVEL", "SEED", "mean_interval", "percentile_interval", "removal_interval",
            "removal_point", "resample_indices", "shift_interval"]
@@ -93,12 +94,13 @@ def shift_interval(values: Sequence[float], reference: Sequence[float], indices:
 
 
 def removal_point(rate_base: float, rate_run: float, rate_ref: float) -> float | None:
-    """(rate_base - rate_run) / (rate_base - rate_ref): 1 is the reference, 0 the baseline; None
-    when the baseline did not move the rate at all (nothing to remove)."""
-    shift = rate_base - rate_ref
-    if not all(math.isfinite(v) for v in (rate_base, rate_run, rate_ref)) or shift == 0.0:
+    """The share of the baseline's shift removed, the one definition
+    (:func:`badpo.readouts.over_seeds.removal`: 1 is the reference, 0 the baseline); None where it
+    is undefined (a rate not finite, or a baseline that did not move the rate: nothing to remove)."""
+    try:
+        return removal(rate_base, rate_run, rate_ref)
+    except ValueError:
         return None
-    return (rate_base - rate_run) / shift
 
 
 def removal_interval(base: Sequence[float], run: Sequence[float], reference: Sequence[float],
