@@ -28,19 +28,12 @@ from badpo.engine.preference import prepare_run  # noqa: E402
 from badpo.engine.runtime import make_accelerator  # noqa: E402
 from badpo.methods import METHODS  # noqa: E402
 from fixtures.engine import build_tokenizer, make_config  # noqa: E402
-from fixtures.trl import N, config, trl_world  # noqa: E402
+from fixtures.trl import N, config, first_batch_loss, trl_world  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory, save_model_dir):
     yield from trl_world(tmp_path_factory.mktemp("trl"), save_model_dir)
-
-
-def first_batch_loss(trainer) -> float:
-    """The trainer's loss on all N rows, in dataset order (one batch)."""
-    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(N)])
-    with torch.no_grad():
-        return float(trainer.compute_loss(trainer.model, batch))
 
 
 def frozen(channel: BiasChannel) -> BiasChannel:

@@ -10,14 +10,13 @@ from __future__ import annotations
 import math
 
 import pytest
-import torch
 
 pytest.importorskip("trl", reason="TRL is the optional extra 'trl' (installed by the 'test' extra)")
 
 from badpo.core.bias import BiasChannel  # noqa: E402
 from badpo.integrations.trl_losses import MARGIN_LOSSES, NOT_OF_THE_MARGIN  # noqa: E402
 from fixtures.engine import build_tokenizer  # noqa: E402
-from fixtures.trl import N, config, trl_world  # noqa: E402
+from fixtures.trl import config, first_batch_loss, trl_world  # noqa: E402
 
 ANNOTATORS = [f"ann{k}" for k in range(5)]
 LN3 = math.log(3)
@@ -26,12 +25,6 @@ LN3 = math.log(3)
 @pytest.fixture(scope="module")
 def world(tmp_path_factory, save_model_dir):
     yield from trl_world(tmp_path_factory.mktemp("trl_losses"), save_model_dir)
-
-
-def batch_loss(trainer) -> float:
-    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(N)])
-    with torch.no_grad():
-        return float(trainer.compute_loss(trainer.model, batch))
 
 
 def settings(name: str) -> dict:
@@ -63,8 +56,8 @@ def test_with_theta_at_zero_each_loss_type_is_trls_own(world, tmp_path, loss_typ
     ours = BADPOTrainer(str(path / "policy"), AutoModelForCausalLM.from_pretrained(path / "model"),
                         args=config(tmp_path / "ours", **options), attributes=["given:signed"], bias=channel,
                         **kwargs)
-    theirs = batch_loss(trl)
-    assert theirs > 0 and batch_loss(ours) == pytest.approx(theirs, rel=1e-6)
+    theirs = first_batch_loss(trl)
+    assert theirs > 0 and first_batch_loss(ours) == pytest.approx(theirs, rel=1e-6)
 
 
 HAND = {  # policy = reference: every margin 0, b = ln 3 on 9 judgments, -ln 3 on 3, 0 on 12; beta 0.1
@@ -82,7 +75,7 @@ def test_the_bias_enters_where_the_margin_does(world, tmp_path, name):
     channel = BiasChannel("pooled", ["signed"], ANNOTATORS, init_mean=[LN3]).requires_grad_(False)
     trainer = BADPOTrainer(str(path / "model"), args=config(tmp_path, loss_type=[name]), train_dataset=data,
                            processing_class=build_tokenizer(), attributes=["given:signed"], bias=channel)
-    assert batch_loss(trainer) == pytest.approx(HAND[name], rel=1e-6)
+    assert first_batch_loss(trainer) == pytest.approx(HAND[name], rel=1e-6)
 
 
 def test_theta_starts_by_the_loss_types_link(world, tmp_path):

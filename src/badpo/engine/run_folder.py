@@ -150,20 +150,20 @@ def kept_inside(folder: Path) -> list[str]:
     return kept
 
 
-def remove_run(folder: Path, run_files: RunFiles = preference_run_files) -> None:
-    """Delete what a run wrote into ``folder`` and nothing else (:func:`kept_inside`: a file of the
-    user's inside ``policy/`` or ``checkpoints/`` stays); the data record stays too, since it marks
-    the folder as claimed by badpo (:func:`check_owned`)."""
-    keep = set(kept_inside(folder))
+def remove_run(folder: Path, run_files: RunFiles = preference_run_files) -> list[str]:
+    """Delete what a run wrote into ``folder`` and nothing else; return what it kept inside the run's
+    own folders (:func:`kept_inside`: a file of the user's in ``policy/`` or ``checkpoints/``). The
+    data record stays too, since it marks the folder as claimed by badpo (:func:`check_owned`)."""
+    kept = kept_inside(folder)  # read before the listing it reads is deleted below
     for name in run_files(folder):
         path = folder / name
-        if name == DATA_FILE or name == LISTED:
+        if name == DATA_FILE:
             continue
         if path.is_dir() and (name in _MODEL_FOLDERS or name == "checkpoints"):
-            _remove_except(path, folder, keep)
+            _remove_except(path, folder, set(kept))
         else:
             _remove(path)
-    (folder / LISTED).unlink(missing_ok=True)
+    return kept
 
 
 def _remove_except(path: Path, folder: Path, keep: set[str]) -> None:
@@ -228,8 +228,7 @@ def claim(folder: Path, config: Any, overwrite: bool, run_files: RunFiles = pref
         raise ConfigError(f"output_dir: {folder} holds an SFT reference (sft.json), not a run of this stage; "
                           "overwrite does not delete another stage's run: choose another output_dir")
     if holds_run(folder, run_files) and overwrite:
-        kept = [*foreign, *kept_inside(folder)]
-        remove_run(folder, run_files)
+        kept = [*foreign, *remove_run(folder, run_files)]
         if kept:
             listed = f"{', '.join(kept[:3])}{', ...' if len(kept) > 3 else ''}"
             warnings.warn(f"output_dir {folder}: overwrite deleted the run's files and kept {len(kept)} that "

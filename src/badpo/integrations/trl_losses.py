@@ -103,7 +103,8 @@ NOT_OF_THE_MARGIN: dict[str, str] = {
 
 
 def margin_losses(loss_types: Sequence[str], loss_weights: Sequence[float] | None,
-                  method_name: str, own_loss: bool) -> tuple[tuple[MarginLoss, float], ...] | None:
+                  method_name: str, own_loss: bool, discopop_tau: float = 0.05
+                  ) -> tuple[tuple[MarginLoss, float], ...] | None:
     """The loss types with their weights; None for TRL's default (``sigmoid`` alone, weight 1), where
     the method row's own loss is used. ``own_loss``: the method row has a loss of its own (IPO,
     R-DPO, SamPO, the weighted baselines), which does not combine with another loss type."""
@@ -116,6 +117,8 @@ def margin_losses(loss_types: Sequence[str], loss_weights: Sequence[float] | Non
         if name not in MARGIN_LOSSES:
             raise ValueError(f"args.loss_type: unknown loss type {name!r}; BADPOTrainer takes "
                              f"{sorted(MARGIN_LOSSES)}")
+    if "discopop" in names and (not math.isfinite(discopop_tau) or discopop_tau == 0):
+        raise ValueError(f"args.discopop_tau: must be finite and non-zero, got {discopop_tau}")
     if names == ["sigmoid"] and weights == [1.0]:
         return None
     if own_loss:
@@ -148,6 +151,4 @@ def pair_margins(chosen_logratios: Tensor, rejected_logratios: Tensor, completio
     chosen_tokens, rejected_tokens = completion_mask.sum(dim=1).clamp(min=1.0).chunk(2)
     per_token = chosen_logratios / chosen_tokens - rejected_logratios / rejected_tokens
     logit = beta * (chosen_logratios - rejected_logratios) + bias_logit
-    if not math.isfinite(discopop_tau) or discopop_tau == 0:
-        raise ValueError(f"args.discopop_tau: must be finite and non-zero, got {discopop_tau}")
     return Margins(logit, per_token, bias_logit, beta, label_smoothing, discopop_tau)

@@ -183,22 +183,24 @@ def compare_runs(runs: Sequence[str | os.PathLike], reference: str | os.PathLike
         for name in COMPARE_FILES:
             (folder / name).unlink(missing_ok=True)  # checked above: only with overwrite
         atomic_write_text(folder / "compare.json", dumps(result, indent=1) + "\n")
-        atomic_write_text(folder / "compare.md", format_markdown(result))
+        markdown = format_markdown(result)
+        atomic_write_text(folder / "compare.md", markdown)
         plot_rates(result, folder / "compare.png")
         files = [folder / "compare.json", folder / "compare.md", folder / "compare.png"]
         if plot_theta(result, folder / "theta.png"):
             files.append(folder / "theta.png")
-        atomic_write_text(folder / "report.html", compare_html(result, format_comparison(result, ()), files))
+        atomic_write_text(folder / "report.html", compare_html(result, markdown, format_comparison(result, ()), files))
         files.append(folder / "report.html")
     cards = update_model_cards(result)
     text = format_comparison(result, files) + (f"model cards updated: {', '.join(map(str, cards))}\n" if cards else "")
     return Comparison(result, text, tuple(files))
 
 
-def compare_html(comparison: Mapping, printed: str, plots: Sequence[Path]) -> str:
-    """compare's ``report.html``: compare.md's tables, verdicts and notes, the plots, and the printed
-    comparison, in one self-contained page (:mod:`badpo.core.html_page`)."""
-    sections = [markdown_html(format_markdown(comparison).split("\n", 1)[1]),
+def compare_html(comparison: Mapping, markdown: str, printed: str, plots: Sequence[Path]) -> str:
+    """compare's ``report.html``: ``markdown`` (compare.md: the tables, verdicts and notes, its title
+    left out), the plots, and the printed comparison, in one self-contained page
+    (:mod:`badpo.core.html_page`)."""
+    sections = [markdown_html(markdown.split("\n", 1)[1]),
                 *(html_image(path, path.stem) for path in plots if path.suffix == ".png"),
                 "<h2>What <code>badpo compare</code> printed</h2>", html_pre(printed)]
     return html_page("Did BA-DPO remove the bias?", sections, f"badpo compare: {comparison['reference']['source']}")
