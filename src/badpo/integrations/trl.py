@@ -259,8 +259,7 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         self.classes = annotator_classes(judgments, "train_dataset")
         args = args if args is not None else DPOConfig()
         own_loss = self.method.loss is not ba_dpo_terms or self.method.weighting is not None
-        self.margin_terms = margin_losses(args.loss_type, args.loss_weights, self.method_name, own_loss,
-                                          args.discopop_tau)
+        self.margin_terms = margin_losses(args, self.method_name, own_loss)
         self.bias = self._channel(bias, judgments, args.beta)
         shuffle_seed = args.seed if self.method.shuffle_annotators else None  # as badpo train's runtime.seed
         train_dataset = with_bias_columns(train_dataset, judgments, self.attributes, self.bias,

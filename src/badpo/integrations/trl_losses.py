@@ -102,12 +102,12 @@ NOT_OF_THE_MARGIN: dict[str, str] = {
 }
 
 
-def margin_losses(loss_types: Sequence[str], loss_weights: Sequence[float] | None,
-                  method_name: str, own_loss: bool, discopop_tau: float = 0.05
-                  ) -> tuple[tuple[MarginLoss, float], ...] | None:
-    """The loss types with their weights; None for TRL's default (``sigmoid`` alone, weight 1), where
-    the method row's own loss is used. ``own_loss``: the method row has a loss of its own (IPO,
-    R-DPO, SamPO, the weighted baselines), which does not combine with another loss type."""
+def margin_losses(args, method_name: str, own_loss: bool) -> tuple[tuple[MarginLoss, float], ...] | None:
+    """The loss types of ``args`` (a ``DPOConfig``: ``loss_type``, ``loss_weights``, ``discopop_tau``)
+    with their weights; None for TRL's default (``sigmoid`` alone, weight 1), where the method row's
+    own loss is used. ``own_loss``: the method row has a loss of its own (IPO, R-DPO, SamPO, the
+    weighted baselines), which does not combine with another loss type."""
+    loss_types, loss_weights, discopop_tau = args.loss_type, args.loss_weights, args.discopop_tau
     names = [loss_types] if isinstance(loss_types, str) else list(loss_types)
     weights = [1.0] * len(names) if loss_weights is None else [float(w) for w in loss_weights]  # as many: DPOConfig
     for name in names:
