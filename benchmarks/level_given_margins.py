@@ -28,10 +28,10 @@ from badpo.core.config import from_dict
 from badpo.core.judgments import read_judgments
 from badpo.core.level import LOGISTIC, offset_mle
 from badpo.engine.tokenize import TokenizationConfig
+from badpo.evaluation.trained_run import load_causal_lm
 from badpo.paper.records import read_records
 from badpo.readouts.model import heldout_margins
 from badpo.readouts.rows.heldout import attribute_values
-from badpo.readouts.run import load_causal_lm
 
 
 def attribute_difference(judgments, attribute: str) -> torch.Tensor:

@@ -35,8 +35,8 @@ from badpo.core.config import from_dict, load_config
 from badpo.corpora.tiny_multipref import MARKDOWN_PREFIX, TinyMultiPrefConfig
 from badpo.engine.logprobs import token_logprobs
 from badpo.engine.tokenize import TokenizationConfig, build_token_store
+from badpo.evaluation.trained_run import load_causal_lm
 from badpo.paper.records import read_records
-from badpo.readouts.run import load_causal_lm
 
 
 def eval_rows(corpus: Path, prompts: int | None) -> list[dict]:

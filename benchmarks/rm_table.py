@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from badpo.readouts.over_seeds import mean_ci
+from badpo.comparing.over_seeds import mean_ci
 
 ATTRIBUTES = ("woman_coded", "black_coded")
 VARIANTS = ("none", "shared_mean", "pooled")

@@ -20,7 +20,7 @@ import csv
 import math
 from pathlib import Path
 
-from badpo.readouts.over_seeds import mean_ci
+from badpo.comparing.over_seeds import mean_ci
 
 FIELDS = ("table", "row", "column", "metric", "kind", "n", "mean", "plus_minus", "low", "high", "per_seed")
 

@@ -87,7 +87,7 @@ class EvalResult:
 
     def summary(self) -> str:
         """The lines ``badpo evaluate`` prints: what was read, each readout, what was skipped and why."""
-        from badpo.readouts.run import summary
+        from badpo.evaluation.trained_run import summary
 
         return summary(self.readouts, self.path)
 
@@ -155,14 +155,14 @@ def evaluate(run_dir: str | os.PathLike, config: Any = None, *, heldout: Any = N
     """Every readout of a finished run (``badpo evaluate``), also written to ``out`` (default
     ``run_dir/readouts.json``; never another file inside a run folder, and an existing file,
     ``run_dir/readouts.json`` included, only with ``overwrite``: checked before any model is
-    loaded). ``config`` and ``overrides`` are :class:`badpo.readouts.settings.EvalConfig` keys;
+    loaded). ``config`` and ``overrides`` are :class:`badpo.readouts.eval_config.EvalConfig` keys;
     without ``attributes`` among them the run's own are read. ``heldout`` and ``prompts`` are each a path, a Hub id, a
     ``datasets.Dataset`` or a list of dict rows; ``corpus`` a folder; ``columns`` (field ->
-    column, on top of the run's mapping) as ``--column``: :class:`badpo.readouts.run.EvalData`."""
+    column, on top of the run's mapping) as ``--column``: :class:`badpo.evaluation.trained_run.EvalData`."""
     from badpo.core.jsonio import dumps
     from badpo.data.sources import ColumnMap
-    from badpo.readouts.run import EvalData, evaluate_run_dir, readouts_path
-    from badpo.readouts.settings import EvalConfig
+    from badpo.evaluation.trained_run import EvalData, evaluate_run_dir, readouts_path
+    from badpo.readouts.eval_config import EvalConfig
 
     mapped = from_dict(ColumnMap, dict(columns), prefix="columns") if columns is not None else None
     given = EvalData(prompts=prompts, heldout=heldout, corpus=corpus)  # rows in memory are no file it could be
@@ -286,9 +286,9 @@ def compare(runs: str | os.PathLike | Sequence[str | os.PathLike], *, reference:
     estimate and a verdict per run and readout. ``runs`` is one run folder or
     several; with ``out`` the compare files are written there. Runs evaluated or trained
     differently are refused unless ``force`` (the comparison then says so at its top). Returns a
-    :class:`badpo.readouts.compare_runs.Comparison`: ``.comparison`` (the dict of compare.json),
+    :class:`badpo.comparing.compare_runs.Comparison`: ``.comparison`` (the dict of compare.json),
     ``.files``, and ``print()`` shows what the command prints."""
-    from badpo.readouts.compare_runs import compare_runs
+    from badpo.comparing.compare_runs import compare_runs
 
     folders = [runs] if isinstance(runs, (str, os.PathLike)) else list(runs)
     return compare_runs(folders, reference=reference, baseline=baseline, out=out, overwrite=overwrite, force=force)
@@ -356,8 +356,8 @@ def _merged(base: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any
 
 def _finished(run_dir: Path) -> tuple[dict | None, dict]:
     """A finished run's theta.json and run.json's ``final``, read through
-    :class:`badpo.readouts.saved_run.SavedRun`."""
-    from badpo.readouts.saved_run import SavedRun
+    :class:`badpo.evaluation.saved_run.SavedRun`."""
+    from badpo.evaluation.saved_run import SavedRun
 
     saved = SavedRun(run_dir)
     return saved.theta(), saved.final()

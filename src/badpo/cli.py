@@ -3,7 +3,7 @@
 Each command is a :class:`~badpo.commands.parsing.Command` row (its name, the function that adds
 its parser, the function that runs it) in :data:`COMMANDS`; the rows live with their group in
 :mod:`badpo.commands` (kept apart so that no file holds every command's options). Modules that
-load torch (the engine, :mod:`badpo.readouts.run`, the paper's pipeline and backend) are imported
+load torch (the engine, :mod:`badpo.evaluation.trained_run`, the paper's pipeline and backend) are imported
 inside the function that runs a command or lists its config keys, so ``badpo --help`` does not
 load torch. This is the top layer: nothing imports this module, and only it and
 :mod:`badpo.commands` reach :mod:`badpo.paper` (``tests/house/test_layering.py``).

@@ -149,7 +149,7 @@ def test_sft_and_evaluate_are_one_call(world, monkeypatch, save_model_dir):
         seen.update(run_dir=run_dir, settings=settings, data=data)
         return {"kl": 0.5}
 
-    monkeypatch.setattr("badpo.readouts.run.evaluate_run_dir", evaluate_run_dir)
+    monkeypatch.setattr("badpo.evaluation.trained_run.evaluate_run_dir", evaluate_run_dir)
     evaluated = badpo.evaluate(world / "sft", {"seed": 3}, corpus=world, max_new_tokens=8,
                                columns={"prompt": "question"})
     # no attributes among the settings: the run's own are read
@@ -225,7 +225,7 @@ def test_evaluate_takes_a_dataset_a_list_of_rows_or_a_path_as_its_command_takes_
                 "heldout": {"signed": {"same_accuracy": 0.5, "cross_accuracy": 0.25, "gap": 0.25, "n_same": 4,
                                        "n_cross": 8}}}
 
-    monkeypatch.setattr("badpo.readouts.run.evaluate_run_dir", evaluate_run_dir)
+    monkeypatch.setattr("badpo.evaluation.trained_run.evaluate_run_dir", evaluate_run_dir)
     assert main(["evaluate", str(tmp_path / "run"), "--heldout", str(tmp_path / "heldout.jsonl")]) == 0
     printed = capsys.readouterr().out
     from_path = badpo.evaluate(tmp_path / "run", heldout=tmp_path / "heldout.jsonl", overwrite=True)

@@ -29,7 +29,8 @@ def world(tmp_path, monkeypatch):
     (run / "policy").mkdir(parents=True)
     (run / "config.yaml").write_text(f"method: dpo\ndata: {data / 'train.jsonl'}\n")
     calls = []
-    monkeypatch.setattr("badpo.readouts.run.evaluate_run_dir", lambda *a, **k: calls.append(a) or {"inputs": {}})
+    monkeypatch.setattr("badpo.evaluation.trained_run.evaluate_run_dir",
+                        lambda *a, **k: calls.append(a) or {"inputs": {}})
     return run, data, calls
 
 

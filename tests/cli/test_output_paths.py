@@ -32,7 +32,7 @@ def fake_run(tmp_path, monkeypatch):
         calls.append(args)
         return {"inputs": {"attributes": ["tag"]}}
 
-    monkeypatch.setattr("badpo.readouts.run.evaluate_run_dir", evaluate_run_dir)
+    monkeypatch.setattr("badpo.evaluation.trained_run.evaluate_run_dir", evaluate_run_dir)
     return run, calls
 
 

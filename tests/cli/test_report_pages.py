@@ -14,8 +14,8 @@ import pytest
 from matplotlib.image import imread
 
 from badpo.cli import main
+from badpo.comparing.compare_runs import compare_runs
 from badpo.core.judgments import validate_judgments, write_judgments
-from badpo.readouts.compare_runs import compare_runs
 from fixtures.browser import render
 from fixtures.discover_worlds import signed_world
 from fixtures.runs import write_pair

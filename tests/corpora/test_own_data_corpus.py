@@ -19,7 +19,7 @@ from badpo.data.sources import IgnoredColumnsWarning
 from badpo.paper.backend import engine_backend
 from badpo.paper.config import ExperimentConfig
 from badpo.paper.runner import prepare_corpus
-from badpo.readouts.settings import EvalConfig
+from badpo.readouts.eval_config import EvalConfig
 from badpo.readouts.table import readout_unavailable
 from fixtures.files import read_jsonl
 from fixtures.own_data import ATTRIBUTE, COLUMNS, user_rows, write_user_csv

@@ -28,7 +28,7 @@ from badpo.corpora.tiny_multipref import (
     response_text,
     tiny_multipref_rows,
 )
-from badpo.readouts.evaluate import Corpus, EvalConfig, evaluate_policy
+from badpo.readouts.evaluate_policy import Corpus, EvalConfig, evaluate_policy
 from badpo.readouts.metrics import candidate_readout, sampled_text_rates
 from badpo.readouts.model import Generations, format_readout, sampled_text_readout
 from fixtures.files import digests, read_jsonl

@@ -23,10 +23,10 @@ from badpo.engine.level import LevelStep
 from badpo.engine.loop import final_level
 from badpo.engine.settings import TrainConfig
 from badpo.engine.train import train
+from badpo.evaluation.trained_run import EvalData, evaluate_run_dir
 from badpo.methods import LossTerms
 from badpo.paper.backend import evaluate_run
 from badpo.paper.runner import RunTask
-from badpo.readouts.run import EvalData, evaluate_run_dir
 from fixtures.engine import assert_same_run, judgment_rows, log_records, make_config, policy_weights, write_jsonl
 
 pytestmark = pytest.mark.filterwarnings("ignore::badpo.auditing.estimates.BiasIdentifiabilityWarning")

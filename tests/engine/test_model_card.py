@@ -1,6 +1,6 @@
 """The model card of a trained policy (badpo.engine.model_card): the Hub's YAML header, what the
 card says, and the evaluation section that compare fills. Training writes it: the end-to-end test
-in tests/readouts/test_compare_runs.py and test_the_card_of_a_trained_run_says_what_trained_it here."""
+in tests/comparing/test_compare_runs.py and test_the_card_of_a_trained_run_says_what_trained_it here."""
 
 from __future__ import annotations
 

@@ -215,8 +215,8 @@ def test_a_missing_attribute_for_a_learned_theta_is_one_line(world, cli_error):
 # --------------------------------------------------------------------- as badpo evaluate's judge
 def test_evaluate_reads_tilt_and_heldout_of_a_reward_model_on_the_tiny_world(tmp_path, build_tiny_world):
     from badpo.corpora.tiny import TinyWorldConfig
-    from badpo.readouts.evaluate import judge_readouts
-    from badpo.readouts.run import EvalData, evaluate_run_dir, summary
+    from badpo.evaluation.trained_run import EvalData, evaluate_run_dir, summary
+    from badpo.readouts.evaluate_policy import judge_readouts
 
     build_tiny_world(from_dict(TinyWorldConfig, {"n_pairs": 120}), tmp_path / "world")
     out = tmp_path / "rm"

@@ -87,7 +87,7 @@ def test_each_commands_override_example_is_a_key_of_its_own_config():
     from badpo.commands.training import TRAININGS
     from badpo.core.config import apply_overrides, from_dict
     from badpo.corpora.builders import corpus_builder
-    from badpo.readouts.evaluate import EvalConfig
+    from badpo.readouts.evaluate_policy import EvalConfig
 
     classes = {"build": corpus_builder("tiny-signed").config_class, "evaluate": EvalConfig,
                **{row.name: row.config_class() for row in TRAININGS}}

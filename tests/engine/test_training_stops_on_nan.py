@@ -215,7 +215,7 @@ def test_a_model_folder_with_a_weight_of_another_shape_is_refused_in_one_line(tm
 
     from badpo.core.config import ConfigError
     from badpo.engine.runtime import from_pretrained
-    from badpo.readouts.run import load_causal_lm
+    from badpo.evaluation.trained_run import load_causal_lm
 
     folder = save_model_dir(tmp_path / "model")
     weights = load_file(folder / "model.safetensors")
@@ -275,7 +275,7 @@ def test_a_quantized_folder_is_not_called_damaged_by_the_shape_check(tmp_path, s
 
 
 def test_a_pickle_in_a_run_s_policy_folder_is_refused_before_any_model_loads(stopped, monkeypatch):
-    from badpo.readouts import run as evaluate_run
+    from badpo.evaluation import trained_run as evaluate_run
 
     config, _ = stopped
     out = train(dataclasses.replace(config, stop_after_steps=None, resume_from="latest"))  # finished

@@ -183,7 +183,7 @@ def test_badpo_evaluate_and_compare_read_a_trl_folder(trl_runs, tmp_path, capsys
 def test_evaluate_names_a_bad_record(trl_runs, tmp_path):
     import shutil
 
-    from badpo.readouts.run import evaluate_run_dir
+    from badpo.evaluation.trained_run import evaluate_run_dir
 
     _, out = trl_runs
     broken = shutil.copytree(out / "ba", tmp_path / "broken")

@@ -137,7 +137,7 @@ def test_a_table_of_a_readout_the_settings_turn_off_is_refused_before_anything_i
 
 
 def test_the_engines_readout_check_names_the_setting():
-    from badpo.readouts.settings import EvalConfig
+    from badpo.readouts.eval_config import EvalConfig
     from badpo.readouts.table import readout_unavailable
 
     config = EvalConfig(attributes=("names",), whole_signature=False, generations=False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from badpo.readouts.checked import checked_accuracy, checked_readout
-from badpo.readouts.evaluate import Corpus, EvalConfig, evaluate_policy
+from badpo.readouts.evaluate_policy import Corpus, EvalConfig, evaluate_policy
 from badpo.readouts.table import readout_unavailable
 
 ADD = {"prompt": "What is 2 + 3?", "kind": "add", "expected": "5"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from badpo.core.config import ConfigError, from_dict
-from badpo.readouts.settings import EvalConfig
+from badpo.readouts.eval_config import EvalConfig
 
 
 @pytest.mark.parametrize("key", ["max_prompts", "whole_signature_prompts", "surnames", "max_new_tokens", "batch_size"])

@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from badpo.core.config import from_dict
 from badpo.corpora.tiny import TinyWorldConfig
-from badpo.readouts.evaluate import Corpus, EvalConfig, Mixture, evaluate_mixture, evaluate_policy
+from badpo.readouts.evaluate_policy import Corpus, EvalConfig, Mixture, evaluate_mixture, evaluate_policy
 from badpo.readouts.model import heldout_margins
 from badpo.readouts.names_analyses import names_null_readouts
 
@@ -143,7 +143,7 @@ def test_a_mixtures_sampled_shares_are_ratios_of_its_mixed_counts(monkeypatch):
     Latoya three times (woman 3/3, black 3/3). The mixture signs Emily 0.25, Greg 0.25, Latoya 2.25
     times: woman 2.5 / 2.75 = 10/11 and black 9/11, not the means of the ratios (0.875, 0.75);
     its cells from the same counts."""
-    import badpo.readouts.evaluate as evaluate
+    import badpo.readouts.evaluate_policy as evaluate
     from badpo.core.names import POOL_NAMES
 
     def sampled(counts: dict, woman: float, black: float) -> dict:
@@ -199,23 +199,23 @@ def test_the_training_guide_describes_the_mixture_readouts_that_exist():
     (it once called these readouts "not built yet")."""
     import re
 
-    import badpo.readouts.evaluate as evaluate
-    import badpo.readouts.mixture as mixture
+    import badpo.readouts.evaluate_policy as evaluate
+    import badpo.readouts.mixture_metrics as mixture
 
     guide = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text(encoding="utf-8")
     section = guide[guide.index("### EM-DPO with MinMax-DPO"):guide.index("## Batching modes")]
     assert "not built yet" not in section.lower()
-    named = set(re.findall(r"`badpo\.readouts\.(evaluate|mixture)\.(\w+)`", section))
+    named = set(re.findall(r"`badpo\.readouts\.(evaluate_policy|mixture_metrics)\.(\w+)`", section))
     assert {name for _, name in named} >= {"evaluate_mixture", "weighted_mean_readouts", "mixture_vote_logits"}
     for module, name in named:
-        assert hasattr({"evaluate": evaluate, "mixture": mixture}[module], name), name
+        assert hasattr({"evaluate_policy": evaluate, "mixture_metrics": mixture}[module], name), name
 
 
 def test_a_row_says_how_its_mixture_differs_from_the_weighted_mean(monkeypatch):
     """A mixture's reading is the w-mean of its types' unless a row of the readout table says
     otherwise (``Readout.mixed``): a new row's hook gets the mixed result and the mixture (its types'
     readings, w...), and what it writes is the mixture's; without it the w-mean stands."""
-    import badpo.readouts.evaluate as evaluate
+    import badpo.readouts.evaluate_policy as evaluate
     from badpo.readouts.reading import Readout
     from badpo.readouts.table import READOUTS
 

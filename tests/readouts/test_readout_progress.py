@@ -12,7 +12,7 @@ from badpo.core.config import from_dict
 from badpo.core.progress import progress
 from badpo.corpora.tiny import TinyWorldConfig
 from badpo.corpora.tiny_multipref import TinyMultiPrefConfig
-from badpo.readouts.evaluate import Corpus, EvalConfig, evaluate_policy
+from badpo.readouts.evaluate_policy import Corpus, EvalConfig, evaluate_policy
 
 LINE = re.compile(r"^(?P<phase>.+): (?P<unit>\w+) (?P<n>\d+) of (?P<total>\d+) \(\d+%\), [\d:]+ elapsed, ETA \S+$")
 

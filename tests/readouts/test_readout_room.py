@@ -13,10 +13,10 @@ import pytest
 
 from badpo.corpora.tiny import TinyModelConfig, build_tokenizer
 from badpo.engine.tokenize import TokenizationConfig
-from badpo.readouts.evaluate import EvalConfig, reference_bodies
+from badpo.evaluation.trained_run import GenerationCapNotice, cap_new_tokens
+from badpo.readouts.evaluate_policy import EvalConfig, reference_bodies
 from badpo.readouts.model import context_length
 from badpo.readouts.names_scoring import names_readout, signature_tokens
-from badpo.readouts.run import GenerationCapNotice, cap_new_tokens
 
 SURNAMES = ["Ellis", "Baker"]
 PROMPTS = ["reverse 5 2 7 4 7 and sign\n", "copy 9 5 5 9 3 and sign\n"]

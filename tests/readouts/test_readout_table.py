@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from badpo.core.judgments import Judgment
 from badpo.readouts import table
+from badpo.readouts.eval_config import EvalConfig
 from badpo.readouts.reading import Corpus, Need, Reading, Readout
-from badpo.readouts.settings import EvalConfig
 from badpo.readouts.table import READOUTS, read_run, readout_unavailable, row_of, summary_lines
 
 
@@ -81,7 +81,7 @@ def test_the_summary_shows_the_rows_lines_in_their_order():
 
 
 def test_compare_puts_side_by_side_the_rows_that_say_how(monkeypatch):
-    from badpo.readouts.comparison import RunRecord, compare_records
+    from badpo.comparing.comparison import RunRecord, compare_records
     from badpo.readouts.table import compared_readouts
 
     assert [compared.key for compared in compared_readouts()] == ["attributes", "first_name"]
@@ -97,9 +97,9 @@ def test_a_row_with_a_training_effect_reaches_compares_table_json_and_footnote_a
     """KL, held-out accuracy and theta_bar are the rows' ``beside`` columns, in their order; a new
     row that declares one is shown by compare (its column, compare.json key, notes and footnote)
     with no change to the comparison's code."""
-    from badpo.readouts.compare_runs import format_comparison, format_markdown
-    from badpo.readouts.compare_series import Beside
-    from badpo.readouts.comparison import RunRecord, compare_records
+    from badpo.comparing.compare_runs import format_comparison, format_markdown
+    from badpo.comparing.comparison import RunRecord, compare_records
+    from badpo.readouts.compared import Beside
     from badpo.readouts.table import beside_readouts
 
     assert [beside.key for beside in beside_readouts()] == ["kl", "heldout", "theta"]
@@ -139,8 +139,8 @@ def test_a_negative_kl_estimate_is_said_to_be_sampling_noise():
 
 
 def test_what_no_held_out_judgments_leave_unread_is_said_by_the_rows_that_need_them(monkeypatch):
+    from badpo.evaluation.eval_data import NO_HELDOUT, unread_without_heldout
     from badpo.readouts.rows.heldout import HELDOUT_JUDGMENTS
-    from badpo.readouts.run_data import NO_HELDOUT, unread_without_heldout
 
     assert unread_without_heldout() == {"heldout": NO_HELDOUT, "votes": NO_HELDOUT}
     row = Readout("mine", ("mine",), (HELDOUT_JUDGMENTS,), lambda r: {"mine": 1}, skipped_as=("mine",))
@@ -151,9 +151,9 @@ def test_what_no_held_out_judgments_leave_unread_is_said_by_the_rows_that_need_t
 def test_compare_md_draws_every_block_a_row_opens_even_with_nothing_read(monkeypatch):
     """A row's ``units`` opens a block (``{}``: nothing read) or none (None); compare.md draws each
     block opened, as it does the rates on generated answers, with no readout named in its code."""
-    from badpo.readouts.compare_runs import format_markdown
-    from badpo.readouts.compare_series import Compared
-    from badpo.readouts.comparison import RunRecord, compare_records
+    from badpo.comparing.compare_runs import format_markdown
+    from badpo.comparing.comparison import RunRecord, compare_records
+    from badpo.readouts.compared import Compared
 
     steps = Compared("steps", "steps", "steps taken", "in steps", "", lambda record, name, key: None, "none",
                      lambda runs, records: ({}, []))

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+from badpo.comparing.over_seeds import mean_ci, removal, removal_per_seed, student_t_quantile
 from badpo.readouts.metrics import (
     attribute_logodds,
     attribute_probabilities,
@@ -33,8 +34,7 @@ from badpo.readouts.metrics import (
     vote_prediction,
     whole_signature_rate,
 )
-from badpo.readouts.mixture import mixture_vote_logits, type_class_agreement, weighted_mean_readouts
-from badpo.readouts.over_seeds import mean_ci, removal, removal_per_seed, student_t_quantile
+from badpo.readouts.mixture_metrics import mixture_vote_logits, type_class_agreement, weighted_mean_readouts
 
 NAMES = ("woman_coded", "black_coded")
 LABELS = [[1, 0], [0, 1], [1, 1]]

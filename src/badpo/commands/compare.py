@@ -1,5 +1,5 @@
 """``badpo compare``'s parser and command, with the other commands; the comparison itself lives in
-:mod:`badpo.readouts.compare_runs`, and :mod:`badpo.cli` registers these."""
+:mod:`badpo.comparing.compare_runs`, and :mod:`badpo.cli` registers these."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def add_compare(subparsers) -> argparse.ArgumentParser:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from badpo.readouts.compare_runs import compare_runs  # matplotlib, when it plots
+    from badpo.comparing.compare_runs import compare_runs  # matplotlib, when it plots
 
     print(compare_runs(args.runs, reference=args.reference, baseline=args.baseline, out=args.out,
                        overwrite=args.overwrite, force=args.force).text, end="")

@@ -14,7 +14,7 @@ __all__ = ["EVALUATE"]
 
 
 def _readout_settings() -> type:
-    from badpo.readouts.settings import EvalConfig
+    from badpo.readouts.eval_config import EvalConfig
 
     return EvalConfig
 
@@ -86,7 +86,7 @@ def _add_evaluate(subparsers) -> argparse.ArgumentParser:
 
 
 def _run_evaluate(args: argparse.Namespace) -> int:
-    from badpo.readouts.run import EvalData, evaluate_run_dir, readouts_path, summary  # loads torch
+    from badpo.evaluation.trained_run import EvalData, evaluate_run_dir, readouts_path, summary  # loads torch
 
     overrides, mapped = column_overrides(args.overrides)  # columns.FIELD=COLUMN: --column's other spelling
     args.column = [*args.column, *mapped]

@@ -5,7 +5,7 @@ and the model-facing evaluation.
 - an arm: ``badpo.engine.train.train(TrainConfig)`` into ``work/<key>`` (``resume_from: latest``,
   so an arm killed mid-run restarts from its last engine checkpoint when ``save_every`` > 0),
   the reference log-prob cache shared under ``OUT/reference_cache`` (:func:`reference_cache`);
-- the readouts: :func:`evaluate_run` (``badpo.readouts.evaluate.evaluate_policy`` on the saved models)
+- the readouts: :func:`evaluate_run` (``badpo.readouts.evaluate_policy.evaluate_policy`` on the saved models)
   by default, or any function with the :data:`Evaluate` contract.
 
 With ``evaluation.body: reference`` the reference's answer bodies are generated once, by the
@@ -31,8 +31,10 @@ from badpo.engine.settings import SFTConfig, TrainConfig, accumulation_steps, ch
 from badpo.engine.sft import FINISHED as SFT_FINISHED
 from badpo.engine.sft import sft
 from badpo.engine.train import train
+from badpo.evaluation.saved_run import SavedRun
+from badpo.evaluation.trained_run import TrainedRun
 from badpo.paper.runner import Backend, RunTask
-from badpo.readouts.evaluate import (
+from badpo.readouts.evaluate_policy import (
     Corpus,
     EvalConfig,
     evaluate_mixture,
@@ -41,8 +43,6 @@ from badpo.readouts.evaluate import (
 )
 from badpo.readouts.model import Generations
 from badpo.readouts.reading import generations_from_json, generations_to_json, sampled_answers, sampling_settings
-from badpo.readouts.run import TrainedRun
-from badpo.readouts.saved_run import SavedRun
 from badpo.readouts.table import readout_unavailable, relative_to_reference
 
 __all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation", "check_data", "data_key",
@@ -147,7 +147,7 @@ def resolve_evaluation(settings: dict) -> dict:
 
 
 def theta_summary(run_dir: Path) -> dict | None:
-    """The learned bias of a run, from its ``theta.json`` (:meth:`badpo.readouts.saved_run.SavedRun.theta`):
+    """The learned bias of a run, from its ``theta.json`` (:meth:`badpo.evaluation.saved_run.SavedRun.theta`):
     theta_bar and, for the variants with a theta per annotator, every theta_k (attribute order of
     ``attribute_names``)."""
     data = SavedRun(run_dir).theta()
@@ -167,7 +167,7 @@ _BOOKKEEPING = ("step", "lr", "elapsed_s", "judgments")  # run.json's final: not
 
 def training_summary(run_dir: Path) -> dict[str, float]:
     """The numbers of the training loop's last logged step (``run.json`` ``final``:
-    :meth:`badpo.readouts.saved_run.SavedRun.final`), kept in the
+    :meth:`badpo.evaluation.saved_run.SavedRun.final`), kept in the
     record under ``readouts.training`` so a table can show what only training knows: the spread
     of the group weights of Group-DRO and Crowd-PrefRL (``group_weight_sd``), the final loss.
     Only top-level numbers; the bookkeeping (step, lr, elapsed_s, judgments) is left out."""
@@ -176,10 +176,10 @@ def training_summary(run_dir: Path) -> dict[str, float]:
 
 
 def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_file: Path | None) -> dict:
-    """Every readout of one run with :func:`badpo.readouts.evaluate.evaluate_policy`.
+    """Every readout of one run with :func:`badpo.readouts.evaluate_policy.evaluate_policy`.
 
     ``task.evaluation`` holds ``EvalConfig`` keys; tokenization, beta and the model options come
-    from the run's own settings (:meth:`badpo.readouts.run.TrainedRun.of_settings`). For the
+    from the run's own settings (:meth:`badpo.evaluation.trained_run.TrainedRun.of_settings`). For the
     reference, the readouts relative to itself (:func:`badpo.readouts.table.relative_to_reference`:
     KL 0, every margin u 0) are left out and listed under ``omitted``.
     """

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from badpo.comparing.over_seeds import mean_ci
 from badpo.paper.tables import ABSENT, arm_values, metric_value
-from badpo.readouts.over_seeds import mean_ci
 
 __all__ = ["plot_rates", "plot_theta", "write_plots"]
 

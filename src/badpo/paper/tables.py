@@ -5,11 +5,11 @@ files. Nothing else enters, so re-rendering from disk gives the same bytes.
 
 Cells (paper, Section "Experimental settings" and Appendix "Readouts"):
 - an arm's value is the mean over seeds with the 95% Student-t interval,
-  ``mean +- t_{0.975, n-1} sd / sqrt(n)`` (:func:`badpo.readouts.over_seeds.mean_ci`);
+  ``mean +- t_{0.975, n-1} sd / sqrt(n)`` (:func:`badpo.comparing.over_seeds.mean_ci`);
 - the reference is trained once: its value has no interval;
 - "Removed" is ``(rate_DPO - rate_arm) / (rate_DPO - rate_ref)`` computed per seed against the
   baseline (DPO) run of the same seed, then mean and interval
-  (:func:`badpo.readouts.over_seeds.removal_per_seed`); it is not the removal of the means. Where
+  (:func:`badpo.comparing.over_seeds.removal_per_seed`); it is not the removal of the means. Where
   DPO's value equals the reference's at some seed the cell reads "not measurable" and its note
   names the seeds;
 - a ceiling row (vote prediction with the planted theta_k) is the mean of the column's
@@ -35,13 +35,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from badpo.comparing.over_seeds import mean_ci, removal_per_seed
 from badpo.core.config import from_dict
 from badpo.core.outputs import spreadsheet_safe
 from badpo.paper.config import POOLED_PREFIX, ColumnSpec, ExperimentConfig, PlotSpec, TableSpec
 from badpo.paper.records import read_records
 from badpo.paper.runner import Plan
 from badpo.readouts.names_analyses import names_null_readouts
-from badpo.readouts.over_seeds import mean_ci, removal_per_seed
 
 __all__ = ["LayoutArm", "LayoutRun", "TableLayout", "build_layout", "render_tables",
            "read_layout", "render_from_disk", "metric_value", "arm_values"]

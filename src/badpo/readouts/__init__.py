@@ -1,4 +1,6 @@
-"""What a trained run did: metrics as pure functions (``metrics``, ``mixture``), the analyses of
-the names readouts (``names_analyses``: the relabelling null, names removed, cell shares),
-model-facing readouts (``model``), the evaluation of a run (``evaluate``, ``run``) and the cure's
-maths (``anchoring``)."""
+"""The readouts of one policy: what a readout is (``reading``: a row) and the table of rows
+(``table``: :data:`~badpo.readouts.table.READOUTS`, one module a row under ``rows/``), how a row is
+compared across runs (``compared``), the metrics as pure functions (``metrics``,
+``mixture_metrics``), the numbers a model gives them (``model``, ``names_scoring``), the names
+analyses (``names_analyses``) and the loop over the table (``evaluate_policy``). Opening a trained
+run is :mod:`badpo.evaluation`; comparing runs is :mod:`badpo.comparing`."""

@@ -3,7 +3,7 @@
 Every function takes arrays the engine has already computed (log-probs, margins, token counts,
 flags) and returns floats or small dicts of floats. Nothing here runs a model; the model-facing
 helpers that produce the inputs live in :mod:`badpo.readouts.model`; what runs over seeds add up
-to (removal, the interval of a mean) is :mod:`badpo.readouts.over_seeds`.
+to (removal, the interval of a mean) is :mod:`badpo.comparing.over_seeds`.
 
 Conventions.
 - Attribute labels are a ``[C, q]`` 0/1 matrix, one row per candidate, one column per attribute

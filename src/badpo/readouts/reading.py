@@ -34,9 +34,9 @@ from badpo.core.judgments import Judgment, read_judgments
 from badpo.core.names import NAME_ATTRIBUTES, read_signature
 from badpo.engine.settings import BETA
 from badpo.engine.tokenize import TokenizationConfig
-from badpo.readouts.compare_series import Beside, Compared
+from badpo.readouts.compared import Beside, Compared
+from badpo.readouts.eval_config import EvalConfig
 from badpo.readouts.model import Generations, generate, judge_scores
-from badpo.readouts.settings import EvalConfig
 
 __all__ = ["Corpus", "Mixing", "Need", "Readout", "Reading", "declares_names", "generations_from_json",
            "generations_to_json", "sampled_answers", "sampling_settings", "shown"]
@@ -85,7 +85,7 @@ def declares_names(attributes: AttributeSet) -> bool:
 @dataclass
 class Reading:
     """One run being read (module docstring); the arguments of
-    :func:`badpo.readouts.evaluate.evaluate_policy`, and what the rows share. ``kind`` is what was
+    :func:`badpo.readouts.evaluate_policy.evaluate_policy`, and what the rows share. ``kind`` is what was
     trained: a ``policy`` (read against ``reference``), or a ``reward_model`` (``badpo rm``:
     ``policy`` holds it, there is no reference, and a row reads it with ``read_reward_model``)."""
 
@@ -191,7 +191,7 @@ def generations_from_json(saved: Mapping, settings: Mapping, source: str) -> Gen
 @dataclass(frozen=True)
 class Mixing:
     """A mixture of type policies being read (EM-DPO + MinMax-DPO,
-    :func:`badpo.readouts.evaluate.evaluate_mixture`): what a row's ``mixed`` hook gets beside the
+    :func:`badpo.readouts.evaluate_policy.evaluate_mixture`): what a row's ``mixed`` hook gets beside the
     mixture's result, where the w-mean of the types' readings is not the mixture's."""
 
     types: Sequence[Mapping]  # each type policy's reading, in type order
@@ -226,13 +226,13 @@ class Readout:
     ``writes``: the first part of every path the row writes (``votes/<attribute>`` is ``votes``);
     ``per_attribute``: those of them keyed by a declared attribute (the planner checks the
     attribute). ``read`` reads a policy, ``read_reward_model`` a reward model (a :class:`Reading`
-    of kind ``reward_model``: :func:`badpo.readouts.evaluate.evaluate_reward_model`); None where the
+    of kind ``reward_model``: :func:`badpo.readouts.evaluate_policy.evaluate_reward_model`); None where the
     row is not read of that kind (:meth:`reader`).
     ``check(config, attributes, head, rest)`` says why a path is not written under settings the
     needs pass (None: it is). ``summary(record)`` gives the row's lines for
     ``badpo evaluate``; ``compared`` says how ``badpo compare`` puts two runs side by side on it
-    (:class:`badpo.readouts.compare_series.Compared`: intervals, shift, removal, verdict) and
-    ``beside`` what it shows in the table of training effects (:class:`~badpo.readouts.compare_series.Beside`);
+    (:class:`badpo.readouts.compared.Compared`: intervals, shift, removal, verdict) and
+    ``beside`` what it shows in the table of training effects (:class:`~badpo.readouts.compared.Beside`);
     ``shown_order`` places both (the generated rates come first).
     """
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from badpo.core.attributes import resolve_attributes
-from badpo.readouts.compare_series import Beside, Compared
+from badpo.readouts.compared import Beside, Compared
+from badpo.readouts.eval_config import EvalConfig
 from badpo.readouts.reading import Reading, Readout
 from badpo.readouts.rows.candidates import CANDIDATES
 from badpo.readouts.rows.generated import ATTRIBUTE_RATES, CHECKED, KL, MARKDOWN, SAMPLED_TEXT, TOKENS
 from badpo.readouts.rows.heldout import HELDOUT, THETA, TILT, TYPES
 from badpo.readouts.rows.judge import JUDGE
 from badpo.readouts.rows.names import AGAINST_REFERENCE, NAMES, SAMPLED
-from badpo.readouts.settings import EvalConfig
 
 __all__ = ["READOUTS", "beside_readouts", "compared_heads", "compared_readouts", "read_run", "readout_unavailable",
            "relative_to_reference", "row_of", "summary_lines"]

@@ -69,7 +69,7 @@ from badpo.paper.records import (
     write_record,
 )
 from badpo.paper.runner import Backend, fill_placeholders, plan_experiment, prepare_corpus, run_all
-from badpo.readouts.settings import EvalConfig
+from badpo.readouts.eval_config import EvalConfig
 
 __all__ = ["CureBackend", "SourceRun", "READOUT_DEFAULTS", "read_out_alike", "narrowed_source", "resolve_sources",
            "source_run_key", "calibration_runs", "calibrated_targets", "calibrated_run", "run_cure_experiment"]

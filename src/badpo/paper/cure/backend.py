@@ -2,7 +2,7 @@
 
 - :func:`prepare_source`: the source answers the fresh prompts; its answers signed with a pool
   name become offset pairs (both orders, same surname), split by answer into train and held-out;
-  the source is read by :func:`badpo.readouts.evaluate.evaluate_policy` against the SFT reference, and its
+  the source is read by :func:`badpo.readouts.evaluate_policy.evaluate_policy` against the SFT reference, and its
   first-name log-probs on the evaluation prompts are kept for the bisection and the sampling-time
   tilt.
 - :func:`run_cure`: the engine's ``train`` on those pairs (the source as model and reference, the
@@ -28,15 +28,15 @@ from badpo.core.notices import BadpoWarning
 from badpo.corpora.tiny import PROMPT_TEMPLATE, TinyWorldConfig
 from badpo.engine.settings import TrainConfig
 from badpo.engine.train import train
+from badpo.evaluation.trained_run import TrainedRun
 from badpo.paper.anchoring import fixed_offset_pairs
 from badpo.paper.backend import engine_backend, resolve_arm, resolve_evaluation
 from badpo.paper.cure.analysis import CureBackend, SourceRun, run_cure_experiment
 from badpo.paper.cure.config import CureConfig
-from badpo.readouts.evaluate import Corpus, EvalConfig, evaluate_policy
+from badpo.readouts.evaluate_policy import Corpus, EvalConfig, evaluate_policy
 from badpo.readouts.metrics import attribute_logodds, mean_attribute_rate, sampled_signature_rates
 from badpo.readouts.model import generate, generation_kl, heldout_margins
 from badpo.readouts.names_scoring import name_logprobs
-from badpo.readouts.run import TrainedRun
 
 __all__ = ["fresh_tiny_prompts", "load_prompts", "split_by_answer", "signed_twice", "pair_shift", "prepare_source",
            "run_cure", "cure_backend", "run_cure_config"]

@@ -7,10 +7,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from badpo.comparing.over_seeds import mean_ci
 from badpo.core.names import NAME_ATTRIBUTES
 from badpo.paper.cure.calibration import design_of
 from badpo.paper.cure.config import CureConfig
-from badpo.readouts.over_seeds import mean_ci
 
 __all__ = ["COLUMNS", "describe_line", "render_cure_table"]
 

@@ -13,9 +13,9 @@ import numpy as np
 from badpo.core.attributes import AttributeSet
 from badpo.core.markdown import has_markdown
 from badpo.readouts.checked import checked_readout
-from badpo.readouts.compare_series import Beside, Compared, RunRecord, Series, recorded_series
+from badpo.readouts.compared import Beside, Compared, RunRecord, Series, recorded_series
 from badpo.readouts.metrics import reweighted_rate
-from badpo.readouts.mixture import weighted_values
+from badpo.readouts.mixture_metrics import weighted_values
 from badpo.readouts.model import Generations, generation_kl, sampled_text_readout
 from badpo.readouts.reading import Mixing, Need, Reading, Readout, shown
 

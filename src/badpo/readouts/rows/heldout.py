@@ -2,7 +2,7 @@
 cross-group judgments and the gap (per attribute, and on any attribute), vote prediction with the
 run's own theta_k and with the planted ones (the ceiling), the learned level and theta recovery;
 and a reward model's tilt on counterfactual pairs. Each row says how it reads a reward model too
-(``read_reward_model``, :func:`badpo.readouts.evaluate.evaluate_reward_model`): held-out accuracy
+(``read_reward_model``, :func:`badpo.readouts.evaluate_policy.evaluate_reward_model`): held-out accuracy
 of its score differences (no vote prediction), its theta, and its tilt, which only a reward model has.
 """
 
@@ -16,9 +16,9 @@ import torch
 from badpo.core.attributes import AttributeSet
 from badpo.core.bias import BiasChannel
 from badpo.core.judgments import Judgment
-from badpo.readouts.compare_series import Beside, RunRecord
+from badpo.readouts.compared import Beside, RunRecord
 from badpo.readouts.metrics import heldout_accuracy, reward_tilt, theta_recovery, vote_prediction
-from badpo.readouts.mixture import mixture_vote_logits, type_class_agreement
+from badpo.readouts.mixture_metrics import mixture_vote_logits, type_class_agreement
 from badpo.readouts.model import heldout_margins
 from badpo.readouts.reading import Corpus, Mixing, Need, Reading, Readout, shown
 from badpo.readouts.tilt import counterfactual_pairs
@@ -138,7 +138,7 @@ def heldout_readouts(margins: torch.Tensor, corpus: Corpus, attributes: Attribut
 
 def _mix_votes(result: dict, mixing: Mixing) -> None:
     """A mixture's vote prediction: a held-out vote is predicted by its own annotator's mixture,
-    p = sum_k gamma_k sigmoid(u_k) (:func:`badpo.readouts.mixture.mixture_vote_logits`; an annotator
+    p = sum_k gamma_k sigmoid(u_k) (:func:`badpo.readouts.mixture_metrics.mixture_vote_logits`; an annotator
     absent from training gets the priors), not by the w-mean of the types' predictions."""
     if mixing.type_margins is None:
         return
@@ -152,7 +152,7 @@ def _mix_votes(result: dict, mixing: Mixing) -> None:
 
 def _mix_type_recovery(result: dict, mixing: Mixing) -> None:
     """With planted classes, whether a mixture's most probable types are the annotator classes
-    (:func:`badpo.readouts.mixture.type_class_agreement`); read beside its vote prediction."""
+    (:func:`badpo.readouts.mixture_metrics.type_class_agreement`); read beside its vote prediction."""
     if mixing.type_margins is None or mixing.corpus.planted is None:
         return
     _, classes = planted_annotators(mixing.corpus.planted)

@@ -14,15 +14,15 @@ from badpo.core.attributes import AttributeSet
 from badpo.core.names import NAME_ATTRIBUTES
 from badpo.core.progress import progress
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
-from badpo.readouts.compare_series import Compared, RunRecord, Series, as_mapping, recorded_series
+from badpo.readouts.compared import Compared, RunRecord, Series, as_mapping, recorded_series
+from badpo.readouts.eval_config import EvalConfig
 from badpo.readouts.metrics import sampled_signature_rates
-from badpo.readouts.mixture import weighted_values
+from badpo.readouts.mixture_metrics import weighted_values
 from badpo.readouts.model import Generations, cut_at_eos, plain_decoding
 from badpo.readouts.names_analyses import names_null_readouts, names_reference, sampled_names, sampled_shares
 from badpo.readouts.names_scoring import names_readout
 from badpo.readouts.reading import Corpus, Mixing, Need, Reading, Readout, declares_names, shown
 from badpo.readouts.rows.generated import GENERATIONS, compact_values
-from badpo.readouts.settings import EvalConfig
 from badpo.readouts.tilt import answer_body
 
 __all__ = ["NAMES", "SAMPLED", "AGAINST_REFERENCE", "NAMES_DECLARED", "reference_bodies", "bodies_for",

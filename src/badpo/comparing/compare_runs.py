@@ -6,11 +6,11 @@ file written with ``evaluate --out``. Beside the readouts, a run folder gives th
 (``audit.json``: the offline estimates) and whether theta had settled (``run.json``); a folder
 that BADPOTrainer (TRL) saved gives the method and the settling from its record instead
 (``badpo_run.json``, :mod:`badpo.engine.external_run`); all of them are read through
-:class:`badpo.readouts.saved_run.SavedRun`, and a folder is a run folder as the engine says
+:class:`badpo.evaluation.saved_run.SavedRun`, and a folder is a run folder as the engine says
 (:func:`badpo.engine.run_folder.is_run_folder`). The
 baseline is the run whose method is ``dpo`` (or ``--baseline``); the reference is the reference
 side of the baseline's evaluation (or ``--reference REF``, a run whose policy stands for it). The
-statistics are :mod:`badpo.readouts.comparison`; this module reads the files, prints a table per
+statistics are :mod:`badpo.comparing.comparison`; this module reads the files, prints a table per
 readout compared (the rates on generated answers and, when every run read the names, the rates
 from first-name probabilities) and the verdicts, and writes ``compare.json``, ``compare.md``,
 ``compare.png`` (and ``theta.png`` when a run learned theta_k per annotator) into ``--out DIR``.
@@ -24,15 +24,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from badpo.comparing.comparison import RunRecord, compare_records, method_label
+from badpo.comparing.intervals import DRAWS, LEVEL, SEED
+from badpo.comparing.plots import plot_rates, plot_theta
+from badpo.comparing.refusals import DATA_FILE, reasons_not_comparable, refuse_same_run
 from badpo.core.html_page import html_image, html_page, html_pre, markdown_html
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.outputs import check_writable_folder
 from badpo.engine.model_card import CARD_FILE, with_evaluation
-from badpo.readouts.compare import DRAWS, LEVEL, SEED
-from badpo.readouts.compare_checks import DATA_FILE, reasons_not_comparable, refuse_same_run
-from badpo.readouts.compare_plots import plot_rates, plot_theta
-from badpo.readouts.comparison import RunRecord, compare_records, method_label
-from badpo.readouts.saved_run import SavedRun, read_json_object
+from badpo.evaluation.saved_run import SavedRun, read_json_object
 from badpo.readouts.table import beside_readouts, compared_heads
 
 __all__ = ["COMPARE_FILES", "Comparison", "compare_runs", "format_comparison", "format_markdown", "load_run"]
@@ -55,7 +55,7 @@ class Comparison:
 
 def _beside(folder: Path | None, method: str | None) -> tuple[dict, list[str]]:
     """theta.json, audit.json, run.json's theta_convergence and the data fingerprint of a run
-    folder (:class:`badpo.readouts.saved_run.SavedRun`), with a note per file that is missing where
+    folder (:class:`badpo.evaluation.saved_run.SavedRun`), with a note per file that is missing where
     the reader would look for it."""
     found: dict = {"theta": None, "offline": None, "convergence": None, "data": None}
     if folder is None:
@@ -158,9 +158,9 @@ def compare_runs(runs: Sequence[str | os.PathLike], reference: str | os.PathLike
                  baseline: str | os.PathLike | None = None, out: str | os.PathLike | None = None,
                  overwrite: bool = False, level: float = LEVEL, draws: int = DRAWS, seed: int = SEED,
                  force: bool = False) -> Comparison:
-    """Read the runs, refuse what is not comparable (:mod:`badpo.readouts.compare_checks`; with
+    """Read the runs, refuse what is not comparable (:mod:`badpo.comparing.refusals`; with
     ``force`` compare anyway, saying so at the top), compare them
-    (:func:`badpo.readouts.comparison.compare_records`) and, with ``out``, write compare.json,
+    (:func:`badpo.comparing.comparison.compare_records`) and, with ``out``, write compare.json,
     compare.md, compare.png (and theta.png) there."""
     if not runs:
         raise ValueError("give at least one evaluated run folder")

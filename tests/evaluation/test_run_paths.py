@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from badpo.readouts.run_paths import made_from, resolved_from
+from badpo.evaluation.run_paths import made_from, resolved_from
 
 
 def test_relative_paths_of_a_run_are_read_from_where_it_was_made(tmp_path, monkeypatch):
@@ -34,8 +34,8 @@ def test_a_run_moved_away_from_its_relative_reference_says_so_when_the_reference
     elsewhere: loading ``sft`` as a Hub id fails with a network error; the line now says that ``sft``
     names no folder here, and which folder of that name sits above the run."""
     from badpo.core.config import ConfigError
-    from badpo.readouts.run import TrainedRun
-    from badpo.readouts.run_paths import moved_reference
+    from badpo.evaluation.run_paths import moved_reference
+    from badpo.evaluation.trained_run import TrainedRun
 
     (tmp_path / "sft").mkdir()
     (tmp_path / "sft" / "config.json").write_text("{}")
@@ -58,7 +58,7 @@ def test_a_run_moved_away_from_its_relative_reference_says_so_when_the_reference
     def offline(*args, **kwargs):
         raise ConfigError("model.name_or_path: cannot load 'sft' (We couldn't connect to 'https://huggingface.co')")
 
-    monkeypatch.setattr("badpo.readouts.run.load_causal_lm", offline)
+    monkeypatch.setattr("badpo.evaluation.trained_run.load_causal_lm", offline)
     with pytest.raises(ConfigError) as raised:
         trained.load_reference()
     assert str(raised.value).startswith("model.name_or_path: cannot load 'sft' (We couldn't connect to")
@@ -73,13 +73,13 @@ def test_a_run_whose_reference_folder_is_gone_is_refused_before_any_load_tries_t
     import json
 
     from badpo.core.config import ConfigError
-    from badpo.readouts.run import TrainedRun
+    from badpo.evaluation.trained_run import TrainedRun
 
     run = tmp_path / "dpo"
     (run / "policy").mkdir(parents=True)
     (run / "config.yaml").write_text("model:\n  name_or_path: sft\noutput_dir: dpo\n")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("badpo.readouts.run.load_causal_lm", lambda *a, **k: pytest.fail("a load was tried"))
+    monkeypatch.setattr("badpo.evaluation.trained_run.load_causal_lm", lambda *a, **k: pytest.fail("a load was tried"))
     (run / "run.json").write_text(json.dumps({"model_was_folder": True}))
     with pytest.raises(ConfigError, match="'sft' is a relative path that names no folder here or in .*: it was a "
                                           "local folder when the run was made, write its path there"):

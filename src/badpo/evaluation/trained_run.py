@@ -3,7 +3,7 @@
 The run folder gives what training fixed: the reference (``model.name_or_path``), the tokenizer
 and tokenization, beta, the column mapping of its data and its declared attributes (its resolved
 ``config.yaml``), the policy (``policy/``, or the type policies of ``mixture.json``) and the bias
-(``theta.json``). The caller gives the readout settings (:class:`badpo.readouts.settings.EvalConfig`
+(``theta.json``). The caller gives the readout settings (:class:`badpo.readouts.eval_config.EvalConfig`
 keys; ``attributes``, when given, replace the run's) and the data (:class:`EvalData`):
 
 - held-out judgments: any file or dataset ``badpo train`` reads, through the run's column mapping;
@@ -59,7 +59,11 @@ from badpo.engine.run_folder import identity, interrupted_commit, is_run_folder
 from badpo.engine.runtime import from_pretrained, load_tokenizer
 from badpo.engine.settings import BETA, ModelConfig, RMConfig, TrainConfig
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
-from badpo.readouts.evaluate import (
+from badpo.evaluation.eval_data import CORPUS_FILES, NO_HELDOUT, EvalData, data_folder, load_data
+from badpo.evaluation.run_paths import made_from, moved_reference, refuse_pickles, resolved_from
+from badpo.evaluation.saved_run import SavedRun
+from badpo.readouts.eval_config import SETTINGS_RECORDED
+from badpo.readouts.evaluate_policy import (
     EvalConfig,
     Mixture,
     evaluate_mixture,
@@ -69,10 +73,6 @@ from badpo.readouts.evaluate import (
 from badpo.readouts.model import context_length, generate, load_judge
 from badpo.readouts.names_scoring import signature_tokens
 from badpo.readouts.reading import declares_names
-from badpo.readouts.run_data import CORPUS_FILES, NO_HELDOUT, EvalData, data_folder, load_data
-from badpo.readouts.run_paths import made_from, moved_reference, refuse_pickles, resolved_from
-from badpo.readouts.saved_run import SavedRun
-from badpo.readouts.settings import SETTINGS_RECORDED
 from badpo.readouts.table import summary_lines
 
 __all__ = ["EvalData", "GenerationCapNotice", "TrainedRun", "evaluate_run_dir", "load_causal_lm", "prompts_digest",
@@ -308,7 +308,7 @@ class TrainedRun:
 
     def saved(self) -> SavedRun:
         """What the run folder saved beside its models (method, summary, theta, audit, data
-        fingerprint), read as files: :class:`badpo.readouts.saved_run.SavedRun`."""
+        fingerprint), read as files: :class:`badpo.evaluation.saved_run.SavedRun`."""
         return SavedRun(self.folder)
 
     def identity(self) -> dict | None:
@@ -389,7 +389,7 @@ def _record(readouts: dict, config: EvalConfig, inputs: dict, skipped: dict, gen
 
 
 def evaluate_reward_run(trained: TrainedRun, settings: Mapping[str, Any], data: EvalData) -> dict:
-    """:func:`badpo.readouts.evaluate.evaluate_reward_model` of a finished ``badpo rm`` run folder, on
+    """:func:`badpo.readouts.evaluate_policy.evaluate_reward_model` of a finished ``badpo rm`` run folder, on
     held-out judgments (they are all it reads)."""
     config = eval_config(settings, trained.attributes, trained.source)
     judge, tokenizer = load_judge(str(trained.policy), "cuda" if torch.cuda.is_available() else "cpu")
@@ -415,7 +415,7 @@ def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = N
                      data: EvalData = EvalData(), trust_remote_code: bool = False) -> dict:
     """Every readout of a finished ``badpo train`` run (or ``badpo rm`` run, or a folder
     BADPOTrainer saved), as a JSON-ready dict (module docstring). ``settings`` are
-    :class:`badpo.readouts.settings.EvalConfig` keys."""
+    :class:`badpo.readouts.eval_config.EvalConfig` keys."""
     run_dir = Path(run_dir)
     settings = dict(settings or {})
     if interrupted_commit(run_dir):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from badpo.engine.settings import BETA, TrainConfig
-from badpo.readouts.run import TrainedRun
+from badpo.evaluation.trained_run import TrainedRun
 
 
 def test_settings_without_beta_read_with_the_engines_default(tmp_path):

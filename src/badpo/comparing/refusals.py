@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from badpo.engine.run_folder import DATA_FILE  # read by badpo.readouts.saved_run.SavedRun.data
-from badpo.readouts.comparison import RunRecord
+from badpo.comparing.comparison import RunRecord
+from badpo.engine.run_folder import DATA_FILE  # read by badpo.evaluation.saved_run.SavedRun.data
 
 __all__ = ["DATA_FILE", "INPUTS_COMPARED", "refuse_same_run", "reasons_not_comparable"]
 

@@ -23,8 +23,15 @@ from badpo.core.judgments import Judgment
 from badpo.core.names import NAME_POOL, signature_attributes, strip_signature
 from badpo.corpora.tiny import TinyWorldConfig
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
-from badpo.readouts import run as evaluate_run
-from badpo.readouts.evaluate import Corpus, EvalConfig, answer_body, evaluate_policy, judge_readouts, reference_bodies
+from badpo.evaluation import trained_run as evaluate_run
+from badpo.readouts.evaluate_policy import (
+    Corpus,
+    EvalConfig,
+    answer_body,
+    evaluate_policy,
+    judge_readouts,
+    reference_bodies,
+)
 from badpo.readouts.model import generate, judge_scores
 from badpo.readouts.rows import names as names_rows
 
@@ -175,7 +182,7 @@ def test_badpo_evaluate_reads_a_finished_run_from_its_folder(finished_run, tmp_p
     for side in (readouts["names"], readouts["names"]["reference"]):  # one value per prompt read, in their order
         assert [len(v) for v in side["per_prompt"]["first_name"].values()] == [readouts["inputs"]["n_prompts"]] * 2
     # which `badpo compare` reads as the rate from first-name probabilities, beside the reference's, with intervals
-    from badpo.readouts.compare_runs import compare_runs
+    from badpo.comparing.compare_runs import compare_runs
 
     compared = compare_runs([run_dir]).comparison
     for name, rate in readouts["names"]["first_name"].items():

@@ -1,6 +1,6 @@
 """What a run folder saved beside its models, read as files: no model, tokenizer or config class loaded.
 
-:class:`badpo.readouts.run.TrainedRun` opens a run to load its models; the readers that need only
+:class:`badpo.evaluation.trained_run.TrainedRun` opens a run to load its models; the readers that need only
 what training wrote down (``badpo compare``, the paper's records) read a :class:`SavedRun`: the
 run's method, its summary (``run.json``: the last step's numbers, whether theta settled), its theta
 (``theta.json``), the audit of its labels (``audit.json``) and the fingerprint of its data

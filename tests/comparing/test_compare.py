@@ -1,4 +1,4 @@
-"""The intervals of `badpo compare` (badpo.readouts.compare): a bootstrap over prompts with a fixed
+"""The intervals of `badpo compare` (badpo.comparing.intervals): a bootstrap over prompts with a fixed
 seed, worked by hand on small samples and recomputed with numpy alone, and the paired removal of a
 baseline's shift, with its "not measurable" case."""
 
@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from badpo.readouts.compare import (
+from badpo.comparing.intervals import (
     mean_interval,
     percentile_interval,
     removal_interval,

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from badpo.cli import main
+from badpo.comparing.compare_runs import compare_runs, load_run
+from badpo.comparing.comparison import RunRecord, compare_records
+from badpo.comparing.intervals import resample_indices
 from badpo.engine.model_card import CardFacts, card_text
-from badpo.readouts.compare import resample_indices
-from badpo.readouts.compare_runs import compare_runs, load_run
-from badpo.readouts.comparison import RunRecord, compare_records
 from fixtures.engine import judgment_rows, write_jsonl
 from fixtures.runs import (
     BA_DPO,

@@ -23,9 +23,9 @@ from badpo.cli import main
 from badpo.core.attributes import resolve_attributes
 from badpo.core.config import from_dict
 from badpo.engine.tokenize import TokenizationConfig
-from badpo.readouts.evaluate import EvalConfig, generated_attribute_rates
+from badpo.evaluation.trained_run import GenerationCapNotice, cap_new_tokens, prompts_digest, summary
+from badpo.readouts.evaluate_policy import EvalConfig, generated_attribute_rates
 from badpo.readouts.model import Generations, generate
-from badpo.readouts.run import GenerationCapNotice, cap_new_tokens, prompts_digest, summary
 from fixtures.engine import VOCAB, build_tokenizer, judgment_rows
 
 SIGNOFF = r"thanks|regards"

@@ -5,12 +5,12 @@ From each run's ``readouts.json`` (``badpo evaluate``) and, beside it, its ``the
 (``attribute_rates``; a pair-level one, such as length, by its mean token count as the paper
 reads it) each run's rate and the reference's with a bootstrap interval over prompts, each run's
 shift from the reference, and each run's removal of the baseline run's shift with its paired
-interval (:mod:`badpo.readouts.compare`); the training effects the rows show beside them (KL,
+interval (:mod:`badpo.comparing.intervals`); the training effects the rows show beside them (KL,
 held-out accuracy and gap, theta_bar against the offline estimate of the run's audit:
 :func:`badpo.readouts.table.beside_readouts`); one verdict line per run and readout. Pure: the caller reads
-the files (:mod:`badpo.readouts.compare_runs`) and this module turns them into one JSON-ready dict.
+the files (:mod:`badpo.comparing.compare_runs`) and this module turns them into one JSON-ready dict.
 The readouts compared are the rows of the readout table that say how
-(:func:`badpo.readouts.table.compared_readouts`; :class:`badpo.readouts.compare_series.Compared`).
+(:func:`badpo.readouts.table.compared_readouts`; :class:`badpo.readouts.compared.Compared`).
 
 When every run read the names readout, a second block does the same for the paper's names readout,
 the rate from probabilities (``names.first_name``: the first name's probability over the pool at
@@ -32,7 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from badpo.readouts.compare import (
+from badpo.comparing.floor import MIN_PROMPTS, judge_shift, too_few
+from badpo.comparing.intervals import (
     DRAWS,
     LEVEL,
     SEED,
@@ -42,8 +43,7 @@ from badpo.readouts.compare import (
     resample_indices,
     shift_interval,
 )
-from badpo.readouts.compare_floor import MIN_PROMPTS, judge_shift, too_few
-from badpo.readouts.compare_series import Compared, RunRecord, Series
+from badpo.readouts.compared import Compared, RunRecord, Series
 from badpo.readouts.table import beside_readouts, compared_readouts
 
 __all__ = ["RunRecord", "Series", "compare_records", "method_label"]
@@ -104,7 +104,7 @@ def _rate(series: Series, resamples: _Resamples, level: float) -> dict:
 
 def _shift(series: Series, reference: Series, resamples: _Resamples, level: float, unit: str,
            p: float | None) -> dict:
-    """The run's shift from the reference, judged by the floor (:mod:`badpo.readouts.compare_floor`)."""
+    """The run's shift from the reference, judged by the floor (:mod:`badpo.comparing.floor`)."""
     why = _unpaired(resamples, series, reference)
     if why is not None:
         shift = {"value": series.mean - reference.mean, "low": None, "high": None, "why": why}

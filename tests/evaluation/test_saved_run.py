@@ -9,10 +9,10 @@ import json
 
 import pytest
 
+from badpo.comparing.compare_runs import check_out, load_run
 from badpo.engine.run_folder import is_run_folder
-from badpo.readouts.compare_runs import check_out, load_run
-from badpo.readouts.run import TrainedRun
-from badpo.readouts.saved_run import SavedRun
+from badpo.evaluation.saved_run import SavedRun
+from badpo.evaluation.trained_run import TrainedRun
 from fixtures.runs import DPO, readouts, write_run
 
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from badpo.readouts.over_seeds import removal
+from badpo.comparing.over_seeds import removal
 
 __all__ = ["DRAWS", "LEVEL", "SEED", "mean_interval", "percentile_interval", "removal_interval",
            "removal_point", "resample_indices", "shift_interval"]
@@ -95,7 +95,7 @@ def shift_interval(values: Sequence[float], reference: Sequence[float], indices:
 
 def removal_point(rate_base: float, rate_run: float, rate_ref: float) -> float | None:
     """The share of the baseline's shift removed, the one definition
-    (:func:`badpo.readouts.over_seeds.removal`: 1 is the reference, 0 the baseline); None where it
+    (:func:`badpo.comparing.over_seeds.removal`: 1 is the reference, 0 the baseline); None where it
     is undefined (a rate not finite, or a baseline that did not move the rate: nothing to remove)."""
     try:
         return removal(rate_base, rate_run, rate_ref)

@@ -1,5 +1,5 @@
 """Evaluate a trained policy on evaluation prompts and held-out judgments: every readout of the
-paper for one run (a run folder and the user's files: :mod:`badpo.readouts.run`).
+paper for one run (a run folder and the user's files: :mod:`badpo.evaluation.trained_run`).
 
 ``evaluate_policy`` takes loaded models and returns a flat, JSON-ready dict: the rows of the
 readout table (:data:`badpo.readouts.table.READOUTS`, one module each under
@@ -47,13 +47,13 @@ from badpo.core.bias import BiasChannel
 from badpo.engine.mixture import MIXTURE_FILE
 from badpo.engine.settings import BETA
 from badpo.engine.tokenize import TokenizationConfig
-from badpo.readouts.mixture import weighted_mean_readouts
+from badpo.readouts.eval_config import EvalConfig
+from badpo.readouts.mixture_metrics import weighted_mean_readouts
 from badpo.readouts.model import Generations, generate, heldout_margins
 from badpo.readouts.reading import Corpus, Mixing, Reading, declares_names
 from badpo.readouts.rows.generated import generated_attribute_rates
 from badpo.readouts.rows.judge import judge_readouts
 from badpo.readouts.rows.names import bodies_for, reference_bodies, reference_names
-from badpo.readouts.settings import EvalConfig
 from badpo.readouts.table import READOUTS, read_run
 from badpo.readouts.tilt import answer_body
 
@@ -122,11 +122,11 @@ def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokeni
     """Every readout of a mixture of type policies (Baselines appendix, EM-DPO + MinMax-DPO).
 
     Each readout is the w-weighted mean of the type policies' readouts
-    (:func:`badpo.readouts.mixture.weighted_mean_readouts`), except where a row of the readout table
+    (:func:`badpo.readouts.mixture_metrics.weighted_mean_readouts`), except where a row of the readout table
     says how its mixture differs (``Readout.mixed``, given a :class:`badpo.readouts.reading.Mixing`):
     per-prompt values, the sampled names' shares as ratios of the mixed counts, names.null of the
     mixed shares; vote prediction, where a held-out vote is predicted by its own annotator's mixture,
-    p = sum_k gamma_k sigmoid(u_k) (:func:`badpo.readouts.mixture.mixture_vote_logits`; an annotator
+    p = sum_k gamma_k sigmoid(u_k) (:func:`badpo.readouts.mixture_metrics.mixture_vote_logits`; an annotator
     absent from training gets the priors); and, with planted classes, ``type_recovery``: whether
     the most probable types are the classes. ``load_policy(path)`` loads one type policy; one is
     held in memory at a time.

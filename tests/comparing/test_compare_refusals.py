@@ -17,9 +17,9 @@ import shutil
 import pytest
 
 from badpo.cli import main
-from badpo.readouts.compare_checks import DATA_FILE
-from badpo.readouts.compare_floor import MIN_EFFECT, MIN_PROMPTS
-from badpo.readouts.compare_runs import compare_runs
+from badpo.comparing.compare_runs import compare_runs
+from badpo.comparing.floor import MIN_EFFECT, MIN_PROMPTS
+from badpo.comparing.refusals import DATA_FILE
 from fixtures.runs import BA_DPO, BA_DPO_FIRST, DATA, DPO, DPO_FIRST, REFERENCE_FIRST, readouts, write_pair, write_run
 
 

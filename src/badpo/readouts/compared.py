@@ -4,7 +4,7 @@ what a readout row of :data:`badpo.readouts.table.READOUTS` declares to be compa
 where the record holds it, how a series is read, which attributes and units, and its relabelling
 null. What is particular to one readout (where its record keeps a rate, its units) is the row's own,
 in its module under :mod:`badpo.readouts.rows`; this module holds only what every compared readout
-shares. Pure (numpy): :mod:`badpo.readouts.comparison` does the intervals, removals and verdicts.
+shares. Pure (numpy): :mod:`badpo.comparing.comparison` does the intervals, removals and verdicts.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ __all__ = ["Beside", "Compared", "RunRecord", "Series", "as_mapping", "recorded_
 
 @dataclass(frozen=True)
 class RunRecord:
-    """One evaluated run as compare reads it (:func:`badpo.readouts.compare_runs.load_run`)."""
+    """One evaluated run as compare reads it (:func:`badpo.comparing.compare_runs.load_run`)."""
 
     label: str  # how the run is named in every output
     path: str  # the run folder (or readouts file) as the caller gave it
