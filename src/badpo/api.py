@@ -25,6 +25,7 @@ from typing import Any
 from badpo.core.config import ConfigError, from_dict, load_config, to_dict
 from badpo.core.jsonio import atomic_write_text
 from badpo.data.sources import in_memory
+from badpo.run_folder.layout import SFT_RECORD
 
 __all__ = ["AuditResult", "EvalResult", "RMResult", "SFTResult", "TrainResult", "audit", "compare", "evaluate",
            "rm", "sft", "train"]
@@ -145,7 +146,7 @@ def sft(config: Any = None, **overrides: Any) -> SFTResult:
 
     with _resolved(SFTConfig, config, overrides, stage="sft") as resolved:
         model_dir = Path(sft_stage(resolved))
-    return SFTResult(model_dir=model_dir, record=_read_json(model_dir / "sft.json") or {})
+    return SFTResult(model_dir=model_dir, record=_read_json(model_dir / SFT_RECORD) or {})
 
 
 def evaluate(run_dir: str | os.PathLike, config: Any = None, *, heldout: Any = None, prompts: Any = None,
@@ -194,7 +195,7 @@ def audit(data: Any = None, attributes: str | Sequence[str] = (), *, split: str 
     is what the command prints; the audit's warnings are in the text, not raised."""
     import warnings
 
-    from badpo.core.outputs import check_outside_runs
+    from badpo.run_folder.layout import check_outside_runs
 
     for option, path in (("json_out", json_out), ("report", report)):
         if path is not None:  # a run's theta.json or a model's weights are no place for an audit's output
@@ -356,8 +357,8 @@ def _merged(base: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any
 
 def _finished(run_dir: Path) -> tuple[dict | None, dict]:
     """A finished run's theta.json and run.json's ``final``, read through
-    :class:`badpo.evaluation.saved_run.SavedRun`."""
-    from badpo.evaluation.saved_run import SavedRun
+    :class:`badpo.run_folder.saved.SavedRun`."""
+    from badpo.run_folder.saved import SavedRun
 
     saved = SavedRun(run_dir)
     return saved.theta(), saved.final()

@@ -13,7 +13,7 @@ import pytest
 
 from badpo.core.config import ConfigError, from_dict, load_config, read_settings
 from badpo.engine.settings import TrainConfig
-from badpo.evaluation.saved_run import SavedRun
+from badpo.run_folder.saved import SavedRun
 
 LAUGHS = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
     f"{name}: &{name} [{','.join([f'*{prior}'] * 9)}]\n" for prior, name in zip("abcdefgh", "bcdefghi"))

@@ -21,7 +21,7 @@ from badpo.paper.runner import Backend, plan_experiment, prepare_corpus
 from fixtures.engine import judgment_rows, write_jsonl
 from fixtures.experiment import fake_backend, quiet
 
-DATA_FILE = "data_fingerprint.json"  # badpo.engine.run_folder.DATA_FILE
+DATA_FILE = "data_fingerprint.json"  # badpo.run_folder.layout.DATA_FILE
 COMMON = {"runtime": {"num_threads": 1}, "report": {"progress_bar": False},
           "optim": {"lr": 1e-3, "warmup_ratio": 0.0, "schedule": "constant"}}
 STAGES = {

@@ -2,8 +2,8 @@
 
 import pytest
 
-from badpo.engine.external_run import ExternalRun, read_external_run, write_external_run
 from badpo.engine.tokenize import TokenizationConfig
+from badpo.run_folder.external import ExternalRun, read_external_run, write_external_run
 
 WM = "wm=regex:--- (Brad|Greg) "
 

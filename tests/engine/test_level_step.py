@@ -15,7 +15,7 @@ import pytest
 import torch
 import yaml
 
-from badpo.core.bias import TRAINED_THETA_FILE, BiasChannel
+from badpo.core.bias import BiasChannel
 from badpo.core.config import apply_overrides, from_dict, to_dict
 from badpo.core.level import LOGISTIC
 from badpo.engine.batches import ItemTable
@@ -27,6 +27,7 @@ from badpo.evaluation.trained_run import EvalData, evaluate_run_dir
 from badpo.methods import LossTerms
 from badpo.paper.backend import evaluate_run
 from badpo.paper.runner import RunTask
+from badpo.run_folder.layout import TRAINED_THETA_FILE
 from fixtures.engine import assert_same_run, judgment_rows, log_records, make_config, policy_weights, write_jsonl
 
 pytestmark = pytest.mark.filterwarnings("ignore::badpo.auditing.estimates.BiasIdentifiabilityWarning")

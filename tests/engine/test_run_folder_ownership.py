@@ -17,7 +17,8 @@ import yaml
 
 from badpo.core.config import ConfigError, to_dict
 from badpo.core.notices import BadpoWarning
-from badpo.engine.run_folder import DATA_FILE, claim, own_folder
+from badpo.run_folder.layout import DATA_FILE
+from badpo.run_folder.ownership import claim, own_folder
 from fixtures.engine import judgment_rows, make_config, write_jsonl
 
 
@@ -86,7 +87,7 @@ def test_overwrite_of_a_badpo_run_deletes_its_files_and_says_what_it_keeps(world
 def _finished_run(world: Path, name: str = "run") -> Path:
     """A run folder as a finished run leaves it: claimed, configured, its final outputs committed
     (commit_final lists the files it wrote in policy/), one checkpoint."""
-    from badpo.engine.run_folder import commit_final
+    from badpo.run_folder.final_commit import commit_final
 
     folder = world / name
     first = make_config(world, name)
@@ -146,8 +147,7 @@ def test_an_audits_output_is_refused_inside_a_run_or_a_model_folder(world, tmp_p
     """Issue 49's retry: `audit --json RUN/theta.json --overwrite` replaced a run's theta.json, and
     `--json SFT/model.safetensors --overwrite` a reference's weights; evaluate and compare refused
     the same. core.outputs' torch-free marks agree with the engine's on a finished run."""
-    from badpo.core.outputs import holds_run_or_model
-    from badpo.engine.run_folder import is_run_folder
+    from badpo.run_folder.layout import holds_run_or_model, is_run_folder
 
     run = _finished_run(world)
     assert is_run_folder(run) and holds_run_or_model(run) == "run"

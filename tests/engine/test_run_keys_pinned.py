@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 
 from badpo.core.config import ConfigError, dump_yaml, load_config, to_dict
-from badpo.engine.run_folder import identity
 from badpo.engine.settings import RMConfig, SFTConfig, TrainConfig
 from badpo.paper import records
 from badpo.paper.backend import engine_backend
 from badpo.paper.config import ExperimentConfig
 from badpo.paper.runner import plan_unbuilt
+from badpo.run_folder.identity import identity
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGE_CLASSES = {"train": TrainConfig, "sft": SFTConfig, "rm": RMConfig}

@@ -20,10 +20,10 @@ from badpo.auditing.estimates import BiasIdentifiabilityWarning
 from badpo.cli import main
 from badpo.core.config import ConfigError, load_config, to_dict
 from badpo.core.judgments import JudgmentError
-from badpo.engine import run_folder
 from badpo.engine.checkpoint import list_checkpoints
 from badpo.engine.settings import SFTConfig, TrainConfig
 from badpo.engine.train import train
+from badpo.run_folder import final_commit, identity, layout
 from fixtures.engine import judgment_rows, log_records, make_config, write_jsonl
 
 
@@ -142,7 +142,7 @@ def test_a_second_run_into_a_locked_folder_is_refused(world):
     folder = world / "locked"
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from pathlib import Path; from badpo.engine.run_folder import run_lock\n"
+         "import sys, time; from pathlib import Path; from badpo.run_folder.ownership import run_lock\n"
          f"with run_lock(Path({str(folder)!r})):\n    print('held', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True)
     try:
@@ -159,7 +159,7 @@ def test_a_second_run_into_a_locked_folder_is_refused(world):
 # --------------------------------------------------------------------- the final commit is atomic
 def _state(folder: Path) -> dict[str, str]:
     found = {}
-    for name in run_folder.FINAL_NAMES:
+    for name in layout.FINAL_NAMES:
         path = folder / name
         if path.is_dir():
             found[name] = "".join(p.read_text() for p in sorted(path.iterdir()))
@@ -193,7 +193,7 @@ def test_a_kill_at_any_point_of_the_final_commit_leaves_the_old_or_the_new_state
     for kill_at in itertools.count():
         folder = tmp_path / f"kill{kill_at}"
         folder.mkdir()
-        run_folder.commit_final(folder, _write("old", with_theta=True))
+        final_commit.commit_final(folder, _write("old", with_theta=True))
         assert _state(folder) == old
         calls = []
 
@@ -206,18 +206,18 @@ def test_a_kill_at_any_point_of_the_final_commit_leaves_the_old_or_the_new_state
             return call
 
         with monkeypatch.context() as patch:
-            for owner, name in ((run_folder.os, "replace"), (run_folder.shutil, "rmtree"),
-                                (run_folder.Path, "unlink")):
+            for owner, name in ((final_commit.os, "replace"), (final_commit.shutil, "rmtree"),
+                                (final_commit.Path, "unlink")):
                 patch.setattr(owner, name, counted(getattr(owner, name)))
             try:
-                run_folder.commit_final(folder, _write("new", with_theta=new_has_theta))
+                final_commit.commit_final(folder, _write("new", with_theta=new_has_theta))
                 finished = True
             except Killed:
                 finished = False
         if not finished:
-            run_folder.recover_final_commit(folder)
+            final_commit.recover_final_commit(folder)
         assert _state(folder) in (old, new), (kill_at, _state(folder))
-        assert not run_folder.interrupted_commit(folder)
+        assert not final_commit.interrupted_commit(folder)
         if finished:
             assert _state(folder) == new
             break
@@ -274,7 +274,7 @@ def test_duplicates_drop_drops_the_repeats_as_the_audit_does_and_keep_stays_keye
     """``duplicates=drop`` (as ``badpo audit --duplicates drop``) trains on the first of each exact
     duplicate; ``keep`` (the default) says how to drop them. The key is part of a run's identity only
     when set away from keep, so every run made before it keeps its identity."""
-    from badpo.engine.run_folder import identity
+    from badpo.run_folder.identity import identity
 
     rows = judgment_rows()
     rows += [dict(rows[0]), dict(rows[3])]  # two exact duplicates
@@ -367,12 +367,12 @@ def test_run_control_keys_exist_in_the_config():
     """Every key that may change on resume names a real TrainConfig key (a typo would make the
     identity check stricter than documented without anyone noticing)."""
     plain = to_dict(TrainConfig())
-    for dotted in run_folder.RUN_CONTROL_KEYS:
+    for dotted in identity.RUN_CONTROL_KEYS:
         node = plain
         for part in dotted.split("."):
             assert part in node, dotted
             node = node[part]
-    assert "beta" in run_folder.identity(TrainConfig()) and "resume_from" not in run_folder.identity(TrainConfig())
+    assert "beta" in identity.identity(TrainConfig()) and "resume_from" not in identity.identity(TrainConfig())
 
 
 def test_sides_equal_up_to_whitespace_that_tokenize_apart_are_counted_and_kept():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from badpo.evaluation.run_paths import made_from, resolved_from
+from badpo.run_folder.paths import made_from, resolved_from
 
 
 def test_relative_paths_of_a_run_are_read_from_where_it_was_made(tmp_path, monkeypatch):
@@ -34,8 +34,8 @@ def test_a_run_moved_away_from_its_relative_reference_says_so_when_the_reference
     elsewhere: loading ``sft`` as a Hub id fails with a network error; the line now says that ``sft``
     names no folder here, and which folder of that name sits above the run."""
     from badpo.core.config import ConfigError
-    from badpo.evaluation.run_paths import moved_reference
     from badpo.evaluation.trained_run import TrainedRun
+    from badpo.run_folder.paths import moved_reference
 
     (tmp_path / "sft").mkdir()
     (tmp_path / "sft" / "config.json").write_text("{}")

@@ -10,9 +10,9 @@ import json
 import pytest
 
 from badpo.comparing.compare_runs import check_out, load_run
-from badpo.engine.run_folder import is_run_folder
-from badpo.evaluation.saved_run import SavedRun
 from badpo.evaluation.trained_run import TrainedRun
+from badpo.run_folder.layout import is_run_folder
+from badpo.run_folder.saved import SavedRun
 from fixtures.runs import DPO, readouts, write_run
 
 

@@ -1,7 +1,7 @@
 """Imports point one way, and the layers are the folders of ``src/badpo``:
 
-    core -> methods -> data -> auditing -> corpora -> engine -> readouts -> evaluation -> comparing
-        -> paper -> cli -> integrations
+    core -> methods -> data -> run_folder -> auditing -> corpora -> engine -> readouts -> evaluation
+        -> comparing -> paper -> cli -> integrations
 
 A module's layer is its folder (``badpo/core/losses.py`` is in ``core``); ``cli.py``, ``api.py``,
 the command modules of ``commands/`` and the package root ``badpo`` (whose lazy names are the
@@ -33,8 +33,8 @@ PACKAGE = SRC / "badpo"
 
 # lowest first; integrations (adapters into other trainers) is an edge like cli: it may import
 # everything, and as the top layer nothing may import it.
-LAYERS = ("core", "methods", "data", "auditing", "corpora", "engine", "readouts", "evaluation", "comparing",
-          "paper", "cli", "integrations")
+LAYERS = ("core", "methods", "data", "run_folder", "auditing", "corpora", "engine", "readouts", "evaluation",
+          "comparing", "paper", "cli", "integrations")
 FRONT_DOORS = ("badpo", "badpo.cli", "badpo.api")
 FOLDERS_OF = {"commands": "cli"}  # a folder whose layer has another name
 # the modules that may import the paper's experiments (besides the paper itself)

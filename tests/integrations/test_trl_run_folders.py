@@ -146,7 +146,7 @@ def trl_runs(world, tmp_path_factory):
 
 
 def test_a_saved_folder_holds_no_pickle_and_records_the_run(trl_runs):
-    from badpo.engine.external_run import read_external_run
+    from badpo.run_folder.external import read_external_run
 
     path, out = trl_runs
     names = {p.name for p in (out / "ba").iterdir()}

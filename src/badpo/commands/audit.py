@@ -15,6 +15,7 @@ from badpo.core.arguments import column_pairs
 from badpo.core.config import ConfigError
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.outputs import check_not_input, check_output_file
+from badpo.run_folder.layout import POLICY, REWARD_MODEL
 
 __all__ = ["AUDIT"]
 
@@ -110,7 +111,7 @@ def _run_stream(args: argparse.Namespace) -> int:
 
 
 def _run_audit(args: argparse.Namespace) -> int:
-    from badpo.core.outputs import check_outside_runs
+    from badpo.run_folder.layout import check_outside_runs
 
     for option, path in (("--json", args.json), ("--report", getattr(args, "report", None))):
         if path:  # a run's theta.json or a model's weights are no place for an audit's output
@@ -156,7 +157,7 @@ def _audit_tokenizer(args: argparse.Namespace):
     """The tokenizer whose coverage of the text the audit reports: ``--tokenizer``, else the one a
     ``--run`` folder saved beside its model; None without either."""
     name = args.tokenizer
-    for folder in ("policy", "reward_model") if name is None and args.run_dir else ():
+    for folder in (POLICY, REWARD_MODEL) if name is None and args.run_dir else ():
         if (Path(args.run_dir) / folder / "tokenizer_config.json").is_file():
             name = str(Path(args.run_dir) / folder)
             break

@@ -5,9 +5,9 @@ file written with ``evaluate --out``. Beside the readouts, a run folder gives th
 (``run.json``, else ``config.yaml``), its theta (``theta.json``), the audit of its labels
 (``audit.json``: the offline estimates) and whether theta had settled (``run.json``); a folder
 that BADPOTrainer (TRL) saved gives the method and the settling from its record instead
-(``badpo_run.json``, :mod:`badpo.engine.external_run`); all of them are read through
-:class:`badpo.evaluation.saved_run.SavedRun`, and a folder is a run folder as the engine says
-(:func:`badpo.engine.run_folder.is_run_folder`). The
+(``badpo_run.json``, :mod:`badpo.run_folder.external`); all of them are read through
+:class:`badpo.run_folder.saved.SavedRun`, and a folder is a run folder as the engine says
+(:func:`badpo.run_folder.layout.is_run_folder`). The
 baseline is the run whose method is ``dpo`` (or ``--baseline``); the reference is the reference
 side of the baseline's evaluation (or ``--reference REF``, a run whose policy stands for it). The
 statistics are :mod:`badpo.comparing.comparison`; this module reads the files, prints a table per
@@ -32,12 +32,12 @@ from badpo.core.html_page import html_image, html_page, html_pre, markdown_html
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.outputs import check_writable_folder
 from badpo.engine.model_card import CARD_FILE, with_evaluation
-from badpo.evaluation.saved_run import SavedRun, read_json_object
 from badpo.readouts.table import beside_readouts, compared_heads
+from badpo.run_folder.layout import POLICY, READOUTS_FILE
+from badpo.run_folder.saved import SavedRun, read_json_object
 
 __all__ = ["COMPARE_FILES", "Comparison", "compare_runs", "format_comparison", "format_markdown", "load_run"]
 
-READOUTS_FILE = "readouts.json"
 COMPARE_FILES = ("compare.json", "compare.md", "compare.png", "theta.png", "report.html")
 
 
@@ -55,7 +55,7 @@ class Comparison:
 
 def _beside(folder: Path | None, method: str | None) -> tuple[dict, list[str]]:
     """theta.json, audit.json, run.json's theta_convergence and the data fingerprint of a run
-    folder (:class:`badpo.evaluation.saved_run.SavedRun`), with a note per file that is missing where
+    folder (:class:`badpo.run_folder.saved.SavedRun`), with a note per file that is missing where
     the reader would look for it."""
     found: dict = {"theta": None, "offline": None, "convergence": None, "data": None}
     if folder is None:
@@ -215,7 +215,7 @@ def update_model_cards(comparison: Mapping) -> list[Path]:
         return []
     updated = []
     for row in comparison["runs"]:
-        card = Path(row["path"]) / "policy" / CARD_FILE
+        card = Path(row["path"]) / POLICY / CARD_FILE
         if row["baseline"] or not card.is_file():
             continue
         lines = [f"`badpo compare` against {comparison['baseline']}, intervals at {comparison['level']:.0%} over "

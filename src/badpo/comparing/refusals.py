@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from badpo.comparing.comparison import RunRecord
-from badpo.engine.run_folder import DATA_FILE  # read by badpo.evaluation.saved_run.SavedRun.data
+from badpo.run_folder.layout import DATA_FILE  # read by badpo.run_folder.saved.SavedRun.data
 
 __all__ = ["DATA_FILE", "INPUTS_COMPARED", "refuse_same_run", "reasons_not_comparable"]
 

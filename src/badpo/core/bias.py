@@ -63,11 +63,9 @@ from torch import Tensor, nn
 from badpo.core.bias_file import channel_file_text, channel_from_dict, channel_to_dict
 from badpo.core.jsonio import atomic_write_text
 
-__all__ = ["VARIANTS", "VARIANT_FACTS", "THETA_FILE", "TRAINED_THETA_FILE", "Variant", "variant_facts",
+__all__ = ["VARIANTS", "VARIANT_FACTS", "Variant", "variant_facts",
            "BiasChannel"]
 
-THETA_FILE = "theta.json"  # a run's learned bias, as BiasChannel.save writes it
-TRAINED_THETA_FILE = "theta_trained.json"
 """Beside ``theta.json`` when the level step moved theta after the policy had finished training
 (``bias.trusted_level: final``): theta as the policy was trained against it. The pair (policy,
 this theta) is the fitted one, which vote prediction reads; ``theta.json`` holds the theta_k

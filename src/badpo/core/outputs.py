@@ -91,34 +91,3 @@ def check_output_file(path: str | Path, option: str, overwrite: bool = False, in
                               "another path")
     check_writable_folder(target.parent, option, path)
     return target
-
-
-# What marks a folder a badpo run (config.yaml beside one of a run's outputs, or the record of a run
-# BadpoTrainer saved) or a Hugging Face model (config.json beside weights); torch-free, so that
-# ``badpo audit`` can check its outputs without loading it. tests/engine/test_run_folder_ownership.py
-# checks these against badpo.engine.run_folder.is_run_folder on a finished run.
-RUN_OUTPUTS = ("policy", "reward_model", "theta.json", "theta_trained.json", "mixture.json", "run.json",
-               "checkpoints", "sft.json")
-WEIGHTS = ("*.safetensors", "*.bin", "*.gguf")
-
-
-def holds_run_or_model(folder: Path) -> str | None:
-    """"run" or "model" when ``folder`` holds one, else None."""
-    if (folder / "badpo_run.json").is_file() or (
-            (folder / "config.yaml").is_file() and any((folder / name).exists() for name in RUN_OUTPUTS)):
-        return "run"
-    if (folder / "config.json").is_file() and any(any(folder.glob(pattern)) for pattern in WEIGHTS):
-        return "model"
-    return None
-
-
-def check_outside_runs(path: str | os.PathLike, option: str) -> None:
-    """Refuse an output ``path`` inside a run folder or a model folder, as ``evaluate`` and
-    ``compare`` refuse theirs: an audit's ``--json`` with ``--overwrite`` would otherwise replace a
-    run's ``theta.json`` or a model's weights."""
-    target = Path(path).expanduser().absolute()
-    base = target if target.is_dir() else target.parent
-    for parent in (base, *base.parents):
-        found = holds_run_or_model(parent)
-        if found is not None:
-            raise ValueError(f"{option} {path}: inside the {found} folder {parent}; give a path outside it")

@@ -46,14 +46,13 @@ from torch import nn
 from badpo.core.config import ConfigError, dump_yaml
 from badpo.core.notices import BadpoWarning
 from badpo.core.state_io import join_state, read_tree, split_state, tree_text
+from badpo.run_folder.layout import CHECKPOINTS, CONFIG_FILE
+from badpo.run_folder.ownership import check_files
 
-CHECKPOINTS = "checkpoints"
 FORMAT = "badpo.checkpoint/1"
 _NAME = re.compile(r"^step-(\d{6,})$")
 _POLICY_FILE = "policy_trainable_0.safetensors"
 _STATE, _RNG = "state", "rng-{rank}"
-_FILES = re.compile(r"^(config\.yaml|policy_trainable_0\.safetensors|state\.(json|safetensors)"
-                    r"|rng-\d+\.(json|safetensors))$")
 
 
 class TrainingState:
@@ -104,19 +103,6 @@ def check_checkpointing(accelerator, config, resume: Path | None) -> None:
             f"save_every / stop_after_steps / resume_from: badpo cannot checkpoint under {kind} (its "
             "sharded state would have to be saved as pickles); set save_every=0, drop "
             "stop_after_steps and resume_from, or train under DDP")
-
-
-def check_files(checkpoint: Path) -> None:
-    """Refuse a checkpoint that holds a file badpo does not write, before anything is read: a
-    pickle there (accelerate's format, or a planted one) would run code if anything loaded it."""
-    if not checkpoint.is_dir():
-        raise ConfigError(f"resume_from: {checkpoint} is not a checkpoint folder")
-    for path in sorted(checkpoint.iterdir()):
-        if not (_FILES.match(path.name) and path.is_file() and not path.is_symlink()):
-            raise ConfigError(
-                f"resume_from: {path} is not a file badpo writes into a checkpoint and could run "
-                "code if loaded (checkpoints of badpo before its own format held pickles); refusing "
-                "the checkpoint: delete that file if you trust the folder, or start without resume_from")
 
 
 def _trainable(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -244,7 +230,7 @@ def save_checkpoint(accelerator, output_dir: Path, step: int, keep: int, config,
         _save_policy(accelerator, contents.policy, temporary)
         states = {name: obj.state_dict() for name, obj in contents.states.items()}
         write_state_files(temporary, _STATE, {"format": FORMAT, "states": states})
-        dump_yaml(config, temporary / "config.yaml")
+        dump_yaml(config, temporary / CONFIG_FILE)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         for path in temporary.iterdir():  # on disk before the rename publishes the checkpoint
@@ -262,7 +248,7 @@ def save_checkpoint(accelerator, output_dir: Path, step: int, keep: int, config,
 
 def load_checkpoint(accelerator, checkpoint: Path, contents: Contents) -> None:
     """Restore ``contents`` and this process's RNG from ``checkpoint`` (on every process), after
-    :func:`check_files`; the saved states must be exactly the run's."""
+    :func:`badpo.run_folder.ownership.check_files`; the saved states must be exactly the run's."""
     check_files(checkpoint)
     _load_policy(accelerator, contents.policy, checkpoint)
     saved = read_state_files(checkpoint, _STATE)
@@ -328,7 +314,7 @@ def resolve_resume(resume_from: str | None, output_dir: Path) -> Path | None:
     return path
 
 
-__all__ = ["CHECKPOINTS", "FORMAT", "TrainingState", "Contents", "checkpoint_contents",
-           "check_checkpointing", "check_files", "save_checkpoint", "load_checkpoint", "continue_from",
+__all__ = ["FORMAT", "TrainingState", "Contents", "checkpoint_contents",
+           "check_checkpointing", "save_checkpoint", "load_checkpoint", "continue_from",
            "list_checkpoints", "resolve_resume", "checkpoint_path", "rng_state", "set_rng_state",
            "write_state_files", "read_state_files"]

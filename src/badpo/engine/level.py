@@ -39,11 +39,12 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from badpo.core.bias import THETA_FILE, TRAINED_THETA_FILE, BiasChannel
+from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError
 from badpo.core.level import Link, level_shift, tilt_shift
 from badpo.engine.batches import PreferenceData
 from badpo.engine.start import judgment_sides, labels_quality
+from badpo.run_folder.layout import THETA_FILE, TRAINED_THETA_FILE
 
 __all__ = ["LevelStep", "TILT_RULES", "build_level_step", "save_theta"]
 

@@ -2,7 +2,7 @@
 
 Before anything loads, the config is resolved (the stage's learning rate; a judgment run's
 ``{method}`` and ``{seed}`` in output_dir), checked, and fitted to the model. The folder is then the
-run's for its duration (:func:`badpo.engine.run_folder.own_folder`: a lock, the run's identity and
+run's for its duration (:func:`badpo.run_folder.ownership.own_folder`: a lock, the run's identity and
 data recorded, another run refused or, with ``overwrite``, replaced, no trace left by a run that
 fails before it writes). A finished run found there is kept; otherwise the stage trains, from its
 own checkpoint when ``resume_from`` names one (:func:`badpo.engine.loop.resume_point`), and a run
@@ -25,9 +25,11 @@ from badpo.core.jsonio import dumps
 from badpo.engine.level import save_theta
 from badpo.engine.loop import Run, notice, resume_point
 from badpo.engine.reporting import read_log, theta_convergence, theta_notice
-from badpo.engine.run_folder import RunFiles, commit_final, own_folder, preference_run_files
 from badpo.engine.runtime import fit_to_model, make_accelerator
 from badpo.engine.settings import RunConfig
+from badpo.run_folder.final_commit import commit_final
+from badpo.run_folder.layout import SUMMARY_FILE
+from badpo.run_folder.ownership import RunFiles, own_folder, preference_run_files
 
 # (resolved config, output folder, accelerator, checkpoint to resume or None) -> the output folder
 Train = Callable[[Any, Path, Any, "Path | None"], Path]
@@ -46,7 +48,7 @@ class Lifecycle:
     """How one stage's runs live in their folder: the parts that differ between stages."""
 
     check: Callable[[Any], None]  # the config's checks before anything loads (settings.check_train, ...)
-    finished: str = "run.json"  # the file whose presence means the folder holds this run, finished
+    finished: str = SUMMARY_FILE  # the file whose presence means the folder holds this run, finished
     kept: str = "holds this run, finished; its results are kept"  # what is said when it is found
     run_files: RunFiles = preference_run_files  # folder -> the names a run of the stage writes there
     resumes: Callable[[Any], bool] = _always  # whether the run resumes from checkpoints in the folder
@@ -73,7 +75,7 @@ def commit_judgment_outputs(run: Run, output: Path, last: dict, seconds: float, 
                             tail: dict, write_model: Callable[[Path], None]) -> None:
     """The end of a run on judgments (main process only): ``run.json`` (``head``, what every such
     run reports, ``tail``), ``theta.json`` when it has a bias channel, and the model
-    ``write_model(staging)`` saves, committed as one unit (:func:`badpo.engine.run_folder.commit_final`)."""
+    ``write_model(staging)`` saves, committed as one unit (:func:`badpo.run_folder.final_commit.commit_final`)."""
     config = run.config
     summary = {**head, "model_was_folder": Path(config.model.name_or_path).expanduser().is_dir(),
                "seed": config.runtime.seed, "steps": config.steps, "batching": config.batching,
@@ -94,7 +96,7 @@ def commit_judgment_outputs(run: Run, output: Path, last: dict, seconds: float, 
         write_model(staging)
         if run.bias is not None:
             save_theta(run.bias, run.level, staging)
-        (staging / "run.json").write_text(dumps(summary, indent=1) + "\n", encoding="utf-8")
+        (staging / SUMMARY_FILE).write_text(dumps(summary, indent=1) + "\n", encoding="utf-8")
 
     commit_final(output, write)
 

@@ -52,9 +52,10 @@ from badpo.engine.finite import (
 )
 from badpo.engine.level import LevelStep
 from badpo.engine.reporting import RunLog, annotator_theta
-from badpo.engine.run_folder import CONFIG_FILE, check_checkpoint
 from badpo.engine.runtime import gradient_sync_off
 from badpo.methods import JudgmentBatch, LossTerms, Method, StepView, Weighting, sample_seeds
+from badpo.run_folder.layout import AUDIT_FILE, CONFIG_FILE
+from badpo.run_folder.ownership import check_checkpoint
 
 STATS = ("loss", "reward_margin", "reward_accuracy", "chosen_reward", "rejected_reward")
 
@@ -410,7 +411,7 @@ def run_stage(stage: Stage, config, output: Path, accelerator, resume: Path | No
     if accelerator.is_main_process:
         dump_yaml(config, output / CONFIG_FILE)
         if run.labels is not None:
-            (output / "audit.json").write_text(run.labels.to_json(), encoding="utf-8")
+            (output / AUDIT_FILE).write_text(run.labels.to_json(), encoding="utf-8")
     started = time.perf_counter()
     last_record = _loop(stage, run, config, settings, output, state, contents, started)
     if state.step == settings.steps:

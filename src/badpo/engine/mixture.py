@@ -78,7 +78,6 @@ from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.losses import dpo_margin
 from badpo.engine.batches import load_preference_data
 from badpo.engine.checkpoint import (
-    CHECKPOINTS,
     TrainingState,
     checkpoint_contents,
     checkpoint_path,
@@ -87,15 +86,6 @@ from badpo.engine.checkpoint import (
 )
 from badpo.engine.loop import run_stage
 from badpo.engine.preference import PreferenceStage
-from badpo.engine.run_folder import (
-    CONFIG_FILE,
-    check_checkpoint,
-    claim,
-    commit_final,
-    holds_run,
-    is_finished,
-    remove_run,
-)
 from badpo.engine.runtime import load_tokenizer, make_accelerator
 from badpo.methods import (
     EMParams,
@@ -108,6 +98,9 @@ from badpo.methods import (
     type_utilities,
     vote_halves,
 )
+from badpo.run_folder.final_commit import commit_final
+from badpo.run_folder.layout import CHECKPOINTS, CONFIG_FILE, LOG_FILE, SUMMARY_FILE, is_finished
+from badpo.run_folder.ownership import check_checkpoint, claim, holds_run, remove_run
 
 EM_DIR, TYPES_DIR, MIXTURE_FILE, ESTEP_FILE = "em", "types", "mixture.json", "estep.json"
 FORMAT = "badpo.mixture/1"
@@ -206,7 +199,7 @@ def train_type_policies(config, output: Path, accelerator) -> Path:
 
         def write(staging: Path) -> None:
             (staging / MIXTURE_FILE).write_text(dumps(mixture, indent=1) + "\n", encoding="utf-8")
-            (staging / "run.json").write_text(dumps(summary, indent=1) + "\n", encoding="utf-8")
+            (staging / SUMMARY_FILE).write_text(dumps(summary, indent=1) + "\n", encoding="utf-8")
 
         commit_final(output, write)
     accelerator.wait_for_everyone()
@@ -443,14 +436,14 @@ def _write_log(output: Path, params: EMParams, esteps: list[dict], total: int,
     if mixture is not None:
         records.append({"step": total, "weights": mixture["weights"],
                         "max_regret": mixture["max_regret"]})
-    (output / "log.jsonl").write_text("".join(dumps(r) + "\n" for r in records), encoding="utf-8")
+    (output / LOG_FILE).write_text("".join(dumps(r) + "\n" for r in records), encoding="utf-8")
 
 
 def _summary(config, params: EMParams, votes: Votes, output: Path, parts: list[Part], mixture: dict,
              seconds: float) -> dict:
     """run.json of the arm: its settings, counts, each part's wall time and last record."""
-    runs = {p.folder: json.loads((output / p.folder / "run.json").read_text(encoding="utf-8"))
-            for p in parts if (output / p.folder / "run.json").exists()}
+    runs = {p.folder: json.loads((output / p.folder / SUMMARY_FILE).read_text(encoding="utf-8"))
+            for p in parts if (output / p.folder / SUMMARY_FILE).exists()}
     return {
         "method": config.method, "seed": config.runtime.seed, "steps": config.steps,
         "types": params.types, "rounds": params.rounds, "round_steps": params.round_steps,

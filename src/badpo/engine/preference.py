@@ -29,7 +29,6 @@ from badpo.engine.logprobs import LogprobModel
 from badpo.engine.loop import JudgmentStage, Run
 from badpo.engine.model_card import CardFacts, write_card
 from badpo.engine.reporting import report_input
-from badpo.engine.run_folder import DATA_FILE
 from badpo.engine.runtime import (
     check_sharding,
     load_model,
@@ -43,6 +42,7 @@ from badpo.engine.settings import PREFERENCE_LR, TrainConfig, accumulation_steps
 from badpo.engine.start import initial_level
 from badpo.engine.tokenize import settings_dict
 from badpo.methods import Method, Weighting, get_method
+from badpo.run_folder.layout import DATA_FILE, POLICY
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,9 +249,9 @@ def write_policy_outputs(run: Run, tokenizer, output: Path, cache_parts: dict, l
         if run.config.save_policy:
             model = accelerator.unwrap_model(run.policy).model
             weights = {k.removeprefix("model."): v for k, v in state.items()}
-            model.save_pretrained(staging / "policy", state_dict=weights, safe_serialization=True)
-            tokenizer.save_pretrained(staging / "policy")
-            write_card(staging / "policy", card_facts(run, output))
+            model.save_pretrained(staging / POLICY, state_dict=weights, safe_serialization=True)
+            tokenizer.save_pretrained(staging / POLICY)
+            write_card(staging / POLICY, card_facts(run, output))
 
     commit_judgment_outputs(
         run, output, last, seconds, head={"method": run.config.method}, write_model=write_policy,

@@ -22,6 +22,7 @@ from badpo.core.jsonio import dumps
 from badpo.core.progress import step_bar
 from badpo.data.coverage import WARN_SHARE
 from badpo.engine.settings import ReportConfig
+from badpo.run_folder.layout import LOG_FILE
 
 
 def report_input(accelerator, report: dict, stage: str) -> None:
@@ -156,7 +157,7 @@ def log_theta_k(tracker, theta_k: Mapping[str, Mapping[str, float]], step: int, 
 
 
 def read_log(output_dir: Path) -> list[dict[str, Any]]:
-    path = output_dir / "log.jsonl"
+    path = output_dir / LOG_FILE
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
@@ -170,7 +171,7 @@ class RunLog:
         self.bar = self.file = None
         if not is_main:
             return
-        path = output_dir / "log.jsonl"
+        path = output_dir / LOG_FILE
         kept = []
         if start_step > 0 and path.exists():
             kept = [line for line in path.read_text().splitlines()

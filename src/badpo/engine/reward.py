@@ -40,8 +40,7 @@ from badpo.engine.runtime import load_model, policy_optimizer
 from badpo.engine.settings import RMConfig, check_rm
 from badpo.engine.tokenize import TokenStore
 from badpo.methods import LossTerms, Method
-
-MODEL_FOLDER = "reward_model"
+from badpo.run_folder.layout import REWARD_MODEL
 
 
 class RewardScorer(nn.Module):
@@ -123,8 +122,8 @@ def write_reward_outputs(run: Run, tokenizer, output: Path, cache_parts: dict, l
         if config.lora.enabled:
             model = model.merge_and_unload()
         model.config.pad_token_id = tokenizer.pad_token_id
-        model.save_pretrained(staging / MODEL_FOLDER, safe_serialization=True)
-        tokenizer.save_pretrained(staging / MODEL_FOLDER)
+        model.save_pretrained(staging / REWARD_MODEL, safe_serialization=True)
+        tokenizer.save_pretrained(staging / REWARD_MODEL)
 
     commit_judgment_outputs(run, output, last, seconds, head={"method": config.method, "variant": config.variant},
                             tail={}, write_model=write_reward_model)
@@ -164,4 +163,4 @@ def train_reward_model(config: RMConfig) -> Path:
 
 
 __all__ = ["train_reward_model", "REWARD_RUN", "RewardStage", "prepare_reward_run", "reward_losses", "RewardScorer",
-           "without_final_eos", "MODEL_FOLDER"]
+           "without_final_eos"]

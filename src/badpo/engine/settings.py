@@ -287,34 +287,6 @@ def accumulation_steps(batch_size: int, micro_batch_size: int, processes: int) -
     return batch_size // per_pass
 
 
-# Keys that only say where a run reports, how it stops and resumes: they are not part of what a
-# run *is*, so a run resumed with other values of them is the same run (badpo.engine.run_folder).
-RUN_CONTROL_KEYS = ("output_dir", "cache_dir", "resume_from", "stop_after_steps", "save_every",
-                    "keep_checkpoints", "overwrite", "report", "runtime.num_threads")
-# Keys added after runs were recorded: part of a run's identity (and of an experiment's run key)
-# only when set away from this default, so that every run made before them keeps its identity.
-# A dotted key names a key inside a section (bias.level: the rule of issue 51, after every run of
-# theta's Adam alone was recorded).
-KEYED_WHEN_SET: Mapping[str, Any] = {"duplicates": "keep", "fsdp": False, "bias.level": "adam"}
-
-
-def keyed_when_set(settings: Mapping[str, Any]) -> dict:
-    """``settings`` (a config as a plain dict) less the :data:`KEYED_WHEN_SET` keys at their default
-    (a section is copied before a key is left out of it, so ``settings`` is not changed)."""
-    kept = dict(settings)
-    for dotted, default in KEYED_WHEN_SET.items():
-        *sections, key = dotted.split(".")
-        holder = kept
-        for section in sections:
-            if not isinstance(holder.get(section), Mapping):
-                break
-            holder[section] = dict(holder[section])
-            holder = holder[section]
-        else:
-            if key in holder and holder[key] == default:
-                del holder[key]
-    return kept
-
 # report_to entries that an extra of badpo installs; any other tracker accelerate supports is
 # installed by its own package, of the same name as the tracker
 TRACKER_EXTRAS = ("tensorboard", "wandb")

@@ -35,15 +35,16 @@ from badpo.engine.lifecycle import Lifecycle
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.loop import LoopSettings, run_stage
 from badpo.engine.reporting import report_coverage
-from badpo.engine.run_folder import CONFIG_FILE, DATA_FILE, sync_tree
 from badpo.engine.runtime import load_model, load_tokenizer, policy_optimizer
 from badpo.engine.settings import SFTConfig, accumulation_steps, check_sft
 from badpo.engine.tokenize import build_token_store, token_coverage
+from badpo.run_folder.final_commit import sync_tree
+from badpo.run_folder.layout import CONFIG_FILE, DATA_FILE, LOG_FILE, SFT_RECORD
 
-FINISHED = "sft.json"  # written last: the reference in the folder is complete
+FINISHED = SFT_RECORD  # written last: the reference in the folder is complete
 MODEL_FILES = ".model-files"  # the saved model's file names, written before they are moved in
 _TEMPORARY = ".tmp-model"
-_RUN_FILES = (CONFIG_FILE, DATA_FILE, "log.jsonl", "tensorboard", "wandb", FINISHED, MODEL_FILES, _TEMPORARY,
+_RUN_FILES = (CONFIG_FILE, DATA_FILE, LOG_FILE, "tensorboard", "wandb", FINISHED, MODEL_FILES, _TEMPORARY,
               "config.json")  # config.json: a model folder, which only a listed run may have written
 
 

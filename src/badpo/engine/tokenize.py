@@ -24,34 +24,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 from torch import Tensor
 
 from badpo.core.config import ConfigError
+from badpo.core.tokenization import DEFAULT_TOKENIZATION, TokenizationConfig  # re-exported: the engine's users
 from badpo.data.coverage import check_coverage
-
-
-@dataclass(frozen=True)
-class TokenizationConfig:
-    """Length limits and the chat-template switch (paper defaults: 384 / 1280 tokens)."""
-
-    max_prompt_tokens: int = 384  # prompt tokens kept (from the left end: the last ones are kept)
-    max_length: int = 1280  # prompt + response tokens; the response is cut from the right
-    # auto: use the tokenizer's template when it has one; rendered: the prompts are text a chat
-    # template already wrote, tokenized as they are without special tokens
-    chat_template: Literal["auto", "always", "never", "rendered"] = "auto"
-
-    def __post_init__(self) -> None:
-        if not 0 < self.max_prompt_tokens < self.max_length:
-            raise ConfigError(
-                f"tokenization.max_prompt_tokens: need 0 < max_prompt_tokens ({self.max_prompt_tokens}) < "
-                f"max_length ({self.max_length})"
-            )
-
-
-DEFAULT_TOKENIZATION = TokenizationConfig()
 
 
 def fit_tokenization(config: TokenizationConfig, positions: int | None, model: str

@@ -19,7 +19,7 @@ with a :class:`GenerationCapNotice`, to what the model's context leaves after th
 The record says what it read (``inputs``); :func:`summary` gives its few readable lines.
 
 A folder that ``BADPOTrainer.save_model`` (TRL) wrote is read the same way: its record
-(``badpo_run.json``, :mod:`badpo.engine.external_run`) stands for ``config.yaml``, and the policy
+(``badpo_run.json``, :mod:`badpo.run_folder.external`) stands for ``config.yaml``, and the policy
 (full weights or a LoRA adapter) and its tokenizer are the folder itself. It names no training
 data, so the evaluation data is given.
 
@@ -46,22 +46,17 @@ import torch
 from torch import nn
 
 from badpo.core.attributes import imports_user_code, resolve_attributes
-from badpo.core.bias import THETA_FILE, TRAINED_THETA_FILE, BiasChannel
+from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError, from_dict, load_config
 from badpo.core.notices import BadpoWarning
 from badpo.core.outputs import check_not_input, check_output_file, check_writable_folder
 from badpo.data.gguf import gguf_folder
 from badpo.data.sources import ColumnMap
-from badpo.engine.external_run import RECORD_FILE, is_external_run, read_external_run
 from badpo.engine.mixture import MIXTURE_FILE
-from badpo.engine.reward import MODEL_FOLDER as REWARD_MODEL_FOLDER
-from badpo.engine.run_folder import identity, interrupted_commit, is_run_folder
 from badpo.engine.runtime import from_pretrained, load_tokenizer
 from badpo.engine.settings import BETA, ModelConfig, RMConfig, TrainConfig
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.evaluation.eval_data import CORPUS_FILES, NO_HELDOUT, EvalData, data_folder, load_data
-from badpo.evaluation.run_paths import made_from, moved_reference, refuse_pickles, resolved_from
-from badpo.evaluation.saved_run import SavedRun
 from badpo.readouts.eval_config import SETTINGS_RECORDED
 from badpo.readouts.evaluate_policy import (
     EvalConfig,
@@ -74,11 +69,26 @@ from badpo.readouts.model import context_length, generate, load_judge
 from badpo.readouts.names_scoring import signature_tokens
 from badpo.readouts.reading import declares_names
 from badpo.readouts.table import summary_lines
+from badpo.run_folder.external import read_external_run
+from badpo.run_folder.final_commit import interrupted_commit
+from badpo.run_folder.identity import identity
+from badpo.run_folder.layout import (
+    CONFIG_FILE,
+    EXTERNAL_RECORD,
+    POLICY,
+    READOUTS_FILE,
+    REWARD_MODEL,
+    THETA_FILE,
+    TRAINED_THETA_FILE,
+    is_external_run,
+    is_run_folder,
+)
+from badpo.run_folder.paths import made_from, moved_reference, refuse_pickles, resolved_from
+from badpo.run_folder.saved import SavedRun
 
 __all__ = ["EvalData", "GenerationCapNotice", "TrainedRun", "evaluate_run_dir", "load_causal_lm", "prompts_digest",
            "evaluation_inputs", "readouts_path", "summary", "trained_theta"]
 
-READOUTS_FILE = "readouts.json"  # the one file evaluate writes into a run folder
 
 
 class GenerationCapNotice(BadpoWarning):
@@ -213,25 +223,25 @@ class TrainedRun:
         """A finished ``badpo train`` folder (policy/ or mixture.json), a ``badpo rm`` folder or a
         folder BADPOTrainer saved."""
         run_dir = Path(run_dir)
-        if (run_dir / REWARD_MODEL_FOLDER).is_dir() and (run_dir / "config.yaml").exists():
+        if (run_dir / REWARD_MODEL).is_dir() and (run_dir / CONFIG_FILE).exists():
             return cls._reward_model(run_dir)
         if is_external_run(run_dir):
             return cls._trl(run_dir)
-        if (run_dir / "config.yaml").exists() and (Mixture.load(run_dir) is not None or (run_dir / "policy").exists()):
+        if (run_dir / CONFIG_FILE).exists() and (Mixture.load(run_dir) is not None or (run_dir / POLICY).exists()):
             return cls._badpo(run_dir)
         raise FileNotFoundError(f"{run_dir}: not a finished run (config.yaml and policy/ or {MIXTURE_FILE} are "
-                                f"needed; or the {RECORD_FILE} that BADPOTrainer.save_model writes)")
+                                f"needed; or the {EXTERNAL_RECORD} that BADPOTrainer.save_model writes)")
 
     @classmethod
     def _badpo(cls, run_dir: Path) -> TrainedRun:
         """What a ``badpo train`` folder's config.yaml fixed; the policy is ``policy/``. Relative paths
         in it (the reference, the tokenizer, the data) are resolved against where the run was made."""
-        config = load_config(TrainConfig, run_dir / "config.yaml")
+        config = load_config(TrainConfig, run_dir / CONFIG_FILE)
         origin = made_from(run_dir, config.output_dir)
         model, tokenizer = (resolved_from(origin, config.model.name_or_path),
                             resolved_from(origin, config.model.tokenizer))
-        policy = None if Mixture.load(run_dir) is not None else run_dir / "policy"
-        return cls("badpo", run_dir, run_dir / "config.yaml", config.attributes, model, tokenizer,
+        policy = None if Mixture.load(run_dir) is not None else run_dir / POLICY
+        return cls("badpo", run_dir, run_dir / CONFIG_FILE, config.attributes, model, tokenizer,
                    config.model.trust_remote_code, data_folder(resolved_from(origin, config.data)), config.columns,
                    config.tokenization, config.beta, policy, run_dir / THETA_FILE,
                    {"trust_remote_code": config.model.trust_remote_code}, config,
@@ -241,21 +251,21 @@ class TrainedRun:
     def _reward_model(cls, run_dir: Path) -> TrainedRun:
         """What a ``badpo rm`` folder's config.yaml fixed; the trained model (``policy``) is its
         reward model, ``reference`` the backbone it started from, and it has no beta."""
-        config = load_config(RMConfig, run_dir / "config.yaml")
-        return cls("reward_model", run_dir, run_dir / "config.yaml", config.attributes, config.model.name_or_path,
+        config = load_config(RMConfig, run_dir / CONFIG_FILE)
+        return cls("reward_model", run_dir, run_dir / CONFIG_FILE, config.attributes, config.model.name_or_path,
                    config.model.tokenizer, config.model.trust_remote_code, data_folder(config.data), config.columns,
-                   config.tokenization, None, run_dir / REWARD_MODEL_FOLDER, run_dir / THETA_FILE,
+                   config.tokenization, None, run_dir / REWARD_MODEL, run_dir / THETA_FILE,
                    {"trust_remote_code": config.model.trust_remote_code}, config)
 
     @classmethod
     def _trl(cls, run_dir: Path) -> TrainedRun:
         """What BADPOTrainer's record fixed; the policy and its tokenizer are the folder itself."""
-        record, source = read_external_run(run_dir), run_dir / RECORD_FILE
+        record, source = read_external_run(run_dir), run_dir / EXTERNAL_RECORD
         if record.reference is None:
             raise ConfigError(f"{source}: reference is null (the trainer could not tell which model the policy was "
                               "trained against); write the reference's Hub id or path there")
         if not any((run_dir / name).is_file() for name in ("config.json", "adapter_config.json")):
-            raise FileNotFoundError(f"{run_dir}: holds {RECORD_FILE} but no model (config.json or "
+            raise FileNotFoundError(f"{run_dir}: holds {EXTERNAL_RECORD} but no model (config.json or "
                                     "adapter_config.json); BADPOTrainer.save_model writes both")
         tokenizer = str(run_dir) if (run_dir / "tokenizer_config.json").is_file() else None
         return cls("trl", run_dir, source, record.attributes or [], record.reference, tokenizer,
@@ -308,11 +318,11 @@ class TrainedRun:
 
     def saved(self) -> SavedRun:
         """What the run folder saved beside its models (method, summary, theta, audit, data
-        fingerprint), read as files: :class:`badpo.evaluation.saved_run.SavedRun`."""
+        fingerprint), read as files: :class:`badpo.run_folder.saved.SavedRun`."""
         return SavedRun(self.folder)
 
     def identity(self) -> dict | None:
-        """What keys a badpo run folder (:func:`badpo.engine.run_folder.identity` of its config)."""
+        """What keys a badpo run folder (:func:`badpo.run_folder.identity.identity` of its config)."""
         return identity(self.config) if self.config is not None else None
 
     def bias(self) -> BiasChannel | None:

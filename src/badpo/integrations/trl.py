@@ -44,7 +44,7 @@ is not TRL's), ``bias_logit`` (its batch mean), ``theta_bar/<attribute>``, ``the
 
 Files. ``save_model`` writes TRL's folder (the policy, or its LoRA adapter, and the tokenizer) with
 ``theta.json`` (:meth:`BiasChannel.save`, the engine's format) and the run record ``badpo_run.json``
-(:mod:`badpo.engine.external_run`: method, attributes, annotators, reference, beta, tokenization),
+(:mod:`badpo.run_folder.external`: method, attributes, annotators, reference, beta, tokenization),
 so that ``badpo evaluate`` and ``badpo compare`` read the folder; Trainer's pickled
 ``training_args.bin`` is replaced by ``training_args.json``. Each checkpoint also gets
 ``theta_state.json`` + ``theta_state.safetensors`` (theta, theta's Adam and the token count, split
@@ -72,12 +72,12 @@ from badpo.core.judgments import FIELDS, Judgment, annotator_classes, validate_j
 from badpo.core.level import NoFiniteStart, reference_start
 from badpo.core.notices import BadpoWarning
 from badpo.engine.batches import shuffled_annotator_index
-from badpo.engine.external_run import local_path, method_of_variant
 from badpo.engine.reporting import annotator_theta, theta_k_scalars
 from badpo.integrations.trl_files import TrainerFiles
 from badpo.integrations.trl_losses import margin_losses, pair_margins, start_link, weighted_loss
 from badpo.methods import JudgmentBatch, Method, get_method, sample_seeds
 from badpo.methods.baselines import ba_dpo_terms
+from badpo.run_folder.external import local_path, method_of_variant
 
 try:
     from accelerate import PartialState

@@ -14,14 +14,14 @@ from typing import Any
 
 from transformers.trainer_utils import get_last_checkpoint
 
-from badpo.core.bias import THETA_FILE
 from badpo.core.config import to_dict
 from badpo.core.jsonio import atomic_write_text
 from badpo.engine.checkpoint import read_state_files, write_state_files
-from badpo.engine.external_run import FORMAT, ExternalRun, write_external_run
 from badpo.engine.reporting import theta_convergence
 from badpo.engine.runtime import config_positions
 from badpo.engine.tokenize import DEFAULT_TOKENIZATION, TokenizationConfig
+from badpo.run_folder.external import FORMAT, ExternalRun, write_external_run
+from badpo.run_folder.layout import THETA_FILE
 
 __all__ = ["THETA_FORMAT", "THETA_STATE", "TrainerFiles"]
 

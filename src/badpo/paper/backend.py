@@ -31,7 +31,6 @@ from badpo.engine.settings import SFTConfig, TrainConfig, accumulation_steps, ch
 from badpo.engine.sft import FINISHED as SFT_FINISHED
 from badpo.engine.sft import sft
 from badpo.engine.train import train
-from badpo.evaluation.saved_run import SavedRun
 from badpo.evaluation.trained_run import TrainedRun
 from badpo.paper.runner import Backend, RunTask
 from badpo.readouts.evaluate_policy import (
@@ -44,6 +43,8 @@ from badpo.readouts.evaluate_policy import (
 from badpo.readouts.model import Generations
 from badpo.readouts.reading import generations_from_json, generations_to_json, sampled_answers, sampling_settings
 from badpo.readouts.table import readout_unavailable, relative_to_reference
+from badpo.run_folder.layout import POLICY
+from badpo.run_folder.saved import SavedRun
 
 __all__ = ["Evaluate", "resolve_reference", "resolve_arm", "resolve_evaluation", "check_data", "data_key",
            "theta_summary", "training_summary", "evaluate_run", "engine_backend", "unavailable_readout", "bodies_file",
@@ -147,7 +148,7 @@ def resolve_evaluation(settings: dict) -> dict:
 
 
 def theta_summary(run_dir: Path) -> dict | None:
-    """The learned bias of a run, from its ``theta.json`` (:meth:`badpo.evaluation.saved_run.SavedRun.theta`):
+    """The learned bias of a run, from its ``theta.json`` (:meth:`badpo.run_folder.saved.SavedRun.theta`):
     theta_bar and, for the variants with a theta per annotator, every theta_k (attribute order of
     ``attribute_names``)."""
     data = SavedRun(run_dir).theta()
@@ -167,7 +168,7 @@ _BOOKKEEPING = ("step", "lr", "elapsed_s", "judgments")  # run.json's final: not
 
 def training_summary(run_dir: Path) -> dict[str, float]:
     """The numbers of the training loop's last logged step (``run.json`` ``final``:
-    :meth:`badpo.evaluation.saved_run.SavedRun.final`), kept in the
+    :meth:`badpo.run_folder.saved.SavedRun.final`), kept in the
     record under ``readouts.training`` so a table can show what only training knows: the spread
     of the group weights of Group-DRO and Crowd-PrefRL (``group_weight_sd``), the final loss.
     Only top-level numbers; the bookkeeping (step, lr, elapsed_s, judgments) is left out."""
@@ -254,14 +255,14 @@ def engine_backend(evaluate: Evaluate | None = evaluate_run) -> Backend:
                     "cache_dir": str(shared) if shared is not None else None, "resume_from": "latest"}
         run_dir = Path(train(from_dict(TrainConfig, settings)))
         theta_file = SavedRun(run_dir).theta_file
-        readouts = evaluate(task, run_dir / "policy", Path(settings["model"]["name_or_path"]),
+        readouts = evaluate(task, run_dir / POLICY, Path(settings["model"]["name_or_path"]),
                             theta_file if theta_file.exists() else None)
         training = training_summary(run_dir)
         if training:
             readouts = {**readouts, "training": training}
         artifacts = {"run": run_dir}
-        if (run_dir / "policy").exists():  # a mixture of type policies has types/type-K/policy instead
-            artifacts["policy"] = run_dir / "policy"
+        if (run_dir / POLICY).exists():  # a mixture of type policies has types/type-K/policy instead
+            artifacts["policy"] = run_dir / POLICY
         return {"readouts": readouts, "theta": theta_summary(run_dir), "artifacts": artifacts}
 
     return Backend(build_and_describe, resolve_reference, resolve_arm, run_reference, run_arm,

@@ -17,8 +17,8 @@ from typing import Any
 
 from badpo.core.config import ConfigError
 from badpo.core.jsonio import atomic_write_text, dumps
-from badpo.engine.settings import keyed_when_set
 from badpo.paper.provenance import device_class
+from badpo.run_folder.identity import keyed_when_set
 
 __all__ = ["SCHEMA", "UNKEYED", "canonical_json", "stable_hash", "run_key", "keyed_settings", "write_record",
            "read_records", "read_records_for", "relative_artifact"]

@@ -37,6 +37,7 @@ from badpo.readouts.evaluate_policy import Corpus, EvalConfig, evaluate_policy
 from badpo.readouts.metrics import attribute_logodds, mean_attribute_rate, sampled_signature_rates
 from badpo.readouts.model import generate, generation_kl, heldout_margins
 from badpo.readouts.names_scoring import name_logprobs
+from badpo.run_folder.layout import POLICY
 
 __all__ = ["fresh_tiny_prompts", "load_prompts", "split_by_answer", "signed_twice", "pair_shift", "prepare_source",
            "run_cure", "cure_backend", "run_cure_config"]
@@ -209,7 +210,7 @@ def run_cure(source: SourceRun, settings: dict, pairs_dir: Path, config: CureCon
     evaluation = from_dict(EvalConfig, to_dict(config.evaluation), "evaluation")
     trained, tokenizer, source_policy, reference = _loaded(source)
     tokenization = trained.tokenization
-    policy = TrainedRun.of_settings(source.settings, run_dir / "policy", source.policy).load_policy()
+    policy = TrainedRun.of_settings(source.settings, run_dir / POLICY, source.policy).load_policy()
     readouts = _readouts(policy, reference, tokenizer, trained, source, evaluation)
     if evaluation.generations:  # the very samples evaluate_policy scored (same seed and batches)
         prompts = [row["prompt"] for row in Corpus.load(source.corpus_dir).eval_prompts[: evaluation.max_prompts]]
@@ -221,7 +222,7 @@ def run_cure(source: SourceRun, settings: dict, pairs_dir: Path, config: CureCon
     beta = float(settings["beta"])
     margins = heldout_margins(policy, source_policy, tokenizer, heldout, beta, tokenization, evaluation.batch_size)
     readouts["pair_shift"] = pair_shift(margins, heldout, beta)
-    return {"readouts": readouts, "artifacts": {"run": run_dir, "policy": run_dir / "policy"}}
+    return {"readouts": readouts, "artifacts": {"run": run_dir, "policy": run_dir / POLICY}}
 
 
 def cure_backend() -> CureBackend:

@@ -1,23 +1,14 @@
-"""One run per output folder: its identity, a lock, and final files committed as one unit.
+"""One run per output folder: a lock, the claim, and what ``overwrite`` may delete.
 
-A run's *identity* is its resolved config without :data:`RUN_CONTROL_KEYS` (where it reports,
-how it stops and resumes), and the content of its data (:func:`badpo.data.fingerprint.data_fingerprint`:
-a config names its data by path, and a file changed in place is other data). ``config.yaml`` in
-the folder records the config, and every checkpoint carries its own copy; ``data_fingerprint.json``
-records the data (written when the folder is claimed, so that a killed run has it), so that
-
-* training into a folder that holds another run is refused (``overwrite: true`` deletes that run
-  first, and only the files a run writes), and a checkpoint is resumed only by the run that wrote it;
+* training into a folder that holds another run (:mod:`badpo.run_folder.identity`) is refused
+  (``overwrite: true`` deletes that run first, and only the files a run writes), and a checkpoint is
+  resumed only by the run that wrote it;
 * files named like a run's (``policy/``, ``checkpoints/``, ``config.yaml``) in a folder without the
   data record, which every run writes first, are the user's: the folder is refused, never cleared;
 * a second process training into the same folder at once is refused by an ``flock`` on
-  ``.lock`` (the kernel releases it when a process dies, so a crash leaves no stale lock);
-* the final outputs (``policy/``, ``theta.json``, ``run.json``; ``mixture.json`` for an arm of
-  several policies; ``theta_trained.json`` under ``bias.trusted_level: final``) are written into
-  a staging folder that is renamed to ``.final-commit`` in one step — the commit point — and then
-  moved into place. :func:`recover_final_commit` completes an
-  interrupted move, so a kill at any point leaves the previous complete state or the new complete
-  state. ``run.json`` exists only in a finished run's state.
+  ``.lock`` (the kernel releases it when a process dies, so a crash leaves no stale lock).
+
+The final outputs are put in place by :mod:`badpo.run_folder.final_commit`.
 """
 
 from __future__ import annotations
@@ -25,84 +16,32 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
-import shutil
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from badpo.core.bias import THETA_FILE, TRAINED_THETA_FILE
-from badpo.core.config import ConfigError, load_config, to_dict
+from badpo.core.config import ConfigError
 from badpo.core.file_sets import exclusive_lock
 from badpo.core.jsonio import atomic_write_text
 from badpo.core.notices import BadpoWarning
 from badpo.data.fingerprint import data_fingerprint
-from badpo.engine.checkpoint import check_files
-from badpo.engine.external_run import is_external_run
-from badpo.engine.settings import RUN_CONTROL_KEYS, keyed_when_set
+from badpo.run_folder.final_commit import recover_final_commit, remove_path
+from badpo.run_folder.identity import data_mismatch, identity, identity_mismatch, read_data_record, recorded_identity
+from badpo.run_folder.layout import (
+    CHECKPOINT_FILES,
+    CHECKPOINT_NAME,
+    CHECKPOINTS,
+    DATA_FILE,
+    LISTED,
+    LOCK,
+    MANIFEST,
+    MODEL_FOLDERS,
+    RUN_FILES,
+    SFT_RECORD,
+)
 
-CONFIG_FILE = "config.yaml"
-DATA_FILE = "data_fingerprint.json"  # the fingerprint of the run's data (module docstring)
-# the files a run wrote inside its model folders (policy/, reward_model/), one relative path a line:
-# overwrite deletes these there and keeps whatever else a user put beside them
-LISTED = ".run-files"
-FINAL_NAMES = ("policy", "reward_model", THETA_FILE, TRAINED_THETA_FILE, "mixture.json",  # a finished run's
-               "run.json", LISTED)  # outputs
-_MODEL_FOLDERS = ("policy", "reward_model")
-_CHECKPOINT_NAME = re.compile(r"^(\.tmp-)?step-\d{6,}$")  # badpo.engine.checkpoint's folders
-_STAGING, _COMMIT, _MANIFEST, _LOCK = ".final-staging", ".final-commit", "MANIFEST", ".lock"
-# what a run writes into its folder; overwrite deletes these and nothing else (em/ and types/
-# hold the parts of an arm of several policies, badpo.engine.mixture)
-RUN_FILES = (*FINAL_NAMES, CONFIG_FILE, DATA_FILE, "log.jsonl", "audit.json", "checkpoints",
-             "tensorboard", "wandb", "em", "types", _STAGING, _COMMIT)
 RunFiles = Callable[[Path], tuple[str, ...]]  # folder -> the names a stage's run writes there
-
-
-def identity(config: Any) -> dict:
-    """The resolved config as a plain dict without the run-control keys."""
-    plain = to_dict(config)
-    for dotted in RUN_CONTROL_KEYS:
-        *parents, leaf = dotted.split(".")
-        node = plain
-        for part in parents:
-            node = node[part]
-        node.pop(leaf, None)  # a stage without the key (a reward model has no cache_dir)
-    return keyed_when_set(plain)  # keys newer than recorded runs count only when set
-
-
-def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
-    """Dotted keys whose values differ, as ``key: old -> new``."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        found = []
-        for key in sorted(set(old) | set(new), key=str):
-            found += _differences(old.get(key), new.get(key), f"{prefix}{key}.")
-        return found
-    return [] if old == new else [f"{prefix.rstrip('.')}: {old!r} -> {new!r}"]
-
-
-def recorded_identity(folder: Path, config_class: type) -> dict | str:
-    """The identity recorded in ``folder/config.yaml``, or why it cannot be read."""
-    path = folder / CONFIG_FILE
-    if not path.exists():
-        return f"{folder} holds run files but no {CONFIG_FILE} saying which run wrote them"
-    try:
-        return identity(load_config(config_class, path))
-    except (ConfigError, yaml.YAMLError, UnicodeDecodeError) as error:
-        return f"{path} is not a readable run config ({error})"
-
-
-def identity_mismatch(recorded: dict | str, current: dict, what: Path) -> str | None:
-    """A one-line reason why ``what`` (holding ``recorded``) is not this run, or None."""
-    if isinstance(recorded, str):
-        return recorded
-    differences = _differences(recorded, current)
-    if not differences:
-        return None
-    shown = "; ".join(differences[:4]) + (f"; ... {len(differences) - 4} more" if len(differences) > 4 else "")
-    return f"{what} belongs to another run ({shown})"
 
 
 def preference_run_files(folder: Path) -> tuple[str, ...]:
@@ -115,21 +54,6 @@ def holds_run(folder: Path, run_files: RunFiles = preference_run_files) -> bool:
     return any((folder / name).exists() for name in run_files(folder) if name != DATA_FILE)
 
 
-def is_finished(folder: Path) -> bool:
-    return (folder / "run.json").exists()
-
-
-# beside config.yaml, what marks a folder a badpo stage wrote (sft.json: a finished SFT reference)
-_RUN_MARKERS = (*FINAL_NAMES, "checkpoints", "sft.json")
-
-
-def is_run_folder(folder: Path) -> bool:
-    """Whether ``folder`` holds a run of a badpo stage: its config.yaml beside a run's outputs (a
-    user's own folder with a config.yaml alone is not one), or a run BADPOTrainer saved (its record)."""
-    return is_external_run(folder) or (
-        (folder / CONFIG_FILE).is_file() and any((folder / name).exists() for name in _RUN_MARKERS))
-
-
 def kept_inside(folder: Path) -> list[str]:
     """The files inside the run's model folders and ``checkpoints/`` that the run did not write
     (the user's), which :func:`remove_run` keeps; a ConfigError where a model folder holds files
@@ -137,16 +61,16 @@ def kept_inside(folder: Path) -> list[str]:
     listing = folder / LISTED
     listed = set(listing.read_text(encoding="utf-8").split()) if listing.is_file() else None
     kept = []
-    for name in _MODEL_FOLDERS:
+    for name in MODEL_FOLDERS:
         files = sorted(p.relative_to(folder).as_posix() for p in (folder / name).rglob("*") if p.is_file())
         if files and listed is None:
             raise ConfigError(f"output_dir: {folder / name} was written before badpo listed a run's files "
                               f"({LISTED}), so overwrite cannot tell the run's files from yours; delete that "
                               "folder yourself or choose another output_dir")
         kept += [f for f in files if f not in (listed or set())]
-    checkpoints = folder / "checkpoints"
+    checkpoints = folder / CHECKPOINTS
     if checkpoints.is_dir():
-        kept += sorted(f"checkpoints/{p.name}" for p in checkpoints.iterdir() if not _CHECKPOINT_NAME.match(p.name))
+        kept += sorted(f"checkpoints/{p.name}" for p in checkpoints.iterdir() if not CHECKPOINT_NAME.match(p.name))
     return kept
 
 
@@ -159,10 +83,10 @@ def remove_run(folder: Path, run_files: RunFiles = preference_run_files) -> list
         path = folder / name
         if name == DATA_FILE:
             continue
-        if path.is_dir() and (name in _MODEL_FOLDERS or name == "checkpoints"):
+        if path.is_dir() and (name in MODEL_FOLDERS or name == CHECKPOINTS):
             _remove_except(path, folder, set(kept))
         else:
-            _remove(path)
+            remove_path(path)
     return kept
 
 
@@ -176,7 +100,7 @@ def _remove_except(path: Path, folder: Path, keep: set[str]) -> None:
         if item.is_dir() and any(k.startswith(relative + "/") for k in keep):
             _remove_except(item, folder, keep)
         else:
-            _remove(item)
+            remove_path(item)
     if not any(path.iterdir()):
         path.rmdir()
 
@@ -201,7 +125,7 @@ def run_lock(folder: Path) -> Iterator[None]:
     folder.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         try:
-            stack.enter_context(exclusive_lock(folder / _LOCK))
+            stack.enter_context(exclusive_lock(folder / LOCK))
         except BlockingIOError as held:
             raise ConfigError(f"output_dir: {folder} is in use by {held}; wait for it to finish "
                               "or choose another output_dir") from None
@@ -215,7 +139,7 @@ def claim(folder: Path, config: Any, overwrite: bool, run_files: RunFiles = pref
     delete it when ``overwrite`` (saying which other files it keeps); record the data's fingerprint."""
     check_owned(folder, run_files)
     recover_final_commit(folder)
-    own = {*run_files(folder), _LOCK, _MANIFEST}
+    own = {*run_files(folder), LOCK, MANIFEST}
     foreign = sorted(entry.name for entry in folder.iterdir() if entry.name not in own) if folder.is_dir() else []
     shown = f"{', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}"
     if foreign and not holds_run(folder, run_files):  # the user's files: the run goes beside them, said once
@@ -224,7 +148,7 @@ def claim(folder: Path, config: Any, overwrite: bool, run_files: RunFiles = pref
                       stacklevel=2)
     recorded = read_data_record(folder)
     data = data_fingerprint(config.data, config.data_split, recorded)  # an unchanged file is not re-read
-    if (folder / "sft.json").exists() and run_files is preference_run_files:
+    if (folder / SFT_RECORD).exists() and run_files is preference_run_files:
         raise ConfigError(f"output_dir: {folder} holds an SFT reference (sft.json), not a run of this stage; "
                           "overwrite does not delete another stage's run: choose another output_dir")
     if holds_run(folder, run_files) and overwrite:
@@ -243,28 +167,6 @@ def claim(folder: Path, config: Any, overwrite: bool, run_files: RunFiles = pref
             raise ConfigError(f"output_dir: {reason}; choose another output_dir, or set overwrite=true "
                               "to delete that run and train on the data as it is now")
     atomic_write_text(folder / DATA_FILE, json.dumps(data, indent=1, sort_keys=True) + "\n")
-
-
-def read_data_record(folder: Path) -> dict | None:
-    """The data fingerprint recorded in ``folder`` (None when there is none; an unreadable record
-    matches no data)."""
-    try:
-        record = json.loads((folder / DATA_FILE).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (ValueError, UnicodeDecodeError):
-        record = None
-    return record if isinstance(record, dict) else {"sha256": None}
-
-
-def data_mismatch(recorded: dict | None, current: dict, what: Path) -> str | None:
-    """A one-line reason why ``what`` (holding a run on ``recorded`` data) is not a run on the
-    ``current`` data, or None (also when nothing was recorded)."""
-    if recorded is None or recorded.get("sha256") == current["sha256"]:
-        return None
-    was = recorded.get("sha256") if isinstance(recorded.get("sha256"), str) else "unreadable"
-    return (f"{what} holds a run on other data: the content of {current['data']} changed since that run "
-            f"read it (sha256 {was[:12]} -> {current['sha256'][:12]})")
 
 
 def check_outside_model(output: Path, config: Any) -> None:
@@ -310,10 +212,23 @@ def _leave_no_trace(folder: Path, created: bool) -> None:
     """Remove the lock (still held: a process that opened it before cannot take it) and the
     folder when this run created it and nothing else is in it."""
     (folder / DATA_FILE).unlink(missing_ok=True)
-    (folder / _LOCK).unlink(missing_ok=True)
+    (folder / LOCK).unlink(missing_ok=True)
     if created:
         with contextlib.suppress(OSError):  # not empty: something else is there, keep it
             folder.rmdir()
+
+
+def check_files(checkpoint: Path) -> None:
+    """Refuse a checkpoint that holds a file badpo does not write, before anything is read: a
+    pickle there (accelerate's format, or a planted one) would run code if anything loaded it."""
+    if not checkpoint.is_dir():
+        raise ConfigError(f"resume_from: {checkpoint} is not a checkpoint folder")
+    for path in sorted(checkpoint.iterdir()):
+        if not (CHECKPOINT_FILES.match(path.name) and path.is_file() and not path.is_symlink()):
+            raise ConfigError(
+                f"resume_from: {path} is not a file badpo writes into a checkpoint and could run "
+                "code if loaded (checkpoints of badpo before its own format held pickles); refusing "
+                "the checkpoint: delete that file if you trust the folder, or start without resume_from")
 
 
 def check_checkpoint(checkpoint: Path, config: Any) -> None:
@@ -329,63 +244,3 @@ def check_checkpoint(checkpoint: Path, config: Any) -> None:
     if reason is not None:
         raise ConfigError(f"resume_from: {reason}; resume it on its own data, or start without "
                           "resume_from")
-
-
-def commit_final(folder: Path, write: Callable[[Path], None]) -> None:
-    """Write the final outputs with ``write(staging_folder)`` and put them in place as one unit.
-
-    ``write`` creates some of :data:`FINAL_NAMES` in the folder it is given; names it does not
-    create are removed from ``folder`` (a previous state's ``theta.json`` does not survive).
-    """
-    staging = folder / _STAGING
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    write(staging)
-    unknown = sorted(p.name for p in staging.iterdir() if p.name not in FINAL_NAMES or p.name == LISTED)
-    if unknown:
-        raise RuntimeError(f"commit_final: unexpected outputs {unknown}")
-    written = sorted(p.relative_to(staging).as_posix() for name in _MODEL_FOLDERS for p in (staging / name).rglob("*")
-                     if p.is_file())
-    (staging / LISTED).write_text("".join(f"{path}\n" for path in written), encoding="utf-8")
-    present = [name for name in FINAL_NAMES if (staging / name).exists()]
-    (staging / _MANIFEST).write_text("".join(f"{name}\n" for name in present), encoding="utf-8")
-    sync_tree(staging)
-    os.replace(staging, folder / _COMMIT)  # the commit point
-    recover_final_commit(folder)
-
-
-def recover_final_commit(folder: Path) -> None:
-    """Finish moving a committed final state into place (idempotent; safe to re-run after a kill
-    at any point), and discard an uncommitted staging folder."""
-    shutil.rmtree(folder / _STAGING, ignore_errors=True)
-    commit = folder / _COMMIT
-    if not commit.is_dir():
-        return
-    listed = set((commit / _MANIFEST).read_text(encoding="utf-8").split())
-    for name in FINAL_NAMES:
-        target, source = folder / name, commit / name
-        if source.exists():  # not moved yet: replace what is there
-            _remove(target)
-            os.replace(source, target)
-        elif name not in listed:  # not part of the new state
-            _remove(target)
-    shutil.rmtree(commit)
-
-
-def interrupted_commit(folder: Path) -> bool:
-    return (folder / _COMMIT).exists()
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir():
-        shutil.rmtree(path)
-    elif path.exists():
-        path.unlink()
-
-
-def sync_tree(folder: Path) -> None:
-    """fsync every file under ``folder`` so the rename never publishes unwritten data."""
-    for path in sorted(folder.rglob("*")):
-        if path.is_file():
-            with open(path, "rb") as handle:
-                os.fsync(handle.fileno())

@@ -5,8 +5,8 @@ what training wrote down (``badpo compare``, the paper's records) read a :class:
 run's method, its summary (``run.json``: the last step's numbers, whether theta settled), its theta
 (``theta.json``), the audit of its labels (``audit.json``) and the fingerprint of its data
 (``data_fingerprint.json``). A folder that BADPOTrainer (TRL) saved gives the method and the
-settling from its record (``badpo_run.json``, :mod:`badpo.engine.external_run`). Whether a folder
-is a run at all is the engine's :func:`badpo.engine.run_folder.is_run_folder`, so that compare,
+settling from its record (``badpo_run.json``, :mod:`badpo.run_folder.external`). Whether a folder
+is a run at all is :func:`badpo.run_folder.layout.is_run_folder`, so that compare,
 evaluate and training agree on it.
 
 Each file is read when asked for: a missing file is None, an unreadable one (not JSON, or not a
@@ -21,15 +21,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from badpo.core.bias import THETA_FILE
 from badpo.core.config import ConfigError, read_yaml
-from badpo.engine.external_run import ExternalRun, is_external_run, read_external_run
-from badpo.engine.run_folder import CONFIG_FILE, DATA_FILE, is_run_folder
+from badpo.run_folder.external import ExternalRun, read_external_run
+from badpo.run_folder.layout import (
+    AUDIT_FILE,
+    CONFIG_FILE,
+    DATA_FILE,
+    SUMMARY_FILE,
+    THETA_FILE,
+    is_external_run,
+    is_run_folder,
+)
 
 __all__ = ["AUDIT_FILE", "SUMMARY_FILE", "THETA_FILE", "SavedRun", "read_json_object"]
 
-SUMMARY_FILE = "run.json"  # a finished run's summary (badpo.engine.reporting)
-AUDIT_FILE = "audit.json"  # the audit of the training labels: the offline estimates
 
 
 def read_json_object(path: Path, what: str) -> dict:
@@ -53,7 +58,7 @@ class SavedRun:
         object.__setattr__(self, "folder", Path(self.folder))
 
     def is_run(self) -> bool:
-        """Whether the folder holds a run (:func:`badpo.engine.run_folder.is_run_folder`)."""
+        """Whether the folder holds a run (:func:`badpo.run_folder.layout.is_run_folder`)."""
         return is_run_folder(self.folder)
 
     @property

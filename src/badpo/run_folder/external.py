@@ -27,13 +27,14 @@ from typing import Any
 from badpo.core.attributes import imports_user_code, resolve_attributes
 from badpo.core.config import ConfigError, from_dict, to_dict
 from badpo.core.jsonio import atomic_write_text, dumps
-from badpo.engine.tokenize import TokenizationConfig
+from badpo.core.tokenization import TokenizationConfig
 from badpo.methods import METHODS
+from badpo.run_folder.layout import EXTERNAL_RECORD as RECORD_FILE
+from badpo.run_folder.layout import is_external_run
 
 __all__ = ["RECORD_FILE", "FORMAT", "ExternalRun", "is_external_run", "method_of_variant", "read_external_run",
            "write_external_run", "local_path"]
 
-RECORD_FILE = "badpo_run.json"
 FORMAT = "badpo.external-run/1"
 
 
@@ -71,10 +72,6 @@ def local_path(name_or_path: str | os.PathLike) -> str:
     as it is."""
     path = Path(name_or_path).expanduser()
     return str(path.resolve()) if path.exists() else str(name_or_path)
-
-
-def is_external_run(folder: str | os.PathLike) -> bool:
-    return (Path(folder) / RECORD_FILE).is_file()
 
 
 def write_external_run(folder: str | os.PathLike, record: ExternalRun) -> Path:
