@@ -49,6 +49,11 @@ class TrainResult:
     theta: dict | None
     final: dict
 
+    @property
+    def folder(self) -> Path:
+        """What ``badpo train`` (``badpo rm``) prints on stdout."""
+        return self.run_dir
+
     def summary(self) -> str:
         """The folder (all ``badpo train`` prints on stdout), then the final loss and theta_bar."""
         return "\n".join(filter(None, (str(self.run_dir), _final_line(self.final))))
@@ -69,6 +74,11 @@ class SFTResult:
 
     model_dir: Path
     record: dict  # sft.json: rows read, pairs with tied votes, steps, ...
+
+    @property
+    def folder(self) -> Path:
+        """What ``badpo sft`` prints on stdout."""
+        return self.model_dir
 
     def summary(self) -> str:
         """The folder, which is what ``badpo sft`` prints."""

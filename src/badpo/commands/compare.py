@@ -60,8 +60,8 @@ def add_compare(subparsers) -> argparse.ArgumentParser:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from badpo.comparing.compare_runs import compare_runs  # matplotlib, when it plots
+    from badpo.api import compare  # matplotlib, when it plots
 
-    print(compare_runs(args.runs, reference=args.reference, baseline=args.baseline, out=args.out,
-                       overwrite=args.overwrite, force=args.force).text, end="")
+    print(compare(args.runs, reference=args.reference, baseline=args.baseline, out=args.out,
+                  overwrite=args.overwrite, force=args.force).text, end="")
     return 0

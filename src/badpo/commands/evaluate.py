@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import argparse
 
-from badpo.commands.parsing import Command, add_config_args, column_map
-from badpo.core.arguments import column_overrides
+from badpo.commands.parsing import Command, add_config_args
+from badpo.core.arguments import column_overrides, column_pairs
 from badpo.core.config import ConfigError, read_settings
-from badpo.core.jsonio import atomic_write_text, dumps
 
 __all__ = ["EVALUATE"]
 
@@ -86,21 +85,18 @@ def _add_evaluate(subparsers) -> argparse.ArgumentParser:
 
 
 def _run_evaluate(args: argparse.Namespace) -> int:
-    from badpo.evaluation.trained_run import EvalData, evaluate_run_dir, readouts_path, summary  # loads torch
+    from badpo.api import evaluate  # loads torch when it reads
 
     overrides, mapped = column_overrides(args.overrides)  # columns.FIELD=COLUMN: --column's other spelling
-    args.column = [*args.column, *mapped]
-    data = EvalData(prompts=args.prompts, heldout=args.heldout, corpus=args.corpus_dir,
-                    columns=column_map(args.column) if args.column else None)
-    out = readouts_path(args.run_dir, args.out, args.overwrite, data)  # before any model is loaded
+    columns = column_pairs([*args.column, *mapped]) if args.column or mapped else None
     settings = read_settings(args.config, overrides)
     if args.attribute:
         if "attributes" in settings:
             raise ConfigError("attributes: given twice; use -a SPEC or attributes=[...], not both")
         settings["attributes"] = args.attribute
-    readouts = evaluate_run_dir(args.run_dir, settings, data, trust_remote_code=args.trust_remote_code)
-    atomic_write_text(out, dumps(readouts, indent=1, sort_keys=True) + "\n")  # null, never NaN
-    print(summary(readouts, out))
+    result = evaluate(args.run_dir, settings, heldout=args.heldout, prompts=args.prompts, corpus=args.corpus_dir,
+                      columns=columns, out=args.out, overwrite=args.overwrite, trust_remote_code=args.trust_remote_code)
+    print(result.summary())
     return 0
 
 

@@ -1,6 +1,7 @@
 """``badpo sft``, ``badpo train`` and ``badpo rm``: one config, one training run. The three share a
-parser and a run, so they are one table, :data:`TRAININGS`, each row naming its config class and its
-engine entry point behind functions that import the engine (and torch) only when called."""
+parser and a run, so they are one table, :data:`TRAININGS`, each row naming its config class (for
+``--help``) and its call of :mod:`badpo.api`, which resolves the config; both behind functions that
+import the engine (and torch) only when called."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 from badpo.commands.parsing import Command, ConfigClass, add_config_args
 from badpo.core.arguments import column_pairs, overrides_once
-from badpo.core.config import from_dict, read_settings
+from badpo.core.config import read_settings
 
 __all__ = ["TRAINING", "TRAININGS", "Training"]
 
@@ -20,14 +21,15 @@ __all__ = ["TRAINING", "TRAININGS", "Training"]
 @dataclass(frozen=True)
 class Training:
     """One training command: what its help says, an example of its overrides, its config class and
-    the engine function that trains from that config (returning the output folder)."""
+    its function of :mod:`badpo.api` (a config, or None and the keys as overrides: a result whose
+    ``folder`` the command prints)."""
 
     name: str
     help: str
     description: str
     example: str  # KEY=VALUE overrides its help shows (each a key of its config: a test holds that)
     config_class: ConfigClass
-    train: Callable[[Any], Any]
+    call: Callable[[], Callable[..., Any]]  # -> badpo.api.sft / train / rm
 
 
 def _sft_config() -> type:
@@ -36,22 +38,10 @@ def _sft_config() -> type:
     return SFTConfig
 
 
-def _train_sft(config) -> Any:
-    from badpo.engine.sft import sft
-
-    return sft(config)
-
-
 def _train_config() -> type:
     from badpo.engine.settings import TrainConfig
 
     return TrainConfig
-
-
-def _train_preference(config) -> Any:
-    from badpo.engine.train import train
-
-    return train(config)
 
 
 def _rm_config() -> type:
@@ -60,23 +50,35 @@ def _rm_config() -> type:
     return RMConfig
 
 
-def _train_reward_model(config) -> Any:
-    from badpo.engine.reward import train_reward_model
+def _api_sft() -> Callable[..., Any]:
+    from badpo.api import sft
 
-    return train_reward_model(config)
+    return sft
+
+
+def _api_train() -> Callable[..., Any]:
+    from badpo.api import train
+
+    return train
+
+
+def _api_rm() -> Callable[..., Any]:
+    from badpo.api import rm
+
+    return rm
 
 
 TRAININGS: tuple[Training, ...] = (
     Training("sft", "train the SFT reference (one epoch on one response per pair)",
              "Fine-tune the shared reference on the majority-chosen responses; see configs/sft_*.yaml.",
-             "epochs=2 output_dir=runs/my_sft", _sft_config, _train_sft),
+             "epochs=2 output_dir=runs/my_sft", _sft_config, _api_sft),
     Training("train", "one preference run (DPO or a BA-DPO arm) at one seed",
              "Preference stage from the SFT reference; see configs/train_*.yaml and badpo.methods for the "
-             "methods.", "steps=200 runtime.seed=7", _train_config, _train_preference),
+             "methods.", "steps=200 runtime.seed=7", _train_config, _api_train),
     Training("rm", "train a Bradley-Terry reward model, plain or bias-adjusted (a bias variant)",
              "Reward model (scalar head on any sequence-classification backbone) on judgments, with "
              "theta_k . dg added to the reward margin; see configs/rm_*.yaml and docs/reward_models.md.",
-             "variant=pooled steps=200", _rm_config, _train_reward_model),
+             "variant=pooled steps=200", _rm_config, _api_rm),
 )
 
 
@@ -90,15 +92,13 @@ def _add_training(row: Training, subparsers) -> argparse.ArgumentParser:
 
 
 def _run_training(row: Training, args: argparse.Namespace) -> int:
-    from badpo.engine.settings import warn_paper_defaults  # loads torch
-
     mapped = [f"columns.{field}={column}" for field, column in column_pairs(args.column).items()]
     overrides_once([*args.overrides, *mapped])  # columns.FIELD=a and --column FIELD=b: one key twice
     settings = read_settings(args.config, [*args.overrides, *mapped])  # --column: columns.FIELD=COLUMN
-    config = from_dict(row.config_class(), settings)
-    if args.config is None:  # every key not given is the paper's: say so
-        warn_paper_defaults(row.name, settings, config)
-    print(row.train(config))
+    call = row.call()
+    # without -c every key not given is the paper's: the API says so when it is given no config
+    result = call(None, **settings) if args.config is None else call(settings)
+    print(result.folder)
     return 0
 
 
