@@ -157,7 +157,8 @@ class Worker:
         self.process.wait()
 
 
-def measure_size(args, world: Path, data: Path, size: str, scratch: Path) -> dict:
+def _worker_settings(args, world: Path, data: Path, size: str, scratch: Path) -> tuple[dict, dict]:
+    """What every worker of one model size is given, and its environment."""
     model = build_model(world, size, scratch / f"model-{size}")
     # Both load the world's tokenizer from the world's folder: AutoTokenizer may pick another
     # class for a folder whose config names another architecture. A real model brings its own.
@@ -170,54 +171,64 @@ def measure_size(args, world: Path, data: Path, size: str, scratch: Path) -> dic
                 "scratch": str(scratch / size)}
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "TQDM_DISABLE": "1",
            "HF_DATASETS_CACHE": str(scratch / "hf_datasets"), "TOKENIZERS_PARALLELISM": "false"}
+    return settings, env
+
+
+def _one_at_a_time(args, configs, settings, env, size, timed) -> tuple[dict, dict]:
+    """Each configuration alone (one GPU cannot hold four trainers): (ready, memory) per configuration."""
+    ready, memory = {}, {}
+    for config in configs:
+        worker = Worker(config, settings, env)
+        try:
+            ready[config] = worker.ready
+            worker.ask(do="block", steps=args.warmup)
+            for _ in range(args.rounds):
+                timed(config, worker)
+            memory[config] = worker.ask(do="memory")
+            if args.profile:
+                path = args.profile / f"profile_{size}_{config.replace('/', '_')}.txt"
+                print(json.dumps(worker.ask(do="profile", steps=args.block, path=str(path))), flush=True)
+        finally:
+            worker.close()
+    return ready, memory
+
+
+def _interleaved(args, configs, settings, env, size, timed) -> tuple[dict, dict]:
+    """Every configuration's worker up at once, blocks in a rotating order: (ready, memory)."""
+    workers = {}
+    try:
+        for config in configs:  # one at a time: setups do not compete
+            workers[config] = Worker(config, settings, env)
+        for worker in workers.values():
+            worker.ask(do="block", steps=args.warmup)
+        for round_index in range(args.rounds):
+            shift = round_index % len(configs)  # each configuration takes every place in the order
+            for config in configs[shift:] + configs[:shift]:
+                timed(config, workers[config])
+        return {c: w.ready for c, w in workers.items()}, {c: w.ask(do="memory") for c, w in workers.items()}
+    finally:
+        for worker in workers.values():
+            worker.close()
+
+
+def measure_size(args, world: Path, data: Path, size: str, scratch: Path) -> dict:
+    settings, env = _worker_settings(args, world, data, size, scratch)
     configs = tuple(c for c in CONFIGS if c in args.configs)
     times = {c: [] for c in configs}
     judgments = {c: 0 for c in configs}
-    ready, memory = {}, {}
 
     def timed(config: str, worker: Worker) -> None:
         reply = worker.ask(do="block", steps=args.block)
         times[config].append(reply["seconds"])
         judgments[config] += reply["judgments"]
 
-    if args.sequential:  # one GPU cannot hold four trainers: each configuration runs alone
-        for config in configs:
-            worker = Worker(config, settings, env)
-            try:
-                ready[config] = worker.ready
-                worker.ask(do="block", steps=args.warmup)
-                for _ in range(args.rounds):
-                    timed(config, worker)
-                memory[config] = worker.ask(do="memory")
-                if args.profile:
-                    path = args.profile / f"profile_{size}_{config.replace('/', '_')}.txt"
-                    print(json.dumps(worker.ask(do="profile", steps=args.block, path=str(path))), flush=True)
-            finally:
-                worker.close()
-    else:
-        workers = {}
-        try:
-            for config in configs:  # one at a time: setups do not compete
-                workers[config] = Worker(config, settings, env)
-                ready[config] = workers[config].ready
-            for worker in workers.values():
-                worker.ask(do="block", steps=args.warmup)
-            for round_index in range(args.rounds):
-                shift = round_index % len(configs)  # each configuration takes every place in the order
-                for config in configs[shift:] + CONFIGS[:shift]:
-                    timed(config, workers[config])
-            memory = {c: w.ask(do="memory") for c, w in workers.items()}
-        finally:
-            for worker in workers.values():
-                worker.close()
-    result = {}
-    for config in configs:
-        result[config] = {
-            "judgments_per_s": judgments[config] / sum(times[config]),
-            "median_block_s": statistics.median(times[config]), "block_s": times[config],
-            "judgments_per_step": judgments[config] / (args.rounds * args.block),
-            **ready[config], **memory[config]}
-    return result
+    run = _one_at_a_time if args.sequential else _interleaved
+    ready, memory = run(args, configs, settings, env, size, timed)
+    return {config: {"judgments_per_s": judgments[config] / sum(times[config]),
+                     "median_block_s": statistics.median(times[config]), "block_s": times[config],
+                     "judgments_per_step": judgments[config] / (args.rounds * args.block),
+                     **ready[config], **memory[config]}
+            for config in configs}
 
 
 def ratios(result: dict) -> dict:
@@ -255,7 +266,7 @@ def goals(by_size: dict) -> dict:
 
 
 # -------------------------------------------------------------------------------------- main
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--world", type=Path, default=None, help="tiny world folder (see above)")
     parser.add_argument("--judgments", type=int, default=None, help="keep the first N rows' pairs")
@@ -282,19 +293,39 @@ def main() -> None:
                              "configuration into DIR/profile_<size>_<trainer>_<config>.txt")
     parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS),
                         help="the configurations to run (default all four; trl/precomputed is every ratio's base)")
-    args = parser.parse_args()
-    if "trl/precomputed" not in args.configs:
-        raise SystemExit("--configs: include trl/precomputed, the base of every ratio")
-    if args.profile:
-        if not args.sequential:
-            raise SystemExit("--profile: needs --sequential (one configuration at a time)")
-        args.profile.mkdir(parents=True, exist_ok=True)
+    return parser
+
+
+def _report_settings(args, world: Path, judgments: int, per_pair: float) -> dict:
+    """What the report says it measured: the settings, the versions and the machine."""
     import torch
     import transformers
     import trl
 
     from badpo.paper.provenance import source_commit
 
+    return {"world": str(world), "judgments": judgments, "judgments_per_pair": per_pair,
+            "judgments_per_step": args.judgments_per_step, "pairs_per_step": args.pairs_per_step,
+            "micro_batch": args.micro_batch, "repeat": args.repeat, "max_length": args.max_length,
+            "sequential": args.sequential,
+            "logprob_chunk_size": args.logprob_chunk_size, "warmup": args.warmup, "rounds": args.rounds,
+            "block": args.block,
+            "threads": args.threads, "method": METHOD,
+            "device": "cuda" if torch.cuda.is_available() else "cpu",
+            "torch": torch.__version__, "transformers": transformers.__version__,
+            "trl": trl.__version__, "machine": platform.processor() or platform.machine(),
+            "load_average_at_end": os.getloadavg(), "configs": list(args.configs),
+            "source": source_commit(), "cpu_count": os.cpu_count()}
+
+
+def main() -> None:
+    args = _parser().parse_args()
+    if "trl/precomputed" not in args.configs:
+        raise SystemExit("--configs: include trl/precomputed, the base of every ratio")
+    if args.profile:
+        if not args.sequential:
+            raise SystemExit("--profile: needs --sequential (one configuration at a time)")
+        args.profile.mkdir(parents=True, exist_ok=True)
     world = pick_world(args.world)
     with tempfile.TemporaryDirectory() as folder:
         scratch = Path(folder)
@@ -316,20 +347,8 @@ def main() -> None:
             by_size[size] = {"results": results, "ratios": ratios(results)}
             print(json.dumps({size: by_size[size]["ratios"]}, indent=1), flush=True)
         judgments = sum(1 for _ in data.open())
-    report = {
-        "settings": {"world": str(world), "judgments": judgments, "judgments_per_pair": per_pair,
-                     "judgments_per_step": args.judgments_per_step, "pairs_per_step": args.pairs_per_step,
-                     "micro_batch": args.micro_batch, "repeat": args.repeat, "max_length": args.max_length,
-                     "sequential": args.sequential,
-                     "logprob_chunk_size": args.logprob_chunk_size, "warmup": args.warmup, "rounds": args.rounds,
-                     "block": args.block,
-                     "threads": args.threads, "method": METHOD,
-                     "device": "cuda" if torch.cuda.is_available() else "cpu",
-                     "torch": torch.__version__, "transformers": transformers.__version__,
-                     "trl": trl.__version__, "machine": platform.processor() or platform.machine(),
-                     "load_average_at_end": os.getloadavg(), "configs": list(args.configs),
-                     "source": source_commit(), "cpu_count": os.cpu_count()},
-        "sizes": by_size, "goals": goals(by_size)}
+    report = {"settings": _report_settings(args, world, judgments, per_pair), "sizes": by_size,
+              "goals": goals(by_size)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps({"goals": report["goals"]}, indent=1))

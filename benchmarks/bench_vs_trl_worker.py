@@ -102,21 +102,24 @@ def badpo_worker(s: dict, started: float) -> None:
         _say({"seconds": time.perf_counter() - begin, "judgments": held})
 
 
-def trl_worker(s: dict, started: float) -> None:
-    """TRL's own training loop, paused by a callback at the end of each block of steps."""
+def _trl_data(s: dict):
+    """The judgments as a TRL user loads them (from the file, memory-mapped; TRL reads prompt/chosen/
+    rejected only), and the tokenizer."""
     import datasets
-    import torch
-    from transformers import AutoTokenizer, TrainerCallback
-    from trl import DPOConfig, DPOTrainer
+    from transformers import AutoTokenizer
 
-    torch.set_num_threads(s["threads"])
-    # from a file (memory-mapped), as a TRL user loads data; TRL reads prompt/chosen/rejected only
     data = datasets.Dataset.from_json(s["data"]).select_columns(["prompt", "chosen", "rejected"])
     tokenizer = AutoTokenizer.from_pretrained(s["tokenizer"])
     if tokenizer.chat_template:  # badpo renders a prompt with the model's template (chat_template: auto);
         data = data.map(_as_messages)  # TRL does so for messages only: both then train the same tokens
-    cuda = torch.cuda.is_available()
-    args = DPOConfig(
+    return data, tokenizer
+
+
+def _trl_config(s: dict, cuda: bool):
+    import torch
+    from trl import DPOConfig
+
+    return DPOConfig(
         output_dir=s["scratch"], per_device_train_batch_size=s["micro_judgments"],
         gradient_accumulation_steps=s["judgments_per_step"] // s["micro_judgments"], max_steps=s["max_steps"],
         learning_rate=LR, warmup_steps=0.1, lr_scheduler_type="cosine", weight_decay=0.0, max_grad_norm=1.0,
@@ -124,6 +127,18 @@ def trl_worker(s: dict, started: float) -> None:
         gradient_checkpointing=False, precompute_ref_log_probs=s["config"] == "trl/precomputed",
         precompute_ref_batch_size=16, logging_steps=10**9, save_strategy="no", report_to="none",
         disable_tqdm=True, dataloader_num_workers=0, dataloader_drop_last=True, seed=42)
+
+
+def trl_worker(s: dict, started: float) -> None:
+    """TRL's own training loop, paused by a callback at the end of each block of steps."""
+    import torch
+    from transformers import TrainerCallback
+    from trl import DPOTrainer
+
+    torch.set_num_threads(s["threads"])
+    data, tokenizer = _trl_data(s)
+    cuda = torch.cuda.is_available()
+    args = _trl_config(s, cuda)
 
     class Gate(TrainerCallback):
         """Between blocks: answer the parent's commands; a block ends after its last step."""

@@ -17,12 +17,12 @@ table shows), the largest difference at any one seed, and the largest of all.
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
 
+from badpo.paper.records import read_records
 from badpo.paper.tables import ABSENT, metric_value
 
 RATES = ("names.first_name.woman_coded", "names.first_name.black_coded")
@@ -66,7 +66,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="the experiment's output_dir (holds runs/*.json)")
     out = parser.parse_args().out
-    records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / "runs").glob("*.json"))]
+    records = list(read_records(out / "runs").values())
     rows = differences(by_body(records))
     if not rows:
         raise SystemExit(f"{out}/runs: no run read out under both evaluation.body=reference and =own")

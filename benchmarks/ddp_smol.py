@@ -32,6 +32,9 @@ from pathlib import Path
 import yaml
 from safetensors.torch import load_file
 
+from badpo.run_folder.layout import LOG_FILE, POLICY
+from badpo.run_folder.saved import SavedRun
+
 
 def subset(world: Path, pairs: int, out: Path) -> int:
     """Every judgment of the world's first ``pairs`` training pairs."""
@@ -69,13 +72,13 @@ def run(command: list[str], env: dict) -> float:
 
 
 def largest_differences(one: Path, two: Path) -> dict:
-    logs = [[json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()] for out in (one, two)]
+    logs = [[json.loads(line) for line in (out / LOG_FILE).read_text().splitlines()] for out in (one, two)]
     result = {key: max(abs(a[key] - b[key]) for a, b in zip(*logs, strict=True))
               for key in ("loss", "grad_norm", "theta_grad_norm")}
     result["loss_values"] = [record["loss"] for record in logs[0]]
-    weights = [load_file(next((out / "policy").glob("*.safetensors"))) for out in (one, two)]
+    weights = [load_file(next((out / POLICY).glob("*.safetensors"))) for out in (one, two)]
     result["weights"] = max(float((weights[0][k] - weights[1][k]).abs().max()) for k in weights[0])
-    thetas = [json.loads((out / "theta.json").read_text()) for out in (one, two)]
+    thetas = [SavedRun(out).theta() for out in (one, two)]
     bars = [theta["theta_bar"] for theta in thetas]
     result["theta_bar"] = max(abs(bars[0][k] - bars[1][k]) for k in bars[0])
     result["theta_k"] = max(abs(a["theta"][k] - thetas[1]["annotators"][name]["theta"][k])

@@ -20,6 +20,8 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
+from badpo.run_folder.saved import SavedRun
+
 
 def planted_theta(planted: Mapping, attribute: str) -> dict[str, float]:
     """{annotator: planted theta on ``attribute``} from a tiny world's planted.json."""
@@ -55,7 +57,7 @@ def main() -> None:
     print(f"| Run | weighted θ ({args.attribute}) | mean θ | heaviest annotators: weight, planted θ, rank |")
     print("|:--|--:|--:|:--|")
     for run in args.runs:
-        summary = json.loads((run / "run.json").read_text(encoding="utf-8"))
+        summary = SavedRun(run).summary() or {}
         if "group_weights" not in summary:
             raise SystemExit(f"{run}/run.json: no group_weights (not a group weighting, or made before they were kept)")
         report = weight_report(summary["group_weights"], theta)

@@ -14,7 +14,6 @@ race-coded attribute, and the perplexity of the 89-name distribution (exp of its
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping
@@ -23,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from badpo.core.names import NAME_POOL
+from badpo.paper.records import read_records
 
 COLUMNS = ("one-token, black", "longer, black", "one-token, white", "longer, white", "perplexity")
 
@@ -57,7 +57,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="the experiment's output_dir (holds runs/*.json)")
     out = parser.parse_args().out
-    records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / "runs").glob("*.json"))]
+    records = list(read_records(out / "runs").values())
     reference = next((r for r in records if r["kind"] == "reference"), None)
     if reference is None:
         raise SystemExit(f"{out}/runs: no reference record")

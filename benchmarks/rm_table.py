@@ -8,11 +8,12 @@ model of the same seed, then averaged.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from badpo.comparing.over_seeds import mean_ci
+from badpo.run_folder.layout import READOUTS_FILE
+from badpo.run_folder.saved import read_json_object
 
 ATTRIBUTES = ("woman_coded", "black_coded")
 VARIANTS = ("none", "shared_mean", "pooled")
@@ -29,7 +30,7 @@ def interval(values: list[float], scale: float = 1.0, digits: int = 3, unit: str
 
 
 def row(runs: Path, variant: str, seeds: list[int]) -> list[str]:
-    read = {(v, s): json.loads((runs / f"rm_{v}-seed{s}" / "readouts.json").read_text())
+    read = {(v, s): read_json_object(runs / f"rm_{v}-seed{s}" / READOUTS_FILE, "its readouts")
             for v in {variant, "none"} for s in seeds}
     cells = ["none (plain BT)" if variant == "none" else variant]
     for a in ATTRIBUTES:

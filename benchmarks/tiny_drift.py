@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from badpo.core.names import NAME_POOL
+from badpo.paper.records import read_records
 
 COLUMNS = ("beta", "signed", "n", "eos", "tokens", "kl", "chosen reward", "log-ratio")
 
@@ -65,14 +66,14 @@ def labelled_records(out: Path) -> list[tuple[str, Mapping]]:
     runs = out / "runs"
     layout_path = out / "layout.json"
     if not layout_path.is_file():
-        records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(runs.glob("*.json"))]
+        records = list(read_records(runs).values())
         records.sort(key=lambda r: (r["kind"] != "reference", str(r.get("arm")), r.get("seed") or 0))
         return [(r.get("arm") if r["kind"] == "arm" else "Reference", r) for r in records]
     layout = json.loads(layout_path.read_text(encoding="utf-8"))
     keys = [("Reference", layout["reference_key"])]
     keys += [(arm["name"], run["key"]) for arm in layout["arms"] for run in arm["runs"]]
-    return [(label, json.loads((runs / f"{key}.json").read_text(encoding="utf-8")))
-            for label, key in keys if (runs / f"{key}.json").is_file()]
+    records = read_records(runs)
+    return [(label, records[key]) for label, key in keys if key in records]
 
 
 def shown(value) -> str:

@@ -15,11 +15,12 @@ trained on the same world's labels without the planted bias, configs/experiment_
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
 from scipy import stats
+
+from badpo.paper.records import read_records
 
 NONE = "BA-DPO (θ̄+ε_k), none trusted"
 FIVE = "BA-DPO (θ̄+ε_k), 5 trusted"
@@ -28,8 +29,7 @@ FIVE = "BA-DPO (θ̄+ε_k), 5 trusted"
 def first_names(out: Path) -> tuple[dict, dict[str, dict[int, dict]]]:
     """The reference's first-name rates and every arm's, by seed, from ``out/runs/*.json``."""
     reference, arms = None, {}
-    for path in sorted((out / "runs").glob("*.json")):
-        record = json.loads(path.read_text(encoding="utf-8"))
+    for record in read_records(out / "runs").values():
         rates = record["readouts"]["names"]["first_name"]
         if record["kind"] == "reference":
             reference = rates

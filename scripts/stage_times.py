@@ -16,6 +16,8 @@ import json
 import re
 from pathlib import Path
 
+from badpo.paper.records import read_records
+
 _DONE = re.compile(r"\[\d+/\d+\] (?P<label>.+?) \((?P<key>[\w.-]+)\): done in (?P<seconds>[\d.]+) s")
 _SKIPPED = re.compile(r"\[\d+/\d+\] (?P<label>.+?) \((?P<key>[\w.-]+)\): logged, skipped")
 _CORPUS = re.compile(r"corpus: (?P<what>built in (?P<seconds>[\d.]+) s|reusing .*)")
@@ -31,10 +33,10 @@ def stage_times(log: Path, runs: Path) -> dict:
     lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
     stamps = [s for s in map(_clock, lines) if s is not None]
     record: dict = {"stamped_wall_s": (stamps[-1] - stamps[0]) % 86400 if stamps else None, "runs": []}
+    records = read_records(runs) if runs.is_dir() else {}
     for line in lines:
         if (done := _DONE.search(line)) is not None:
-            path = runs / f"{done['key']}.json"
-            run = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+            run = records.get(done["key"], {})
             record["runs"].append({"label": done["label"], "key": done["key"], "wall_s": float(done["seconds"]),
                                    "provenance": run.get("provenance")})
         elif (skipped := _SKIPPED.search(line)) is not None:

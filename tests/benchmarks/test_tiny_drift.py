@@ -48,7 +48,8 @@ def test_a_folder_is_read_by_its_layout_under_its_own_arm_names(tiny_drift, tmp_
     runs.mkdir()
     for key, arm, kind in (("reference-1", None, "reference"), ("dpo-seed42-a", "DPO", "arm"),
                            ("other-seed42-b", "Other", "arm")):
-        (runs / f"{key}.json").write_text(json.dumps({"kind": kind, "arm": arm, "seed": 42, "readouts": {}}))
+        record = {"schema": 1, "key": key, "kind": kind, "arm": arm, "seed": 42, "readouts": {}}
+        (runs / f"{key}.json").write_text(json.dumps(record))
     layout = {"reference_key": "reference-1",
               "arms": [{"name": "DPO, β 0.1", "runs": [{"seed": 42, "key": "dpo-seed42-a"}]}]}
     (tmp_path / "layout.json").write_text(json.dumps(layout))

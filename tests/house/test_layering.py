@@ -259,3 +259,30 @@ def private_imports() -> list[str]:
 
 def test_no_module_imports_another_modules_private_name():
     assert not private_imports(), "private names imported:\n  " + "\n  ".join(private_imports())
+
+
+RESEARCH = ("benchmarks", "scripts")  # on top of the library, as the paper is: they may import any layer
+
+
+def research_imports() -> list[str]:
+    """What the research scripts import of badpo that is not there or not public: a module that does
+    not exist (moved: the script would fail only when run) or another module's private name."""
+    known, found = modules(), []
+    for folder in RESEARCH:
+        for path in sorted((SRC.parent / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+                names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                for name in (n for n in names if n.split(".")[0] == "badpo"):
+                    if name not in known:
+                        found.append(f"{folder}/{path.name} (line {node.lineno}) imports {name}, which does not exist")
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("badpo"):
+                    found += [f"{folder}/{path.name} (line {node.lineno}) imports {node.module}.{alias.name}"
+                              for alias in node.names if alias.name.startswith("_")]
+    return found
+
+
+def test_the_research_scripts_import_existing_public_badpo_names():
+    """benchmarks/ and scripts/ read records and run folders through the library's readers, so a
+    module they import must exist and a name they take from it must be public."""
+    assert not research_imports(), "research scripts:\n  " + "\n  ".join(research_imports())

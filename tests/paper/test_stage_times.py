@@ -19,7 +19,8 @@ def _module():
 def test_the_stages_of_a_stamped_log_by_hand(tmp_path):
     runs = tmp_path / "runs"
     runs.mkdir()
-    (runs / "dpo-seed1-ab.json").write_text(json.dumps({"provenance": {"source": {"commit": "c0"}}}))
+    (runs / "dpo-seed1-ab.json").write_text(json.dumps({"schema": 1, "key": "dpo-seed1-ab",
+                                                          "provenance": {"source": {"commit": "c0"}}}))
     log = tmp_path / "log"
     log.write_text("23:59:50 [x 0.0s] corpus: reusing OUT/corpus (smol-signed)\n"
                    "23:59:51 [x 1.0s] [0/1] reference (reference-aa): logged, skipped\n"
