@@ -17,7 +17,8 @@ adding to their sums; their entries are never all held, and are recomputed in on
 few candidates that are confirmed. A data candidate needs ``2 min_pairs`` differing pairs, and
 features that differ on exactly the same pairs the same way are one candidate (the first of
 ``starts``, ``ends``, ``has``, fewest words first). Memory: the distinct responses, a few integers
-per judgment and pair, and one 8-byte hash then one 4-byte id per (response, kept n-gram).
+per judgment and pair, a count sketch of fixed size (the rare n-grams are never all counted), and
+one 4-byte id per (response, kept n-gram).
 """
 
 from __future__ import annotations
@@ -209,28 +210,54 @@ def _chunk_hashes(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return np.array(offsets, dtype=np.int64), np.array(flat, dtype=np.int64)
 
 
-def _hash_counts(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Every distinct n-gram hash with the number of responses that carry it (each response's
-    features are distinct), a chunk of responses at a time: only the counts are kept, so memory
-    grows with the distinct n-grams, not with the answers' length times their number."""
+_SKETCH_ROWS = 3  # independent rows of the count sketch
+_SKETCH_MOST_BITS = 23  # at most 2**23 cells a row (32 MiB of counts), fewer for fewer n-grams
+_MIXERS = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9], dtype=np.uint64)
+
+
+def _cells(hashes: np.ndarray, row: int, bits: int) -> np.ndarray:
+    """The cell of every hash in one row of the sketch (a multiplicative hash of the 64-bit hash)."""
+    with np.errstate(over="ignore"):
+        return ((hashes.view(np.uint64) * _MIXERS[row]) >> np.uint64(64 - bits)).astype(np.int64)
+
+
+def _frequent_hashes(texts: list[str], min_texts: int) -> np.ndarray:
+    """The n-gram hashes at least ``min_texts`` responses carry (each response's features are
+    distinct), sorted; exact. Most n-grams of long answers are carried by one or two responses, so
+    counting every distinct one would grow with the answers' length times their number: a count
+    sketch (:data:`_SKETCH_ROWS` rows of counters, each n-gram adding to one cell a row) is filled
+    in a first pass, and only the n-grams whose every cell reaches ``min_texts`` (a cell's count is
+    never below the count of an n-gram in it) are counted exactly in a second. Memory: the sketch
+    and the n-grams it lets through, whatever the number of rare ones."""
+    spans = _text_spans(texts)
+    total = sum(2 * text.count(" ") + 2 for text in texts)
+    bits = int(min(_SKETCH_MOST_BITS, max(12, np.ceil(np.log2(max(total, 2))))))
+    counter = np.uint32 if total < 2**32 else np.uint64  # a cell's count never wraps
+    sketch = np.zeros((_SKETCH_ROWS, 1 << bits), dtype=counter)
+    for start, stop in spans:
+        hashes = _chunk_hashes(texts[start:stop])[1]
+        for row in range(_SKETCH_ROWS):
+            sketch[row] += np.bincount(_cells(hashes, row, bits), minlength=1 << bits).astype(counter)
     unique, counts = np.zeros(0, np.int64), np.zeros(0, np.int64)
-    for start, stop in _text_spans(texts):
-        chunk_unique, chunk_counts = np.unique(_chunk_hashes(texts[start:stop])[1], return_counts=True)
+    for start, stop in spans:
+        hashes = _chunk_hashes(texts[start:stop])[1]
+        passing = np.ones(len(hashes), dtype=bool)
+        for row in range(_SKETCH_ROWS):
+            passing &= sketch[row][_cells(hashes, row, bits)] >= min_texts
+        chunk_unique, chunk_counts = np.unique(hashes[passing], return_counts=True)
         unique, inverse = np.unique(np.concatenate([unique, chunk_unique]), return_inverse=True)
         counts = np.bincount(inverse, weights=np.concatenate([counts, chunk_counts])).astype(np.int64)
-    return unique, counts
+    return unique[counts >= min_texts]
 
 
 def _feature_table(texts: list[str], min_texts: int
                    ) -> tuple[list[tuple[str, tuple[str, ...]]], np.ndarray, np.ndarray]:
     """(features, CSR offsets [T + 1], feature ids int32) of every response, keeping only the
     features that at least ``min_texts`` responses carry (fewer cannot differ on that many pairs).
-    Two passes over the responses: the first counts the n-grams' hashes, the second hashes them
-    again and keeps only the kept ones' ids (4 bytes each), so no pass holds every n-gram of every
+    The frequent n-grams are found first (:func:`_frequent_hashes`, two passes), a further pass hashes
+    them again and keeps only the kept ones' ids (4 bytes each), so no pass holds every n-gram of every
     response; the kept hashes are named in a third pass, until every one is named."""
-    unique, counts = _hash_counts(texts)
-    kept = unique[counts >= min_texts]  # sorted
-    del unique, counts
+    kept = _frequent_hashes(texts, min_texts)  # sorted
     offsets, flat, base = [np.zeros(1, np.int64)], [], 0
     for start, stop in _text_spans(texts):
         chunk_offsets, hashes = _chunk_hashes(texts[start:stop])
