@@ -127,7 +127,7 @@ class AuditResult:
         return self.audit.to_json()
 
 
-def train(config: Any = None, **overrides: Any) -> TrainResult:
+def train(config: Any = None, /, **overrides: Any) -> TrainResult:
     """Run (or resume, or find finished) one preference run; see ``badpo train``."""
     from badpo.engine.settings import TrainConfig
     from badpo.engine.train import train as train_stage
@@ -138,7 +138,7 @@ def train(config: Any = None, **overrides: Any) -> TrainResult:
     return TrainResult(run_dir=run_dir, theta=theta, final=final)
 
 
-def rm(config: Any = None, **overrides: Any) -> RMResult:
+def rm(config: Any = None, /, **overrides: Any) -> RMResult:
     """Train (or resume, or find finished) one reward model; see ``badpo rm``."""
     from badpo.engine.reward import train_reward_model
     from badpo.engine.settings import RMConfig
@@ -149,7 +149,7 @@ def rm(config: Any = None, **overrides: Any) -> RMResult:
     return RMResult(run_dir=run_dir, theta=theta, final=final)
 
 
-def sft(config: Any = None, **overrides: Any) -> SFTResult:
+def sft(config: Any = None, /, **overrides: Any) -> SFTResult:
     """Train the SFT reference; see ``badpo sft``."""
     from badpo.engine.settings import SFTConfig
     from badpo.engine.sft import sft as sft_stage

@@ -109,6 +109,14 @@ def test_one_field_mapped_by_both_spellings_is_refused(cli_error):
     assert line.startswith("badpo train: columns.annotator: given twice ('a' and 'b'); give it once"), line
 
 
+@pytest.mark.parametrize("command", ["sft", "train", "rm"])
+def test_the_training_commands_through_the_api_refuse_as_before(cli_error, command):
+    """The commands call badpo.api (issue 48): a key named like the API's own argument is an unknown
+    key, not a TypeError, and rows in memory are the API's, not the command line's."""
+    assert cli_error([command, "config=x"]).startswith(f"badpo {command}: unknown key(s): config")
+    assert cli_error([command, "data=[1, 2]"]).startswith(f"badpo {command}: data: expected str, got [1, 2]")
+
+
 @pytest.mark.parametrize("command, given", [("experiment", "the CONFIG file and/or KEY=VALUE"),
                                             ("reproduce", "the CONFIG file and/or KEY=VALUE"),
                                             ("demo", "KEY=VALUE"), ("train", "-c FILE and/or KEY=VALUE")])

@@ -4,7 +4,7 @@ committed run record under results/ that today's settings read.
 
 ``duplicates`` (train and rm), ``fsdp`` (train) and ``bias.level`` (train and rm) came after: each
 changed the plain digests (DEFAULTS, READ and the first of each RESOLVED pair) and no identity or
-key, as they are keyed only when set (:data:`badpo.engine.settings.KEYED_WHEN_SET`).
+key, as they are keyed only when set (:data:`badpo.run_folder.identity.KEYED_WHEN_SET`).
 
 The digests were taken before the three stage configs got their common base
 (:class:`badpo.engine.settings.RunConfig`) and the run folder its one lifecycle

@@ -230,14 +230,15 @@ def _frequent_hashes(texts: list[str], min_texts: int) -> np.ndarray:
     never below the count of an n-gram in it) are counted exactly in a second. Memory: the sketch
     and the n-grams it lets through, whatever the number of rare ones."""
     spans = _text_spans(texts)
-    total = sum(2 * text.count(" ") + 2 for text in texts)
+    total = sum(2 * text.count(" ") + 2 for text in texts)  # about the n-grams: the sketch's size only
     bits = int(min(_SKETCH_MOST_BITS, max(12, np.ceil(np.log2(max(total, 2))))))
-    counter = np.uint32 if total < 2**32 else np.uint64  # a cell's count never wraps
-    sketch = np.zeros((_SKETCH_ROWS, 1 << bits), dtype=counter)
+    sketch = np.zeros((_SKETCH_ROWS, 1 << bits), dtype=np.uint32)
     for start, stop in spans:
-        hashes = _chunk_hashes(texts[start:stop])[1]
+        hashes = _chunk_hashes(texts[start:stop])[1]  # a chunk adds at most ~2 million to a cell
         for row in range(_SKETCH_ROWS):
-            sketch[row] += np.bincount(_cells(hashes, row, bits), minlength=1 << bits).astype(counter)
+            np.add(sketch[row], np.bincount(_cells(hashes, row, bits), minlength=1 << bits), out=sketch[row],
+                   casting="unsafe")
+            np.minimum(sketch[row], min_texts, out=sketch[row])  # only ">= min_texts" matters: never wraps
     unique, counts = np.zeros(0, np.int64), np.zeros(0, np.int64)
     for start, stop in spans:
         hashes = _chunk_hashes(texts[start:stop])[1]

@@ -124,7 +124,7 @@ def load_learned_theta(run_dir: str | Path, rename: Callable[[str], str] | None 
                        ) -> dict[str, Any]:
     """``{"attribute_names", "theta_bar": {name: v}, "annotators": {id: {name: v}}}`` from
     ``RUN_DIR/theta.json`` (as ``BiasChannel.save`` writes it), ids passed through ``rename``."""
-    from badpo.run_folder.layout import THETA_FILE  # torch, only when a run is shown beside the audit
+    from badpo.run_folder.layout import THETA_FILE
 
     path = Path(run_dir) / THETA_FILE
     if not path.is_file():

@@ -13,7 +13,7 @@ from typing import Any
 
 from badpo.commands.parsing import Command, ConfigClass, add_config_args
 from badpo.core.arguments import column_pairs, overrides_once
-from badpo.core.config import read_settings
+from badpo.core.config import ConfigError, read_settings
 
 __all__ = ["TRAINING", "TRAININGS", "Training"]
 
@@ -95,6 +95,8 @@ def _run_training(row: Training, args: argparse.Namespace) -> int:
     mapped = [f"columns.{field}={column}" for field, column in column_pairs(args.column).items()]
     overrides_once([*args.overrides, *mapped])  # columns.FIELD=a and --column FIELD=b: one key twice
     settings = read_settings(args.config, [*args.overrides, *mapped])  # --column: columns.FIELD=COLUMN
+    if not isinstance(settings.get("data", ""), str):  # a file or a Hub id: rows in memory are the API's
+        raise ConfigError(f"data: expected str, got {settings['data']!r}")
     call = row.call()
     # without -c every key not given is the paper's: the API says so when it is given no config
     result = call(None, **settings) if args.config is None else call(settings)

@@ -66,12 +66,6 @@ from badpo.core.jsonio import atomic_write_text
 __all__ = ["VARIANTS", "VARIANT_FACTS", "Variant", "variant_facts",
            "BiasChannel"]
 
-"""Beside ``theta.json`` when the level step moved theta after the policy had finished training
-(``bias.trusted_level: final``): theta as the policy was trained against it. The pair (policy,
-this theta) is the fitted one, which vote prediction reads; ``theta.json`` holds the theta_k
-counted from the trusted annotators' zero, which the theta readouts read."""
-
-
 @dataclass(frozen=True)
 class Variant:
     """What a bias variant is, so that no code elsewhere branches on its name."""

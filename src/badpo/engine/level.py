@@ -116,7 +116,7 @@ class LevelStep:
 
 def save_theta(bias: BiasChannel, level: LevelStep | None, folder: Path) -> None:
     """``theta.json`` and, when the final step moved theta after training, ``theta_trained.json``
-    (:data:`badpo.core.bias.TRAINED_THETA_FILE`: the theta the policy was trained against)."""
+    (:data:`badpo.run_folder.layout.TRAINED_THETA_FILE`: the theta the policy was trained against)."""
     bias.save(folder / THETA_FILE)
     if level is not None and level.trained is not None:
         level.trained.save(folder / TRAINED_THETA_FILE)

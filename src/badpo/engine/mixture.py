@@ -48,7 +48,7 @@ The run folder (the caller holds its lock and has checked its identity)::
                                the summary, committed together, run.json last: a finished run
 
 Every part is a run of the one-policy loop in its own folder, so its policy and run.json are
-committed as one unit (``run_folder.commit_final``), and mixture.json with the top run.json after
+committed as one unit (``run_folder.final_commit.commit_final``), and mixture.json with the top run.json after
 the last part. Resume (``resume_from: latest``) keeps finished parts and E-steps, resumes the part
 in progress from its latest checkpoint (``save_every``; ``stop_after_steps`` counts the steps of
 the whole arm) and restarts a part killed before its first checkpoint (under continue from the
@@ -99,10 +99,20 @@ from badpo.methods import (
     vote_halves,
 )
 from badpo.run_folder.final_commit import commit_final
-from badpo.run_folder.layout import CHECKPOINTS, CONFIG_FILE, LOG_FILE, SUMMARY_FILE, is_finished
+from badpo.run_folder.layout import (
+    CHECKPOINTS,
+    CONFIG_FILE,
+    EM_DIR,
+    LOG_FILE,
+    MIXTURE_FILE,
+    POLICY,
+    SUMMARY_FILE,
+    TYPES_DIR,
+    is_finished,
+)
 from badpo.run_folder.ownership import check_checkpoint, claim, holds_run, remove_run
 
-EM_DIR, TYPES_DIR, MIXTURE_FILE, ESTEP_FILE = "em", "types", "mixture.json", "estep.json"
+ESTEP_FILE = "estep.json"  # inside EM_DIR
 FORMAT = "badpo.mixture/1"
 
 
@@ -411,7 +421,7 @@ def _mixture(config, params: EMParams, votes: Votes, log_gamma: Tensor, last: di
                    "max_j U[k][j] - sum_j w_j U[k][j]",
         "priors": gamma.mean(dim=0).tolist(),
         "type_probabilities": {a: row for a, row in zip(votes.annotators, gamma.tolist())},
-        "policies": ([f"{TYPES_DIR}/type-{k}/policy" for k in range(params.types)]
+        "policies": ([f"{TYPES_DIR}/type-{k}/{POLICY}" for k in range(params.types)]
                      if config.save_policy else None),
         "type_runs": [f"{TYPES_DIR}/type-{k}" for k in range(params.types)],
     }

@@ -1,4 +1,3 @@
-"""Opening a trained run: ``badpo evaluate RUN_DIR``. A run folder's saved files read as files
-(``saved_run``), its paths checked before a model loads (``run_paths``), the user's evaluation data
-(``eval_data``), and the run opened, its models loaded and every readout of
+"""Opening a trained run: ``badpo evaluate RUN_DIR``. The user's evaluation data (``eval_data``), and
+the run opened (its files read through :mod:`badpo.run_folder`), its models loaded and every readout of
 :data:`badpo.readouts.table.READOUTS` read into ``readouts.json`` (``trained_run``)."""

@@ -52,7 +52,6 @@ from badpo.core.notices import BadpoWarning
 from badpo.core.outputs import check_not_input, check_output_file, check_writable_folder
 from badpo.data.gguf import gguf_folder
 from badpo.data.sources import ColumnMap
-from badpo.engine.mixture import MIXTURE_FILE
 from badpo.engine.runtime import from_pretrained, load_tokenizer
 from badpo.engine.settings import BETA, ModelConfig, RMConfig, TrainConfig
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
@@ -75,6 +74,7 @@ from badpo.run_folder.identity import identity
 from badpo.run_folder.layout import (
     CONFIG_FILE,
     EXTERNAL_RECORD,
+    MIXTURE_FILE,
     POLICY,
     READOUTS_FILE,
     REWARD_MODEL,
@@ -415,7 +415,7 @@ def evaluate_reward_run(trained: TrainedRun, settings: Mapping[str, Any], data: 
 
 def trained_theta(theta_file: Path) -> BiasChannel | None:
     """The theta a run's policy was trained against, when the run saved it beside ``theta_file``
-    (``bias.trusted_level: final``, :data:`badpo.core.bias.TRAINED_THETA_FILE`); None when
+    (``bias.trusted_level: final``, :data:`badpo.run_folder.layout.TRAINED_THETA_FILE`); None when
     ``theta_file`` is that theta."""
     path = Path(theta_file).with_name(TRAINED_THETA_FILE)
     return BiasChannel.load(path) if path.exists() else None

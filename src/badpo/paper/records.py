@@ -67,7 +67,7 @@ def run_key(method: str, params: Mapping[str, Any], seed: int | None, device: st
 
 def keyed_settings(settings: Mapping[str, Any]) -> dict:
     """The settings a run's key hashes: all but the bookkeeping ones (:data:`UNKEYED`) and the
-    keys newer than recorded runs left at their default (:data:`badpo.engine.settings.KEYED_WHEN_SET`)."""
+    keys newer than recorded runs left at their default (:data:`badpo.run_folder.identity.KEYED_WHEN_SET`)."""
     return keyed_when_set({k: v for k, v in settings.items() if k not in UNKEYED})
 
 

@@ -44,7 +44,6 @@ from torch import nn
 
 from badpo.core.attributes import resolve_attributes
 from badpo.core.bias import BiasChannel
-from badpo.engine.mixture import MIXTURE_FILE
 from badpo.engine.settings import BETA
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.readouts.eval_config import EvalConfig
@@ -56,6 +55,7 @@ from badpo.readouts.rows.judge import judge_readouts
 from badpo.readouts.rows.names import bodies_for, reference_bodies, reference_names
 from badpo.readouts.table import READOUTS, read_run
 from badpo.readouts.tilt import answer_body
+from badpo.run_folder.layout import MIXTURE_FILE
 
 __all__ = ["Corpus", "EvalConfig", "Mixture", "answer_body", "declares_names", "evaluate_mixture", "evaluate_policy",
            "evaluate_reward_model", "generated_attribute_rates", "judge_readouts", "reference_bodies"]
@@ -73,7 +73,7 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
 
     ``bias`` is the run's saved theta (the theta readouts); ``vote_bias``, when the run saved it
     apart, the theta the policy was trained against (``bias.trusted_level: final`` moves theta
-    after training: :data:`badpo.core.bias.TRAINED_THETA_FILE`), which vote prediction pairs with
+    after training: :data:`badpo.run_folder.layout.TRAINED_THETA_FILE`), which vote prediction pairs with
     the policy's u (default: ``bias``).
 
     ``reference_samples`` (the reference's generations, same prompts and decoder) are needed by

@@ -42,8 +42,13 @@ CHECKPOINT_FILES = re.compile(r"^(config\.yaml|policy_trainable_0\.safetensors|s
 POLICY, REWARD_MODEL = "policy", "reward_model"
 MODEL_FOLDERS = (POLICY, REWARD_MODEL)
 THETA_FILE = "theta.json"  # a run's learned bias, as BiasChannel.save writes it
-TRAINED_THETA_FILE = "theta_trained.json"  # the theta the policy was trained against (trusted_level: final)
+# Beside theta.json when the level step moved theta after the policy had finished training
+# (bias.trusted_level: final): theta as the policy was trained against it. The pair (policy, this
+# theta) is the fitted one, which vote prediction reads; theta.json holds the theta_k counted from
+# the trusted annotators' zero, which the theta readouts read.
+TRAINED_THETA_FILE = "theta_trained.json"
 MIXTURE_FILE = "mixture.json"
+EM_DIR, TYPES_DIR = "em", "types"  # an arm of several policies: its E-steps, its type policies
 SUMMARY_FILE = "run.json"  # a finished run's summary (badpo.engine.reporting)
 SFT_RECORD = "sft.json"  # written last by badpo sft: the reference in the folder is complete
 EXTERNAL_RECORD = "badpo_run.json"  # the record of a run BADPOTrainer saved (badpo.run_folder.external)
@@ -56,7 +61,7 @@ STAGING, COMMIT, MANIFEST, LOCK = ".final-staging", ".final-commit", "MANIFEST",
 # what a run writes into its folder; overwrite deletes these and nothing else (em/ and types/
 # hold the parts of an arm of several policies, badpo.engine.mixture)
 RUN_FILES = (*FINAL_NAMES, CONFIG_FILE, DATA_FILE, LOG_FILE, AUDIT_FILE, CHECKPOINTS,
-             "tensorboard", "wandb", "em", "types", STAGING, COMMIT)
+             "tensorboard", "wandb", EM_DIR, TYPES_DIR, STAGING, COMMIT)
 # beside config.yaml, what marks a folder a badpo stage wrote
 RUN_MARKERS = (*FINAL_NAMES, CHECKPOINTS, SFT_RECORD)
 WEIGHTS = ("*.safetensors", "*.bin", "*.gguf")  # beside config.json: a Hugging Face model's folder

@@ -36,7 +36,6 @@ from badpo.run_folder.layout import (
 __all__ = ["AUDIT_FILE", "SUMMARY_FILE", "THETA_FILE", "SavedRun", "read_json_object"]
 
 
-
 def read_json_object(path: Path, what: str) -> dict:
     """A JSON object from ``path``; anything else is a one-line error naming the file and ``what``."""
     try:
