@@ -39,19 +39,20 @@ from badpo.engine.runtime import load_model, load_tokenizer, policy_optimizer
 from badpo.engine.settings import SFTConfig, accumulation_steps, check_sft
 from badpo.engine.tokenize import build_token_store, token_coverage
 from badpo.run_folder.final_commit import sync_tree
-from badpo.run_folder.layout import CONFIG_FILE, DATA_FILE, LOG_FILE, SFT_RECORD
+from badpo.run_folder.layout import (
+    SFT_MODEL_FILES,
+    SFT_RECORD,
+    SFT_RUN_FILES,
+    SFT_TEMPORARY,
+)
 
 FINISHED = SFT_RECORD  # written last: the reference in the folder is complete
-MODEL_FILES = ".model-files"  # the saved model's file names, written before they are moved in
-_TEMPORARY = ".tmp-model"
-_RUN_FILES = (CONFIG_FILE, DATA_FILE, LOG_FILE, "tensorboard", "wandb", FINISHED, MODEL_FILES, _TEMPORARY,
-              "config.json")  # config.json: a model folder, which only a listed run may have written
 
 
 def listed_model_files(folder: Path) -> list[str]:
     """The names in ``folder/.model-files``; each must be a plain file name of the folder, since
     ``overwrite`` deletes them."""
-    listing = folder / MODEL_FILES
+    listing = folder / SFT_MODEL_FILES
     if not listing.exists():
         return []
     names = listing.read_text(encoding="utf-8").splitlines()
@@ -64,7 +65,7 @@ def listed_model_files(folder: Path) -> list[str]:
 
 def sft_run_files(folder: Path) -> tuple[str, ...]:
     """What an SFT run wrote into ``folder``: its own files and the model files it listed."""
-    return (*_RUN_FILES, *listed_model_files(folder))
+    return (*SFT_RUN_FILES, *listed_model_files(folder))
 
 
 def _check_output_folder(config: SFTConfig, output: Path, accelerator) -> None:
@@ -76,11 +77,11 @@ def _check_output_folder(config: SFTConfig, output: Path, accelerator) -> None:
     if os.path.realpath(output) == os.path.realpath(config.model.name_or_path):
         raise ConfigError(f"output_dir: {output} is the folder of the model being fine-tuned "
                           "(model.name_or_path); choose another output_dir")
-    unlisted = not (output / MODEL_FILES).exists() and any(
+    unlisted = not (output / SFT_MODEL_FILES).exists() and any(
         (output / name).exists() for name in ("config.json", FINISHED))
     if config.overwrite and unlisted:
         raise ConfigError(f"output_dir: {output} holds a model whose files no badpo sft run listed in "
-                          f"{MODEL_FILES}, so overwrite cannot tell which to delete; delete the folder "
+                          f"{SFT_MODEL_FILES}, so overwrite cannot tell which to delete; delete the folder "
                           "yourself or choose another output_dir")
 
 
@@ -228,13 +229,13 @@ def _save_reference(accelerator, policy, tokenizer, output: Path, config: SFTCon
     model.load_state_dict({k.removeprefix("model."): v for k, v in state.items()})
     if config.lora.enabled and config.merge_lora:
         model = model.merge_and_unload()
-    temporary = output / _TEMPORARY
+    temporary = output / SFT_TEMPORARY
     shutil.rmtree(temporary, ignore_errors=True)
     model.save_pretrained(temporary, safe_serialization=True)
     tokenizer.save_pretrained(temporary)
     sync_tree(temporary)  # on disk before sft.json can say the reference is complete
     names = sorted(item.name for item in temporary.iterdir())
-    (output / MODEL_FILES).write_text("".join(f"{name}\n" for name in names), encoding="utf-8")
+    (output / SFT_MODEL_FILES).write_text("".join(f"{name}\n" for name in names), encoding="utf-8")
     for name in names:  # listed first, so an overwrite after a kill here still finds them all
         os.replace(temporary / name, output / name)
     temporary.rmdir()

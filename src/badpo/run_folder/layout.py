@@ -62,6 +62,12 @@ STAGING, COMMIT, MANIFEST, LOCK = ".final-staging", ".final-commit", "MANIFEST",
 # hold the parts of an arm of several policies, badpo.engine.mixture)
 RUN_FILES = (*FINAL_NAMES, CONFIG_FILE, DATA_FILE, LOG_FILE, AUDIT_FILE, CHECKPOINTS,
              "tensorboard", "wandb", EM_DIR, TYPES_DIR, STAGING, COMMIT)
+# an SFT reference's folder is a Hugging Face model folder: the model's files, listed before they are
+# moved in (so overwrite deletes only those), its staging folder, and the record written last
+SFT_MODEL_FILES = ".model-files"
+SFT_TEMPORARY = ".tmp-model"
+SFT_RUN_FILES = (CONFIG_FILE, DATA_FILE, LOG_FILE, "tensorboard", "wandb", SFT_RECORD, SFT_MODEL_FILES, SFT_TEMPORARY,
+                 "config.json")  # config.json: a model folder, which only a listed run may have written
 # beside config.yaml, what marks a folder a badpo stage wrote
 RUN_MARKERS = (*FINAL_NAMES, CHECKPOINTS, SFT_RECORD)
 WEIGHTS = ("*.safetensors", "*.bin", "*.gguf")  # beside config.json: a Hugging Face model's folder
