@@ -46,13 +46,11 @@ from torch import nn
 from badpo.core.config import ConfigError, dump_yaml
 from badpo.core.notices import BadpoWarning
 from badpo.core.state_io import join_state, read_tree, split_state, tree_text
-from badpo.run_folder.layout import CHECKPOINTS, CONFIG_FILE
+from badpo.run_folder.layout import CHECKPOINT_POLICY_FILE, CHECKPOINT_RNG, CHECKPOINT_STATE, CHECKPOINTS, CONFIG_FILE
 from badpo.run_folder.ownership import check_files
 
 FORMAT = "badpo.checkpoint/1"
 _NAME = re.compile(r"^step-(\d{6,})$")
-_POLICY_FILE = "policy_trainable_0.safetensors"
-_STATE, _RNG = "state", "rng-{rank}"
 
 
 class TrainingState:
@@ -113,7 +111,7 @@ def _save_policy(accelerator, policy: nn.Module, folder: Path) -> None:
     from safetensors.torch import save_file
 
     weights = _trainable(accelerator.unwrap_model(policy))
-    save_file({k: v.detach().contiguous().cpu() for k, v in weights.items()}, folder / _POLICY_FILE)
+    save_file({k: v.detach().contiguous().cpu() for k, v in weights.items()}, folder / CHECKPOINT_POLICY_FILE)
 
 
 def _load_tensors(path: Path) -> dict[str, torch.Tensor]:
@@ -131,7 +129,7 @@ def _load_tensors(path: Path) -> dict[str, torch.Tensor]:
 
 def _load_policy(accelerator, policy: nn.Module, folder: Path) -> None:
     """Copy the saved trainable weights into ``policy``; a missing or unexpected one is an error."""
-    path = folder / _POLICY_FILE
+    path = folder / CHECKPOINT_POLICY_FILE
     saved, params = _load_tensors(path), _trainable(accelerator.unwrap_model(policy))
     if set(saved) != set(params):
         missing, extra = sorted(set(params) - set(saved)), sorted(set(saved) - set(params))
@@ -225,11 +223,11 @@ def save_checkpoint(accelerator, output_dir: Path, step: int, keep: int, config,
             shutil.rmtree(temporary)
         temporary.mkdir(parents=True)
     accelerator.wait_for_everyone()
-    write_state_files(temporary, _RNG.format(rank=accelerator.process_index), rng_state())
+    write_state_files(temporary, CHECKPOINT_RNG.format(rank=accelerator.process_index), rng_state())
     if accelerator.is_main_process:
         _save_policy(accelerator, contents.policy, temporary)
         states = {name: obj.state_dict() for name, obj in contents.states.items()}
-        write_state_files(temporary, _STATE, {"format": FORMAT, "states": states})
+        write_state_files(temporary, CHECKPOINT_STATE, {"format": FORMAT, "states": states})
         dump_yaml(config, temporary / CONFIG_FILE)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
@@ -251,7 +249,7 @@ def load_checkpoint(accelerator, checkpoint: Path, contents: Contents) -> None:
     :func:`badpo.run_folder.ownership.check_files`; the saved states must be exactly the run's."""
     check_files(checkpoint)
     _load_policy(accelerator, contents.policy, checkpoint)
-    saved = read_state_files(checkpoint, _STATE)
+    saved = read_state_files(checkpoint, CHECKPOINT_STATE)
     if not isinstance(saved, dict) or saved.get("format") != FORMAT:
         raise ValueError(f"{checkpoint / 'state.json'}: not a {FORMAT} state")
     states = saved["states"]
@@ -260,10 +258,10 @@ def load_checkpoint(accelerator, checkpoint: Path, contents: Contents) -> None:
                          f"{sorted(contents.states)}")
     # every saved state's tensors (theta, the optimizers' moments, the loss weights): a NaN in any
     # of them is a diverged run, whose first step would train on it
-    _refuse_non_finite(checkpoint / f"{_STATE}.safetensors", dict(_tensors_in(states)))
+    _refuse_non_finite(checkpoint / f"{CHECKPOINT_STATE}.safetensors", dict(_tensors_in(states)))
     for name, obj in contents.states.items():
         obj.load_state_dict(states[name])
-    rng = _RNG.format(rank=accelerator.process_index)
+    rng = CHECKPOINT_RNG.format(rank=accelerator.process_index)
     if (checkpoint / f"{rng}.json").exists():
         set_rng_state(read_state_files(checkpoint, rng))
         return
@@ -282,7 +280,7 @@ def continue_from(accelerator, checkpoint: Path, policy: nn.Module, optimizer) -
     way from round to round (:mod:`badpo.engine.mixture`). Called on every process."""
     check_files(checkpoint)
     _load_policy(accelerator, policy, checkpoint)
-    saved = read_state_files(checkpoint, _STATE)
+    saved = read_state_files(checkpoint, CHECKPOINT_STATE)
     if not isinstance(saved, dict) or saved.get("format") != FORMAT or "optimizer" not in saved["states"]:
         raise ValueError(f"{checkpoint / 'state.json'}: not a {FORMAT} state with an optimizer")
     moments, current = saved["states"]["optimizer"], optimizer.state_dict()

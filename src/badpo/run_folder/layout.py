@@ -36,9 +36,12 @@ LOG_FILE = "log.jsonl"
 AUDIT_FILE = "audit.json"  # the audit of the training labels: the offline estimates
 CHECKPOINTS = "checkpoints"
 CHECKPOINT_NAME = re.compile(r"^(\.tmp-)?step-\d{6,}$")  # badpo.engine.checkpoint's folders
-# what badpo.engine.checkpoint writes into one (safetensors and JSON: nothing that unpickles)
-CHECKPOINT_FILES = re.compile(r"^(config\.yaml|policy_trainable_0\.safetensors|state\.(json|safetensors)"
-                              r"|rng-\d+\.(json|safetensors))$")
+# what badpo.engine.checkpoint writes into one (safetensors and JSON: nothing that unpickles): the
+# config, the policy's trainable weights, the optimisers' state and each process's RNG states
+CHECKPOINT_POLICY_FILE = "policy_trainable_0.safetensors"
+CHECKPOINT_STATE, CHECKPOINT_RNG = "state", "rng-{rank}"  # each as .json + .safetensors
+CHECKPOINT_FILES = re.compile(rf"^({re.escape(CONFIG_FILE)}|{re.escape(CHECKPOINT_POLICY_FILE)}"
+                              rf"|{CHECKPOINT_STATE}\.(json|safetensors)|rng-\d+\.(json|safetensors))$")
 POLICY, REWARD_MODEL = "policy", "reward_model"
 MODEL_FOLDERS = (POLICY, REWARD_MODEL)
 THETA_FILE = "theta.json"  # a run's learned bias, as BiasChannel.save writes it
