@@ -24,14 +24,8 @@ from badpo.core.names import NAME_POOL, signature_attributes, strip_signature
 from badpo.corpora.tiny import TinyWorldConfig
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.evaluation import trained_run as evaluate_run
-from badpo.readouts.evaluate_policy import (
-    Corpus,
-    EvalConfig,
-    answer_body,
-    evaluate_policy,
-    judge_readouts,
-    reference_bodies,
-)
+from badpo.readouts.eval_config import EvalConfig
+from badpo.readouts.evaluate_policy import Corpus, answer_body, evaluate_policy, judge_readouts, reference_bodies
 from badpo.readouts.model import generate, judge_scores
 from badpo.readouts.rows import names as names_rows
 
@@ -45,10 +39,9 @@ def world_folder(tmp_path_factory, build_tiny_world):
 
 @pytest.fixture(scope="module")
 def world(world_folder):
-    folder = world_folder
-    tokenizer = AutoTokenizer.from_pretrained(folder / "tokenizer")
-    reference = AutoModelForCausalLM.from_pretrained(folder / "model").eval()
-    return Corpus.load(folder), tokenizer, reference
+    tokenizer = AutoTokenizer.from_pretrained(world_folder / "tokenizer")
+    reference = AutoModelForCausalLM.from_pretrained(world_folder / "model").eval()
+    return Corpus.load(world_folder), tokenizer, reference
 
 
 FAST = EvalConfig(max_prompts=6, body="given", surnames=3, max_new_tokens=12)
