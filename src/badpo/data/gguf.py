@@ -36,6 +36,7 @@ from importlib import metadata
 from pathlib import Path
 
 from badpo.core.config import ConfigError
+from badpo.data.gguf_special import check_converted, mend_special_tokens
 
 MAGIC = b"GGUF"  # the first four bytes of every GGUF file
 # name a config may use -> (pip distribution shipping the file, file name inside it)
@@ -126,7 +127,8 @@ def _reason(error: BaseException) -> str:
 
 
 def _load(path: Path, key: str):
-    """The model (every weight dequantized, fp32) and tokenizer transformers builds from a GGUF;
+    """The model (every weight dequantized, fp32) and tokenizer transformers builds from a GGUF,
+    with the end and padding tokens the file names (``gguf_special``), and which of those were set;
     what it cannot read (an architecture, a quantization, a tokenizer) is one line naming the file."""
     _gguf_package(path, key)  # transformers reads the file with it
     import torch
@@ -148,7 +150,7 @@ def _load(path: Path, key: str):
     if getattr(model, "hf_quantizer", None) is not None:
         raise ConfigError(f"{_where(key)}transformers kept {str(path)!r} quantized, so it cannot be saved "
                           "as a plain folder; a newer transformers may dequantize it")
-    return model, tokenizer
+    return model, tokenizer, mend_special_tokens(tokenizer, path, content_hash(path))
 
 
 def _gguf_package(path: Path, key: str):
@@ -282,12 +284,14 @@ def _write(path: Path, folder: Path, key: str) -> None:
     import transformers
 
     start = time.perf_counter()
-    model, tokenizer = _load(path, key)
+    model, tokenizer, mended = _load(path, key)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     source = {"source": str(path.resolve()), "sha256": content_hash(path), "bytes": path.stat().st_size,
               "transformers": transformers.__version__, "dtype": "float32",
               "seconds": round(time.perf_counter() - start, 1)}
+    if mended:  # [what transformers read, what the file says], per special token set to the file's
+        source["special_tokens_set"] = mended
     (folder / SOURCE_FILE).write_text(json.dumps(source, indent=1) + "\n", encoding="utf-8")
     mode = (folder / SOURCE_FILE).stat().st_mode & 0o777  # what the umask gives a new file
     for file in folder.iterdir():  # transformers writes the weights 0600 (a temporary file renamed)
@@ -407,6 +411,7 @@ def gguf_folder(name_or_path: str, key: str = "model.name_or_path") -> str:
     path = gguf_file(name_or_path, key)
     folder = cache_root() / f"{_stem(path)}-{content_hash(path)[:16]}"
     if (folder / SOURCE_FILE).is_file():
+        check_converted(folder, path, content_hash(path), _where(key))
         if str(folder) not in _ANNOUNCED:  # a stage loads the tokenizer and the model: say it once
             _say(f"{_where(key)}{name_or_path} was converted before; using {folder}")
         _ANNOUNCED.add(str(folder))

@@ -1,0 +1,76 @@
+"""A converted GGUF's special tokens, held to what the file itself says.
+
+transformers rebuilds a GGUF's tokenizer from the file's metadata, and how it maps the special
+token ids has changed between versions: 5.17 reads SmolLM2-135M-Instruct's GGUF (whose metadata
+says ``eos_token_id = 2``, ``<|im_end|>``) with ``<|im_start|>`` as its end token and no padding
+token, where 5.24 reads ``<|im_end|>`` for both. badpo appends the end token to every response it
+trains on and stops sampling at it, so a misread end token trains and reads out another model:
+the H200 runs of 2026-11-26 (transformers 5.17) carried a reference whose body-fixed length
+preference differed from the CPU's (5.24) by 0.08–0.12 at every seed. So a conversion sets the end
+and padding tokens to the file's ids, and a folder converted before this check is refused on reuse.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from badpo.core.config import ConfigError
+
+# tokenizer attribute -> the GGUF metadata key holding its id; the two badpo relies on: the end
+# token ends every trained response and stops sampling, the padding token fills batches
+GGUF_SPECIAL_IDS = {"eos_token": "tokenizer.ggml.eos_token_id",
+                    "pad_token": "tokenizer.ggml.padding_token_id"}
+_READ: dict[str, dict[str, str]] = {}  # content hash -> the file's special tokens, per process
+
+
+def file_special_tokens(path: Path, digest: str = "") -> dict[str, str]:
+    """{attribute: token text} for each of ``GGUF_SPECIAL_IDS`` the file's metadata names;
+    a named id outside the file's vocabulary is one line naming the file and key."""
+    if digest and digest in _READ:
+        return _READ[digest]
+    import gguf
+
+    reader = gguf.GGUFReader(str(path))
+    tokens = reader.fields.get("tokenizer.ggml.tokens")
+    found: dict[str, str] = {}
+    for attribute, meta_key in GGUF_SPECIAL_IDS.items():
+        field = reader.fields.get(meta_key)
+        if field is None or not field.data or tokens is None:
+            continue
+        token_id = int(field.parts[field.data[0]][0])
+        if not 0 <= token_id < len(tokens.data):
+            raise ConfigError(f"{str(path)!r}: {meta_key} = {token_id} is outside its vocabulary of "
+                              f"{len(tokens.data)} tokens")
+        found[attribute] = bytes(tokens.parts[tokens.data[token_id]]).decode("utf-8")
+    if digest:
+        _READ[digest] = found
+    return found
+
+
+def mend_special_tokens(tokenizer, path: Path, digest: str = "") -> dict[str, list]:
+    """Set the tokenizer's end and padding tokens to the file's where transformers read others;
+    returns {attribute: [what transformers read, what the file says]} for each one set."""
+    mended = {}
+    for attribute, token in file_special_tokens(path, digest).items():
+        read = getattr(tokenizer, attribute)
+        if read != token:
+            setattr(tokenizer, attribute, token)
+            mended[attribute] = [read, token]
+    return mended
+
+
+def check_converted(folder: Path, path: Path, digest: str, where: str = "") -> None:
+    """Refuse a converted folder whose saved tokenizer names other end or padding tokens than the
+    file (converted by a transformers that misread them, before badpo checked)."""
+    try:
+        saved = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # no tokenizer config of this shape: nothing saved to compare
+    for attribute, token in file_special_tokens(path, digest).items():
+        value = saved.get(attribute)
+        value = value.get("content") if isinstance(value, dict) else value
+        if value != token:
+            raise ConfigError(f"{where}{str(folder)!r} was converted with {attribute} {value!r} where "
+                              f"{path.name} says {token!r} (an older transformers misread it); delete "
+                              "the folder and run again")
