@@ -181,3 +181,15 @@ def test_read_from_datasets_objects_and_saved_directories(tmp_path):
     bad = datasets.Dataset.from_list([row(tie=False), row(tie=True)])
     with pytest.raises(JudgmentError, match=r"row 1, field 'tie'"):
         read_judgments(bad)
+
+
+def test_rows_that_repeat_a_text_share_one_string():
+    """A pair judged four times holds its answers once: on long answers the copies were most of
+    the audit's memory. The values are the rows' own, equal and unchanged."""
+    answer = "a long answer " * 50
+    rows = [{"prompt": "q", "chosen": "".join([answer, ""]), "rejected": f"short {i % 2}",
+             "annotator": f"a{i}"} for i in range(4)]
+    assert rows[0]["chosen"] is not rows[1]["chosen"]  # four distinct objects in, one out
+    out = validate_judgments(rows)
+    assert all(j.chosen is out[0].chosen for j in out) and out[0].chosen == answer
+    assert out[2].rejected is out[0].rejected and out[1].rejected != out[0].rejected

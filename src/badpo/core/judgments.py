@@ -95,6 +95,7 @@ def validate_labelled(labelled: Iterable[tuple[tuple, Any]]) -> list[Judgment]:
     """:func:`validate_judgments` of rows labelled ``((index, line or None, source or None), row)``,
     so that an error names the file and its line (JSONL) or row (any other source)."""
     out: list[Judgment] = []
+    shared: dict[str, str] = {}  # text -> its first string: every judgment of a pair holds one copy
     spellings: dict[str, set[str]] = {}  # normalised annotator id -> the spellings read
     attribute_keys: tuple[str, ...] | None = None  # keys of the first row that has them
     first_with: int | None = None  # index of that row
@@ -106,7 +107,7 @@ def validate_labelled(labelled: Iterable[tuple[tuple, Any]]) -> list[Judgment]:
         if not isinstance(row, Mapping):
             raise JudgmentError(f"{where}: expected a mapping of fields, got {type(row).__name__}",
                                 row=index)
-        judgment = _validate_row(row, where, index)
+        judgment = _validate_row(row, where, index, shared)
         spellings.setdefault(judgment.annotator, set()).add(row["annotator"])
         if judgment.g_chosen is None:
             if first_with is not None:
@@ -197,7 +198,10 @@ def describe_row(index: int, line: int | None, source: str | None, row: Any) -> 
     return text
 
 
-def _validate_row(row: Mapping[str, Any], where: str, index: int) -> Judgment:
+def _validate_row(row: Mapping[str, Any], where: str, index: int, shared: dict[str, str]) -> Judgment:
+    """One row as a Judgment; its texts are taken from ``shared`` where an earlier row had the same
+    (a pair judged four times would otherwise hold its two answers four times: on long answers that
+    was most of the audit's memory)."""
     def fail(name: str, problem: str) -> JudgmentError:
         return JudgmentError(f"{where}, field {name!r}: {problem}", row=index, field=name)
 
@@ -215,7 +219,8 @@ def _validate_row(row: Mapping[str, Any], where: str, index: int) -> Judgment:
             raise fail(name, f"expected a string, got {type(value).__name__} {value!r}")
         if not value.strip():
             raise fail(name, "empty")
-        values[name] = annotator_id(value) if name == "annotator" else value
+        text = annotator_id(value) if name == "annotator" else value
+        values[name] = shared.setdefault(text, text)
     if values["chosen"] == values["rejected"]:
         raise fail("rejected", "identical to 'chosen'; a pair needs two different responses")
     tie = row.get(TIE_FIELD)
