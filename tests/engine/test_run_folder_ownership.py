@@ -106,11 +106,10 @@ def _finished_run(world: Path, name: str = "run") -> Path:
     return folder
 
 
-def test_overwrite_keeps_the_users_files_inside_the_runs_policy_and_checkpoints(world):
-    """Issue 49's retry: a run folder with the user's policy/my_model.bin and checkpoints/mine/a.pt
-    beside the run's files lost both under overwrite=true, and the warning named only notes.txt."""
+def test_overwrite_keeps_the_users_files_beside_the_run_and_in_checkpoints(world):
+    """Issue 49's retry: the user's checkpoints/mine/a.pt and notes.txt beside a run survive
+    overwrite=true, and the warning names them."""
     folder = _finished_run(world)
-    (folder / "policy" / "my_model.bin").write_bytes(b"weights of my own")
     (folder / "checkpoints" / "mine").mkdir()
     (folder / "checkpoints" / "mine" / "a.pt").write_bytes(b"my checkpoint")
     (folder / "notes.txt").write_text("mine\n")
@@ -118,9 +117,23 @@ def test_overwrite_keeps_the_users_files_inside_the_runs_policy_and_checkpoints(
         warnings.simplefilter("always")
         claim(folder, make_config(world, "run", "runtime.seed=7"), overwrite=True)
     said = [str(w.message) for w in caught if issubclass(w.category, BadpoWarning)]
-    assert said == [f"output_dir {folder}: overwrite deleted the run's files and kept 3 that are not a run's "
-                    "(notes.txt, policy/my_model.bin, checkpoints/mine)"]
-    assert sorted(_files(folder)) == sorted([DATA_FILE, "checkpoints/mine/a.pt", "notes.txt", "policy/my_model.bin"])
+    assert said == [f"output_dir {folder}: overwrite deleted the run's files and kept 2 that are not a run's "
+                    "(notes.txt, checkpoints/mine)"]
+    assert sorted(_files(folder)) == sorted([DATA_FILE, "checkpoints/mine/a.pt", "notes.txt"])
+
+
+@pytest.mark.parametrize("overwrite", [True, False])
+def test_a_users_file_inside_the_runs_policy_is_refused_before_anything_is_deleted(world, overwrite):
+    """The second retry: overwrite said it kept policy/my_model.bin, and the run's final commit,
+    which replaces policy/ as a whole, then deleted it. Now the claim refuses, with or without
+    overwrite (a resumed run would replace policy/ too), and nothing is touched."""
+    folder = _finished_run(world)
+    (folder / "policy" / "my_model.bin").write_bytes(b"weights of my own")
+    before = _files(folder)
+    with pytest.raises(ConfigError, match=r"holds 1 file\(s\) that no run wrote inside a run's model folder "
+                                          r"\(policy/my_model.bin\); a run replaces that folder as a whole"):
+        claim(folder, make_config(world, "run", "runtime.seed=7"), overwrite=overwrite)
+    assert _files(folder) == before
 
 
 def test_overwrite_refuses_a_model_folder_no_listing_accounts_for(world):

@@ -132,11 +132,24 @@ def run_lock(folder: Path) -> Iterator[None]:
         yield
 
 
+def refuse_files_in_model_folders(folder: Path) -> None:
+    """Refuse a run folder whose ``policy/`` (or another model folder) holds files no run wrote: the
+    run's final commit replaces that folder as a whole, so they would be lost when the run ends
+    (issue 49's retry: overwrite said it kept ``policy/my_model.bin``, and the run then deleted it)."""
+    inside = [path for path in kept_inside(folder) if path.split("/", 1)[0] in MODEL_FOLDERS]
+    if inside:
+        shown = f"{', '.join(inside[:3])}{', ...' if len(inside) > 3 else ''}"
+        raise ConfigError(f"output_dir: {folder} holds {len(inside)} file(s) that no run wrote inside a run's "
+                          f"model folder ({shown}); a run replaces that folder as a whole when it ends, so "
+                          "move them out of it, or choose another output_dir")
+
+
 def claim(folder: Path, config: Any, overwrite: bool, run_files: RunFiles = preference_run_files) -> None:
     """Make ``folder`` this run's (call under :func:`run_lock`): refuse run-named files badpo did
     not write (:func:`check_owned`), complete an interrupted final commit, then refuse a folder
     holding another run (another config, or the same config on data whose content changed), or
-    delete it when ``overwrite`` (saying which other files it keeps); record the data's fingerprint."""
+    delete it when ``overwrite`` (saying which other files it keeps), and refuse files of the user's
+    inside a model folder, which the run's end would replace; record the data's fingerprint."""
     check_owned(folder, run_files)
     recover_final_commit(folder)
     own = {*run_files(folder), LOCK, MANIFEST}
@@ -151,6 +164,8 @@ def claim(folder: Path, config: Any, overwrite: bool, run_files: RunFiles = pref
     if (folder / SFT_RECORD).exists() and run_files is preference_run_files:
         raise ConfigError(f"output_dir: {folder} holds an SFT reference (sft.json), not a run of this stage; "
                           "overwrite does not delete another stage's run: choose another output_dir")
+    if holds_run(folder, run_files):
+        refuse_files_in_model_folders(folder)
     if holds_run(folder, run_files) and overwrite:
         kept = [*foreign, *remove_run(folder, run_files)]
         if kept:
