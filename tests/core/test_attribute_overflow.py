@@ -45,3 +45,18 @@ def test_the_engine_names_the_row(tmp_path):
 
     with pytest.raises(ValueError, match=r"^row 0: attribute 'tag': .* overflows"):
         _differences(resolve_attributes(["tag=given:tag"]), validate_judgments(_rows(2e38)))
+
+
+def test_an_overflow_is_refused_without_numpy_s_warning_first():
+    """The retry of the case: training printed numpy's "overflow encountered in scalar subtract"
+    before its one-line refusal (the values arrive as numpy floats)."""
+    import warnings
+
+    import numpy as np
+
+    from badpo.core.attributes import difference
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="overflows"):
+            difference("tag", np.float64(1e308), np.float64(-1e308))

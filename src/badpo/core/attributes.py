@@ -211,7 +211,7 @@ def difference(name: str, chosen: float, rejected: float, largest: float = sys.f
     """``chosen - rejected``, refused (naming the attribute and both values) when it overflows: is
     not finite, or exceeds ``largest`` in size. Unnamed, an overflow read as "the side won every
     judgment, or none" (it had won half)."""
-    value = chosen - rejected
+    value = float(chosen) - float(rejected)  # Python floats: an overflow is inf, not a numpy warning
     if not (math.isfinite(value) and abs(value) <= largest):
         raise ValueError(f"attribute {name!r}: g_chosen - g_rejected = {float(chosen)!r} - {float(rejected)!r} "
                          f"overflows (its size exceeds {largest:.4g}); give the values on a smaller scale")
