@@ -71,6 +71,7 @@ def test_a_null_world_reports_nothing_with_its_power(world, seed):
     result = discover(WORLDS[world](seed, null=True))
     assert result.findings == ()
     assert result.power()["best_mde"] < 0.5  # a world of this size would have shown |log-odds| 0.5
+    assert "not a bias on an attribute no candidate carries" in result.to_dict()["power"]["covers"]
 
 
 @pytest.mark.slow  # 60 null worlds, about 20 s on one core

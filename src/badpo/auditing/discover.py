@@ -158,7 +158,9 @@ class Discovery:
             return None
         best = min(self.tested, key=lambda t: t.mde)
         return {"best": best.name, "best_pairs": best.pairs, "best_mde": best.mde,
-                "median_mde": float(np.median([t.mde for t in self.tested]))}
+                "median_mde": float(np.median([t.mde for t in self.tested])),
+                "covers": "the tested candidates only: not a bias on an attribute no candidate carries, "
+                          "nor a smaller one; nothing found is not evidence that the annotators are unbiased"}
 
     def to_json(self) -> str:
         """:meth:`to_dict` as JSON text (sorted keys; inf / NaN refused)."""
