@@ -122,18 +122,42 @@ def test_overwrite_keeps_the_users_files_beside_the_run_and_in_checkpoints(world
     assert sorted(_files(folder)) == sorted([DATA_FILE, "checkpoints/mine/a.pt", "notes.txt"])
 
 
-@pytest.mark.parametrize("overwrite", [True, False])
-def test_a_users_file_inside_the_runs_policy_is_refused_before_anything_is_deleted(world, overwrite):
+def test_a_users_file_inside_the_runs_policy_is_refused_before_anything_is_deleted(world):
     """The second retry: overwrite said it kept policy/my_model.bin, and the run's final commit,
-    which replaces policy/ as a whole, then deleted it. Now the claim refuses, with or without
-    overwrite (a resumed run would replace policy/ too), and nothing is touched."""
+    which replaces policy/ as a whole, then deleted it. Now overwrite is refused and nothing is
+    touched (a resumed run, which would replace policy/ too, is refused below)."""
     folder = _finished_run(world)
     (folder / "policy" / "my_model.bin").write_bytes(b"weights of my own")
     before = _files(folder)
     with pytest.raises(ConfigError, match=r"holds 1 file\(s\) that no run wrote inside a run's model folder "
                                           r"\(policy/my_model.bin\); a run replaces that folder as a whole"):
-        claim(folder, make_config(world, "run", "runtime.seed=7"), overwrite=overwrite)
+        claim(folder, make_config(world, "run", "runtime.seed=7"), overwrite=True)
     assert _files(folder) == before
+
+
+def test_a_finished_run_started_again_with_a_users_file_in_policy_is_read_not_refused(world):
+    """The review of the refusal: started again with its own config a finished run is only read
+    (nothing is committed), so a file in policy/ is no reason to refuse, listed or not."""
+    folder = _finished_run(world)
+    (folder / "policy" / "my_model.bin").write_bytes(b"weights of my own")
+    claim(folder, make_config(world, "run"), overwrite=False)
+    (folder / ".run-files").unlink()  # as a run of a badpo before the listing left it
+    claim(folder, make_config(world, "run"), overwrite=False)
+    assert (folder / "policy" / "my_model.bin").read_bytes() == b"weights of my own"
+
+
+def test_an_unfinished_run_with_a_users_file_in_policy_is_refused_naming_it(world):
+    """A resumed run commits policy/ at its end, so a file there would be lost: refused, with the
+    user's file named (not the message about runs before the listing)."""
+    folder = world / "run"
+    claim(folder, make_config(world, "run"), overwrite=False)
+    (folder / "config.yaml").write_text(yaml.safe_dump(to_dict(make_config(world, "run"))))
+    (folder / "checkpoints" / "step-000002").mkdir(parents=True)
+    (folder / "policy").mkdir()
+    (folder / "policy" / "my_model.bin").write_bytes(b"weights of my own")
+    with pytest.raises(ConfigError, match=r"\(policy/my_model.bin\); a run replaces that folder"):
+        claim(folder, make_config(world, "run"), overwrite=False)
+    assert (folder / "policy" / "my_model.bin").exists()
 
 
 def test_overwrite_refuses_a_model_folder_no_listing_accounts_for(world):

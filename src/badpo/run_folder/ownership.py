@@ -39,6 +39,7 @@ from badpo.run_folder.layout import (
     MODEL_FOLDERS,
     RUN_FILES,
     SFT_RECORD,
+    is_finished,
 )
 
 RunFiles = Callable[[Path], tuple[str, ...]]  # folder -> the names a stage's run writes there
@@ -132,11 +133,19 @@ def run_lock(folder: Path) -> Iterator[None]:
         yield
 
 
-def refuse_files_in_model_folders(folder: Path) -> None:
-    """Refuse a run folder whose ``policy/`` (or another model folder) holds files no run wrote: the
-    run's final commit replaces that folder as a whole, so they would be lost when the run ends
-    (issue 49's retry: overwrite said it kept ``policy/my_model.bin``, and the run then deleted it)."""
-    inside = [path for path in kept_inside(folder) if path.split("/", 1)[0] in MODEL_FOLDERS]
+def refuse_files_in_model_folders(folder: Path, overwrite: bool, run_files: RunFiles = preference_run_files) -> None:
+    """Refuse a preference run's folder whose ``policy/`` (or ``reward_model/``) holds files no run
+    wrote, where this run will replace that folder as a whole at its final commit: an unfinished run
+    (resumed), or ``overwrite`` (issue 49's retry: overwrite said it kept ``policy/my_model.bin``, and
+    the run then deleted it). A finished run started again is only read, so nothing is refused; a
+    finished run with no listing is left to :func:`kept_inside`, which names the listing."""
+    listing = folder / LISTED
+    if run_files is not preference_run_files or (is_finished(folder) and (not overwrite or not listing.is_file())):
+        return
+    listed = set(listing.read_text(encoding="utf-8").split()) if listing.is_file() else set()
+    inside = [path for name in MODEL_FOLDERS for path in
+              sorted(p.relative_to(folder).as_posix() for p in (folder / name).rglob("*") if p.is_file())
+              if path not in listed]
     if inside:
         shown = f"{', '.join(inside[:3])}{', ...' if len(inside) > 3 else ''}"
         raise ConfigError(f"output_dir: {folder} holds {len(inside)} file(s) that no run wrote inside a run's "
@@ -165,7 +174,7 @@ def claim(folder: Path, config: Any, overwrite: bool, run_files: RunFiles = pref
         raise ConfigError(f"output_dir: {folder} holds an SFT reference (sft.json), not a run of this stage; "
                           "overwrite does not delete another stage's run: choose another output_dir")
     if holds_run(folder, run_files):
-        refuse_files_in_model_folders(folder)
+        refuse_files_in_model_folders(folder, overwrite, run_files)
     if holds_run(folder, run_files) and overwrite:
         kept = [*foreign, *remove_run(folder, run_files)]
         if kept:
