@@ -15,6 +15,7 @@ pytest.importorskip("gguf", reason="the gguf package writes the tiny GGUF (pip i
 
 from badpo.core.config import ConfigError  # noqa: E402
 from badpo.data import gguf as data_gguf  # noqa: E402
+from badpo.data import gguf_special  # noqa: E402
 from badpo.data.gguf import SOURCE_FILE, convert_gguf, gguf_folder  # noqa: E402
 from badpo.data.gguf_special import file_special_tokens  # noqa: E402
 
@@ -81,4 +82,29 @@ def test_a_cached_folder_with_a_misread_end_token_is_refused_on_reuse(tiny, cach
     data_gguf._ANNOUNCED.clear()
     with pytest.raises(ConfigError, match=r"converted with eos_token '<\|im_start\|>' where "
                                           r"tiny-llama.Q4_1.gguf says '<\|im_end\|>'.*delete the folder"):
+        gguf_folder(str(tiny))
+
+
+def test_reuse_checks_against_the_tokens_recorded_at_conversion_without_the_gguf_package(tiny, cache,
+                                                                                        monkeypatch):
+    import sys
+
+    folder = gguf_folder(str(tiny))
+    source = json.loads((cache / folder.rsplit("/", 1)[-1] / SOURCE_FILE).read_text())
+    assert source["special_tokens"] == {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}
+    monkeypatch.setitem(sys.modules, "gguf", None)  # uninstalled: a reuse reads only the record
+    monkeypatch.setattr(gguf_special, "_READ", {})  # as in a new process
+    data_gguf._ANNOUNCED.clear()
+    assert gguf_folder(str(tiny)) == folder
+
+
+def test_a_folder_converted_before_the_record_is_checked_against_the_file(tiny, cache):
+    folder = cache / gguf_folder(str(tiny)).rsplit("/", 1)[-1]
+    source = json.loads((folder / SOURCE_FILE).read_text())
+    del source["special_tokens"]
+    (folder / SOURCE_FILE).write_text(json.dumps(source))
+    saved = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**saved, "eos_token": {"content": "<|im_start|>"}}))
+    data_gguf._ANNOUNCED.clear()
+    with pytest.raises(ConfigError, match=r"converted with eos_token '<\|im_start\|>'"):
         gguf_folder(str(tiny))

@@ -36,7 +36,7 @@ from importlib import metadata
 from pathlib import Path
 
 from badpo.core.config import ConfigError
-from badpo.data.gguf_special import check_converted, mend_special_tokens
+from badpo.data.gguf_special import check_converted, file_special_tokens, mend_special_tokens
 
 MAGIC = b"GGUF"  # the first four bytes of every GGUF file
 # name a config may use -> (pip distribution shipping the file, file name inside it)
@@ -290,6 +290,7 @@ def _write(path: Path, folder: Path, key: str) -> None:
     source = {"source": str(path.resolve()), "sha256": content_hash(path), "bytes": path.stat().st_size,
               "transformers": transformers.__version__, "dtype": "float32",
               "seconds": round(time.perf_counter() - start, 1)}
+    source["special_tokens"] = file_special_tokens(path, content_hash(path))  # what reuse checks against
     if mended:  # [what transformers read, what the file says], per special token set to the file's
         source["special_tokens_set"] = mended
     (folder / SOURCE_FILE).write_text(json.dumps(source, indent=1) + "\n", encoding="utf-8")

@@ -24,13 +24,16 @@ GGUF_SPECIAL_IDS = {"eos_token": "tokenizer.ggml.eos_token_id",
 _READ: dict[str, dict[str, str]] = {}  # content hash -> the file's special tokens, per process
 
 
-def file_special_tokens(path: Path, digest: str = "") -> dict[str, str]:
-    """{attribute: token text} for each of ``GGUF_SPECIAL_IDS`` the file's metadata names;
-    a named id outside the file's vocabulary is one line naming the file and key."""
+def file_special_tokens(path: Path, digest: str = "", where: str = "") -> dict[str, str]:
+    """{attribute: token text} for each of ``GGUF_SPECIAL_IDS`` the file's metadata names; an id
+    outside the vocabulary, or a token that is not UTF-8, is one line naming the file and key."""
     if digest and digest in _READ:
         return _READ[digest]
-    import gguf
-
+    try:
+        import gguf
+    except ImportError:
+        raise ImportError(f"{where}reading {str(path)!r} needs the gguf package; "
+                          'pip install "badpo[gguf]"') from None
     reader = gguf.GGUFReader(str(path))
     tokens = reader.fields.get("tokenizer.ggml.tokens")
     found: dict[str, str] = {}
@@ -40,9 +43,13 @@ def file_special_tokens(path: Path, digest: str = "") -> dict[str, str]:
             continue
         token_id = int(field.parts[field.data[0]][0])
         if not 0 <= token_id < len(tokens.data):
-            raise ConfigError(f"{str(path)!r}: {meta_key} = {token_id} is outside its vocabulary of "
+            raise ConfigError(f"{where}{str(path)!r}: {meta_key} = {token_id} is outside its vocabulary of "
                               f"{len(tokens.data)} tokens")
-        found[attribute] = bytes(tokens.parts[tokens.data[token_id]]).decode("utf-8")
+        try:
+            found[attribute] = bytes(tokens.parts[tokens.data[token_id]]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(f"{where}{str(path)!r}: {meta_key} = {token_id} names a token that is not "
+                              "UTF-8 text") from None
     if digest:
         _READ[digest] = found
     return found
@@ -62,15 +69,22 @@ def mend_special_tokens(tokenizer, path: Path, digest: str = "") -> dict[str, li
 
 def check_converted(folder: Path, path: Path, digest: str, where: str = "") -> None:
     """Refuse a converted folder whose saved tokenizer names other end or padding tokens than the
-    file (converted by a transformers that misread them, before badpo checked)."""
+    file: converted before badpo set them (by a transformers that misread them). The file's tokens
+    are those the conversion recorded (``special_tokens`` of ``gguf_source.json``), or, for a folder
+    converted before it recorded them, read from the file."""
     try:
         saved = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return  # no tokenizer config of this shape: nothing saved to compare
-    for attribute, token in file_special_tokens(path, digest).items():
+    try:
+        recorded = json.loads((folder / "gguf_source.json").read_text(encoding="utf-8")).get("special_tokens")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    expected = recorded if isinstance(recorded, dict) else file_special_tokens(path, digest, where)
+    for attribute, token in expected.items():
         value = saved.get(attribute)
         value = value.get("content") if isinstance(value, dict) else value
         if value != token:
             raise ConfigError(f"{where}{str(folder)!r} was converted with {attribute} {value!r} where "
-                              f"{path.name} says {token!r} (an older transformers misread it); delete "
-                              "the folder and run again")
+                              f"{path.name} says {token!r} (converted before badpo set the file's special "
+                              "tokens); delete the folder and run again")
