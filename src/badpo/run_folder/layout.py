@@ -40,8 +40,9 @@ CHECKPOINT_NAME = re.compile(r"^(\.tmp-)?step-\d{6,}$")  # badpo.engine.checkpoi
 # config, the policy's trainable weights, the optimisers' state and each process's RNG states
 CHECKPOINT_POLICY_FILE = "policy_trainable_0.safetensors"
 CHECKPOINT_STATE, CHECKPOINT_RNG = "state", "rng-{rank}"  # each as .json + .safetensors
+_ANY_RANK = CHECKPOINT_RNG.format(rank=r"\d+")
 CHECKPOINT_FILES = re.compile(rf"^({re.escape(CONFIG_FILE)}|{re.escape(CHECKPOINT_POLICY_FILE)}"
-                              rf"|{CHECKPOINT_STATE}\.(json|safetensors)|rng-\d+\.(json|safetensors))$")
+                              rf"|{CHECKPOINT_STATE}\.(json|safetensors)|{_ANY_RANK}\.(json|safetensors))$")
 POLICY, REWARD_MODEL = "policy", "reward_model"
 MODEL_FOLDERS = (POLICY, REWARD_MODEL)
 THETA_FILE = "theta.json"  # a run's learned bias, as BiasChannel.save writes it

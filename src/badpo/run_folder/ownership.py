@@ -55,15 +55,25 @@ def holds_run(folder: Path, run_files: RunFiles = preference_run_files) -> bool:
     return any((folder / name).exists() for name in run_files(folder) if name != DATA_FILE)
 
 
+def _listed(folder: Path) -> set[str] | None:
+    """The files a finished run listed as its own in its model folders (``LISTED``); None without a listing."""
+    listing = folder / LISTED
+    return set(listing.read_text(encoding="utf-8").split()) if listing.is_file() else None
+
+
+def _model_files(folder: Path, name: str) -> list[str]:
+    """Every file under the model folder ``name``, as paths relative to the run folder, sorted."""
+    return sorted(p.relative_to(folder).as_posix() for p in (folder / name).rglob("*") if p.is_file())
+
+
 def kept_inside(folder: Path) -> list[str]:
     """The files inside the run's model folders and ``checkpoints/`` that the run did not write
     (the user's), which :func:`remove_run` keeps; a ConfigError where a model folder holds files
     and no listing says which are the run's (a run of a badpo before the listing)."""
-    listing = folder / LISTED
-    listed = set(listing.read_text(encoding="utf-8").split()) if listing.is_file() else None
+    listed = _listed(folder)
     kept = []
     for name in MODEL_FOLDERS:
-        files = sorted(p.relative_to(folder).as_posix() for p in (folder / name).rglob("*") if p.is_file())
+        files = _model_files(folder, name)
         if files and listed is None:
             raise ConfigError(f"output_dir: {folder / name} was written before badpo listed a run's files "
                               f"({LISTED}), so overwrite cannot tell the run's files from yours; delete that "
@@ -139,13 +149,10 @@ def refuse_files_in_model_folders(folder: Path, overwrite: bool, run_files: RunF
     (resumed), or ``overwrite`` (issue 49's retry: overwrite said it kept ``policy/my_model.bin``, and
     the run then deleted it). A finished run started again is only read, so nothing is refused; a
     finished run with no listing is left to :func:`kept_inside`, which names the listing."""
-    listing = folder / LISTED
-    if run_files is not preference_run_files or (is_finished(folder) and (not overwrite or not listing.is_file())):
+    listed = _listed(folder)
+    if run_files is not preference_run_files or (is_finished(folder) and (not overwrite or listed is None)):
         return
-    listed = set(listing.read_text(encoding="utf-8").split()) if listing.is_file() else set()
-    inside = [path for name in MODEL_FOLDERS for path in
-              sorted(p.relative_to(folder).as_posix() for p in (folder / name).rglob("*") if p.is_file())
-              if path not in listed]
+    inside = [path for name in MODEL_FOLDERS for path in _model_files(folder, name) if path not in (listed or set())]
     if inside:
         shown = f"{', '.join(inside[:3])}{', ...' if len(inside) > 3 else ''}"
         raise ConfigError(f"output_dir: {folder} holds {len(inside)} file(s) that no run wrote inside a run's "
