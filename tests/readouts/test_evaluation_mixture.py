@@ -13,7 +13,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from badpo.core.config import from_dict
 from badpo.corpora.tiny import TinyWorldConfig
-from badpo.readouts.evaluate_policy import Corpus, EvalConfig, Mixture, evaluate_mixture, evaluate_policy
+from badpo.readouts.evaluate_policy import Corpus, EvalConfig, evaluate_policy
+from badpo.readouts.mixture_reading import Mixture, evaluate_mixture
 from badpo.readouts.model import heldout_margins
 from badpo.readouts.names_analyses import names_null_readouts
 
@@ -143,7 +144,7 @@ def test_a_mixtures_sampled_shares_are_ratios_of_its_mixed_counts(monkeypatch):
     Latoya three times (woman 3/3, black 3/3). The mixture signs Emily 0.25, Greg 0.25, Latoya 2.25
     times: woman 2.5 / 2.75 = 10/11 and black 9/11, not the means of the ratios (0.875, 0.75);
     its cells from the same counts."""
-    import badpo.readouts.evaluate_policy as evaluate
+    import badpo.readouts.mixture_reading as evaluate
     from badpo.core.names import POOL_NAMES
 
     def sampled(counts: dict, woman: float, black: float) -> dict:
@@ -199,36 +200,40 @@ def test_the_training_guide_describes_the_mixture_readouts_that_exist():
     (it once called these readouts "not built yet")."""
     import re
 
-    import badpo.readouts.evaluate_policy as evaluate
-    import badpo.readouts.mixture_metrics as mixture
+    import badpo.readouts.mixture_metrics as metrics
+    import badpo.readouts.mixture_reading as mixture
 
     guide = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text(encoding="utf-8")
     section = guide[guide.index("### EM-DPO with MinMax-DPO"):guide.index("## Batching modes")]
     assert "not built yet" not in section.lower()
-    named = set(re.findall(r"`badpo\.readouts\.(evaluate_policy|mixture_metrics)\.(\w+)`", section))
+    named = set(re.findall(r"`badpo\.readouts\.(mixture_reading|mixture_metrics)\.(\w+)`", section))
     assert {name for _, name in named} >= {"evaluate_mixture", "weighted_mean_readouts", "mixture_vote_logits"}
     for module, name in named:
-        assert hasattr({"evaluate_policy": evaluate, "mixture_metrics": mixture}[module], name), name
+        assert hasattr({"mixture_reading": mixture, "mixture_metrics": metrics}[module], name), name
 
 
-def test_a_row_says_how_its_mixture_differs_from_the_weighted_mean(monkeypatch):
-    """A mixture's reading is the w-mean of its types' unless a row of the readout table says
-    otherwise (``Readout.mixed``): a new row's hook gets the mixed result and the mixture (its types'
-    readings, w...), and what it writes is the mixture's; without it the w-mean stands."""
-    import badpo.readouts.evaluate_policy as evaluate
-    from badpo.readouts.reading import Readout
+def test_a_readout_combined_otherwise_than_by_the_weighted_mean_is_the_adapters(monkeypatch):
+    """A mixture's reading is the w-mean of its types' unless the adapter's table says otherwise
+    (``badpo.readouts.mixture_reading.COMBINED``): a function added there gets the mixed result and the
+    mixture (its types' readings, w...), and what it writes is the mixture's; without it the w-mean
+    stands. The readout rows themselves know nothing of mixtures."""
+    import badpo.readouts.mixture_reading as mixture_module
     from badpo.readouts.table import READOUTS
 
     def largest(result, mixing):
         result["peak"] = max(readouts["peak"] for readouts in mixing.types)
 
-    types = iter([{"peak": 1.0, "mean": 1.0}, {"peak": 3.0, "mean": 3.0}])
-    monkeypatch.setattr(evaluate, "evaluate_policy", lambda *args, **kwargs: next(types))
-    monkeypatch.setattr(evaluate, "READOUTS", (*READOUTS, Readout("peak", ("peak",), (), None, mixed=largest)))
-    mixture = Mixture((0.25, 0.75), {}, (0.5, 0.5), (Path("type-0"), Path("type-1")))
-    config = EvalConfig(attributes=("length",), max_prompts=1)
-    mixed = evaluate_mixture(lambda path: None, mixture, None, None, Corpus([], [], None), config)
-    assert mixed["peak"] == 3.0 and mixed["mean"] == pytest.approx(2.5, abs=1e-12)
+    assert all(not hasattr(row, "mixed") for row in READOUTS)
+    combined = mixture_module.COMBINED
+    for combine in (largest, None):
+        readings = iter([{"peak": 1.0, "mean": 1.0}, {"peak": 3.0, "mean": 3.0}])
+        monkeypatch.setattr(mixture_module, "evaluate_policy", lambda *args, types=readings, **kwargs: next(types))
+        monkeypatch.setattr(mixture_module, "COMBINED", (*combined, *([combine] if combine else [])))
+        mixture = Mixture((0.25, 0.75), {}, (0.5, 0.5), (Path("type-0"), Path("type-1")))
+        config = EvalConfig(attributes=("length",), max_prompts=1)
+        mixed = evaluate_mixture(lambda path: None, mixture, None, None, Corpus([], [], None), config)
+        assert mixed["peak"] == (3.0 if combine else pytest.approx(2.5, abs=1e-12))
+        assert mixed["mean"] == pytest.approx(2.5, abs=1e-12)
 
 
 def test_the_references_heldout_side_is_scored_once_for_every_type(world, monkeypatch):

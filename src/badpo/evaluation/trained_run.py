@@ -57,16 +57,11 @@ from badpo.engine.settings import BETA, ModelConfig, RMConfig, TrainConfig
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.evaluation.eval_data import CORPUS_FILES, NO_HELDOUT, EvalData, data_folder, load_data
 from badpo.readouts.eval_config import SETTINGS_RECORDED
-from badpo.readouts.evaluate_policy import (
-    EvalConfig,
-    Mixture,
-    evaluate_mixture,
-    evaluate_policy,
-    evaluate_reward_model,
-)
+from badpo.readouts.evaluate_policy import EvalConfig, evaluate_policy, evaluate_reward_model
+from badpo.readouts.mixture_reading import Mixture, evaluate_mixture
 from badpo.readouts.model import context_length, generate, load_judge
 from badpo.readouts.names_scoring import signature_tokens
-from badpo.readouts.reading import declares_names
+from badpo.readouts.reading import Corpus, declares_names
 from badpo.readouts.table import summary_lines
 from badpo.run_folder.external import read_external_run
 from badpo.run_folder.final_commit import interrupted_commit
@@ -196,8 +191,8 @@ class TrainedRun:
 
     ``kind``: ``badpo`` (a ``badpo train`` folder: its config.yaml), ``reward_model`` (a ``badpo
     rm`` folder: ``policy`` is its reward model, beta None), ``trl`` (a folder BADPOTrainer saved:
-    its record) or ``settings``. ``policy`` is None for a mixture of type policies
-    (:meth:`mixture`). ``model_settings`` is what loading a model takes (trust_remote_code and the
+    its record) or ``settings``. ``policy`` is None for EM-DPO's type policies (:meth:`read`
+    reads them). ``model_settings`` is what loading a model takes (trust_remote_code and the
     rest of the run's ``model:`` settings, less :data:`MODEL_KEYS_FIXED`)."""
 
     kind: str
@@ -287,9 +282,18 @@ class TrainedRun:
         """The run loaded with the caller's ``trust_remote_code`` (a run folder does not decide what code runs)."""
         return dataclasses.replace(self, model_settings={"trust_remote_code": trust_remote_code})
 
-    def mixture(self) -> Mixture | None:
-        """The mixture of type policies the run trained, or None for a run of one policy."""
-        return None if self.kind in ("trl", "reward_model") else Mixture.load(self.folder)
+    def read(self, reference: nn.Module, tokenizer, corpus: Corpus, config: EvalConfig,
+             tokenization: TokenizationConfig, **shared) -> dict:
+        """Every readout of the run, the one door for every method: of its policy, or of the type
+        policies it saved (EM-DPO, :func:`badpo.readouts.mixture_reading.evaluate_mixture`). ``shared``: what
+        the reference gives every policy read against it (``bodies``, ``reference_samples``,
+        ``reference_readouts``, ``cache_dir``: :func:`badpo.readouts.evaluate_policy.evaluate_policy`)."""
+        types = Mixture.load(self.folder) if self.kind in ("badpo", "settings") else None
+        if types is not None:
+            return evaluate_mixture(self.load_policy, types, reference, tokenizer, corpus, config, beta=self.beta,
+                                    tokenization=tokenization, **shared)
+        return evaluate_policy(self.load_policy(), reference, tokenizer, corpus, config, bias=self.bias(),
+                               beta=self.beta, tokenization=tokenization, vote_bias=self.vote_bias(), **shared)
 
     def load_tokenizer(self):
         with self._saying_if_moved():
@@ -313,8 +317,11 @@ class TrainedRun:
             raise ConfigError(f"{str(error).rstrip('.')}; {self.moved}") from None
 
     def load_policy(self, path: Path | None = None) -> nn.Module:
-        """The policy (or the type policy at ``path`` of a mixture), on the reference when a LoRA adapter."""
-        return load_causal_lm(path if path is not None else self.policy, self.model_settings, base=self.reference)
+        """The policy (or one of EM-DPO's type policies at ``path``), on the reference when a LoRA
+        adapter; a pickle in its folder is refused before anything loads."""
+        folder = Path(path if path is not None else self.policy)
+        refuse_pickles(folder)
+        return load_causal_lm(folder, self.model_settings, base=self.reference)
 
     def saved(self) -> SavedRun:
         """What the run folder saved beside its models (method, summary, theta, audit, data
@@ -435,8 +442,8 @@ def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = N
     _check_trust(trained.trust_remote_code, run_dir, trust_remote_code)
     if trained.kind == "reward_model":
         return evaluate_reward_run(trained, settings, data)
-    trained, mixture = trained.trusting(trust_remote_code), trained.mixture()
-    if mixture is None:
+    trained = trained.trusting(trust_remote_code)
+    if trained.policy is not None:  # before the reference loads (EM-DPO's type policies: as each loads)
         refuse_pickles(Path(trained.policy))
     config = eval_config(settings, trained.attributes, trained.source)
     tokenizer = trained.load_tokenizer()
@@ -457,13 +464,7 @@ def evaluate_run_dir(run_dir: str | Path, settings: Mapping[str, Any] | None = N
                                   config.max_new_tokens, config.seed, config.batch_size, tokenization,
                                   "reference answers")
                          if config.generations else None)
-    if mixture is not None:
-        readouts = evaluate_mixture(trained.load_policy, mixture, reference, tokenizer, corpus, config,
-                                    beta=trained.beta, tokenization=tokenization, reference_samples=reference_samples)
-    else:
-        readouts = evaluate_policy(trained.load_policy(), reference, tokenizer, corpus, config, bias=trained.bias(),
-                                   beta=trained.beta, tokenization=tokenization, reference_samples=reference_samples,
-                                   vote_bias=trained.vote_bias())
+    readouts = trained.read(reference, tokenizer, corpus, config, tokenization, reference_samples=reference_samples)
     return _record(readouts, config, inputs, skipped, generated=generates(config))
 
 

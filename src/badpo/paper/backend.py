@@ -36,7 +36,6 @@ from badpo.paper.runner import Backend, RunTask
 from badpo.readouts.evaluate_policy import (
     Corpus,
     EvalConfig,
-    evaluate_mixture,
     evaluate_policy,
     reference_bodies,
 )
@@ -177,7 +176,8 @@ def training_summary(run_dir: Path) -> dict[str, float]:
 
 
 def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_file: Path | None) -> dict:
-    """Every readout of one run with :func:`badpo.readouts.evaluate_policy.evaluate_policy`.
+    """Every readout of one run: the reference's with :func:`badpo.readouts.evaluate_policy.evaluate_policy`,
+    an arm's through :meth:`badpo.evaluation.trained_run.TrainedRun.read` (as ``badpo evaluate``).
 
     ``task.evaluation`` holds ``EvalConfig`` keys; tokenization, beta and the model options come
     from the run's own settings (:meth:`badpo.evaluation.trained_run.TrainedRun.of_settings`). For the
@@ -190,37 +190,29 @@ def evaluate_run(task: RunTask, policy_dir: Path, reference_dir: Path, theta_fil
     tokenizer = trained.load_tokenizer()
     corpus = Corpus.load(task.corpus_dir)
     reference = trained.load_reference()
-    bodies = reference_readouts = None
+    bodies = None
     prompts = [row["prompt"] for row in corpus.eval_prompts[: config.max_prompts]]
     samples = _reference_samples(task, reference, tokenizer, prompts, config, tokenization)
     if task.kind == "reference":
-        policy = reference
         if config.body == "reference":
             bodies = reference_bodies(reference, tokenizer, prompts, tokenization, config.max_new_tokens)
             bodies_file(task).write_text(dumps(bodies, indent=1) + "\n", encoding="utf-8")
-    else:
-        saved = (task.reference or {}).get("artifacts", {}).get("bodies")
-        if config.body == "reference":
-            if saved is None:
-                raise ValueError(f"{task.key}: evaluation.body is 'reference' but the reference "
-                                 "record has no bodies artifact")
-            bodies = json.loads((task.out_dir / saved).read_text(encoding="utf-8"))
-        reference_readouts = (task.reference or {}).get("readouts")
-        mixture = trained.mixture()  # a run of several type policies (EM-DPO)
-        if mixture is not None:
-            return evaluate_mixture(trained.load_policy, mixture, reference, tokenizer, corpus, config,
-                                    beta=trained.beta, tokenization=tokenization, bodies=bodies,
-                                    reference_readouts=reference_readouts, cache_dir=reference_cache(task))
-        policy = trained.load_policy()
-    readouts = evaluate_policy(policy, reference, tokenizer, corpus, config, bias=trained.bias(),
-                               beta=trained.beta, tokenization=tokenization, bodies=bodies,
-                               reference_samples=samples, reference_readouts=reference_readouts,
-                               vote_bias=trained.vote_bias(), cache_dir=reference_cache(task))
-    if task.kind == "reference":
+        readouts = evaluate_policy(reference, reference, tokenizer, corpus, config, bias=trained.bias(),
+                                   beta=trained.beta, tokenization=tokenization, bodies=bodies,
+                                   reference_samples=samples, vote_bias=trained.vote_bias(),
+                                   cache_dir=reference_cache(task))
         omitted = sorted(k for k in readouts if relative_to_reference(k))
         readouts = {k: v for k, v in readouts.items() if k not in omitted}
         readouts["omitted"] = omitted
-    return readouts
+        return readouts
+    saved = (task.reference or {}).get("artifacts", {}).get("bodies")
+    if config.body == "reference":
+        if saved is None:
+            raise ValueError(f"{task.key}: evaluation.body is 'reference' but the reference "
+                             "record has no bodies artifact")
+        bodies = json.loads((task.out_dir / saved).read_text(encoding="utf-8"))
+    return trained.read(reference, tokenizer, corpus, config, tokenization, bodies=bodies, reference_samples=samples,
+                        reference_readouts=(task.reference or {}).get("readouts"), cache_dir=reference_cache(task))
 
 
 def engine_backend(evaluate: Evaluate | None = evaluate_run) -> Backend:
@@ -261,7 +253,7 @@ def engine_backend(evaluate: Evaluate | None = evaluate_run) -> Backend:
         if training:
             readouts = {**readouts, "training": training}
         artifacts = {"run": run_dir}
-        if (run_dir / POLICY).exists():  # a mixture of type policies has types/type-K/policy instead
+        if (run_dir / POLICY).exists():  # EM-DPO's type policies are under types/type-K/policy instead
             artifacts["policy"] = run_dir / POLICY
         return {"readouts": readouts, "theta": theta_summary(run_dir), "artifacts": artifacts}
 

@@ -26,38 +26,32 @@ have one), theta recovery against planted values, and with a judge its score RM 
 declared attribute can be stripped from a text, RM⁻ on the stripped texts.
 A readout without its input (no held-out judgments; a ``given:`` attribute on generated text) is
 left out and named with the reason under ``skipped``.
-``evaluate_mixture`` reads a mixture of type policies (EM-DPO + MinMax-DPO) through the same readouts;
+EM-DPO's type policies are read through it by :mod:`badpo.readouts.mixture_reading`;
 ``evaluate_reward_model`` reads a reward model (``badpo rm``): its tilt toward each declared attribute
 on counterfactual pairs (:mod:`badpo.readouts.tilt`) and its held-out same/cross accuracy.
 """
 
 from __future__ import annotations
 
-import json
-import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from badpo.core.attributes import resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.engine.settings import BETA
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.readouts.eval_config import EvalConfig
-from badpo.readouts.mixture_metrics import weighted_mean_readouts
-from badpo.readouts.model import Generations, generate, heldout_margins
-from badpo.readouts.reading import Corpus, Mixing, Reading, declares_names
+from badpo.readouts.model import Generations
+from badpo.readouts.reading import Corpus, Reading, declares_names
 from badpo.readouts.rows.generated import generated_attribute_rates
 from badpo.readouts.rows.judge import judge_readouts
-from badpo.readouts.rows.names import bodies_for, reference_bodies, reference_names
-from badpo.readouts.table import READOUTS, read_run
+from badpo.readouts.rows.names import reference_bodies
+from badpo.readouts.table import read_run
 from badpo.readouts.tilt import answer_body
-from badpo.run_folder.layout import MIXTURE_FILE
 
-__all__ = ["Corpus", "EvalConfig", "Mixture", "answer_body", "declares_names", "evaluate_mixture", "evaluate_policy",
+__all__ = ["Corpus", "EvalConfig", "answer_body", "declares_names", "evaluate_policy",
            "evaluate_reward_model", "generated_attribute_rates", "judge_readouts", "reference_bodies"]
 
 
@@ -88,84 +82,6 @@ def evaluate_policy(policy: nn.Module, reference: nn.Module, tokenizer, corpus: 
     """
     return read_run(Reading(policy, reference, tokenizer, corpus, config, bias, beta, tokenization, bodies,
                             reference_samples, margins, reference_readouts, vote_bias, cache_dir))
-
-
-@dataclass(frozen=True)
-class Mixture:
-    """A trained mixture of type policies (EM-DPO + MinMax-DPO), as its ``mixture.json`` states it."""
-
-    weights: tuple[float, ...]  # w over the K type policies
-    type_probabilities: dict[str, list[float]]  # annotator -> gamma [K]
-    priors: tuple[float, ...]  # the mixing proportions: the gamma of an annotator never seen
-    policies: tuple[Path, ...]  # the K policy folders
-
-    @classmethod
-    def load(cls, run_dir: str | Path) -> Mixture | None:
-        """The mixture of a finished run folder, or None for a run of one policy."""
-        path = Path(run_dir) / MIXTURE_FILE
-        if not path.exists():
-            return None
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("policies") is None:
-            raise FileNotFoundError(f"{path}: the type policies were not saved (save_policy: false); "
-                                    "nothing to evaluate")
-        return cls(tuple(data["weights"]), data["type_probabilities"], tuple(data["priors"]),
-                   tuple(Path(run_dir) / p for p in data["policies"]))
-
-
-def evaluate_mixture(load_policy, mixture: Mixture, reference: nn.Module, tokenizer, corpus: Corpus,
-                     config: EvalConfig, beta: float = BETA,
-                     tokenization: TokenizationConfig = TokenizationConfig(),
-                     bodies: Sequence[str] | None = None,
-                     reference_samples: Generations | None = None,
-                     reference_readouts: Mapping | None = None, cache_dir: str | Path | None = None) -> dict:
-    """Every readout of a mixture of type policies (Baselines appendix, EM-DPO + MinMax-DPO).
-
-    Each readout is the w-weighted mean of the type policies' readouts
-    (:func:`badpo.readouts.mixture_metrics.weighted_mean_readouts`), except where a row of the readout table
-    says how its mixture differs (``Readout.mixed``, given a :class:`badpo.readouts.reading.Mixing`):
-    per-prompt values, the sampled names' shares as ratios of the mixed counts, names.null of the
-    mixed shares; vote prediction, where a held-out vote is predicted by its own annotator's mixture,
-    p = sum_k gamma_k sigmoid(u_k) (:func:`badpo.readouts.mixture_metrics.mixture_vote_logits`; an annotator
-    absent from training gets the priors); and, with planted classes, ``type_recovery``: whether
-    the most probable types are the classes. ``load_policy(path)`` loads one type policy; one is
-    held in memory at a time.
-    ``reference_samples`` and ``reference_readouts`` are as for :func:`evaluate_policy`, shared by
-    the K policies; ``names.null`` is that of the mixture's per-name shares. The reference's side
-    of the held-out margins is computed once for the K policies (kept in ``cache_dir``, else in a
-    scratch folder removed on return).
-    """
-    rows = corpus.eval_prompts[: config.max_prompts]
-    attributes = resolve_attributes(config.attributes)
-    if bodies is None and declares_names(attributes) and config.body != "own":
-        bodies = bodies_for(rows, config, reference, reference, tokenizer, tokenization)  # once for all K
-    if reference_samples is None and config.generations and "markdown" in attributes.kinds:
-        reference_samples = generate(reference, tokenizer, [row["prompt"] for row in rows], config.temperature,
-                                     config.top_p, config.max_new_tokens, config.seed, config.batch_size,
-                                     tokenization, "reference answers")
-    if reference_readouts is None and declares_names(attributes):  # read once for all K
-        reference_readouts = reference_names(reference, tokenizer, rows, config, tokenization, bodies,
-                                             reference_samples)
-    type_readouts, type_margins = [], []
-    with tempfile.TemporaryDirectory(prefix="badpo-heldout-") as scratch:
-        for path in mixture.policies:
-            policy = load_policy(path)
-            margins = (heldout_margins(policy, reference, tokenizer, corpus.heldout, beta, tokenization,
-                                       config.batch_size, cache_dir or scratch) if corpus.heldout else None)
-            type_readouts.append(evaluate_policy(policy, reference, tokenizer, corpus, config, beta=beta,
-                                                 tokenization=tokenization, bodies=bodies,
-                                                 reference_samples=reference_samples, margins=margins,
-                                                 reference_readouts=reference_readouts))
-            type_margins.append(margins)
-            del policy
-    result = weighted_mean_readouts(type_readouts, mixture.weights)
-    result["mixture"] = {"weights": list(mixture.weights), "types": type_readouts}
-    mixing = Mixing(type_readouts, mixture.weights, reference_readouts, corpus, attributes,
-                    type_margins if corpus.heldout else None, mixture.type_probabilities, mixture.priors)
-    for row in READOUTS:  # where a row's mixture is not the w-mean of its types'
-        if row.mixed is not None:
-            row.mixed(result, mixing)
-    return result
 
 
 def evaluate_reward_model(judge: nn.Module, tokenizer, corpus: Corpus, config: EvalConfig,

@@ -38,7 +38,7 @@ from badpo.readouts.compared import Beside, Compared
 from badpo.readouts.eval_config import EvalConfig
 from badpo.readouts.model import Generations, generate, judge_scores
 
-__all__ = ["Corpus", "Mixing", "Need", "Readout", "Reading", "declares_names", "generations_from_json",
+__all__ = ["Corpus", "Need", "Readout", "Reading", "declares_names", "generations_from_json",
            "generations_to_json", "sampled_answers", "sampling_settings", "shown"]
 
 
@@ -189,22 +189,6 @@ def generations_from_json(saved: Mapping, settings: Mapping, source: str) -> Gen
 
 
 @dataclass(frozen=True)
-class Mixing:
-    """A mixture of type policies being read (EM-DPO + MinMax-DPO,
-    :func:`badpo.readouts.evaluate_policy.evaluate_mixture`): what a row's ``mixed`` hook gets beside the
-    mixture's result, where the w-mean of the types' readings is not the mixture's."""
-
-    types: Sequence[Mapping]  # each type policy's reading, in type order
-    weights: Sequence[float]  # w over the K types
-    reference: Mapping | None  # the reference's readouts, shared by the K types
-    corpus: Corpus
-    attributes: AttributeSet
-    type_margins: Sequence[torch.Tensor] | None  # each type's held-out u [N]; None without held-out judgments
-    type_probabilities: Mapping[str, Sequence[float]]  # annotator -> gamma [K]
-    priors: Sequence[float]  # the gamma of an annotator never seen in training
-
-
-@dataclass(frozen=True)
 class Need:
     """Something a readout needs, checked on a loaded run (``present``) and on the settings
     alone (``planned``: None when the settings cannot tell, as for held-out judgments, which
@@ -250,9 +234,6 @@ class Readout:
     summary: Callable[[Mapping], list[str]] | None = None
     compared: Compared | None = None
     beside: Beside | None = None
-    # how a mixture's reading differs from the w-mean of its types' readings, written in place into
-    # the result from what the mixture holds (a :class:`Mixing`); None: the w-mean is the mixture's
-    mixed: Callable[[dict, Mixing], None] | None = None
     shown_order: int = 0
 
     def reader(self, kind: str) -> Callable[[Reading], dict] | None:

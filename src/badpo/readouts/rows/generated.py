@@ -15,9 +15,8 @@ from badpo.core.markdown import has_markdown
 from badpo.readouts.checked import checked_readout
 from badpo.readouts.compared import Beside, Compared, RunRecord, Series, recorded_series
 from badpo.readouts.metrics import reweighted_rate
-from badpo.readouts.mixture_metrics import weighted_values
 from badpo.readouts.model import Generations, generation_kl, sampled_text_readout
-from badpo.readouts.reading import Mixing, Need, Reading, Readout, shown
+from badpo.readouts.reading import Need, Reading, Readout, shown
 
 __all__ = ["GENERATIONS", "KL", "TOKENS", "SAMPLED_TEXT", "CHECKED", "MARKDOWN", "ATTRIBUTE_RATES",
            "generated_attribute_rates", "compact_values"]
@@ -133,16 +132,6 @@ def _kl_lines(record: Mapping) -> list[str]:
     return [line]
 
 
-def _mix_rates(result: dict, mixing: Mixing) -> None:
-    """A mixture's per-prompt values of each attribute rate: each prompt's w-weighted mean over the
-    types (their mean over prompts is the mixture's rate), which the key-by-key w-mean leaves out
-    where the types' lists differ."""
-    for name, rate in result.get("attribute_rates", {}).items():
-        parts = [readouts["attribute_rates"][name]["per_prompt"] for readouts in mixing.types]
-        rate["per_prompt"] = {side: compact_values(weighted_values([part[side] for part in parts], mixing.weights))
-                              for side in parts[0]}
-
-
 def _kl_column(values: Sequence) -> list[tuple[str, list[str]]]:
     return [("KL", [f"{v:.4f}" if isinstance(v, (int, float)) else "-" for v in values])]
 
@@ -213,4 +202,4 @@ ATTRIBUTE_RATES = Readout("attribute rates", ("attribute_rates",), (GENERATIONS,
                           compared=Compared("attributes", "attribute_rates", "rate on generated answers",
                                             "on generated answers", "", read_series, "no reference generations",
                                             generated_units),
-                          mixed=_mix_rates, shown_order=1)
+                          shown_order=1)

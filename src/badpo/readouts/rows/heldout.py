@@ -18,9 +18,8 @@ from badpo.core.bias import BiasChannel
 from badpo.core.judgments import Judgment
 from badpo.readouts.compared import Beside, RunRecord
 from badpo.readouts.metrics import heldout_accuracy, reward_tilt, theta_recovery, vote_prediction
-from badpo.readouts.mixture_metrics import mixture_vote_logits, type_class_agreement
 from badpo.readouts.model import heldout_margins
-from badpo.readouts.reading import Corpus, Mixing, Need, Reading, Readout, shown
+from badpo.readouts.reading import Corpus, Need, Reading, Readout, shown
 from badpo.readouts.tilt import counterfactual_pairs
 
 __all__ = ["HELDOUT", "THETA", "TILT", "TYPES", "heldout_accuracies", "heldout_readouts", "planted_annotators",
@@ -134,29 +133,6 @@ def heldout_readouts(margins: torch.Tensor, corpus: Corpus, attributes: Attribut
         result.update(vote_readouts(margins, corpus.heldout, g_w, g_l, attributes.names, vote_bias,
                                     corpus.planted))
     return result
-
-
-def _mix_votes(result: dict, mixing: Mixing) -> None:
-    """A mixture's vote prediction: a held-out vote is predicted by its own annotator's mixture,
-    p = sum_k gamma_k sigmoid(u_k) (:func:`badpo.readouts.mixture_metrics.mixture_vote_logits`; an annotator
-    absent from training gets the priors), not by the w-mean of the types' predictions."""
-    if mixing.type_margins is None:
-        return
-    heldout = mixing.corpus.heldout
-    gamma = [mixing.type_probabilities.get(j.annotator, list(mixing.priors)) for j in heldout]
-    logits = mixture_vote_logits(torch.stack(list(mixing.type_margins)).numpy(), gamma)
-    g_w, g_l = attribute_values(heldout, mixing.attributes)
-    result.update(vote_readouts(logits, heldout, g_w, g_l, mixing.attributes.names, None, mixing.corpus.planted))
-    result["votes_unseen_annotator_judgments"] = sum(1 for j in heldout if j.annotator not in mixing.type_probabilities)
-
-
-def _mix_type_recovery(result: dict, mixing: Mixing) -> None:
-    """With planted classes, whether a mixture's most probable types are the annotator classes
-    (:func:`badpo.readouts.mixture_metrics.type_class_agreement`); read beside its vote prediction."""
-    if mixing.type_margins is None or mixing.corpus.planted is None:
-        return
-    _, classes = planted_annotators(mixing.corpus.planted)
-    result["type_recovery"] = type_class_agreement(mixing.type_probabilities, classes)
 
 
 HELDOUT_JUDGMENTS = Need("held-out judgments", lambda r: bool(r.corpus.heldout), skip="no held-out judgments")
@@ -293,7 +269,7 @@ HELDOUT = Readout("held-out judgments", ("heldout", "heldout_any", "votes_unseen
                   read_reward_model=_read_reward_heldout,
                   per_attribute=("heldout", "votes", "votes_ceiling"), skipped_as=("heldout", "votes"),
                   relative_to_reference=("heldout", "heldout_any", "votes", "votes_ceiling"),
-                  summary=_heldout_lines, mixed=_mix_votes, shown_order=2,
+                  summary=_heldout_lines, shown_order=2,
                   beside=Beside("heldout", _heldout_of, _heldout_columns,
                                 "held-out accuracy on same- / cross-group judgments (gap)", order=1))
 # the learned level (theta_mean, theta_shared) and, against planted values, theta recovery
@@ -302,7 +278,7 @@ THETA = Readout("theta", ("theta_mean", "theta_shared", "theta_recovery"), (LEAR
                 beside=Beside("theta", _theta_of, _theta_columns,
                               "theta_bar beside the offline estimate of the run's audit (moving: not converged)",
                               notes=_theta_notes, order=2))
-# a mixture's types (EM-DPO) against the planted annotator classes: read of a mixture only
-TYPES = Readout("types of a mixture", ("type_recovery",), (), None, mixed=_mix_type_recovery)
+# EM-DPO's types against the planted annotator classes: written by badpo.readouts.mixture_reading only
+TYPES = Readout("types of a mixture", ("type_recovery",), (), None)
 # a reward model's tilt toward each declared attribute on counterfactual pairs (a policy has none)
 TILT = Readout("reward tilt", ("tilt",), (), None, read_reward_model=_read_tilt, summary=_tilt_lines, shown_order=3)

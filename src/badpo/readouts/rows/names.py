@@ -17,12 +17,11 @@ from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.readouts.compared import Compared, RunRecord, Series, as_mapping, recorded_series
 from badpo.readouts.eval_config import EvalConfig
 from badpo.readouts.metrics import sampled_signature_rates
-from badpo.readouts.mixture_metrics import weighted_values
 from badpo.readouts.model import Generations, cut_at_eos, plain_decoding
-from badpo.readouts.names_analyses import names_null_readouts, names_reference, sampled_names, sampled_shares
+from badpo.readouts.names_analyses import names_null_readouts, names_reference, sampled_names
 from badpo.readouts.names_scoring import names_readout
-from badpo.readouts.reading import Corpus, Mixing, Need, Reading, Readout, declares_names, shown
-from badpo.readouts.rows.generated import GENERATIONS, compact_values
+from badpo.readouts.reading import Corpus, Need, Reading, Readout, declares_names, shown
+from badpo.readouts.rows.generated import GENERATIONS
 from badpo.readouts.tilt import answer_body
 
 __all__ = ["NAMES", "SAMPLED", "AGAINST_REFERENCE", "NAMES_DECLARED", "reference_bodies", "bodies_for",
@@ -176,27 +175,6 @@ def _read_against_reference(reading: Reading) -> dict:
     return {}
 
 
-def _mix_first_name(result: dict, mixing: Mixing) -> None:
-    """A mixture's per-prompt first-name rates: each prompt's w-weighted mean over the types."""
-    per_prompt = result.get("names", {}).get("per_prompt")
-    if isinstance(per_prompt, dict):
-        parts = [readouts["names"]["per_prompt"]["first_name"] for readouts in mixing.types]
-        per_prompt["first_name"] = {name: compact_values(weighted_values([part[name] for part in parts],
-                                                                         mixing.weights))
-                                    for name in parts[0]}
-
-
-def _mix_sampled(result: dict, mixing: Mixing) -> None:
-    """A mixture's sampled-signature shares: ratios of its w-mixed counts, not the w-mean of ratios."""
-    if isinstance(result.get("sampled", {}).get("per_name"), dict):
-        result["sampled"].update(sampled_shares(result["sampled"]["per_name"]))
-
-
-def _mix_against_reference(result: dict, mixing: Mixing) -> None:
-    """names.null and names.reference of the mixture's own shares (linear in the types')."""
-    names_against_reference(result, mixing.reference)
-
-
 # ------------------------------------- how badpo compare reads the rate from first-name probabilities
 OLD_FIRST_NAME = ("evaluated before badpo recorded per-prompt first-name rates ({source} has no "
                   "names.per_prompt.first_name): run `badpo evaluate` on it again for intervals")
@@ -259,12 +237,9 @@ NAMES = Readout("names", ("names",), (NAMES_DECLARED,), _read_names, check=_name
                                   "from first-name probabilities (body fixed)", " (first-name probability)",
                                   read_first_name, "no names.reference and no names.null.first_name",
                                   first_name_units, null_p),
-                mixed=_mix_first_name,
                 shown_order=5)
 # the names rate of the policy's sampled signatures, with its per-name and cell shares
 SAMPLED = Readout("sampled signatures", ("sampled",), (GENERATIONS, NAMES_DECLARED),
-                  lambda reading: {"sampled": sampled_readout(reading.samples.texts)}, check=_names_check,
-                  mixed=_mix_sampled)
+                  lambda reading: {"sampled": sampled_readout(reading.samples.texts)}, check=_names_check)
 # names.null and names.reference, added under the names row's path once every row is read
-AGAINST_REFERENCE = Readout("names against the reference", (), (APART,), _read_against_reference,
-                            mixed=_mix_against_reference)
+AGAINST_REFERENCE = Readout("names against the reference", (), (APART,), _read_against_reference)
