@@ -48,8 +48,10 @@ def decoder_and_head(model: nn.Module) -> tuple[nn.Module, nn.Module]:
 
 
 def _chunk_logprobs(head: nn.Module, hidden: Tensor, labels: Tensor) -> Tensor:
-    """log p(label | hidden) for ``[N, H]`` hidden rows and ``[N]`` labels, in float32."""
-    logits = head(hidden).float()
+    """log p(label | hidden) for ``[N, H]`` hidden rows and ``[N]`` labels, in float32 (float64
+    for a float64 model)."""
+    logits = head(hidden)
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
     return logits.gather(-1, labels[:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
 
 

@@ -162,7 +162,8 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
     if method.shuffle_annotators:
         data = data.with_shuffled_annotators(config.runtime.seed)
     bias = build_bias(method, config, data)
-    model = load_model(config.model, config.lora, accelerator.mixed_precision).to(accelerator.device)
+    model = load_model(config.model, config.lora, accelerator.mixed_precision,
+                       float64=config.runtime.precision == "fp64").to(accelerator.device)
     identity = {"model": config.model.name_or_path, "revision": config.model.revision,
                 "tokenization": settings_dict(tokenizer, config.tokenization),
                 "precision": accelerator.mixed_precision, "dtype": str(next(model.parameters()).dtype)}

@@ -52,7 +52,8 @@ class RewardScorer(nn.Module):
         self._no_split_modules = getattr(model, "_no_split_modules", None)  # for FSDP auto-wrap
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
-        return self.model(input_ids=input_ids, attention_mask=attention_mask).logits[:, 0].float()
+        rewards = self.model(input_ids=input_ids, attention_mask=attention_mask).logits[:, 0]
+        return rewards.to(torch.promote_types(rewards.dtype, torch.float32))  # float64 stays
 
 
 def without_final_eos(store: TokenStore) -> TokenStore:
@@ -89,7 +90,7 @@ def prepare_reward_run(config: RMConfig, accelerator) -> tuple[Run, dict, object
     data = dataclasses.replace(data, store=without_final_eos(data.store))
     bias = build_bias(method, config, data)
     model = load_model(config.model, config.lora, accelerator.mixed_precision, task="SEQ_CLS",
-                       num_labels=1, pad_token_id=tokenizer.pad_token_id)
+                       float64=config.runtime.precision == "fp64", num_labels=1, pad_token_id=tokenizer.pad_token_id)
     scorer = RewardScorer(model.to(accelerator.device))
     optimizer, scheduler = policy_optimizer(scorer, config.optim, config.optim.lr, config.steps)
     scorer, optimizer = accelerator.prepare(scorer, optimizer)

@@ -34,7 +34,7 @@ def mixed_precision(precision: str) -> str:
     """
     if precision == "auto":
         return "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no"
-    return {"fp32": "no", "bf16": "bf16"}[precision]
+    return {"fp32": "no", "bf16": "bf16", "fp64": "no"}[precision]
 
 
 def make_accelerator(precision: str, num_threads: int | None = None):
@@ -165,8 +165,9 @@ def fit_to_model(config, accelerator):
 
 
 def load_model(config: ModelConfig, lora: LoraSettings, mixed: str, task: str = "CAUSAL_LM",
-               **model_kwargs) -> nn.Module:
-    """The causal LM, fp32 (bf16 base under LoRA with bf16 autocast), LoRA-wrapped if asked.
+               float64: bool = False, **model_kwargs) -> nn.Module:
+    """The causal LM, fp32 (bf16 base under LoRA with bf16 autocast; float64 with ``float64``,
+    ``runtime.precision: fp64``), LoRA-wrapped if asked.
 
     ``task="SEQ_CLS"`` loads an ``AutoModelForSequenceClassification`` instead (a reward model;
     ``model_kwargs`` such as ``num_labels`` go to ``from_pretrained``); under LoRA peft then also
@@ -175,7 +176,7 @@ def load_model(config: ModelConfig, lora: LoraSettings, mixed: str, task: str = 
 
     loader = {"CAUSAL_LM": transformers.AutoModelForCausalLM,
               "SEQ_CLS": transformers.AutoModelForSequenceClassification}[task]
-    dtype = torch.bfloat16 if lora.enabled and mixed == "bf16" else torch.float32
+    dtype = torch.float64 if float64 else torch.bfloat16 if lora.enabled and mixed == "bf16" else torch.float32
     kwargs = {"revision": config.revision, "trust_remote_code": config.trust_remote_code,
               "dtype": dtype, **model_kwargs}
     if config.attn_implementation is not None:

@@ -133,7 +133,9 @@ class RuntimeConfig:
     """Precision, speed and reproducibility knobs shared by both stages."""
 
     seed: int = 42  # data order, shuffled ids, and torch RNG
-    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 autocast on a bf16 GPU
+    # auto: bf16 autocast on a bf16 GPU; fp64: float64 weights, activations and the policy's
+    # log-probs (theta and the reference's cached log-probs stay float32; about twice as slow)
+    precision: Literal["auto", "fp32", "bf16", "fp64"] = "auto"
     logprob_chunk_size: int = 1024  # response positions projected to the vocabulary at once
     eval_batch_size: int = 16  # sequences per forward when caching reference log-probs
     num_threads: int | None = None  # torch CPU threads; null = torch's default

@@ -155,7 +155,8 @@ class SFTStage:
         coverage = token_coverage(tokenizer, store, {"responses": every, "prompts": every}, str(config.data))
         if accelerator.is_main_process:
             report_coverage(coverage, self.name)
-        model = load_model(config.model, config.lora, accelerator.mixed_precision)
+        model = load_model(config.model, config.lora, accelerator.mixed_precision,
+                           float64=config.runtime.precision == "fp64")
         policy = LogprobModel(model, config.runtime.logprob_chunk_size)
         steps = math.ceil(len(rows) * config.epochs / config.batch_size)
         optimizer, scheduler = policy_optimizer(policy, config.optim, config.optim.lr, steps)
