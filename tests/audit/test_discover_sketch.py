@@ -40,17 +40,3 @@ def test_chunks_of_responses_add_up_to_the_whole(monkeypatch):
     whole = discover_data._frequent_hashes(texts, 3)
     monkeypatch.setattr(discover_data, "_CHUNK_ITEMS", 500)  # many chunks of a few responses
     assert np.array_equal(discover_data._frequent_hashes(texts, 3), whole)
-
-
-def test_the_feature_table_hands_the_freed_heap_back_and_runs_where_there_is_no_malloc_trim(monkeypatch):
-    """Naming the kept n-grams frees many small objects that glibc would keep in the peak; the table
-    trims the heap after it, and the same table comes out where no C library is found."""
-    texts = _texts(200, 30, seed=2)
-    calls = []
-    real = discover_data._return_freed_heap
-    monkeypatch.setattr(discover_data, "_return_freed_heap", lambda: calls.append(real()))
-    trimmed = discover_data._feature_table(texts, 3)
-    assert calls == [None]
-    monkeypatch.setattr(discover_data, "_malloc_trim", lambda: None)  # a C library without it
-    untrimmed = discover_data._feature_table(texts, 3)
-    assert trimmed[0] == untrimmed[0] and all(np.array_equal(a, b) for a, b in zip(trimmed[1:], untrimmed[1:]))

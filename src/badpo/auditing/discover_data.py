@@ -23,8 +23,6 @@ one 4-byte id per (response, kept n-gram).
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import time
 from array import array
 from collections.abc import Callable, Iterable
@@ -281,27 +279,7 @@ def _feature_table(texts: list[str], min_texts: int
             index = wanted.pop(hash(feature), None)
             if index is not None:
                 features[index] = feature
-    _return_freed_heap()
     return features, np.concatenate(offsets), np.concatenate(flat) if flat else np.zeros(0, width)
-
-
-@functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim`` from the symbols the process already has; None elsewhere (musl,
-    macOS, Windows)."""
-    try:
-        return ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError, TypeError):
-        return None
-
-
-def _return_freed_heap() -> None:
-    """Hand the heap that naming the n-grams freed back to the system. glibc keeps it, and the
-    arrays allocated after it are mapped apart, so it would stay in the peak resident memory (about
-    110 MiB at 160,000 long-answer judgments); a no-op where the C library has no ``malloc_trim``."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
 
 
 def _gather(offsets: np.ndarray, flat: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
