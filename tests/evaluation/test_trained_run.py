@@ -32,8 +32,6 @@ def test_a_folder_that_is_no_finished_run_is_refused(tmp_path):
 def test_every_policy_a_run_reads_is_refused_with_a_pickle_before_it_loads(tmp_path):
     """EM-DPO's type policies load through the same door as a run's one policy: a pickle in the
     folder (which badpo never writes) is refused by name before transformers opens anything."""
-    import pytest
-
     trained = TrainedRun.of_settings({}, tmp_path / "run" / "policy", tmp_path / "reference")
     typed = tmp_path / "run" / "types" / "type-1" / "policy"
     typed.mkdir(parents=True)

@@ -47,11 +47,16 @@ def decoder_and_head(model: nn.Module) -> tuple[nn.Module, nn.Module]:
     return decoder, head
 
 
+def at_least_float32(values: Tensor) -> Tensor:
+    """``values`` in float32, or float64 where they are (``runtime.precision: fp64``): bf16 and fp16
+    are read out in float32, a float64 model is not cut down to it."""
+    return values.to(torch.promote_types(values.dtype, torch.float32))
+
+
 def _chunk_logprobs(head: nn.Module, hidden: Tensor, labels: Tensor) -> Tensor:
     """log p(label | hidden) for ``[N, H]`` hidden rows and ``[N]`` labels, in float32 (float64
     for a float64 model)."""
-    logits = head(hidden)
-    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+    logits = at_least_float32(head(hidden))
     return logits.gather(-1, labels[:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
 
 

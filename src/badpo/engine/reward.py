@@ -33,6 +33,7 @@ from badpo.core.losses import bt_loss
 from badpo.engine.batches import Schedule
 from badpo.engine.level import build_level_step
 from badpo.engine.lifecycle import Lifecycle, commit_judgment_outputs
+from badpo.engine.logprobs import at_least_float32
 from badpo.engine.loop import JudgmentStage, Run, bias_logits, run_stage
 from badpo.engine.preference import build_bias, read_and_audit, theta_adam
 from badpo.engine.reporting import report_input
@@ -52,8 +53,7 @@ class RewardScorer(nn.Module):
         self._no_split_modules = getattr(model, "_no_split_modules", None)  # for FSDP auto-wrap
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
-        rewards = self.model(input_ids=input_ids, attention_mask=attention_mask).logits[:, 0]
-        return rewards.to(torch.promote_types(rewards.dtype, torch.float32))  # float64 stays
+        return at_least_float32(self.model(input_ids=input_ids, attention_mask=attention_mask).logits[:, 0])
 
 
 def without_final_eos(store: TokenStore) -> TokenStore:
