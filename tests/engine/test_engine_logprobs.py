@@ -6,15 +6,8 @@ import pytest
 import torch
 
 from badpo.core.config import ConfigError
-from badpo.engine.logprobs import (
-    candidate_batch,
-    continuation_logprobs,
-    decoder_and_head,
-    encode_prefix,
-    response_logprobs,
-    score_after,
-    token_logprobs,
-)
+from badpo.engine.continuations import candidate_batch, continuation_logprobs, encode_prefix, score_after
+from badpo.engine.logprobs import decoder_and_head, response_logprobs, token_logprobs
 from badpo.engine.tokenize import TokenizationConfig, build_token_store, join_truncated
 from fixtures.engine import VOCAB, build_tokenizer, full_logit_token_logprobs
 

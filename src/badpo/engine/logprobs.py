@@ -14,9 +14,7 @@ inside the decoder, so ``disable_adapter()`` gives the base model's log-probs).
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 
 import torch
 from torch import Tensor, nn
@@ -153,83 +151,3 @@ class LogprobModel(nn.Module):
                  "response_mask": response_mask}
         summed, tokens = response_token_logprobs(self.model, batch, self.chunk_size)
         return (summed, tokens) if per_token else summed
-
-
-@dataclass(frozen=True)
-class Candidates:
-    """C multi-token continuations as one right-padded batch (``ids`` and the bool ``mask``,
-    ``[C, W]``), built once and scored after any number of prefixes."""
-
-    ids: Tensor
-    mask: Tensor
-
-
-def candidate_batch(continuations: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> Candidates:
-    """The padded batch of ``continuations`` (each non-empty), on ``device``."""
-    empty = [i for i, c in enumerate(continuations) if len(c) == 0]
-    if empty or not continuations:
-        raise ValueError(f"continuation_logprobs: continuations {empty or '[]'} are empty")
-    n, width = len(continuations), max(len(c) for c in continuations)
-    ids = torch.zeros(n, width, dtype=torch.long)
-    mask = torch.zeros(n, width, dtype=torch.bool)
-    for i, tokens in enumerate(continuations):
-        ids[i, : len(tokens)] = torch.tensor(list(tokens))
-        mask[i, : len(tokens)] = True
-    return Candidates(ids.to(device), mask.to(device))
-
-
-@dataclass(frozen=True)
-class EncodedPrefix:
-    """A prefix run through the decoder once: its key/value cache and its last hidden state
-    (``[1, 1, H]``, which predicts every candidate's first token)."""
-
-    cache: object
-    last_hidden: Tensor
-    length: int
-
-
-def encode_prefix(model: nn.Module, prefix_ids: Sequence[int]) -> EncodedPrefix:
-    """Encode ``prefix_ids`` once, so that every group of candidates after it reuses the pass."""
-    if len(prefix_ids) == 0:
-        raise ValueError("continuation_logprobs: the prefix is empty")
-    decoder, _ = decoder_and_head(model)
-    prefix = torch.tensor([list(prefix_ids)], device=next(model.parameters()).device)
-    encoded = decoder(input_ids=prefix, use_cache=True)
-    return EncodedPrefix(encoded.past_key_values, encoded.last_hidden_state[:, -1:], prefix.shape[1])
-
-
-def score_after(model: nn.Module, prefix: EncodedPrefix, candidates: Candidates,
-                chunk_size: int = DEFAULT_CHUNK_SIZE) -> Tensor:
-    """log p(candidate | prefix) of each candidate, ``[C]``: the prefix's cache (a copy, so that
-    the prefix serves again) repeated over the C candidates, which run in one batch. The first
-    token of every candidate is predicted by the prefix's last hidden state, token j > 0 by the
-    candidate's own position j - 1."""
-    decoder, head = decoder_and_head(model)
-    ids, mask = candidates.ids, candidates.mask
-    n = ids.shape[0]
-    cache = copy.deepcopy(prefix.cache)  # the forward below appends the candidates to it
-    cache.batch_repeat_interleave(n)
-    attention = torch.cat([torch.ones(n, prefix.length, dtype=torch.long, device=ids.device), mask.long()], dim=1)
-    hidden = decoder(input_ids=ids, attention_mask=attention, past_key_values=cache,
-                     use_cache=True).last_hidden_state
-    predictors = torch.cat([prefix.last_hidden.expand(n, 1, -1), hidden[:, :-1]], dim=1)
-    logps = gather_logprobs(head, predictors[mask], ids[mask], chunk_size)
-    return torch.zeros(n, dtype=logps.dtype, device=ids.device).index_add(0, mask.nonzero()[:, 0], logps)
-
-
-def continuation_logprobs(
-    model: nn.Module,
-    prefix_ids: Sequence[int],
-    continuations: Sequence[Sequence[int]],
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-) -> Tensor:
-    """log p(continuation | prefix) for C multi-token candidates after one shared prefix: ``[C]``.
-
-    The prefix is encoded once (:func:`encode_prefix`) and the C candidates scored together in
-    one right-padded batch on top of it (:func:`score_after`). A caller scoring several groups
-    after one prefix encodes it once and builds each group's batch once (the names readout).
-    """
-    if len(prefix_ids) == 0:
-        raise ValueError("continuation_logprobs: the prefix is empty")
-    candidates = candidate_batch(continuations, next(model.parameters()).device)
-    return score_after(model, encode_prefix(model, prefix_ids), candidates, chunk_size)

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from badpo.core.names import NAME_POOL, POOL_NAMES
 from badpo.core.notices import BadpoWarning
 from badpo.core.progress import progress
-from badpo.engine.logprobs import Candidates, EncodedPrefix, candidate_batch, encode_prefix, score_after
+from badpo.engine.continuations import Candidates, EncodedPrefix, candidate_batch, encode_prefix, score_after
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.readouts.metrics import (
     attribute_probabilities,
