@@ -24,6 +24,7 @@ from badpo.auditing.discover_stats import (
     simes2,
     spread_sd,
 )
+from badpo.auditing.packed_texts import PackedTexts
 from badpo.core.attributes import AttributeNameNotice, resolve_attributes
 from badpo.core.judgments import Judgment
 
@@ -241,8 +242,8 @@ def test_chunks_are_bounded_by_their_ngrams_so_long_answers_make_smaller_ones(mo
     monkeypatch.setattr(discover_data, "_CHUNK_ITEMS", 100)
     assert discover_data._spans(np.array([30, 30, 30, 30, 200, 10]), most=50) == [(0, 3), (3, 4), (4, 5), (5, 6)]
     assert discover_data._spans(np.array([1] * 7), most=3) == [(0, 3), (3, 6), (6, 7)]
-    texts = [" ".join(["w"] * 60)] * 5  # about 122 n-grams each: one response a chunk
-    assert discover_data._text_spans(texts) == [(i, i + 1) for i in range(5)]
+    texts = [" ".join([f"w{i}"] * 60) for i in range(5)]  # about 122 n-grams each: one response a chunk
+    assert discover_data._text_spans(PackedTexts(texts)) == [(i, i + 1) for i in range(5)]
 
 
 def test_a_read_pair_holds_each_answer_once(tmp_path):

@@ -11,18 +11,20 @@ import pytest
 
 from badpo.auditing import discover_data
 from badpo.auditing.candidates import text_features
+from badpo.auditing.packed_texts import PackedTexts
 
 
-def _texts(n: int, words: int, seed: int) -> list[str]:
+def _texts(n: int, words: int, seed: int) -> PackedTexts:
     rng = np.random.default_rng(seed)
     zipf = 1.0 / np.arange(1, 301)
-    return [" ".join(f"w{i}" for i in rng.choice(300, words, p=zipf / zipf.sum())) for _ in range(n)]
+    return PackedTexts([" ".join(f"w{i}" for i in rng.choice(300, words, p=zipf / zipf.sum())) for _ in range(n)])
 
 
-def _counted(texts: list[str], min_texts: int) -> np.ndarray:
+def _counted(texts: list[str], min_texts: int) -> tuple[np.ndarray, np.ndarray]:
     """The plain path: every n-gram of every response counted once per response."""
     counts = Counter(hash(feature) for text in texts for feature in set(text_features(text)))
-    return np.array(sorted(h for h, c in counts.items() if c >= min_texts), dtype=np.int64)
+    kept = sorted(h for h, c in counts.items() if c >= min_texts)
+    return np.array(kept, dtype=np.int64), np.array([counts[h] for h in kept], dtype=np.int64)
 
 
 @pytest.mark.parametrize("most_bits", [23, 6, 2])
@@ -30,13 +32,13 @@ def _counted(texts: list[str], min_texts: int) -> np.ndarray:
 def test_the_sketch_keeps_exactly_the_n_grams_enough_responses_carry(monkeypatch, most_bits, min_texts):
     texts = _texts(400, 30, seed=min_texts)
     monkeypatch.setattr(discover_data, "_SKETCH_MOST_BITS", most_bits)  # 4 cells a row: every n-gram collides
-    kept = discover_data._frequent_hashes(texts, min_texts)
-    expected = _counted(texts, min_texts)
-    assert len(expected) > 0 and np.array_equal(kept, expected)
+    kept, carried = discover_data._frequent_hashes(texts, min_texts)
+    expected, counts = _counted(texts, min_texts)
+    assert len(expected) > 0 and np.array_equal(kept, expected) and np.array_equal(carried, counts)
 
 
 def test_chunks_of_responses_add_up_to_the_whole(monkeypatch):
     texts = _texts(300, 40, seed=1)
     whole = discover_data._frequent_hashes(texts, 3)
     monkeypatch.setattr(discover_data, "_CHUNK_ITEMS", 500)  # many chunks of a few responses
-    assert np.array_equal(discover_data._frequent_hashes(texts, 3), whole)
+    assert all(np.array_equal(a, b) for a, b in zip(discover_data._frequent_hashes(texts, 3), whole))

@@ -3,8 +3,8 @@
 :func:`encode` reads judgments once (any iterable: a million rows are never held as objects) into
 distinct responses, distinct pairs (a prompt and an unordered set of two responses: every judgment
 of the same two texts, either way round, by any annotator, falls on one pair) and per judgment its
-pair, whether the pair's side ``a`` won and its annotator. Memory grows with the distinct texts and
-with a few integers per judgment.
+pair, whether the pair's side ``a`` won and its annotator. Memory grows with the distinct texts (held
+compressed: :class:`badpo.auditing.packed_texts.PackedTexts`) and with a few integers per judgment.
 
 :func:`candidate_entries` gives every candidate its *pair entries*: the pairs whose two sides
 differ on it, with ``sign = +1`` where side ``a`` carries it, and the sums from which its effect on
@@ -16,9 +16,10 @@ fewer than ``2 min_pairs`` responses are dropped, and the rest are compared pair
 adding to their sums; their entries are never all held, and are recomputed in one pass for the
 few candidates that are confirmed. A data candidate needs ``2 min_pairs`` differing pairs, and
 features that differ on exactly the same pairs the same way are one candidate (the first of
-``starts``, ``ends``, ``has``, fewest words first). Memory: the distinct responses, a few integers
-per judgment and pair, a count sketch of fixed size (the rare n-grams are never all counted), and
-one 4-byte id per (response, kept n-gram).
+``starts``, ``ends``, ``has``, fewest words first). Memory: the distinct responses, compressed, a few
+integers per judgment and pair, a count sketch of fixed size (the rare n-grams are never all
+counted), and one id per (response, kept n-gram), two bytes for all but the rarer kept n-grams
+(:class:`badpo.auditing.feature_ids.FeatureIds`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ import numpy as np
 
 from badpo.auditing.candidates import LIBRARY, feature_name, feature_spec, text_features
 from badpo.auditing.discover_stats import effect_sums
-from badpo.core.attributes import STRIPPERS, resolve_attributes
+from badpo.auditing.feature_ids import FeatureIds
+from badpo.auditing.packed_texts import PackedTexts
+from badpo.core.attributes import STRIPPERS, resolve_attributes, word_count
 from badpo.core.judgments import Judgment
 
 __all__ = ["Candidates", "Encoded", "Halves", "Progress", "candidate_entries", "encode", "library_candidates"]
@@ -43,7 +46,7 @@ _EVERY = 200_000  # judgments between two progress lines
 
 @dataclass(frozen=True)
 class Encoded:
-    texts: list[str]  # distinct responses
+    texts: PackedTexts  # distinct responses, compressed: a list of str to read
     prompts: list[str]  # distinct prompts
     annotators: list[str]  # distinct annotator ids, in order of appearance
     pair_prompt: np.ndarray  # [P] prompt id of each pair
@@ -103,18 +106,17 @@ def _id(table: dict[str, int], items: list[str], key: str) -> int:
 
 def encode(judgments: Iterable[Judgment], progress: Progress | None = None) -> Encoded:
     """The integer form of ``judgments`` (module docstring)."""
-    texts: dict[str, int] = {}
+    texts = PackedTexts()
     prompts: dict[str, int] = {}
     people: dict[str, int] = {}
     pairs: dict[tuple[int, int, int], int] = {}
-    text_list: list[str] = []
     prompt_list: list[str] = []
     people_list: list[str] = []
     pair_cols = (array("q"), array("q"), array("q"))
     judge_cols = (array("q"), array("b"), array("q"))
     start = time.monotonic()
     for row, j in enumerate(judgments, start=1):
-        chosen, rejected = _id(texts, text_list, j.chosen), _id(texts, text_list, j.rejected)
+        chosen, rejected = texts.add(j.chosen), texts.add(j.rejected)
         a, b = min(chosen, rejected), max(chosen, rejected)
         key = (_id(prompts, prompt_list, j.prompt), a, b)
         pair = pairs.get(key)
@@ -132,7 +134,7 @@ def encode(judgments: Iterable[Judgment], progress: Progress | None = None) -> E
     judge_pair, judge_annotator = (np.frombuffer(c, dtype=np.int64) if len(c) else np.zeros(0, np.int64)
                                    for c in (judge_cols[0], judge_cols[2]))
     judge_a_won = np.frombuffer(judge_cols[1], dtype=np.int8).astype(bool)
-    return Encoded(text_list, prompt_list, people_list, pair_prompt, pair_a, pair_b, judge_pair,
+    return Encoded(texts, prompt_list, people_list, pair_prompt, pair_a, pair_b, judge_pair,
                    judge_a_won, judge_annotator)
 
 
@@ -148,21 +150,25 @@ def library_candidates() -> list[tuple[str, str, object]]:
 
 
 def _library_signs(enc: Encoded, progress: Progress | None) -> tuple[list[tuple[str, str, object]], np.ndarray]:
-    """The library coordinates and their sign on every pair, int8 [P, L]."""
+    """The library coordinates and their sign on every pair, int8 [P, L]: one pass over the pairs
+    for the pair-level ones (length), one over the responses for the rest, each text opened once."""
     library = library_candidates()
     signs = np.zeros((enc.n_pairs, len(library)), dtype=np.int8)
     start = time.monotonic()
-    for column, (_name, _spec, attribute) in enumerate(library):
-        if attribute.level == "pair":  # length: one evaluation per pair
-            prompts, texts = enc.prompts, enc.texts
-            values = np.array([attribute.fn(prompts[p], texts[a], texts[b]) for p, a, b in
-                               zip(enc.pair_prompt.tolist(), enc.pair_a.tolist(), enc.pair_b.tolist())],
-                              dtype=np.float64).reshape(-1, 2)
-            signs[:, column] = np.sign(values[:, 0] - values[:, 1])
-        else:  # the library's response-level attributes read the response alone
-            per_text = np.fromiter((attribute.fn("", t) for t in enc.texts), dtype=np.float64,
-                                   count=len(enc.texts))
-            signs[:, column] = np.sign(per_text[enc.pair_a] - per_text[enc.pair_b])
+    paired = [c for c, (_, _, attribute) in enumerate(library) if attribute.level == "pair"]
+    alone = [c for c in range(len(library)) if c not in paired]
+    if paired:
+        values = np.zeros((enc.n_pairs, len(paired), 2))
+        for pair, (p, a, b) in enumerate(zip(enc.pair_prompt.tolist(), enc.pair_a.tolist(), enc.pair_b.tolist())):
+            prompt, text_a, text_b = enc.prompts[p], enc.texts[a], enc.texts[b]
+            values[pair] = [library[c][2].fn(prompt, text_a, text_b) for c in paired]
+        signs[:, paired] = np.sign(values[:, :, 0] - values[:, :, 1])
+        word_count.cache_clear()  # length's cache of the answers just opened: strings no one holds any more
+    per_text = np.zeros((len(enc.texts), len(alone)))
+    for index, text in enumerate(enc.texts):  # the library's response-level attributes read the response alone
+        per_text[index] = [library[c][2].fn("", text) for c in alone]
+    for k, column in enumerate(alone):  # a column at a time: no [P, L] float copies
+        signs[:, column] = np.sign(per_text[enc.pair_a, k] - per_text[enc.pair_b, k])
     if progress is not None:
         progress(f"library: {len(library)} attributes on {len(enc.texts):,} responses "
                  f"({time.monotonic() - start:.0f} s)")
@@ -189,15 +195,14 @@ def _spans(sizes: np.ndarray, most: int) -> list[tuple[int, int]]:
     return spans
 
 
-def _text_spans(texts: list[str]) -> list[tuple[int, int]]:
+def _text_spans(texts: PackedTexts) -> list[tuple[int, int]]:
     """Chunks of responses: about two n-grams a word."""
-    return _spans(np.fromiter((2 * text.count(" ") + 2 for text in texts), dtype=np.int64, count=len(texts)),
-                  _TEXT_CHUNK)
+    return _spans(2 * texts.spaces + 2, _TEXT_CHUNK)
 
 
-def _pair_spans(enc: Encoded, offsets: np.ndarray) -> list[tuple[int, int]]:
+def _pair_spans(enc: Encoded, ids: FeatureIds) -> list[tuple[int, int]]:
     """Chunks of pairs, by the kept n-grams of their two sides."""
-    per_text = np.diff(offsets)
+    per_text = ids.per_row
     return _spans(per_text[enc.pair_a] + per_text[enc.pair_b], _PAIR_CHUNK)
 
 
@@ -221,16 +226,16 @@ def _cells(hashes: np.ndarray, row: int, bits: int) -> np.ndarray:
         return ((hashes.view(np.uint64) * _MIXERS[row]) >> np.uint64(64 - bits)).astype(np.int64)
 
 
-def _frequent_hashes(texts: list[str], min_texts: int) -> np.ndarray:
-    """The n-gram hashes at least ``min_texts`` responses carry (each response's features are
-    distinct), sorted; exact. Most n-grams of long answers are carried by one or two responses, so
-    counting every distinct one would grow with the answers' length times their number: a count
-    sketch (:data:`_SKETCH_ROWS` rows of counters, each n-gram adding to one cell a row) is filled
-    in a first pass, and only the n-grams whose every cell reaches ``min_texts`` (a cell's count is
-    never below the count of an n-gram in it) are counted exactly in a second. Memory: the sketch
-    and the n-grams it lets through, whatever the number of rare ones."""
+def _frequent_hashes(texts: PackedTexts, min_texts: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the n-gram hashes at least ``min_texts`` responses carry, sorted; how many responses carry
+    each) (each response's features are distinct); exact. Most n-grams of long answers are carried
+    by one or two responses, so counting every distinct one would grow with the answers' length
+    times their number: a count sketch (:data:`_SKETCH_ROWS` rows of counters, each n-gram adding
+    to one cell a row) is filled in a first pass, and only the n-grams whose every cell reaches
+    ``min_texts`` (a cell's count is never below the count of an n-gram in it) are counted exactly
+    in a second. Memory: the sketch and the n-grams it lets through, whatever the number of rare ones."""
     spans = _text_spans(texts)
-    total = sum(2 * text.count(" ") + 2 for text in texts)  # about the n-grams: the sketch's size only
+    total = int((2 * texts.spaces + 2).sum())  # about the n-grams: the sketch's size only
     bits = int(min(_SKETCH_MOST_BITS, max(12, np.ceil(np.log2(max(total, 2))))))
     sketch = np.zeros((_SKETCH_ROWS, 1 << bits), dtype=np.uint32)
     for start, stop in spans:
@@ -248,29 +253,30 @@ def _frequent_hashes(texts: list[str], min_texts: int) -> np.ndarray:
         chunk_unique, chunk_counts = np.unique(hashes[passing], return_counts=True)
         unique, inverse = np.unique(np.concatenate([unique, chunk_unique]), return_inverse=True)
         counts = np.bincount(inverse, weights=np.concatenate([counts, chunk_counts])).astype(np.int64)
-    return unique[counts >= min_texts]
+    frequent = counts >= min_texts
+    return unique[frequent], counts[frequent]
 
 
-def _feature_table(texts: list[str], min_texts: int
-                   ) -> tuple[list[tuple[str, tuple[str, ...]]], np.ndarray, np.ndarray]:
-    """(features, CSR offsets [T + 1], feature ids: uint16 where they fit, else int32) of every
-    response, keeping only the features that at least ``min_texts`` responses carry (fewer cannot
-    differ on that many pairs).
+def _feature_table(texts: PackedTexts, min_texts: int) -> tuple[list[tuple[str, tuple[str, ...]]], FeatureIds]:
+    """(features, the ids of the features every response carries), keeping only the features that
+    at least ``min_texts`` responses carry (fewer cannot differ on that many pairs); feature ``i``
+    is the ``i``-th most common (:mod:`badpo.auditing.feature_ids` holds most ids in two bytes).
     The frequent n-grams are found first (:func:`_frequent_hashes`, two passes), a further pass hashes
-    them again and keeps only the kept ones' ids (4 bytes each), so no pass holds every n-gram of every
-    response; the kept hashes are named in a third pass, until every one is named."""
-    kept = _frequent_hashes(texts, min_texts)  # sorted
-    width = np.uint16 if len(kept) <= 1 << 16 else np.int32  # ids held per response: the narrowest
-    offsets, flat, base = [np.zeros(1, np.int64)], [], 0
-    for start, stop in _text_spans(texts):
-        chunk_offsets, hashes = _chunk_hashes(texts[start:stop])
-        position = np.minimum(np.searchsorted(kept, hashes), max(len(kept) - 1, 0))
-        hit = kept[position] == hashes if len(kept) else np.zeros(len(hashes), dtype=bool)
-        kept_before = np.concatenate([[0], np.cumsum(hit)])
-        offsets.append(base + kept_before[chunk_offsets[1:]])
-        flat.append(position[hit].astype(width))
-        base += int(hit.sum())
-    wanted = {int(h): i for i, h in enumerate(kept.tolist())}
+    them again and keeps only the kept ones' ids, so no pass holds every n-gram of every response;
+    the kept hashes are named in a third pass, until every one is named."""
+    kept, carried = _frequent_hashes(texts, min_texts)  # sorted by hash
+    rank = np.empty(len(kept), np.int64)
+    rank[np.argsort(-carried, kind="stable")] = np.arange(len(kept))
+
+    def chunks():  # each chunk's ids, handed over one at a time to be narrowed
+        for start, stop in _text_spans(texts):
+            chunk_offsets, hashes = _chunk_hashes(texts[start:stop])
+            position = np.minimum(np.searchsorted(kept, hashes), max(len(kept) - 1, 0))
+            hit = kept[position] == hashes if len(kept) else np.zeros(len(hashes), dtype=bool)
+            yield np.concatenate([[0], np.cumsum(hit)])[chunk_offsets], rank[position[hit]]
+
+    ids = FeatureIds.from_chunks(chunks())
+    wanted = {int(h): int(i) for h, i in zip(kept.tolist(), rank.tolist())}
     features: list = [None] * len(wanted)
     for text in texts:
         if not wanted:
@@ -279,24 +285,16 @@ def _feature_table(texts: list[str], min_texts: int
             index = wanted.pop(hash(feature), None)
             if index is not None:
                 features[index] = feature
-    return features, np.concatenate(offsets), np.concatenate(flat) if flat else np.zeros(0, width)
+    return features, ids
 
 
-def _gather(offsets: np.ndarray, flat: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(position in ``rows``, feature id) of every feature of every row."""
-    lengths = offsets[rows + 1] - offsets[rows]
-    owner = np.repeat(np.arange(len(rows)), lengths)
-    starts = np.repeat(offsets[rows] - np.cumsum(lengths) + lengths, lengths)
-    return owner, flat[starts + np.arange(len(owner))].astype(np.int64)
-
-
-def _differing(enc: Encoded, offsets: np.ndarray, flat: np.ndarray, start: int, stop: int
+def _differing(enc: Encoded, ids: FeatureIds, start: int, stop: int
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(feature, pair, sign) of the features that one side of a pair in [start, stop) carries
     and the other not (sign +1: side a)."""
     width = stop - start
-    pair_a, feature_a = _gather(offsets, flat, enc.pair_a[start:stop])
-    pair_b, feature_b = _gather(offsets, flat, enc.pair_b[start:stop])
+    pair_a, feature_a = ids.gather(enc.pair_a[start:stop])
+    pair_b, feature_b = ids.gather(enc.pair_b[start:stop])
     key = np.concatenate([feature_a * width + pair_a, feature_b * width + pair_b])
     sign = np.concatenate([np.ones(len(pair_a), np.int8), -np.ones(len(pair_b), np.int8)])
     unique, inverse = np.unique(key, return_inverse=True)
@@ -311,13 +309,13 @@ def _mixed(pair: np.ndarray, sign: np.ndarray) -> np.ndarray:
     return ((mixed ^ (mixed >> np.uint64(29))) >> np.uint64(11)).astype(np.float64)
 
 
-def _stream(enc: Encoded, offsets: np.ndarray, flat: np.ndarray, n_features: int, halves: Halves):
+def _stream(enc: Encoded, ids: FeatureIds, n_features: int, halves: Halves):
     """Every feature's effect sums per set of pairs [sets, 6, F] and, to tell identical features
     apart, the sum of :func:`_mixed` over its entries, accumulated chunk by chunk over the pairs."""
     sums = np.zeros((len(halves), 6, n_features))
     fingerprint = np.zeros(n_features)
-    for start, stop in _pair_spans(enc, offsets):
-        feature, pair, sign = _differing(enc, offsets, flat, start, stop)
+    for start, stop in _pair_spans(enc, ids):
+        feature, pair, sign = _differing(enc, ids, start, stop)
         for index, (wins_a, totals) in enumerate(halves):
             sums[index] += effect_sums(feature, pair, sign, wins_a, totals, n_features)
         fingerprint += np.bincount(feature, weights=_mixed(pair, sign), minlength=n_features)
@@ -336,7 +334,7 @@ def _distinct(features: list, kept: np.ndarray, fingerprint: np.ndarray, pairs: 
     return sorted(chosen.values(), key=lambda i: _order_key(features[i]))
 
 
-def _loader(enc: Encoded, offsets: np.ndarray, flat: np.ndarray, feature_of: list[int], first: int):
+def _loader(enc: Encoded, ids: FeatureIds, feature_of: list[int], first: int):
     """The ``Candidates.load`` of the data candidates: candidate ``first + k`` is feature
     ``feature_of[k]``; one pass over the pairs for any number of them, each candidate's entries
     kept as it goes (int32 pairs, int8 signs): the hundreds the spread test loads at once held every
@@ -346,8 +344,8 @@ def _loader(enc: Encoded, offsets: np.ndarray, flat: np.ndarray, feature_of: lis
             return {}
         keys = np.unique(np.array([feature_of[c - first] for c in indices], dtype=np.int64))
         pieces: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in keys]
-        for start, stop in _pair_spans(enc, offsets):
-            feature, pair, sign = _differing(enc, offsets, flat, start, stop)
+        for start, stop in _pair_spans(enc, ids):
+            feature, pair, sign = _differing(enc, ids, start, stop)
             mask = np.isin(feature, keys)
             feature, pair, sign = feature[mask], pair[mask].astype(np.int32), sign[mask]
             order = np.argsort(feature, kind="stable")  # by candidate, each one's pairs in order
@@ -365,8 +363,8 @@ def _loader(enc: Encoded, offsets: np.ndarray, flat: np.ndarray, feature_of: lis
 def _data_candidates(enc: Encoded, min_pairs: int, taken: set[str], halves: Halves, first: int,
                      progress: Progress | None):
     start = time.monotonic()
-    features, offsets, flat = _feature_table(enc.texts, 2 * min_pairs)
-    sums, fingerprint = _stream(enc, offsets, flat, len(features), halves)
+    features, ids = _feature_table(enc.texts, 2 * min_pairs)
+    sums, fingerprint = _stream(enc, ids, len(features), halves)
     pairs_all = sums[-1, 0]
     kept = _distinct(features, np.flatnonzero(pairs_all >= 2 * min_pairs), fingerprint, pairs_all)
     names, specs = [], []
@@ -380,7 +378,7 @@ def _data_candidates(enc: Encoded, min_pairs: int, taken: set[str], halves: Halv
     if progress is not None:
         progress(f"data screen: {len(features):,} n-grams carried by >= {2 * min_pairs} responses, {len(kept):,} "
                  f"distinct ones differ on >= {2 * min_pairs} pairs ({time.monotonic() - start:.0f} s)")
-    return names, specs, sums[:, :, kept], _loader(enc, offsets, flat, kept, first)
+    return names, specs, sums[:, :, kept], _loader(enc, ids, kept, first)
 
 
 def candidate_entries(enc: Encoded, min_pairs: int, halves: Halves, screen: bool = True,
@@ -394,7 +392,7 @@ def candidate_entries(enc: Encoded, min_pairs: int, halves: Halves, screen: bool
     removers = [attribute.remove or STRIPPERS.get(attribute.kind) for _, _, attribute in library]
     sums = [np.stack([effect_sums(column, pair, signs[pair, column], wins_a, totals, len(library))
                       for wins_a, totals in halves])]
-    load = _loader(enc, np.zeros(1, np.int64), np.zeros(0, np.int32), [], len(library))
+    load = _loader(enc, FeatureIds.empty(), [], len(library))
     if screen and enc.n_pairs:
         extra_names, extra_specs, extra_sums, load = _data_candidates(enc, min_pairs, set(names), halves,
                                                                       len(library), progress)

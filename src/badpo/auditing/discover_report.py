@@ -14,7 +14,7 @@ import dataclasses
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -256,9 +256,20 @@ def _discovered(source: Any, data_split: str | None, columns: ColumnMap, setting
                 progress: bool, duplicates: str) -> tuple[Discovery, str, str]:
     """(result, printed text, the data's origin) of the screen of ``source``."""
     loaded = read_judgment_source(source, data_split, columns)
-    rows, repeated = handle_duplicates(loaded.rows, duplicates, loaded.origin)
-    result = discover(rows, settings or DiscoverySettings(), _stderr_progress() if progress else None)
-    return result, (f"{repeated}\n" if repeated else "") + format_discovery(result), loaded.origin
+    origin = loaded.origin
+    rows, repeated = handle_duplicates(loaded.rows, duplicates, origin)
+    del loaded  # its rows are the screen's to let go (below)
+    result = discover(_handed_over(rows), settings or DiscoverySettings(), _stderr_progress() if progress else None)
+    return result, (f"{repeated}\n" if repeated else "") + format_discovery(result), origin
+
+
+def _handed_over(rows: list) -> Iterator:
+    """``rows`` one by one, each dropped from the list as it is handed over: the screen keeps the
+    answers it reads (compressed, :class:`badpo.auditing.packed_texts.PackedTexts`), so the
+    judgments read from the file need not stay in memory beside them."""
+    for index in range(len(rows)):
+        row, rows[index] = rows[index], None
+        yield row
 
 
 def add_discover_option(parser: Any) -> None:
