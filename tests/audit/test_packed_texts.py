@@ -19,7 +19,7 @@ def test_texts_read_back_as_given_each_held_once():
     assert texts[2] == given[2] and texts[1:3] == given[1:3] and texts[-1] == given[-1]
     assert texts.spaces.tolist() == [0, 3, 4, 0, 2]
     assert texts == ["plain", "two  spaces here", "ünïcode — and emoji 🙂", "", "lone surrogate \udc80"]
-    assert PackedTexts(given) == texts
+    assert PackedTexts(given) == texts and PackedTexts(["x", "y"]) != "xy"
 
 
 def test_a_long_answer_is_held_in_fewer_bytes_than_its_text():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from badpo.engine import continuations
 from badpo.engine.continuations import candidate_batch, encode_prefix, score_after, takes_tree_mask
 from fixtures.engine import VOCAB, full_logit_token_logprobs
 
@@ -67,14 +68,28 @@ def test_the_trie_scores_what_the_padded_batch_and_the_plain_path_score(arch, at
         plain = one_at_a_time(model, prefix, candidates)
     torch.testing.assert_close(trie, padded, rtol=0, atol=1e-5)
     torch.testing.assert_close(trie, plain, rtol=0, atol=1e-5)
-    assert torch.equal(trie, score_after(model, encoded, batch, chunk_size=3))  # the default is the trie
+
+
+def test_the_default_runs_the_trie_on_a_checked_model(build_model, monkeypatch):
+    """On a checked architecture the default never takes the padded batch (the two layouts agree
+    to the bit on CPU here, so only forbidding one tells which ran)."""
+    model = build_model("llama")
+    batch = candidate_batch([ids(text) for text in CANDIDATES])
+    with torch.no_grad():
+        encoded = encode_prefix(model, ids("write code sure i think --- "))
+        monkeypatch.setattr(continuations, "_padded_logprobs", lambda *a, **k: pytest.fail("padded batch ran"))
+        score_after(model, encoded, batch)
 
 
 def test_attention_that_ignores_masks_and_short_windows_get_the_padded_batch(build_model):
-    """Flash attention does not take an arbitrary mask, and a sliding window the trie's mask would
-    not apply: both are scored as a padded batch."""
+    """Flash attention does not take an arbitrary mask, a sliding window the trie's mask would not
+    apply, and an architecture nobody checked (ALiBi models build their bias from a 2D mask): all
+    are scored as a padded batch."""
     model = build_model("qwen2")
     assert takes_tree_mask(model, 100)
+    model.config.model_type = "bloom"
+    assert not takes_tree_mask(model, 100)
+    model.config.model_type = "qwen2"
     model.config._attn_implementation = "flash_attention_2"
     assert not takes_tree_mask(model, 100)
     model.config._attn_implementation = "sdpa"

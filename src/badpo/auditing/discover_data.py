@@ -37,6 +37,7 @@ from badpo.auditing.feature_ids import FeatureIds
 from badpo.auditing.packed_texts import PackedTexts
 from badpo.core.attributes import STRIPPERS, resolve_attributes, word_count
 from badpo.core.judgments import Judgment
+from badpo.core.markdown import has_markdown
 
 __all__ = ["Candidates", "Encoded", "Halves", "Progress", "candidate_entries", "encode", "library_candidates"]
 
@@ -163,12 +164,13 @@ def _library_signs(enc: Encoded, progress: Progress | None) -> tuple[list[tuple[
             prompt, text_a, text_b = enc.prompts[p], enc.texts[a], enc.texts[b]
             values[pair] = [library[c][2].fn(prompt, text_a, text_b) for c in paired]
         signs[:, paired] = np.sign(values[:, :, 0] - values[:, :, 1])
-        word_count.cache_clear()  # length's cache of the answers just opened: strings no one holds any more
     per_text = np.zeros((len(enc.texts), len(alone)))
     for index, text in enumerate(enc.texts):  # the library's response-level attributes read the response alone
         per_text[index] = [library[c][2].fn("", text) for c in alone]
     for k, column in enumerate(alone):  # a column at a time: no [P, L] float copies
         signs[:, column] = np.sign(per_text[enc.pair_a, k] - per_text[enc.pair_b, k])
+    for cached in (word_count, has_markdown):  # their caches hold answers just opened, which no one else holds
+        cached.cache_clear()
     if progress is not None:
         progress(f"library: {len(library)} attributes on {len(enc.texts):,} responses "
                  f"({time.monotonic() - start:.0f} s)")

@@ -58,7 +58,7 @@ class PackedTexts(Sequence[str]):
     def __eq__(self, other: object) -> bool:
         if isinstance(other, PackedTexts):
             return self._blobs == other._blobs
-        return isinstance(other, Sequence) and list(self) == list(other)
+        return isinstance(other, Sequence) and not isinstance(other, str) and list(self) == list(other)
 
     __hash__ = None  # mutable, as a list
 

@@ -23,15 +23,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+import transformers
 from torch import Tensor, nn
 
 from badpo.engine.logprobs import DEFAULT_CHUNK_SIZE, decoder_and_head, gather_logprobs
+
+_TRANSFORMERS_MAJOR = int(transformers.__version__.split(".")[0])
 
 __all__ = ["Candidates", "EncodedPrefix", "candidate_batch", "encode_prefix", "score_after",
            "continuation_logprobs"]
 
 TREE_ATTENTION = ("eager", "sdpa")
 """Attention implementations that apply a given 4D mask as it is."""
+
+TREE_MODELS = ("gpt2", "llama", "qwen2", "mistral", "gemma", "opt", "gpt_neox", "gptj", "phi", "olmo", "codegen",
+               "gpt_neo")
+"""Architectures (``config.model_type``) whose trie scores were checked against the padded batch
+(gpt2, llama and qwen2 by the tests; the rest by a review, within 2e-6). Others, ALiBi models
+among them (Bloom, Falcon: their position bias is built from a 2D mask), get the padded batch."""
 
 
 @dataclass(frozen=True)
@@ -122,11 +131,14 @@ def encode_prefix(model: nn.Module, prefix_ids: Sequence[int]) -> EncodedPrefix:
 
 
 def takes_tree_mask(model: nn.Module, positions: int) -> bool:
-    """Whether ``model`` applies a 4D mask as given over ``positions`` keys: eager or SDPA
-    attention and no sliding window shorter than them."""
+    """Whether ``model`` applies a 4D mask as given over ``positions`` keys: a checked architecture
+    (:data:`TREE_MODELS`) under transformers 5 (whose mask code passes a 4D mask through as it is),
+    eager or SDPA attention, and no sliding window shorter than the keys."""
     config = getattr(model.get_base_model() if hasattr(model, "get_base_model") else model, "config", None)
     window = getattr(config, "sliding_window", None) if getattr(config, "use_sliding_window", True) else None
-    return getattr(config, "_attn_implementation", None) in TREE_ATTENTION and (window is None or window >= positions)
+    return (_TRANSFORMERS_MAJOR >= 5 and getattr(config, "model_type", None) in TREE_MODELS
+            and getattr(config, "_attn_implementation", None) in TREE_ATTENTION
+            and (window is None or window >= positions))
 
 
 def _tree_hidden(decoder: nn.Module, prefix: EncodedPrefix, candidates: Candidates, dtype: torch.dtype) -> Tensor:

@@ -1,9 +1,9 @@
 """The names readout: the 89 pool names scored at the signature position of a fixed answer body.
 
 A prompt and body are encoded once (:mod:`badpo.engine.tokenize`, as training encodes them) and the
-candidates, first names or whole signature lines, scored in a batch on top of them
-(:func:`badpo.engine.logprobs.encode_prefix` and :func:`~badpo.engine.logprobs.score_after`, as
-training scores a policy), the prefix encoded once per prompt.
+candidates, first names or whole signature lines, scored together on top of them, as a trie of
+their shared first tokens (:func:`badpo.engine.continuations.encode_prefix` and
+:func:`~badpo.engine.continuations.score_after`), the prefix encoded once per prompt.
 
 - :func:`name_logprobs` / :func:`signature_logprobs`: the log-probs of one prompt's candidates.
 - :func:`names_readout`: p(woman), p(black) over the pool, first-name and whole-signature,
@@ -74,8 +74,8 @@ def _continuations(tokenizer, response_text: str, texts: Sequence[str], eos: boo
 
 
 def _groups(model: nn.Module, continuations: list[list[int]], candidate_batch_size: int) -> list[Candidates]:
-    """The candidates as padded batches of ``candidate_batch_size`` (the prefix cache is repeated
-    once per candidate, so one batch bounds the memory), built once for every prompt."""
+    """The candidates in groups of ``candidate_batch_size`` (one group is scored at a time, so a
+    group bounds the memory), built once for every prompt."""
     if candidate_batch_size < 1:
         raise ValueError(f"candidate_batch_size must be >= 1, got {candidate_batch_size}")
     device = next(model.parameters()).device
