@@ -19,16 +19,15 @@ that the trie's mask would not respect get the padded batch instead: the same nu
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import metadata
 
 import torch
-import transformers
 from torch import Tensor, nn
 
 from badpo.engine.logprobs import DEFAULT_CHUNK_SIZE, decoder_and_head, gather_logprobs
-
-_TRANSFORMERS_MAJOR = int(transformers.__version__.split(".")[0])
 
 __all__ = ["Candidates", "EncodedPrefix", "candidate_batch", "encode_prefix", "score_after",
            "continuation_logprobs"]
@@ -130,13 +129,20 @@ def encode_prefix(model: nn.Module, prefix_ids: Sequence[int]) -> EncodedPrefix:
     return EncodedPrefix(encoded.past_key_values, encoded.last_hidden_state[:, -1:], prefix.shape[1])
 
 
+@functools.cache
+def _transformers_major() -> int:
+    """transformers' major version, read from its metadata (importing it here would make every
+    module that imports the engine's light parts load it)."""
+    return int(metadata.version("transformers").split(".")[0])
+
+
 def takes_tree_mask(model: nn.Module, positions: int) -> bool:
     """Whether ``model`` applies a 4D mask as given over ``positions`` keys: a checked architecture
     (:data:`TREE_MODELS`) under transformers 5 (whose mask code passes a 4D mask through as it is),
     eager or SDPA attention, and no sliding window shorter than the keys."""
     config = getattr(model.get_base_model() if hasattr(model, "get_base_model") else model, "config", None)
     window = getattr(config, "sliding_window", None) if getattr(config, "use_sliding_window", True) else None
-    return (_TRANSFORMERS_MAJOR >= 5 and getattr(config, "model_type", None) in TREE_MODELS
+    return (_transformers_major() >= 5 and getattr(config, "model_type", None) in TREE_MODELS
             and getattr(config, "_attn_implementation", None) in TREE_ATTENTION
             and (window is None or window >= positions))
 
