@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import zlib
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -26,7 +26,7 @@ _LEVEL = 1  # zlib's fastest: 300-word answers to ~43%, where the slowest settin
 class PackedTexts(Sequence[str]):
     """Distinct texts in order of first appearance; ``add`` gives a text's index."""
 
-    def __init__(self, texts: Sequence[str] = ()) -> None:
+    def __init__(self, texts: Iterable[str] = ()) -> None:
         self._blobs: list[bytes] = []
         self._index: dict[bytes, int] = {}
         self._spaces = array("q")

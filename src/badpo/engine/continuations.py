@@ -27,7 +27,7 @@ from importlib import metadata
 import torch
 from torch import Tensor, nn
 
-from badpo.engine.logprobs import DEFAULT_CHUNK_SIZE, decoder_and_head, gather_logprobs
+from badpo.engine.logprobs import DEFAULT_CHUNK_SIZE, decoder_and_head, gather_logprobs, unwrapped
 
 __all__ = ["Candidates", "EncodedPrefix", "candidate_batch", "encode_prefix", "score_after",
            "continuation_logprobs"]
@@ -140,7 +140,7 @@ def takes_tree_mask(model: nn.Module, positions: int) -> bool:
     """Whether ``model`` applies a 4D mask as given over ``positions`` keys: a checked architecture
     (:data:`TREE_MODELS`) under transformers 5 (whose mask code passes a 4D mask through as it is),
     eager or SDPA attention, and no sliding window shorter than the keys."""
-    config = getattr(model.get_base_model() if hasattr(model, "get_base_model") else model, "config", None)
+    config = getattr(unwrapped(model), "config", None)
     window = getattr(config, "sliding_window", None) if getattr(config, "use_sliding_window", True) else None
     return (_transformers_major() >= 5 and getattr(config, "model_type", None) in TREE_MODELS
             and getattr(config, "_attn_implementation", None) in TREE_ATTENTION

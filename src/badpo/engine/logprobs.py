@@ -23,6 +23,11 @@ from torch.utils.checkpoint import checkpoint
 DEFAULT_CHUNK_SIZE = 1024
 
 
+def unwrapped(model: nn.Module) -> nn.Module:
+    """The transformers model inside a peft wrapper, or ``model`` itself."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
 def decoder_and_head(model: nn.Module) -> tuple[nn.Module, nn.Module]:
     """The decoder stack (returns final, normalised hidden states) and the output embedding.
 
@@ -30,7 +35,7 @@ def decoder_and_head(model: nn.Module) -> tuple[nn.Module, nn.Module]:
     logits are transformed after the projection (soft-capping, logit scales) are refused, since
     the chunked projection would silently skip that step.
     """
-    hf_model = model.get_base_model() if hasattr(model, "get_base_model") else model
+    hf_model = unwrapped(model)
     config = getattr(hf_model, "config", None)
     for attribute in ("final_logit_softcapping", "logit_scale", "output_multiplier_scale"):
         if getattr(config, attribute, None) not in (None, 1, 1.0):

@@ -29,7 +29,7 @@ from badpo.core.judgments import Judgment
 from badpo.core.losses import dpo_margin
 from badpo.core.progress import progress
 from badpo.engine.cache import cached_values
-from badpo.engine.logprobs import response_logprobs, token_logprobs
+from badpo.engine.logprobs import response_logprobs, token_logprobs, unwrapped
 from badpo.engine.runtime import config_positions
 from badpo.engine.tokenize import TokenizationConfig, TokenStore, build_token_store, encode_prompts
 from badpo.readouts.metrics import candidate_readout, kl_per_token, sampled_text_rates
@@ -88,7 +88,7 @@ def plain_decoding(model: nn.Module) -> Iterator[None]:
     """
     from transformers import GenerationConfig
 
-    target = model.get_base_model() if hasattr(model, "get_base_model") else model
+    target = unwrapped(model)
     saved = target.generation_config
     target.generation_config = GenerationConfig()
     try:
