@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import subprocess
 
-from badpo.paper.provenance import provenance, source_commit
+import pytest
+
+from badpo.paper.provenance import cpu_identity, device_class, provenance, source_commit
 
 
 def _git(folder, *args):
@@ -36,3 +38,38 @@ def test_outside_a_checkout_there_is_no_commit(tmp_path_factory):
 
 def test_provenance_is_taken_once_per_process():
     assert provenance() is provenance()
+
+
+CPUINFO = """processor\t: 0
+vendor_id\t: GenuineIntel
+cpu family\t: 6
+model\t\t: 167
+model name\t: Intel(R) Xeon(R) Processor
+stepping\t: 1
+
+processor\t: 1
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 1
+model name\t: another processor
+stepping\t: 0
+"""
+
+
+def test_cpu_identity_reads_the_first_processor_and_names_its_signature():
+    identity = cpu_identity(CPUINFO)
+    assert identity["model"] == "Intel(R) Xeon(R) Processor"
+    assert identity["signature"] == "GenuineIntel/6/167/1"  # the first block, not the second's AMD
+
+
+def test_cpu_identity_leaves_unknown_fields_none():
+    identity = cpu_identity("model name\t: a board\n")
+    assert identity["model"] == "a board" and identity["signature"] is None
+
+
+def test_a_cpu_record_names_its_processor_and_kernels(monkeypatch):
+    monkeypatch.delenv("ACCELERATE_USE_CPU", raising=False)
+    if device_class() != "cpu":
+        pytest.skip("a GPU machine names its GPU instead (tests/paper/test_device_class_key.py)")
+    device = provenance()["device"]
+    assert set(device["cpu"]) == {"model", "signature", "capability"}
