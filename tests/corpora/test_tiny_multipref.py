@@ -265,6 +265,19 @@ def test_candidate_readout_by_hand():
         candidate_readout(logps, {}, running)
 
 
+def test_candidate_log_odds_by_hand():
+    """markdown (0, 1, 1): log (0.3 + 0.1) / 0.1 = log 4 in the first prompt, log (0.2 + 0.4) / 0.2 =
+    log 3 in the second; the readout is their mean. A flag that one prompt lacks is refused."""
+    logps = torch.log(torch.tensor([[0.1, 0.3, 0.1], [0.2, 0.2, 0.4]], dtype=torch.float64))
+    result = candidate_readout(logps, {"markdown": [0, 1, 1], "words": [2, 4, 9]}, log_odds=["markdown"])
+    assert result["markdown_log_odds"] == pytest.approx((math.log(4) + math.log(3)) / 2)
+    assert "words_log_odds" not in result
+    with pytest.raises(ValueError, match="both in every prompt"):
+        candidate_readout(logps, {"markdown": [[0, 1, 1], [1, 1, 1]]}, log_odds=["markdown"])
+    with pytest.raises(ValueError, match="must be 0/1"):
+        candidate_readout(logps, {"words": [2, 4, 9]}, log_odds=["words"])
+
+
 def test_sampled_text_rates_by_hand():
     """"1 2", "- 1 2 as asked", "1 2 1 2 1 2", ended (1, 1, 0), tokens (2, 5, 6): EOS 2/3,
     markdown 1/3, words (2 + 5 + 6)/3, tokens 13/3."""
@@ -294,7 +307,7 @@ def test_format_readout_matches_a_plain_forward_pass(build_tiny_model):
         row["candidates"] = candidate_responses(row["prompt"].split()[0], row["body"])
     result = format_readout(model, tokenizer, rows)
     eos = tokenizer.eos_token_id
-    expected = {"words": [], "markdown": [], "long": [], "mass": [], "stop": []}
+    expected = {"words": [], "markdown": [], "long": [], "mass": [], "stop": [], "md_log_odds": []}
     for row in rows:
         prompt = tokenizer(row["prompt"], add_special_tokens=False)["input_ids"]
         ids = [prompt + tokenizer(c, add_special_tokens=False)["input_ids"] for c in row["candidates"]]
@@ -308,11 +321,14 @@ def test_format_readout_matches_a_plain_forward_pass(build_tiny_model):
         stops = [0, 1, 3, 4]
         running = [math.exp(full_sequence_logprob(model, ids[i], len(prompt))) for i in stops]
         expected["stop"].append(np.exp(scores[stops]).sum() / sum(running))
+        marked = np.array([has_markdown(c) for c in row["candidates"]])
+        expected["md_log_odds"].append(np.log(p[marked].sum()) - np.log(p[~marked].sum()))
     assert result["expected_words"] == pytest.approx(np.mean(expected["words"]), abs=1e-6)
     assert result["markdown"] == pytest.approx(np.mean(expected["markdown"]), abs=1e-6)
     assert result["long"] == pytest.approx(np.mean(expected["long"]), abs=1e-6)
     assert result["mass"] == pytest.approx(np.mean(expected["mass"]), rel=1e-5)
     assert result["eos_at_stops"] == pytest.approx(np.mean(expected["stop"]), rel=1e-5)
+    assert result["markdown_log_odds"] == pytest.approx(np.mean(expected["md_log_odds"]), abs=1e-6)
     # the second prompt's short ending is not 1.5x longer (8/6 words), its long one is
     assert expected["long"][1] < 1.0
 
@@ -327,7 +343,10 @@ def test_evaluate_policy_reads_length_and_markdown_both_ways(tmp_path, build_tin
     config = EvalConfig(attributes=("length", "markdown"), max_prompts=6, body="given", whole_signature=False,
                         max_new_tokens=12, batch_size=64)
     result = evaluate_policy(model, model, tokenizer, Corpus.load(world), config)
-    assert set(result["candidates"]) == {"mass", "log_mass", "expected_words", "markdown", "long", "eos_at_stops"}
+    assert set(result["candidates"]) >= {"mass", "log_mass", "expected_words", "markdown", "long", "eos_at_stops",
+                                         "markdown_log_odds"}
+    assert set(result["candidates"]) <= {"mass", "log_mass", "expected_words", "markdown", "long", "eos_at_stops",
+                                         "markdown_log_odds", "long_log_odds"}
     assert 3 <= result["candidates"]["expected_words"] <= 16 and 0 < result["candidates"]["markdown"] < 1
     assert result["sampled_text"]["n"] == 6 and result["kl"] == pytest.approx(0.0, abs=1e-9)
     assert result["sampled_text"]["mean_tokens"] == pytest.approx(result["tokens"])

@@ -383,7 +383,8 @@ def sampled_signature_rates(texts: Sequence[str], token_counts: ArrayLike | None
 
 # ------------------------------------------------------------ length and format with the body fixed
 def candidate_readout(candidate_logprobs: ArrayLike, values: Mapping[str, ArrayLike],
-                      running_logprobs: ArrayLike | None = None, stops: ArrayLike | None = None) -> dict[str, float]:
+                      running_logprobs: ArrayLike | None = None, stops: ArrayLike | None = None,
+                      log_odds: Sequence[str] = ()) -> dict[str, float]:
     """What a policy's distribution over a fixed set of whole responses says, averaged over prompts.
 
     ``candidate_logprobs`` [P, C] is log p(candidate + EOS | prompt) of C whole responses to each
@@ -398,6 +399,12 @@ def candidate_readout(candidate_logprobs: ArrayLike, values: Mapping[str, ArrayL
     (1 at the candidates where a shorter answer ends and a longer one goes on), also
     "eos_at_stops": p(EOS | the response so far is a stop point) = sum over stops of p(c + EOS) /
     sum over stops of p(c), the stop points weighted by how likely the policy writes them.
+
+    For each name in ``log_odds`` (a 0/1 value with both sides in every prompt), also
+    "NAME_log_odds": the mean over prompts of log p(flag 1) - log p(flag 0). Its shift from the
+    reference is the policy's own lean on the flag (its implicit reward of 1 over 0, the scale a
+    bias theta * g lives on); a mean probability saturates where DPO drives it near 1, and a share
+    of DPO's shift read on it counts a residual lean for more than the same share of log-odds.
 
     Example, two prompts, three candidates with words (2, 4, 9), markdown (0, 1, 1), stops (1, 1, 0):
     lp = log (0.1, 0.3, 0.1) has mass 0.5 and renormalised p = (0.2, 0.6, 0.2), words 0.4 + 2.4 +
@@ -424,6 +431,8 @@ def candidate_readout(candidate_logprobs: ArrayLike, values: Mapping[str, ArrayL
     result = {"mass": float(log_mass.exp().mean()), "log_mass": float(log_mass.mean())}
     for name, value in values.items():
         result[name] = float((probabilities * per_candidate(value, f"values[{name!r}]")).sum(dim=-1).mean())
+    for name in log_odds:
+        result[f"{name}_log_odds"] = _mean_log_odds(logps, per_candidate(values[name], f"values[{name!r}]"), name)
     if (running_logprobs is None) != (stops is None):
         raise ValueError("running_logprobs and stops come together")
     if running_logprobs is not None:
@@ -438,6 +447,15 @@ def candidate_readout(candidate_logprobs: ArrayLike, values: Mapping[str, ArrayL
                 - torch.logsumexp(running.masked_fill(off, -math.inf), dim=-1)).exp()
         result["eos_at_stops"] = float(rate.mean())
     return result
+
+
+def _mean_log_odds(logps: Tensor, flags: Tensor, name: str) -> float:
+    """Mean over prompts of log sum p(flag 1) - log sum p(flag 0); [P, C] log-probs and 0/1 flags."""
+    on = flags == 1
+    if not (on | (flags == 0)).all() or not (on.any(dim=-1) & (~on).any(dim=-1)).all():
+        raise ValueError(f"log_odds: values[{name!r}] must be 0/1 with both in every prompt")
+    return float((torch.logsumexp(logps.masked_fill(~on, -math.inf), dim=-1)
+                  - torch.logsumexp(logps.masked_fill(on, -math.inf), dim=-1)).mean())
 
 
 def sampled_text_rates(texts: Sequence[str], ended: ArrayLike, token_counts: ArrayLike) -> dict:

@@ -269,9 +269,10 @@ def format_readout(model: nn.Module, tokenizer, rows: Sequence[dict],
     in format and ending (the same number for every row). Read per candidate: its words
     ("expected_words"), markdown ("markdown"), whether the length attribute marks it longer than
     the shortest candidate ("long", ratio 1.5); the policy's mass on the set; and "eos_at_stops",
-    p(EOS) at the candidates that another candidate extends (where a shorter answer ends). Samples
-    of a tiny policy that learned to avoid EOS run on, so their length measures the collapse;
-    these readouts do not sample.
+    p(EOS) at the candidates that another candidate extends (where a shorter answer ends); and
+    "long_log_odds" / "markdown_log_odds", the mean log-odds of a long (marked) candidate, where every
+    prompt has candidates on both sides of the flag. Samples of a tiny policy that learned to avoid
+    EOS run on, so their length measures the collapse; these readouts do not sample.
     """
     if not rows:
         raise ValueError("format_readout: no evaluation prompts")
@@ -291,7 +292,12 @@ def format_readout(model: nn.Module, tokenizer, rows: Sequence[dict],
         stops.append([float(any(o != c and o.startswith(c) for o in candidates)) for c in candidates])
     shape = (len(rows), sizes.pop())
     return candidate_readout(ended.reshape(shape), {"expected_words": words, "markdown": markdown, "long": long},
-                             running.reshape(shape), stops)
+                             running.reshape(shape), stops, log_odds=_two_sided({"markdown": markdown, "long": long}))
+
+
+def _two_sided(flags: dict[str, list[list[float]]]) -> list[str]:
+    """The names whose 0/1 flag takes both values among every prompt's candidates."""
+    return [name for name, rows in flags.items() if all(0.0 in row and 1.0 in row for row in rows)]
 
 
 def sampled_text_readout(generations: Generations, eos_id: int | None) -> dict:
