@@ -21,8 +21,9 @@ from typing import Any
 from badpo.auditing.discover import POWER, Discovery, DiscoverySettings, Finding, discover
 from badpo.auditing.report_html import discover_html
 from badpo.core.file_sets import commit_files, folder_lock, recover_files
-from badpo.core.judgments import handle_duplicates
+from badpo.core.judgments import duplicates_line, handle_duplicates
 from badpo.core.outputs import Inputs, check_not_input, check_writable_folder, spreadsheet_safe
+from badpo.data.judgment_stream import judgment_stream
 from badpo.data.sources import ColumnMap, read_judgment_source
 
 __all__ = ["REPORT_FILES", "add_discover_option", "discover_command", "discover_source", "format_discovery",
@@ -254,12 +255,22 @@ def discover_source(source: Any, report_dir: str | Path | None = None, *, data_s
 
 def _discovered(source: Any, data_split: str | None, columns: ColumnMap, settings: DiscoverySettings | None,
                 progress: bool, duplicates: str) -> tuple[Discovery, str, str]:
-    """(result, printed text, the data's origin) of the screen of ``source``."""
-    loaded = read_judgment_source(source, data_split, columns)
-    origin = loaded.origin
-    rows, repeated = handle_duplicates(loaded.rows, duplicates, origin)
-    del loaded  # its rows are the screen's to let go (below)
-    result = discover(_handed_over(rows), settings or DiscoverySettings(), _stderr_progress() if progress else None)
+    """(result, printed text, the data's origin) of the screen of ``source``. A JSONL file is read
+    twice and never held (:mod:`badpo.data.judgment_stream`); any other source is read whole and its
+    rows let go as the screen takes them."""
+    duplicates_line((), duplicates, "")  # the option checked before anything is read
+    stream = judgment_stream(source, columns, data_split)
+    if stream is None:
+        loaded = read_judgment_source(source, data_split, columns)
+        origin = loaded.origin
+        rows, repeated = handle_duplicates(loaded.rows, duplicates, origin)
+        del loaded  # its rows are the screen's to let go (below)
+        judgments = _handed_over(rows)
+    else:
+        again = stream.check()
+        origin, repeated = stream.origin, duplicates_line(again, duplicates, stream.origin)
+        judgments = stream.judgments(frozenset(again) if duplicates == "drop" else frozenset())
+    result = discover(judgments, settings or DiscoverySettings(), _stderr_progress() if progress else None)
     return result, (f"{repeated}\n" if repeated else "") + format_discovery(result), origin
 
 

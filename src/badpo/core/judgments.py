@@ -31,7 +31,10 @@ from badpo.core.notices import BadpoWarning
 __all__ = [
     "DUPLICATES",
     "duplicate_rows",
+    "duplicates_line",
     "handle_duplicates",
+    "iter_validated",
+    "judgment_digest",
     "Judgment",
     "JudgmentError",
     "annotator_classes",
@@ -94,8 +97,16 @@ def validate_judgments(rows: Iterable[Mapping[str, Any] | Judgment]) -> list[Jud
 def validate_labelled(labelled: Iterable[tuple[tuple, Any]]) -> list[Judgment]:
     """:func:`validate_judgments` of rows labelled ``((index, line or None, source or None), row)``,
     so that an error names the file and its line (JSONL) or row (any other source)."""
-    out: list[Judgment] = []
-    shared: dict[str, str] = {}  # text -> its first string: every judgment of a pair holds one copy
+    return list(iter_validated(labelled))
+
+
+def iter_validated(labelled: Iterable[tuple[tuple, Any]], share_texts: bool = True,
+                   warn: bool = True) -> Iterator[Judgment]:
+    """:func:`validate_labelled` one judgment at a time. ``share_texts``: every judgment of a pair
+    holds one copy of its texts (the first string read), at the cost of keeping every distinct text
+    until the end; a reader that lets each judgment go (discover's stream) turns it off. ``warn``:
+    say at the end when annotator ids were normalised."""
+    shared: dict[str, str] = {} if share_texts else _NotShared()
     spellings: dict[str, set[str]] = {}  # normalised annotator id -> the spellings read
     attribute_keys: tuple[str, ...] | None = None  # keys of the first row that has them
     first_with: int | None = None  # index of that row
@@ -131,9 +142,16 @@ def validate_labelled(labelled: Iterable[tuple[tuple, Any]]) -> list[Judgment]:
                     f"{where}, field 'g_chosen': attribute names {list(keys)} differ from "
                     f"{list(attribute_keys)} given on row {first_with}",
                     row=index, field="g_chosen")
-        out.append(judgment)
-    _say_normalised(spellings)
-    return out
+        yield judgment
+    if warn:
+        _say_normalised(spellings)
+
+
+class _NotShared(dict):
+    """A text table that keeps nothing: ``setdefault`` hands the text back."""
+
+    def setdefault(self, key, default=None):
+        return default
 
 
 def annotator_id(value: str) -> str:
@@ -157,32 +175,54 @@ def _say_normalised(spellings: dict[str, set[str]]) -> None:
 DUPLICATES = ("keep", "drop")  # what to do with exact duplicate judgments
 
 
-def duplicate_rows(judgments: Sequence[Judgment]) -> list[int]:
-    """The rows that repeat an earlier row exactly (every field, attributes included)."""
-    seen: set[tuple] = set()
+def judgment_digest(judgment: Judgment) -> bytes:
+    """16 bytes that two judgments share exactly when they are equal (every field, attributes
+    included; an attribute's 1, 1.0 and -0.0 / 0.0 read as the equal numbers they are), so that a
+    reader can find repeats without keeping the judgments (BLAKE2b: a collision is not a concern)."""
+    def numbers_of(values):
+        return sorted((name, float(value) + 0.0) for name, value in (values or {}).items())
+    fields = [getattr(judgment, name) for name in FIELDS if not name.startswith("g_")]
+    key = repr((fields, numbers_of(judgment.g_chosen), judgment.g_chosen is None,
+                numbers_of(judgment.g_rejected), judgment.g_rejected is None))
+    return hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def duplicate_rows(judgments: Iterable[Judgment]) -> list[int]:
+    """The rows that repeat an earlier row exactly (every field, attributes included); one pass,
+    keeping a digest per distinct judgment, not the judgment."""
+    seen: set[bytes] = set()
     rows = []
     for i, j in enumerate(judgments):
-        key = (j, tuple(sorted((j.g_chosen or {}).items())), tuple(sorted((j.g_rejected or {}).items())))
-        if key in seen:
+        digest = judgment_digest(j)
+        if digest in seen:
             rows.append(i)
-        seen.add(key)
+        seen.add(digest)
     return rows
+
+
+def duplicates_line(rows: Sequence[int], duplicates: str, origin: str) -> str | None:
+    """What ``duplicates`` (keep / drop) does with the repeated ``rows``, in one line; None for none."""
+    if duplicates not in DUPLICATES:
+        raise ValueError(f"duplicates: {duplicates!r} is not one of {list(DUPLICATES)}")
+    if not rows:
+        return None
+    found = f"{len(rows)} exact duplicate judgment(s) in {origin} (first: row {rows[0]}, 0-based)"
+    if duplicates == "drop":
+        return f"{found}, dropped (--duplicates drop)"
+    return (f"{found}, kept: each counts as a vote, so the standard errors treat them as "
+            "independent votes (--duplicates drop drops them)")
 
 
 def handle_duplicates(judgments: Sequence[Judgment], duplicates: str, origin: str) -> tuple[list[Judgment], str | None]:
     """``duplicates`` keep (each repeat counts as a vote) or drop (the first of each is kept):
     the judgments and the line that says what was done (None when there is no duplicate)."""
-    if duplicates not in DUPLICATES:
-        raise ValueError(f"duplicates: {duplicates!r} is not one of {list(DUPLICATES)}")
+    duplicates_line([], duplicates, origin)  # the option checked before the pass
     rows = duplicate_rows(judgments)
-    if not rows:
-        return list(judgments), None
-    found = f"{len(rows)} exact duplicate judgment(s) in {origin} (first: row {rows[0]}, 0-based)"
-    if duplicates == "drop":
+    line = duplicates_line(rows, duplicates, origin)
+    if duplicates == "drop" and rows:
         dropped = set(rows)
-        return [j for i, j in enumerate(judgments) if i not in dropped], f"{found}, dropped (--duplicates drop)"
-    return list(judgments), (f"{found}, kept: each counts as a vote, so the standard errors treat them as "
-                             "independent votes (--duplicates drop drops them)")
+        return [j for i, j in enumerate(judgments) if i not in dropped], line
+    return list(judgments), line
 
 
 def describe_row(index: int, line: int | None, source: str | None, row: Any) -> str:

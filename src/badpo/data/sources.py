@@ -40,14 +40,15 @@ from badpo.core.judgments import (
     REQUIRED_TEXT,
     TIE_FIELD,
     describe_row,
+    iter_validated,
     jsonl_rows,
-    validate_labelled,
 )
 from badpo.core.notices import BadpoWarning
 from badpo.data.chat import ChatRows
 from badpo.data.column_checks import check_mapped_columns, check_required_columns
 
 __all__ = ["IN_MEMORY_PREFIX", "IN_MEMORY_PREFIXES", "ColumnMap", "IgnoredColumnsWarning", "Loaded", "RowTable",
+           "judgments_as_read", "jsonl_file", "warn_ignored",
            "in_memory", "read_judgment_source", "check_columns", "read_prompt_source", "read_sft_source",
            "source_dataset"]
 
@@ -164,17 +165,38 @@ def read_judgment_source(data: Any, split: str | None = None, columns: ColumnMap
     """Judgments from any source (module docstring). Chat-format prompts are rendered with the
     tokenizer's chat template; with no tokenizer (the label audit) a conversation is kept as its
     JSON text, which only has to tell prompts apart."""
+    read, origin, chat, ignored = judgments_as_read(data, split, columns, tokenizer)
+    judgments = list(read)
+    if not judgments:
+        raise ValueError(f"{origin}: no judgments (the source holds no row)")
+    warn_ignored(ignored, origin)
+    return Loaded(judgments, chat.rendered, origin)
+
+
+def judgments_as_read(data: Any, split: str | None = None, columns: ColumnMap = ColumnMap(), tokenizer=None,
+                      share_texts: bool = True, warn: bool = True
+                      ) -> tuple[Iterator, str, ChatRows, dict[str, None]]:
+    """(the validated judgments, one at a time as the source is read; its origin; the chat renderer;
+    the columns no field reads, filled as the rows go by). ``share_texts``: every judgment of a pair
+    holds one string per text (kept until the end); ``warn``: say once at the end when annotator
+    ids were normalised (a second pass over the same file says nothing new)."""
     renames = columns.renames(JUDGMENT_FIELDS, "a judgment")
     labelled, origin, chat = _open_rows(data, split, renames, tokenizer, required=REQUIRED_TEXT)
     ignored: dict[str, None] = {}
     shared: dict[str, str] = {}
-    judgments = validate_labelled((label, _share_texts(chat.render(label, _mapped(row, renames, JUDGMENT_FIELDS,
-                                                                                   ignored)), shared))
-                                  for label, row in labelled)
-    if not judgments:
-        raise ValueError(f"{origin}: no judgments (the source holds no row)")
-    _warn_ignored(ignored, origin)
-    return Loaded(judgments, chat.rendered, origin)
+    rows = ((label, chat.render(label, _mapped(row, renames, JUDGMENT_FIELDS, ignored))) for label, row in labelled)
+    if share_texts:
+        rows = ((label, _share_texts(row, shared)) for label, row in rows)
+    return iter_validated(rows, share_texts, warn), origin, chat, ignored
+
+
+def jsonl_file(data: Any) -> Path | None:
+    """The path of ``data`` when the readers here would read it as a local JSONL file, else None
+    (decided without opening any dataset)."""
+    if not isinstance(data, (str, os.PathLike)) or str(data) in _IN_MEMORY:
+        return None
+    path = Path(os.path.expanduser(str(data)))
+    return path if path.suffix == ".jsonl" and path.is_file() else None
 
 
 def _share_texts(row: Any, shared: dict[str, str]) -> Any:
@@ -212,7 +234,7 @@ def read_sft_source(data: Any, split: str | None = None, columns: ColumnMap = Co
         rows.append((row["prompt"], row["response"]))
     if not rows:
         raise ValueError(f"{origin}: no sft rows")
-    _warn_ignored(ignored, origin)
+    warn_ignored(ignored, origin)
     return Loaded(rows, chat.rendered, origin)
 
 
@@ -243,7 +265,7 @@ def read_prompt_source(data: Any, split: str | None = None, columns: ColumnMap =
         rows.append(row)
     if not rows:
         raise ValueError(f"{origin}: no evaluation prompts")
-    _warn_ignored(ignored, origin)
+    warn_ignored(ignored, origin)
     return Loaded(rows, chat.rendered, origin)
 
 
@@ -437,7 +459,8 @@ def _mapped(row: Any, renames: dict[str, str], fields: tuple[str, ...],
     return out
 
 
-def _warn_ignored(ignored: dict[str, None], origin: str) -> None:
+def warn_ignored(ignored: dict[str, None], origin: str) -> None:
+    """One warning naming the columns no field reads (collected by :func:`judgments_as_read`)."""
     if ignored:
         warnings.warn(f"{origin}: ignoring column(s) {list(ignored)}, which badpo does not read "
                       "(map one to a field with columns.FIELD=COLUMN)", IgnoredColumnsWarning,

@@ -436,17 +436,21 @@ def candidate_readout(candidate_logprobs: ArrayLike, values: Mapping[str, ArrayL
     if (running_logprobs is None) != (stops is None):
         raise ValueError("running_logprobs and stops come together")
     if running_logprobs is not None:
-        running = per_candidate(running_logprobs, "running_logprobs")
-        if (running < logps - 1e-9).any():
-            raise ValueError("running_logprobs: a candidate is less likely without its EOS than with it")
-        marks = per_candidate(stops, "stops")
-        if not ((marks == 0) | (marks == 1)).all() or not marks.bool().any(dim=-1).all():
-            raise ValueError("stops: 0/1 marks with at least one stop point per prompt")
-        off = ~marks.bool()
-        rate = (torch.logsumexp(logps.masked_fill(off, -math.inf), dim=-1)
-                - torch.logsumexp(running.masked_fill(off, -math.inf), dim=-1)).exp()
-        result["eos_at_stops"] = float(rate.mean())
+        result["eos_at_stops"] = _eos_at_stops(logps, per_candidate(running_logprobs, "running_logprobs"),
+                                               per_candidate(stops, "stops"))
     return result
+
+
+def _eos_at_stops(logps: Tensor, running: Tensor, marks: Tensor) -> float:
+    """Mean over prompts of sum over stops of p(c + EOS) / sum over stops of p(c); all [P, C]."""
+    if (running < logps - 1e-9).any():
+        raise ValueError("running_logprobs: a candidate is less likely without its EOS than with it")
+    if not ((marks == 0) | (marks == 1)).all() or not marks.bool().any(dim=-1).all():
+        raise ValueError("stops: 0/1 marks with at least one stop point per prompt")
+    off = ~marks.bool()
+    rate = (torch.logsumexp(logps.masked_fill(off, -math.inf), dim=-1)
+            - torch.logsumexp(running.masked_fill(off, -math.inf), dim=-1)).exp()
+    return float(rate.mean())
 
 
 def _mean_log_odds(logps: Tensor, flags: Tensor, name: str) -> float:
