@@ -15,6 +15,7 @@ from badpo.auditing.discover_report import discover_source
 from badpo.core.config import ConfigError
 from badpo.core.judgments import Judgment, JudgmentError, duplicate_rows, judgment_digest, write_judgments
 from badpo.data.judgment_stream import judgment_stream
+from badpo.data.sources import read_judgment_source
 from fixtures.discover_worlds import WORLDS
 
 
@@ -86,3 +87,15 @@ def test_the_digest_tells_judgments_apart_as_equality_does():
     for judgment in other:
         assert judgment != base and judgment_digest(judgment) != judgment_digest(base)
     assert duplicate_rows([base, *other, *same, other[0]]) == [6, 7]
+
+
+def test_a_file_under_home_is_read_and_its_bad_line_named(world_file, tmp_path, monkeypatch):
+    """``~/j.jsonl`` (as a config file may give it): the whole-file reader opened the path
+    unexpanded and failed with FileNotFoundError; both readers now read it."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "j.jsonl").write_text(world_file.read_text() + "{not json\n")
+    line = len(world_file.read_text().splitlines()) + 1
+    with pytest.raises(JudgmentError, match=f"j.jsonl line {line}: not valid JSON"):
+        judgment_stream("~/j.jsonl").check()
+    with pytest.raises(JudgmentError, match=f"j.jsonl line {line}: not valid JSON"):
+        read_judgment_source("~/j.jsonl")

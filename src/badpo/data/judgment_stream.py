@@ -25,9 +25,10 @@ __all__ = ["JudgmentStream", "judgment_stream"]
 class JudgmentStream:
     """The judgments of one JSONL file: :meth:`check` first, then :meth:`judgments`."""
 
-    def __init__(self, path: Path, columns: ColumnMap = ColumnMap()):
+    def __init__(self, path: Path, columns: ColumnMap = ColumnMap(), given: str | None = None):
         self.path, self.columns = path, columns
-        self.origin = str(path)
+        self.given = given or str(path)  # as the user wrote it: what the whole-file reader's messages name
+        self.origin = self.given
         self._stamp: tuple[int, int] | None = None
 
     def _file_stamp(self) -> tuple[int, int]:
@@ -37,7 +38,7 @@ class JudgmentStream:
     def check(self) -> list[int]:
         """Read and check every row; returns the 0-based rows that repeat an earlier one exactly."""
         stamp = self._file_stamp()
-        read, origin, _, ignored = judgments_as_read(self.path, columns=self.columns, share_texts=False)
+        read, origin, _, ignored = judgments_as_read(self.given, columns=self.columns, share_texts=False)
         self.origin = origin
         counted = _Counted(read)
         repeated = duplicate_rows(counted)
@@ -53,7 +54,7 @@ class JudgmentStream:
             raise RuntimeError("JudgmentStream.judgments before check")
         if self._file_stamp() != self._stamp:
             raise ConfigError(f"{self.origin}: the file changed while it was read (size or time); read it again")
-        read, *_ = judgments_as_read(self.path, columns=self.columns, share_texts=False, warn=False)
+        read, *_ = judgments_as_read(self.given, columns=self.columns, share_texts=False, warn=False)
         for index, judgment in enumerate(read):
             if index not in drop:
                 yield judgment
@@ -77,4 +78,4 @@ def judgment_stream(data, columns: ColumnMap = ColumnMap(), split: str | None = 
     """A stream over ``data`` when it is a local JSONL file (and no split is asked of it), else None:
     the other sources are read whole by :func:`badpo.data.sources.read_judgment_source`."""
     path = jsonl_file(data) if split is None else None
-    return None if path is None else JudgmentStream(path, columns)
+    return None if path is None else JudgmentStream(path, columns, str(data))
