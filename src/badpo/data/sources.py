@@ -284,7 +284,7 @@ def check_columns(data: Any, split: str | None = None, columns: ColumnMap = Colu
     renames = columns.renames(fields, what)
     if renames:
         dataset, origin = _open(data, split)
-        present = list(dataset.column_names) if dataset is not None else _jsonl_columns(Path(os.path.expanduser(origin)))
+        present = list(dataset.column_names) if dataset is not None else _jsonl_columns(_local(origin))
         check_mapped_columns(renames, present, origin)
 
 
@@ -295,10 +295,15 @@ def _open_rows(data: Any, split: str | None, renames: dict, tokenizer,
     file's: the keys of its rows)."""
     labelled, origin, present = _labelled_rows(data, split)
     if present is None and (renames or required):
-        present = _jsonl_columns(Path(os.path.expanduser(origin)))
+        present = _jsonl_columns(_local(origin))
     check_mapped_columns(renames, present, origin)
     check_required_columns(renames, required, present, origin)
     return labelled, origin, ChatRows(tokenizer)
+
+
+def _local(origin: str) -> Path:
+    """A JSONL file's path as the file system reads it: ``~`` expanded (origin keeps it as written)."""
+    return Path(os.path.expanduser(origin))
 
 
 def _jsonl_columns(path: Path) -> list[str]:
@@ -321,7 +326,7 @@ def _labelled_rows(data: Any, split: str | None) -> tuple[Iterable[tuple[tuple, 
     when the source has a schema)."""
     dataset, origin = _open(data, split)
     if dataset is None:  # JSONL: read here, line by line
-        return jsonl_rows(Path(os.path.expanduser(origin))), origin, None  # named as written
+        return jsonl_rows(_local(origin)), origin, None
     return ([((i, None, origin), row) for i, row in enumerate(dataset.to_list())], origin,
             list(dataset.column_names))
 
