@@ -136,3 +136,19 @@ def test_an_experiment_arm_with_fsdp_is_refused_by_what_the_runner_does():
 
     with pytest.raises(ConfigError, match="^fsdp: an experiment trains each arm in one process"):
         resolve_arm({"fsdp": True, "resume_from": "latest"})
+
+
+def test_the_corpus_fingerprint_follows_the_data_not_the_build_timings(tmp_path):
+    """smol-multipref writes timings.json into its world; a rebuild of the same world must keep its
+    runs' keys (the timings entered the fingerprint, and every arm ran again)."""
+    from badpo.paper.runner import corpus_fingerprint
+
+    world = tmp_path / "corpus"
+    world.mkdir()
+    (world / "train.jsonl").write_text('{"prompt": "q"}\n')
+    (world / "timings.json").write_text('{"sampling_s": 61.2}\n')
+    first = corpus_fingerprint(world)
+    (world / "timings.json").write_text('{"sampling_s": 75.9}\n')
+    assert corpus_fingerprint(world) == first
+    (world / "train.jsonl").write_text('{"prompt": "q2"}\n')
+    assert corpus_fingerprint(world) != first

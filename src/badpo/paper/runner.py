@@ -147,10 +147,16 @@ class Plan:
     runs: tuple[PlannedRun, ...]  # seed-major: every arm at the first seed, then the next seed
 
 
+# files of a built corpus that say how the build went, not what it holds: smol-multipref's
+# timings.json differs at every build, so keying on it re-ran every arm after a rebuild of the same world
+UNKEYED_FILES = frozenset({CORPUS_MARKER, "timings.json"})
+
+
 def corpus_fingerprint(corpus_dir: Path) -> str:
-    """sha256 over every file of the corpus (relative path and content), the build marker aside:
-    a run's key changes when its data does, wherever the corpus lives."""
-    files = sorted(p for p in corpus_dir.rglob("*") if p.is_file() and p.name != CORPUS_MARKER)
+    """sha256 over every file of the corpus (relative path and content), :data:`UNKEYED_FILES`
+    aside: a run's key changes when its data does, wherever the corpus lives, and not when only
+    the build's timings do."""
+    files = sorted(p for p in corpus_dir.rglob("*") if p.is_file() and p.name not in UNKEYED_FILES)
     if not files:
         raise ConfigError(f"corpus: {corpus_dir} holds no files")
     digest = hashlib.sha256()
