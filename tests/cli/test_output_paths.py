@@ -11,6 +11,7 @@ import pytest
 import badpo
 from badpo.cli import main
 from badpo.core.config import ConfigError
+from badpo.core.file_sets import LOCK_FILE, folder_lock
 from badpo.core.judgments import validate_judgments, write_judgments
 
 ROWS = [{"prompt": f"p{i}", "chosen": f"a{i}", "rejected": f"b{i}", "annotator": f"k{i % 3}",
@@ -121,9 +122,19 @@ def test_a_pseudonymised_report_never_sits_beside_the_plain_reports_plots(judgme
     line = cli_error(pseudonymised)
     assert "holds another report (6 files); give --overwrite to replace it" in line
     assert main([*pseudonymised, "--overwrite"]) == 0
-    assert sorted(p.name for p in report.iterdir()) == ["README.md", "annotators.csv", "audit.json",
-                                                        "forest-tag.png", "notes.txt", "report.html"]
+    kept = sorted(p.name for p in report.iterdir() if p.name != LOCK_FILE)
+    assert kept == ["README.md", "annotators.csv", "audit.json", "forest-tag.png", "notes.txt", "report.html"]
     assert "k0" not in (report / "annotators.csv").read_text()
+
+
+def test_a_plain_audit_into_a_report_folder_another_writer_holds_is_refused(judgments, tmp_path, cli_error):
+    """Issue 49's retry: a plain audit and a discover started together into one --report both
+    wrote there (only discover took the folder's lock); now the second is refused and writes nothing."""
+    report = tmp_path / "report"
+    with folder_lock(report, "--report"):  # as a discover of the same folder holds it while it screens
+        line = cli_error(["audit", str(judgments), "-a", "tag=given:tag", "--report", str(report)])
+    assert f"--report {report}" in line and "is writing there" in line
+    assert [p.name for p in report.iterdir()] == [LOCK_FILE]
 
 
 def test_a_report_folder_with_files_no_report_lists_is_refused(judgments, tmp_path, cli_error):

@@ -132,6 +132,15 @@ def test_untouched_attribute_starts_at_zero_and_no_finite_start_is_refused_namin
         _start([[1, 1], [-1, -1], [1, 1]], names=("a", "b"))
 
 
+def test_a_few_huge_differences_are_named_as_the_cause_not_a_clean_sweep():
+    """One difference of 1e25 beside +-1 that the side won half of (issue 49's retry: the refusal
+    said the side "won every, or none" of its judgments, which it had not)."""
+    diffs = [1e25] + [1.0, -1.0] * 20
+    with pytest.raises(ConfigError, match=r"won 21 of 41 judgments .* largest difference \(1e\+25\) is 1e\+25 "
+                                          r"times the median .* comparable scale"):
+        _start(diffs)
+
+
 def test_a_small_scale_attribute_gets_its_large_start():
     """given: values of +-0.01 whose side wins 9 of 12: theta . 0.01 = log 3, theta ~ 110, beyond
     the search's bound on the logit had it bounded theta itself."""

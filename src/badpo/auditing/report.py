@@ -75,6 +75,7 @@ from badpo.auditing.report_html import audit_html
 from badpo.auditing.report_text import format_report, summary
 from badpo.auditing.terminal_table import format_audit
 from badpo.core.attributes import resolve_attributes
+from badpo.core.file_sets import folder_lock
 from badpo.core.jsonio import atomic_write_text
 from badpo.core.judgments import Judgment, handle_duplicates
 from badpo.core.outputs import check_not_input, check_writable_folder, spreadsheet_safe
@@ -378,11 +379,27 @@ def audit_with_report(source: Any, specs: Sequence[str], report_dir: str | Path 
     ``report_dir`` is given (``overwrite``: replacing the report there); returns (audit, printed
     text, report document or None)."""
     attributes = resolve_attributes(specs)  # a bad spec fails before the data is read
-    if report_dir is not None:  # so does a report folder that cannot take this report, or would replace the data
-        for name in _REPORT_FILES:
-            check_not_input(Path(report_dir) / name, "--report", [("DATA", source)])
-        for path in previous_report(report_dir, overwrite):  # --overwrite deletes these
-            check_not_input(path, "--report", [("DATA", source)])
+    if report_dir is None:
+        return _audited(source, attributes, None, run_dir, pseudonym_key, data_split, columns, overwrite, tokenizer,
+                        duplicates)
+    _check_report_folder(report_dir, overwrite, source)  # so does a folder that cannot take it
+    with folder_lock(report_dir, "--report"):  # a second writer (audit or discover) is refused
+        _check_report_folder(report_dir, overwrite, source)  # again: another may have filled it since
+        return _audited(source, attributes, report_dir, run_dir, pseudonym_key, data_split, columns, overwrite,
+                        tokenizer, duplicates)
+
+
+def _check_report_folder(report_dir: str | Path, overwrite: bool, source: Any) -> None:
+    """A report folder that cannot take this report, or whose files would replace the data, is refused."""
+    for name in _REPORT_FILES:
+        check_not_input(Path(report_dir) / name, "--report", [("DATA", source)])
+    for path in previous_report(report_dir, overwrite):  # --overwrite deletes these
+        check_not_input(path, "--report", [("DATA", source)])
+
+
+def _audited(source: Any, attributes, report_dir: str | Path | None, run_dir, pseudonym_key, data_split, columns,
+             overwrite: bool, tokenizer, duplicates: str) -> tuple[Audit, str, dict[str, Any] | None]:
+    """:func:`audit_with_report` once its report folder, if any, is checked and held."""
     loaded = read_judgment_source(source, data_split, columns)
     judgments, repeated = handle_duplicates(loaded.rows, duplicates, loaded.origin)
     coverage = text_coverage(tokenizer, judgments, loaded.origin) if tokenizer is not None else None

@@ -218,6 +218,20 @@ def tilt_shift(logits: Tensor, margins: Tensor, directions: Tensor, pair: Tensor
     return offset_mle(logits, directions, link) + tilt, tilt
 
 
+def _why_alone(column: Tensor) -> str:
+    """Why one attribute's level has no finite fit: its side won every, or none, of the judgments
+    that differ in it; or, where it did not, a few differences that dwarf the rest (a ``given:``
+    value of 1e25 beside values near 1 leaves the fit only the rows at that scale)."""
+    moved = column[column != 0]
+    if bool((moved > 0).all()) or bool((moved < 0).all()):
+        return "no finite fit (the attribute's side won every, or none, of its cross-group judgments)"
+    size = moved.abs()
+    return (f"no finite fit: the attribute's side won {int((moved > 0).sum())} of {moved.numel()} judgments that "
+            f"differ in it, but its largest difference ({float(size.max()):.4g}) is "
+            f"{float(size.max() / size.median()):.3g} times the median ({float(size.median()):.4g}), so those "
+            "few rows decide the fit alone; give the values on a comparable scale")
+
+
 class NoFiniteStart(ValueError):
     """:func:`reference_start` has no finite start: ``coordinates`` (0-based) are to blame, ``why``."""
 
@@ -246,8 +260,7 @@ def reference_start(directions: Tensor, logits: Tensor, link: Link) -> list[floa
         alone = [j for j in range(a.shape[1]) if touched[j]
                  and offset_mle(logits, a[:, j:j + 1] / scale[j], link).isnan().any()]
         if alone:
-            raise NoFiniteStart(alone, "no finite fit (the attribute's side won every, or none, of its "
-                                       "cross-group judgments)")
+            raise NoFiniteStart(alone, _why_alone(a[:, alone[0]]))
         raise NoFiniteStart([j for j in range(a.shape[1]) if touched[j]], "no finite joint fit (the "
                             "attributes are collinear on these judgments: their levels cannot be told apart)")
     return (torch.nan_to_num(fit, nan=0.0) / scale).tolist()
