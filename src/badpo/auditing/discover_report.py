@@ -21,7 +21,7 @@ from typing import Any
 from badpo.auditing.discover import POWER, Discovery, DiscoverySettings, Finding, discover
 from badpo.auditing.report_html import discover_html
 from badpo.core.file_sets import commit_files, folder_lock, recover_files
-from badpo.core.judgments import duplicates_line, handle_duplicates
+from badpo.core.judgments import check_duplicates_option, duplicates_line, handle_duplicates
 from badpo.core.outputs import Inputs, check_not_input, check_writable_folder, spreadsheet_safe
 from badpo.data.judgment_stream import judgment_stream
 from badpo.data.sources import ColumnMap, read_judgment_source
@@ -258,7 +258,7 @@ def _discovered(source: Any, data_split: str | None, columns: ColumnMap, setting
     """(result, printed text, the data's origin) of the screen of ``source``. A JSONL file is read
     twice and never held (:mod:`badpo.data.judgment_stream`); any other source is read whole and its
     rows let go as the screen takes them."""
-    duplicates_line((), duplicates, "")  # the option checked before anything is read
+    check_duplicates_option(duplicates)  # before anything is read
     stream = judgment_stream(source, columns, data_split)
     if stream is None:
         loaded = read_judgment_source(source, data_split, columns)

@@ -30,6 +30,7 @@ from badpo.core.notices import BadpoWarning
 
 __all__ = [
     "DUPLICATES",
+    "check_duplicates_option",
     "duplicate_rows",
     "duplicates_line",
     "handle_duplicates",
@@ -200,10 +201,15 @@ def duplicate_rows(judgments: Iterable[Judgment]) -> list[int]:
     return rows
 
 
-def duplicates_line(rows: Sequence[int], duplicates: str, origin: str) -> str | None:
-    """What ``duplicates`` (keep / drop) does with the repeated ``rows``, in one line; None for none."""
+def check_duplicates_option(duplicates: str) -> None:
+    """``duplicates`` is keep or drop; checked before any data is read."""
     if duplicates not in DUPLICATES:
         raise ValueError(f"duplicates: {duplicates!r} is not one of {list(DUPLICATES)}")
+
+
+def duplicates_line(rows: Sequence[int], duplicates: str, origin: str) -> str | None:
+    """What ``duplicates`` (keep / drop) does with the repeated ``rows``, in one line; None for none."""
+    check_duplicates_option(duplicates)
     if not rows:
         return None
     found = f"{len(rows)} exact duplicate judgment(s) in {origin} (first: row {rows[0]}, 0-based)"
@@ -216,7 +222,7 @@ def duplicates_line(rows: Sequence[int], duplicates: str, origin: str) -> str | 
 def handle_duplicates(judgments: Sequence[Judgment], duplicates: str, origin: str) -> tuple[list[Judgment], str | None]:
     """``duplicates`` keep (each repeat counts as a vote) or drop (the first of each is kept):
     the judgments and the line that says what was done (None when there is no duplicate)."""
-    duplicates_line([], duplicates, origin)  # the option checked before the pass
+    check_duplicates_option(duplicates)
     rows = duplicate_rows(judgments)
     line = duplicates_line(rows, duplicates, origin)
     if duplicates == "drop" and rows:

@@ -25,26 +25,28 @@ __all__ = ["JudgmentStream", "judgment_stream"]
 class JudgmentStream:
     """The judgments of one JSONL file: :meth:`check` first, then :meth:`judgments`."""
 
-    def __init__(self, path: Path, columns: ColumnMap = ColumnMap(), given: str | None = None):
+    def __init__(self, path: Path, columns: ColumnMap = ColumnMap(), origin: str | None = None):
         self.path, self.columns = path, columns
-        self.given = given or str(path)  # as the user wrote it: what the whole-file reader's messages name
-        self.origin = self.given
+        self.origin = origin or str(path)  # as the user wrote it: what the whole-file reader's messages name
         self._stamp: tuple[int, int] | None = None
 
     def _file_stamp(self) -> tuple[int, int]:
         stat = os.stat(self.path)
         return stat.st_size, stat.st_mtime_ns
 
+    def _check_unchanged(self) -> None:
+        if self._file_stamp() != self._stamp:
+            raise ConfigError(f"{self.origin}: the file changed while it was read (size or time); read it again")
+
     def check(self) -> list[int]:
         """Read and check every row; returns the 0-based rows that repeat an earlier one exactly."""
         stamp = self._file_stamp()
-        read, origin, _, ignored = judgments_as_read(self.given, columns=self.columns, share_texts=False)
-        self.origin = origin
+        read, _, _, ignored = judgments_as_read(self.origin, columns=self.columns, share_texts=False)
         counted = _Counted(read)
         repeated = duplicate_rows(counted)
         if not counted.n:
-            raise ValueError(f"{origin}: no judgments (the source holds no row)")
-        warn_ignored(ignored, origin)
+            raise ValueError(f"{self.origin}: no judgments (the source holds no row)")
+        warn_ignored(ignored, self.origin)
         self._stamp = stamp
         return repeated
 
@@ -52,14 +54,12 @@ class JudgmentStream:
         """The checked judgments again, one at a time, without the rows in ``drop``."""
         if self._stamp is None:
             raise RuntimeError("JudgmentStream.judgments before check")
-        if self._file_stamp() != self._stamp:
-            raise ConfigError(f"{self.origin}: the file changed while it was read (size or time); read it again")
-        read, *_ = judgments_as_read(self.given, columns=self.columns, share_texts=False, warn=False)
+        self._check_unchanged()
+        read, *_ = judgments_as_read(self.origin, columns=self.columns, share_texts=False, warn=False)
         for index, judgment in enumerate(read):
             if index not in drop:
                 yield judgment
-        if self._file_stamp() != self._stamp:
-            raise ConfigError(f"{self.origin}: the file changed while it was read (size or time); read it again")
+        self._check_unchanged()
 
 
 class _Counted:

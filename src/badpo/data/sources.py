@@ -195,7 +195,7 @@ def jsonl_file(data: Any) -> Path | None:
     (decided without opening any dataset)."""
     if not isinstance(data, (str, os.PathLike)) or str(data) in _IN_MEMORY:
         return None
-    path = Path(os.path.expanduser(str(data)))
+    path = _local(str(data))
     return path if path.suffix == ".jsonl" and path.is_file() else None
 
 
