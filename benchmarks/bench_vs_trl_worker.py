@@ -69,7 +69,7 @@ def badpo_worker(s: dict, started: float) -> None:
     items = s["judgments_per_step"] if per_judgment else s["pairs_per_step"]
     micro = s["micro_judgments"] if per_judgment else s["micro_pairs"]
     config = from_dict(TrainConfig, {
-        "method": METHOD, "batching": batching, "data": s["data"], "attributes": ["names"],
+        "method": METHOD, "batching": batching, "data": s["data"], "attributes": s["attributes"],
         "model": {"name_or_path": s["model"], "tokenizer": s["tokenizer"]}, "steps": s["max_steps"],
         "batch_size": items,
         "micro_batch_size": micro, "optim": {"lr": LR, "warmup_ratio": 0.1},

@@ -247,3 +247,18 @@ def test_bf16_autocast_keeps_fp32_master_weights(world):
     fp32 = json.loads((train(make_config(world, "fp32", "steps=1")) / "run.json").read_text())
     assert fp32["reference_cache"]["precision"] == "no"
     assert fp32["reference_cache"]["weights"] == run["reference_cache"]["weights"]
+
+
+@pytest.mark.parametrize(("device", "fused"), [("cpu", False), ("cuda", True)])
+def test_the_policy_s_adamw_is_fused_on_a_gpu_only(device, fused):
+    """A GPU step of a small model waits on the host's launches: AdamW's fused kernel there; on a
+    CPU torch's default, as every CPU record was made with. The schedule is the same either way."""
+    from badpo.engine.runtime import policy_optimizer
+    from badpo.engine.settings import OptimConfig
+
+    model = torch.nn.Linear(3, 2)
+    model.bias.requires_grad_(False)
+    optimizer, scheduler = policy_optimizer(model, OptimConfig(warmup_ratio=0.5), 1e-3, 4, torch.device(device))
+    assert bool(optimizer.defaults["fused"]) is fused
+    assert [p is model.weight for p in optimizer.param_groups[0]["params"]] == [True]
+    assert scheduler.get_last_lr() == [pytest.approx(0.5e-3)]

@@ -84,6 +84,26 @@ def test_a_non_finite_gradient_or_weight_stops_the_step():
         check_weights(ONE_PROCESS, 4, policy, theta)
 
 
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_one_non_finite_value_among_many_is_found_and_huge_finite_ones_are_not(bad):
+    """The check reads the largest |value| of all tensors at once: a sum of squares of 3e38 would
+    overflow and call a finite weight infinite; a NaN must not be lost in a max. Tensors of
+    several dtypes and an empty one are read together."""
+    policy = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2).double(), torch.nn.Linear(0, 2))
+    with torch.no_grad():
+        policy[0].weight.fill_(3e38)
+    check_weights(ONE_PROCESS, 0, policy)
+    with torch.no_grad():
+        policy[1].weight[1, 3] = bad
+    with pytest.raises(TrainingDiverged, match="step 1: a weight of the policy is not finite"):
+        check_weights(ONE_PROCESS, 0, policy)
+    with torch.no_grad():
+        policy[1].weight[1, 3] = 0.0
+        policy[0].bias[0] = bad
+    with pytest.raises(TrainingDiverged, match="step 1: a weight of the policy is not finite"):
+        check_weights(ONE_PROCESS, 0, policy)
+
+
 def test_the_limit_is_on_the_bias_logit_not_on_theta():
     """An attribute on a small scale (g_w - g_l ~ 1e-5) may need theta ~ 1e5 for a log-odds of 1:
     a large theta with small logits trains on; a logit past 1e4 stops."""

@@ -204,7 +204,8 @@ def prepare_policy(config: TrainConfig, policy, accelerator):
     share of the rows) before the optimizer is built over its shards."""
     if config.fsdp:
         policy = shard_policy(policy)
-    optimizer, scheduler = policy_optimizer(policy, config.optim, preference_lr(config), config.steps)
+    optimizer, scheduler = policy_optimizer(policy, config.optim, preference_lr(config), config.steps,
+                                            accelerator.device)
     if config.fsdp:
         return policy, accelerator.prepare(optimizer), scheduler
     policy, optimizer = accelerator.prepare(policy, optimizer)

@@ -159,7 +159,7 @@ class SFTStage:
                            float64=config.runtime.precision == "fp64")
         policy = LogprobModel(model, config.runtime.logprob_chunk_size)
         steps = math.ceil(len(rows) * config.epochs / config.batch_size)
-        optimizer, scheduler = policy_optimizer(policy, config.optim, config.optim.lr, steps)
+        optimizer, scheduler = policy_optimizer(policy, config.optim, config.optim.lr, steps, accelerator.device)
         policy, optimizer = accelerator.prepare(policy, optimizer)
         run = SFTRun(config, accelerator, policy, optimizer, scheduler, store,
                      Schedule(len(store), config.batch_size, config.runtime.seed), steps, len(rows), len(ties),
