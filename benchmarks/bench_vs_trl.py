@@ -14,7 +14,8 @@ Each configuration lives in a worker process of its own, so that its peak RSS is
 parent asks each worker in turn for a block of steps, round after round, in a rotating order, so
 that load on a shared machine hits all alike. TRL runs its own ``Trainer.train`` loop (a callback
 pauses it between blocks); the engine runs ``train_step``, as ``bench_engine.py`` does. Both have
-gradient checkpointing off (TRL's default is on), fp32 on CPU, AdamW at the same lr, clipping 1.0.
+gradient checkpointing off (TRL's default is on) unless ``--gradient-checkpointing`` turns it on
+for both, fp32 on CPU, AdamW at the same lr, clipping 1.0.
 
 Reported per size and configuration: judgments per second (all timed blocks), median block time,
 setup seconds, the process's peak RSS (whole life: setup included) and the peak RSS while stepping
@@ -191,7 +192,7 @@ def _worker_settings(args, world: Path, data: Path, size: str, scratch: Path) ->
                 "judgments_per_step": args.judgments_per_step, "pairs_per_step": args.pairs_per_step,
                 "micro_judgments": args.micro_batch, "micro_pairs": args.micro_pairs,
                 "max_length": args.max_length, "logprob_chunk_size": args.logprob_chunk_size,
-                "attributes": args.attributes,
+                "attributes": args.attributes, "gradient_checkpointing": args.gradient_checkpointing,
                 "max_steps": args.warmup + (args.rounds + 1) * args.block + 2, "cache": str(scratch / "cache"),
                 "scratch": str(scratch / size)}
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "TQDM_DISABLE": "1",
@@ -316,6 +317,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--profile", type=Path, default=None,
                         help="with --sequential: after the timed rounds, profile one block of each "
                              "configuration into DIR/profile_<size>_<trainer>_<config>.txt")
+    parser.add_argument("--gradient-checkpointing", action="store_true",
+                        help="both trainers recompute activations in backward (TRL's default; badpo's "
+                             "model.gradient_checkpointing); off by default, as the runs recorded before")
     parser.add_argument("--attributes", nargs="+", default=["names"],
                         help="badpo's declared attributes (the world's: names; length markdown on smol-multipref)")
     parser.add_argument("--shape-source", type=Path, default=None,
@@ -341,6 +345,7 @@ def _report_settings(args, world: Path, judgments: int, per_pair: float) -> dict
             "logprob_chunk_size": args.logprob_chunk_size, "warmup": args.warmup, "rounds": args.rounds,
             "block": args.block,
             "threads": args.threads, "method": METHOD, "sizes": list(args.sizes), "attributes": args.attributes,
+            "gradient_checkpointing": args.gradient_checkpointing,
             "device": "cuda" if torch.cuda.is_available() else "cpu",
             "torch": torch.__version__, "transformers": transformers.__version__,
             "trl": trl.__version__, "machine": platform.processor() or platform.machine(),
