@@ -52,6 +52,35 @@ def test_bad_values_name_the_key(data, message):
         from_dict(Run, data)
 
 
+@dataclass(frozen=True)
+class Arm:
+    name: str = ""
+    optim: Optim | None = None
+
+
+@dataclass(frozen=True)
+class Study:
+    run: Run = field(default_factory=Run)
+    arms: list[Arm] = field(default_factory=list)
+
+
+def test_unknown_keys_in_several_sections_are_named_in_one_line():
+    """One typo per section used to surface one run at a time (the first section's); every
+    section's unknown keys are one line now, each with the keys its section knows. One section
+    alone reads as before."""
+    data = {"stepz": 1, "optim": {"lrr": 1.0, "warmup": 0.2}}
+    with pytest.raises(ConfigError) as error:
+        from_dict(Run, data)
+    assert str(error.value) == ("unknown key(s): stepz (known: model, steps, method, seeds, init_mean, tags, optim); "
+                                "optim.lrr, optim.warmup (known in optim: lr, warmup_ratio)")
+    nested = {"run": {"optim": {"lrr": 1}}, "arms": [{"name": "a"}, {"optim": {"lr": 1, "beta": 2}}]}
+    with pytest.raises(ConfigError, match=r"^unknown key\(s\): run.optim.lrr \(known in run.optim: lr, "
+                                          r"warmup_ratio\); arms\[1\].optim.beta \(known in arms\[1\].optim"):
+        from_dict(Study, nested)
+    with pytest.raises(ConfigError, match=r"^unknown key\(s\): optim.lrr \(known: lr, warmup_ratio\)$"):
+        from_dict(Run, {"optim": {"lrr": 1}})
+
+
 def test_optional_accepts_none_and_value():
     assert from_dict(Run, {"init_mean": None}).init_mean is None
     assert from_dict(Run, {"init_mean": [1, 0.5]}).init_mean == [1.0, 0.5]

@@ -212,8 +212,53 @@ def _convert(tp: Any, value: Any, key: str) -> Any:
     raise ConfigError(f"{key}: unsupported field type {_describe(tp)}")
 
 
+def _section_class(tp: Any) -> type | None:
+    """The dataclass a field holds (``X`` or ``X | None``), else None."""
+    if typing.get_origin(tp) in (Union, types.UnionType):
+        options = [a for a in typing.get_args(tp) if a is not type(None)]
+        tp = options[0] if len(options) == 1 else None
+    return tp if dataclasses.is_dataclass(tp) else None
+
+
+def _unknown_by_section(cls: type, data: Mapping[str, Any], prefix: str) -> list[tuple[str, list, list]]:
+    """Every section of ``data`` that holds keys ``cls`` does not know (renamed keys aside: they
+    have their own message), as (section, its unknown keys, its known keys), nested sections too
+    (a list of sections, like ``arms``, item by item)."""
+    hints = typing.get_type_hints(cls)
+    fields = [f.name for f in dataclasses.fields(cls) if f.init]
+    renamed = getattr(cls, "RENAMED", {})
+    unknown = sorted((k for k in set(data) - set(fields) if k not in renamed), key=str)
+    found = [(prefix, unknown, fields)] if unknown else []
+    for name in fields:
+        value, tp = data.get(name), hints[name]
+        sections = [(f"{prefix}.{name}" if prefix else name, value)]
+        listed = typing.get_origin(tp) in (list, tuple, Sequence) and typing.get_args(tp)
+        if listed and isinstance(value, (list, tuple)):
+            tp = typing.get_args(tp)[0]
+            sections = [(f"{sections[0][0]}[{i}]", item) for i, item in enumerate(value)]
+        inner = _section_class(tp)
+        for key, item in sections:
+            if inner is not None and isinstance(item, Mapping):
+                found += _unknown_by_section(inner, item, key)
+    return found
+
+
+def _refuse_unknown_in_several_sections(cls: type, data: Mapping[str, Any]) -> None:
+    """A config with unknown keys in more than one section names them all in one line (each
+    section stops at its first otherwise, so a user fixing one typo meets the next run after)."""
+    sections = _unknown_by_section(cls, data, "")
+    if len(sections) < 2:
+        return
+    parts = [f"{', '.join(f'{where}.{_key(k)}' if where else _key(k) for k in names)} "
+             f"(known{' in ' + where if where else ''}: {', '.join(known)})" for where, names, known in sections]
+    raise ConfigError(f"unknown key(s): {'; '.join(parts)}")
+
+
 def from_dict(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
-    """Build the dataclass ``cls`` from ``data``; unknown or ill-typed keys raise ConfigError."""
+    """Build the dataclass ``cls`` from ``data``; unknown or ill-typed keys raise ConfigError
+    (unknown keys in several sections all in one line)."""
+    if not prefix and isinstance(data, Mapping):
+        _refuse_unknown_in_several_sections(cls, data)
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(data) - set(fields))
