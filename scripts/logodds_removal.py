@@ -13,7 +13,8 @@ approximation, said as one in the record.
         cpu=results/level_rule/cpu/smol_multipref held=results/level_rule/gpu/smol_multipref_held
 
 Each FOLDER holds seedS/runs/*.json (one experiment per seed, its reference and DPO included) or
-runs/*.json (every seed, one reference).
+runs/*.json (every seed, one reference); ``LABEL=F1+F2+F3`` pools several such folders (a seed
+each). Over two or more seeds the summary adds the 95% Student-t interval of the mean.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import math
 import statistics
 from pathlib import Path
 
+from badpo.comparing.over_seeds import mean_ci
 from badpo.paper.provenance import provenance
 
 FLAGS = {"long": "p(long) | body", "markdown": "p(md) | body"}
@@ -94,8 +96,29 @@ def summary(per_seed: dict[str, list[dict]]) -> list[dict]:
             for scale in cell:
                 cell[scale].append(row[scale]["removed"])
     return [{"arm": arm, "readout": readout, "seeds": len(cell["probability"]),
-             **{scale: {"mean": statistics.fmean(v), "min": min(v), "max": max(v)} for scale, v in cell.items()}}
+             **{scale: _over_seeds(v) for scale, v in cell.items()}}
             for (arm, readout), cell in sorted(by_arm.items())]
+
+
+def _over_seeds(values: list[float]) -> dict[str, float]:
+    """Mean, range and (from two seeds) the 95% Student-t interval of the mean."""
+    out = {"mean": statistics.fmean(values), "min": min(values), "max": max(values)}
+    if len(values) > 1:
+        ci = mean_ci(values)
+        out.update(ci_low=ci["low"], ci_high=ci["high"])
+    return out
+
+
+def experiment_runs(folders: str) -> dict[str, tuple[dict, dict, dict]]:
+    """:func:`runs_by_seed` of one folder, or of several joined by ``+`` (one seed each, say, run
+    as separate experiments): a seed found twice is refused."""
+    found: dict[str, tuple[dict, dict, dict]] = {}
+    for folder in folders.split("+"):
+        for seed, runs in runs_by_seed(Path(folder)).items():
+            if seed in found:
+                raise SystemExit(f"{folder}: seed {seed} is also in another folder of {folders}")
+            found[seed] = runs
+    return found
 
 
 def main() -> None:
@@ -106,7 +129,7 @@ def main() -> None:
     result = {"provenance": provenance(), "experiments": {}}
     for item in args.folders:
         label, _, folder = item.partition("=")
-        per_seed = {seed: seed_rows(*found) for seed, found in sorted(runs_by_seed(Path(folder)).items())}
+        per_seed = {seed: seed_rows(*found) for seed, found in sorted(experiment_runs(folder).items())}
         if not per_seed:
             raise SystemExit(f"{folder}: no DPO run with its reference")
         result["experiments"][label] = {"folder": folder, "per_seed": per_seed, "summary": summary(per_seed)}
