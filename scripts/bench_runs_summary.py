@@ -17,6 +17,8 @@ BASE = "trl/precomputed"
 
 def one_run(path: Path) -> dict:
     report = json.loads(path.read_text())
+    if len(report["sizes"]) != 1:
+        raise SystemExit(f"{path}: {len(report['sizes'])} sizes; give reports of one size each")
     (size, entry), = report["sizes"].items()
     results = entry["results"]
     base_median = statistics.median(results[BASE]["block_s"])

@@ -81,6 +81,22 @@ def test_unknown_keys_in_several_sections_are_named_in_one_line():
         from_dict(Run, {"optim": {"lrr": 1}})
 
 
+@dataclass(frozen=True)
+class Pairing:
+    sides: tuple[Optim, Arm] = (Optim(), Arm())
+    extra: tuple[Optim, dict] = (Optim(), {})
+    steps: int = 1
+
+
+def test_a_fixed_tuple_s_items_are_checked_against_their_own_types():
+    """tuple[A, B]: item 1 is a B, so B's keys are known there (the walk once read it as an A)."""
+    data = {"sides": [{"lr": 1}, {"name": "b"}], "extra": [{"lr": 1}, {"anything": 1}]}
+    assert from_dict(Pairing, data).sides[1] == Arm(name="b")
+    expected = r"^unknown key\(s\): stepz .*; sides\[1\].nme \(known in sides\[1\]: name, optim\)$"
+    with pytest.raises(ConfigError, match=expected):
+        from_dict(Pairing, {"sides": [{"lr": 1}, {"nme": "b"}], "stepz": 2})
+
+
 def test_optional_accepts_none_and_value():
     assert from_dict(Run, {"init_mean": None}).init_mean is None
     assert from_dict(Run, {"init_mean": [1, 0.5]}).init_mean == [1.0, 0.5]

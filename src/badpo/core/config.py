@@ -232,12 +232,14 @@ def _unknown_by_section(cls: type, data: Mapping[str, Any], prefix: str) -> list
     for name in fields:
         value, tp = data.get(name), hints[name]
         sections = [(f"{prefix}.{name}" if prefix else name, value)]
-        listed = typing.get_origin(tp) in (list, tuple, Sequence) and typing.get_args(tp)
-        if listed and isinstance(value, (list, tuple)):
-            tp = typing.get_args(tp)[0]
+        item_types = [tp]
+        args = typing.get_args(tp)
+        if typing.get_origin(tp) in (list, tuple, Sequence) and args and isinstance(value, (list, tuple)):
+            fixed = typing.get_origin(tp) is tuple and args[-1] is not Ellipsis  # tuple[A, B]: item i is args[i]
+            item_types = list(args) if fixed else [args[0]] * len(value)
             sections = [(f"{sections[0][0]}[{i}]", item) for i, item in enumerate(value)]
-        inner = _section_class(tp)
-        for key, item in sections:
+        for (key, item), item_tp in zip(sections, item_types):
+            inner = _section_class(item_tp)
             if inner is not None and isinstance(item, Mapping):
                 found += _unknown_by_section(inner, item, key)
     return found

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import torch
 from torch import Tensor
-from torch.nn.utils import get_total_norm
 
 # A bias logit of 1e4 is a log-odds: a probability within e^-10000 of 0 or 1, which no finite set
 # of labels supports, and float32 keeps no gradient to bring it back. Only a blown-up theta gets
@@ -42,10 +41,21 @@ def _all_finite(tensors: Iterable[Tensor | None]) -> Tensor:
     the launches a host-bound step waits on. A sharded tensor (an FSDP2 DTensor) is read in this
     process's shard: the flags are summed over processes."""
     local = [t.to_local() if hasattr(t, "to_local") else t for t in tensors if t is not None]
-    local = [t for t in local if t.numel()]
+    local = [t for t in local if t.numel() and t.is_floating_point()]  # an integer is always finite
     if not local:
         return torch.tensor(True)
-    return torch.isfinite(get_total_norm(local, norm_type=math.inf))
+    return torch.isfinite(_largest_abs(local))
+
+
+def _largest_abs(tensors: list[Tensor]) -> Tensor:
+    """max |value| over ``tensors`` (NaN if any is NaN): torch's multi-tensor reduction from 2.6,
+    one norm per tensor before it (the project supports torch 2.1 on)."""
+    try:
+        from torch.nn.utils import get_total_norm
+    except ImportError:
+        device = tensors[0].device
+        return torch.stack([torch.linalg.vector_norm(t, math.inf).to(device) for t in tensors]).max()
+    return get_total_norm(tensors, norm_type=math.inf)
 
 
 def _raise_if_any(accelerator, step: int, checks: dict[str, Tensor]) -> None:
