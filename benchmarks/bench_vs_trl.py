@@ -9,6 +9,9 @@ judgments per step), threads, precision and optimizer settings:
   32 judgments per step, each scoring its two sequences;
 * ``badpo/pair_grouped``: the engine with ``batching: pair_grouped``, 32 / (judgments per pair)
   pairs per step, each pair's two sequences scored once for all its judgments.
+* ``trl/precomputed+compile`` and ``badpo/per_judgment+compile``: the same two under
+  ``torch.compile`` (TRL's ``torch_compile``, badpo's ``model.compile``), opt-in on both sides; the
+  first steps compile, so give them ``--warmup``.
 
 Each configuration lives in a worker process of its own, so that its peak RSS is its own. The
 parent asks each worker in turn for a block of steps, round after round, in a rotating order, so
@@ -56,7 +59,10 @@ from bench_vs_trl_worker import METHOD  # benchmarks/ is on sys.path when this f
 
 WORKER = Path(__file__).with_name("bench_vs_trl_worker.py")
 
-CONFIGS = ("trl/live", "trl/precomputed", "badpo/per_judgment", "badpo/pair_grouped")
+CONFIGS = ("trl/live", "trl/precomputed", "badpo/per_judgment", "badpo/pair_grouped",
+           # the same under torch.compile: TRL's torch_compile (the whole model), badpo's model.compile
+           # (the decoder); opt-in on both sides, so compared like for like
+           "trl/precomputed+compile", "badpo/per_judgment+compile")
 SIZES = {  # name -> (architecture, config values over the world's model config / tokenizer)
     "tiny": None,
     "gpt2-19m": ("gpt2", {"n_embd": 512, "n_layer": 6, "n_head": 8}),
@@ -212,7 +218,7 @@ def _one_at_a_time(args, configs, settings, env, size, timed) -> tuple[dict, dic
                 timed(config, worker)
             memory[config] = worker.ask(do="memory")
             if args.profile:
-                path = args.profile / f"profile_{size}_{config.replace('/', '_')}.txt"
+                path = args.profile / f"profile_{size}_{config.replace('/', '_').replace('+', '_')}.txt"
                 print(json.dumps(worker.ask(do="profile", steps=args.block, path=str(path))), flush=True)
         finally:
             worker.close()
@@ -261,6 +267,10 @@ def ratios(result: dict) -> dict:
     base = result["trl/precomputed"]
     out = {f"{c}_over_trl_precomputed_judgments_per_s": result[c]["judgments_per_s"] / base["judgments_per_s"]
            for c in result if c != "trl/precomputed"}
+    if {"trl/precomputed+compile", "badpo/per_judgment+compile"} <= result.keys():  # like for like
+        out["badpo/per_judgment+compile_over_trl_precomputed+compile_judgments_per_s"] = (
+            result["badpo/per_judgment+compile"]["judgments_per_s"]
+            / result["trl/precomputed+compile"]["judgments_per_s"])
     for c in (c for c in result if c.startswith("badpo/")):
         for memory in ("peak_rss_mib", "cuda_peak_allocated_mib"):
             if memory in result[c]:
@@ -279,6 +289,9 @@ def goals(by_size: dict) -> dict:
         speed = r.get("badpo/per_judgment_over_trl_precomputed_judgments_per_s")
         if speed is not None:
             out[f"{size}: per_judgment >= 1.0x trl/precomputed"] = speed >= 1.0
+        compiled = r.get("badpo/per_judgment+compile_over_trl_precomputed+compile_judgments_per_s")
+        if compiled is not None:
+            out[f"{size}: per_judgment+compile >= 1.0x trl/precomputed+compile"] = compiled >= 1.0
         pair = r.get("badpo/pair_grouped_over_trl_precomputed_judgments_per_s")
         if pair is not None:
             out[f"{size}: pair_grouped ahead of trl/precomputed"] = pair > 1.0
@@ -325,8 +338,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--shape-source", type=Path, default=None,
                         help="smollm2-135m-shape: a folder with the config.json and tokenizer to build "
                              "it from (default: the GGUF's conversion)")
-    parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS),
-                        help="the configurations to run (default all four; trl/precomputed is every ratio's base)")
+    parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS[:4]),
+                        help="the configurations to run (default the first four, uncompiled; "
+                             "trl/precomputed is every ratio's base)")
     return parser
 
 

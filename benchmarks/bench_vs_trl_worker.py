@@ -64,14 +64,15 @@ def badpo_worker(s: dict, started: float) -> None:
     from badpo.engine.preference import prepare_run
     from badpo.engine.settings import TrainConfig
 
-    batching = s["config"].split("/")[1]
+    batching, _, compiled = s["config"].split("/")[1].partition("+")
     per_judgment = batching == "per_judgment"
     items = s["judgments_per_step"] if per_judgment else s["pairs_per_step"]
     micro = s["micro_judgments"] if per_judgment else s["micro_pairs"]
     config = from_dict(TrainConfig, {
         "method": METHOD, "batching": batching, "data": s["data"], "attributes": s["attributes"],
         "model": {"name_or_path": s["model"], "tokenizer": s["tokenizer"],
-                  "gradient_checkpointing": s["gradient_checkpointing"]}, "steps": s["max_steps"],
+                  "gradient_checkpointing": s["gradient_checkpointing"], "compile": compiled == "compile"},
+        "steps": s["max_steps"],
         "batch_size": items,
         "micro_batch_size": micro, "optim": {"lr": LR, "warmup_ratio": 0.1},
         "tokenization": {"max_prompt_tokens": s["max_length"] // 2, "max_length": s["max_length"]},
@@ -125,7 +126,8 @@ def _trl_config(s: dict, cuda: bool):
         gradient_accumulation_steps=s["judgments_per_step"] // s["micro_judgments"], max_steps=s["max_steps"],
         learning_rate=LR, warmup_steps=0.1, lr_scheduler_type="cosine", weight_decay=0.0, max_grad_norm=1.0,
         beta=0.1, max_length=s["max_length"], bf16=cuda and torch.cuda.is_bf16_supported(), use_cpu=not cuda,
-        gradient_checkpointing=s["gradient_checkpointing"], precompute_ref_log_probs=s["config"] == "trl/precomputed",
+        gradient_checkpointing=s["gradient_checkpointing"], torch_compile=s["config"].endswith("+compile"),
+        precompute_ref_log_probs=s["config"].startswith("trl/precomputed"),
         precompute_ref_batch_size=16, logging_steps=10**9, save_strategy="no", report_to="none",
         disable_tqdm=True, dataloader_num_workers=0, dataloader_drop_last=True, seed=42)
 

@@ -192,8 +192,26 @@ def load_model(config: ModelConfig, lora: LoraSettings, mixed: str, task: str = 
         adapter = LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
                              target_modules=lora.target_modules, task_type=task)
         model = get_peft_model(model, adapter)  # adapters in fp32 on a bf16 base
+    if config.compile:
+        compile_decoder(model)
     model.train()  # from_pretrained returns eval mode; gradient checkpointing needs train mode
     return model
+
+
+def compile_decoder(model: nn.Module) -> None:
+    """``model.compile: true``: the decoder stack (LoRA layers included) compiled in place by
+    ``torch.compile``, with dynamic shapes since every batch is padded to its own length.
+
+    Why only the decoder: the chunked log-prob head (:mod:`badpo.engine.logprobs`) indexes by a
+    response mask, whose data-dependent shape would break the graph. In place
+    (``nn.Module.compile``) keeps the parameters' names, so checkpoints, ``save_pretrained`` and
+    accelerate's wrappers see the same model. The first steps (and the first pass without grad,
+    the reference cache) pay for the compilation."""
+    if not hasattr(nn.Module, "compile"):
+        raise ConfigError(f"model.compile: needs torch >= 2.2 (this is {torch.__version__}); "
+                          "set model.compile: false")
+    hf_model = model.get_base_model() if hasattr(model, "get_base_model") else model
+    hf_model.base_model.compile(dynamic=True)
 
 
 def disable_dropout(model: nn.Module) -> None:

@@ -44,6 +44,7 @@ class ModelConfig:
     trust_remote_code: bool = False  # allow custom modelling code from the Hub
     attn_implementation: str | None = None  # e.g. sdpa / flash_attention_2; null = default
     gradient_checkpointing: bool = False  # recompute activations in backward to save memory
+    compile: bool = False  # torch.compile the decoder: fused kernels where a step waits on the host
     disable_dropout: bool = True  # zero every dropout so the policy is deterministic
 
 

@@ -31,7 +31,8 @@ RUN_CONTROL_KEYS = ("output_dir", "cache_dir", "resume_from", "stop_after_steps"
 # only when set away from this default, so that every run made before them keeps its identity.
 # A dotted key names a key inside a section (bias.level: the rule of issue 51, after every run of
 # theta's Adam alone was recorded).
-KEYED_WHEN_SET: Mapping[str, Any] = {"duplicates": "keep", "fsdp": False, "bias.level": "adam"}
+KEYED_WHEN_SET: Mapping[str, Any] = {"duplicates": "keep", "fsdp": False, "bias.level": "adam",
+                                      "model.compile": False}
 
 
 def keyed_when_set(settings: Mapping[str, Any]) -> dict:
