@@ -14,7 +14,7 @@ from torch import nn
 from badpo.core.config import ConfigError
 from badpo.engine import runtime
 from badpo.engine.logprobs import response_logprobs
-from badpo.engine.runtime import compile_decoder, load_model
+from badpo.engine.runtime import compile_decoder, decoder_blocks, load_model
 from badpo.engine.settings import LoraSettings, ModelConfig, TrainConfig
 from badpo.engine.tokenize import TokenizationConfig, build_token_store
 from badpo.run_folder.identity import identity
@@ -69,7 +69,8 @@ def test_compiled_decoder_gives_the_eager_logprobs_and_gradients(save_model_dir,
     folder = save_model_dir(tmp_path / "m", arch="llama")
     eager, compiled = _pair(folder, lora)
     decoder = (compiled.get_base_model() if lora else compiled).base_model
-    assert decoder._compiled_call_impl is not None  # compiled in place, not wrapped
+    assert all(block._compiled_call_impl is not None for block in decoder.layers)  # in place, not wrapped
+    assert decoder._compiled_call_impl is None  # the blocks, not the mask building around them
     assert [n for n, _ in compiled.named_parameters()] == [n for n, _ in eager.named_parameters()]
     batch = _batch()
     want, want_grads = _logprobs_and_grads(eager, batch)
@@ -117,3 +118,24 @@ def test_load_model_compiles_only_when_asked(save_model_dir, tmp_path, monkeypat
     assert calls == []
     model = load_model(ModelConfig(name_or_path=str(folder), compile=True), LoraSettings(), "no")
     assert calls == [model]
+
+
+def test_decoder_blocks_are_the_list_nearest_the_top(build_model):
+    llama, gpt2 = build_model("llama"), build_model("gpt2")
+    assert decoder_blocks(llama) is llama.model.layers and decoder_blocks(gpt2) is gpt2.transformer.h
+
+    class Block(nn.Module):  # a mixture of experts: a longer list inside every block
+        def __init__(self):
+            super().__init__()
+            self.experts = nn.ModuleList(nn.Linear(2, 2) for _ in range(8))
+
+    class Stack(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(4, 2)
+            self.layers = nn.ModuleList(Block() for _ in range(3))
+
+    stack = Stack()
+    assert decoder_blocks(stack) is stack.layers
+    with pytest.raises(ConfigError, match=r"model\.compile: Linear has no list of decoder blocks"):
+        decoder_blocks(nn.Linear(2, 2))

@@ -2,7 +2,8 @@
 under configs/, the keys the planner gives every experiment under configs/, and the key of every
 committed run record under results/ that today's settings read.
 
-``duplicates`` (train and rm), ``fsdp`` (train) and ``bias.level`` (train and rm) came after: each
+``duplicates`` (train and rm), ``fsdp`` (train), ``bias.level`` (train and rm) and ``model.compile``
+(every stage) came after: each
 changed the plain digests (DEFAULTS, READ and the first of each RESOLVED pair) and no identity or
 key, as they are keyed only when set (:data:`badpo.run_folder.identity.KEYED_WHEN_SET`).
 
@@ -37,31 +38,31 @@ def _digest(value) -> str:
 
 
 # to_dict of each class's defaults, and of each stage config as read from its file
-DEFAULTS = {"TrainConfig": "320ee2d82fc1597e", "SFTConfig": "30fa398747368e5d", "RMConfig": "c75a6d74f229ddea"}
+DEFAULTS = {"TrainConfig": "32f754cb15b3302f", "SFTConfig": "26dc1806089dd0b6", "RMConfig": "c968af87aa1f8ed1"}
 READ = {
-    "rm_qwen2.5-0.5b.yaml": "c2dfb2d78d652566", "rm_tiny.yaml": "a7895ee665450de8",
-    "rm_tiny_quality.yaml": "d2fca62208917eba", "sft_llama3.1-8b.yaml": "5ae2c67a1bbaac15",
-    "sft_mistral-7b.yaml": "426730e3b2effb07", "sft_qwen2.5-0.5b.yaml": "39ad6974bdad4b1c",
-    "sft_tiny.yaml": "9c96f711b0134d73", "train_llama3.1-8b.yaml": "fdce9fe698d13347",
-    "train_mistral-7b.yaml": "2c9ded0a0b47b13c", "train_qwen2.5-0.5b.yaml": "dd67efa2d56d8993",
-    "train_tiny.yaml": "ba351d5314f52a6a",
+    "rm_qwen2.5-0.5b.yaml": "45c8089462884e63", "rm_tiny.yaml": "4a8a2c97b0ce1d2e",
+    "rm_tiny_quality.yaml": "fdfdbab04cab076a", "sft_llama3.1-8b.yaml": "3e5ec2d70ea7cbd8",
+    "sft_mistral-7b.yaml": "982b327d1fb3cb08", "sft_qwen2.5-0.5b.yaml": "bc3e3787dd4d689f",
+    "sft_tiny.yaml": "0d44d32973c4e6ed", "train_llama3.1-8b.yaml": "b46bace9aca3070b",
+    "train_mistral-7b.yaml": "7a84db5967c5a344", "train_qwen2.5-0.5b.yaml": "a7e12b085fecc378",
+    "train_tiny.yaml": "6efb9c12f3287702",
 }
 # (to_dict, identity) of each as the stage resolves it before it trains: the learning rate and output_dir filled in
 RESOLVED = {
-    "rm_qwen2.5-0.5b.yaml": ["11a10d0ce895e09c", "77039b1f1ca15e0f"],
-    "rm_tiny.yaml": ["6d8b71f52e6a95cf", "6fbd35e74fc6de2a"],
-    "rm_tiny_quality.yaml": ["1c911e0bcd437170", "0df448983168e9b6"],
-    "sft_llama3.1-8b.yaml": ["5ae2c67a1bbaac15", "9f48496650671115"],
-    "sft_mistral-7b.yaml": ["426730e3b2effb07", "a7f9b5d3e6fe411d"],
-    "sft_qwen2.5-0.5b.yaml": ["39ad6974bdad4b1c", "ab0205fd6408ef4a"],
-    "sft_tiny.yaml": ["9c96f711b0134d73", "d280c56ded13a6db"],
-    "train_llama3.1-8b.yaml": ["9b225422a5eed3d9", "869d876023002a43"],
-    "train_mistral-7b.yaml": ["d7976f28a2b4b4c0", "c7b2d2e27bbe6510"],
-    "train_qwen2.5-0.5b.yaml": ["4e6ca764741f4073", "3504030a475a233a"],
-    "train_tiny.yaml": ["8ce13f929d05f65b", "98f8e201625bb429"],
-    "TrainConfig": ["c21140e7903184b3", "fd03276b742a4eb2"],
-    "SFTConfig": ["2d2ca640cf5cd4c3", "8c44f2a1d13bb3b2"],
-    "RMConfig": ["12815e607435441d", "76ef45b2628e9add"],
+    "rm_qwen2.5-0.5b.yaml": ["876f7b2e8b5d8bd8", "77039b1f1ca15e0f"],
+    "rm_tiny.yaml": ["6efd1cccf4eb1771", "6fbd35e74fc6de2a"],
+    "rm_tiny_quality.yaml": ["80063428bdae12cc", "0df448983168e9b6"],
+    "sft_llama3.1-8b.yaml": ["3e5ec2d70ea7cbd8", "9f48496650671115"],
+    "sft_mistral-7b.yaml": ["982b327d1fb3cb08", "a7f9b5d3e6fe411d"],
+    "sft_qwen2.5-0.5b.yaml": ["bc3e3787dd4d689f", "ab0205fd6408ef4a"],
+    "sft_tiny.yaml": ["0d44d32973c4e6ed", "d280c56ded13a6db"],
+    "train_llama3.1-8b.yaml": ["5deb725f2dd77fb6", "869d876023002a43"],
+    "train_mistral-7b.yaml": ["fa9ae006dc53a4ef", "c7b2d2e27bbe6510"],
+    "train_qwen2.5-0.5b.yaml": ["ae27edc4afcaf8d9", "3504030a475a233a"],
+    "train_tiny.yaml": ["5d3a8d70fcfa5bed", "98f8e201625bb429"],
+    "TrainConfig": ["eab982dbe5119180", "fd03276b742a4eb2"],
+    "SFTConfig": ["1d112498d8881e54", "8c44f2a1d13bb3b2"],
+    "RMConfig": ["496bc9dfd6e3b868", "76ef45b2628e9add"],
 }
 # sha256 of the space-joined keys (the reference, then every run) of each experiment's plan
 PLANS = {
