@@ -1,6 +1,6 @@
 """badpo's engine against TRL's DPOTrainer, side by side in one run (a benchmark, not a test).
 
-Four configurations train the same model on the same judgments with the same batch (32
+The configurations train the same model on the same judgments with the same batch (32
 judgments per step), threads, precision and optimizer settings:
 
 * ``trl/live``: TRL ``DPOTrainer``, reference model kept and run every step;
@@ -10,8 +10,9 @@ judgments per step), threads, precision and optimizer settings:
 * ``badpo/pair_grouped``: the engine with ``batching: pair_grouped``, 32 / (judgments per pair)
   pairs per step, each pair's two sequences scored once for all its judgments.
 * ``trl/precomputed+compile`` and ``badpo/per_judgment+compile``: the same two under
-  ``torch.compile`` (TRL's ``torch_compile``, badpo's ``model.compile``), opt-in on both sides; the
-  first steps compile, so give them ``--warmup``.
+  ``torch.compile``, opt-in on both sides, and each library's own way: TRL's ``torch_compile``
+  compiles the whole model, badpo's ``model.compile`` each decoder block. The first steps compile,
+  so give them ``--warmup``; the warm-up's seconds are reported (``warmup_s``), compilation included.
 
 Each configuration lives in a worker process of its own, so that its peak RSS is its own. The
 parent asks each worker in turn for a block of steps, round after round, in a rotating order, so
@@ -207,13 +208,12 @@ def _worker_settings(args, world: Path, data: Path, size: str, scratch: Path) ->
 
 
 def _one_at_a_time(args, configs, settings, env, size, timed) -> tuple[dict, dict]:
-    """Each configuration alone (one GPU cannot hold four trainers): (ready, memory) per configuration."""
+    """Each configuration alone (a GPU that cannot hold every trainer): (ready, memory) per configuration."""
     ready, memory = {}, {}
     for config in configs:
         worker = Worker(config, settings, env)
         try:
-            ready[config] = worker.ready
-            worker.ask(do="block", steps=args.warmup)
+            ready[config] = {**worker.ready, "warmup_s": worker.ask(do="block", steps=args.warmup)["seconds"]}
             for _ in range(args.rounds):
                 timed(config, worker)
             memory[config] = worker.ask(do="memory")
@@ -231,13 +231,13 @@ def _interleaved(args, configs, settings, env, size, timed) -> tuple[dict, dict]
     try:
         for config in configs:  # one at a time: setups do not compete
             workers[config] = Worker(config, settings, env)
-        for worker in workers.values():
-            worker.ask(do="block", steps=args.warmup)
+        warmup = {c: w.ask(do="block", steps=args.warmup)["seconds"] for c, w in workers.items()}
         for round_index in range(args.rounds):
             shift = round_index % len(configs)  # each configuration takes every place in the order
             for config in configs[shift:] + configs[:shift]:
                 timed(config, workers[config])
-        return {c: w.ready for c, w in workers.items()}, {c: w.ask(do="memory") for c, w in workers.items()}
+        return ({c: {**w.ready, "warmup_s": warmup[c]} for c, w in workers.items()},
+                {c: w.ask(do="memory") for c, w in workers.items()})
     finally:
         for worker in workers.values():
             worker.close()
@@ -272,10 +272,12 @@ def ratios(result: dict) -> dict:
             result["badpo/per_judgment+compile"]["judgments_per_s"]
             / result["trl/precomputed+compile"]["judgments_per_s"])
     for c in (c for c in result if c.startswith("badpo/")):
+        compiled = c.endswith("+compile")  # compiled against compiled: Inductor's own memory on both sides
+        peers = [t for t in result if t.startswith("trl/") and t.endswith("+compile") == compiled]
         for memory in ("peak_rss_mib", "cuda_peak_allocated_mib"):
-            if memory in result[c]:
+            if memory in result[c] and peers:
                 out[f"{c}_{memory.removesuffix('_mib')}_over_trl_min"] = result[c][memory] / min(
-                    result[t][memory] for t in result if t.startswith("trl/"))
+                    result[t][memory] for t in peers)
     return out
 
 
@@ -297,7 +299,7 @@ def goals(by_size: dict) -> dict:
             out[f"{size}: pair_grouped ahead of trl/precomputed"] = pair > 1.0
             if params >= 10_000_000:
                 out[f"{size}: pair_grouped >= 3.5x trl/precomputed (>= 10M parameters)"] = pair >= 3.5
-        for c in (c for c in entry["results"] if c.startswith("badpo/")):
+        for c in (c for c in entry["results"] if c.startswith("badpo/") and f"{c}_peak_rss_over_trl_min" in r):
             out[f"{size}: {c} peak RSS <= TRL's"] = r[f"{c}_peak_rss_over_trl_min"] <= 1.0
             if f"{c}_cuda_peak_allocated_over_trl_min" in r:
                 out[f"{size}: {c} peak CUDA memory <= TRL's"] = r[f"{c}_cuda_peak_allocated_over_trl_min"] <= 1.0

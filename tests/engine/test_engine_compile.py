@@ -1,21 +1,27 @@
-"""``model.compile``: the decoder compiled in place gives the eager log-probs and gradients, keeps the
-parameters' names, and is part of a run's identity only when set.
+"""``model.compile``: every decoder block compiled in place gives the eager log-probs and gradients
+(training, the reference pass, LoRA, gradient checkpointing), one graph serves every block, the
+parameters keep their names, and the setting is part of a run and of its reference cache only when set.
 
 Most tests trace through ``aot_eager`` (TorchDynamo and AOTAutograd, the graph capture a compile
-does, without generating kernels), so they check what badpo controls in seconds; one test compiles
-with the default backend (Inductor), as a user's run does."""
+does, without generating kernels), counting the frames captured, so they check what badpo controls
+in seconds; one test compiles with the default backend (Inductor), as a user's run does."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 import torch
 from torch import nn
+from torch._dynamo.testing import CompileCounterWithBackend
 
 from badpo.core.config import ConfigError
 from badpo.engine import runtime
+from badpo.engine.cache import cache_key
 from badpo.engine.logprobs import response_logprobs
-from badpo.engine.runtime import compile_decoder, decoder_blocks, load_model
-from badpo.engine.settings import LoraSettings, ModelConfig, TrainConfig
+from badpo.engine.preference import reference_identity
+from badpo.engine.runtime import compile_decoder, decoder_blocks, load_model, reference_mode
+from badpo.engine.settings import LoraSettings, ModelConfig, TrainConfig, check_compile_torch
 from badpo.engine.tokenize import TokenizationConfig, build_token_store
 from badpo.run_folder.identity import identity
 from fixtures.engine import build_tokenizer
@@ -28,17 +34,13 @@ SEQUENCES = [
 
 
 @pytest.fixture
-def traced_only(monkeypatch):
-    """torch.compile with the ``aot_eager`` backend: the capture without the code generation."""
+def counted(monkeypatch) -> CompileCounterWithBackend:
+    """torch.compile through ``aot_eager`` with a counter of the frames it captures."""
+    counter = CompileCounterWithBackend("aot_eager")
     real = torch.compile
-
-    def aot_eager(*args, **kwargs):
-        kwargs.setdefault("backend", "aot_eager")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(torch, "compile", aot_eager)
+    monkeypatch.setattr(torch, "compile", lambda *args, **kwargs: real(*args, **{**kwargs, "backend": counter}))
     torch._dynamo.reset()
-    yield
+    yield counter
     torch._dynamo.reset()
 
 
@@ -55,19 +57,26 @@ def _logprobs_and_grads(model: nn.Module, batch) -> tuple[torch.Tensor, dict[str
     return logps.detach(), grads
 
 
-def _pair(folder, lora: bool):
-    lora_settings = LoraSettings(enabled=lora, rank=4, alpha=8.0)
-    torch.manual_seed(0)  # the same LoRA A for both
-    eager = load_model(ModelConfig(name_or_path=str(folder)), lora_settings, "no")
-    torch.manual_seed(0)
-    compiled = load_model(ModelConfig(name_or_path=str(folder), compile=True), lora_settings, "no")
-    return eager, compiled
+def _pair(folder, lora: bool = False, checkpointing: bool = False):
+    """The same model loaded eager and compiled; LoRA's B made non-zero (alike in both), so that the
+    adapters change the forward and A gets gradients."""
+    settings = LoraSettings(enabled=lora, rank=4, alpha=8.0)
+    models = []
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        model = load_model(ModelConfig(name_or_path=str(folder), compile=compiled,
+                                       gradient_checkpointing=checkpointing), settings, "no")
+        for name, parameter in model.named_parameters():
+            if "lora_B" in name:
+                parameter.data.normal_(0.0, 0.1)
+        models.append(model)
+    return models
 
 
-@pytest.mark.parametrize("lora", [False, True])
-def test_compiled_decoder_gives_the_eager_logprobs_and_gradients(save_model_dir, tmp_path, traced_only, lora):
-    folder = save_model_dir(tmp_path / "m", arch="llama")
-    eager, compiled = _pair(folder, lora)
+@pytest.mark.parametrize("lora, checkpointing", [(False, False), (True, False), (False, True)])
+def test_compiled_blocks_give_the_eager_logprobs_and_gradients(save_model_dir, tmp_path, counted, lora,
+                                                               checkpointing):
+    eager, compiled = _pair(save_model_dir(tmp_path / "m", arch="llama"), lora, checkpointing)
     decoder = (compiled.get_base_model() if lora else compiled).base_model
     assert all(block._compiled_call_impl is not None for block in decoder.layers)  # in place, not wrapped
     assert decoder._compiled_call_impl is None  # the blocks, not the mask building around them
@@ -75,32 +84,65 @@ def test_compiled_decoder_gives_the_eager_logprobs_and_gradients(save_model_dir,
     batch = _batch()
     want, want_grads = _logprobs_and_grads(eager, batch)
     got, got_grads = _logprobs_and_grads(compiled, batch)
+    assert counted.frame_count >= 1  # dynamo captured the blocks: not a silent fall back to eager
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
-    assert got_grads.keys() == want_grads.keys() and got_grads
+    assert got_grads.keys() == want_grads.keys() and any("lora_A" in n for n in got_grads) == lora
     for name, grad in want_grads.items():
         torch.testing.assert_close(got_grads[name], grad, atol=1e-5, rtol=1e-4, msg=name)
     # another padded length: the same graph (dynamic shapes), still the eager values
-    short = {k: v[1:2, :6] for k, v in batch.items()}
+    short = {k: v[1:3, :9] for k, v in batch.items()}
     torch.testing.assert_close(response_logprobs(compiled, short), response_logprobs(eager, short),
                                atol=1e-5, rtol=1e-5)
-
-
-def test_inductor_compiles_the_decoder_as_a_run_does(save_model_dir, tmp_path):
-    """The default backend generates kernels (a C++ compiler on CPU): same log-probs within fp32's
-    reordering."""
-    torch._dynamo.reset()
-    eager, compiled = _pair(save_model_dir(tmp_path / "m", arch="llama"), lora=False)
-    batch = _batch()
-    with torch.no_grad():
+    # the reference pass: eval mode, no grad, the adapters off under LoRA
+    with torch.no_grad(), reference_mode(eager), reference_mode(compiled):
         torch.testing.assert_close(response_logprobs(compiled, batch), response_logprobs(eager, batch),
-                                   atol=1e-4, rtol=1e-4)
+                                   atol=1e-5, rtol=1e-5)
+
+
+def test_one_graph_serves_every_block(save_model_dir, tmp_path, counted):
+    """The frames captured do not grow with the number of blocks (a graph per block would)."""
+    frames = {}
+    for layers in (2, 4):
+        folder = save_model_dir(tmp_path / f"m{layers}", arch="llama")
+        config = (folder / "config.json")
+        config.write_text(config.read_text().replace('"num_hidden_layers": 2', f'"num_hidden_layers": {layers}'))
+        torch._dynamo.reset()
+        before = counted.frame_count
+        _logprobs_and_grads(load_model(ModelConfig(name_or_path=str(folder), compile=True), LoraSettings(), "no"),
+                            _batch())
+        frames[layers] = counted.frame_count - before
+    assert frames[2] >= 1 and frames[4] == frames[2], frames
+
+
+def test_inductor_compiles_the_blocks_as_a_run_does(save_model_dir, tmp_path):
+    """The default backend generates kernels (a C++ compiler on a CPU): the same log-probs and
+    gradients within fp32's reordering."""
+    torch._dynamo.reset()
+    eager, compiled = _pair(save_model_dir(tmp_path / "m", arch="llama"))
+    batch = _batch()
+    want, want_grads = _logprobs_and_grads(eager, batch)
+    got, got_grads = _logprobs_and_grads(compiled, batch)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    for name, grad in want_grads.items():
+        torch.testing.assert_close(got_grads[name], grad, atol=1e-4, rtol=1e-3, msg=name)
     torch._dynamo.reset()
 
 
-def test_compile_needs_module_compile(monkeypatch):
-    monkeypatch.delattr(nn.Module, "compile")
-    with pytest.raises(ConfigError, match=r"model\.compile: needs torch >= 2\.2 .*model\.compile: false"):
-        compile_decoder(nn.Linear(2, 2))
+@pytest.mark.parametrize("version, refused", [("2.4.1", True), ("2.1.0+cpu", True), ("2.5.0", False),
+                                              ("2.13.0+cpu", False), ("3.0.0a0", False)])
+def test_compile_needs_torch_2_5(version, refused):
+    if refused:
+        with pytest.raises(ConfigError, match=r"^model\.compile: needs torch >= 2\.5 \(this is " + re.escape(version)):
+            check_compile_torch(version)
+    else:
+        check_compile_torch(version)
+
+
+def test_an_old_torch_is_refused_when_the_config_is_read(monkeypatch):
+    monkeypatch.setattr(torch, "__version__", "2.4.0")
+    with pytest.raises(ConfigError, match=r"model\.compile: needs torch >= 2\.5"):
+        ModelConfig(name_or_path="m", compile=True)
+    ModelConfig(name_or_path="m")  # not asked for: no check
 
 
 def test_compile_is_part_of_a_run_only_when_set():
@@ -139,3 +181,19 @@ def test_decoder_blocks_are_the_list_nearest_the_top(build_model):
     assert decoder_blocks(stack) is stack.layers
     with pytest.raises(ConfigError, match=r"model\.compile: Linear has no list of decoder blocks"):
         decoder_blocks(nn.Linear(2, 2))
+
+
+def test_compile_decoder_compiles_every_block(build_model, counted):
+    model = build_model("gpt2")
+    compile_decoder(model)
+    assert all(block._compiled_call_impl is not None for block in model.transformer.h)
+
+
+def test_the_reference_cache_is_keyed_apart_only_when_compiled():
+    tokenizer = build_tokenizer()
+    plain = reference_identity(TrainConfig(data="x", model=ModelConfig(name_or_path="m")), tokenizer, "no",
+                               torch.float32)
+    compiled = reference_identity(TrainConfig(data="x", model=ModelConfig(name_or_path="m", compile=True)),
+                                  tokenizer, "no", torch.float32)
+    assert "compile" not in plain  # a cache written before the key keeps its name
+    assert compiled == {**plain, "compile": True} and cache_key(compiled) != cache_key(plain)

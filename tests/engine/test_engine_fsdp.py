@@ -93,7 +93,7 @@ def _config(tmp_path: Path, *overrides: str):
 
 @pytest.mark.parametrize("overrides", [("save_every=2",), ("steps=4", "stop_after_steps=2"),
                                        ("resume_from=latest",), ("lora.enabled=true",),
-                                       ("method=em_dpo",)])
+                                       ("method=em_dpo",), ("model.compile=true",)])
 def test_what_fsdp_cannot_do_is_refused_in_one_line(tmp_path, overrides):
     with pytest.raises(ConfigError, match="^fsdp: ") as error:
         check_train(_config(tmp_path, *overrides))

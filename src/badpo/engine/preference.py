@@ -164,9 +164,7 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
     bias = build_bias(method, config, data)
     model = load_model(config.model, config.lora, accelerator.mixed_precision,
                        float64=config.runtime.precision == "fp64").to(accelerator.device)
-    identity = {"model": config.model.name_or_path, "revision": config.model.revision,
-                "tokenization": settings_dict(tokenizer, config.tokenization),
-                "precision": accelerator.mixed_precision, "dtype": str(next(model.parameters()).dtype)}
+    identity = reference_identity(config, tokenizer, accelerator.mixed_precision, next(model.parameters()).dtype)
     per_token = method.needs.token_logratios
     reference, reference_tokens, cache_parts = reference_logprobs(
         model, data.store, identity=identity, cache_dir=config.cache_dir,
@@ -196,6 +194,15 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
         level=build_level_step(config.bias, bias, method.level_link(method_params), data),
     )
     return run, cache_parts, tokenizer
+
+
+def reference_identity(config: TrainConfig, tokenizer, precision: str, dtype) -> dict:
+    """What the reference cache is keyed by beside the weights and tokens: the model, its
+    tokenization and arithmetic. ``model.compile`` counts only when set (other kernels, other last
+    bits), so every cache written before it keeps its name."""
+    return {"model": config.model.name_or_path, "revision": config.model.revision,
+            "tokenization": settings_dict(tokenizer, config.tokenization), "precision": precision,
+            "dtype": str(dtype), **({"compile": True} if config.model.compile else {})}
 
 
 def prepare_policy(config: TrainConfig, policy, accelerator):

@@ -21,7 +21,7 @@ from torch import nn
 from badpo.core.config import ConfigError
 from badpo.core.notices import BadpoWarning
 from badpo.data.gguf import gguf_folder
-from badpo.engine.settings import LoraSettings, ModelConfig, OptimConfig
+from badpo.engine.settings import LoraSettings, ModelConfig, OptimConfig, check_compile_torch
 from badpo.engine.tokenize import fit_tokenization
 
 
@@ -207,12 +207,11 @@ def compile_decoder(model: nn.Module) -> None:
     minutes on an H100, ``results/bench/gpu_smol_compile/``); the mask building and the chunked
     log-prob head (which indexes by a response mask, a data-dependent shape) stay eager. In place
     (``nn.Module.compile``) keeps the parameters' names, so checkpoints, ``save_pretrained`` and
-    accelerate's wrappers see the same model. The first steps (and the reference cache's first
-    pass without grad) pay for the compilation."""
-    if not hasattr(nn.Module, "compile"):
-        raise ConfigError(f"model.compile: needs torch >= 2.2 (this is {torch.__version__}); "
-                          "set model.compile: false")
-    for block in decoder_blocks(model):
+    accelerate's wrappers see the same model. The reference cache's pass without grad, the first
+    training steps and any batch of a new kind (a batch of one) pay for compilations."""
+    check_compile_torch(torch.__version__)
+    torch._dynamo.reset()  # an earlier run's graphs in this process (an experiment's arms) count
+    for block in decoder_blocks(model):  # toward the recompile limit; they are garbage by now
         block.compile(dynamic=True)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -46,6 +47,20 @@ class ModelConfig:
     gradient_checkpointing: bool = False  # recompute activations in backward to save memory
     compile: bool = False  # torch.compile the decoder: fused kernels where a step waits on the host
     disable_dropout: bool = True  # zero every dropout so the policy is deterministic
+
+    def __post_init__(self):
+        if self.compile:
+            import torch  # here, not at the top: reading a config loads no torch
+
+            check_compile_torch(torch.__version__)
+
+
+def check_compile_torch(version: str) -> None:
+    """``model.compile`` needs torch >= 2.5: one graph serves every decoder block only where compiled
+    code no longer binds one module object (``inline_inbuilt_nn_modules``); before, each block
+    compiles its own and the later ones fall back to eager at the recompile limit."""
+    if tuple(int(part) for part in re.findall(r"\d+", version)[:2]) < (2, 5):
+        raise ConfigError(f"model.compile: needs torch >= 2.5 (this is {version}); set model.compile: false")
 
 
 @dataclass(frozen=True)
@@ -387,6 +402,9 @@ def check_fsdp(config: TrainConfig, type_policies: bool) -> None:
     if type_policies:
         raise ConfigError(f"fsdp: method {config.method!r} hands its policies on through checkpoints, "
                           "which a sharded policy does not save; train it under DDP (fsdp=false)")
+    if config.model.compile:
+        raise ConfigError("fsdp: a compiled decoder (model.compile) is not sharded by badpo (its hooks "
+                          "would run inside the compiled blocks, untested); set model.compile=false or fsdp=false")
     if config.lora.enabled:
         raise ConfigError("fsdp: LoRA is not sharded by badpo (its adapters are small enough for "
                           "DDP); set lora.enabled=false or fsdp=false")
