@@ -23,11 +23,11 @@ each is fine-tuned on its own world's majority choices). One seed of each is one
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from logodds_removal import FLAGS, lean, runs_by_seed  # scripts/ is on sys.path when run as a script
 
+from badpo.core.jsonio import write_json
 from badpo.paper.provenance import provenance
 
 
@@ -71,7 +71,7 @@ def main() -> None:
             print(f"seed {seed} {row['readout']:15s} {row['scale']:11s} DPO {row['dpo_shift']:+.3f} "
                   f"null {row['null_drift']:+.3f} ({row['not_bias_share']:.0%})  {arms}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_json(args.out, result)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,9 @@ under configs/, the keys the planner gives every experiment under configs/, and 
 committed run record under results/ that today's settings read.
 
 ``duplicates`` (train and rm), ``fsdp`` (train), ``bias.level`` (train and rm) and ``model.compile``
-(every stage) came after: each
-changed the plain digests (DEFAULTS, READ and the first of each RESOLVED pair) and no identity or
-key, as they are keyed only when set (:data:`badpo.run_folder.identity.KEYED_WHEN_SET`).
+(every stage) came after: each changed the plain digests (DEFAULTS, READ and the first of each
+RESOLVED pair) and no identity or key, as they are keyed only when set
+(:data:`badpo.run_folder.identity.KEYED_WHEN_SET`).
 
 The digests were taken before the three stage configs got their common base
 (:class:`badpo.engine.settings.RunConfig`) and the run folder its one lifecycle

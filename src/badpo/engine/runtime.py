@@ -21,7 +21,7 @@ from torch import nn
 from badpo.core.config import ConfigError
 from badpo.core.notices import BadpoWarning
 from badpo.data.gguf import gguf_folder
-from badpo.engine.settings import LoraSettings, ModelConfig, OptimConfig, check_compile_torch
+from badpo.engine.settings import LoraSettings, ModelConfig, OptimConfig
 from badpo.engine.tokenize import fit_tokenization
 
 
@@ -209,9 +209,10 @@ def compile_decoder(model: nn.Module) -> None:
     (``nn.Module.compile``) keeps the parameters' names, so checkpoints, ``save_pretrained`` and
     accelerate's wrappers see the same model. The reference cache's pass without grad, the first
     training steps and any batch of a new kind (a batch of one) pay for compilations."""
-    check_compile_torch(torch.__version__)
-    torch._dynamo.reset()  # an earlier run's graphs in this process (an experiment's arms) count
-    for block in decoder_blocks(model):  # toward the recompile limit; they are garbage by now
+    # an earlier run's graphs in this process (an experiment's arms) would count toward the
+    # recompile limit; they are garbage by now (torch's version is checked when the config is read)
+    torch._dynamo.reset()
+    for block in decoder_blocks(model):
         block.compile(dynamic=True)
 
 
