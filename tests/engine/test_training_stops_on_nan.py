@@ -118,6 +118,24 @@ def test_the_limit_is_on_the_bias_logit_not_on_theta():
         check_weights(ONE_PROCESS, 0, policy, theta, lambda: torch.tensor(2e4))
 
 
+def test_a_bias_logit_past_the_limit_names_the_datas_largest_difference(tmp_path):
+    """theta . (g_w - g_l) grows with g's scale as with theta: a `given:` difference of 1e6 in one
+    row breaches the limit at a small theta, so the stop names that row beside bias.lr."""
+    from badpo.engine.finite import LOGIT_BREACH, stop_message
+    from badpo.engine.loop import largest_difference
+
+    run = SimpleNamespace(attr_diff=torch.tensor([[0.5, -1.0], [2.0, -1e6], [0.0, 3.0]]),
+                          data=SimpleNamespace(attribute_names=["length", "given:score"]))
+    where = largest_difference(run)
+    assert where == ("the largest |g(y_w) - g(y_l)| in the data is 1e+06 "
+                     "(attribute 'given:score', row 1 of the training judgments)")
+    message = stop_message(TrainingDiverged(3, LOGIT_BREACH), tmp_path, [], where)
+    assert f"{where}: give that attribute on a smaller scale, or lower bias.lr, and train again" in message
+    other = stop_message(TrainingDiverged(3, "theta is not finite"), tmp_path, [], where)
+    assert "largest" not in other and "; lower bias.lr and train again" in other
+    assert largest_difference(SimpleNamespace()) is None
+
+
 def test_a_blown_up_theta_stops_the_run_though_it_is_finite(world):
     """bias.lr=1e30 takes theta to ~1e30 in one Adam step: finite, but its logits theta_k . (g_w -
     g_l) are log-odds no label supports, with no gradient left to bring them back. The run stops

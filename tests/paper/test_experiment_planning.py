@@ -178,6 +178,32 @@ def test_the_engines_own_checks_run_when_the_experiment_is_planned(override, err
     assert calls == ["corpus"]  # nothing trained
 
 
+def test_bad_keys_in_several_sections_are_named_in_one_line(tmp_path):
+    """A typo under corpus.config, evaluation, reference and train is one error naming all four
+    (the arms that fail alike together), not four runs that each stop at the next one."""
+    from badpo.corpora.builders import check_corpus_config
+    from badpo.paper.backend import resolve_arm, resolve_evaluation, resolve_reference
+
+    overrides = [f"output_dir={tmp_path}", "corpus.config.n_pairz=3", "evaluation.max_promptz=3",
+                 "reference.epochz=1", "train.bias.initt=zero"]
+    config = load_config(ExperimentConfig, experiment_config_path("tiny"), overrides)
+    calls: list[str] = []
+    fake = fake_backend(calls)
+    backend = Backend(fake.build_corpus, resolve_reference, resolve_arm, fake.run_reference, fake.run_arm,
+                      resolve_evaluation, check_corpus=check_corpus_config)
+    with pytest.raises(ConfigError) as refused:
+        plan_experiment(config, backend, prepare_corpus(config, backend, tmp_path, quiet))
+    message = str(refused.value)
+    arms = ", ".join(f"arms[{i}] ({arm.name})" for i, arm in enumerate(config.arms))
+    for part in ("unknown key(s): corpus.config.n_pairz", "evaluation: unknown key(s): max_promptz",
+                 "reference: unknown key(s): epochz", f"{arms}: unknown key(s): bias.initt"):
+        assert part in message
+    assert "\n" not in message and calls == ["corpus"]
+    one = load_config(ExperimentConfig, experiment_config_path("tiny"), [f"output_dir={tmp_path}", overrides[2]])
+    with pytest.raises(ConfigError, match=r"^evaluation: unknown key\(s\): max_promptz \(known"):
+        plan_experiment(one, backend, tmp_path / "corpus")  # one bad section: its message as before
+
+
 def test_planning_checks_only_what_the_runner_uses():
     """The runner writes the reference into work/<key>/model, so the stage's default output_dir
     (runs/sft) equal to model.name_or_path is not an error when the experiment is planned."""

@@ -139,6 +139,13 @@ def build_and_describe(name: str, config: Mapping[str, Any], outdir: str | Path)
     return corpus_builder(name).summary(build_corpus(name, config, outdir))
 
 
+def check_corpus_config(name: str, config: Mapping[str, Any]) -> None:
+    """The named builder exists and ``config`` holds only its keys, with values of their types
+    (checked when an experiment is planned, beside its other sections, not only at the build)."""
+    builder = corpus_builder(name)
+    from_dict(builder.config_class, config, prefix="corpus.config")
+
+
 def corpus_sources(name: str, config: Mapping[str, Any]) -> dict | None:
     """The content fingerprints of the user's files a corpus is built from (a builder module's
     ``source_fingerprints``), so that a corpus built before they changed is not reused; None for a

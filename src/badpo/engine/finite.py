@@ -23,6 +23,7 @@ from torch import Tensor
 # there (Adam moves it by about bias.lr a step), so it stops the run as a non-finite one does. The
 # logit, not theta, is bounded: an attribute on a small scale may need a large theta.
 LOGIT_LIMIT = 1e4
+LOGIT_BREACH = f"a bias logit of theta is beyond ±{LOGIT_LIMIT:g} (a log-odds no label supports)"
 
 
 class TrainingDiverged(ValueError):
@@ -88,8 +89,7 @@ def check_weights(accelerator, step: int, policy, theta=None,
     if theta is not None:
         checks["theta is not finite"] = _all_finite(p.detach() for p in theta.parameters())
     if theta is not None and largest_logit is not None:
-        checks[f"a bias logit of theta is beyond ±{LOGIT_LIMIT:g} (a log-odds no label supports)"] = ~(
-            largest_logit() > LOGIT_LIMIT)
+        checks[LOGIT_BREACH] = ~(largest_logit() > LOGIT_LIMIT)
     _raise_if_any(accelerator, step, checks)
 
 
@@ -106,18 +106,24 @@ def optimizer_step(optimizer, step: int, what: str) -> None:
         raise TrainingDiverged(step + 1, f"the update of {what} overflows float32") from None
 
 
-def stop_message(error: TrainingDiverged, output: Path, checkpoints: list[Path]) -> str:
-    """The one line for a run stopped by ``error``: the step, what, what the folder keeps."""
+def stop_message(error: TrainingDiverged, output: Path, checkpoints: list[Path],
+                 largest_difference: str | None = None) -> str:
+    """The one line for a run stopped by ``error``: the step, what, what the folder keeps, and
+    what to change. A bias logit past the limit grows with g's scale as much as with theta, so
+    ``largest_difference`` (where the data's largest |g(y_w) - g(y_l)| is) is named beside bias.lr."""
     kept = f"log.jsonl up to step {error.step - 1}" if error.step > 1 else "no log line (it stopped at its first step)"
     if checkpoints:
         last = f"the last good checkpoint is {checkpoints[-1]}"
     else:
         last = "no checkpoint was saved (save_every=0 or none reached)"
     rate = "bias.lr" if "theta" in error.what else "optim.lr"  # the optimizer of what diverged
+    change = f"lower {rate}"
+    if error.what == LOGIT_BREACH and largest_difference is not None:
+        change = f"{largest_difference}: give that attribute on a smaller scale, or lower {rate},"
     return (f"training diverged at step {error.step}: {error.what}, so the run stopped "
-            f"there; {output} keeps {kept}; {last}; lower {rate} and "
+            f"there; {output} keeps {kept}; {last}; {change} and "
             "train again with overwrite=true")
 
 
-__all__ = ["LOGIT_LIMIT", "TrainingDiverged", "check_loss_and_gradients", "check_weights", "optimizer_step",
-           "stop_message"]
+__all__ = ["LOGIT_BREACH", "LOGIT_LIMIT", "TrainingDiverged", "check_loss_and_gradients", "check_weights",
+           "optimizer_step", "stop_message"]

@@ -158,6 +158,17 @@ def largest_bias_logit(run: Run) -> Tensor:
     return logits.abs().max() if len(logits) else torch.tensor(0.0)
 
 
+def largest_difference(run) -> str | None:
+    """Where the training judgments' largest |g(y_w) - g(y_l)| is, in words (None without g)."""
+    diff = getattr(run, "attr_diff", None)
+    if diff is None or diff.numel() == 0:
+        return None
+    flat = int(diff.abs().argmax())
+    row, column = divmod(flat, diff.shape[1])
+    return (f"the largest |g(y_w) - g(y_l)| in the data is {float(diff[row, column].abs()):.4g} "
+            f"(attribute {run.data.attribute_names[column]!r}, row {row} of the training judgments)")
+
+
 def _token_logratios(run: Run, rows: Tensor, policy_tokens: Tensor) -> list[Tensor]:
     """log pi - log pi_ref per response token of each of the micro-batch's sequences."""
     spans = [(int(run.token_offsets[r]), int(run.token_offsets[r + 1])) for r in rows.tolist()]
@@ -444,8 +455,8 @@ def _loop(stage: Stage, run, config, settings: LoopSettings, output: Path, state
             ):
                 save_checkpoint(accelerator, output, state.step, settings.keep_checkpoints, config, contents)
     except TrainingDiverged as error:  # the folder keeps the log and checkpoints of the good steps
-        raise TrainingDiverged(error.step, error.what,
-                               stop_message(error, output, list_checkpoints(output))) from None
+        raise TrainingDiverged(error.step, error.what, stop_message(
+            error, output, list_checkpoints(output), largest_difference(run))) from None
     finally:
         log.close()
     return last_record

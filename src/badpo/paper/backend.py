@@ -24,7 +24,7 @@ from typing import Any
 from badpo.core.bias import variant_facts
 from badpo.core.config import ConfigError, from_dict, to_dict
 from badpo.core.jsonio import dumps
-from badpo.corpora.builders import build_and_describe, corpus_sources
+from badpo.corpora.builders import build_and_describe, check_corpus_config, corpus_sources
 from badpo.data.fingerprint import data_fingerprint
 from badpo.data.sources import ColumnMap, check_columns
 from badpo.engine.settings import SFTConfig, TrainConfig, accumulation_steps, check_sft, check_train
@@ -258,4 +258,5 @@ def engine_backend(evaluate: Evaluate | None = evaluate_run) -> Backend:
         return {"readouts": readouts, "theta": theta_summary(run_dir), "artifacts": artifacts}
 
     return Backend(build_and_describe, resolve_reference, resolve_arm, run_reference, run_arm,
-                  resolve_evaluation, unavailable_readout, check_data, data_key, corpus_sources)
+                   resolve_evaluation, unavailable_readout, check_data, data_key, corpus_sources,
+                   check_corpus_config)

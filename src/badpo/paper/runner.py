@@ -114,6 +114,8 @@ class Backend:
     # corpus_sources(builder, config) -> {source: sha256} of the user's files the corpus is built
     # from (None: none), kept in the corpus marker so that a corpus built before they changed is refused
     corpus_sources: Callable[[str, dict], dict | None] = lambda builder, config: None
+    # check_corpus(builder, config): raises ConfigError on an unknown builder or a bad key of its config
+    check_corpus: Callable[[str, dict], None] = lambda builder, config: None
 
 
 @dataclass(frozen=True)
@@ -233,10 +235,37 @@ def _resolve(resolver: Callable[[dict], dict], settings: dict, where: str) -> di
     return to_dict(resolved)
 
 
+def _refuse_bad_sections(config: ExperimentConfig, backend: Backend) -> None:
+    """Bad keys or values in more than one section (the corpus's config, evaluation, reference,
+    each arm) named in one line, so a user who fixes one does not meet the next on the next run.
+    Arms that fail alike (a typo under ``train``) are named together."""
+    arm_settings = [(f"arms[{i}] ({arm.name})", arm) for i, arm in enumerate(config.arms)]
+    checks: list[tuple[str, Callable[[], Any]]] = [
+        ("evaluation", lambda: backend.resolve_evaluation(to_dict(config.evaluation))),
+        ("reference", lambda: backend.resolve_reference(merge_settings({}, config.reference, "reference")))]
+    if config.corpus.builder is not None:
+        checks.insert(0, ("", lambda: backend.check_corpus(config.corpus.builder, dict(config.corpus.config))))
+    checks += [(where, lambda where=where, arm=arm: backend.resolve_arm(merge_settings(
+        merge_settings(config.train, arm.params, where), {"method": arm.method, "runtime.seed": config.seeds[0]},
+        where))) for where, arm in arm_settings if config.seeds]
+    failed: dict[str, list[str]] = {}
+    for where, check in checks:
+        try:
+            check()
+        except ConfigError as error:
+            message = str(error).removeprefix(f"{where}: ")
+            failed.setdefault(message, []).append(where)
+    if len(failed) > 1:
+        raise ConfigError("; ".join(f"{', '.join(w for w in wheres if w)}: {message}" if any(wheres)
+                                    else message for message, wheres in failed.items()))
+
+
 def plan_experiment(config: ExperimentConfig, backend: Backend, corpus_dir: Path,
                     corpus_id: str | None = None) -> Plan:
-    """Resolve and key every run before anything trains, so a bad setting fails at once.
-    ``corpus_id``: the corpus's fingerprint (default: read from ``corpus_dir``)."""
+    """Resolve and key every run before anything trains, so a bad setting fails at once (bad
+    settings in several sections all in one line). ``corpus_id``: the corpus's fingerprint
+    (default: read from ``corpus_dir``)."""
+    _refuse_bad_sections(config, backend)
     corpus_id = corpus_id or corpus_fingerprint(corpus_dir)
     evaluation = _resolve(backend.resolve_evaluation, to_dict(config.evaluation), "evaluation")
     _check_metrics(config, backend, evaluation)
