@@ -200,6 +200,7 @@ def _worker_settings(args, world: Path, data: Path, size: str, scratch: Path) ->
                 "micro_judgments": args.micro_batch, "micro_pairs": args.micro_pairs,
                 "max_length": args.max_length, "logprob_chunk_size": args.logprob_chunk_size,
                 "attributes": args.attributes, "gradient_checkpointing": args.gradient_checkpointing,
+                "badpo_set": list(args.badpo_set),
                 "max_steps": args.warmup + (args.rounds + 1) * args.block + 2, "cache": str(scratch / "cache"),
                 "scratch": str(scratch / size)}
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "TQDM_DISABLE": "1",
@@ -335,6 +336,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--gradient-checkpointing", action="store_true",
                         help="both trainers recompute activations in backward (TRL's default; badpo's "
                              "model.gradient_checkpointing); off by default, as the runs recorded before")
+    parser.add_argument("--badpo-set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="overrides of badpo's settings, e.g. runtime.length_groups=1 "
+                             "model.selective_checkpointing=false (badpo before issue 50's memory work)")
     parser.add_argument("--attributes", nargs="+", default=["names"],
                         help="badpo's declared attributes (the world's: names; length markdown on smol-multipref)")
     parser.add_argument("--shape-source", type=Path, default=None,
@@ -361,7 +365,7 @@ def _report_settings(args, world: Path, judgments: int, per_pair: float) -> dict
             "logprob_chunk_size": args.logprob_chunk_size, "warmup": args.warmup, "rounds": args.rounds,
             "block": args.block,
             "threads": args.threads, "method": METHOD, "sizes": list(args.sizes), "attributes": args.attributes,
-            "gradient_checkpointing": args.gradient_checkpointing,
+            "gradient_checkpointing": args.gradient_checkpointing, "badpo_set": list(args.badpo_set),
             "device": "cuda" if torch.cuda.is_available() else "cpu",
             "torch": torch.__version__, "transformers": transformers.__version__,
             "trl": trl.__version__, "machine": platform.processor() or platform.machine(),

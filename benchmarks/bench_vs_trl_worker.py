@@ -59,7 +59,7 @@ def _memory(reset: bool) -> dict:
 def badpo_worker(s: dict, started: float) -> None:
     import torch
 
-    from badpo.core.config import from_dict
+    from badpo.core.config import apply_overrides, from_dict
     from badpo.engine.loop import train_step
     from badpo.engine.preference import prepare_run
     from badpo.engine.settings import TrainConfig
@@ -68,7 +68,7 @@ def badpo_worker(s: dict, started: float) -> None:
     per_judgment = batching == "per_judgment"
     items = s["judgments_per_step"] if per_judgment else s["pairs_per_step"]
     micro = s["micro_judgments"] if per_judgment else s["micro_pairs"]
-    config = from_dict(TrainConfig, {
+    config = from_dict(TrainConfig, apply_overrides({
         "method": METHOD, "batching": batching, "data": s["data"], "attributes": s["attributes"],
         "model": {"name_or_path": s["model"], "tokenizer": s["tokenizer"],
                   "gradient_checkpointing": s["gradient_checkpointing"], "compile": compiled == "compile"},
@@ -78,12 +78,14 @@ def badpo_worker(s: dict, started: float) -> None:
         "tokenization": {"max_prompt_tokens": s["max_length"] // 2, "max_length": s["max_length"]},
         "runtime": {"num_threads": s["threads"], "precision": "auto",
                     "logprob_chunk_size": s["logprob_chunk_size"]},
-        "report": {"progress_bar": False}, "output_dir": "unused", "cache_dir": s["cache"]})
+        "report": {"progress_bar": False}, "output_dir": "unused", "cache_dir": s["cache"]}, s["badpo_set"]))
     run = prepare_run(config)[0]
     parameters = sum(p.numel() for p in run.policy.parameters())
     _say({"setup_s": time.perf_counter() - started, "parameters": parameters,
           "threads": torch.get_num_threads(), "rss_after_setup_mib": status_mib("VmRSS"),
-          "mean_sequence_tokens": float(run.data.store.lengths.float().mean())})
+          "mean_sequence_tokens": float(run.data.store.lengths.float().mean()),
+          "length_groups": getattr(run.policy, "groups", None),
+          "selective_checkpointing": config.model.selective_on(run.accelerator.device.type, sharded=config.fsdp)})
     reset = _reset_peak_rss()
     step = 0
     for command in _commands():

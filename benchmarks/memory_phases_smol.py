@@ -37,12 +37,13 @@ def prepared(args, out: Path):
     data.write_text("\n".join(rows) + "\n", encoding="utf-8")
     per_judgment = args.batching == "per_judgment"
     config = from_dict(TrainConfig, {
-        "method": "ba_dpo_shared_mean", "batching": args.batching, "data": str(data), "attributes": ["names"],
+        "method": "ba_dpo_shared_mean", "batching": args.batching, "data": str(data), "attributes": args.attributes,
         "model": {"name_or_path": gguf_folder("smollm2-135m-instruct")}, "steps": 10,
         "batch_size": 16 if per_judgment else 4, "micro_batch_size": args.micro,
         "optim": {"lr": 1e-5, "warmup_ratio": 0.1},
         "tokenization": {"max_prompt_tokens": 80, "max_length": 160},
-        "runtime": {"num_threads": args.threads, "precision": "auto", "logprob_chunk_size": 1024},
+        "runtime": {"num_threads": args.threads, "precision": "auto", "logprob_chunk_size": args.chunk,
+                    "length_groups": args.length_groups},
         "report": {"progress_bar": False}, "output_dir": str(out / "unused"), "cache_dir": str(out / "cache")})
     return prepare_run(config)[0]
 
@@ -61,20 +62,29 @@ def measure(args) -> dict:
     begin = time.perf_counter()
     run = prepared(args, out)
     phases["after_prepare_run"], phases["peak_after_prepare_run"] = resident_mib(), resident_mib("VmHWM")
+    step_seconds = []
     for step in (0, 1):
+        began = time.perf_counter()
         train_step(run, step)
+        step_seconds.append(time.perf_counter() - began)
         phases[f"after_step_{step + 1}"], phases[f"peak_after_step_{step + 1}"] = resident_mib(), resident_mib("VmHWM")
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         train_step(run, 2)
     phases["peak_after_step_3"] = resident_mib("VmHWM")
-    name = f"{args.batching}_{args.micro}"
+    name = f"{args.batching}_{args.micro}" + ("" if args.length_groups is None else f"_groups{args.length_groups}") + (
+        "" if args.chunk == 1024 else f"_chunk{args.chunk}")
     (out / f"alloc_{name}.txt").write_text(prof.key_averages().table(
         sort_by="self_cpu_memory_usage", row_limit=25, max_name_column_width=50), encoding="utf-8")
     moments = sum(v.numel() * v.element_size() for state in run.optimizer.state.values()
                   for v in state.values() if torch.is_tensor(v))
+    groups = ("" if args.length_groups is None else f" --length-groups {args.length_groups}") + (
+        "" if args.chunk == 1024 else f" --chunk {args.chunk}")
     return {"command": f"python benchmarks/memory_phases_smol.py {args.out} --data {args.data} "
-                       f"--batching {args.batching} --micro {args.micro}",
-            "batching": args.batching, "micro_batch_size": args.micro,
+                       f"--batching {args.batching} --micro {args.micro} --attributes {' '.join(args.attributes)}"
+                       f"{groups}",
+            "batching": args.batching, "micro_batch_size": args.micro, "attributes": args.attributes,
+            "logprob_chunk_size": args.chunk,
+            "length_groups": getattr(run.policy, "groups", None), "step_seconds": step_seconds,
             "parameters": sum(p.numel() for p in run.policy.parameters()),
             "weights_mib": sum(p.numel() * p.element_size() for p in run.policy.parameters()) / 2**20,
             "adamw_moments_mib": moments / 2**20, "phases_mib": phases,
@@ -85,14 +95,22 @@ def measure(args) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out")
-    parser.add_argument("--data", required=True, help="judgments with the names attributes (a smol-signed train.jsonl)")
+    parser.add_argument("--data", required=True,
+                        help="judgments with the declared attributes (a smol-signed train.jsonl)")
+    parser.add_argument("--attributes", nargs="+", default=["names"], help="the declared attributes (default: names)")
+    parser.add_argument("--length-groups", type=int, default=None,
+                        help="runtime.length_groups (default: null, the device's default)")
     parser.add_argument("--batching", default="per_judgment", choices=["per_judgment", "pair_grouped"])
     parser.add_argument("--micro", type=int, default=16, help="micro-batch (judgments, or pairs when pair-grouped)")
     parser.add_argument("--judgments", type=int, default=512)
+    parser.add_argument("--chunk", type=int, default=1024, help="runtime.logprob_chunk_size")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     result = measure(args)
-    (Path(args.out) / f"phases_{args.batching}_{args.micro}.json").write_text(json.dumps(result, indent=1) + "\n")
+    suffix = ("" if args.length_groups is None else f"_groups{args.length_groups}") + (
+        "" if args.chunk == 1024 else f"_chunk{args.chunk}")
+    path = Path(args.out) / f"phases_{args.batching}_{args.micro}{suffix}.json"
+    path.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result["phases_mib"], indent=1))
 
 

@@ -9,6 +9,8 @@ lives on) and on the mean probability:
   comparisons and quality and only the bias taken out of the votes: what preference training does
   to the readout without a bias;
 - ``not_bias_share``: null_drift / dpo_shift;
+- ``null_arms_minus_dpo``: each BA-DPO arm run on the null world, less DPO there (no bias to take
+  out, so about 0: an arm that pushes the readout below DPO's there overshoots);
 - per BA-DPO arm of the biased world, ``removed`` (the tables' figure: (DPO - arm) / dpo_shift) and
   ``removed_of_bias`` ((DPO - arm) / (dpo_shift - null_drift)): the arm's removal of the part of
   DPO's shift that the bias made, if training without it would have moved the readout by null_drift.
@@ -37,7 +39,7 @@ def _pairs(items: list[str]) -> dict[str, Path]:
 
 def seed_reading(biased: tuple[dict, dict, dict], null: tuple[dict, dict, dict]) -> list[dict]:
     """One row per readout and scale for one seed: the shift, the drift and each arm's removals."""
-    (reference, dpo, arms), (null_reference, null_dpo, _) = biased, null
+    (reference, dpo, arms), (null_reference, null_dpo, null_arms) = biased, null
     rows = []
     for flag, readout in FLAGS.items():
         for scale in ("log_odds", "probability"):
@@ -49,7 +51,10 @@ def seed_reading(biased: tuple[dict, dict, dict], null: tuple[dict, dict, dict])
                          "not_bias_share": drift / shift,
                          "arms": {arm: {"removed": (read(dpo) - read(c)) / shift,
                                         "removed_of_bias": (read(dpo) - read(c)) / (shift - drift)}
-                                  for arm, c in sorted(arms.items()) if flag in c}})
+                                  for arm, c in sorted(arms.items()) if flag in c},
+                         # on the null world there is no bias to take out: an arm should end where DPO does
+                         "null_arms_minus_dpo": {arm: read(c) - read(null_dpo)
+                                                 for arm, c in sorted(null_arms.items()) if flag in c}})
     return rows
 
 
@@ -68,8 +73,10 @@ def main() -> None:
         for row in rows:
             arms = "  ".join(f"{arm[:22]}: {v['removed']:.0%} / {v['removed_of_bias']:.0%}"
                              for arm, v in row["arms"].items())
+            offsets = "  ".join(f"{arm[:22]} {v:+.3f}" for arm, v in row["null_arms_minus_dpo"].items())
             print(f"seed {seed} {row['readout']:15s} {row['scale']:11s} DPO {row['dpo_shift']:+.3f} "
-                  f"null {row['null_drift']:+.3f} ({row['not_bias_share']:.0%})  {arms}")
+                  f"null {row['null_drift']:+.3f} ({row['not_bias_share']:.0%})  {arms}"
+                  + (f"  | null world, arm - DPO: {offsets}" if offsets else ""))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_json(args.out, result)
 

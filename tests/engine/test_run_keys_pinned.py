@@ -2,9 +2,10 @@
 under configs/, the keys the planner gives every experiment under configs/, and the key of every
 committed run record under results/ that today's settings read.
 
-``duplicates`` (train and rm), ``fsdp`` (train), ``bias.level`` (train and rm) and ``model.compile``
-(every stage) came after: each changed the plain digests (DEFAULTS, READ and the first of each
-RESOLVED pair) and no identity or key, as they are keyed only when set
+``duplicates`` (train and rm), ``fsdp`` (train), ``bias.level`` (train and rm), ``model.compile``,
+``model.selective_checkpointing`` and ``runtime.length_groups`` (every stage) came after: each
+changed the plain digests (DEFAULTS, READ and the first of each RESOLVED pair) and no identity or
+key, as they are keyed only when set
 (:data:`badpo.run_folder.identity.KEYED_WHEN_SET`).
 
 The digests were taken before the three stage configs got their common base
@@ -38,31 +39,31 @@ def _digest(value) -> str:
 
 
 # to_dict of each class's defaults, and of each stage config as read from its file
-DEFAULTS = {"TrainConfig": "32f754cb15b3302f", "SFTConfig": "26dc1806089dd0b6", "RMConfig": "c968af87aa1f8ed1"}
+DEFAULTS = {"TrainConfig": "b808e780326412c7", "SFTConfig": "319f02d7dddbb7cc", "RMConfig": "3aa1394f992c134f"}
 READ = {
-    "rm_qwen2.5-0.5b.yaml": "45c8089462884e63", "rm_tiny.yaml": "4a8a2c97b0ce1d2e",
-    "rm_tiny_quality.yaml": "fdfdbab04cab076a", "sft_llama3.1-8b.yaml": "3e5ec2d70ea7cbd8",
-    "sft_mistral-7b.yaml": "982b327d1fb3cb08", "sft_qwen2.5-0.5b.yaml": "bc3e3787dd4d689f",
-    "sft_tiny.yaml": "0d44d32973c4e6ed", "train_llama3.1-8b.yaml": "b46bace9aca3070b",
-    "train_mistral-7b.yaml": "7a84db5967c5a344", "train_qwen2.5-0.5b.yaml": "a7e12b085fecc378",
-    "train_tiny.yaml": "6efb9c12f3287702",
+    "rm_qwen2.5-0.5b.yaml": "a0c4a89157a03c73", "rm_tiny.yaml": "29acf14462471dd2",
+    "rm_tiny_quality.yaml": "b17e50df3b8fe047", "sft_llama3.1-8b.yaml": "cb362e7609613af6",
+    "sft_mistral-7b.yaml": "61ad2fde9333f7e7", "sft_qwen2.5-0.5b.yaml": "35b036984771bfad",
+    "sft_tiny.yaml": "9f8ce3dfc0e0327b", "train_llama3.1-8b.yaml": "900121a34bed10c3",
+    "train_mistral-7b.yaml": "0bb2c6e29a87b4e9", "train_qwen2.5-0.5b.yaml": "3f139109e1fd8ee9",
+    "train_tiny.yaml": "cbe9720d06fa1e80",
 }
 # (to_dict, identity) of each as the stage resolves it before it trains: the learning rate and output_dir filled in
 RESOLVED = {
-    "rm_qwen2.5-0.5b.yaml": ["876f7b2e8b5d8bd8", "77039b1f1ca15e0f"],
-    "rm_tiny.yaml": ["6efd1cccf4eb1771", "6fbd35e74fc6de2a"],
-    "rm_tiny_quality.yaml": ["80063428bdae12cc", "0df448983168e9b6"],
-    "sft_llama3.1-8b.yaml": ["3e5ec2d70ea7cbd8", "9f48496650671115"],
-    "sft_mistral-7b.yaml": ["982b327d1fb3cb08", "a7f9b5d3e6fe411d"],
-    "sft_qwen2.5-0.5b.yaml": ["bc3e3787dd4d689f", "ab0205fd6408ef4a"],
-    "sft_tiny.yaml": ["0d44d32973c4e6ed", "d280c56ded13a6db"],
-    "train_llama3.1-8b.yaml": ["5deb725f2dd77fb6", "869d876023002a43"],
-    "train_mistral-7b.yaml": ["fa9ae006dc53a4ef", "c7b2d2e27bbe6510"],
-    "train_qwen2.5-0.5b.yaml": ["ae27edc4afcaf8d9", "3504030a475a233a"],
-    "train_tiny.yaml": ["5d3a8d70fcfa5bed", "98f8e201625bb429"],
-    "TrainConfig": ["eab982dbe5119180", "fd03276b742a4eb2"],
-    "SFTConfig": ["1d112498d8881e54", "8c44f2a1d13bb3b2"],
-    "RMConfig": ["496bc9dfd6e3b868", "76ef45b2628e9add"],
+    "rm_qwen2.5-0.5b.yaml": ["faa310906eea03f0", "77039b1f1ca15e0f"],
+    "rm_tiny.yaml": ["e53d1a82244e53bb", "6fbd35e74fc6de2a"],
+    "rm_tiny_quality.yaml": ["61d59f251e234dba", "0df448983168e9b6"],
+    "sft_llama3.1-8b.yaml": ["cb362e7609613af6", "9f48496650671115"],
+    "sft_mistral-7b.yaml": ["61ad2fde9333f7e7", "a7f9b5d3e6fe411d"],
+    "sft_qwen2.5-0.5b.yaml": ["35b036984771bfad", "ab0205fd6408ef4a"],
+    "sft_tiny.yaml": ["9f8ce3dfc0e0327b", "d280c56ded13a6db"],
+    "train_llama3.1-8b.yaml": ["ad2332b9ddbfeefb", "869d876023002a43"],
+    "train_mistral-7b.yaml": ["9ce058d546040c74", "c7b2d2e27bbe6510"],
+    "train_qwen2.5-0.5b.yaml": ["534fe6d435e5316b", "3504030a475a233a"],
+    "train_tiny.yaml": ["cf8cc1c52457e41c", "98f8e201625bb429"],
+    "TrainConfig": ["97e645d562e0d2ae", "fd03276b742a4eb2"],
+    "SFTConfig": ["fe68a6bd220d59f5", "8c44f2a1d13bb3b2"],
+    "RMConfig": ["6840a41ac0473591", "76ef45b2628e9add"],
 }
 # sha256 of the space-joined keys (the reference, then every run) of each experiment's plan
 PLANS = {

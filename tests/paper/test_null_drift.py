@@ -32,9 +32,10 @@ def test_shift_drift_and_removals_by_hand(null_drift):
     arm at 3.0: removed (6 - 3) / 4 = 75%, of the bias's 3: 100%. On probabilities: shift 0.96 - 0.70
     = 0.26, drift 0.70 - 0.60 = 0.10, arm 0.80: 0.16 / 0.26 and 0.16 / 0.16."""
     biased = (_c(2.0, 0.70, -1.0, 0.3), _c(6.0, 0.96, 5.0, 0.99), {"BA": _c(3.0, 0.80, -1.0, 0.3)})
-    null = (_c(1.0, 0.60, -2.0, 0.2), _c(2.0, 0.70, -2.0, 0.2), {})
+    null = (_c(1.0, 0.60, -2.0, 0.2), _c(2.0, 0.70, -2.0, 0.2), {"BA": _c(1.5, 0.65, -2.0, 0.2)})
     rows = {(r["readout"], r["scale"]): r for r in null_drift.seed_reading(biased, null)}
     length = rows[("p(long) | body", "log_odds")]
+    assert length["null_arms_minus_dpo"] == {"BA": -0.5}  # the null world's arm ends half a logit under DPO
     assert (length["dpo_shift"], length["null_drift"], length["not_bias_share"]) == (4.0, 1.0, 0.25)
     assert length["arms"]["BA"] == {"removed": 0.75, "removed_of_bias": 1.0}
     p = rows[("p(long) | body", "probability")]

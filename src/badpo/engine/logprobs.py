@@ -135,6 +135,31 @@ def response_token_logprobs(
     return total.index_add(0, rows, logps), logps
 
 
+def length_groups(lengths: Tensor, most: int) -> list[Tensor]:
+    """The rows of a batch (``[B]`` sequence lengths) in at most ``most`` groups of similar length,
+    each to be padded only to its own longest: of the partitions of the rows sorted by length,
+    the one that pads the fewest tokens (dynamic programming; on a tie, fewer groups). A batch
+    padded to its longest sequence spends compute and saved activations on the padding."""
+    order = torch.argsort(lengths.cpu(), stable=True)
+    ordered = lengths.cpu()[order].tolist()
+    n = len(ordered)
+    # best[k][j]: fewest padded tokens for the first j rows in k groups; cut[k][j]: where its last group starts
+    best = [[0] + [float("inf")] * n] + [[float("inf")] * (n + 1) for _ in range(max(most, 1))]
+    cut = [[0] * (n + 1) for _ in range(len(best))]
+    for k in range(1, len(best)):
+        for j in range(1, n + 1):
+            for i in range(k - 1, j):
+                cost = best[k - 1][i] + (j - i) * ordered[j - 1]
+                if cost < best[k][j]:
+                    best[k][j], cut[k][j] = cost, i
+    k = min(range(1, len(best)), key=lambda g: (best[g][n], g)) if n else 1
+    bounds, j = [], n
+    while k > 0 and j > 0:
+        bounds.append((cut[k][j], j))
+        j, k = cut[k][j], k - 1
+    return [order[i:j].to(lengths.device) for i, j in reversed(bounds)] or [order.to(lengths.device)]
+
+
 class LogprobModel(nn.Module):
     """``forward(batch) -> response_logprobs``, as a module so accelerate can wrap it (DDP, FSDP).
 
@@ -142,10 +167,11 @@ class LogprobModel(nn.Module):
     gradient hooks in charge of every parameter used.
     """
 
-    def __init__(self, model: nn.Module, chunk_size: int = DEFAULT_CHUNK_SIZE) -> None:
+    def __init__(self, model: nn.Module, chunk_size: int = DEFAULT_CHUNK_SIZE, groups: int = 1) -> None:
         super().__init__()
         self.model = model
         self.chunk_size = chunk_size
+        self.groups = groups  # forwards a batch may be split into by length (runtime.length_groups)
         # FSDP's transformer auto-wrap policy looks for the layer classes here.
         self._no_split_modules = getattr(model, "_no_split_modules", None)
 
@@ -154,5 +180,22 @@ class LogprobModel(nn.Module):
         """Summed response log-probs ``[B]``; with ``per_token`` also the ragged per-token ones."""
         batch = {"input_ids": input_ids, "attention_mask": attention_mask,
                  "response_mask": response_mask}
-        summed, tokens = response_token_logprobs(self.model, batch, self.chunk_size)
-        return (summed, tokens) if per_token else summed
+        groups = length_groups(attention_mask.sum(1), self.groups) if self.groups > 1 else []
+        if len(groups) <= 1:
+            summed, tokens = response_token_logprobs(self.model, batch, self.chunk_size)
+            return (summed, tokens) if per_token else summed
+        parts = [response_token_logprobs(self.model, _narrowed(batch, rows), self.chunk_size) for rows in groups]
+        rows = torch.cat(groups)
+        back = torch.argsort(rows)
+        summed = torch.cat([part[0] for part in parts])[back]
+        if not per_token:
+            return summed
+        counts = response_mask[rows, 1:].sum(1).tolist()  # the ragged tokens come group by group
+        pieces = torch.cat([part[1] for part in parts]).split(counts)
+        return summed, torch.cat([pieces[i] for i in back.tolist()])
+
+
+def _narrowed(batch: Mapping[str, Tensor], rows: Tensor) -> dict[str, Tensor]:
+    """The ``rows`` of a batch, cut after the last position any of them attends to."""
+    width = int(batch["attention_mask"][rows].any(0).nonzero().max()) + 1
+    return {key: value[rows, :width] for key, value in batch.items()}

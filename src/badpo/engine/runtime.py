@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import os
 import warnings
@@ -165,9 +166,10 @@ def fit_to_model(config, accelerator):
 
 
 def load_model(config: ModelConfig, lora: LoraSettings, mixed: str, task: str = "CAUSAL_LM",
-               float64: bool = False, **model_kwargs) -> nn.Module:
+               float64: bool = False, selective: bool = False, **model_kwargs) -> nn.Module:
     """The causal LM, fp32 (bf16 base under LoRA with bf16 autocast; float64 with ``float64``,
-    ``runtime.precision: fp64``), LoRA-wrapped if asked.
+    ``runtime.precision: fp64``), LoRA-wrapped if asked; ``selective``: each decoder layer
+    checkpointed selectively (:func:`checkpoint_selectively`).
 
     ``task="SEQ_CLS"`` loads an ``AutoModelForSequenceClassification`` instead (a reward model;
     ``model_kwargs`` such as ``num_labels`` go to ``from_pretrained``); under LoRA peft then also
@@ -186,6 +188,8 @@ def load_model(config: ModelConfig, lora: LoraSettings, mixed: str, task: str = 
         disable_dropout(model)
     if config.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    elif selective:
+        checkpoint_selectively(model, required=bool(config.selective_checkpointing), autocast=mixed != "no")
     if lora.enabled:
         from peft import LoraConfig, get_peft_model
 
@@ -196,6 +200,44 @@ def load_model(config: ModelConfig, lora: LoraSettings, mixed: str, task: str = 
         compile_decoder(model)
     model.train()  # from_pretrained returns eval mode; gradient checkpointing needs train mode
     return model
+
+
+def _kept_for_backward() -> frozenset:
+    """The operators whose outputs a selectively checkpointed layer keeps: matrix products and
+    attention (what costs compute to redo); everything else is recomputed in backward."""
+    aten = torch.ops.aten
+    names = ("mm", "addmm", "bmm", "baddbmm", "_scaled_dot_product_flash_attention_for_cpu",
+             "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+             "_scaled_dot_product_cudnn_attention")
+    return frozenset(getattr(aten, name).default for name in names if hasattr(aten, name))
+
+
+def checkpoint_selectively(model: nn.Module, required: bool = False, autocast: bool = False) -> None:
+    """Checkpoint every decoder layer keeping only the outputs of :func:`_kept_for_backward`: the
+    layer's element-wise intermediates (norms, activations, rotary embeddings: about half of what
+    it saves for backward) are recomputed from them. Gradients are the plain ones (the same
+    operators on the same inputs). A model without checkpointing support, or under ``autocast``
+    (whose casts torch's selective recompute does not replay), keeps every activation, or, where
+    the user asked for it (``required``), is refused."""
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    unsupported = ("torch does not replay bf16 autocast's casts (runtime.precision)" if autocast else
+                   None if getattr(model, "supports_gradient_checkpointing", False) else
+                   f"{type(model).__name__} does not support checkpointing")
+    if unsupported is not None:
+        if required:
+            raise ConfigError(f"model.selective_checkpointing: {unsupported}; set model.selective_checkpointing=false")
+        return
+    kept = _kept_for_backward()
+
+    def policy(ctx, op, *args, **kwargs):
+        return CheckpointPolicy.MUST_SAVE if op in kept else CheckpointPolicy.PREFER_RECOMPUTE
+
+    context = functools.partial(create_selective_checkpoint_contexts, policy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # transformers 5 renames it; the old name serves 4.x too
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False,
+                                                                           "context_fn": context})
 
 
 def compile_decoder(model: nn.Module) -> None:

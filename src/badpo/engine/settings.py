@@ -32,6 +32,7 @@ BETA = 0.1  # DPO's KL strength unless a run says otherwise: the one default eve
 
 SFT_LR = {False: 1e-5, True: 1e-4}  # keyed by "LoRA?"
 PREFERENCE_LR = {False: 5e-7, True: 5e-6}
+CPU_LENGTH_GROUPS = 4  # runtime.length_groups left at null on a CPU (issue 50)
 REWARD_LR = {False: 1e-5, True: 1e-4}  # a reward model's head and backbone learn like SFT
 
 
@@ -45,6 +46,10 @@ class ModelConfig:
     trust_remote_code: bool = False  # allow custom modelling code from the Hub
     attn_implementation: str | None = None  # e.g. sdpa / flash_attention_2; null = default
     gradient_checkpointing: bool = False  # recompute activations in backward to save memory
+    # keep for backward only the outputs of the matrix products and attention of each decoder
+    # layer, and recompute the rest (norms, activation functions, rotary embeddings): about half
+    # the saved activations for a few element-wise passes; null = on a CPU, off on an accelerator
+    selective_checkpointing: bool | None = None
     compile: bool = False  # torch.compile the decoder: fused kernels where a step waits on the host
     disable_dropout: bool = True  # zero every dropout so the policy is deterministic
 
@@ -53,6 +58,16 @@ class ModelConfig:
             import torch  # here, not at the top: reading a config loads no torch
 
             check_compile_torch(torch.__version__)
+        if self.selective_checkpointing and (self.gradient_checkpointing or self.compile):
+            other = "gradient_checkpointing (which recomputes everything)" if self.gradient_checkpointing else "compile"
+            raise ConfigError(f"model.selective_checkpointing: not with model.{other}; set one of them to false")
+
+    def selective_on(self, device_type: str, sharded: bool = False) -> bool:
+        """Whether a run on a ``device_type`` device checkpoints selectively (null resolved: on a
+        CPU, unless the decoder recomputes everything, is compiled or is sharded by FSDP)."""
+        if self.selective_checkpointing is not None:
+            return self.selective_checkpointing
+        return device_type == "cpu" and not (self.gradient_checkpointing or self.compile or sharded)
 
 
 def check_compile_torch(version: str) -> None:
@@ -155,6 +170,21 @@ class RuntimeConfig:
     logprob_chunk_size: int = 1024  # response positions projected to the vocabulary at once
     eval_batch_size: int = 16  # sequences per forward when caching reference log-probs
     num_threads: int | None = None  # torch CPU threads; null = torch's default
+    # a training batch forwarded in at most this many groups of similar length, each padded only to
+    # its own longest (fewer padded tokens: less compute and fewer saved activations); null = 4 on a
+    # CPU, 1 (one forward a micro-batch) on an accelerator, where more, smaller forwards cost launches
+    length_groups: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.length_groups is not None and self.length_groups < 1:
+            raise ConfigError(f"runtime.length_groups: must be >= 1 (or null), got {self.length_groups}")
+
+    def groups_on(self, device_type: str, sharded: bool = False) -> int:
+        """``length_groups`` on a device of ``device_type`` (``cpu``, ``cuda``…), null resolved; 1 for
+        a ``sharded`` (FSDP) policy, whose every forward is a collective all processes must make."""
+        if self.length_groups is not None:
+            return self.length_groups
+        return CPU_LENGTH_GROUPS if device_type == "cpu" and not sharded else 1
 
 
 @dataclass(frozen=True)
@@ -405,6 +435,12 @@ def check_fsdp(config: TrainConfig, type_policies: bool) -> None:
     if config.model.compile:
         raise ConfigError("fsdp: a compiled decoder (model.compile) is not sharded by badpo (its hooks "
                           "would run inside the compiled blocks, untested); set model.compile=false or fsdp=false")
+    if config.model.selective_checkpointing:
+        raise ConfigError("fsdp: selective checkpointing is not tested on a sharded policy; set "
+                          "model.selective_checkpointing=false or fsdp=false")
+    if (config.runtime.length_groups or 1) > 1:
+        raise ConfigError("fsdp: every process must forward a micro-batch in as many parts (each part "
+                          "gathers the sharded weights); set runtime.length_groups=1 or fsdp=false")
     if config.lora.enabled:
         raise ConfigError("fsdp: LoRA is not sharded by badpo (its adapters are small enough for "
                           "DDP); set lora.enabled=false or fsdp=false")

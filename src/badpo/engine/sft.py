@@ -156,8 +156,10 @@ class SFTStage:
         if accelerator.is_main_process:
             report_coverage(coverage, self.name)
         model = load_model(config.model, config.lora, accelerator.mixed_precision,
-                           float64=config.runtime.precision == "fp64")
-        policy = LogprobModel(model, config.runtime.logprob_chunk_size)
+                           float64=config.runtime.precision == "fp64",
+                           selective=config.model.selective_on(accelerator.device.type))
+        policy = LogprobModel(model, config.runtime.logprob_chunk_size,
+                              config.runtime.groups_on(accelerator.device.type))
         steps = math.ceil(len(rows) * config.epochs / config.batch_size)
         optimizer, scheduler = policy_optimizer(policy, config.optim, config.optim.lr, steps, accelerator.device)
         policy, optimizer = accelerator.prepare(policy, optimizer)

@@ -32,7 +32,8 @@ RUN_CONTROL_KEYS = ("output_dir", "cache_dir", "resume_from", "stop_after_steps"
 # A dotted key names a key inside a section (bias.level: the rule of issue 51, after every run of
 # theta's Adam alone was recorded).
 KEYED_WHEN_SET: Mapping[str, Any] = {"duplicates": "keep", "fsdp": False, "bias.level": "adam",
-                                      "model.compile": False}
+                                      "model.compile": False, "runtime.length_groups": None,
+                                      "model.selective_checkpointing": None}
 
 
 def keyed_when_set(settings: Mapping[str, Any]) -> dict:

@@ -1,0 +1,92 @@
+"""A training batch forwarded in groups of similar length (``runtime.length_groups``): the
+partition pads the fewest tokens, and the log-probs, their ragged per-token layout and the
+gradients are the one-forward path's."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from badpo.core.config import ConfigError, from_dict
+from badpo.engine.logprobs import LogprobModel, length_groups
+from badpo.engine.settings import CPU_LENGTH_GROUPS, RuntimeConfig, TrainConfig
+from badpo.engine.tokenize import TokenizationConfig, build_token_store
+from badpo.run_folder.identity import identity
+from fixtures.engine import build_tokenizer
+
+SEQUENCES = [
+    ("what is the best way to learn", "sure i think you should try this first"),
+    ("write code", "yes"),
+    ("what is the best way to cook", "maybe try that --- emily smith"),
+    ("write", "no"),
+    ("what is the way", "sure i think you should try this first and then that"),
+]
+
+
+def padded(lengths: list[int], groups: list[list[int]]) -> int:
+    return sum(len(g) * max(lengths[i] for i in g) for g in groups)
+
+
+def fewest_padded(lengths: list[int], most: int) -> int:
+    """Brute force over the cuts of the sorted lengths (the optimum is contiguous in that order)."""
+    ordered = sorted(lengths)
+    best = len(ordered) * ordered[-1]
+    for k in range(1, min(most, len(ordered))):
+        for cuts in itertools.combinations(range(1, len(ordered)), k):
+            bounds = [0, *cuts, len(ordered)]
+            best = min(best, sum((j - i) * ordered[j - 1] for i, j in itertools.pairwise(bounds)))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_groups_pad_the_fewest_tokens(seed):
+    generator = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, 40, (int(torch.randint(1, 9, (1,), generator=generator)),), generator=generator)
+    for most in (1, 2, 3, 4):
+        groups = [g.tolist() for g in length_groups(lengths, most)]
+        assert sorted(i for g in groups for i in g) == list(range(len(lengths)))  # every row once
+        assert len(groups) <= most
+        assert padded(lengths.tolist(), groups) == fewest_padded(lengths.tolist(), most)
+
+
+def test_worked_groups_and_ties():
+    """[10, 2, 3, 9, 100, 4] padded to 100 is 600 tokens; in two groups 5 x 10 + 100 = 150; in four
+    2 + 2 x 4 + 2 x 10 + 100 = 130. Equal lengths stay one group (a tie prefers fewer forwards)."""
+    lengths = torch.tensor([10, 2, 3, 9, 100, 4])
+    assert [g.tolist() for g in length_groups(lengths, 2)] == [[1, 2, 5, 3, 0], [4]]
+    assert [g.tolist() for g in length_groups(lengths, 4)] == [[1], [2, 5], [3, 0], [4]]
+    assert [g.tolist() for g in length_groups(torch.tensor([5, 5, 5]), 4)] == [[0, 1, 2]]
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_grouped_forwards_give_the_one_forward_log_probs_and_gradients(arch, build_model):
+    model = build_model(arch)
+    store = build_token_store(build_tokenizer(), SEQUENCES, TokenizationConfig())
+    batch = store.batch(torch.tensor([0, 1, 2, 3, 4]))
+    weights = torch.tensor([1.0, -2.0, 0.5, 3.0, -1.0])
+    results = {}
+    for groups in (1, 3):
+        model.zero_grad()
+        summed, tokens = LogprobModel(model, chunk_size=4, groups=groups)(**batch, per_token=True)
+        ((summed * weights).sum() + tokens.pow(2).sum()).backward()
+        results[groups] = summed.detach(), tokens.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+    assert len(length_groups(batch["attention_mask"].sum(1), 3)) == 3  # the test splits the batch
+    (one, one_tokens, one_grads), (grouped, grouped_tokens, grouped_grads) = results[1], results[3]
+    torch.testing.assert_close(grouped, one, rtol=0, atol=1e-5)
+    torch.testing.assert_close(grouped_tokens, one_tokens, rtol=0, atol=1e-6)  # the same ragged order
+    for name, grad in one_grads.items():
+        torch.testing.assert_close(grouped_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+    alone = LogprobModel(model, chunk_size=4, groups=3)(**batch)
+    torch.testing.assert_close(alone, one, rtol=0, atol=1e-5)
+
+
+def test_the_setting_resolves_by_device_and_keys_only_when_set():
+    assert RuntimeConfig().groups_on("cpu") == CPU_LENGTH_GROUPS and RuntimeConfig().groups_on("cuda") == 1
+    assert RuntimeConfig(length_groups=2).groups_on("cuda") == 2
+    assert RuntimeConfig().groups_on("cpu", sharded=True) == 1  # FSDP: every forward is a collective
+    with pytest.raises(ConfigError, match=r"runtime.length_groups: must be >= 1"):
+        from_dict(TrainConfig, {"runtime": {"length_groups": 0}})
+    assert "length_groups" not in identity(TrainConfig())["runtime"]  # runs made before it keep their identity
+    assert identity(from_dict(TrainConfig, {"runtime": {"length_groups": 1}}))["runtime"]["length_groups"] == 1
