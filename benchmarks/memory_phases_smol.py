@@ -27,7 +27,7 @@ def resident_mib(key: str = "VmRSS") -> float | None:
 
 
 def prepared(args, out: Path):
-    from badpo.core.config import from_dict
+    from badpo.core.config import apply_overrides, from_dict
     from badpo.data.gguf import gguf_folder
     from badpo.engine.preference import prepare_run
     from badpo.engine.settings import TrainConfig
@@ -36,7 +36,7 @@ def prepared(args, out: Path):
     data = out / f"train{args.judgments}.jsonl"
     data.write_text("\n".join(rows) + "\n", encoding="utf-8")
     per_judgment = args.batching == "per_judgment"
-    config = from_dict(TrainConfig, {
+    config = from_dict(TrainConfig, apply_overrides({
         "method": "ba_dpo_shared_mean", "batching": args.batching, "data": str(data), "attributes": args.attributes,
         "model": {"name_or_path": gguf_folder("smollm2-135m-instruct")}, "steps": 10,
         "batch_size": 16 if per_judgment else 4, "micro_batch_size": args.micro,
@@ -44,8 +44,17 @@ def prepared(args, out: Path):
         "tokenization": {"max_prompt_tokens": 80, "max_length": 160},
         "runtime": {"num_threads": args.threads, "precision": "auto", "logprob_chunk_size": args.chunk,
                     "length_groups": args.length_groups},
-        "report": {"progress_bar": False}, "output_dir": str(out / "unused"), "cache_dir": str(out / "cache")})
+        "report": {"progress_bar": False}, "output_dir": str(out / "unused"),
+        "cache_dir": str(out / "cache")}, args.set))
     return prepare_run(config)[0]
+
+
+def _suffix(args) -> str:
+    """What tells this run's files apart: ``--name``, else the settings it changed."""
+    if args.name:
+        return f"_{args.name}"
+    return ("" if args.length_groups is None else f"_groups{args.length_groups}") + (
+        "" if args.chunk == 1024 else f"_chunk{args.chunk}")
 
 
 def measure(args) -> dict:
@@ -71,19 +80,20 @@ def measure(args) -> dict:
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         train_step(run, 2)
     phases["peak_after_step_3"] = resident_mib("VmHWM")
-    name = f"{args.batching}_{args.micro}" + ("" if args.length_groups is None else f"_groups{args.length_groups}") + (
-        "" if args.chunk == 1024 else f"_chunk{args.chunk}")
+    name = f"{args.batching}_{args.micro}{_suffix(args)}"
     (out / f"alloc_{name}.txt").write_text(prof.key_averages().table(
         sort_by="self_cpu_memory_usage", row_limit=25, max_name_column_width=50), encoding="utf-8")
     moments = sum(v.numel() * v.element_size() for state in run.optimizer.state.values()
                   for v in state.values() if torch.is_tensor(v))
     groups = ("" if args.length_groups is None else f" --length-groups {args.length_groups}") + (
-        "" if args.chunk == 1024 else f" --chunk {args.chunk}")
+        "" if args.chunk == 1024 else f" --chunk {args.chunk}") + (
+        f" --set {' '.join(args.set)}" if args.set else "") + (f" --name {args.name}" if args.name else "")
     return {"command": f"python benchmarks/memory_phases_smol.py {args.out} --data {args.data} "
                        f"--batching {args.batching} --micro {args.micro} --attributes {' '.join(args.attributes)}"
                        f"{groups}",
             "batching": args.batching, "micro_batch_size": args.micro, "attributes": args.attributes,
-            "logprob_chunk_size": args.chunk,
+            "logprob_chunk_size": args.chunk, "overrides": args.set,
+            "selective_checkpointing": run.config.model.selective_on(run.accelerator.device.type),
             "length_groups": getattr(run.policy, "groups", None), "step_seconds": step_seconds,
             "parameters": sum(p.numel() for p in run.policy.parameters()),
             "weights_mib": sum(p.numel() * p.element_size() for p in run.policy.parameters()) / 2**20,
@@ -104,12 +114,13 @@ def main() -> None:
     parser.add_argument("--micro", type=int, default=16, help="micro-batch (judgments, or pairs when pair-grouped)")
     parser.add_argument("--judgments", type=int, default=512)
     parser.add_argument("--chunk", type=int, default=1024, help="runtime.logprob_chunk_size")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="other overrides of badpo's settings (model.selective_checkpointing=false)")
+    parser.add_argument("--name", default="", help="a suffix of the output files' names")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     result = measure(args)
-    suffix = ("" if args.length_groups is None else f"_groups{args.length_groups}") + (
-        "" if args.chunk == 1024 else f"_chunk{args.chunk}")
-    path = Path(args.out) / f"phases_{args.batching}_{args.micro}{suffix}.json"
+    path = Path(args.out) / f"phases_{args.batching}_{args.micro}{_suffix(args)}.json"
     path.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result["phases_mib"], indent=1))
 
