@@ -85,7 +85,7 @@ def badpo_worker(s: dict, started: float) -> None:
           "threads": torch.get_num_threads(), "rss_after_setup_mib": status_mib("VmRSS"),
           "mean_sequence_tokens": float(run.data.store.lengths.float().mean()),
           "length_groups": getattr(run.policy, "groups", None),
-          "selective_checkpointing": config.model.selective_on(run.accelerator.device.type, sharded=config.fsdp)})
+          "selective_checkpointing": config.model.selective_on(run.accelerator.device.type, config.fsdp, parameters)})
     reset = _reset_peak_rss()
     step = 0
     for command in _commands():

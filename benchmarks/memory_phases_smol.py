@@ -93,7 +93,8 @@ def measure(args) -> dict:
                        f"{groups}",
             "batching": args.batching, "micro_batch_size": args.micro, "attributes": args.attributes,
             "logprob_chunk_size": args.chunk, "overrides": args.set,
-            "selective_checkpointing": run.config.model.selective_on(run.accelerator.device.type),
+            "selective_checkpointing": run.config.model.selective_on(
+                run.accelerator.device.type, parameters=sum(p.numel() for p in run.policy.parameters())),
             "length_groups": getattr(run.policy, "groups", None), "step_seconds": step_seconds,
             "parameters": sum(p.numel() for p in run.policy.parameters()),
             "weights_mib": sum(p.numel() * p.element_size() for p in run.policy.parameters()) / 2**20,

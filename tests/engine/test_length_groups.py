@@ -11,7 +11,7 @@ import torch
 
 from badpo.core.config import ConfigError, from_dict
 from badpo.engine.logprobs import LogprobModel, length_groups
-from badpo.engine.settings import CPU_LENGTH_GROUPS, RuntimeConfig, TrainConfig
+from badpo.engine.settings import CPU_LENGTH_GROUPS, LEAN_MIN_PARAMETERS, RuntimeConfig, TrainConfig
 from badpo.engine.tokenize import TokenizationConfig, build_token_store
 from badpo.run_folder.identity import identity
 from fixtures.engine import build_tokenizer
@@ -83,9 +83,12 @@ def test_grouped_forwards_give_the_one_forward_log_probs_and_gradients(arch, bui
 
 
 def test_the_setting_resolves_by_device_and_keys_only_when_set():
-    assert RuntimeConfig().groups_on("cpu") == CPU_LENGTH_GROUPS and RuntimeConfig().groups_on("cuda") == 1
+    big = LEAN_MIN_PARAMETERS
+    assert RuntimeConfig().groups_on("cpu", parameters=big) == CPU_LENGTH_GROUPS
+    assert RuntimeConfig().groups_on("cuda", parameters=big) == 1
+    assert RuntimeConfig().groups_on("cpu", parameters=big - 1) == 1  # a small model's step is overhead-bound
     assert RuntimeConfig(length_groups=2).groups_on("cuda") == 2
-    assert RuntimeConfig().groups_on("cpu", sharded=True) == 1  # FSDP: every forward is a collective
+    assert RuntimeConfig().groups_on("cpu", sharded=True, parameters=big) == 1  # FSDP: every forward is a collective
     with pytest.raises(ConfigError, match=r"runtime.length_groups: must be >= 1"):
         from_dict(TrainConfig, {"runtime": {"length_groups": 0}})
     assert "length_groups" not in identity(TrainConfig())["runtime"]  # runs made before it keep their identity

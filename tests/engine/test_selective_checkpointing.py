@@ -11,7 +11,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from badpo.core.config import ConfigError, from_dict
 from badpo.engine.logprobs import response_logprobs
 from badpo.engine.runtime import checkpoint_selectively
-from badpo.engine.settings import ModelConfig, TrainConfig, check_fsdp
+from badpo.engine.settings import LEAN_MIN_PARAMETERS, ModelConfig, TrainConfig, check_fsdp
 from badpo.engine.tokenize import TokenizationConfig, build_token_store
 from badpo.run_folder.identity import identity
 from fixtures.engine import build_tokenizer
@@ -58,9 +58,11 @@ def test_the_gradients_are_the_plain_ones_and_only_element_wise_work_is_redone(a
 
 
 def test_the_setting_resolves_by_device_and_is_refused_beside_full_recompute_or_compile():
-    assert ModelConfig().selective_on("cpu") and not ModelConfig().selective_on("cuda")
-    assert not ModelConfig().selective_on("cpu", sharded=True)
-    assert not ModelConfig(gradient_checkpointing=True).selective_on("cpu")
+    big = LEAN_MIN_PARAMETERS
+    assert ModelConfig().selective_on("cpu", parameters=big) and not ModelConfig().selective_on("cuda", parameters=big)
+    assert not ModelConfig().selective_on("cpu", parameters=big - 1)  # a small model's step is overhead-bound
+    assert not ModelConfig().selective_on("cpu", sharded=True, parameters=big)
+    assert not ModelConfig(gradient_checkpointing=True).selective_on("cpu", parameters=big)
     assert ModelConfig(selective_checkpointing=True).selective_on("cuda")
     with pytest.raises(ConfigError, match=r"^model.selective_checkpointing: not with model.gradient_checkpointing"):
         from_dict(TrainConfig, {"model": {"selective_checkpointing": True, "gradient_checkpointing": True}})
@@ -81,3 +83,14 @@ def test_a_model_without_checkpointing_support_is_refused_only_when_asked(build_
     assert not model.is_gradient_checkpointing
     with pytest.raises(ConfigError, match="does not replay bf16 autocast"):
         checkpoint_selectively(model, required=True, autocast=True)
+
+
+def test_loading_applies_it_as_the_setting_resolves(tmp_path, save_model_dir):
+    """null leaves a tiny model as it was (its step is bound by per-operator overhead); true applies it."""
+    from badpo.engine.runtime import load_model
+    from badpo.engine.settings import LoraSettings
+
+    folder = str(save_model_dir(tmp_path / "model", "llama"))
+    for setting, expected in ((None, False), (True, True), (False, False)):
+        config = ModelConfig(name_or_path=folder, selective_checkpointing=setting)
+        assert load_model(config, LoraSettings(), "no", device_type="cpu").is_gradient_checkpointing is expected

@@ -34,6 +34,7 @@ from badpo.engine.runtime import (
     load_model,
     load_tokenizer,
     make_accelerator,
+    parameter_count,
     policy_optimizer,
     shard_policy,
     whole_state_dict,
@@ -162,9 +163,9 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
     if method.shuffle_annotators:
         data = data.with_shuffled_annotators(config.runtime.seed)
     bias = build_bias(method, config, data)
-    selective = config.model.selective_on(accelerator.device.type, sharded=config.fsdp)
     model = load_model(config.model, config.lora, accelerator.mixed_precision,
-                       float64=config.runtime.precision == "fp64", selective=selective).to(accelerator.device)
+                       float64=config.runtime.precision == "fp64", device_type=accelerator.device.type,
+                       sharded=config.fsdp).to(accelerator.device)
     identity = reference_identity(config, tokenizer, accelerator.mixed_precision, next(model.parameters()).dtype)
     per_token = method.needs.token_logratios
     reference, reference_tokens, cache_parts = reference_logprobs(
@@ -174,7 +175,7 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
         progress=config.report.progress_bar and accelerator.is_main_process,
     )
     scorer = LogprobModel(model, config.runtime.logprob_chunk_size,
-                          config.runtime.groups_on(accelerator.device.type, sharded=config.fsdp))
+                          config.runtime.groups_on(accelerator.device.type, config.fsdp, parameter_count(model)))
     policy, optimizer, scheduler = prepare_policy(config, scorer, accelerator)
     theta_optimizer = theta_adam(bias, config.bias.lr, accelerator.device)
     items = data.items(config.batching)

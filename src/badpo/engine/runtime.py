@@ -166,10 +166,12 @@ def fit_to_model(config, accelerator):
 
 
 def load_model(config: ModelConfig, lora: LoraSettings, mixed: str, task: str = "CAUSAL_LM",
-               float64: bool = False, selective: bool = False, **model_kwargs) -> nn.Module:
+               float64: bool = False, device_type: str | None = None, sharded: bool = False,
+               **model_kwargs) -> nn.Module:
     """The causal LM, fp32 (bf16 base under LoRA with bf16 autocast; float64 with ``float64``,
-    ``runtime.precision: fp64``), LoRA-wrapped if asked; ``selective``: each decoder layer
-    checkpointed selectively (:func:`checkpoint_selectively`).
+    ``runtime.precision: fp64``), LoRA-wrapped if asked; each decoder layer checkpointed
+    selectively (:func:`checkpoint_selectively`) where ``model.selective_checkpointing`` says so for
+    a run on a ``device_type`` device, ``sharded`` by FSDP or not.
 
     ``task="SEQ_CLS"`` loads an ``AutoModelForSequenceClassification`` instead (a reward model;
     ``model_kwargs`` such as ``num_labels`` go to ``from_pretrained``); under LoRA peft then also
@@ -188,7 +190,7 @@ def load_model(config: ModelConfig, lora: LoraSettings, mixed: str, task: str = 
         disable_dropout(model)
     if config.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    elif selective:
+    elif device_type is not None and config.selective_on(device_type, sharded, parameter_count(model)):
         checkpoint_selectively(model, required=bool(config.selective_checkpointing), autocast=mixed != "no")
     if lora.enabled:
         from peft import LoraConfig, get_peft_model
@@ -200,6 +202,11 @@ def load_model(config: ModelConfig, lora: LoraSettings, mixed: str, task: str = 
         compile_decoder(model)
     model.train()  # from_pretrained returns eval mode; gradient checkpointing needs train mode
     return model
+
+
+def parameter_count(model: nn.Module) -> int:
+    """Every parameter's elements: the size the CPU memory defaults are resolved by."""
+    return sum(p.numel() for p in model.parameters())
 
 
 def _kept_for_backward() -> frozenset:

@@ -33,6 +33,10 @@ BETA = 0.1  # DPO's KL strength unless a run says otherwise: the one default eve
 SFT_LR = {False: 1e-5, True: 1e-4}  # keyed by "LoRA?"
 PREFERENCE_LR = {False: 5e-7, True: 5e-6}
 CPU_LENGTH_GROUPS = 4  # runtime.length_groups left at null on a CPU (issue 50)
+# The memory defaults of a CPU run (length groups, selective checkpointing) start at this size: below
+# it a step is bound by per-operator overhead, which both add to (a tiny model's step 6x as long),
+# above it by the arithmetic and the activations they save (SmolLM2-135M: half the peak memory)
+LEAN_MIN_PARAMETERS = 50_000_000
 REWARD_LR = {False: 1e-5, True: 1e-4}  # a reward model's head and backbone learn like SFT
 
 
@@ -48,7 +52,8 @@ class ModelConfig:
     gradient_checkpointing: bool = False  # recompute activations in backward to save memory
     # keep for backward only the outputs of the matrix products and attention of each decoder
     # layer, and recompute the rest (norms, activation functions, rotary embeddings): about half
-    # the saved activations for a few element-wise passes; null = on a CPU, off on an accelerator
+    # the saved activations for a few element-wise passes; null = on a CPU for a model of 50M
+    # parameters or more, off on an accelerator
     selective_checkpointing: bool | None = None
     compile: bool = False  # torch.compile the decoder: fused kernels where a step waits on the host
     disable_dropout: bool = True  # zero every dropout so the policy is deterministic
@@ -62,12 +67,14 @@ class ModelConfig:
             other = "gradient_checkpointing (which recomputes everything)" if self.gradient_checkpointing else "compile"
             raise ConfigError(f"model.selective_checkpointing: not with model.{other}; set one of them to false")
 
-    def selective_on(self, device_type: str, sharded: bool = False) -> bool:
-        """Whether a run on a ``device_type`` device checkpoints selectively (null resolved: on a
-        CPU, unless the decoder recomputes everything, is compiled or is sharded by FSDP)."""
+    def selective_on(self, device_type: str, sharded: bool = False, parameters: int = 0) -> bool:
+        """Whether a run of a model of ``parameters`` on a ``device_type`` device checkpoints
+        selectively (null resolved: on a CPU from :data:`LEAN_MIN_PARAMETERS` up, unless the decoder
+        recomputes everything, is compiled or is sharded by FSDP)."""
         if self.selective_checkpointing is not None:
             return self.selective_checkpointing
-        return device_type == "cpu" and not (self.gradient_checkpointing or self.compile or sharded)
+        return (device_type == "cpu" and parameters >= LEAN_MIN_PARAMETERS
+                and not (self.gradient_checkpointing or self.compile or sharded))
 
 
 def check_compile_torch(version: str) -> None:
@@ -172,19 +179,21 @@ class RuntimeConfig:
     num_threads: int | None = None  # torch CPU threads; null = torch's default
     # a training batch forwarded in at most this many groups of similar length, each padded only to
     # its own longest (fewer padded tokens: less compute and fewer saved activations); null = 4 on a
-    # CPU, 1 (one forward a micro-batch) on an accelerator, where more, smaller forwards cost launches
+    # CPU for a model of 50M parameters or more, else 1 (one forward a micro-batch; on an
+    # accelerator more, smaller forwards cost launches)
     length_groups: int | None = None
 
     def __post_init__(self) -> None:
         if self.length_groups is not None and self.length_groups < 1:
             raise ConfigError(f"runtime.length_groups: must be >= 1 (or null), got {self.length_groups}")
 
-    def groups_on(self, device_type: str, sharded: bool = False) -> int:
-        """``length_groups`` on a device of ``device_type`` (``cpu``, ``cuda``…), null resolved; 1 for
-        a ``sharded`` (FSDP) policy, whose every forward is a collective all processes must make."""
+    def groups_on(self, device_type: str, sharded: bool = False, parameters: int = 0) -> int:
+        """``length_groups`` for a model of ``parameters`` on a device of ``device_type`` (``cpu``,
+        ``cuda``…), null resolved; 1 for a ``sharded`` (FSDP) policy, whose every forward is a
+        collective all processes must make."""
         if self.length_groups is not None:
             return self.length_groups
-        return CPU_LENGTH_GROUPS if device_type == "cpu" and not sharded else 1
+        return CPU_LENGTH_GROUPS if device_type == "cpu" and not sharded and parameters >= LEAN_MIN_PARAMETERS else 1
 
 
 @dataclass(frozen=True)

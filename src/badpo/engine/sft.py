@@ -35,7 +35,7 @@ from badpo.engine.lifecycle import Lifecycle
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.loop import LoopSettings, run_stage
 from badpo.engine.reporting import report_coverage
-from badpo.engine.runtime import load_model, load_tokenizer, policy_optimizer
+from badpo.engine.runtime import load_model, load_tokenizer, parameter_count, policy_optimizer
 from badpo.engine.settings import SFTConfig, accumulation_steps, check_sft
 from badpo.engine.tokenize import build_token_store, token_coverage
 from badpo.run_folder.final_commit import sync_tree
@@ -157,9 +157,9 @@ class SFTStage:
             report_coverage(coverage, self.name)
         model = load_model(config.model, config.lora, accelerator.mixed_precision,
                            float64=config.runtime.precision == "fp64",
-                           selective=config.model.selective_on(accelerator.device.type))
+                           device_type=accelerator.device.type)
         policy = LogprobModel(model, config.runtime.logprob_chunk_size,
-                              config.runtime.groups_on(accelerator.device.type))
+                              config.runtime.groups_on(accelerator.device.type, parameters=parameter_count(model)))
         steps = math.ceil(len(rows) * config.epochs / config.batch_size)
         optimizer, scheduler = policy_optimizer(policy, config.optim, config.optim.lr, steps, accelerator.device)
         policy, optimizer = accelerator.prepare(policy, optimizer)
