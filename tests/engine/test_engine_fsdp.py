@@ -18,8 +18,8 @@ import pytest
 import torch.multiprocessing as mp
 
 from badpo.core.config import ConfigError
+from badpo.engine.checks import check_train
 from badpo.engine.runtime import check_sharding
-from badpo.engine.settings import check_train
 from badpo.engine.train import train
 from badpo.run_folder.identity import identity
 from fixtures.engine import assert_same_run, free_port, judgment_rows, log_records, make_config, write_jsonl

@@ -47,7 +47,7 @@ def _nothing_more(config: Any, output: Path, accelerator: Any) -> None:
 class Lifecycle:
     """How one stage's runs live in their folder: the parts that differ between stages."""
 
-    check: Callable[[Any], None]  # the config's checks before anything loads (settings.check_train, ...)
+    check: Callable[[Any], None]  # the config's checks before anything loads (checks.check_train, ...)
     finished: str = SUMMARY_FILE  # the file whose presence means the folder holds this run, finished
     kept: str = "holds this run, finished; its results are kept"  # what is said when it is found
     run_files: RunFiles = preference_run_files  # folder -> the names a run of the stage writes there

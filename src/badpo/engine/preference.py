@@ -23,6 +23,7 @@ from badpo.core.config import ConfigError
 from badpo.engine.batches import PreferenceData, Schedule, load_preference_data
 from badpo.engine.cache import reference_logprobs, token_offsets
 from badpo.engine.checkpoint import continue_from
+from badpo.engine.checks import check_offset_length
 from badpo.engine.level import build_level_step
 from badpo.engine.lifecycle import commit_judgment_outputs
 from badpo.engine.logprobs import LogprobModel
@@ -39,7 +40,7 @@ from badpo.engine.runtime import (
     shard_policy,
     whole_state_dict,
 )
-from badpo.engine.settings import PREFERENCE_LR, TrainConfig, accumulation_steps, check_offset_length, resolved_lr
+from badpo.engine.settings import PREFERENCE_LR, TrainConfig, accumulation_steps, resolved_lr
 from badpo.engine.start import initial_level
 from badpo.engine.tokenize import settings_dict
 from badpo.methods import Method, Weighting, get_method

@@ -31,6 +31,7 @@ from torch import Tensor, nn
 
 from badpo.core.losses import bt_loss
 from badpo.engine.batches import Schedule
+from badpo.engine.checks import check_rm
 from badpo.engine.level import build_level_step
 from badpo.engine.lifecycle import Lifecycle, commit_judgment_outputs
 from badpo.engine.logprobs import at_least_float32
@@ -38,7 +39,7 @@ from badpo.engine.loop import JudgmentStage, Run, bias_logits, run_stage
 from badpo.engine.preference import build_bias, read_and_audit, theta_adam
 from badpo.engine.reporting import report_input
 from badpo.engine.runtime import load_model, policy_optimizer
-from badpo.engine.settings import RMConfig, check_rm
+from badpo.engine.settings import RMConfig
 from badpo.engine.tokenize import TokenStore
 from badpo.methods import LossTerms, Method
 from badpo.run_folder.layout import REWARD_MODEL

@@ -12,21 +12,16 @@ preference 5e-7 full / 5e-6 LoRA. The YAML files under ``configs/`` comment ever
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from badpo.core.attributes import imports_user_code, resolve_attributes
-from badpo.core.bias import variant_facts
 from badpo.core.config import ConfigError
 from badpo.core.notices import BadpoWarning
 from badpo.data.sources import ColumnMap
 from badpo.engine.tokenize import TokenizationConfig
-from badpo.methods import get_method
 
 BETA = 0.1  # DPO's KL strength unless a run says otherwise: the one default every reader of a run falls back to
 
@@ -346,177 +341,3 @@ def accumulation_steps(batch_size: int, micro_batch_size: int, processes: int) -
 
 # report_to entries that an extra of badpo installs; any other tracker accelerate supports is
 # installed by its own package, of the same name as the tracker
-TRACKER_EXTRAS = ("tensorboard", "wandb")
-
-
-def _positive(value: float, key: str) -> None:
-    if not value > 0:
-        raise ConfigError(f"{key}: must be > 0, got {value}")
-
-
-FLOAT32_MAX = 3.4028234663852886e38
-
-
-def _learning_rate(value: float, key: str) -> None:
-    """> 0, and a float32 number: the optimizers step float32 weights with it (a rate past the
-    float32 range cannot be applied at all, it is not a step that diverges)."""
-    _positive(value, key)
-    if not value <= FLOAT32_MAX:
-        raise ConfigError(f"{key}: must be at most {FLOAT32_MAX:.4g} (the float32 range), got {value}")
-
-
-def _within(value: float, low: float, high: float, key: str, closed_high: bool = False) -> None:
-    if not (low <= value <= high if closed_high else low <= value < high):
-        raise ConfigError(f"{key}: must lie in [{low}, {high}{']' if closed_high else ')'}, got {value}")
-
-
-def check_trackers(report: ReportConfig) -> None:
-    """Every tracker in ``report.report_to`` is one accelerate supports and is importable: checked
-    when the config is read, not after minutes of reference log-probs."""
-    import importlib.util
-
-    from accelerate.tracking import LOGGER_TYPE_TO_CLASS
-
-    for name in report.report_to:
-        if name not in LOGGER_TYPE_TO_CLASS:
-            raise ConfigError(f"report.report_to: {name!r} is not a tracker accelerate supports; "
-                              f"choose from {sorted(LOGGER_TYPE_TO_CLASS)}")
-        if importlib.util.find_spec(name) is None:
-            how = f"pip install 'badpo[{name}]'" if name in TRACKER_EXTRAS else f"pip install {name}"
-            raise ConfigError(f"report.report_to: {name} is not installed; "
-                              f"{how} (or drop {name} from report_to)")
-    if report.log_every < 1:
-        raise ConfigError(f"report.log_every: must be >= 1, got {report.log_every}")
-
-
-def check_common(config: RunConfig) -> None:
-    """Checks shared by every stage, before any data or model is loaded; each error names its key."""
-    model, lora, optim, runtime = config.model, config.lora, config.optim, config.runtime
-    if not model.name_or_path:
-        raise ConfigError("model.name_or_path: required (a Hub id or a local path)")
-    if not config.data:
-        raise ConfigError("data: required (a .jsonl/.parquet/.csv/.json file, a save_to_disk folder "
-                          "or a Hub dataset id)")
-    _within(optim.warmup_ratio, 0.0, 1.0, "optim.warmup_ratio")
-    if optim.lr is not None:
-        _learning_rate(optim.lr, "optim.lr")
-    _within(optim.weight_decay, 0.0, float("inf"), "optim.weight_decay")
-    for i, beta in enumerate(optim.adam_betas):
-        _within(beta, 0.0, 1.0, f"optim.adam_betas[{i}]")
-    _positive(optim.adam_eps, "optim.adam_eps")
-    _within(optim.max_grad_norm, 0.0, float("inf"), "optim.max_grad_norm")
-    if lora.enabled:
-        _positive(lora.rank, "lora.rank")
-        _positive(lora.alpha, "lora.alpha")
-        _within(lora.dropout, 0.0, 1.0, "lora.dropout")
-    for key in ("logprob_chunk_size", "eval_batch_size"):
-        _positive(getattr(runtime, key), f"runtime.{key}")
-    if runtime.num_threads is not None:
-        _positive(runtime.num_threads, "runtime.num_threads")
-    _within(runtime.seed, 0, 2**32 - 1, "runtime.seed", closed_high=True)
-    _positive(config.batch_size, "batch_size")
-    _positive(config.micro_batch_size, "micro_batch_size")
-    check_trackers(config.report)
-
-
-def check_train(config: TrainConfig) -> None:
-    check_common(config)
-    method = get_method(config.method)
-    params = method.parse_params(config.method_params)
-    _positive(config.beta, "beta")  # beta < 0 would learn the reverse preference
-    # an arm of several policies counts stop_after_steps over all of its steps (badpo.engine.mixture)
-    check_judgment_run(config, lambda steps: (params.total_steps(steps), "the arm's total steps")
-                       if method.type_policies else (steps, "steps"))
-    if config.fsdp:
-        check_fsdp(config, method.type_policies)
-
-
-def check_fsdp(config: TrainConfig, type_policies: bool) -> None:
-    """What ``fsdp: true`` cannot do, refused before anything loads: badpo checkpoints replicated
-    weights only (EM-DPO's parts hand on through checkpoints), and the LoRA path is not sharded."""
-    stops = config.stop_after_steps is not None and config.stop_after_steps < config.steps
-    if config.save_every or stops or config.resume_from is not None:
-        raise ConfigError("fsdp: badpo saves no checkpoint of a sharded policy; set save_every=0 and "
-                          "drop stop_after_steps and resume_from, or train under DDP (fsdp=false)")
-    if type_policies:
-        raise ConfigError(f"fsdp: method {config.method!r} hands its policies on through checkpoints, "
-                          "which a sharded policy does not save; train it under DDP (fsdp=false)")
-    if config.model.compile:
-        raise ConfigError("fsdp: a compiled decoder (model.compile) is not sharded by badpo (its hooks "
-                          "would run inside the compiled blocks, untested); set model.compile=false or fsdp=false")
-    if config.model.selective_checkpointing:
-        raise ConfigError("fsdp: selective checkpointing is not tested on a sharded policy; set "
-                          "model.selective_checkpointing=false or fsdp=false")
-    if (config.runtime.length_groups or 1) > 1:
-        raise ConfigError("fsdp: every process must forward a micro-batch in as many parts (each part "
-                          "gathers the sharded weights); set runtime.length_groups=1 or fsdp=false")
-    if config.lora.enabled:
-        raise ConfigError("fsdp: LoRA is not sharded by badpo (its adapters are small enough for "
-                          "DDP); set lora.enabled=false or fsdp=false")
-
-
-def check_judgment_run(config: JudgmentRunConfig, total_steps: Callable[[int], tuple[int, str]]) -> None:
-    """The checks ``train`` and ``rm`` share: the length of the run, its checkpoints, the bias
-    options and its folder. ``total_steps(steps)``: the run's steps and what to call them."""
-    _positive(config.steps, "steps")
-    total, what = total_steps(config.steps)
-    if config.stop_after_steps is not None and not 0 < config.stop_after_steps <= total:
-        raise ConfigError(f"stop_after_steps: must lie in [1, {what}={total}], "
-                          f"got {config.stop_after_steps}")
-    _within(config.save_every, 0, float("inf"), "save_every")
-    _positive(config.keep_checkpoints, "keep_checkpoints")
-    check_bias(config.bias)
-    specs = config.attributes
-    if config.bias.fixed_offset is not None and specs and not any(map(imports_user_code, specs)):
-        with warnings.catch_warnings():  # a spec's notices are given once, when the data is read
-            warnings.simplefilter("ignore")
-            names = resolve_attributes(specs).names
-        check_offset_length(config.bias.fixed_offset, names)
-    _check_not_the_data_folder(config.data, config.output_dir)
-
-
-def check_offset_length(offset: list[float], names: tuple[str, ...] | list[str]) -> None:
-    """``bias.fixed_offset`` holds one value per attribute coordinate (``names`` counts the two of
-    ``names``); checked before anything loads where the specs run no user code, and again on the data."""
-    if len(offset) != len(names):
-        raise ConfigError(f"bias.fixed_offset: expected {len(names)} values, one per attribute {list(names)}, "
-                          f"got {len(offset)}")
-
-
-def _check_not_the_data_folder(data, output_dir: str) -> None:
-    """A run folder is a folder, and not the folder of the run's own data file: overwrite would
-    clear it (and an SFT model's files would land among a corpus's)."""
-    if output_dir and Path(output_dir).expanduser().is_file():
-        raise ConfigError(f"output_dir: {output_dir} is a file; a run writes into a folder of its own")
-    if not isinstance(data, str) or not output_dir:
-        return
-    path, output = Path(data).expanduser(), Path(output_dir).expanduser().resolve()
-    if (path.is_file() and path.resolve().parent == output) or (path.is_dir() and path.resolve() == output):
-        raise ConfigError(f"output_dir: {output_dir} holds the run's data ({data}); give the run its own folder")
-
-
-def check_bias(bias: BiasSettings) -> None:
-    _learning_rate(bias.lr, "bias.lr")
-    if bias.fixed_offset is not None and not all(map(math.isfinite, bias.fixed_offset)):
-        raise ConfigError(f"bias.fixed_offset: must be finite, got {bias.fixed_offset}")
-    trusted = bias.trusted or []
-    if len(set(trusted)) != len(trusted):
-        raise ConfigError(f"bias.trusted: an annotator id appears twice in {trusted}")
-    for annotator, values in (trusted.items() if isinstance(trusted, dict) else ()):
-        if not all(map(math.isfinite, values)):
-            raise ConfigError(f"bias.trusted.{annotator}: must be finite, got {values}")
-
-
-def check_rm(config: RMConfig) -> None:
-    check_common(config)
-    try:
-        variant_facts(config.variant)
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
-    check_judgment_run(config, lambda steps: (steps, "steps"))
-
-
-def check_sft(config: SFTConfig) -> None:
-    check_common(config)
-    _positive(config.epochs, "epochs")
-    _check_not_the_data_folder(config.data, config.output_dir)

@@ -30,13 +30,14 @@ from badpo.core.config import ConfigError
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.data.sources import read_judgment_source, read_sft_source
 from badpo.engine.batches import Schedule, majority_chosen
+from badpo.engine.checks import check_sft
 from badpo.engine.finite import check_loss_and_gradients, check_weights, optimizer_step
 from badpo.engine.lifecycle import Lifecycle
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.loop import LoopSettings, run_stage
 from badpo.engine.reporting import report_coverage
 from badpo.engine.runtime import load_model, load_tokenizer, parameter_count, policy_optimizer
-from badpo.engine.settings import SFTConfig, accumulation_steps, check_sft
+from badpo.engine.settings import SFTConfig, accumulation_steps
 from badpo.engine.tokenize import build_token_store, token_coverage
 from badpo.run_folder.final_commit import sync_tree
 from badpo.run_folder.layout import (

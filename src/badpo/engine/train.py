@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from badpo.engine.checks import check_train
 from badpo.engine.lifecycle import Lifecycle
 from badpo.engine.loop import run_stage
 from badpo.engine.mixture import train_type_policies
 from badpo.engine.preference import PreferenceStage
-from badpo.engine.settings import TrainConfig, check_train
+from badpo.engine.settings import TrainConfig
 from badpo.methods import get_method
 
 
