@@ -8,7 +8,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from badpo.core.attributes import imports_user_code, resolve_attributes
+from badpo.core.attributes import FLOAT32_MAX, imports_user_code, resolve_attributes
 from badpo.core.bias import variant_facts
 from badpo.core.config import ConfigError
 from badpo.engine.settings import (
@@ -22,6 +22,8 @@ from badpo.engine.settings import (
 )
 from badpo.methods import get_method
 
+# report_to entries that an extra of badpo installs; any other tracker accelerate supports is
+# installed by its own package, of the same name as the tracker
 TRACKER_EXTRAS = ("tensorboard", "wandb")
 
 
@@ -29,8 +31,6 @@ def _positive(value: float, key: str) -> None:
     if not value > 0:
         raise ConfigError(f"{key}: must be > 0, got {value}")
 
-
-FLOAT32_MAX = 3.4028234663852886e38
 
 
 def _learning_rate(value: float, key: str) -> None:

@@ -32,6 +32,12 @@ CPU_LENGTH_GROUPS = 4  # runtime.length_groups left at null on a CPU (issue 50)
 # it a step is bound by per-operator overhead, which both add to (a tiny model's step 6x as long),
 # above it by the arithmetic and the activations they save (SmolLM2-135M: half the peak memory)
 LEAN_MIN_PARAMETERS = 50_000_000
+
+
+def lean_by_default(device_type: str, sharded: bool, parameters: int) -> bool:
+    """Whether the CPU memory defaults left at null apply: a CPU run of a model of at least
+    :data:`LEAN_MIN_PARAMETERS`, not sharded by FSDP."""
+    return device_type == "cpu" and not sharded and parameters >= LEAN_MIN_PARAMETERS
 REWARD_LR = {False: 1e-5, True: 1e-4}  # a reward model's head and backbone learn like SFT
 
 
@@ -68,8 +74,7 @@ class ModelConfig:
         recomputes everything, is compiled or is sharded by FSDP)."""
         if self.selective_checkpointing is not None:
             return self.selective_checkpointing
-        return (device_type == "cpu" and parameters >= LEAN_MIN_PARAMETERS
-                and not (self.gradient_checkpointing or self.compile or sharded))
+        return lean_by_default(device_type, sharded, parameters) and not (self.gradient_checkpointing or self.compile)
 
 
 def check_compile_torch(version: str) -> None:
@@ -188,7 +193,7 @@ class RuntimeConfig:
         collective all processes must make."""
         if self.length_groups is not None:
             return self.length_groups
-        return CPU_LENGTH_GROUPS if device_type == "cpu" and not sharded and parameters >= LEAN_MIN_PARAMETERS else 1
+        return CPU_LENGTH_GROUPS if lean_by_default(device_type, sharded, parameters) else 1
 
 
 @dataclass(frozen=True)
@@ -338,6 +343,3 @@ def accumulation_steps(batch_size: int, micro_batch_size: int, processes: int) -
         )
     return batch_size // per_pass
 
-
-# report_to entries that an extra of badpo installs; any other tracker accelerate supports is
-# installed by its own package, of the same name as the tracker

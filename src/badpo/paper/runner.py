@@ -235,19 +235,25 @@ def _resolve(resolver: Callable[[dict], dict], settings: dict, where: str) -> di
     return to_dict(resolved)
 
 
+def _arm_settings(config: ExperimentConfig, arm, where: str, seed: int) -> dict:
+    """An arm's preference settings before resolving: ``train``, its own ``params``, its method and seed."""
+    merged = merge_settings(config.train, arm.params, where)
+    return merge_settings(merged, {"method": arm.method, "runtime.seed": seed}, where)
+
+
 def _refuse_bad_sections(config: ExperimentConfig, backend: Backend) -> None:
     """Bad keys or values in more than one section (the corpus's config, evaluation, reference,
     each arm) named in one line, so a user who fixes one does not meet the next on the next run.
     Arms that fail alike (a typo under ``train``) are named together."""
-    arm_settings = [(f"arms[{i}] ({arm.name})", arm) for i, arm in enumerate(config.arms)]
     checks: list[tuple[str, Callable[[], Any]]] = [
         ("evaluation", lambda: backend.resolve_evaluation(to_dict(config.evaluation))),
         ("reference", lambda: backend.resolve_reference(merge_settings({}, config.reference, "reference")))]
     if config.corpus.builder is not None:
         checks.insert(0, ("", lambda: backend.check_corpus(config.corpus.builder, dict(config.corpus.config))))
-    checks += [(where, lambda where=where, arm=arm: backend.resolve_arm(merge_settings(
-        merge_settings(config.train, arm.params, where), {"method": arm.method, "runtime.seed": config.seeds[0]},
-        where))) for where, arm in arm_settings if config.seeds]
+    for index, arm in enumerate(config.arms if config.seeds else ()):
+        where = f"arms[{index}] ({arm.name})"
+        checks.append((where, lambda where=where, arm=arm: backend.resolve_arm(
+            _arm_settings(config, arm, where, config.seeds[0]))))
     failed: dict[str, list[str]] = {}
     for where, check in checks:
         try:
@@ -280,9 +286,7 @@ def plan_experiment(config: ExperimentConfig, backend: Backend, corpus_dir: Path
     for seed in config.seeds:
         for index, arm in enumerate(config.arms):
             where = f"arms[{index}] ({arm.name})"
-            merged = merge_settings(config.train, arm.params, where)
-            merged = merge_settings(merged, {"method": arm.method, "runtime.seed": seed}, where)
-            settings = _resolve(backend.resolve_arm, merged, where)
+            settings = _resolve(backend.resolve_arm, _arm_settings(config, arm, where, seed), where)
             trained = {"settings": keyed_settings(settings), "corpus": corpus_id,
                        "reference": reference.training_key,
                        **_data_identity(backend, settings, corpus_dir, "arm", where)}
