@@ -86,3 +86,17 @@ def test_lora_under_bf16_has_fp32_adapters_on_a_bf16_base(world):
     assert {d for n, d in dtypes.items() if "lora_" not in n} == {torch.bfloat16}
     out = train(lora_config(world, "lora_bf16", "runtime.precision=bf16", "steps=2"))
     assert (out / "policy" / "adapter_model.safetensors").exists()
+
+
+def test_lora_loading_prints_no_library_deprecation(world):
+    """peft reads ``is_gradient_checkpointing``, which transformers 5 renamed and warns about on
+    every run: a line in every log that is about neither the user's data nor their config."""
+    import warnings
+
+    from badpo.engine.runtime import load_model
+    from badpo.engine.settings import LoraSettings, ModelConfig
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_model(ModelConfig(name_or_path=str(world / "model")), LoraSettings(enabled=True, rank=4), mixed="no")
+    assert not [w for w in caught if "is_gradient_checkpointing" in str(w.message)]

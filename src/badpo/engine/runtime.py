@@ -197,7 +197,9 @@ def load_model(config: ModelConfig, lora: LoraSettings, mixed: str, task: str = 
 
         adapter = LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
                              target_modules=lora.target_modules, task_type=task)
-        model = get_peft_model(model, adapter)  # adapters in fp32 on a bf16 base
+        with warnings.catch_warnings():  # peft asks transformers 5 by the old name, which warns each run
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing", category=FutureWarning)
+            model = get_peft_model(model, adapter)  # adapters in fp32 on a bf16 base
     if config.compile:
         compile_decoder(model)
     model.train()  # from_pretrained returns eval mode; gradient checkpointing needs train mode
