@@ -25,7 +25,7 @@ def test_an_overflowing_difference_is_named_in_the_audit(tmp_path, cli_error):
     data = tmp_path / "judgments.jsonl"
     data.write_text("".join(json.dumps(row) + "\n" for row in _rows(1e308)))
     line = cli_error(["audit", str(data), "-a", "tag=given:tag"])
-    assert "row 0: attribute 'tag': g_chosen - g_rejected = -1e+308 - 1e+308 overflows" in line, line
+    assert f"{data}: row 0: attribute 'tag': g_chosen - g_rejected = -1e+308 - 1e+308 overflows" in line, line
     assert "won every" not in line
 
 
@@ -45,6 +45,17 @@ def test_the_engine_names_the_row(tmp_path):
 
     with pytest.raises(ValueError, match=r"^row 0: attribute 'tag': .* overflows"):
         _differences(resolve_attributes(["tag=given:tag"]), validate_judgments(_rows(2e38)))
+
+
+def test_training_names_the_file_of_the_row():
+    """The engine's row error, as training reads it, names the file the row is in."""
+    from badpo.engine.batches import build_preference_data
+    from badpo.engine.tokenize import TokenizationConfig
+    from fixtures.engine import build_tokenizer
+
+    with pytest.raises(ValueError, match=r"^votes\.jsonl: row 0: attribute 'tag': .* overflows"):
+        build_preference_data(validate_judgments(_rows(2e38)), resolve_attributes(["tag=given:tag"]),
+                              build_tokenizer(), TokenizationConfig(), source="votes.jsonl")
 
 
 def test_an_overflow_is_refused_without_numpy_s_warning_first():

@@ -397,6 +397,18 @@ def _check_report_folder(report_dir: str | Path, overwrite: bool, source: Any) -
         check_not_input(path, "--report", [("DATA", source)])
 
 
+def _differences_of(origin: str, judgments, attributes, dropped: int) -> np.ndarray | None:
+    """:func:`attribute_differences`, an error about a row naming the file it is in (the rows are
+    counted after any duplicates dropped, and the error says so)."""
+    if not judgments:
+        return None
+    try:
+        return attribute_differences(judgments, attributes)
+    except ValueError as error:
+        counted = f" (its rows less the {dropped} exact duplicates dropped)" if dropped else ""
+        raise ValueError(f"{origin}{counted}: {error}") from None
+
+
 def _audited(source: Any, attributes, report_dir: str | Path | None, run_dir, pseudonym_key, data_split, columns,
              overwrite: bool, tokenizer, duplicates: str) -> tuple[Audit, str, dict[str, Any] | None]:
     """:func:`audit_with_report` once its report folder, if any, is checked and held."""
@@ -407,7 +419,7 @@ def _audited(source: Any, attributes, report_dir: str | Path | None, run_dir, ps
     if pseudonym_key is not None:
         judgments, rename = pseudonymise(judgments, pseudonym_key)
     learned = load_learned_theta(run_dir, rename) if run_dir is not None else None
-    diffs = attribute_differences(judgments, attributes) if judgments else None
+    diffs = _differences_of(loaded.origin, judgments, attributes, len(loaded.rows) - len(judgments))
     result = audit(judgments, attributes, source=loaded.origin, differences=diffs, start=True)
     text = (f"{repeated}\n" if repeated else "") + format_audit(result) + (
         format_coverage(coverage) if coverage is not None else "")

@@ -166,7 +166,10 @@ def build_preference_data(
     if not judgments:
         raise ValueError(f"{source}: no judgments")
     annotator_classes(judgments, source)  # an error names the file; _index_judgments keeps the map
-    data = _index_judgments(judgments, attributes, tokenizer, tokenization, rendered_prompts)
+    try:
+        data = _index_judgments(judgments, attributes, tokenizer, tokenization, rendered_prompts)
+    except JudgmentError as error:  # a row's error names the file it is in
+        raise JudgmentError(f"{source}: {error}", row=error.row, field=error.field) from None
     sides = {"chosen": data.chosen_row, "rejected": data.rejected_row, "prompts": torch.arange(len(data.store))}
     coverage = token_coverage(tokenizer, data.store, sides, source)  # before its symptom below
     identical = _identical_sides(data)
