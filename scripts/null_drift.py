@@ -13,9 +13,13 @@ lives on) and on the mean probability:
   out, so about 0: an arm that pushes the readout below DPO's there overshoots);
 - per BA-DPO arm of the biased world, ``removed`` (the tables' figure: (DPO - arm) / dpo_shift) and
   ``removed_of_bias`` ((DPO - arm) / (dpo_shift - null_drift)): the arm's removal of the part of
-  DPO's shift that the bias made, if training without it would have moved the readout by null_drift.
+  DPO's shift that the bias made, if training without it would have moved the readout by null_drift;
+- where the arm ran on the null world too, ``removed_of_bias_effect``: 1 - (the arm's shift less
+  its own null-world shift) / (dpo_shift - null_drift), the share of the bias's effect on DPO that
+  does not reach the arm, each method read against itself without the bias (added after the seed-456
+  null arms moved length where DPO did not; the other two stay beside it).
 
-That reading assumes the drift without bias is the same on both worlds (their references differ:
+These readings assume the drift without bias is the same on both worlds (their references differ:
 each is fine-tuned on its own world's majority choices). One seed of each is one draw.
 
     python scripts/null_drift.py --out results/level_rule/null_world/null_drift.json \\
@@ -50,12 +54,25 @@ def seed_reading(biased: tuple[dict, dict, dict], null: tuple[dict, dict, dict])
             rows.append({"readout": readout, "scale": scale, "dpo_shift": shift, "null_drift": drift,
                          "not_bias_share": drift / shift,
                          "arms": {arm: {"removed": (read(dpo) - read(c)) / shift,
-                                        "removed_of_bias": (read(dpo) - read(c)) / (shift - drift)}
+                                        "removed_of_bias": (read(dpo) - read(c)) / (shift - drift),
+                                        **_effect_removed(read, reference, c, null_reference,
+                                                          null_arms.get(arm, {}), flag, shift - drift)}
                                   for arm, c in sorted(arms.items()) if flag in c},
                          # on the null world there is no bias to take out: an arm should end where DPO does
                          "null_arms_minus_dpo": {arm: read(c) - read(null_dpo)
                                                  for arm, c in sorted(null_arms.items()) if flag in c}})
     return rows
+
+
+def _effect_removed(read, reference, candidates, null_reference, null_arm, flag, dpo_effect) -> dict:
+    """``removed_of_bias_effect``, where the arm also ran on the null world: 1 - (the arm's shift
+    on the biased world less its own shift on the null world) / (DPO's shift less DPO's drift). The
+    share of the bias's effect on DPO that does not reach the arm, each method read against itself
+    without the bias, so no method's drift is assumed to be DPO's."""
+    if flag not in null_arm:
+        return {}
+    arm_effect = (read(candidates) - read(reference)) - (read(null_arm) - read(null_reference))
+    return {"removed_of_bias_effect": 1 - arm_effect / dpo_effect}
 
 
 def main() -> None:
@@ -72,6 +89,7 @@ def main() -> None:
         result["per_seed"][seed] = rows
         for row in rows:
             arms = "  ".join(f"{arm[:22]}: {v['removed']:.0%} / {v['removed_of_bias']:.0%}"
+                             + (f" / {v['removed_of_bias_effect']:.0%}" if "removed_of_bias_effect" in v else "")
                              for arm, v in row["arms"].items())
             offsets = "  ".join(f"{arm[:22]} {v:+.3f}" for arm, v in row["null_arms_minus_dpo"].items())
             print(f"seed {seed} {row['readout']:15s} {row['scale']:11s} DPO {row['dpo_shift']:+.3f} "
