@@ -176,7 +176,8 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
         progress=config.report.progress_bar and accelerator.is_main_process,
     )
     scorer = LogprobModel(model, config.runtime.logprob_chunk_size,
-                          config.runtime.groups_on(accelerator.device.type, config.fsdp, parameter_count(model)))
+                          config.runtime.groups_on(accelerator.device.type, config.fsdp, parameter_count(model)),
+                          config.runtime.group_min_rows())
     policy, optimizer, scheduler = prepare_policy(config, scorer, accelerator)
     theta_optimizer = theta_adam(bias, config.bias.lr, accelerator.device)
     items = data.items(config.batching)

@@ -160,7 +160,8 @@ class SFTStage:
                            float64=config.runtime.precision == "fp64",
                            device_type=accelerator.device.type)
         policy = LogprobModel(model, config.runtime.logprob_chunk_size,
-                              config.runtime.groups_on(accelerator.device.type, parameters=parameter_count(model)))
+                              config.runtime.groups_on(accelerator.device.type, parameters=parameter_count(model)),
+                              config.runtime.group_min_rows())
         steps = math.ceil(len(rows) * config.epochs / config.batch_size)
         optimizer, scheduler = policy_optimizer(policy, config.optim, config.optim.lr, steps, accelerator.device)
         policy, optimizer = accelerator.prepare(policy, optimizer)
