@@ -11,7 +11,7 @@ import torch
 
 from badpo.core.config import ConfigError, from_dict
 from badpo.engine.logprobs import LogprobModel, length_groups
-from badpo.engine.settings import CPU_GROUP_MIN_ROWS, CPU_LENGTH_GROUPS, LEAN_MIN_PARAMETERS, RuntimeConfig, TrainConfig
+from badpo.engine.settings import CPU_LENGTH_GROUPS, CPU_ROWS_PER_GROUP, LEAN_MIN_PARAMETERS, RuntimeConfig, TrainConfig
 from badpo.engine.tokenize import TokenizationConfig, build_token_store
 from badpo.run_folder.identity import identity
 from fixtures.engine import build_tokenizer
@@ -60,38 +60,29 @@ def test_worked_groups_and_ties():
     assert [g.tolist() for g in length_groups(torch.tensor([5, 5, 5]), 4)] == [[0, 1, 2]]
 
 
-def fewest_padded_of_size(lengths: list[int], most: int, min_rows: int) -> int:
-    """Brute force as above, over the cuts that leave every group at least ``min_rows`` rows."""
-    ordered, best = sorted(lengths), None
-    for k in range(0, most):
-        for cuts in itertools.combinations(range(1, len(ordered)), k):
-            bounds = [0, *cuts, len(ordered)]
-            if all(j - i >= min_rows for i, j in itertools.pairwise(bounds)):
-                cost = sum((j - i) * ordered[j - 1] for i, j in itertools.pairwise(bounds))
-                best = cost if best is None else min(best, cost)
-    return len(ordered) * ordered[-1] if best is None else best
-
-
 @pytest.mark.parametrize("seed", range(12))
-def test_groups_of_at_least_min_rows_pad_the_fewest_tokens(seed):
-    """The CPU default's groups hold at least 8 sequences: a forward of a few rows costs more in
-    per-operator overhead than its padding saves."""
+def test_no_more_groups_than_one_per_rows_per_group(seed):
+    """The CPU default forwards at most one group per 8 sequences: every forward pays a fixed
+    per-operator cost, which a forward of a few rows does not earn back. Within that bound the
+    partition is the one that pads least."""
     generator = torch.Generator().manual_seed(seed)
     lengths = torch.randint(1, 60, (int(torch.randint(1, 20, (1,), generator=generator)),), generator=generator)
-    for most, min_rows in ((4, 3), (3, 2), (4, 5), (2, 1)):
-        groups = [g.tolist() for g in length_groups(lengths, most, min_rows)]
+    for most, rows in ((4, 3), (3, 2), (4, 5), (2, 1), (4, 8)):
+        groups = [g.tolist() for g in length_groups(lengths, most, rows)]
+        allowed = min(most, max(1, len(lengths) // rows))
         assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
-        assert len(groups) <= most
-        assert len(groups) == 1 or min(len(g) for g in groups) >= min_rows
-        assert padded(lengths.tolist(), groups) == fewest_padded_of_size(lengths.tolist(), most, min_rows)
+        assert len(groups) <= allowed
+        assert padded(lengths.tolist(), groups) == fewest_padded(lengths.tolist(), allowed)
 
 
-def test_a_batch_too_small_to_split_is_one_forward():
-    """Eight rows with 8 the fewest a group may hold: one forward, however uneven the lengths (the
-    bench's pair-grouped micro-batch, where four groups of two were slower and heavier)."""
+def test_a_batch_of_eight_is_one_forward_and_thirty_two_may_be_four():
+    """The bench's pair-grouped micro-batch (8 sequences), where four groups were slower and
+    heavier, is one forward; 32 sequences (its per-judgment one) may still be four, of any sizes."""
     lengths = torch.tensor([3, 90, 4, 80, 5, 70, 6, 60])
     assert [g.tolist() for g in length_groups(lengths, 4, 8)] == [[0, 2, 4, 6, 7, 5, 3, 1]]
     assert len(length_groups(lengths, 4, 4)) == 2 and len(length_groups(lengths, 4)) == 4
+    many = torch.tensor([5] * 29 + [50, 90, 200])
+    assert [len(g) for g in length_groups(many, 4, 8)] == [29, 1, 1, 1]
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
@@ -123,8 +114,8 @@ def test_the_setting_resolves_by_device_and_keys_only_when_set():
     assert RuntimeConfig().groups_on("cpu", parameters=big - 1) == 1  # a small model's step is overhead-bound
     assert RuntimeConfig(length_groups=2).groups_on("cuda") == 2
     assert RuntimeConfig().groups_on("cpu", sharded=True, parameters=big) == 1  # FSDP: every forward is a collective
-    assert RuntimeConfig().group_min_rows() == CPU_GROUP_MIN_ROWS == 8  # the default's groups hold 8 or more
-    assert RuntimeConfig(length_groups=4).group_min_rows() == 1  # a set value: as many groups as asked
+    assert RuntimeConfig().rows_per_group() == CPU_ROWS_PER_GROUP == 8  # the default: a group per 8 rows at most
+    assert RuntimeConfig(length_groups=4).rows_per_group() == 1  # a set value: as many groups as asked
     with pytest.raises(ConfigError, match=r"runtime.length_groups: must be >= 1"):
         from_dict(TrainConfig, {"runtime": {"length_groups": 0}})
     assert "length_groups" not in identity(TrainConfig())["runtime"]  # runs made before it keep their identity
@@ -133,7 +124,7 @@ def test_the_setting_resolves_by_device_and_keys_only_when_set():
 
 def test_training_forwards_in_the_default_groups_or_as_many_as_set(tmp_path, save_model_dir, monkeypatch):
     """The preference stage builds its scorer with the setting as resolved: null on a CPU run of a
-    model above the size rule gives four groups of at least eight rows, a set value as many as
+    model above the size rule gives up to four groups, one per eight rows at most, a set value as many as
     asked (the size rule lowered to 0 so that the tests' tiny model counts as large)."""
     from badpo.engine import preference, settings
     from badpo.engine.train import train
@@ -146,10 +137,10 @@ def test_training_forwards_in_the_default_groups_or_as_many_as_set(tmp_path, sav
     class Recording(preference.LogprobModel):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
-            made.append((self.groups, self.min_group_rows))
+            made.append((self.groups, self.rows_per_group))
 
     monkeypatch.setattr(settings, "LEAN_MIN_PARAMETERS", 0)
     monkeypatch.setattr(preference, "LogprobModel", Recording)
     train(make_config(tmp_path, "by_default", "steps=1", "model.selective_checkpointing=false"))
     train(make_config(tmp_path, "as_set", "steps=1", "model.selective_checkpointing=false", "runtime.length_groups=3"))
-    assert made == [(CPU_LENGTH_GROUPS, CPU_GROUP_MIN_ROWS), (3, 1)]
+    assert made == [(CPU_LENGTH_GROUPS, CPU_ROWS_PER_GROUP), (3, 1)]

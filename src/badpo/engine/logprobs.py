@@ -135,23 +135,23 @@ def response_token_logprobs(
     return total.index_add(0, rows, logps), logps
 
 
-def length_groups(lengths: Tensor, most: int, min_rows: int = 1) -> list[Tensor]:
+def length_groups(lengths: Tensor, most: int, rows_per_group: int = 1) -> list[Tensor]:
     """The rows of a batch (``[B]`` sequence lengths) in at most ``most`` groups of similar length,
-    each of at least ``min_rows`` rows and padded only to its own longest: of the partitions of
-    the rows sorted by length, the one that pads the fewest tokens (dynamic programming; on a tie,
-    fewer groups). A batch padded to its longest sequence spends compute and saved activations on
-    the padding; a forward of a few rows spends more on its fixed per-operator cost."""
+    and no more groups than ``rows_per_group`` rows each on average, each padded only to its own
+    longest: of the partitions of the rows sorted by length, the one that pads the fewest tokens
+    (dynamic programming; on a tie, fewer groups). A batch padded to its longest sequence spends
+    compute and saved activations on the padding; every forward pays a fixed per-operator cost,
+    which a forward of a few rows does not earn back."""
     order = torch.argsort(lengths.cpu(), stable=True)
     ordered = lengths.cpu()[order].tolist()
     n = len(ordered)
-    if n < 2 * min_rows:  # no split leaves every group min_rows
-        return [order.to(lengths.device)]
+    most = min(most, max(1, n // rows_per_group))
     # best[k][j]: fewest padded tokens for the first j rows in k groups; cut[k][j]: where its last group starts
     best = [[0] + [float("inf")] * n] + [[float("inf")] * (n + 1) for _ in range(max(most, 1))]
     cut = [[0] * (n + 1) for _ in range(len(best))]
     for k in range(1, len(best)):
         for j in range(1, n + 1):
-            for i in range(k - 1, j - min_rows + 1):
+            for i in range(k - 1, j):
                 cost = best[k - 1][i] + (j - i) * ordered[j - 1]
                 if cost < best[k][j]:
                     best[k][j], cut[k][j] = cost, i
@@ -171,12 +171,12 @@ class LogprobModel(nn.Module):
     """
 
     def __init__(self, model: nn.Module, chunk_size: int = DEFAULT_CHUNK_SIZE, groups: int = 1,
-                 min_group_rows: int = 1) -> None:
+                 rows_per_group: int = 1) -> None:
         super().__init__()
         self.model = model
         self.chunk_size = chunk_size
         self.groups = groups  # forwards a batch may be split into by length (runtime.length_groups)
-        self.min_group_rows = min_group_rows  # the fewest rows one of those forwards may hold
+        self.rows_per_group = rows_per_group  # no more forwards than this many rows each on average
         # FSDP's transformer auto-wrap policy looks for the layer classes here.
         self._no_split_modules = getattr(model, "_no_split_modules", None)
 
@@ -185,7 +185,7 @@ class LogprobModel(nn.Module):
         """Summed response log-probs ``[B]``; with ``per_token`` also the ragged per-token ones."""
         batch = {"input_ids": input_ids, "attention_mask": attention_mask,
                  "response_mask": response_mask}
-        groups = length_groups(attention_mask.sum(1), self.groups, self.min_group_rows) if self.groups > 1 else []
+        groups = length_groups(attention_mask.sum(1), self.groups, self.rows_per_group) if self.groups > 1 else []
         if len(groups) <= 1:
             summed, tokens = response_token_logprobs(self.model, batch, self.chunk_size)
             return (summed, tokens) if per_token else summed

@@ -177,7 +177,7 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
     )
     scorer = LogprobModel(model, config.runtime.logprob_chunk_size,
                           config.runtime.groups_on(accelerator.device.type, config.fsdp, parameter_count(model)),
-                          config.runtime.group_min_rows())
+                          config.runtime.rows_per_group())
     policy, optimizer, scheduler = prepare_policy(config, scorer, accelerator)
     theta_optimizer = theta_adam(bias, config.bias.lr, accelerator.device)
     items = data.items(config.batching)

@@ -28,10 +28,10 @@ BETA = 0.1  # DPO's KL strength unless a run says otherwise: the one default eve
 SFT_LR = {False: 1e-5, True: 1e-4}  # keyed by "LoRA?"
 PREFERENCE_LR = {False: 5e-7, True: 5e-6}
 CPU_LENGTH_GROUPS = 4  # runtime.length_groups left at null on a CPU (issue 50)
-# ... each of at least this many sequences: at SmolLM2-135M on two cores a forward of 32 sequences
-# in four groups of 8 was faster and leaner than one forward, one of 8 in four groups of 2 slower
-# and heavier (results/bench/memory_smol_quiet/); between the two it is a rule of thumb
-CPU_GROUP_MIN_ROWS = 8
+# ... and no more groups than one per this many sequences: at SmolLM2-135M on two cores a forward
+# of 32 sequences in four groups was faster and leaner than one forward, one of 8 in four groups
+# slower and heavier (results/bench/memory_smol_quiet/); between the two it is a rule of thumb
+CPU_ROWS_PER_GROUP = 8
 # The memory defaults of a CPU run (length groups, selective checkpointing) start at this size: below
 # it a step is bound by per-operator overhead, which both add to (a tiny model's step 6x as long),
 # above it by the arithmetic and the activations they save (SmolLM2-135M: half the peak memory)
@@ -183,7 +183,7 @@ class RuntimeConfig:
     num_threads: int | None = None  # torch CPU threads; null = torch's default
     # a training batch forwarded in at most this many groups of similar length, each padded only to
     # its own longest (fewer padded tokens: less compute and fewer saved activations); null = 4 on a
-    # CPU for a model of 50M parameters or more, each group of at least 8 sequences, else 1 (one
+    # CPU for a model of 50M parameters or more, at most one group per 8 sequences, else 1 (one
     # forward a micro-batch; on an accelerator more, smaller forwards cost launches)
     length_groups: int | None = None
 
@@ -199,10 +199,10 @@ class RuntimeConfig:
             return self.length_groups
         return CPU_LENGTH_GROUPS if lean_by_default(device_type, sharded, parameters) else 1
 
-    def group_min_rows(self) -> int:
-        """The fewest sequences one group may hold: :data:`CPU_GROUP_MIN_ROWS` for the default
-        (null), 1 where ``length_groups`` is set (the groups that pad least, as many as asked)."""
-        return CPU_GROUP_MIN_ROWS if self.length_groups is None else 1
+    def rows_per_group(self) -> int:
+        """At least this many sequences a group on average: :data:`CPU_ROWS_PER_GROUP` for the
+        default (null), 1 where ``length_groups`` is set (the groups that pad least, as many as asked)."""
+        return CPU_ROWS_PER_GROUP if self.length_groups is None else 1
 
 
 @dataclass(frozen=True)

@@ -161,7 +161,7 @@ class SFTStage:
                            device_type=accelerator.device.type)
         policy = LogprobModel(model, config.runtime.logprob_chunk_size,
                               config.runtime.groups_on(accelerator.device.type, parameters=parameter_count(model)),
-                              config.runtime.group_min_rows())
+                              config.runtime.rows_per_group())
         steps = math.ceil(len(rows) * config.epochs / config.batch_size)
         optimizer, scheduler = policy_optimizer(policy, config.optim, config.optim.lr, steps, accelerator.device)
         policy, optimizer = accelerator.prepare(policy, optimizer)
