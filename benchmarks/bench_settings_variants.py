@@ -46,8 +46,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def measure(args, bench_args) -> dict:
-    """Every variant's worker up at once, blocks in a rotating order: per variant its step times,
-    median and memory."""
+    """Every variant's worker up at once, blocks in a rotating order (``bench_vs_trl._interleaved``):
+    per variant its step times, median and memory."""
     world = bench.pick_world(bench_args.world)
     with tempfile.TemporaryDirectory() as folder:
         scratch = Path(folder)
@@ -56,27 +56,18 @@ def measure(args, bench_args) -> dict:
         bench_args.pairs_per_step = int(bench_args.judgments_per_step // per_pair)
         bench_args.micro_pairs = min(bench_args.pairs_per_step, bench_args.micro_batch)
         size = bench_args.sizes[0]
-        workers, steps = {}, {name: [] for name, _ in args.variant}
-        try:
-            for name, sets in args.variant:
-                bench_args.badpo_set = sets
-                settings, env = bench._worker_settings(bench_args, world, data, size, scratch)
-                workers[name] = bench.Worker(args.config, settings, env)
-            for worker in workers.values():
-                worker.ask(do="block", steps=bench_args.warmup)
-            names = list(workers)
-            for round_index in range(bench_args.rounds):
-                shift = round_index % len(names)
-                for name in names[shift:] + names[:shift]:
-                    seconds = workers[name].ask(do="block", steps=bench_args.block)["seconds"]
-                    steps[name].append(seconds / bench_args.block)
-            return {name: {"badpo_set": dict(args.variant)[name], "seconds_per_step": steps[name],
-                           "median_step_s": statistics.median(steps[name]), **worker.ask(do="memory"),
-                           "ready": worker.ready}
-                    for name, worker in workers.items()}
-        finally:
-            for worker in workers.values():
-                worker.close()
+        setups, steps = {}, {name: [] for name, _ in args.variant}
+        for name, sets in args.variant:
+            bench_args.badpo_set = sets
+            setups[name] = (args.config, *bench._worker_settings(bench_args, world, data, size, scratch))
+
+        def timed(name: str, worker) -> None:
+            steps[name].append(worker.ask(do="block", steps=bench_args.block)["seconds"] / bench_args.block)
+
+        ready, memory = bench._interleaved(bench_args, setups, timed)
+        return {name: {"badpo_set": sets, "seconds_per_step": steps[name],
+                       "median_step_s": statistics.median(steps[name]), **memory[name], "ready": ready[name]}
+                for name, sets in args.variant}
 
 
 def main() -> None:

@@ -208,35 +208,38 @@ def _worker_settings(args, world: Path, data: Path, size: str, scratch: Path) ->
     return settings, env
 
 
-def _one_at_a_time(args, configs, settings, env, size, timed) -> tuple[dict, dict]:
-    """Each configuration alone (a GPU that cannot hold every trainer): (ready, memory) per configuration."""
+def _one_at_a_time(args, setups: dict, size: str, timed) -> tuple[dict, dict]:
+    """Each setup alone (a GPU that cannot hold every trainer): (ready, memory) per label.
+    ``setups`` maps a label to its worker's (configuration, settings, environment)."""
     ready, memory = {}, {}
-    for config in configs:
+    for label, (config, settings, env) in setups.items():
         worker = Worker(config, settings, env)
         try:
-            ready[config] = {**worker.ready, "warmup_s": worker.ask(do="block", steps=args.warmup)["seconds"]}
+            ready[label] = {**worker.ready, "warmup_s": worker.ask(do="block", steps=args.warmup)["seconds"]}
             for _ in range(args.rounds):
-                timed(config, worker)
-            memory[config] = worker.ask(do="memory")
+                timed(label, worker)
+            memory[label] = worker.ask(do="memory")
             if args.profile:
-                path = args.profile / f"profile_{size}_{config.replace('/', '_').replace('+', '_')}.txt"
+                path = args.profile / f"profile_{size}_{label.replace('/', '_').replace('+', '_')}.txt"
                 print(json.dumps(worker.ask(do="profile", steps=args.block, path=str(path))), flush=True)
         finally:
             worker.close()
     return ready, memory
 
 
-def _interleaved(args, configs, settings, env, size, timed) -> tuple[dict, dict]:
-    """Every configuration's worker up at once, blocks in a rotating order: (ready, memory)."""
-    workers = {}
+def _interleaved(args, setups: dict, timed) -> tuple[dict, dict]:
+    """Every setup's worker up at once, blocks in a rotating order so that load hits them alike:
+    (ready, memory) per label. ``setups`` maps a label to its worker's (configuration, settings,
+    environment): configurations of several trainers, or one trainer under several settings."""
+    workers, labels = {}, list(setups)
     try:
-        for config in configs:  # one at a time: setups do not compete
-            workers[config] = Worker(config, settings, env)
+        for label, (config, settings, env) in setups.items():  # one at a time: setups do not compete
+            workers[label] = Worker(config, settings, env)
         warmup = {c: w.ask(do="block", steps=args.warmup)["seconds"] for c, w in workers.items()}
         for round_index in range(args.rounds):
-            shift = round_index % len(configs)  # each configuration takes every place in the order
-            for config in configs[shift:] + configs[:shift]:
-                timed(config, workers[config])
+            shift = round_index % len(labels)  # each setup takes every place in the order
+            for label in labels[shift:] + labels[:shift]:
+                timed(label, workers[label])
         return ({c: {**w.ready, "warmup_s": warmup[c]} for c, w in workers.items()},
                 {c: w.ask(do="memory") for c, w in workers.items()})
     finally:
@@ -255,8 +258,11 @@ def measure_size(args, world: Path, data: Path, size: str, scratch: Path) -> dic
         times[config].append(reply["seconds"])
         judgments[config] += reply["judgments"]
 
-    run = _one_at_a_time if args.sequential else _interleaved
-    ready, memory = run(args, configs, settings, env, size, timed)
+    setups = {config: (config, settings, env) for config in configs}
+    if args.sequential:
+        ready, memory = _one_at_a_time(args, setups, size, timed)
+    else:
+        ready, memory = _interleaved(args, setups, timed)
     return {config: {"judgments_per_s": judgments[config] / sum(times[config]),
                      "median_block_s": statistics.median(times[config]), "block_s": times[config],
                      "judgments_per_step": judgments[config] / (args.rounds * args.block),

@@ -145,9 +145,9 @@ def length_groups(lengths: Tensor, most: int, rows_per_group: int = 1) -> list[T
     order = torch.argsort(lengths.cpu(), stable=True)
     ordered = lengths.cpu()[order].tolist()
     n = len(ordered)
-    most = min(most, max(1, n // rows_per_group))
+    most = max(1, min(most, n // rows_per_group))
     # best[k][j]: fewest padded tokens for the first j rows in k groups; cut[k][j]: where its last group starts
-    best = [[0] + [float("inf")] * n] + [[float("inf")] * (n + 1) for _ in range(max(most, 1))]
+    best = [[0] + [float("inf")] * n] + [[float("inf")] * (n + 1) for _ in range(most)]
     cut = [[0] * (n + 1) for _ in range(len(best))]
     for k in range(1, len(best)):
         for j in range(1, n + 1):
