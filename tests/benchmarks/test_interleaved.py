@@ -23,12 +23,10 @@ def bench():
 class _Worker:
     """Records what it was built with and asked; blocks report the steps they were asked for."""
 
-    made: list = []
-
-    def __init__(self, config, settings, env):
+    def __init__(self, made, config, settings, env):
         self.config, self.settings, self.closed = config, settings, False
         self.ready = {"config": config}
-        _Worker.made.append(self)
+        made.append(self)
 
     def ask(self, do, **options):
         if do == "memory":
@@ -39,26 +37,30 @@ class _Worker:
         self.closed = True
 
 
-def test_each_setup_gets_its_own_settings_and_every_place_in_the_order(bench, monkeypatch):
+@pytest.fixture
+def made(bench, monkeypatch):
+    """The stand-in workers built during one test, in order."""
+    workers = []
+    monkeypatch.setattr(bench, "Worker", lambda *spec: _Worker(workers, *spec))
+    return workers
+
+
+def test_each_setup_gets_its_own_settings_and_every_place_in_the_order(bench, made):
     """Three setups of one configuration, three rounds: the order rotates (a b c, b c a, c a b),
     each worker is built with its own settings, and warm-up, memory and ready come back per label."""
-    monkeypatch.setattr(bench, "Worker", _Worker)
-    _Worker.made = []
     setups = {name: ("badpo/pair_grouped", {"badpo_set": ["x"] * n}, {}) for n, name in enumerate("abc", 1)}
     order = []
     args = SimpleNamespace(warmup=2, rounds=3)
     ready, memory = bench._interleaved(args, setups, lambda label, worker: order.append(label))
     assert order == list("abcbcacab")
-    assert [w.settings["badpo_set"] for w in _Worker.made] == [["x"], ["x", "x"], ["x", "x", "x"]]
+    assert [w.settings["badpo_set"] for w in made] == [["x"], ["x", "x"], ["x", "x", "x"]]
     assert memory == {"a": {"peak_rss_mib": 1}, "b": {"peak_rss_mib": 2}, "c": {"peak_rss_mib": 3}}
     assert ready["b"] == {"config": "badpo/pair_grouped", "warmup_s": 2.0}
-    assert all(w.closed for w in _Worker.made)
+    assert all(w.closed for w in made)
 
 
-def test_workers_are_closed_when_a_block_fails(bench, monkeypatch):
+def test_workers_are_closed_when_a_block_fails(bench, made):
     """A worker that dies mid-round leaves no process behind: every worker built is closed."""
-    monkeypatch.setattr(bench, "Worker", _Worker)
-    _Worker.made = []
 
     def failing(label, worker):
         raise RuntimeError(f"worker {label} died")
@@ -66,4 +68,4 @@ def test_workers_are_closed_when_a_block_fails(bench, monkeypatch):
     setups = {name: ("badpo/per_judgment", {"badpo_set": []}, {}) for name in "ab"}
     with pytest.raises(RuntimeError, match="worker a died"):
         bench._interleaved(SimpleNamespace(warmup=1, rounds=2), setups, failing)
-    assert len(_Worker.made) == 2 and all(w.closed for w in _Worker.made)
+    assert len(made) == 2 and all(w.closed for w in made)
