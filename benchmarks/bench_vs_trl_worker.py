@@ -71,7 +71,8 @@ def badpo_worker(s: dict, started: float) -> None:
     config = from_dict(TrainConfig, apply_overrides({
         "method": METHOD, "batching": batching, "data": s["data"], "attributes": s["attributes"],
         "model": {"name_or_path": s["model"], "tokenizer": s["tokenizer"],
-                  "gradient_checkpointing": s["gradient_checkpointing"], "compile": compiled == "compile"},
+                  "gradient_checkpointing": s["gradient_checkpointing"],
+                  "compile": True if compiled == "compile" else None},  # None: the library's default
         "steps": s["max_steps"],
         "batch_size": items,
         "micro_batch_size": micro, "optim": {"lr": LR, "warmup_ratio": 0.1},

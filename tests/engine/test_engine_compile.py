@@ -16,6 +16,7 @@ from torch import nn
 from torch._dynamo.testing import CompileCounterWithBackend
 
 from badpo.core.config import ConfigError
+from badpo.core.notices import BadpoWarning
 from badpo.engine import runtime
 from badpo.engine.cache import cache_key
 from badpo.engine.logprobs import response_logprobs
@@ -147,19 +148,47 @@ def test_an_old_torch_is_refused_when_the_config_is_read(monkeypatch):
 
 def test_compile_is_part_of_a_run_only_when_set():
     plain = identity(TrainConfig(data="x.jsonl", model=ModelConfig(name_or_path="m")))
+    off = identity(TrainConfig(data="x.jsonl", model=ModelConfig(name_or_path="m", compile=False)))
     compiled = identity(TrainConfig(data="x.jsonl", model=ModelConfig(name_or_path="m", compile=True)))
-    assert "compile" not in plain["model"]  # runs recorded before the key keep their identity
+    assert "compile" not in plain["model"]  # runs recorded before the key keep their identity,
+    assert off == plain  # and so do those recorded with the old default, false
     assert compiled["model"]["compile"] is True
 
 
-def test_load_model_compiles_only_when_asked(save_model_dir, tmp_path, monkeypatch):
+@pytest.mark.parametrize(("compile", "device", "sharded", "torch_version", "on"), [
+    (None, "cuda", False, "2.11.0", True),  # null: on a CUDA GPU
+    (None, "cpu", False, "2.11.0", False),  # off on a CPU (the CPU records stay as they were)
+    (None, None, False, "2.11.0", False),  # no device named (a config read outside a run)
+    (None, "cuda", True, "2.11.0", False),  # not under FSDP (refused when asked for by name)
+    (None, "cuda", False, "2.4.1", False),  # not where one graph cannot serve every block
+    (False, "cuda", False, "2.11.0", False),
+    (True, "cpu", False, "2.11.0", True),
+])
+def test_compile_null_resolves_by_device(monkeypatch, compile, device, sharded, torch_version, on):
+    config = ModelConfig(name_or_path="m", compile=compile)
+    monkeypatch.setattr(torch, "__version__", torch_version)
+    assert config.compile_on(device, sharded) is on
+
+
+def test_load_model_compiles_only_when_asked_or_on_a_gpu(save_model_dir, tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(runtime, "compile_decoder", calls.append)
+    monkeypatch.setattr(runtime, "compile_decoder", lambda model, required=True: calls.append((model, required)))
     folder = save_model_dir(tmp_path / "m", arch="llama")
-    load_model(ModelConfig(name_or_path=str(folder)), LoraSettings(), "no")
+    load_model(ModelConfig(name_or_path=str(folder)), LoraSettings(), "no", device_type="cpu")
+    load_model(ModelConfig(name_or_path=str(folder), compile=False), LoraSettings(), "no", device_type="cuda")
     assert calls == []
     model = load_model(ModelConfig(name_or_path=str(folder), compile=True), LoraSettings(), "no")
-    assert calls == [model]
+    assert calls == [(model, True)]
+    model = load_model(ModelConfig(name_or_path=str(folder)), LoraSettings(), "no", device_type="cuda")
+    assert calls[1:] == [(model, False)]  # null on a GPU: compiled, but not required
+
+
+def test_a_model_without_blocks_trains_uncompiled_unless_compile_was_asked_for():
+    with pytest.warns(BadpoWarning, match=r"^model\.compile: Linear has no list of decoder blocks to compile; "
+                                          r"training it uncompiled"):
+        compile_decoder(nn.Linear(2, 2), required=False)
+    with pytest.raises(ConfigError, match=r"model\.compile: Linear has no list of decoder blocks"):
+        compile_decoder(nn.Linear(2, 2))
 
 
 def test_decoder_blocks_are_the_list_nearest_the_top(build_model):
@@ -191,9 +220,8 @@ def test_compile_decoder_compiles_every_block(build_model, counted):
 
 def test_the_reference_cache_is_keyed_apart_only_when_compiled():
     tokenizer = build_tokenizer()
-    plain = reference_identity(TrainConfig(data="x", model=ModelConfig(name_or_path="m")), tokenizer, "no",
-                               torch.float32)
-    compiled = reference_identity(TrainConfig(data="x", model=ModelConfig(name_or_path="m", compile=True)),
-                                  tokenizer, "no", torch.float32)
+    config = TrainConfig(data="x", model=ModelConfig(name_or_path="m"))
+    plain = reference_identity(config, tokenizer, "no", torch.float32, compiled=False)
+    compiled = reference_identity(config, tokenizer, "no", torch.float32, compiled=True)
     assert "compile" not in plain  # a cache written before the key keeps its name
     assert compiled == {**plain, "compile": True} and cache_key(compiled) != cache_key(plain)

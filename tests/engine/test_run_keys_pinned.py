@@ -2,8 +2,9 @@
 under configs/, the keys the planner gives every experiment under configs/, and the key of every
 committed run record under results/ that today's settings read.
 
-``duplicates`` (train and rm), ``fsdp`` (train), ``bias.level`` (train and rm), ``model.compile``,
-``model.selective_checkpointing`` and ``runtime.length_groups`` (every stage) came after: each
+``duplicates`` (train and rm), ``fsdp`` (train), ``bias.level`` (train and rm), ``model.compile``
+(and its default, false, then null: on a CUDA GPU), ``model.selective_checkpointing`` and
+``runtime.length_groups`` (every stage) came after: each
 changed the plain digests (DEFAULTS, READ and the first of each RESOLVED pair) and no identity or
 key, as they are keyed only when set
 (:data:`badpo.run_folder.identity.KEYED_WHEN_SET`).
@@ -39,31 +40,31 @@ def _digest(value) -> str:
 
 
 # to_dict of each class's defaults, and of each stage config as read from its file
-DEFAULTS = {"TrainConfig": "b808e780326412c7", "SFTConfig": "319f02d7dddbb7cc", "RMConfig": "3aa1394f992c134f"}
+DEFAULTS = {"TrainConfig": "13fda4ead2fec134", "SFTConfig": "6e2e4fa01c70da94", "RMConfig": "0fb31abf1b375b0c"}
 READ = {
-    "rm_qwen2.5-0.5b.yaml": "a0c4a89157a03c73", "rm_tiny.yaml": "29acf14462471dd2",
-    "rm_tiny_quality.yaml": "b17e50df3b8fe047", "sft_llama3.1-8b.yaml": "cb362e7609613af6",
-    "sft_mistral-7b.yaml": "61ad2fde9333f7e7", "sft_qwen2.5-0.5b.yaml": "35b036984771bfad",
-    "sft_tiny.yaml": "9f8ce3dfc0e0327b", "train_llama3.1-8b.yaml": "900121a34bed10c3",
-    "train_mistral-7b.yaml": "0bb2c6e29a87b4e9", "train_qwen2.5-0.5b.yaml": "3f139109e1fd8ee9",
-    "train_tiny.yaml": "cbe9720d06fa1e80",
+    "rm_qwen2.5-0.5b.yaml": "cb7d014f2090fb0b", "rm_tiny.yaml": "9b4ecc7de38f3416",
+    "rm_tiny_quality.yaml": "a98285e10a780adb", "sft_llama3.1-8b.yaml": "a65784c207ae018f",
+    "sft_mistral-7b.yaml": "46455e4884972bff", "sft_qwen2.5-0.5b.yaml": "936d1e1fa6891d50",
+    "sft_tiny.yaml": "1a2ce6ba1b090524", "train_llama3.1-8b.yaml": "e0cd838f3890680f",
+    "train_mistral-7b.yaml": "fb65d2b90090c005", "train_qwen2.5-0.5b.yaml": "62ea005e4075b691",
+    "train_tiny.yaml": "5c595c0c06cd2707",
 }
 # (to_dict, identity) of each as the stage resolves it before it trains: the learning rate and output_dir filled in
 RESOLVED = {
-    "rm_qwen2.5-0.5b.yaml": ["faa310906eea03f0", "77039b1f1ca15e0f"],
-    "rm_tiny.yaml": ["e53d1a82244e53bb", "6fbd35e74fc6de2a"],
-    "rm_tiny_quality.yaml": ["61d59f251e234dba", "0df448983168e9b6"],
-    "sft_llama3.1-8b.yaml": ["cb362e7609613af6", "9f48496650671115"],
-    "sft_mistral-7b.yaml": ["61ad2fde9333f7e7", "a7f9b5d3e6fe411d"],
-    "sft_qwen2.5-0.5b.yaml": ["35b036984771bfad", "ab0205fd6408ef4a"],
-    "sft_tiny.yaml": ["9f8ce3dfc0e0327b", "d280c56ded13a6db"],
-    "train_llama3.1-8b.yaml": ["ad2332b9ddbfeefb", "869d876023002a43"],
-    "train_mistral-7b.yaml": ["9ce058d546040c74", "c7b2d2e27bbe6510"],
-    "train_qwen2.5-0.5b.yaml": ["534fe6d435e5316b", "3504030a475a233a"],
-    "train_tiny.yaml": ["cf8cc1c52457e41c", "98f8e201625bb429"],
-    "TrainConfig": ["97e645d562e0d2ae", "fd03276b742a4eb2"],
-    "SFTConfig": ["fe68a6bd220d59f5", "8c44f2a1d13bb3b2"],
-    "RMConfig": ["6840a41ac0473591", "76ef45b2628e9add"],
+    "rm_qwen2.5-0.5b.yaml": ["b1439efa56f5f723", "77039b1f1ca15e0f"],
+    "rm_tiny.yaml": ["b1e72fd631fe2973", "6fbd35e74fc6de2a"],
+    "rm_tiny_quality.yaml": ["7c03f2c756cc7e7d", "0df448983168e9b6"],
+    "sft_llama3.1-8b.yaml": ["a65784c207ae018f", "9f48496650671115"],
+    "sft_mistral-7b.yaml": ["46455e4884972bff", "a7f9b5d3e6fe411d"],
+    "sft_qwen2.5-0.5b.yaml": ["936d1e1fa6891d50", "ab0205fd6408ef4a"],
+    "sft_tiny.yaml": ["1a2ce6ba1b090524", "d280c56ded13a6db"],
+    "train_llama3.1-8b.yaml": ["e181021bb1370ad3", "869d876023002a43"],
+    "train_mistral-7b.yaml": ["d8915a6610f49322", "c7b2d2e27bbe6510"],
+    "train_qwen2.5-0.5b.yaml": ["6a00366fabaf2fda", "3504030a475a233a"],
+    "train_tiny.yaml": ["6c90e9254e68d528", "98f8e201625bb429"],
+    "TrainConfig": ["6d192ca968ff0f21", "fd03276b742a4eb2"],
+    "SFTConfig": ["1fd9b494b698fa8e", "8c44f2a1d13bb3b2"],
+    "RMConfig": ["0ed02c556e4c3309", "76ef45b2628e9add"],
 }
 # sha256 of the space-joined keys (the reference, then every run) of each experiment's plan
 PLANS = {

@@ -167,7 +167,8 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
     model = load_model(config.model, config.lora, accelerator.mixed_precision,
                        float64=config.runtime.precision == "fp64", device_type=accelerator.device.type,
                        sharded=config.fsdp).to(accelerator.device)
-    identity = reference_identity(config, tokenizer, accelerator.mixed_precision, next(model.parameters()).dtype)
+    identity = reference_identity(config, tokenizer, accelerator.mixed_precision, next(model.parameters()).dtype,
+                                  config.model.compile_on(accelerator.device.type, config.fsdp))
     per_token = method.needs.token_logratios
     reference, reference_tokens, cache_parts = reference_logprobs(
         model, data.store, identity=identity, cache_dir=config.cache_dir,
@@ -201,13 +202,13 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
     return run, cache_parts, tokenizer
 
 
-def reference_identity(config: TrainConfig, tokenizer, precision: str, dtype) -> dict:
+def reference_identity(config: TrainConfig, tokenizer, precision: str, dtype, compiled: bool) -> dict:
     """What the reference cache is keyed by beside the weights and tokens: the model, its
-    tokenization and arithmetic. ``model.compile`` counts only when set (other kernels, other last
-    bits), so every cache written before it keeps its name."""
+    tokenization and arithmetic. A ``compiled`` decoder counts only when on (other kernels, other
+    last bits), so every cache written before it keeps its name."""
     return {"model": config.model.name_or_path, "revision": config.model.revision,
             "tokenization": settings_dict(tokenizer, config.tokenization), "precision": precision,
-            "dtype": str(dtype), **({"compile": True} if config.model.compile else {})}
+            "dtype": str(dtype), **({"compile": True} if compiled else {})}
 
 
 def prepare_policy(config: TrainConfig, policy, accelerator):

@@ -200,8 +200,8 @@ def load_model(config: ModelConfig, lora: LoraSettings, mixed: str, task: str = 
         with warnings.catch_warnings():  # peft asks transformers 5 by the old name, which warns each run
             warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing", category=FutureWarning)
             model = get_peft_model(model, adapter)  # adapters in fp32 on a bf16 base
-    if config.compile:
-        compile_decoder(model)
+    if config.compile_on(device_type, sharded):
+        compile_decoder(model, required=bool(config.compile))
     model.train()  # from_pretrained returns eval mode; gradient checkpointing needs train mode
     return model
 
@@ -249,9 +249,10 @@ def checkpoint_selectively(model: nn.Module, required: bool = False, autocast: b
                                                                            "context_fn": context})
 
 
-def compile_decoder(model: nn.Module) -> None:
-    """``model.compile: true``: each block of the decoder stack (LoRA layers included) compiled in
-    place by ``torch.compile``, with dynamic shapes since every batch is padded to its own length.
+def compile_decoder(model: nn.Module, required: bool = True) -> None:
+    """``model.compile`` (true, or null on a CUDA GPU): each block of the decoder stack (LoRA layers
+    included) compiled in place by ``torch.compile``, with dynamic shapes since every batch is padded
+    to its own length; with ``required`` false (null) a model without such blocks trains eager.
 
     Why the blocks and not the whole decoder: the blocks share one code, so torch compiles it once
     and every block reuses it (the whole 30-block SmolLM2 decoder had not compiled after four
@@ -262,8 +263,17 @@ def compile_decoder(model: nn.Module) -> None:
     training steps and any batch of a new kind (a batch of one) pay for compilations."""
     # an earlier run's graphs in this process (an experiment's arms) would count toward the
     # recompile limit; they are garbage by now (torch's version is checked when the config is read)
+    try:
+        blocks = decoder_blocks(model)
+    except ConfigError:
+        if required:  # asked for by name; left at null (on a GPU) a model without blocks trains eager
+            raise
+        warnings.warn(f"model.compile: {type(model).__name__} has no list of decoder blocks to compile; "
+                      "training it uncompiled (model.compile: false says so and silences this)",
+                      BadpoWarning, stacklevel=3)
+        return
     torch._dynamo.reset()
-    for block in decoder_blocks(model):
+    for block in blocks:
         block.compile(dynamic=True)
 
 

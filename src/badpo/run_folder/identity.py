@@ -30,9 +30,10 @@ RUN_CONTROL_KEYS = ("output_dir", "cache_dir", "resume_from", "stop_after_steps"
 # Keys added after runs were recorded: part of a run's identity (and of an experiment's run key)
 # only when set away from this default, so that every run made before them keeps its identity.
 # A dotted key names a key inside a section (bias.level: the rule of issue 51, after every run of
-# theta's Adam alone was recorded).
+# theta's Adam alone was recorded). A tuple lists every value that counts as unset: model.compile
+# was false before its null (on a CUDA GPU), and runs recorded with either keep their identity.
 KEYED_WHEN_SET: Mapping[str, Any] = {"duplicates": "keep", "fsdp": False, "bias.level": "adam",
-                                      "model.compile": False, "runtime.length_groups": None,
+                                      "model.compile": (None, False), "runtime.length_groups": None,
                                       "model.selective_checkpointing": None}
 
 
@@ -49,7 +50,8 @@ def keyed_when_set(settings: Mapping[str, Any]) -> dict:
             holder[section] = dict(holder[section])
             holder = holder[section]
         else:
-            if key in holder and holder[key] == default:
+            unset = default if isinstance(default, tuple) else (default,)
+            if key in holder and holder[key] in unset:
                 del holder[key]
     return kept
 
