@@ -155,19 +155,21 @@ def test_compile_is_part_of_a_run_only_when_set():
     assert compiled["model"]["compile"] is True
 
 
-@pytest.mark.parametrize(("compile", "device", "sharded", "torch_version", "on"), [
-    (None, "cuda", False, "2.11.0", True),  # null: on a CUDA GPU
-    (None, "cpu", False, "2.11.0", False),  # off on a CPU (the CPU records stay as they were)
-    (None, None, False, "2.11.0", False),  # no device named (a config read outside a run)
-    (None, "cuda", True, "2.11.0", False),  # not under FSDP (refused when asked for by name)
-    (None, "cuda", False, "2.4.1", False),  # not where one graph cannot serve every block
-    (False, "cuda", False, "2.11.0", False),
-    (True, "cpu", False, "2.11.0", True),
+@pytest.mark.parametrize(("compile", "device", "sharded", "processes", "torch_version", "on"), [
+    (None, "cuda", False, 1, "2.11.0", True),  # null: on one CUDA GPU
+    (None, "cpu", False, 1, "2.11.0", False),  # off on a CPU (the CPU records stay as they were)
+    (None, None, False, 1, "2.11.0", False),  # no device named (a config read outside a run)
+    (None, "cuda", True, 1, "2.11.0", False),  # not under FSDP (refused when asked for by name)
+    (None, "cuda", False, 2, "2.11.0", False),  # not with several processes (untested there)
+    (None, "cuda", False, 1, "2.4.1", False),  # not where one graph cannot serve every block
+    (False, "cuda", False, 1, "2.11.0", False),
+    (True, "cpu", False, 1, "2.11.0", True),
+    (True, "cuda", False, 2, "2.11.0", True),  # asked for by name: the user's call
 ])
-def test_compile_null_resolves_by_device(monkeypatch, compile, device, sharded, torch_version, on):
+def test_compile_null_resolves_by_device(monkeypatch, compile, device, sharded, processes, torch_version, on):
     config = ModelConfig(name_or_path="m", compile=compile)
     monkeypatch.setattr(torch, "__version__", torch_version)
-    assert config.compile_on(device, sharded) is on
+    assert config.compile_on(device, sharded, processes) is on
 
 
 def test_load_model_compiles_only_when_asked_or_on_a_gpu(save_model_dir, tmp_path, monkeypatch):

@@ -166,9 +166,10 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
     bias = build_bias(method, config, data)
     model = load_model(config.model, config.lora, accelerator.mixed_precision,
                        float64=config.runtime.precision == "fp64", device_type=accelerator.device.type,
-                       sharded=config.fsdp).to(accelerator.device)
+                       sharded=config.fsdp, processes=accelerator.num_processes).to(accelerator.device)
+    compiled = config.model.compile_on(accelerator.device.type, config.fsdp, accelerator.num_processes)
     identity = reference_identity(config, tokenizer, accelerator.mixed_precision, next(model.parameters()).dtype,
-                                  config.model.compile_on(accelerator.device.type, config.fsdp))
+                                  compiled)
     per_token = method.needs.token_logratios
     reference, reference_tokens, cache_parts = reference_logprobs(
         model, data.store, identity=identity, cache_dir=config.cache_dir,

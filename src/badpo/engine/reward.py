@@ -92,7 +92,7 @@ def prepare_reward_run(config: RMConfig, accelerator) -> tuple[Run, dict, object
     bias = build_bias(method, config, data)
     model = load_model(config.model, config.lora, accelerator.mixed_precision, task="SEQ_CLS",
                        float64=config.runtime.precision == "fp64", num_labels=1, pad_token_id=tokenizer.pad_token_id,
-                       device_type=accelerator.device.type)
+                       device_type=accelerator.device.type, processes=accelerator.num_processes)
     scorer = RewardScorer(model.to(accelerator.device))
     optimizer, scheduler = policy_optimizer(scorer, config.optim, config.optim.lr, config.steps,
                                             accelerator.device)

@@ -167,11 +167,12 @@ def fit_to_model(config, accelerator):
 
 def load_model(config: ModelConfig, lora: LoraSettings, mixed: str, task: str = "CAUSAL_LM",
                float64: bool = False, device_type: str | None = None, sharded: bool = False,
-               **model_kwargs) -> nn.Module:
+               processes: int = 1, **model_kwargs) -> nn.Module:
     """The causal LM, fp32 (bf16 base under LoRA with bf16 autocast; float64 with ``float64``,
     ``runtime.precision: fp64``), LoRA-wrapped if asked; each decoder layer checkpointed
     selectively (:func:`checkpoint_selectively`) where ``model.selective_checkpointing`` says so for
-    a run on a ``device_type`` device, ``sharded`` by FSDP or not.
+    a run on a ``device_type`` device, ``sharded`` by FSDP or not; its decoder blocks compiled where
+    ``model.compile`` says so for that device and number of ``processes``.
 
     ``task="SEQ_CLS"`` loads an ``AutoModelForSequenceClassification`` instead (a reward model;
     ``model_kwargs`` such as ``num_labels`` go to ``from_pretrained``); under LoRA peft then also
@@ -200,7 +201,7 @@ def load_model(config: ModelConfig, lora: LoraSettings, mixed: str, task: str = 
         with warnings.catch_warnings():  # peft asks transformers 5 by the old name, which warns each run
             warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing", category=FutureWarning)
             model = get_peft_model(model, adapter)  # adapters in fp32 on a bf16 base
-    if config.compile_on(device_type, sharded):
+    if config.compile_on(device_type, sharded, processes):
         compile_decoder(model, required=bool(config.compile))
     model.train()  # from_pretrained returns eval mode; gradient checkpointing needs train mode
     return model

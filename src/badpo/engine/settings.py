@@ -61,7 +61,8 @@ class ModelConfig:
     # parameters or more, off on an accelerator
     selective_checkpointing: bool | None = None
     # torch.compile each decoder block: fused kernels where a step waits on the host's launches;
-    # null = on a CUDA GPU (1.5x a step at SmolLM2-135M on an H100), off on a CPU and under FSDP
+    # null = on one CUDA GPU (1.5x a step at SmolLM2-135M on an H100), off on a CPU, under FSDP
+    # and with several processes
     compile: bool | None = None
     disable_dropout: bool = True  # zero every dropout so the policy is deterministic
 
@@ -83,14 +84,15 @@ class ModelConfig:
         return lean_by_default(device_type, sharded, parameters) and not (self.gradient_checkpointing or self.compile)
 
 
-    def compile_on(self, device_type: str | None, sharded: bool = False) -> bool:
+    def compile_on(self, device_type: str | None, sharded: bool = False, processes: int = 1) -> bool:
         """Whether the decoder blocks are compiled for a run on a ``device_type`` device (null
-        resolved: on a CUDA GPU with torch >= 2.5, unless sharded by FSDP)."""
+        resolved: on one CUDA GPU with torch >= 2.5; off under FSDP and with several processes,
+        where a compiled step is not tested)."""
         if self.compile is not None:
             return self.compile
         import torch
 
-        return device_type == "cuda" and not sharded and compile_torch_ok(torch.__version__)
+        return device_type == "cuda" and not sharded and processes == 1 and compile_torch_ok(torch.__version__)
 
 
 def compile_torch_ok(version: str) -> bool:

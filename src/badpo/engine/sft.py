@@ -158,7 +158,8 @@ class SFTStage:
             report_coverage(coverage, self.name)
         model = load_model(config.model, config.lora, accelerator.mixed_precision,
                            float64=config.runtime.precision == "fp64",
-                           device_type=accelerator.device.type)
+                           device_type=accelerator.device.type,
+                           processes=accelerator.num_processes)
         policy = LogprobModel(model, config.runtime.logprob_chunk_size,
                               config.runtime.groups_on(accelerator.device.type, parameters=parameter_count(model)),
                               config.runtime.rows_per_group())
