@@ -262,8 +262,6 @@ def compile_decoder(model: nn.Module, required: bool = True) -> None:
     (``nn.Module.compile``) keeps the parameters' names, so checkpoints, ``save_pretrained`` and
     accelerate's wrappers see the same model. The reference cache's pass without grad, the first
     training steps and any batch of a new kind (a batch of one) pay for compilations."""
-    # an earlier run's graphs in this process (an experiment's arms) would count toward the
-    # recompile limit; they are garbage by now (torch's version is checked when the config is read)
     try:
         blocks = decoder_blocks(model)
     except ConfigError:
@@ -273,6 +271,8 @@ def compile_decoder(model: nn.Module, required: bool = True) -> None:
                       "training it uncompiled (model.compile: false says so and silences this)",
                       BadpoWarning, stacklevel=3)
         return
+    # an earlier run's graphs in this process (an experiment's arms) would count toward the
+    # recompile limit; they are garbage by now (torch's version is checked when the config is read)
     torch._dynamo.reset()
     for block in blocks:
         block.compile(dynamic=True)

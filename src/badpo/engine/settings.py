@@ -83,7 +83,6 @@ class ModelConfig:
             return self.selective_checkpointing
         return lean_by_default(device_type, sharded, parameters) and not (self.gradient_checkpointing or self.compile)
 
-
     def compile_on(self, device_type: str | None, sharded: bool = False, processes: int = 1) -> bool:
         """Whether the decoder blocks are compiled for a run on a ``device_type`` device (null
         resolved: on one CUDA GPU with torch >= 2.5; off under FSDP and with several processes,
