@@ -10,9 +10,13 @@ judgments per step), threads, precision and optimizer settings:
 * ``badpo/pair_grouped``: the engine with ``batching: pair_grouped``, 32 / (judgments per pair)
   pairs per step, each pair's two sequences scored once for all its judgments.
 * ``trl/precomputed+compile`` and ``badpo/per_judgment+compile``: the same two under
-  ``torch.compile``, opt-in on both sides, and each library's own way: TRL's ``torch_compile``
+  ``torch.compile``, asked for on both sides, and each library's own way: TRL's ``torch_compile``
   compiles the whole model, badpo's ``model.compile`` each decoder block. The first steps compile,
   so give them ``--warmup``; the warm-up's seconds are reported (``warmup_s``), compilation included.
+
+Each side runs at its library's defaults unless a flag says otherwise: on a CUDA GPU badpo's plain
+configurations then compile their decoder blocks (``model.compile`` null), TRL's do not; for
+badpo's eager step there, ``--badpo-set model.compile=false``.
 
 Each configuration lives in a worker process of its own, so that its peak RSS is its own. The
 parent asks each worker in turn for a block of steps, round after round, in a rotating order, so
@@ -61,8 +65,8 @@ from bench_vs_trl_worker import METHOD  # benchmarks/ is on sys.path when this f
 WORKER = Path(__file__).with_name("bench_vs_trl_worker.py")
 
 CONFIGS = ("trl/live", "trl/precomputed", "badpo/per_judgment", "badpo/pair_grouped",
-           # the same under torch.compile: TRL's torch_compile (the whole model), badpo's model.compile
-           # (the decoder); opt-in on both sides, so compared like for like
+           # the same under torch.compile asked for: TRL's torch_compile (the whole model), badpo's
+           # model.compile (the decoder blocks), compared like for like
            "trl/precomputed+compile", "badpo/per_judgment+compile")
 SIZES = {  # name -> (architecture, config values over the world's model config / tokenizer)
     "tiny": None,
@@ -351,7 +355,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="smollm2-135m-shape: a folder with the config.json and tokenizer to build "
                              "it from (default: the GGUF's conversion)")
     parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS[:4]),
-                        help="the configurations to run (default the first four, uncompiled; "
+                        help="the configurations to run (default the first four, at each library's defaults; "
                              "trl/precomputed is every ratio's base)")
     return parser
 

@@ -172,6 +172,23 @@ def test_compile_null_resolves_by_device(monkeypatch, compile, device, sharded, 
     assert config.compile_on(device, sharded, processes) is on
 
 
+def test_compile_null_gives_way_to_selective_checkpointing_asked_for():
+    """The two are refused together by name; left at null on a GPU, compile yields."""
+    config = ModelConfig(name_or_path="m", selective_checkpointing=True)
+    assert config.compile_on("cuda") is False and config.selective_on("cuda") is True
+
+
+def test_decoder_compiled_says_what_compile_decoder_did(build_model, counted):
+    model = build_model("gpt2")
+    assert not runtime.decoder_compiled(model)
+    compile_decoder(model)
+    assert runtime.decoder_compiled(model)
+    linear = nn.Linear(2, 2)
+    with pytest.warns(BadpoWarning):
+        compile_decoder(linear, required=False)
+    assert not runtime.decoder_compiled(linear)  # so its reference cache is not keyed as compiled
+
+
 def test_load_model_compiles_only_when_asked_or_on_a_gpu(save_model_dir, tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(runtime, "compile_decoder", lambda model, required=True: calls.append((model, required)))

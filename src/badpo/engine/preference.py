@@ -32,6 +32,7 @@ from badpo.engine.model_card import CardFacts, write_card
 from badpo.engine.reporting import report_input
 from badpo.engine.runtime import (
     check_sharding,
+    decoder_compiled,
     load_model,
     load_tokenizer,
     make_accelerator,
@@ -167,9 +168,8 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
     model = load_model(config.model, config.lora, accelerator.mixed_precision,
                        float64=config.runtime.precision == "fp64", device_type=accelerator.device.type,
                        sharded=config.fsdp, processes=accelerator.num_processes).to(accelerator.device)
-    compiled = config.model.compile_on(accelerator.device.type, config.fsdp, accelerator.num_processes)
     identity = reference_identity(config, tokenizer, accelerator.mixed_precision, next(model.parameters()).dtype,
-                                  compiled)
+                                  decoder_compiled(model))
     per_token = method.needs.token_logratios
     reference, reference_tokens, cache_parts = reference_logprobs(
         model, data.store, identity=identity, cache_dir=config.cache_dir,

@@ -278,6 +278,15 @@ def compile_decoder(model: nn.Module, required: bool = True) -> None:
         block.compile(dynamic=True)
 
 
+def decoder_compiled(model: nn.Module) -> bool:
+    """Whether :func:`compile_decoder` compiled the blocks of ``model`` (null on a GPU leaves a model
+    without blocks eager): what the reference cache is keyed by."""
+    try:
+        return all(getattr(block, "_compiled_call_impl", None) is not None for block in decoder_blocks(model))
+    except ConfigError:
+        return False
+
+
 def decoder_blocks(model: nn.Module) -> nn.ModuleList:
     """The repeated blocks of a causal LM: the ``nn.ModuleList`` nearest its top (``layers`` of
     Llama and Qwen2, ``h`` of GPT-2, ``decoder.layers`` of OPT; a mixture of experts' lists sit

@@ -86,9 +86,11 @@ class ModelConfig:
     def compile_on(self, device_type: str | None, sharded: bool = False, processes: int = 1) -> bool:
         """Whether the decoder blocks are compiled for a run on a ``device_type`` device (null
         resolved: on one CUDA GPU with torch >= 2.5; off under FSDP and with several processes,
-        where a compiled step is not tested)."""
+        where a compiled step is not tested, and beside selective checkpointing asked for by name)."""
         if self.compile is not None:
             return self.compile
+        if self.selective_checkpointing:  # asked for by name, and refused beside a compiled decoder
+            return False
         import torch
 
         return device_type == "cuda" and not sharded and processes == 1 and compile_torch_ok(torch.__version__)
