@@ -8,6 +8,7 @@ in seconds; one test compiles with the default backend (Inductor), as a user's r
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -24,8 +25,9 @@ from badpo.engine.preference import reference_identity
 from badpo.engine.runtime import compile_decoder, decoder_blocks, load_model, reference_mode
 from badpo.engine.settings import LoraSettings, ModelConfig, TrainConfig, check_compile_torch
 from badpo.engine.tokenize import TokenizationConfig, build_token_store
+from badpo.engine.train import train
 from badpo.run_folder.identity import identity
-from fixtures.engine import build_tokenizer
+from fixtures.engine import build_tokenizer, judgment_rows, make_config, write_jsonl
 
 SEQUENCES = [
     ("what is the best way to learn", "sure i think you should try this first"),
@@ -244,3 +246,23 @@ def test_the_reference_cache_is_keyed_apart_only_when_compiled():
     compiled = reference_identity(config, tokenizer, "no", torch.float32, compiled=True)
     assert "compile" not in plain  # a cache written before the key keeps its name
     assert compiled == {**plain, "compile": True} and cache_key(compiled) != cache_key(plain)
+
+
+def test_a_compile_resolved_at_run_time_keys_the_reference_cache(save_model_dir, tmp_path, counted, monkeypatch):
+    """``model.compile`` null is resolved by the run's device and processes (here as a GPU would
+    resolve it), and the reference cache names the compile that happened."""
+    save_model_dir(tmp_path / "model", "gpt2")
+    write_jsonl(tmp_path / "judgments.jsonl", judgment_rows())
+    asked = []
+
+    def as_on_a_gpu(self, device_type, sharded=False, processes=1):
+        asked.append((device_type, sharded, processes))
+        return True
+
+    monkeypatch.setattr(ModelConfig, "compile_on", as_on_a_gpu)
+    run = json.loads((train(make_config(tmp_path, "resolved", "steps=1")) / "run.json").read_text())
+    assert asked[0] == ("cpu", False, 1)
+    assert run["reference_cache"]["compile"] is True
+    monkeypatch.undo()
+    plain = json.loads((train(make_config(tmp_path, "plain", "steps=1")) / "run.json").read_text())
+    assert "compile" not in plain["reference_cache"]  # null on a CPU: eager, the cache as before

@@ -20,7 +20,7 @@ from badpo.core.config import ConfigError, apply_overrides, from_dict
 from badpo.core.judgments import read_judgments
 from badpo.core.losses import ba_dpo_loss
 from badpo.engine.batches import build_preference_data, offline_estimate
-from badpo.engine.settings import ModelConfig, TrainConfig
+from badpo.engine.settings import TrainConfig
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.engine.train import train
 from fixtures.engine import (
@@ -262,27 +262,3 @@ def test_the_policy_s_adamw_is_fused_on_a_gpu_only(device, fused):
     assert bool(optimizer.defaults["fused"]) is fused
     assert [p is model.weight for p in optimizer.param_groups[0]["params"]] == [True]
     assert scheduler.get_last_lr() == [pytest.approx(0.5e-3)]
-
-
-def test_a_compile_resolved_at_run_time_keys_the_reference_cache(world, monkeypatch):
-    """``model.compile`` null is resolved by the run's device and processes (here as a GPU would
-    resolve it), and the reference cache names the compile that happened."""
-    asked = []
-
-    def as_on_a_gpu(self, device_type, sharded=False, processes=1):
-        asked.append((device_type, sharded, processes))
-        return True
-
-    real = torch.compile
-    monkeypatch.setattr(torch, "compile", lambda *args, **kwargs: real(*args, **{**kwargs, "backend": "aot_eager"}))
-    monkeypatch.setattr(ModelConfig, "compile_on", as_on_a_gpu)
-    torch._dynamo.reset()
-    try:
-        run = json.loads((train(make_config(world, "resolved", "steps=1")) / "run.json").read_text())
-    finally:
-        torch._dynamo.reset()
-    assert asked[0] == ("cpu", False, 1)
-    assert run["reference_cache"]["compile"] is True
-    monkeypatch.undo()
-    plain = json.loads((train(make_config(world, "plain", "steps=1")) / "run.json").read_text())
-    assert "compile" not in plain["reference_cache"]  # null on a CPU: eager, the cache as before
