@@ -5,6 +5,9 @@ Two anchors, one step. ``trusted``: the trusted annotators' judgments say where 
 (trusted anchoring). ``tilt`` (``bias.level: tilt``, every step, no trusted annotator): the policy's
 own lean along the attributes is taken back to the reference's, 0 (reference anchoring held during
 training instead of hoped for from theta's Adam; docs/training.md, "What theta does after the start").
+``bias.level: orthogonal`` takes no step: theta keeps its Adam, and the policy's gradient is kept
+orthogonal to the declared attributes on every micro-batch (:mod:`badpo.core.orthogonal`), so the
+policy's lean along them stays the reference's (:data:`LEVEL_RULES`).
 
 The step needs every judgment's pre-bias logit z_i (the loss's logit minus its bias logit, from
 ``LossTerms.logits``). Two modes:
@@ -34,6 +37,7 @@ level is a property of the labels, not of the weighting.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -46,7 +50,7 @@ from badpo.engine.batches import PreferenceData
 from badpo.engine.start import judgment_sides, labels_quality
 from badpo.run_folder.layout import THETA_FILE, TRAINED_THETA_FILE
 
-__all__ = ["LevelStep", "TILT_RULES", "build_level_step", "save_theta"]
+__all__ = ["LEVEL_RULES", "LevelRule", "LevelStep", "build_level_step", "orthogonal_step", "save_theta"]
 
 
 class LevelStep:
@@ -135,11 +139,37 @@ def _labels_quality(data: PreferenceData, bias: BiasChannel) -> Tensor:
     return labels_quality(data, bias.declared_index.tolist(), bias.fixed_offset.double().cpu())
 
 
-# bias.level -> what the tilt anchor holds fixed when it reads the policy's lean (None: the
-# level is theta's Adam's, no step): tilt reads the lean alone, tilt_given_quality at fixed
-# labelled quality (docs/training.md, "What theta does after the start")
-TILT_RULES: dict[str, Callable[[PreferenceData, BiasChannel], Tensor | None] | None] = {
-    "adam": None, "tilt": _no_quality, "tilt_given_quality": _labels_quality}
+@dataclass(frozen=True)
+class LevelRule:
+    """What a ``bias.level`` does after theta's start: ``tilt`` reads what the tilt anchor holds
+    fixed when it reads the policy's lean (None: no level step, theta's Adam sets the level);
+    ``orthogonal``: the policy's step is kept orthogonal to the declared attributes."""
+
+    tilt: Callable[[PreferenceData, BiasChannel], Tensor | None] | None = None
+    orthogonal: bool = False
+
+
+# bias.level -> its rule (docs/training.md, "What theta does after the start"): adam, theta's own
+# Adam; tilt reads the lean alone, tilt_given_quality at fixed labelled quality; orthogonal, theta's
+# Adam with the policy's step orthogonal to the attributes (theta profiled out of it)
+LEVEL_RULES: dict[str, LevelRule] = {
+    "adam": LevelRule(), "tilt": LevelRule(_no_quality), "tilt_given_quality": LevelRule(_labels_quality),
+    "orthogonal": LevelRule(orthogonal=True)}
+
+
+def orthogonal_step(settings, bias: BiasChannel | None, method) -> bool:
+    """Whether the run keeps the policy's step orthogonal to the declared attributes (``settings``:
+    its ``BiasSettings``; ``method`` its Method): only where theta is learned (an arm without it,
+    DPO, has nothing to take the attribute's share and trains as it would under any rule)."""
+    if bias is None or not method.learns_theta or not LEVEL_RULES[settings.level].orthogonal:
+        return False
+    if bias.trusted:
+        raise ConfigError("bias.level: orthogonal keeps the policy's lean at the reference's, bias.trusted "
+                          "anchors it on the trusted annotators: choose one")
+    if method.needs.token_logratios:
+        raise ConfigError(f"bias.level: orthogonal projects the summed log-probs; {method.description} also "
+                          "reads per-token ratios, which the projection does not reach")
+    return True
 
 
 def build_level_step(settings, bias: BiasChannel | None, link: Link, data: PreferenceData) -> LevelStep | None:
@@ -149,7 +179,7 @@ def build_level_step(settings, bias: BiasChannel | None, link: Link, data: Prefe
     otherwise."""
     if bias is None:
         return None
-    tilt = TILT_RULES[settings.level]
+    tilt = LEVEL_RULES[settings.level].tilt
     if tilt is not None:
         if bias.trusted:
             raise ConfigError(f"bias.level: {settings.level} anchors the level on the policy's own lean, "

@@ -33,6 +33,7 @@ from torch import Tensor
 
 from badpo.auditing.estimates import Audit
 from badpo.core.config import ConfigError, dump_yaml, to_dict
+from badpo.core.orthogonal import orthogonal_to
 from badpo.engine.batches import ItemTable, PreferenceData, Schedule
 from badpo.engine.checkpoint import (
     TrainingState,
@@ -87,6 +88,7 @@ class Run:
     # log-probs). badpo.engine.reward gives a reward model's Bradley-Terry terms here.
     losses: Callable[..., LossTerms] | None = None
     level: LevelStep | None = None  # bias.trusted_level with trusted annotators (badpo.engine.level)
+    orthogonal: bool = False  # bias.level: orthogonal, the policy's step orthogonal to the attributes
 
 
 def judgment_losses(run: Run, micro, step: int, statistic=None) -> LossTerms:
@@ -103,6 +105,7 @@ def judgment_losses(run: Run, micro, step: int, statistic=None) -> LossTerms:
     reference = run.reference[micro.sequence_rows.to(device)]
     chosen, rejected = micro.chosen_slot.to(device), micro.rejected_slot.to(device)
     bias_logit = bias_logits(run, micro.judgments.to(device))
+    policy_chosen, policy_rejected = orthogonal_sides(run, micro.judgments, logps[chosen], logps[rejected])
     views = {}
     if needs.lengths:
         lengths = run.data.store.response_lengths()[micro.sequence_rows].to(device)
@@ -114,7 +117,7 @@ def judgment_losses(run: Run, micro, step: int, statistic=None) -> LossTerms:
     if needs.sample_seeds:
         views["sample_seeds"] = sample_seeds(run.config.runtime.seed, step, micro.judgments)
     view = JudgmentBatch(
-        policy_chosen=logps[chosen], policy_rejected=logps[rejected], reference_chosen=reference[chosen],
+        policy_chosen=policy_chosen, policy_rejected=policy_rejected, reference_chosen=reference[chosen],
         reference_rejected=reference[rejected], bias_logit=bias_logit, beta=run.config.beta,
         step_statistic=statistic, **views)
     return run.method.loss(view, run.params)
@@ -142,6 +145,17 @@ def step_view(run: Run, step_judgments: Tensor) -> StepView:
 def _summed_logprobs(run: Run, rows: Tensor) -> Tensor:
     batch = run.data.store.batch(rows, run.accelerator.device)
     return run.policy(batch["input_ids"], batch["attention_mask"], batch["response_mask"])
+
+
+def orthogonal_sides(run: Run, judgments: Tensor, chosen: Tensor, rejected: Tensor) -> tuple[Tensor, Tensor]:
+    """The micro-batch's ``[J]`` chosen and rejected scores, under ``bias.level: orthogonal`` with
+    their gradient kept orthogonal to the judgments' declared attribute differences
+    (:mod:`badpo.core.orthogonal`); as they are otherwise."""
+    if not run.orthogonal:
+        return chosen, rejected
+    rows = judgments.to(run.attr_diff.device)
+    directions = run.attr_diff[rows][:, run.bias.declared_index]
+    return orthogonal_to(chosen, directions), orthogonal_to(rejected, directions)
 
 
 def bias_logits(run: Run, judgments: Tensor) -> Tensor:
@@ -463,4 +477,4 @@ def _loop(stage: Stage, run, config, settings: LoopSettings, output: Path, state
 
 
 __all__ = ["Run", "Stage", "JudgmentStage", "LoopSettings", "STATS", "run_stage", "train_step", "judgment_losses",
-           "bias_logits", "step_view", "step_record", "final_level", "resume_point", "notice"]
+           "bias_logits", "orthogonal_sides", "step_view", "step_record", "final_level", "resume_point", "notice"]

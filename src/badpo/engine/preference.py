@@ -24,7 +24,7 @@ from badpo.engine.batches import PreferenceData, Schedule, load_preference_data
 from badpo.engine.cache import reference_logprobs, token_offsets
 from badpo.engine.checkpoint import continue_from
 from badpo.engine.checks import check_offset_length
-from badpo.engine.level import build_level_step
+from badpo.engine.level import build_level_step, orthogonal_step
 from badpo.engine.lifecycle import commit_judgment_outputs
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.loop import JudgmentStage, Run
@@ -199,6 +199,7 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
         reference_tokens=reference_tokens.to(accelerator.device) if per_token else None,
         token_offsets=token_offsets(data.store) if per_token else None,
         level=build_level_step(config.bias, bias, method.level_link(method_params), data),
+        orthogonal=orthogonal_step(config.bias, bias, method),
     )
     return run, cache_parts, tokenizer
 

@@ -32,10 +32,10 @@ from torch import Tensor, nn
 from badpo.core.losses import bt_loss
 from badpo.engine.batches import Schedule
 from badpo.engine.checks import check_rm
-from badpo.engine.level import build_level_step
+from badpo.engine.level import build_level_step, orthogonal_step
 from badpo.engine.lifecycle import Lifecycle, commit_judgment_outputs
 from badpo.engine.logprobs import at_least_float32
-from badpo.engine.loop import JudgmentStage, Run, bias_logits, run_stage
+from badpo.engine.loop import JudgmentStage, Run, bias_logits, orthogonal_sides, run_stage
 from badpo.engine.preference import build_bias, read_and_audit, theta_adam
 from badpo.engine.reporting import report_input
 from badpo.engine.runtime import load_model, policy_optimizer
@@ -73,7 +73,8 @@ def reward_losses(run: Run, micro, step: int, statistic=None) -> LossTerms:
     device = run.accelerator.device
     batch = run.data.store.batch(micro.sequence_rows, device)
     rewards = run.policy(batch["input_ids"], batch["attention_mask"])
-    chosen, rejected = rewards[micro.chosen_slot.to(device)], rewards[micro.rejected_slot.to(device)]
+    chosen, rejected = orthogonal_sides(run, micro.judgments, rewards[micro.chosen_slot.to(device)],
+                                        rewards[micro.rejected_slot.to(device)])
     bias = bias_logits(run, micro.judgments.to(device))
     losses = bt_loss(chosen, rejected, bias)
     return LossTerms(losses, chosen.detach(), rejected.detach(), (chosen - rejected + bias).detach())
@@ -106,6 +107,7 @@ def prepare_reward_run(config: RMConfig, accelerator) -> tuple[Run, dict, object
         annotator_index=data.annotator_index.to(accelerator.device),
         attr_diff=data.attr_diff.to(accelerator.device), labels=labels, losses=reward_losses,
         level=build_level_step(config.bias, bias, method.level_link(None), data),
+        orthogonal=orthogonal_step(config.bias, bias, method),
     )
     return run, {}, tokenizer
 

@@ -167,8 +167,11 @@ class BiasSettings:
     # attribute differences) moves into the level, so the policy keeps the reference's lean;
     # tilt_given_quality = the same, the lean read at fixed labelled quality (each pair's quality
     # as its labels tell it joins the regression), so quality that goes with or against an
-    # attribute is not counted as lean. Not with bias.trusted (that anchors on the trusted annotators)
-    level: Literal["adam", "tilt", "tilt_given_quality"] = "adam"
+    # attribute is not counted as lean; orthogonal = theta's Adam, and the policy's gradient on
+    # every micro-batch has its component along the judgments' attribute differences removed, so
+    # theta takes the attribute's whole share of the labels and the policy's own lean stays the
+    # reference's (badpo.core.orthogonal). Not with bias.trusted (that anchors on the trusted annotators)
+    level: Literal["adam", "tilt", "tilt_given_quality", "orthogonal"] = "adam"
 
     def trusted_values(self, n_attributes: int) -> dict[str, list[float]]:
         """{id: [q] fixed theta}: the list form fixes every coordinate at 0."""
