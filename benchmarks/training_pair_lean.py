@@ -32,6 +32,7 @@ from badpo.core.config import from_dict
 from badpo.core.jsonio import write_json
 from badpo.core.judgments import read_judgments
 from badpo.core.level import policy_tilt
+from badpo.corpora.smol_multipref import candidate_responses
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.evaluation.trained_run import load_causal_lm
 from badpo.paper.provenance import provenance
@@ -62,6 +63,20 @@ def differences(judgments, attributes: list[str]) -> torch.Tensor:
     return torch.as_tensor(chosen - rejected, dtype=torch.float64)
 
 
+def same_body_mask(judgments, answers: Path) -> torch.Tensor:
+    """``[N]`` bool: the judgments whose two sides are two styles of one sampled body (smol-multipref
+    draws both sides of a question without a right answer from all its samples, so some pairs differ
+    in style only). Their quality difference is 0 by construction: the policy's lean there is its
+    lean along the styles alone, what the body-fixed candidates read on other bodies."""
+    body_of = {}
+    for line in answers.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        for text in candidate_responses(row["kind"], row["body"]):
+            body_of[(row["prompt"], text)] = (row["prompt_id"], row["body"])
+    return torch.tensor([(j.prompt, j.chosen) in body_of and body_of[(j.prompt, j.chosen)]
+                         == body_of.get((j.prompt, j.rejected)) for j in judgments])
+
+
 def arm_row(out: Path, record: dict, reference, base: Path, splits: dict, layouts: dict,
             attributes: list[str]) -> dict:
     """One arm's lean on the training and held-out pairs and its body-fixed log-odds (a LoRA
@@ -80,6 +95,10 @@ def arm_row(out: Path, record: dict, reference, base: Path, splits: dict, layout
                                   cache_dir=out / "reference_cache")  # the reference's side once per reference
         pair, side, diff = layouts[name]
         row[f"lean_{name}"] = dict(zip(attributes, policy_tilt(margins.double(), diff, pair, side).tolist()))
+        if name == "train" and "same_body" in layouts:  # the pairs that style one body: quality 0 there
+            mask = layouts["same_body"]
+            row["lean_same_body"] = dict(zip(attributes, policy_tilt(
+                margins.double()[mask], diff[mask], pair[mask], side[mask]).tolist()))
     print(json.dumps(row), flush=True)
     return row
 
@@ -88,6 +107,8 @@ def lean_rows(out: Path, attributes: list[str], arms: list[str] | None, seeds: l
     records = read_records(out / "runs")
     splits = {name: read_judgments(out / "corpus" / f"{name}.jsonl") for name in ("train", "heldout")}
     layouts = {name: (*pair_layout(js), differences(js, attributes)) for name, js in splits.items()}
+    if (out / "corpus" / "answers.jsonl").exists():
+        layouts["same_body"] = same_body_mask(splits["train"], out / "corpus" / "answers.jsonl")
     rows = []
     for ref_key in sorted(k for k, r in records.items() if r["kind"] == "reference"):
         ref_record = records[ref_key]
@@ -113,15 +134,19 @@ def removal_table(paths: list[Path]) -> str:
     references = {r["key"]: r for r in rows if r["arm"] == "reference"}
     dpo = {r["seed"]: r for r in rows if r["arm"] == "DPO"}
     attributes = list(rows[0]["body_fixed"])
-    lines = ["| arm | seed | " + " | ".join(f"{a}: body-fixed | training pairs | held-out pairs" for a in attributes)
-             + " |", "|:--|--:|" + "--:|" * 3 * len(attributes)]
+    measured = [r for r in rows if r["arm"] != "reference"]
+    splits = ("train", "heldout") + (("same_body",) if all("lean_same_body" in r for r in measured) else ())
+    names = {"train": "training pairs", "heldout": "held-out pairs", "same_body": "same-body pairs"}
+    lines = ["| arm | seed | " + " | ".join(f"{a}: body-fixed | " + " | ".join(names[s] for s in splits)
+                                           for a in attributes) + " |",
+             "|:--|--:|" + "--:|" * (1 + len(splits)) * len(attributes)]
     for r in sorted((r for r in rows if r["arm"] not in ("reference", "DPO")), key=lambda r: (r["arm"], r["seed"])):
         base, ref = dpo[r["seed"]], references[r["reference"]]["body_fixed"]
         cells = []
         for a in attributes:
             body = 1 - (r["body_fixed"][a] - ref[a]) / (base["body_fixed"][a] - ref[a])
             cells += [f"{body:.0%}"] + [f"{1 - r[f'lean_{split}'][a] / base[f'lean_{split}'][a]:.0%}"
-                                        for split in ("train", "heldout")]
+                                        for split in splits]
         lines.append(f"| {r['arm']} | {r['seed']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
