@@ -42,7 +42,10 @@ def _spy(monkeypatch, module) -> list:
         if values.requires_grad:
             values.register_hook(lambda g: entry.__setitem__("gradient", g.detach().clone()))
         seen.append(entry)
-        return real(values, directions)
+        out = real(values, directions)
+        if out.requires_grad:  # the gradient as the loss sends it, before the projection
+            out.register_hook(lambda g: entry.__setitem__("incoming", g.detach().clone()))
+        return out
 
     monkeypatch.setattr(module, "orthogonal_to", spy)
     return seen
@@ -50,12 +53,14 @@ def _spy(monkeypatch, module) -> list:
 
 @pytest.mark.parametrize("method", ["ba_dpo_pooled", "ba_dpo_shared_mean"])
 def test_the_policys_gradient_has_nothing_along_the_attribute_and_thetas_is_kept(world, monkeypatch, method):
-    """One micro-batch's loss: the gradient reaching the chosen and the rejected log-probs is
-    orthogonal to g(y_w) - g(y_l) of its judgments; theta's gradient equals the plain run's."""
+    """One micro-batch's loss with theta at 0 (so the loss's own gradient leans along the
+    attribute): the gradient reaching the chosen and the rejected log-probs is orthogonal to
+    g(y_w) - g(y_l) of its judgments where the one the loss sends is not; theta's gradient, not 0,
+    equals the plain run's."""
     seen = _spy(monkeypatch, loop)
     grads = {}
     for rule in ("adam", "orthogonal"):
-        run = prepare_run(make_config(world, "unused", f"method={method}", f"bias.level={rule}"))[0]
+        run = prepare_run(make_config(world, "unused", f"method={method}", f"bias.level={rule}", "bias.init=zero"))[0]
         assert run.orthogonal == (rule == "orthogonal")
         micro = run.items.micro_batch(torch.arange(8))
         judgment_losses(run, micro, 0).losses.sum().backward()
@@ -64,9 +69,11 @@ def test_the_policys_gradient_has_nothing_along_the_attribute_and_thetas_is_kept
     expected = run.attr_diff[micro.judgments][:, run.bias.declared_index]
     for side in (chosen, rejected):
         assert torch.equal(side["directions"], expected) and expected.abs().sum() > 0
+        assert float((expected.T.double() @ side["incoming"].double()).abs().max()) > 1e-3
         assert float((expected.T.double() @ side["gradient"].double()).abs().max()) < 1e-6
         assert side["gradient"].abs().max() > 1e-4  # not everything is projected away
-    assert all(torch.allclose(a, b) for a, b in zip(grads["adam"], grads["orthogonal"]))
+    assert grads["adam"] and all(torch.allclose(a, b) for a, b in zip(grads["adam"], grads["orthogonal"]))
+    assert max(float(g.abs().max()) for g in grads["orthogonal"]) > 1e-4
 
 
 def test_an_orthogonal_run_trains_differently_and_resumes_bit_for_bit(world):
