@@ -16,7 +16,8 @@ infinitely faster than the policy. Theta's own gradient is unchanged.
 goes with an attribute within a batch is taken from the policy's step too (BA-DPO's own
 assumption, made here for every step, not only on average).
 
-**Cost.** One pseudo-inverse of a ``[J, d]`` matrix per micro-batch; the step keeps J - d of
+**Cost.** A pseudo-inverse of a ``[J, d]`` matrix per side (chosen, rejected) and micro-batch,
+on the same directions (one could serve both; it is a small matrix); the step keeps J - d of
 its J directions, so a micro-batch of few pairs loses a visible share of its quality signal.
 """
 
