@@ -13,13 +13,14 @@ import torch
 import yaml
 
 from badpo.cli import main
-from badpo.core.config import apply_overrides, from_dict, to_dict
+from badpo.core.config import ConfigError, apply_overrides, from_dict, to_dict
 from badpo.engine import loop
 from badpo.engine.loop import judgment_losses
 from badpo.engine.preference import prepare_run
 from badpo.engine.settings import RMConfig, TrainConfig
 from badpo.engine.train import train
 from fixtures.engine import assert_same_run, judgment_rows, make_config, policy_weights, write_jsonl
+from fixtures.orthogonal import spy_orthogonal
 
 pytestmark = pytest.mark.filterwarnings("ignore::badpo.auditing.estimates.BiasIdentifiabilityWarning")
 
@@ -32,32 +33,13 @@ def world(tmp_path_factory, save_model_dir) -> Path:
     return root
 
 
-def _spy(monkeypatch, module) -> list:
-    """Record, for every call of ``module.orthogonal_to``, its directions and the gradient its input
-    receives (the projected one)."""
-    seen, real = [], module.orthogonal_to
-
-    def spy(values, directions):
-        entry = {"directions": directions.detach().clone()}
-        if values.requires_grad:
-            values.register_hook(lambda g: entry.__setitem__("gradient", g.detach().clone()))
-        seen.append(entry)
-        out = real(values, directions)
-        if out.requires_grad:  # the gradient as the loss sends it, before the projection
-            out.register_hook(lambda g: entry.__setitem__("incoming", g.detach().clone()))
-        return out
-
-    monkeypatch.setattr(module, "orthogonal_to", spy)
-    return seen
-
-
 @pytest.mark.parametrize("method", ["ba_dpo_pooled", "ba_dpo_shared_mean"])
 def test_the_policys_gradient_has_nothing_along_the_attribute_and_thetas_is_kept(world, monkeypatch, method):
     """One micro-batch's loss with theta at 0 (so the loss's own gradient leans along the
     attribute): the gradient reaching the chosen and the rejected log-probs is orthogonal to
     g(y_w) - g(y_l) of its judgments where the one the loss sends is not; theta's gradient, not 0,
     equals the plain run's."""
-    seen = _spy(monkeypatch, loop)
+    seen = spy_orthogonal(monkeypatch, loop)
     grads = {}
     for rule in ("adam", "orthogonal"):
         run = prepare_run(make_config(world, "unused", f"method={method}", f"bias.level={rule}", "bias.init=zero"))[0]
@@ -93,16 +75,18 @@ def test_the_rule_refuses_trusted_annotators(world):
         train(make_config(world, "orthogonal-trusted", "steps=1", "bias.trusted=[ann1]", "bias.level=orthogonal"))
 
 
-def test_without_theta_the_rule_has_nothing_to_project(world, monkeypatch):
-    """DPO learns no theta (its channel only carries fixed offsets): the rule has no effect there."""
-    seen = _spy(monkeypatch, loop)
-    run = prepare_run(make_config(world, "unused", "method=dpo", "bias.level=orthogonal"))[0]
-    judgment_losses(run, run.items.micro_batch(torch.arange(4)), 0)
-    assert not run.orthogonal and seen == []
+@pytest.mark.parametrize("rule", ["orthogonal", "tilt", "tilt_given_quality"])
+def test_a_rule_for_theta_on_a_method_without_theta_is_refused(world, rule):
+    """DPO learns no theta (its channel only carries fixed offsets): a rule for theta would change
+    nothing, so it is a one-line error naming the option, before any model is loaded."""
+    with pytest.raises(ConfigError, match=f"^bias.level: {rule}: method 'dpo' learns no theta"):
+        prepare_run(make_config(world, "unused", "method=dpo", f"bias.level={rule}"))
+    run = prepare_run(make_config(world, "unused", "method=dpo", "bias.level=adam"))[0]
+    assert not run.orthogonal
 
 
 def test_the_reward_model_projects_its_rewards(world, monkeypatch, tmp_path):
-    seen = _spy(monkeypatch, loop)  # the reward model's scores pass through the loop's helper
+    seen = spy_orthogonal(monkeypatch, loop)  # the reward model's scores pass through the loop's helper
     base = {"variant": "pooled", "data": str(world / "judgments.jsonl"), "attributes": ["given:signed"],
             "model": {"name_or_path": str(world / "model")}, "steps": 2, "batch_size": 8, "micro_batch_size": 8,
             "optim": {"lr": 1e-3, "warmup_ratio": 0.0, "schedule": "constant"}, "bias": {"level": "orthogonal"},

@@ -157,11 +157,11 @@ LEVEL_RULES: dict[str, LevelRule] = {
     "orthogonal": LevelRule(orthogonal=True)}
 
 
-def orthogonal_step(settings, bias: BiasChannel | None, method) -> bool:
-    """Whether the run keeps the policy's step orthogonal to the declared attributes (``settings``:
-    its ``BiasSettings``; ``method`` its Method): only where theta is learned (an arm without it,
-    DPO, has nothing to take the attribute's share and trains as it would under any rule)."""
-    if bias is None or not method.learns_theta or not LEVEL_RULES[settings.level].orthogonal:
+def orthogonal_step(level: str, bias: BiasChannel | None, method) -> bool:
+    """Whether the run keeps the policy's step orthogonal to the declared attributes (``level``: its
+    ``bias.level``; ``method`` its Method). A method that learns no theta never gets here with a rule
+    other than ``adam`` (``build_bias`` refuses it)."""
+    if bias is None or not method.learns_theta or not LEVEL_RULES[level].orthogonal:
         return False
     if bias.trusted:
         raise ConfigError("bias.level: orthogonal keeps the policy's lean at the reference's, bias.trusted "

@@ -81,6 +81,9 @@ class PreferenceStage(JudgmentStage):
 
 def build_bias(method: Method, config: TrainConfig, data: PreferenceData):
     """The BiasChannel of the arm, or None when no attribute is declared (the bias logit is 0)."""
+    if not method.learns_theta and config.bias.level != "adam":  # a rule for theta, and no theta
+        raise ConfigError(f"bias.level: {config.bias.level}: method {config.method!r} learns no theta "
+                          "(the rule would change nothing); leave bias.level at adam")
     if not data.attribute_names:
         if method.learns_theta or config.bias.fixed_offset is not None:
             raise ConfigError(
@@ -199,7 +202,7 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
         reference_tokens=reference_tokens.to(accelerator.device) if per_token else None,
         token_offsets=token_offsets(data.store) if per_token else None,
         level=build_level_step(config.bias, bias, method.level_link(method_params), data),
-        orthogonal=orthogonal_step(config.bias, bias, method),
+        orthogonal=orthogonal_step(config.bias.level, bias, method),
     )
     return run, cache_parts, tokenizer
 

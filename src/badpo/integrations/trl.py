@@ -57,7 +57,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,13 +71,15 @@ from badpo.core.bias import BiasChannel
 from badpo.core.judgments import FIELDS, Judgment, annotator_classes, validate_judgments
 from badpo.core.level import NoFiniteStart, reference_start
 from badpo.core.notices import BadpoWarning
+from badpo.core.orthogonal import orthogonal_to
 from badpo.engine.batches import shuffled_annotator_index
 from badpo.engine.reporting import annotator_theta, theta_k_scalars
 from badpo.integrations.trl_files import TrainerFiles
 from badpo.integrations.trl_losses import margin_losses, pair_margins, start_link, weighted_loss
-from badpo.methods import JudgmentBatch, Method, get_method, sample_seeds
+from badpo.integrations.trl_rows import TRL_LACKS, bias_level_of, method_row, orthogonal_of, theta_options, trl_refusal
+from badpo.methods import JudgmentBatch, sample_seeds
 from badpo.methods.baselines import ba_dpo_terms
-from badpo.run_folder.external import local_path, method_of_variant
+from badpo.run_folder.external import local_path
 
 try:
     from accelerate import PartialState
@@ -98,21 +100,6 @@ _BADPO_COLUMNS = (INDEX_COLUMN, DIFF_COLUMN, JUDGMENT_COLUMN)
 _NOT_MODEL_INPUTS = ("completion_mask", "ref_chosen_logps", "ref_rejected_logps", *_BADPO_COLUMNS)
 # DPOConfig fields whose non-default value changes TRL's margin itself (loss types: trl_losses.py).
 _LOSS_OPTIONS = {"ld_alpha": None, "f_divergence_type": "reverse_kl", "use_weighting": False}
-
-# What a method row may ask for that TRL's batch (prompt, chosen, rejected, the annotator's row and
-# g_w - g_l) does not hold: (does the row ask for it, what it needs)
-TRL_LACKS: tuple[tuple[Callable[[Method], bool], str], ...] = (
-    (lambda row: row.type_policies, "trains several policies and mixes them (badpo.engine.mixture)"),
-    (lambda row: row.step_statistic is not None, "needs a statistic over the whole optimizer step"),
-)
-
-
-def trl_refusal(name: str) -> str | None:
-    """Why method ``name`` cannot train inside TRL, or None when it can."""
-    row = get_method(name)
-    return next((f"method {name!r} cannot train inside TRL: it {why}; train it with badpo train"
-                 for asks, why in TRL_LACKS if asks(row)), None)
-
 
 def _judgments(dataset, name: str) -> list[Judgment]:
     """The dataset's rows as validated judgments (the badpo fields only; other columns are TRL's)."""
@@ -204,23 +191,6 @@ def _flat(log: Mapping[str, Any]) -> dict[str, float]:
     return flat
 
 
-def _method_row(method: str | None, bias: str | BiasChannel | None) -> tuple[str, Method]:
-    """The row the loss comes from: ``method``, or BA-DPO of the bias variant (``dpo`` for ``none``;
-    ``shared_mean`` when neither is given). A row TRL cannot train, or a bias of another variant
-    than the row's, is a one-line error."""
-    variant = bias.variant if isinstance(bias, BiasChannel) else bias
-    if method is None:
-        method = method_of_variant(variant or "shared_mean")
-    refusal = trl_refusal(method)  # an unknown name: a ConfigError listing the known ones
-    if refusal is not None:
-        raise ValueError(f"method: {refusal}")
-    row = get_method(method)
-    if variant is not None and variant != row.bias_variant:
-        raise ValueError(f"bias: method {method!r} learns the bias variant {row.bias_variant!r}, not "
-                         f"{variant!r}; leave bias out, or give a channel of that variant")
-    return method, row
-
-
 class BADPOTrainer(TrainerFiles, DPOTrainer):
     """TRL's ``DPOTrainer`` with the BA-DPO bias logit b_k = theta_k . (g(y_w) - g(y_l)), and its loss
     from a row of badpo's method table.
@@ -237,20 +207,20 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
     learning rate. ``theta_init``: where a variant's theta starts, ``reference`` (the fit of the
     labels at the reference through the method's link), ``conditional`` (that fit with a per-pair
     random effect for quality, which quality does not shrink; docs/training.md) or ``zero``; a
-    ready channel is taken as is. Every other argument is ``DPOTrainer``'s.
+    ready channel is taken as is. ``bias_level``: what theta does after its start (``bias.level``
+    of ``badpo train``): ``adam`` (its own Adam) or ``orthogonal`` (also the policy's gradient kept
+    orthogonal to the declared attributes on every batch); the tilt rules are refused by name.
+    Every other argument is ``DPOTrainer``'s.
     """
 
     def __init__(self, model, ref_model=None, args: DPOConfig | None = None, data_collator=None,
                  train_dataset=None, eval_dataset=None, *, attributes: Sequence[str] | AttributeSet,
                  bias: str | BiasChannel | None = None, method: str | None = None,
                  method_params: Mapping[str, Any] | None = None, theta_lr: float = 1e-2,
-                 theta_init: str = "reference", **kwargs) -> None:
-        if not theta_lr > 0:
-            raise ValueError(f"theta_lr: must be > 0, got {theta_lr}")
-        if theta_init not in ("reference", "conditional", "zero"):
-            raise ValueError(f"theta_init: 'reference', 'conditional' or 'zero', got {theta_init!r}")
-        self.theta_init = theta_init
-        self.method_name, self.method = _method_row(method, bias)
+                 theta_init: str = "reference", bias_level: str = "adam", **kwargs) -> None:
+        self.theta_init = theta_options(theta_lr, theta_init)
+        self.method_name, self.method = method_row(method, bias)
+        self.bias_level = bias_level_of(bias_level, self.method_name, self.method)
         self.method_params = self.method.parse_params(dict(method_params or {}))
         self.attributes = attributes if isinstance(attributes, AttributeSet) else resolve_attributes(attributes)
         # the specs as given, for the run record (an AttributeSet keeps no specs)
@@ -261,6 +231,7 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         own_loss = self.method.loss is not ba_dpo_terms or self.method.weighting is not None
         self.margin_terms = margin_losses(args, self.method_name, own_loss)
         self.bias = self._channel(bias, judgments, args.beta)
+        self.orthogonal = orthogonal_of(self.bias_level, self.bias, self.method)
         shuffle_seed = args.seed if self.method.shuffle_annotators else None  # as badpo train's runtime.seed
         train_dataset = with_bias_columns(train_dataset, judgments, self.attributes, self.bias,
                                           "train_dataset", shuffle_seed)
@@ -373,6 +344,10 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         outputs = model(**model_inputs, labels=labels, use_cache=False, fused_lm_head=True)
         positions = completion_mask.shape[1] - 1  # log-probs of tokens 1.. (each predicted by the one before)
         policy_chosen, policy_rejected = outputs.log_probs[:, -positions:].sum(dim=1).chunk(2)
+        if self.orthogonal:  # bias_level 'orthogonal': the gradient reaching them has no share along g
+            directions = inputs[DIFF_COLUMN].to(device)[:, self.bias.declared_index.to(device)]
+            policy_chosen, policy_rejected = (orthogonal_to(policy_chosen, directions),
+                                              orthogonal_to(policy_rejected, directions))
         if self.precompute_ref_logps:
             reference_chosen, reference_rejected = inputs["ref_chosen_logps"], inputs["ref_rejected_logps"]
         else:  # the PEFT base (adapter off) when there is no separate reference model

@@ -67,6 +67,7 @@ class TrainerFiles:
             method_params=to_dict(self.method_params), step=int(self.state.global_step),
             theta_convergence=(theta_convergence(logged, self.state.max_steps or self.state.global_step)
                                if self.theta_optimizer is not None else None),
+            bias_level=self.bias_level,
             versions={name: version(name) for name in ("badpo", "trl", "transformers")})
 
     def theta_state(self) -> dict[str, Any]:

@@ -1,0 +1,78 @@
+"""Which rows of badpo's tables :class:`badpo.integrations.trl.BADPOTrainer` trains: a method row
+whose view TRL's batch gives (:data:`TRL_LACKS` names what it may not), and a ``bias.level`` rule
+that needs nothing beyond the batch (the tilt rules keep every judgment's last margin; refused).
+Kept apart from the trainer so that the checks read without TRL installed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from badpo.core.bias import BiasChannel
+from badpo.engine.level import LEVEL_RULES, orthogonal_step
+from badpo.methods import Method, get_method
+from badpo.run_folder.external import method_of_variant
+
+__all__ = ["TRL_LACKS", "bias_level_of", "method_row", "orthogonal_of", "theta_options", "trl_refusal"]
+
+# What a method row may ask for that TRL's batch (prompt, chosen, rejected, the annotator's row and
+# g_w - g_l) does not hold: (does the row ask for it, what it needs)
+TRL_LACKS: tuple[tuple[Callable[[Method], bool], str], ...] = (
+    (lambda row: row.type_policies, "trains several policies and mixes them (badpo.engine.mixture)"),
+    (lambda row: row.step_statistic is not None, "needs a statistic over the whole optimizer step"),
+)
+
+
+def trl_refusal(name: str) -> str | None:
+    """Why method ``name`` cannot train inside TRL, or None when it can."""
+    row = get_method(name)
+    return next((f"method {name!r} cannot train inside TRL: it {why}; train it with badpo train"
+                 for asks, why in TRL_LACKS if asks(row)), None)
+
+
+def bias_level_of(level: str, name: str, row: Method) -> str:
+    """``level`` checked: a rule of :data:`LEVEL_RULES` this trainer runs, on a row with a theta."""
+    if level not in LEVEL_RULES:
+        raise ValueError(f"bias_level: one of {sorted(LEVEL_RULES)}, got {level!r}")
+    if LEVEL_RULES[level].tilt is not None:
+        raise ValueError(f"bias_level: {level!r} moves theta after every step from every judgment's last "
+                         "margin, which BADPOTrainer does not keep; train it with badpo train")
+    if level != "adam" and not row.learns_theta:
+        raise ValueError(f"bias_level: {level!r}: method {name!r} learns no theta (the rule would change "
+                         "nothing); leave bias_level at 'adam'")
+    return level
+
+
+def method_row(method: str | None, bias: str | BiasChannel | None) -> tuple[str, Method]:
+    """The row the loss comes from: ``method``, or BA-DPO of the bias variant (``dpo`` for ``none``;
+    ``shared_mean`` when neither is given). A row TRL cannot train, or a bias of another variant
+    than the row's, is a one-line error."""
+    variant = bias.variant if isinstance(bias, BiasChannel) else bias
+    if method is None:
+        method = method_of_variant(variant or "shared_mean")
+    refusal = trl_refusal(method)  # an unknown name: a ConfigError listing the known ones
+    if refusal is not None:
+        raise ValueError(f"method: {refusal}")
+    row = get_method(method)
+    if variant is not None and variant != row.bias_variant:
+        raise ValueError(f"bias: method {method!r} learns the bias variant {row.bias_variant!r}, not "
+                         f"{variant!r}; leave bias out, or give a channel of that variant")
+    return method, row
+
+
+def orthogonal_of(level: str, bias: BiasChannel, row: Method) -> bool:
+    """Whether the trainer keeps the policy's gradient orthogonal to the declared attributes: the
+    engine's answer (:func:`badpo.engine.level.orthogonal_step`), its refusals naming this trainer's
+    option."""
+    try:
+        return orthogonal_step(level, bias, row)
+    except ValueError as error:
+        raise ValueError(str(error).replace("bias.level", "bias_level", 1)) from None
+
+
+def theta_options(theta_lr: float, theta_init: str) -> str:
+    """``theta_init``, once it and ``theta_lr`` are checked."""
+    if not theta_lr > 0:
+        raise ValueError(f"theta_lr: must be > 0, got {theta_lr}")
+    if theta_init not in ("reference", "conditional", "zero"):
+        raise ValueError(f"theta_init: 'reference', 'conditional' or 'zero', got {theta_init!r}")
+    return theta_init
