@@ -77,9 +77,9 @@ def test_the_rule_refuses_trusted_annotators(world):
 
 @pytest.mark.parametrize("rule", ["orthogonal", "tilt", "tilt_given_quality"])
 def test_a_rule_for_theta_on_a_method_without_theta_is_refused(world, rule):
-    """DPO learns no theta (its channel only carries fixed offsets): a rule for theta would change
-    nothing, so it is a one-line error naming the option, before any model is loaded."""
-    with pytest.raises(ConfigError, match=f"^bias.level: {rule}: method 'dpo' learns no theta"):
+    """DPO learns no theta (its channel only carries fixed offsets): a rule that needs one is a
+    one-line error naming the option, before the policy is loaded."""
+    with pytest.raises(ConfigError, match=f"^bias.level: {rule} needs a theta.*method 'dpo' learns none"):
         prepare_run(make_config(world, "unused", "method=dpo", f"bias.level={rule}"))
     run = prepare_run(make_config(world, "unused", "method=dpo", "bias.level=adam"))[0]
     assert not run.orthogonal

@@ -324,32 +324,38 @@ def test_bad_input_is_one_clear_error(world, tmp_path):
                      **common)
 
 
-def test_bias_level_orthogonal_projects_the_policys_gradient_as_the_engine_does(world, tmp_path, monkeypatch):
+@pytest.mark.parametrize("loss_type", [None, ["sigmoid", "hinge"]])
+def test_bias_level_orthogonal_projects_the_policys_gradient_as_the_engine_does(world, tmp_path, monkeypatch,
+                                                                               loss_type):
     """theta at 0 and the policy at the reference: every logit is 0, so the loss sends each chosen
     log-prob the same gradient and its sum along g(y_w) - g(y_l) is that gradient times 9 - 3, not 0.
-    Under bias_level='orthogonal' the gradient reaching the chosen and rejected log-probs has none
-    along it, theta's gradient is the plain trainer's, the policy's is not; the record names the rule."""
+    Two attributes, ``signed`` declared alone: under bias_level='orthogonal' the gradient reaching the
+    chosen and rejected log-probs has none along signed's column (the first; length's is not used),
+    theta's gradient is the plain trainer's, the policy's is not; also through TRL's loss types."""
     import badpo.integrations.trl as module
     from badpo.integrations.trl import DIFF_COLUMN, BADPOTrainer
     from fixtures.orthogonal import spy_orthogonal
 
     path, data = world
     seen, grads = spy_orthogonal(monkeypatch, module), {}
+    overrides = {} if loss_type is None else {"loss_type": loss_type, "loss_weights": [1.0, 1.0]}
     for level in ("adam", "orthogonal"):
-        trainer = BADPOTrainer(str(path / "model"), args=config(tmp_path / level), train_dataset=data,
-                               processing_class=build_tokenizer(), attributes=["given:signed"],
-                               bias="pooled", theta_init="zero", bias_level=level)
+        channel = BiasChannel("pooled", ["signed", "length"], [f"ann{k}" for k in range(5)], declared=["signed"])
+        trainer = BADPOTrainer(str(path / "model"), args=config(tmp_path / level, **overrides), train_dataset=data,
+                               processing_class=build_tokenizer(), attributes=["given:signed", "length"],
+                               bias=channel, bias_level=level)
         assert trainer.orthogonal == (level == "orthogonal")
         batch = trainer.data_collator([trainer.train_dataset[i] for i in range(N)])
         trainer.compute_loss(trainer.model, batch).backward()
         grads[level] = ([p.grad.clone() for p in trainer.theta_parameters],
                         torch.cat([p.grad.flatten() for p in trainer.model.parameters() if p.grad is not None]))
     assert len(seen) == 2  # chosen and rejected, the orthogonal trainer only
-    directions = batch[DIFF_COLUMN][:, trainer.bias.declared_index]
+    signed = batch[DIFF_COLUMN][:, :1]
+    assert batch[DIFF_COLUMN].shape[1] == 2 and batch[DIFF_COLUMN][:, 1].abs().sum() > 0
     for side in seen:
-        assert torch.equal(side["directions"], directions)
-        assert float((directions.T.double() @ side["incoming"].double()).abs().max()) > 1e-3
-        assert float((directions.T.double() @ side["gradient"].double()).abs().max()) < 1e-6
+        assert torch.equal(side["directions"], signed)
+        assert float((signed.T.double() @ side["incoming"].double()).abs().max()) > 1e-3
+        assert float((signed.T.double() @ side["gradient"].double()).abs().max()) < 1e-6
         assert side["gradient"].abs().max() > 1e-4
     assert all(torch.allclose(a, b) for a, b in zip(grads["adam"][0], grads["orthogonal"][0]))
     assert not torch.allclose(grads["adam"][1], grads["orthogonal"][1])
@@ -363,13 +369,13 @@ def test_bias_level_rules_it_cannot_honour_are_refused_by_name(world, tmp_path):
     common = dict(args=config(tmp_path), train_dataset=data, processing_class=build_tokenizer(),
                   attributes=["given:signed"])
     refusals = [
-        (dict(bias_level="tilt"), "^bias_level: 'tilt' moves theta after every step"),
+        (dict(bias_level="tilt"), "^bias_level: tilt moves theta after every step"),
         (dict(bias_level="steady"), "^bias_level: one of"),
-        (dict(bias_level="orthogonal", method="dpo"), "^bias_level: 'orthogonal': method 'dpo' learns no theta"),
+        (dict(bias_level="orthogonal", method="dpo"), "^bias_level: orthogonal needs a theta.*'dpo' learns none"),
         (dict(bias_level="orthogonal", method="sampo_ba_pooled"), "^bias_level: orthogonal projects the summed"),
         (dict(bias_level="orthogonal", bias=BiasChannel("shared_mean", ["signed"], [f"ann{k}" for k in range(5)],
                                                          trusted={"ann0": [0.0]})),
-         "^bias_level: orthogonal keeps the policy's lean at the reference's, bias.trusted"),
+         "^bias_level: orthogonal keeps the policy's lean at the reference's, the channel's trusted"),
     ]
     for kwargs, message in refusals:
         with pytest.raises(ValueError, match=message):

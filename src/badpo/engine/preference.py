@@ -82,8 +82,8 @@ class PreferenceStage(JudgmentStage):
 def build_bias(method: Method, config: TrainConfig, data: PreferenceData):
     """The BiasChannel of the arm, or None when no attribute is declared (the bias logit is 0)."""
     if not method.learns_theta and config.bias.level != "adam":  # a rule for theta, and no theta
-        raise ConfigError(f"bias.level: {config.bias.level}: method {config.method!r} learns no theta "
-                          "(the rule would change nothing); leave bias.level at adam")
+        raise ConfigError(f"bias.level: {config.bias.level} needs a theta to take the attributes' share, and "
+                          f"method {config.method!r} learns none; leave bias.level at adam")
     if not data.attribute_names:
         if method.learns_theta or config.bias.fixed_offset is not None:
             raise ConfigError(

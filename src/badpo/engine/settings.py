@@ -171,7 +171,7 @@ class BiasSettings:
     # every micro-batch has its component along the judgments' attribute differences removed, so
     # theta takes the attribute's whole share of the labels and the policy's own lean stays the
     # reference's (badpo.core.orthogonal). Not with bias.trusted (that anchors on the trusted annotators);
-    # every rule but adam is refused for a method that learns no theta (it would change nothing)
+    # every rule but adam needs a theta, and is refused for a method that learns none
     level: Literal["adam", "tilt", "tilt_given_quality", "orthogonal"] = "adam"
 
     def trusted_values(self, n_attributes: int) -> dict[str, list[float]]:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from badpo.core.bias import BiasChannel
 from badpo.engine.level import LEVEL_RULES, orthogonal_step
 from badpo.methods import Method, get_method
-from badpo.run_folder.external import method_of_variant
+from badpo.run_folder.external import TRAINER_LEVELS, method_of_variant
 
 __all__ = ["TRL_LACKS", "bias_level_of", "method_row", "orthogonal_of", "theta_options", "trl_refusal"]
 
@@ -33,12 +33,12 @@ def bias_level_of(level: str, name: str, row: Method) -> str:
     """``level`` checked: a rule of :data:`LEVEL_RULES` this trainer runs, on a row with a theta."""
     if level not in LEVEL_RULES:
         raise ValueError(f"bias_level: one of {sorted(LEVEL_RULES)}, got {level!r}")
-    if LEVEL_RULES[level].tilt is not None:
-        raise ValueError(f"bias_level: {level!r} moves theta after every step from every judgment's last "
+    if level not in TRAINER_LEVELS:  # the tilt rules
+        raise ValueError(f"bias_level: {level} moves theta after every step from every judgment's last "
                          "margin, which BADPOTrainer does not keep; train it with badpo train")
     if level != "adam" and not row.learns_theta:
-        raise ValueError(f"bias_level: {level!r}: method {name!r} learns no theta (the rule would change "
-                         "nothing); leave bias_level at 'adam'")
+        raise ValueError(f"bias_level: {level} needs a theta to take the attributes' share, and method "
+                         f"{name!r} learns none; leave bias_level at adam")
     return level
 
 
@@ -66,7 +66,8 @@ def orthogonal_of(level: str, bias: BiasChannel, row: Method) -> bool:
     try:
         return orthogonal_step(level, bias, row)
     except ValueError as error:
-        raise ValueError(str(error).replace("bias.level", "bias_level", 1)) from None
+        message = str(error).replace("bias.level", "bias_level", 1)
+        raise ValueError(message.replace("bias.trusted", "the channel's trusted annotators")) from None
 
 
 def theta_options(theta_lr: float, theta_init: str) -> str:

@@ -36,6 +36,8 @@ __all__ = ["RECORD_FILE", "FORMAT", "ExternalRun", "is_external_run", "method_of
            "write_external_run", "local_path"]
 
 FORMAT = "badpo.external-run/1"
+# the bias.level rules BADPOTrainer runs (the tilt rules need every judgment's last margin)
+TRAINER_LEVELS = ("adam", "orthogonal")
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,8 @@ def _check(record: ExternalRun, path: Path) -> None:
         raise ValueError(f"{path}: beta must be a positive number, got {record.beta!r}")
     if not record.attribute_names:
         raise ValueError(f"{path}: attribute_names is empty")
+    if record.bias_level not in TRAINER_LEVELS:
+        raise ValueError(f"{path}: bias_level must be one of {list(TRAINER_LEVELS)}, got {record.bias_level!r}")
     if record.attributes is not None:
         _check_specs(record.attributes, record.attribute_names, path)
 
