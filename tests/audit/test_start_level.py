@@ -10,6 +10,7 @@ import random
 from badpo.auditing.start_level import judgment_pairs
 from badpo.cli import main
 from badpo.core.judgments import Judgment, write_judgments
+from badpo.engine.settings import BiasSettings
 
 
 def _pool(theta: float, spread: float, pairs: int = 600, per: int = 4, seed: int = 0) -> list[Judgment]:
@@ -40,6 +41,8 @@ def test_json_holds_the_start_level_and_the_screen_shows_it_beside_the_marginal(
     assert fit["identified"] and abs(start - 1.0) < 3 * fit["se"][0]
     assert fit["marginal"][0] < 0.8 * start  # the shrinkage the start undoes
     assert "where train starts theta" in screen
+    default = BiasSettings().init  # the screen names the start train uses unasked, and its column
+    assert f"the default, bias.init: {default}, at 'marginal'" in screen and default == "reference"
     assert f"{start:+.3f}" in screen and f"{fit['marginal'][0]:+.3f}" in screen
 
 

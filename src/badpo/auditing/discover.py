@@ -32,8 +32,9 @@ which a shared quality signal does not produce. The limits are on docs/discover.
 **What it reports** for a cluster: the effect on all data with its interval, on the held-out half,
 on matched pairs, the spread (Paule-Mandel tau over the annotators' joint estimates of
 :func:`badpo.auditing.joint.fit_joint`, every reported attribute at once, with a Q-profile interval) and
-the level ``train`` would start theta at with every reported attribute declared (the conditional
-level of :mod:`badpo.core.pair_level`, as ``badpo audit`` shows it); the ready
+the level ``bias.init: conditional`` would start theta at with every reported attribute declared
+(the conditional level of :mod:`badpo.core.pair_level`, as ``badpo audit`` shows it; the default
+start, ``reference``, is the marginal level); the ready
 ``attributes=[...]`` line; when nothing is found, the smallest effect the data could have shown.
 """
 
@@ -123,7 +124,7 @@ class Finding:
     pairs_matched: int | None  # None: no edit removes the candidate alone
     spread: tuple[float, float, float] | None  # tau, low, high
     p_spread: float | None  # homogeneity over all data
-    level: float | None  # where train would start theta (conditional level, all findings declared)
+    level: float | None  # where bias.init: conditional would start theta (all findings declared)
     annotators: int  # annotators with a joint estimate
     caution: str | None = None  # why this may be quality rather than bias (:func:`caution`)
 
@@ -369,7 +370,7 @@ def _joint_effect(enc: Encoded, reps: list[int], signs: dict[int, np.ndarray], p
 
 
 def _joint(enc: Encoded, reps: list[int], signs: dict[int, np.ndarray], names: list[str], seed: int):
-    """Per representative: (tau, low, high) or None, the level train would start theta at with
+    """Per representative: (tau, low, high) or None, the level bias.init: conditional would start theta at with
     every reported attribute declared (:func:`start_levels`) or None, annotators estimated."""
     oriented = _oriented(enc, reps, signs)
     fit = fit_joint(oriented, enc.judge_annotator, enc.annotators, names)

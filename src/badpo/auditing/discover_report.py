@@ -130,7 +130,8 @@ def format_discovery(result: Discovery) -> str:
                   "effect: log-odds that the side carrying it wins, over all pairs whose sides differ in it "
                   "(pairs as clusters);", "  a quality difference that goes with the attribute is in it too; "
                   "matched: on pairs identical but for it (quality held);",
-                  "  spread: sd of the annotators' joint estimates beyond their noise; level: where train starts theta",
+                  "  spread: sd of the annotators' joint estimates beyond their noise; "
+                  "level: where bias.init: conditional starts theta",
                   "", "declare them (badpo train -c CONFIG '...' or badpo.train(..., attributes=[...])):",
                   f"  {result.attributes_line()}"]
         lines = [line for line in lines if line is not None]

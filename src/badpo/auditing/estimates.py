@@ -245,7 +245,7 @@ class Audit:
     unidentified: tuple[str, ...]  # no cross-group judgment on any coordinate
     warnings: tuple[str, ...]
     trusted: tuple[str, ...] = ()  # annotators whose theta_k is known (pins their component)
-    start: Any = None  # where train starts theta (badpo.auditing.start_level), when asked for
+    start: Any = None  # where bias.init: conditional starts theta (badpo.auditing.start_level), when asked for
 
     def coordinate(self, name: str) -> CoordinateAudit:
         for coordinate in self.coordinates:
@@ -462,9 +462,9 @@ def audit(judgments: Sequence[Judgment], attributes: _AttributeValues,
     :func:`badpo.core.judgments.annotator_classes`, whose error names ``source``'s row).
 
     ``differences`` are :func:`attribute_differences` of the same judgments when the caller has
-    them already (the report fits its joint estimates on them). ``start``: also fit where training
-    starts theta (:mod:`badpo.auditing.start_level`; ``Audit.start``). Problems are returned in
-    ``Audit.warnings`` and raised as ``BiasIdentifiabilityWarning``.
+    them already (the report fits its joint estimates on them). ``start``: also fit where
+    ``bias.init: conditional`` starts theta (:mod:`badpo.auditing.start_level`; ``Audit.start``).
+    Problems are returned in ``Audit.warnings`` and raised as ``BiasIdentifiabilityWarning``.
     """
     judgments = list(judgments)
     if not judgments:

@@ -1,4 +1,5 @@
-"""Where ``badpo train`` starts theta, shown by the audit before any training (``start_level``).
+"""Where ``badpo train`` starts theta, shown by the audit before any training (``start_level``: the
+conditional start; the default ``bias.init: reference`` starts at the marginal level beside it).
 
 The level is :func:`badpo.core.pair_level.pair_effect_level` on the judgments' attribute
 differences: the labels' fit with a per-pair random effect for quality (the conditional level,
@@ -54,8 +55,8 @@ def format_start_level(names: Sequence[str], fit) -> list[str]:
     """The audit's lines on where training starts theta."""
     if fit is None:
         return ["where train starts theta: no finite fit (see the warnings)"]
-    lines = ["where train starts theta (bias.init: conditional; the marginal level is bias.init: reference's,",
-             "which quality left out of the fit shrinks toward 0):"]
+    lines = ["where train starts theta: bias.init: conditional at 'start' (the level quality does not shrink);",
+             "the default, bias.init: reference, at 'marginal' (quality left out of the fit shrinks it toward 0):"]
     width = max(len("attribute"), *(len(n) for n in names))
     lines.append(f"  {'attribute':<{width}}  {'start':>7}  {'s.e.':>6}  {'marginal':>8}")
     for name, level, se, marginal in zip(names, fit.level, fit.se, fit.marginal):

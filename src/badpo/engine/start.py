@@ -1,11 +1,11 @@
 """Where theta's shared level starts (``bias.init``): one row per rule, nothing else branches on it.
 
-* ``conditional`` (the default): the level of a logistic fit with a per-pair random effect, with
+* ``conditional``: the level of a logistic fit with a per-pair random effect, with
   the policy at the reference (:mod:`badpo.core.pair_level`): the level each pair's quality does
   not shrink, read from how much more a pair's annotators agree than the attribute explains. With
   too few pairs judged twice, it is ``reference``'s and a warning says the level may be shrunk.
   Under a squared link (IPO) it is ``reference``'s: least squares is collapsible.
-* ``reference``: the conditional optimum of the arm's loss in the shared level at the reference,
+* ``reference`` (the default): the conditional optimum of the arm's loss in the shared level at the reference,
   where every margin is 0 (:func:`badpo.core.level.reference_start`): quality left out, so the
   fit shrinks toward 0 where quality differences are strong.
 * ``offline``: each attribute's log-odds on its own cross-group judgments (the paper's warm arms).
