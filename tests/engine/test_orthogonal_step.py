@@ -75,6 +75,15 @@ def test_the_rule_refuses_trusted_annotators(world):
         train(make_config(world, "orthogonal-trusted", "steps=1", "bias.trusted=[ann1]", "bias.level=orthogonal"))
 
 
+def test_a_micro_batch_no_larger_than_the_declared_attributes_is_refused(world):
+    """One declared attribute and one judgment a forward: its direction is the whole micro-batch,
+    so the projected policy gradient would be exactly 0 on every step."""
+    settings = ("method=ba_dpo_pooled", "bias.level=orthogonal", "batch_size=2")
+    with pytest.raises(ConfigError, match=r"^bias.level: orthogonal .* raise micro_batch_size above 1$"):
+        prepare_run(make_config(world, "unused", *settings, "micro_batch_size=1"))
+    assert prepare_run(make_config(world, "unused", *settings, "micro_batch_size=2"))[0].orthogonal
+
+
 @pytest.mark.parametrize("rule", ["orthogonal", "tilt", "tilt_given_quality"])
 def test_a_rule_for_theta_on_a_method_without_theta_is_refused(world, rule):
     """DPO learns no theta (its channel only carries fixed offsets): a rule that needs one is a

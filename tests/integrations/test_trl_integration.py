@@ -380,3 +380,7 @@ def test_bias_level_rules_it_cannot_honour_are_refused_by_name(world, tmp_path):
     for kwargs, message in refusals:
         with pytest.raises(ValueError, match=message):
             BADPOTrainer(str(path / "model"), **common, **kwargs)
+    one_a_batch = dict(common, args=config(tmp_path, per_device_train_batch_size=1))
+    with pytest.raises(ValueError, match=r"^bias_level: orthogonal .*above 1$") as refused:
+        BADPOTrainer(str(path / "model"), **one_a_batch, bias_level="orthogonal")
+    assert "args.per_device_train_batch_size" in str(refused.value)

@@ -18,7 +18,8 @@ assumption, made here for every step, not only on average).
 
 **Cost.** A pseudo-inverse of a ``[J, d]`` matrix per side (chosen, rejected) and micro-batch,
 on the same directions (one could serve both; it is a small matrix); the step keeps J - d of
-its J directions, so a micro-batch of few pairs loses a visible share of its quality signal.
+its J directions, so a micro-batch of few pairs loses a visible share of its quality signal, and one of d items or
+fewer with independent differences loses all of it (the engine refuses ``micro_batch_size`` <= d).
 """
 
 from __future__ import annotations

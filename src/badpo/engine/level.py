@@ -157,10 +157,10 @@ LEVEL_RULES: dict[str, LevelRule] = {
     "orthogonal": LevelRule(orthogonal=True)}
 
 
-def orthogonal_step(level: str, bias: BiasChannel | None, method) -> bool:
+def orthogonal_step(level: str, bias: BiasChannel | None, method, micro_batch: int) -> bool:
     """Whether the run keeps the policy's step orthogonal to the declared attributes (``level``: its
-    ``bias.level``; ``method`` its Method). A method that learns no theta never gets here with a rule
-    other than ``adam`` (``build_bias`` refuses it)."""
+    ``bias.level``; ``method`` its Method; ``micro_batch`` its items per forward). A method that
+    learns no theta never gets here with a rule other than ``adam`` (``build_bias`` refuses it)."""
     if bias is None or not method.learns_theta or not LEVEL_RULES[level].orthogonal:
         return False
     if bias.trusted:
@@ -169,6 +169,11 @@ def orthogonal_step(level: str, bias: BiasChannel | None, method) -> bool:
     if method.needs.token_logratios:
         raise ConfigError(f"bias.level: orthogonal projects the summed log-probs; {method.description} also "
                           "reads per-token ratios, which the projection does not reach")
+    declared = len(bias.declared)
+    if micro_batch <= declared:  # d independent directions span all of a micro-batch of d items
+        raise ConfigError(f"bias.level: orthogonal takes the micro-batch's {declared} declared attribute "
+                          f"direction(s) out of the policy's step, which leaves nothing of {micro_batch} item(s) "
+                          f"whose differences are independent: raise micro_batch_size above {declared}")
     return True
 
 

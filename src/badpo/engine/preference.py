@@ -202,7 +202,7 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
         reference_tokens=reference_tokens.to(accelerator.device) if per_token else None,
         token_offsets=token_offsets(data.store) if per_token else None,
         level=build_level_step(config.bias, bias, method.level_link(method_params), data),
-        orthogonal=orthogonal_step(config.bias.level, bias, method),
+        orthogonal=orthogonal_step(config.bias.level, bias, method, config.micro_batch_size),
     )
     return run, cache_parts, tokenizer
 

@@ -107,7 +107,7 @@ def prepare_reward_run(config: RMConfig, accelerator) -> tuple[Run, dict, object
         annotator_index=data.annotator_index.to(accelerator.device),
         attr_diff=data.attr_diff.to(accelerator.device), labels=labels, losses=reward_losses,
         level=build_level_step(config.bias, bias, method.level_link(None), data),
-        orthogonal=orthogonal_step(config.bias.level, bias, method),
+        orthogonal=orthogonal_step(config.bias.level, bias, method, config.micro_batch_size),
     )
     return run, {}, tokenizer
 

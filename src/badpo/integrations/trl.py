@@ -231,7 +231,7 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         own_loss = self.method.loss is not ba_dpo_terms or self.method.weighting is not None
         self.margin_terms = margin_losses(args, self.method_name, own_loss)
         self.bias = self._channel(bias, judgments, args.beta)
-        self.orthogonal = orthogonal_of(self.bias_level, self.bias, self.method)
+        self.orthogonal = orthogonal_of(self.bias_level, self.bias, self.method, args.per_device_train_batch_size)
         shuffle_seed = args.seed if self.method.shuffle_annotators else None  # as badpo train's runtime.seed
         train_dataset = with_bias_columns(train_dataset, judgments, self.attributes, self.bias,
                                           "train_dataset", shuffle_seed)

@@ -59,14 +59,15 @@ def method_row(method: str | None, bias: str | BiasChannel | None) -> tuple[str,
     return method, row
 
 
-def orthogonal_of(level: str, bias: BiasChannel, row: Method) -> bool:
+def orthogonal_of(level: str, bias: BiasChannel, row: Method, micro_batch: int) -> bool:
     """Whether the trainer keeps the policy's gradient orthogonal to the declared attributes: the
-    engine's answer (:func:`badpo.engine.level.orthogonal_step`), its refusals naming this trainer's
-    option."""
+    engine's answer (:func:`badpo.engine.level.orthogonal_step`; ``micro_batch``: judgments per
+    device batch), its refusals naming this trainer's options."""
     try:
-        return orthogonal_step(level, bias, row)
+        return orthogonal_step(level, bias, row, micro_batch)
     except ValueError as error:
         message = str(error).replace("bias.level", "bias_level", 1)
+        message = message.replace("micro_batch_size", "args.per_device_train_batch_size")
         raise ValueError(message.replace("bias.trusted", "the channel's trusted annotators")) from None
 
 
