@@ -83,6 +83,9 @@ def test_bad_keys_and_variants_are_named():
     config = load_config(RMConfig, CONFIGS / "rm_tiny.yaml", ["variant=nope"])
     with pytest.raises(ConfigError, match="variant"):
         check_rm(config)
+    plain = load_config(RMConfig, CONFIGS / "rm_tiny.yaml", ["variant=none", "bias.level=orthogonal"])
+    with pytest.raises(ConfigError, match="^bias.level: orthogonal needs a theta.*variant 'none' learns none"):
+        check_rm(plain)  # named by the key the user set, not by the run's name rm_none
 
 
 # ------------------------------------------------------------------------- training on the engine

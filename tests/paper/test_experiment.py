@@ -437,3 +437,13 @@ def test_an_arm_the_engine_refuses_fails_before_the_corpus_is_built_and_leaves_n
                       "arms=[{name: DPO, method: dpoo}]"])
     assert line.startswith("badpo experiment: arms[0] (DPO): method: unknown method 'dpoo'")
     assert not out.exists()
+
+
+def test_a_rule_for_theta_on_an_arm_without_theta_fails_when_planned(tmp_path, cli_error):
+    """A DPO arm under bias.level: orthogonal was refused only when the arm started (after the
+    corpus, the reference and every arm before it); the runner's planning now refuses it."""
+    out = tmp_path / "new"
+    line = cli_error(["experiment", str(experiment_config_path("tiny")), f"output_dir={out}",
+                      "arms=[{name: DPO, method: dpo, params: {bias.level: orthogonal}}]"])
+    assert line.startswith("badpo experiment: arms[0] (DPO): bias.level: orthogonal needs a theta")
+    assert "method 'dpo' learns none" in line and not out.exists()

@@ -95,9 +95,19 @@ def check_common(config: RunConfig) -> None:
     check_trackers(config.report)
 
 
+def check_level_has_theta(level: str, learns_theta: bool, owner: str) -> None:
+    """A rule for theta (``bias.level`` other than adam) on an arm that learns none is refused:
+    projecting or anchoring a step with no theta to take the attributes' share would change the
+    method, not leave it as it is. ``owner`` names the arm: "method 'dpo'", "variant 'none'"."""
+    if not learns_theta and level != "adam":
+        raise ConfigError(f"bias.level: {level} needs a theta to take the attributes' share, and {owner} "
+                          "learns none; leave bias.level at adam")
+
+
 def check_train(config: TrainConfig) -> None:
     check_common(config)
     method = get_method(config.method)
+    check_level_has_theta(config.bias.level, method.learns_theta, f"method {config.method!r}")
     params = method.parse_params(config.method_params)
     _positive(config.beta, "beta")  # beta < 0 would learn the reverse preference
     # an arm of several policies counts stop_after_steps over all of its steps (badpo.engine.mixture)
@@ -186,9 +196,10 @@ def check_bias(bias: BiasSettings) -> None:
 def check_rm(config: RMConfig) -> None:
     check_common(config)
     try:
-        variant_facts(config.variant)
+        facts = variant_facts(config.variant)
     except ValueError as error:
         raise ConfigError(str(error)) from None
+    check_level_has_theta(config.bias.level, facts.learns_theta, f"variant {config.variant!r}")
     check_judgment_run(config, lambda steps: (steps, "steps"))
 
 

@@ -23,7 +23,7 @@ from badpo.core.config import ConfigError
 from badpo.engine.batches import PreferenceData, Schedule, load_preference_data
 from badpo.engine.cache import reference_logprobs, token_offsets
 from badpo.engine.checkpoint import continue_from
-from badpo.engine.checks import check_offset_length
+from badpo.engine.checks import check_level_has_theta, check_offset_length
 from badpo.engine.level import build_level_step, orthogonal_step
 from badpo.engine.lifecycle import commit_judgment_outputs
 from badpo.engine.logprobs import LogprobModel
@@ -81,9 +81,7 @@ class PreferenceStage(JudgmentStage):
 
 def build_bias(method: Method, config: TrainConfig, data: PreferenceData):
     """The BiasChannel of the arm, or None when no attribute is declared (the bias logit is 0)."""
-    if not method.learns_theta and config.bias.level != "adam":  # a rule for theta, and no theta
-        raise ConfigError(f"bias.level: {config.bias.level} needs a theta to take the attributes' share, and "
-                          f"method {config.method!r} learns none; leave bias.level at adam")
+    check_level_has_theta(config.bias.level, method.learns_theta, f"method {config.method!r}")  # train's and rm's
     if not data.attribute_names:
         if method.learns_theta or config.bias.fixed_offset is not None:
             raise ConfigError(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from badpo.core.bias import BiasChannel
+from badpo.engine.checks import check_level_has_theta
 from badpo.engine.level import LEVEL_RULES, orthogonal_step
 from badpo.methods import Method, get_method
 from badpo.run_folder.external import TRAINER_LEVELS, method_of_variant
@@ -36,9 +37,10 @@ def bias_level_of(level: str, name: str, row: Method) -> str:
     if level not in TRAINER_LEVELS:  # the tilt rules
         raise ValueError(f"bias_level: {level} moves theta after every step from every judgment's last "
                          "margin, which BADPOTrainer does not keep; train it with badpo train")
-    if level != "adam" and not row.learns_theta:
-        raise ValueError(f"bias_level: {level} needs a theta to take the attributes' share, and method "
-                         f"{name!r} learns none; leave bias_level at adam")
+    try:
+        check_level_has_theta(level, row.learns_theta, f"method {name!r}")
+    except ValueError as error:
+        raise ValueError(str(error).replace("bias.level", "bias_level")) from None
     return level
 
 
