@@ -15,6 +15,7 @@ import yaml
 from badpo.cli import main
 from badpo.core.config import ConfigError, apply_overrides, from_dict, to_dict
 from badpo.engine import loop
+from badpo.engine.checks import check_rm, check_train
 from badpo.engine.loop import judgment_losses
 from badpo.engine.preference import prepare_run
 from badpo.engine.settings import RMConfig, TrainConfig
@@ -82,6 +83,41 @@ def test_a_micro_batch_no_larger_than_the_declared_attributes_is_refused(world):
     with pytest.raises(ConfigError, match=r"^bias.level: orthogonal .* raise micro_batch_size above 1$"):
         prepare_run(make_config(world, "unused", *settings, "micro_batch_size=1"))
     assert prepare_run(make_config(world, "unused", *settings, "micro_batch_size=2"))[0].orthogonal
+
+
+ORTHOGONAL_TWO = ("attributes=[given:signed,given:length]", "bias.level=orthogonal", "batch_size=2",
+                  "micro_batch_size=2")
+
+
+def rm_config(world: Path, *overrides: str) -> RMConfig:
+    base = {"variant": "pooled", "data": str(world / "judgments.jsonl"),
+            "model": {"name_or_path": str(world / "model")}, "output_dir": str(world / "unused-rm")}
+    return from_dict(RMConfig, apply_overrides(base, list(overrides)))
+
+
+@pytest.mark.parametrize("check", ["train", "rm"])
+def test_the_config_checks_refuse_a_micro_batch_no_larger_than_the_declared_coordinates(world, check):
+    """Refused before anything loads (a run would load the model and the reference first): two
+    declared coordinates in a micro-batch of two; declaring one leaves that micro-batch a free
+    direction and passes."""
+    def checked(*extra: str) -> None:
+        if check == "train":
+            check_train(make_config(world, "unused", "method=ba_dpo_pooled", *ORTHOGONAL_TWO, *extra))
+        else:
+            check_rm(rm_config(world, *ORTHOGONAL_TWO, *extra))
+    with pytest.raises(ConfigError, match=r"^bias.level: orthogonal .* raise micro_batch_size above 2$"):
+        checked()
+    checked("bias.declared=[signed]")
+
+
+def test_the_config_check_refuses_what_the_rule_cannot_honour(world):
+    """Trusted annotators and a method that reads per-token ratios: one line each from train's
+    config check, as from the run."""
+    with pytest.raises(ConfigError, match="bias.trusted anchors it on the trusted annotators"):
+        check_train(make_config(world, "unused", "method=ba_dpo_pooled", "bias.level=orthogonal",
+                                "bias.trusted=[ann1]"))
+    with pytest.raises(ConfigError, match="^bias.level: orthogonal projects the summed log-probs; SamPO"):
+        check_train(make_config(world, "unused", "method=sampo_ba_pooled", "bias.level=orthogonal"))
 
 
 @pytest.mark.parametrize("rule", ["orthogonal", "tilt", "tilt_given_quality"])

@@ -108,6 +108,9 @@ def check_train(config: TrainConfig) -> None:
     check_common(config)
     method = get_method(config.method)
     check_level_has_theta(config.bias.level, method.learns_theta, f"method {config.method!r}")
+    if config.bias.level == "orthogonal":  # the method learns a theta (checked just above)
+        check_orthogonal(bool(config.bias.trusted), method.description if method.needs.token_logratios else None,
+                         config.micro_batch_size, declared_count(config))
     params = method.parse_params(config.method_params)
     _positive(config.beta, "beta")  # beta < 0 would learn the reverse preference
     # an arm of several policies counts stop_after_steps over all of its steps (badpo.engine.mixture)
@@ -152,13 +155,46 @@ def check_judgment_run(config: JudgmentRunConfig, total_steps: Callable[[int], t
     _within(config.save_every, 0, float("inf"), "save_every")
     _positive(config.keep_checkpoints, "keep_checkpoints")
     check_bias(config.bias)
-    specs = config.attributes
-    if config.bias.fixed_offset is not None and specs and not any(map(imports_user_code, specs)):
-        with warnings.catch_warnings():  # a spec's notices are given once, when the data is read
-            warnings.simplefilter("ignore")
-            names = resolve_attributes(specs).names
+    names = coordinate_names(config.attributes)
+    if config.bias.fixed_offset is not None and names is not None:
         check_offset_length(config.bias.fixed_offset, names)
     _check_not_the_data_folder(config.data, config.output_dir)
+
+
+def coordinate_names(specs) -> tuple[str, ...] | None:
+    """The attribute coordinates ``specs`` give, where the config alone tells (no spec runs user
+    code); None otherwise: they are known when the data is read."""
+    if not specs or any(map(imports_user_code, specs)):
+        return None
+    with warnings.catch_warnings():  # a spec's notices are given once, when the data is read
+        warnings.simplefilter("ignore")
+        return tuple(resolve_attributes(specs).names)
+
+
+def declared_count(config: JudgmentRunConfig) -> int | None:
+    """How many attribute coordinates get a theta (``bias.declared``, else every coordinate),
+    where the config alone tells; None otherwise."""
+    if config.bias.declared is not None:
+        return len(config.bias.declared)
+    names = coordinate_names(config.attributes)
+    return None if names is None else len(names)
+
+
+def check_orthogonal(trusted: bool, token_ratios_of: str | None, micro_batch: int, declared: int | None) -> None:
+    """What ``bias.level: orthogonal`` cannot do, refused by the config checks before anything loads
+    and again by the run (``engine/level.py``, where the data has given every count):
+    ``token_ratios_of`` names a method that also reads per-token ratios; ``declared`` is None where
+    the count is not known yet."""
+    if trusted:
+        raise ConfigError("bias.level: orthogonal keeps the policy's lean at the reference's, bias.trusted "
+                          "anchors it on the trusted annotators: choose one")
+    if token_ratios_of is not None:
+        raise ConfigError(f"bias.level: orthogonal projects the summed log-probs; {token_ratios_of} also "
+                          "reads per-token ratios, which the projection does not reach")
+    if declared is not None and micro_batch <= declared:  # d independent directions span d items
+        raise ConfigError(f"bias.level: orthogonal takes the micro-batch's {declared} declared attribute "
+                          f"direction(s) out of the policy's step, which leaves nothing of {micro_batch} item(s) "
+                          f"whose differences are independent: raise micro_batch_size above {declared}")
 
 
 def check_offset_length(offset: list[float], names: tuple[str, ...] | list[str]) -> None:
@@ -200,6 +236,8 @@ def check_rm(config: RMConfig) -> None:
     except ValueError as error:
         raise ConfigError(str(error)) from None
     check_level_has_theta(config.bias.level, facts.learns_theta, f"variant {config.variant!r}")
+    if config.bias.level == "orthogonal":  # the variant learns a theta (checked just above)
+        check_orthogonal(bool(config.bias.trusted), None, config.micro_batch_size, declared_count(config))
     check_judgment_run(config, lambda steps: (steps, "steps"))
 
 

@@ -47,6 +47,7 @@ from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError
 from badpo.core.level import Link, level_shift, tilt_shift
 from badpo.engine.batches import PreferenceData
+from badpo.engine.checks import check_orthogonal
 from badpo.engine.start import judgment_sides, labels_quality
 from badpo.run_folder.layout import THETA_FILE, TRAINED_THETA_FILE
 
@@ -163,17 +164,8 @@ def orthogonal_step(level: str, bias: BiasChannel | None, method, micro_batch: i
     learns no theta never gets here with a rule other than ``adam`` (``build_bias`` refuses it)."""
     if bias is None or not method.learns_theta or not LEVEL_RULES[level].orthogonal:
         return False
-    if bias.trusted:
-        raise ConfigError("bias.level: orthogonal keeps the policy's lean at the reference's, bias.trusted "
-                          "anchors it on the trusted annotators: choose one")
-    if method.needs.token_logratios:
-        raise ConfigError(f"bias.level: orthogonal projects the summed log-probs; {method.description} also "
-                          "reads per-token ratios, which the projection does not reach")
-    declared = len(bias.declared)
-    if micro_batch <= declared:  # d independent directions span all of a micro-batch of d items
-        raise ConfigError(f"bias.level: orthogonal takes the micro-batch's {declared} declared attribute "
-                          f"direction(s) out of the policy's step, which leaves nothing of {micro_batch} item(s) "
-                          f"whose differences are independent: raise micro_batch_size above {declared}")
+    check_orthogonal(bool(bias.trusted), method.description if method.needs.token_logratios else None,
+                     micro_batch, len(bias.declared))
     return True
 
 
