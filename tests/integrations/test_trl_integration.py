@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 
 import pytest
 import torch
@@ -384,3 +385,20 @@ def test_bias_level_rules_it_cannot_honour_are_refused_by_name(world, tmp_path):
     with pytest.raises(ValueError, match=r"^bias_level: orthogonal .*above 1$") as refused:
         BADPOTrainer(str(path / "model"), **one_a_batch, bias_level="orthogonal")
     assert "args.per_device_train_batch_size" in str(refused.value)
+
+
+def test_an_epochs_last_batch_too_short_to_project_is_named(world, tmp_path):
+    """TRL keeps a short last batch unless told otherwise: one judgment against one declared
+    attribute gives the policy no gradient, said once; dropped, nothing is said."""
+    from badpo.integrations.trl import BADPOTrainer
+
+    path, data = world
+    common = dict(train_dataset=data, processing_class=build_tokenizer(), attributes=["given:signed"],
+                  bias_level="orthogonal")
+    with pytest.warns(UserWarning, match=r"last batch holds 1 judgment\(s\).*dataloader_drop_last=True"):
+        BADPOTrainer(str(path / "model"), args=config(tmp_path, per_device_train_batch_size=N - 1), **common)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        BADPOTrainer(str(path / "model"), args=config(tmp_path, per_device_train_batch_size=N - 1,
+                                                      dataloader_drop_last=True), **common)
+    assert not [w for w in seen if "last batch" in str(w.message)]

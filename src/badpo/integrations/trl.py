@@ -101,6 +101,14 @@ _NOT_MODEL_INPUTS = ("completion_mask", "ref_chosen_logps", "ref_rejected_logps"
 # DPOConfig fields whose non-default value changes TRL's margin itself (loss types: trl_losses.py).
 _LOSS_OPTIONS = {"ld_alpha": None, "f_divergence_type": "reverse_kl", "use_weighting": False}
 
+def _short_last_batch(rows: int, args) -> int:
+    """The judgments of each epoch's short last batch on one process (0: every batch is full, the
+    last one dropped, or several processes, whose split accelerate evens out)."""
+    if args.dataloader_drop_last or PartialState().num_processes != 1:
+        return 0
+    return rows % args.per_device_train_batch_size
+
+
 def _judgments(dataset, name: str) -> list[Judgment]:
     """The dataset's rows as validated judgments (the badpo fields only; other columns are TRL's)."""
     import datasets
@@ -231,7 +239,8 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         own_loss = self.method.loss is not ba_dpo_terms or self.method.weighting is not None
         self.margin_terms = margin_losses(args, self.method_name, own_loss)
         self.bias = self._channel(bias, judgments, args.beta)
-        self.orthogonal = orthogonal_of(self.bias_level, self.bias, self.method, args.per_device_train_batch_size)
+        self.orthogonal = orthogonal_of(self.bias_level, self.bias, self.method, args.per_device_train_batch_size,
+                                        _short_last_batch(len(judgments), args))
         shuffle_seed = args.seed if self.method.shuffle_annotators else None  # as badpo train's runtime.seed
         train_dataset = with_bias_columns(train_dataset, judgments, self.attributes, self.bias,
                                           "train_dataset", shuffle_seed)

@@ -5,6 +5,7 @@ Kept apart from the trainer so that the checks read without TRL installed."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 from badpo.core.bias import BiasChannel
@@ -61,16 +62,23 @@ def method_row(method: str | None, bias: str | BiasChannel | None) -> tuple[str,
     return method, row
 
 
-def orthogonal_of(level: str, bias: BiasChannel, row: Method, micro_batch: int) -> bool:
+def orthogonal_of(level: str, bias: BiasChannel, row: Method, micro_batch: int, last_batch: int = 0) -> bool:
     """Whether the trainer keeps the policy's gradient orthogonal to the declared attributes: the
     engine's answer (:func:`badpo.engine.level.orthogonal_step`; ``micro_batch``: judgments per
-    device batch), its refusals naming this trainer's options."""
+    device batch), its refusals naming this trainer's options. ``last_batch``: the judgments of an
+    epoch's short last batch (0 where every batch is full); one with no more judgments than
+    declared attributes gives the policy no gradient, which a warning says."""
     try:
-        return orthogonal_step(level, bias, row, micro_batch)
+        on = orthogonal_step(level, bias, row, micro_batch)
     except ValueError as error:
         message = str(error).replace("bias.level", "bias_level", 1)
         message = message.replace("micro_batch_size", "args.per_device_train_batch_size")
         raise ValueError(message.replace("bias.trusted", "the channel's trusted annotators")) from None
+    if on and 0 < last_batch <= len(bias.declared):
+        warnings.warn(f"bias_level: orthogonal: each epoch's last batch holds {last_batch} judgment(s), no more "
+                      f"than the {len(bias.declared)} declared attribute(s), so the policy learns nothing from "
+                      "it; set args.dataloader_drop_last=True to leave it out", stacklevel=3)
+    return on
 
 
 def theta_options(theta_lr: float, theta_init: str) -> str:
