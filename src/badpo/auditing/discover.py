@@ -391,8 +391,9 @@ LEVEL_PAIRS = 5_000
 
 def start_levels(oriented: np.ndarray, pair: np.ndarray, side: np.ndarray, seed: int) -> list[float | None]:
     """The conditional level of each column (badpo.core.pair_level), fitted jointly, as ``train``
-    starts theta; on more than :data:`LEVEL_PAIRS` pairs, on that many drawn at random (its standard
-    error grows as 1 / sqrt(pairs): about 0.04 there). None where no finite fit exists."""
+    starts theta under ``bias.init: conditional``; on more than :data:`LEVEL_PAIRS` pairs, on that
+    many drawn at random (its standard error grows as 1 / sqrt(pairs): about 0.04 there). None where
+    no finite fit exists."""
     import torch
 
     from badpo.core.pair_level import pair_effect_level

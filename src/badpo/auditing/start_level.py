@@ -54,7 +54,8 @@ def start_level(judgments: Sequence[Judgment], differences: np.ndarray, trusted:
 def format_start_level(names: Sequence[str], fit) -> list[str]:
     """The audit's lines on where training starts theta."""
     if fit is None:
-        return ["where train starts theta: no finite fit (see the warnings)"]
+        return ["bias.init: conditional's level: no finite fit (see the warnings); the default start, "
+                "bias.init: reference, does not need it"]
     lines = ["where train starts theta: bias.init: conditional at 'start' (the level quality does not shrink);",
              "the default, bias.init: reference, at 'marginal' (quality left out of the fit shrinks it toward 0):"]
     width = max(len("attribute"), *(len(n) for n in names))

@@ -17,9 +17,13 @@ goes with an attribute within a batch is taken from the policy's step too (BA-DP
 assumption, made here for every step, not only on average).
 
 **Cost.** A pseudo-inverse of a ``[J, d]`` matrix per side (chosen, rejected) and micro-batch,
-on the same directions (one could serve both; it is a small matrix); the step keeps J - d of
-its J directions, so a micro-batch of few pairs loses a visible share of its quality signal, and one of d items or
-fewer with independent differences loses all of it (the engine refuses ``micro_batch_size`` <= d).
+on the same directions (one could serve both; it is a small matrix). The step gives up d of the
+micro-batch's independent directions: its distinct pairs, where a pair's judgments share their
+sides (``pair_grouped``) or stand as rows of their own (``per_judgment``, where one pair's rows
+move the policy along one direction). So a micro-batch of few pairs loses a visible share of its
+quality signal, and one of d pairs or fewer loses all of it: the config checks refuse
+``micro_batch_size`` <= d, which counts items and so cannot see a per-judgment micro-batch that
+holds few distinct pairs.
 """
 
 from __future__ import annotations

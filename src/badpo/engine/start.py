@@ -12,7 +12,8 @@
 * ``zero``: theta = 0 (the paper's start).
 
 Trusted annotators' judgments are left out of every fit, and a ``bias.fixed_offset`` is counted.
-Why the conditional level, and what theta does after it: docs/training.md, "Where theta starts".
+Why the reference fit is the default, what the conditional level adds, and what theta does after
+the start: docs/training.md, "Where theta starts".
 """
 
 from __future__ import annotations
