@@ -9,6 +9,7 @@ import warnings
 from collections.abc import Callable
 
 from badpo.core.bias import BiasChannel
+from badpo.core.notices import BadpoWarning
 from badpo.engine.checks import check_level_has_theta
 from badpo.engine.level import LEVEL_RULES, orthogonal_step
 from badpo.methods import Method, get_method
@@ -77,7 +78,7 @@ def orthogonal_of(level: str, bias: BiasChannel, row: Method, micro_batch: int, 
     if on and 0 < last_batch <= len(bias.declared):
         warnings.warn(f"bias_level: orthogonal: each epoch's last batch holds {last_batch} judgment(s), no more "
                       f"than the {len(bias.declared)} declared attribute(s), so the policy learns nothing from "
-                      "it; set args.dataloader_drop_last=True to leave it out", stacklevel=3)
+                      "it; set args.dataloader_drop_last=True to leave it out", BadpoWarning, stacklevel=3)
     return on
 
 
