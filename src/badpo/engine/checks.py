@@ -108,14 +108,11 @@ def check_train(config: TrainConfig) -> None:
     check_common(config)
     method = get_method(config.method)
     check_level_has_theta(config.bias.level, method.learns_theta, f"method {config.method!r}")
-    if config.bias.level == "orthogonal":  # the method learns a theta (checked just above)
-        check_orthogonal(bool(config.bias.trusted), method.description if method.needs.token_logratios else None,
-                         config.micro_batch_size, declared_count(config))
     params = method.parse_params(config.method_params)
     _positive(config.beta, "beta")  # beta < 0 would learn the reverse preference
     # an arm of several policies counts stop_after_steps over all of its steps (badpo.engine.mixture)
     check_judgment_run(config, lambda steps: (params.total_steps(steps), "the arm's total steps")
-                       if method.type_policies else (steps, "steps"))
+                       if method.type_policies else (steps, "steps"), method)
     if config.fsdp:
         check_fsdp(config, method.type_policies)
 
@@ -144,9 +141,11 @@ def check_fsdp(config: TrainConfig, type_policies: bool) -> None:
                           "DDP); set lora.enabled=false or fsdp=false")
 
 
-def check_judgment_run(config: JudgmentRunConfig, total_steps: Callable[[int], tuple[int, str]]) -> None:
+def check_judgment_run(config: JudgmentRunConfig, total_steps: Callable[[int], tuple[int, str]],
+                       method=None) -> None:
     """The checks ``train`` and ``rm`` share: the length of the run, its checkpoints, the bias
-    options and its folder. ``total_steps(steps)``: the run's steps and what to call them."""
+    options and its folder. ``total_steps(steps)``: the run's steps and what to call them;
+    ``method``: train's Method row (None for the reward model)."""
     _positive(config.steps, "steps")
     total, what = total_steps(config.steps)
     if config.stop_after_steps is not None and not 0 < config.stop_after_steps <= total:
@@ -155,6 +154,8 @@ def check_judgment_run(config: JudgmentRunConfig, total_steps: Callable[[int], t
     _within(config.save_every, 0, float("inf"), "save_every")
     _positive(config.keep_checkpoints, "keep_checkpoints")
     check_bias(config.bias)
+    if config.bias.level == "orthogonal":  # a theta is learned: check_level_has_theta ran first
+        check_orthogonal(bool(config.bias.trusted), method, config.micro_batch_size, declared_count(config))
     names = coordinate_names(config.attributes)
     if config.bias.fixed_offset is not None and names is not None:
         check_offset_length(config.bias.fixed_offset, names)
@@ -180,16 +181,16 @@ def declared_count(config: JudgmentRunConfig) -> int | None:
     return None if names is None else len(names)
 
 
-def check_orthogonal(trusted: bool, token_ratios_of: str | None, micro_batch: int, declared: int | None) -> None:
+def check_orthogonal(trusted: bool, method, micro_batch: int, declared: int | None) -> None:
     """What ``bias.level: orthogonal`` cannot do, refused by the config checks before anything loads
-    and again by the run (``engine/level.py``, where the data has given every count):
-    ``token_ratios_of`` names a method that also reads per-token ratios; ``declared`` is None where
-    the count is not known yet."""
+    and again by the run (``engine/level.py``, where the data has given every count): ``method``,
+    the Method row (None: the reward model, which reads no per-token ratios); ``declared`` is None
+    where the count is not known yet."""
     if trusted:
         raise ConfigError("bias.level: orthogonal keeps the policy's lean at the reference's, bias.trusted "
                           "anchors it on the trusted annotators: choose one")
-    if token_ratios_of is not None:
-        raise ConfigError(f"bias.level: orthogonal projects the summed log-probs; {token_ratios_of} also "
+    if method is not None and method.needs.token_logratios:
+        raise ConfigError(f"bias.level: orthogonal projects the summed log-probs; {method.description} also "
                           "reads per-token ratios, which the projection does not reach")
     if declared is not None and micro_batch <= declared:  # d independent directions span d items
         raise ConfigError(f"bias.level: orthogonal takes the micro-batch's {declared} declared attribute "
@@ -236,8 +237,6 @@ def check_rm(config: RMConfig) -> None:
     except ValueError as error:
         raise ConfigError(str(error)) from None
     check_level_has_theta(config.bias.level, facts.learns_theta, f"variant {config.variant!r}")
-    if config.bias.level == "orthogonal":  # the variant learns a theta (checked just above)
-        check_orthogonal(bool(config.bias.trusted), None, config.micro_batch_size, declared_count(config))
     check_judgment_run(config, lambda steps: (steps, "steps"))
 
 

@@ -164,8 +164,7 @@ def orthogonal_step(level: str, bias: BiasChannel | None, method, micro_batch: i
     learns no theta never gets here with a rule other than ``adam`` (``build_bias`` refuses it)."""
     if bias is None or not method.learns_theta or not LEVEL_RULES[level].orthogonal:
         return False
-    check_orthogonal(bool(bias.trusted), method.description if method.needs.token_logratios else None,
-                     micro_batch, len(bias.declared))
+    check_orthogonal(bool(bias.trusted), method, micro_batch, len(bias.declared))
     return True
 
 

@@ -101,6 +101,7 @@ _NOT_MODEL_INPUTS = ("completion_mask", "ref_chosen_logps", "ref_rejected_logps"
 # DPOConfig fields whose non-default value changes TRL's margin itself (loss types: trl_losses.py).
 _LOSS_OPTIONS = {"ld_alpha": None, "f_divergence_type": "reverse_kl", "use_weighting": False}
 
+
 def _short_last_batch(rows: int, args) -> int:
     """The judgments of each epoch's short last batch on one process (0: every batch is full, the
     last one dropped, or several processes, whose split accelerate evens out)."""
