@@ -13,10 +13,10 @@ from scipy.optimize import minimize
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError, from_dict
 from badpo.core.losses import ba_dpo_loss
-from badpo.engine.preference import build_bias
+from badpo.engine.preference import build_bias, start_level
 from badpo.engine.settings import BiasSettings, TrainConfig
-from badpo.engine.start import initial_level
 from badpo.methods import get_method
+from badpo.theta.labels import ThetaLabels
 
 
 def _data(diff, annotators=None, names=("a",)):
@@ -24,9 +24,11 @@ def _data(diff, annotators=None, names=("a",)):
     diff = torch.tensor(diff, dtype=torch.float32).reshape(len(diff), len(names))
     ids = annotators or ["x"] * len(diff)
     known = sorted(set(ids))
+    index = torch.tensor([known.index(a) for a in ids])
+    labels = ThetaLabels(diff, index, tuple(known), tuple(names), torch.arange(len(diff)),
+                         torch.ones(len(diff), dtype=torch.float64))  # one judgment a pair
     return SimpleNamespace(attr_diff=diff, attribute_names=tuple(names), annotators=tuple(known),
-                           annotator_index=torch.tensor([known.index(a) for a in ids]),
-                           annotator_classes=None)
+                           annotator_index=index, annotator_classes=None, theta_labels=lambda: labels)
 
 
 def _config(method="ba_dpo_pooled", **bias):
@@ -38,7 +40,7 @@ def _start(diff, method="ba_dpo_pooled", annotators=None, names=("a",), trusted=
     data = _data(diff, annotators, names)
     declared = list(names)
     values = config.bias.trusted_values(len(names))
-    return initial_level(get_method(method), config, data, declared, values if trusted is None else trusted)
+    return start_level(get_method(method), config, data, declared, values if trusted is None else trusted)
 
 
 def test_one_attribute_reference_start_is_the_log_odds_of_its_cross_group_wins():

@@ -19,10 +19,11 @@ from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError, apply_overrides, from_dict
 from badpo.core.judgments import read_judgments
 from badpo.core.losses import ba_dpo_loss
-from badpo.engine.batches import build_preference_data, offline_estimate
+from badpo.engine.batches import build_preference_data
 from badpo.engine.settings import TrainConfig
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.engine.train import train
+from badpo.theta.start import offline_estimate
 from fixtures.engine import (
     assert_same_run,
     full_logit_token_logprobs,

@@ -19,7 +19,6 @@ from badpo.core.bias import BiasChannel
 from badpo.core.config import apply_overrides, from_dict, to_dict
 from badpo.core.level import LOGISTIC
 from badpo.engine.batches import ItemTable
-from badpo.engine.level import LevelStep
 from badpo.engine.loop import final_level
 from badpo.engine.settings import TrainConfig
 from badpo.engine.train import train
@@ -28,6 +27,7 @@ from badpo.methods import LossTerms
 from badpo.paper.backend import evaluate_run
 from badpo.paper.runner import RunTask
 from badpo.run_folder.layout import TRAINED_THETA_FILE
+from badpo.theta.level import LevelStep
 from fixtures.engine import assert_same_run, judgment_rows, log_records, make_config, policy_weights, write_jsonl
 
 pytestmark = pytest.mark.filterwarnings("ignore::badpo.auditing.estimates.BiasIdentifiabilityWarning")

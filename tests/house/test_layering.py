@@ -1,6 +1,6 @@
 """Imports point one way, and the layers are the folders of ``src/badpo``:
 
-    core -> methods -> data -> run_folder -> auditing -> corpora -> engine -> readouts -> evaluation
+    core -> methods -> data -> run_folder -> auditing -> corpora -> theta -> engine -> readouts -> evaluation
         -> comparing -> paper -> cli -> integrations
 
 A module's layer is its folder (``badpo/core/losses.py`` is in ``core``); ``cli.py``, ``api.py``,
@@ -33,7 +33,7 @@ PACKAGE = SRC / "badpo"
 
 # lowest first; integrations (adapters into other trainers) is an edge like cli: it may import
 # everything, and as the top layer nothing may import it.
-LAYERS = ("core", "methods", "data", "run_folder", "auditing", "corpora", "engine", "readouts", "evaluation",
+LAYERS = ("core", "methods", "data", "run_folder", "auditing", "corpora", "theta", "engine", "readouts", "evaluation",
           "comparing", "paper", "cli", "integrations")
 FRONT_DOORS = ("badpo", "badpo.cli", "badpo.api")
 FOLDERS_OF = {"commands": "cli"}  # a folder whose layer has another name

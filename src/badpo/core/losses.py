@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["dpo_margin", "ba_dpo_loss", "dpo_loss", "rdpo_length_term", "ipo_loss", "bt_loss"]
+__all__ = ["dpo_margin", "ba_dpo_loss", "dpo_loss", "rdpo_length_term", "ipo_loss", "bt_loss", "graded_loss"]
 
 
 def _check_logps(**logps: Tensor) -> torch.Size:
@@ -162,3 +162,53 @@ def bt_loss(chosen_rewards: Tensor, rejected_rewards: Tensor, bias_logit: Tensor
         raise ValueError(f"bias_logit of shape {tuple(bias_logit.shape)} does not broadcast to the batch "
                          f"shape {tuple(shape)}; pass one logit per judgment")
     return -F.logsigmoid(chosen_rewards - rejected_rewards + bias_logit)
+
+
+def graded_loss(logits: Tensor, grade: Tensor, tie_width: Tensor | float = 0.0,
+                strength_gaps: Tensor | None = None) -> Tensor:
+    """Per-example negative log-likelihood of a graded label under an ordered logit on the
+    judgment's logit z (u + b_k, oriented chosen minus rejected), ``[B]``.
+
+    ``grade`` ``[B]`` (integers): 0 for a tie, g in 1..L for "chosen better at strength g" (1 the
+    weakest; a plain win is grade 1 with L = 1). The cut points are symmetric about 0, because a
+    pair's two sides have no order of their own: the tie band is (-tau, tau) with ``tie_width`` tau
+    >= 0, and the strength cuts above it are c_g = tau + gaps_1 + ... + gaps_g (``strength_gaps``
+    ``[L - 1]``, each > 0; None: L = 1). So
+
+        P(grade >= g) = sigmoid(z - c_{g-1}) with c_0 = tau,
+        P(grade g)    = sigmoid(z - c_{g-1}) - sigmoid(z - c_g),   P(grade L) = sigmoid(z - c_{L-1}),
+        P(tie)        = sigmoid(z + tau) - sigmoid(z - tau).
+
+    With tau = 0 and L = 1 it is -log sigmoid(z), BA-DPO's loss, exactly (the same expression is
+    computed). A difference sigmoid(a) - sigmoid(b), a - b = gap > 0, is taken in log space as
+    log sigmoid(b) + log sigmoid(-a) + log(expm1(gap)), stable for any z.
+    """
+    if logits.dim() != 1 or grade.shape != logits.shape:
+        raise ValueError(f"logits {tuple(logits.shape)} and grade {tuple(grade.shape)} must be [B] tensors "
+                         "of the same shape")
+    tau = torch.as_tensor(tie_width, dtype=logits.dtype, device=logits.device)
+    gaps = (torch.zeros(0, dtype=logits.dtype, device=logits.device) if strength_gaps is None
+            else strength_gaps.to(logits))
+    levels = gaps.numel() + 1
+    if int(grade.min()) < 0 or int(grade.max()) > levels:
+        raise ValueError(f"grade must lie in 0..{levels} (0 a tie, 1..{levels} a strength), got "
+                         f"{int(grade.min())}..{int(grade.max())}")
+    cuts = tau + torch.cat([torch.zeros(1, dtype=logits.dtype, device=logits.device), torch.cumsum(gaps, 0)])
+    grade = grade.long()
+    top = grade == levels
+    below = cuts[(grade - 1).clamp(min=0)]  # c_{g-1}
+    above = cuts[grade.clamp(max=levels - 1)]  # c_g (unused for the top grade)
+    # grade L: -log sigmoid(z - c_{L-1}); with tau = 0 and L = 1 this is -log sigmoid(z)
+    losses = -F.logsigmoid(logits - below)
+    inner = ~top & (grade > 0)
+    if bool(inner.any()):
+        gap = (above - below)[inner]
+        losses = losses.masked_scatter(inner, -(F.logsigmoid(logits[inner] - above[inner])
+                                                + F.logsigmoid(below[inner] - logits[inner])
+                                                + torch.log(torch.expm1(gap))))
+    tie = grade == 0
+    if bool(tie.any()):
+        z = logits[tie]
+        losses = losses.masked_scatter(tie, -(F.logsigmoid(z - tau) + F.logsigmoid(-z - tau)
+                                              + torch.log(torch.expm1(2 * tau))))
+    return losses

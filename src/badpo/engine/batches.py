@@ -17,7 +17,6 @@ one pair always share a step instead of being spread over the epoch.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,10 +24,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from badpo.auditing.estimates import offline_log_odds
 from badpo.core.judgments import Judgment, JudgmentError, annotator_classes, duplicate_rows, pair_key
 from badpo.data.sources import read_judgment_source
 from badpo.engine.tokenize import TokenizationConfig, TokenStore, build_token_store, token_coverage
+from badpo.theta.labels import ThetaLabels
 
 BATCHING_MODES = ("per_judgment", "pair_grouped")
 
@@ -131,6 +130,13 @@ class PreferenceData:
                 chosen_side=(self.chosen_row != self.pair_rows[self.judgment_pair, 0]).long(),
             )
         raise ValueError(f"batching: unknown mode {batching!r}; choose one of {BATCHING_MODES}")
+
+    def theta_labels(self) -> ThetaLabels:
+        """The judgments as theta's start and level rules read them (:mod:`badpo.theta.labels`):
+        each judgment's side is +1 where it chose its pair's first side (first-seen orientation)."""
+        first = self.pair_rows[self.judgment_pair, 0]
+        return ThetaLabels(self.attr_diff, self.annotator_index, self.annotators, self.attribute_names,
+                           self.judgment_pair, torch.where(self.chosen_row == first, 1.0, -1.0).double())
 
     def with_shuffled_annotators(self, seed: int) -> PreferenceData:
         """The shuffled-ids control: every judgment gets a uniformly random annotator index."""
@@ -264,31 +270,6 @@ def _differences(attributes, judgments: Sequence[Judgment]) -> list[np.ndarray]:
         except ValueError as error:
             raise JudgmentError(f"row {i}: {error}", row=i) from None
     return rows
-
-
-def offline_estimate(attr_diff: Tensor, names: Sequence[str]) -> list[float]:
-    """Per attribute, :func:`badpo.auditing.estimates.offline_log_odds` of its cross-group judgments.
-
-    ``attr_diff`` [N, q] is g(y_w) - g(y_l): judgment n is cross-group on coordinate i when
-    ``attr_diff[n, i] != 0``, and the attribute side won when it is > 0. This is the warm start
-    of theta_bar (Appendix "Arms"), so an attribute with no cross-group judgment, or whose
-    attribute side won all or none of them (log-odds +-inf), is an error naming it.
-    """
-    if attr_diff.dim() != 2 or attr_diff.shape[1] != len(names):
-        raise ValueError(f"offline_estimate: attr_diff must be [N, {len(names)}] for {list(names)}, "
-                         f"got {tuple(attr_diff.shape)}")
-    estimate = []
-    for i, name in enumerate(names):
-        total, wins = int((attr_diff[:, i] != 0).sum()), int((attr_diff[:, i] > 0).sum())
-        if total == 0:
-            raise ValueError(f"bias.init: offline: attribute {name!r} has no cross-group judgment; "
-                             "its offline log-odds are undefined")
-        value = offline_log_odds(wins, total)
-        if not math.isfinite(value):
-            raise ValueError(f"bias.init: offline: the attribute side of {name!r} won {wins} of its "
-                             f"{total} cross-group judgments; its offline log-odds are {value}")
-        estimate.append(value)
-    return estimate
 
 
 class Schedule:

@@ -21,6 +21,7 @@ from badpo.engine.settings import (
     TrainConfig,
 )
 from badpo.methods import get_method
+from badpo.theta.options import check_level_has_theta, check_orthogonal
 
 # report_to entries that an extra of badpo installs; any other tracker accelerate supports is
 # installed by its own package, of the same name as the tracker
@@ -30,7 +31,6 @@ TRACKER_EXTRAS = ("tensorboard", "wandb")
 def _positive(value: float, key: str) -> None:
     if not value > 0:
         raise ConfigError(f"{key}: must be > 0, got {value}")
-
 
 
 def _learning_rate(value: float, key: str) -> None:
@@ -93,15 +93,6 @@ def check_common(config: RunConfig) -> None:
     _positive(config.batch_size, "batch_size")
     _positive(config.micro_batch_size, "micro_batch_size")
     check_trackers(config.report)
-
-
-def check_level_has_theta(level: str, learns_theta: bool, owner: str) -> None:
-    """A rule for theta (``bias.level`` other than adam) on an arm that learns none is refused:
-    projecting or anchoring a step with no theta to take the attributes' share would change the
-    method, not leave it as it is. ``owner`` names the arm: "method 'dpo'", "variant 'none'"."""
-    if not learns_theta and level != "adam":
-        raise ConfigError(f"bias.level: {level} needs a theta to take the attributes' share, and {owner} "
-                          "learns none; leave bias.level at adam")
 
 
 def check_train(config: TrainConfig) -> None:
@@ -179,23 +170,6 @@ def declared_count(config: JudgmentRunConfig) -> int | None:
         return len(config.bias.declared)
     names = coordinate_names(config.attributes)
     return None if names is None else len(names)
-
-
-def check_orthogonal(trusted: bool, method, micro_batch: int, declared: int | None) -> None:
-    """What ``bias.level: orthogonal`` cannot do, refused by the config checks before anything loads
-    and again by the run (``engine/level.py``, where the data has given every count): ``method``,
-    the Method row (None: the reward model, which reads no per-token ratios); ``declared`` is None
-    where the count is not known yet."""
-    if trusted:
-        raise ConfigError("bias.level: orthogonal keeps the policy's lean at the reference's, bias.trusted "
-                          "anchors it on the trusted annotators: choose one")
-    if method is not None and method.needs.token_logratios:
-        raise ConfigError(f"bias.level: orthogonal projects the summed log-probs; {method.description} also "
-                          "reads per-token ratios, which the projection does not reach")
-    if declared is not None and micro_batch <= declared:  # d independent directions span d items
-        raise ConfigError(f"bias.level: orthogonal takes the micro-batch's {declared} declared attribute "
-                          f"direction(s) out of the policy's step, which leaves nothing of {micro_batch} item(s) "
-                          f"whose differences are independent: raise micro_batch_size above {declared}")
 
 
 def check_offset_length(offset: list[float], names: tuple[str, ...] | list[str]) -> None:

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from badpo.core.jsonio import dumps
-from badpo.engine.level import save_theta
 from badpo.engine.loop import Run, notice, resume_point
 from badpo.engine.reporting import read_log, theta_convergence, theta_notice
 from badpo.engine.runtime import fit_to_model, make_accelerator
@@ -30,6 +29,7 @@ from badpo.engine.settings import RunConfig
 from badpo.run_folder.final_commit import commit_final
 from badpo.run_folder.layout import SUMMARY_FILE
 from badpo.run_folder.ownership import RunFiles, own_folder, preference_run_files
+from badpo.theta.level import save_theta
 
 # (resolved config, output folder, accelerator, checkpoint to resume or None) -> the output folder
 Train = Callable[[Any, Path, Any, "Path | None"], Path]

@@ -8,7 +8,7 @@ gradient of the mean loss over the step's judgments whatever the micro-batch siz
 accumulation passes or of processes. Then theta's gradient is averaged over processes (theta is
 not inside the DDP model), the policy's gradient alone is clipped, AdamW (policy, scheduled) and
 Adam (theta, constant lr) step, and both gradients are cleared. With trusted annotators the level
-step sets theta's shared level (``bias.trusted_level``, :mod:`badpo.engine.level`): after every
+step sets theta's shared level (``bias.trusted_level``, :mod:`badpo.theta.level`): after every
 step (``every_step``) or once the last is done (``final``).
 
 The stages that plug in: the preference stage (:mod:`badpo.engine.preference`), the reward model
@@ -51,12 +51,13 @@ from badpo.engine.finite import (
     optimizer_step,
     stop_message,
 )
-from badpo.engine.level import LevelStep
 from badpo.engine.reporting import RunLog, annotator_theta
 from badpo.engine.runtime import gradient_sync_off
 from badpo.methods import JudgmentBatch, LossTerms, Method, StepView, Weighting, sample_seeds
 from badpo.run_folder.layout import AUDIT_FILE, CONFIG_FILE
 from badpo.run_folder.ownership import check_checkpoint
+from badpo.theta.level import LevelStep
+from badpo.theta.step import reduce_theta_gradients, step_theta
 
 STATS = ("loss", "reward_margin", "reward_accuracy", "chosen_reward", "rejected_reward")
 
@@ -87,7 +88,7 @@ class Run:
     # (run, micro-batch, step, step statistic) -> LossTerms [J]; None: judgment_losses (the method on policy
     # log-probs). badpo.engine.reward gives a reward model's Bradley-Terry terms here.
     losses: Callable[..., LossTerms] | None = None
-    level: LevelStep | None = None  # bias.trusted_level with trusted annotators (badpo.engine.level)
+    level: LevelStep | None = None  # bias.trusted_level with trusted annotators (badpo.theta.level)
     orthogonal: bool = False  # bias.level: orthogonal, the policy's step orthogonal to the attributes
 
 
@@ -256,17 +257,8 @@ def _micro_stats(terms) -> Tensor:
 
 
 def _reduce_theta_gradients(run: Run) -> dict:
-    """theta is outside DDP: its gradients averaged over processes as DDP does; their norm."""
-    if run.theta_optimizer is None:
-        return {}
-    grads = []
-    for param in run.bias.parameters():
-        grad = param.grad if param.grad is not None else torch.zeros_like(param)
-        if run.accelerator.num_processes > 1:
-            grad = run.accelerator.reduce(grad, reduction="mean")
-        param.grad = grad
-        grads.append(grad.reshape(-1))
-    return {"theta_grad_norm": torch.linalg.vector_norm(torch.cat(grads))}
+    """theta is outside DDP: its gradients averaged over processes (:mod:`badpo.theta.step`)."""
+    return {} if run.theta_optimizer is None else reduce_theta_gradients(run.bias, run.accelerator)
 
 
 def _update_policy(run: Run, step: int) -> dict:
@@ -285,8 +277,7 @@ def _update_theta(run: Run, step: int) -> dict:
     method's weights; what they log."""
     norms = {}
     if run.theta_optimizer is not None:
-        optimizer_step(run.theta_optimizer, step, "theta")
-        run.theta_optimizer.zero_grad(set_to_none=True)
+        step_theta(run.theta_optimizer, lambda optimizer: optimizer_step(optimizer, step, "theta"))
     if run.level is not None and run.level.every_step:
         norms.update(run.level.apply(run.bias, run.annotator_index, run.attr_diff,
                                      _summed_over_processes(run.accelerator)))
@@ -299,7 +290,7 @@ def _update_theta(run: Run, step: int) -> dict:
 def final_level(run: Run) -> dict:
     """``bias.trusted_level: final``: every judgment's logits under the trained model (one no-grad
     pass in eval mode, so no LoRA dropout, the mode restored after; the items split over
-    processes), then the level step once (:mod:`badpo.engine.level`). Every process runs the same
+    processes), then the level step once (:mod:`badpo.theta.level`). Every process runs the same
     number of forwards, as FSDP's gathers inside a forward need: one with fewer items pads with
     forwards of item 0 whose margins it does not record."""
     accelerator, size = run.accelerator, run.config.micro_batch_size

@@ -12,7 +12,6 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-import torch
 from accelerate.utils import set_seed
 from torch import Tensor
 
@@ -23,8 +22,7 @@ from badpo.core.config import ConfigError
 from badpo.engine.batches import PreferenceData, Schedule, load_preference_data
 from badpo.engine.cache import reference_logprobs, token_offsets
 from badpo.engine.checkpoint import continue_from
-from badpo.engine.checks import check_level_has_theta, check_offset_length
-from badpo.engine.level import build_level_step, orthogonal_step
+from badpo.engine.checks import check_offset_length
 from badpo.engine.lifecycle import commit_judgment_outputs
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.loop import JudgmentStage, Run
@@ -42,10 +40,13 @@ from badpo.engine.runtime import (
     whole_state_dict,
 )
 from badpo.engine.settings import PREFERENCE_LR, TrainConfig, accumulation_steps, resolved_lr
-from badpo.engine.start import initial_level
 from badpo.engine.tokenize import settings_dict
-from badpo.methods import Method, Weighting, get_method
+from badpo.methods import Method, Weighting, get_method, logit_at_start
 from badpo.run_folder.layout import DATA_FILE, POLICY
+from badpo.theta.level import build_level_step, orthogonal_step
+from badpo.theta.options import check_level_has_theta
+from badpo.theta.start import initial_level
+from badpo.theta.step import theta_adam
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,8 +80,9 @@ class PreferenceStage(JudgmentStage):
         write_policy_outputs(run, tokenizer, output, cache_parts, last, seconds)
 
 
-def build_bias(method: Method, config: TrainConfig, data: PreferenceData):
-    """The BiasChannel of the arm, or None when no attribute is declared (the bias logit is 0)."""
+def build_bias(method: Method, config: TrainConfig, data: PreferenceData, start_logits: Tensor | None = None):
+    """The BiasChannel of the arm, or None when no attribute is declared (the bias logit is 0);
+    ``start_logits`` ``[N]``: the method's logit at the start (None: 0), which theta's start counts."""
     check_level_has_theta(config.bias.level, method.learns_theta, f"method {config.method!r}")  # train's and rm's
     if not data.attribute_names:
         if method.learns_theta or config.bias.fixed_offset is not None:
@@ -101,7 +103,7 @@ def build_bias(method: Method, config: TrainConfig, data: PreferenceData):
     trusted = config.bias.trusted_values(len(data.attribute_names))
     if config.bias.fixed_offset is not None:
         check_offset_length(config.bias.fixed_offset, data.attribute_names)
-    init_mean = initial_level(method, config, data, declared, trusted) if method.learns_theta else None
+    init_mean = start_level(method, config, data, declared, trusted, start_logits) if method.learns_theta else None
     check_trusted_ids(config, data.annotators)
     for annotator, values in trusted.items():
         if len(values) != len(data.attribute_names):
@@ -117,6 +119,23 @@ def build_bias(method: Method, config: TrainConfig, data: PreferenceData):
         if str(error).startswith("trusted"):
             raise ConfigError(f"bias.{error} (method {config.method!r})") from None
         raise
+
+
+def start_level(method: Method, config, data: PreferenceData, declared: list[str],
+                trusted: dict[str, list[float]], start_logits: Tensor | None = None) -> list[float] | None:
+    """theta's starting level (:func:`badpo.theta.start.initial_level`) under ``bias.init``, through
+    the arm's link (a reward model's: Bradley-Terry), around the method's logit at the start."""
+    link = method.level_link(method.parse_params(getattr(config, "method_params", {})))
+    return initial_level(config.bias.init, data.theta_labels(), declared, link, trusted=list(trusted),
+                         fixed_offset=config.bias.fixed_offset, start_logits=start_logits)
+
+
+def start_logits(method: Method, params, data: PreferenceData, reference: Tensor, beta: float) -> Tensor:
+    """``[N]`` the method's logit of every judgment with the policy at the reference
+    (:func:`badpo.methods.logit_at_start`), from the cached reference log-probs ``reference``."""
+    summed, lengths = reference.detach().double().cpu(), data.store.response_lengths()
+    return logit_at_start(method, params, summed[data.chosen_row], summed[data.rejected_row],
+                          lengths[data.chosen_row], lengths[data.rejected_row], beta).double()
 
 
 def check_trusted_ids(config: TrainConfig, annotators) -> None:
@@ -182,6 +201,10 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
                           config.runtime.groups_on(accelerator.device.type, config.fsdp, parameter_count(model)),
                           config.runtime.rows_per_group())
     policy, optimizer, scheduler = prepare_policy(config, scorer, accelerator)
+    if bias is not None and method.learns_theta and config.bias.init != "zero":  # around the logit at the start
+        logits = start_logits(method, method_params, data, reference, config.beta)
+        if bool(logits.abs().max() > 0):
+            bias = build_bias(method, config, data, logits)
     theta_optimizer = theta_adam(bias, config.bias.lr, accelerator.device)
     items = data.items(config.batching)
     if judgment_mask is not None:
@@ -199,7 +222,7 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
         weighting=weighting,
         reference_tokens=reference_tokens.to(accelerator.device) if per_token else None,
         token_offsets=token_offsets(data.store) if per_token else None,
-        level=build_level_step(config.bias, bias, method.level_link(method_params), data),
+        level=build_level_step(config.bias, bias, method.level_link(method_params), data.theta_labels()),
         orthogonal=orthogonal_step(config.bias.level, bias, method, config.micro_batch_size),
     )
     return run, cache_parts, tokenizer
@@ -237,16 +260,6 @@ def read_and_audit(method: Method, config, accelerator) -> tuple[object, Prefere
     attributes = resolve_attributes(config.attributes) if config.attributes else None
     judgments, data = load_preference_data(config, tokenizer, attributes)
     return tokenizer, data, audit_labels(method, config, judgments, attributes)
-
-
-def theta_adam(bias: BiasChannel | None, lr: float, device) -> torch.optim.Optimizer | None:
-    """theta's own Adam: constant lr, no weight decay, never scheduled or clipped (None when the
-    channel has nothing to learn). Moves the channel to ``device``."""
-    if bias is None:
-        return None
-    bias.to(device)
-    params = [p for p in bias.parameters() if p.requires_grad]
-    return torch.optim.Adam(params, lr=lr, weight_decay=0.0) if params else None
 
 
 def preference_lr(config: TrainConfig) -> float:
@@ -295,5 +308,5 @@ def card_facts(run: Run, output: Path) -> CardFacts:
 
 
 __all__ = ["PreferenceStage", "prepare_run", "read_and_audit", "build_bias", "check_trusted_ids", "audit_labels",
-           "theta_adam", "preference_lr", "write_policy_outputs",
+           "start_level", "preference_lr", "write_policy_outputs",
            "card_facts"]

@@ -32,17 +32,18 @@ from torch import Tensor, nn
 from badpo.core.losses import bt_loss
 from badpo.engine.batches import Schedule
 from badpo.engine.checks import check_rm
-from badpo.engine.level import build_level_step, orthogonal_step
 from badpo.engine.lifecycle import Lifecycle, commit_judgment_outputs
 from badpo.engine.logprobs import at_least_float32
 from badpo.engine.loop import JudgmentStage, Run, bias_logits, orthogonal_sides, run_stage
-from badpo.engine.preference import build_bias, read_and_audit, theta_adam
+from badpo.engine.preference import build_bias, read_and_audit
 from badpo.engine.reporting import report_input
 from badpo.engine.runtime import load_model, policy_optimizer
 from badpo.engine.settings import RMConfig
 from badpo.engine.tokenize import TokenStore
 from badpo.methods import LossTerms, Method
 from badpo.run_folder.layout import REWARD_MODEL
+from badpo.theta.level import build_level_step, orthogonal_step
+from badpo.theta.step import theta_adam
 
 
 class RewardScorer(nn.Module):
@@ -106,7 +107,7 @@ def prepare_reward_run(config: RMConfig, accelerator) -> tuple[Run, dict, object
         schedule=Schedule(len(items), config.batch_size, config.runtime.seed), reference=None,
         annotator_index=data.annotator_index.to(accelerator.device),
         attr_diff=data.attr_diff.to(accelerator.device), labels=labels, losses=reward_losses,
-        level=build_level_step(config.bias, bias, method.level_link(None), data),
+        level=build_level_step(config.bias, bias, method.level_link(None), data.theta_labels()),
         orthogonal=orthogonal_step(config.bias.level, bias, method, config.micro_batch_size),
     )
     return run, {}, tokenizer

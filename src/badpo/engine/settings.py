@@ -141,7 +141,7 @@ class BiasSettings:
                              "theta from 0 (false); the default is now init: reference"}
 
     lr: float = 1e-2  # theta's Adam, constant, no weight decay
-    # where theta starts (docs/training.md, "Where theta starts"; badpo.engine.start): its shared
+    # where theta starts (docs/training.md, "Where theta starts"; badpo.theta.start): its shared
     # level (theta_bar, the pooled theta, every theta_k of the free variant; the deviations at 0)
     # at: conditional = the labels' fit with a per-pair random effect for quality, so quality does
     # not shrink it (needs pairs judged twice or more, else reference's with a warning);

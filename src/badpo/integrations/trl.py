@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -65,12 +64,9 @@ import torch
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from badpo.auditing.start_level import start_level
 from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.judgments import FIELDS, Judgment, annotator_classes, validate_judgments
-from badpo.core.level import NoFiniteStart, reference_start
-from badpo.core.notices import BadpoWarning
 from badpo.core.orthogonal import orthogonal_to
 from badpo.engine.batches import shuffled_annotator_index
 from badpo.engine.reporting import annotator_theta, theta_k_scalars
@@ -80,6 +76,10 @@ from badpo.integrations.trl_rows import TRL_LACKS, bias_level_of, method_row, or
 from badpo.methods import JudgmentBatch, sample_seeds
 from badpo.methods.baselines import ba_dpo_terms
 from badpo.run_folder.external import local_path
+from badpo.theta.labels import labels_of_judgments
+from badpo.theta.options import TRL
+from badpo.theta.start import initial_level
+from badpo.theta.step import reduce_theta_gradients, step_theta, theta_adam
 
 try:
     from accelerate import PartialState
@@ -174,14 +174,8 @@ class _ThetaStep(TrainerCallback):
             trainer.weighting_log = _flat(trainer.weighting.update(lambda values: values))
         if trainer.theta_optimizer is None:
             return
-        accelerator = trainer.accelerator
-        for param in trainer.theta_parameters:
-            grad = param.grad if param.grad is not None else torch.zeros_like(param)
-            if accelerator.num_processes > 1:
-                grad = accelerator.reduce(grad, reduction="mean")
-            param.grad = grad
-        trainer.theta_optimizer.step()
-        trainer.theta_optimizer.zero_grad(set_to_none=True)
+        reduce_theta_gradients(trainer.bias, trainer.accelerator)  # the engine's reduction and step
+        step_theta(trainer.theta_optimizer)
 
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
@@ -271,11 +265,8 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
                              "loss; set it to 0.0")
         # Wrapped after TRL's own setup, so its reference precompute sees its plain collator.
         self.data_collator = _BiasColumnsCollator(self.data_collator)
-        self.bias.to(self.accelerator.device)
+        self.theta_optimizer = theta_adam(self.bias, theta_lr, self.accelerator.device)  # TRL's scheduler never sees it
         self.theta_parameters = [p for p in self.bias.parameters() if p.requires_grad]
-        self.theta_optimizer = None
-        if self.theta_parameters:  # constant lr, no weight decay; TRL's scheduler never sees it
-            self.theta_optimizer = torch.optim.Adam(self.theta_parameters, lr=theta_lr, weight_decay=0.0)
         self.weighting, self.weighting_log = self._weighting(train_dataset), {}
         self.add_callback(_ThetaStep(self))
         self._step_metrics: dict[str, dict[str, list[float]]] = {"train": {}, "eval": {}}
@@ -292,28 +283,21 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         annotators = sorted({j.annotator for j in judgments})
         start = None
         if self.theta_init != "zero" and self.method.learns_theta:
+            if self.method.reference_free or self.method.needs.lengths:  # before any reference pass
+                raise ValueError(f"theta_init={self.theta_init!r}: method {self.method_name!r}'s logit at the start "
+                                 "is not 0 (it reads lengths or no reference), which BADPOTrainer does not compute "
+                                 "before training; pass theta_init='zero', or train it with badpo train")
             start = self._reference_start(names, judgments, beta)
         return BiasChannel(self.method.bias_variant, names, annotators, self.classes, init_mean=start)
 
     def _reference_start(self, names: tuple[str, ...], judgments: Sequence[Judgment], beta: float) -> list[float]:
-        """The engine's starts (docs/training.md, "Where theta starts"): the labels' fit on
-        g(y_w) - g(y_l) through the method's link with the policy at the reference (every margin 0),
-        and under ``conditional`` the same fit with a per-pair random effect for quality."""
+        """The engine's start (:func:`badpo.theta.start.initial_level`) through the loss's link."""
         diffs = torch.tensor([self.attributes.judgment_differences(j).tolist() for j in judgments],
                              dtype=torch.float64).reshape(len(judgments), len(names))
         link = self.method.level_link(self.method_params) if self.margin_terms is None else start_link(
             self.margin_terms, beta)
-        try:
-            start = reference_start(diffs, torch.zeros(len(judgments), dtype=torch.float64), link)
-        except NoFiniteStart as error:
-            raise ValueError(f"theta_init={self.theta_init!r}: {[names[j] for j in error.coordinates]}: "
-                             f"{error.why}; pass theta_init='zero' to start theta at 0") from None
-        if self.theta_init != "conditional" or link.name != "logistic":  # least squares: no shrinkage
-            return start
-        fit = start_level(judgments, diffs.numpy())
-        if not fit.identified:
-            warnings.warn(f"theta_init='conditional': {fit.note}", BadpoWarning, stacklevel=3)
-        return fit.level
+        labels = labels_of_judgments(judgments, diffs, sorted({j.annotator for j in judgments}), names)
+        return initial_level(self.theta_init, labels, names, link, front=TRL)
 
     def _weighting(self, dataset):
         """The method's loss weights with state (Group-DRO, Crowd-PrefRL), on the training judgments'

@@ -10,10 +10,10 @@ from collections.abc import Callable
 
 from badpo.core.bias import BiasChannel
 from badpo.core.notices import BadpoWarning
-from badpo.engine.checks import check_level_has_theta
-from badpo.engine.level import LEVEL_RULES, orthogonal_step
 from badpo.methods import Method, get_method
-from badpo.run_folder.external import TRAINER_LEVELS, method_of_variant
+from badpo.run_folder.external import method_of_variant
+from badpo.theta.level import orthogonal_step
+from badpo.theta.options import TRL, check_init, check_level, check_level_has_theta, check_lr
 
 __all__ = ["TRL_LACKS", "bias_level_of", "method_row", "orthogonal_of", "theta_options", "trl_refusal"]
 
@@ -34,15 +34,8 @@ def trl_refusal(name: str) -> str | None:
 
 def bias_level_of(level: str, name: str, row: Method) -> str:
     """``level`` checked: a rule of :data:`LEVEL_RULES` this trainer runs, on a row with a theta."""
-    if level not in LEVEL_RULES:
-        raise ValueError(f"bias_level: one of {sorted(LEVEL_RULES)}, got {level!r}")
-    if level not in TRAINER_LEVELS:  # the tilt rules
-        raise ValueError(f"bias_level: {level} moves theta after every step from every judgment's last "
-                         "margin, which BADPOTrainer does not keep; train it with badpo train")
-    try:
-        check_level_has_theta(level, row.learns_theta, f"method {name!r}")
-    except ValueError as error:
-        raise ValueError(str(error).replace("bias.level", "bias_level")) from None
+    check_level(level, TRL)
+    check_level_has_theta(level, row.learns_theta, f"method {name!r}", TRL)
     return level
 
 
@@ -65,16 +58,11 @@ def method_row(method: str | None, bias: str | BiasChannel | None) -> tuple[str,
 
 def orthogonal_of(level: str, bias: BiasChannel, row: Method, micro_batch: int, last_batch: int = 0) -> bool:
     """Whether the trainer keeps the policy's gradient orthogonal to the declared attributes: the
-    engine's answer (:func:`badpo.engine.level.orthogonal_step`; ``micro_batch``: judgments per
+    engine's answer (:func:`badpo.theta.level.orthogonal_step`; ``micro_batch``: judgments per
     device batch), its refusals naming this trainer's options. ``last_batch``: the judgments of an
     epoch's short last batch (0 where every batch is full); one with no more judgments than
     declared attributes gives the policy no gradient, which a warning says."""
-    try:
-        on = orthogonal_step(level, bias, row, micro_batch)
-    except ValueError as error:
-        message = str(error).replace("bias.level", "bias_level", 1)
-        message = message.replace("micro_batch_size", "args.per_device_train_batch_size")
-        raise ValueError(message.replace("bias.trusted", "the channel's trusted annotators")) from None
+    on = orthogonal_step(level, bias, row, micro_batch, TRL)
     if on and 0 < last_batch <= len(bias.declared):
         warnings.warn(f"bias_level: orthogonal: each epoch's last batch holds {last_batch} judgment(s), no more "
                       f"than the {len(bias.declared)} declared attribute(s), so the policy learns nothing from "
@@ -84,8 +72,6 @@ def orthogonal_of(level: str, bias: BiasChannel, row: Method, micro_batch: int, 
 
 def theta_options(theta_lr: float, theta_init: str) -> str:
     """``theta_init``, once it and ``theta_lr`` are checked."""
-    if not theta_lr > 0:
-        raise ValueError(f"theta_lr: must be > 0, got {theta_lr}")
-    if theta_init not in ("reference", "conditional", "zero"):
-        raise ValueError(f"theta_init: 'reference', 'conditional' or 'zero', got {theta_init!r}")
+    check_lr(theta_lr, TRL)
+    check_init(theta_init, TRL, ("reference", "conditional", "zero"))
     return theta_init

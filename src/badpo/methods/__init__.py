@@ -30,11 +30,11 @@ from badpo.methods.em import (
     type_utilities,
     vote_halves,
 )
-from badpo.methods.table import LEARNED_VARIANTS, METHODS, Method, get_method
+from badpo.methods.table import LEARNED_VARIANTS, METHODS, Method, get_method, logit_at_start
 from badpo.methods.view import JudgmentBatch, LossTerms, Needs, StepView, sample_seeds
 from badpo.methods.weighting import GroupWeights, Weighting
 
-__all__ = ["METHODS", "LEARNED_VARIANTS", "Method", "Needs", "StepView", "JudgmentBatch", "LossTerms",
+__all__ = ["METHODS", "LEARNED_VARIANTS", "Method", "logit_at_start", "Needs", "StepView", "JudgmentBatch", "LossTerms",
            "GroupWeights", "Weighting", "get_method", "sample_seeds", "ba_dpo_terms", "r_dpo_terms",
            "ipo_terms", "sampo_terms", "NoParams", "RDPOParams", "IPOParams", "GroupParams",
            "CrowdParams", "EMParams", "TypeWeights", "vote_halves",

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from badpo.core.config import ConfigError
@@ -36,6 +37,15 @@ class IPOParams:
     def __post_init__(self) -> None:
         if not self.tau > 0:
             raise ConfigError(f"method_params.tau: must be > 0, got {self.tau}")
+
+
+@dataclass(frozen=True)
+class SimPOParams:
+    gamma: float = 0.5  # the target margin subtracted from the logit (TRL's simpo_gamma default)
+
+    def __post_init__(self) -> None:
+        if not self.gamma >= 0:
+            raise ConfigError(f"method_params.gamma: must be >= 0, got {self.gamma}")
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,16 @@ def ipo_terms(batch: JudgmentBatch, params: IPOParams) -> LossTerms:
     rejected_ratio = (batch.policy_rejected - batch.reference_rejected).detach()
     logits = chosen_ratio - rejected_ratio + batch.bias_logit.detach()  # h + b, IPO's squared link
     return LossTerms(losses, batch.beta * chosen_ratio, batch.beta * rejected_ratio, logits)
+
+
+def simpo_terms(batch: JudgmentBatch, params: SimPOParams) -> LossTerms:
+    """SimPO (Meng et al. 2024), reference-free: -log sigmoid(beta (log pi(y_w) / |y_w| - log pi(y_l)
+    / |y_l|) - gamma + b), lengths in response tokens (EOS included); the rewards are the
+    length-normalised beta log pi. The reference log-probs are not read."""
+    chosen_rewards = batch.beta * batch.policy_chosen / batch.chosen_lengths.to(batch.policy_chosen)
+    rejected_rewards = batch.beta * batch.policy_rejected / batch.rejected_lengths.to(batch.policy_rejected)
+    logits = chosen_rewards - rejected_rewards - params.gamma + batch.bias_logit
+    return LossTerms(-F.logsigmoid(logits), chosen_rewards.detach(), rejected_rewards.detach(), logits.detach())
 
 
 def sampo_terms(batch: JudgmentBatch, params: Any = None) -> LossTerms:

@@ -20,6 +20,9 @@ never branches on a method's name):
 * ``level_link(params)``: how the loss depends on its logit (bias included), which the level step
   of ``bias.trusted_level`` minimises in (:mod:`badpo.core.level`): logistic for the DPO family,
   squared for IPO. The loss returns that logit as ``LossTerms.logits``.
+* ``reference_free``: the loss reads no reference log-probs (SimPO); its logit at the start is then
+  not 0, and theta's start fits the labels around it (:func:`logit_at_start`, for every row alike:
+  R-DPO's length term is its logit at the start too).
 
 Options that mean the same for every arm with a learned theta (warm start, declared subset,
 fixed offset) live in ``TrainConfig.bias``. Adding a method: docs/internals.md.
@@ -32,6 +35,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+from torch import Tensor
+
 from badpo.core.bias import VARIANT_FACTS
 from badpo.core.config import ConfigError, from_dict
 from badpo.core.level import LOGISTIC, Link, squared
@@ -41,10 +47,12 @@ from badpo.methods.baselines import (
     IPOParams,
     NoParams,
     RDPOParams,
+    SimPOParams,
     ba_dpo_terms,
     ipo_terms,
     r_dpo_terms,
     sampo_terms,
+    simpo_terms,
 )
 from badpo.methods.em import EMParams
 from badpo.methods.view import JudgmentBatch, LossTerms, Needs, StepView
@@ -78,6 +86,7 @@ class Method:
     combines_with_bias: bool = False  # also a <name>_ba_<variant> row per learned variant
     step_statistic: Callable[[StepView, Any], Any] | None = None
     level_link: Callable[[Any], Link] = logistic_link  # the loss's link (module docstring)
+    reference_free: bool = False  # the loss reads no reference log-probs (module docstring)
 
     @property
     def learns_theta(self) -> bool:
@@ -124,6 +133,11 @@ METHODS: dict[str, Method] = {
         "(Lu et al. 2024)", loss=sampo_terms, needs=Needs(token_logratios=True, sample_seeds=True),
         combines_with_bias=True,
     ),
+    "simpo": Method(
+        "none", "SimPO: beta (log pi(y_w) / |y_w| - log pi(y_l) / |y_l|) - gamma, no reference (Meng et al. "
+        "2024)", loss=simpo_terms, params=SimPOParams, needs=Needs(lengths=True), combines_with_bias=True,
+        reference_free=True,
+    ),
     "group_dro_dpo": Method(
         "none", "Group-DRO DPO: group loss weights moved toward the highest-loss group (eta 0.5)",
         params=GroupParams, weighting=group_weights(+1), combines_with_bias=True,
@@ -156,6 +170,27 @@ METHODS.update({
         description=f"{row.description}; plus BA-DPO's bias logit ({variant})")
     for name, row in list(METHODS.items()) if row.combines_with_bias for variant in LEARNED_VARIANTS
 })
+
+
+def logit_at_start(method: Method, params: Any, reference_chosen: Tensor, reference_rejected: Tensor,
+                   chosen_lengths: Tensor, rejected_lengths: Tensor, beta: float) -> Tensor:
+    """``[N]`` each judgment's logit under the method's own loss with the policy at the reference and
+    no bias (detached): 0 for the DPO family, R-DPO's length term, SimPO's length-normalised reference
+    margin minus gamma. theta's start fits the labels around it (:mod:`badpo.theta.start`). Per-token
+    log-ratios are 0 at the reference, one per response token."""
+    n = len(reference_chosen)
+    views: dict[str, Any] = {}
+    if method.needs.token_logratios:
+        views.update(chosen_token_logratios=tuple(torch.zeros(int(k)) for k in chosen_lengths),
+                     rejected_token_logratios=tuple(torch.zeros(int(k)) for k in rejected_lengths))
+    if method.needs.sample_seeds:
+        views["sample_seeds"] = torch.zeros(n, dtype=torch.long)
+    batch = JudgmentBatch(policy_chosen=reference_chosen, policy_rejected=reference_rejected,
+                          reference_chosen=reference_chosen, reference_rejected=reference_rejected,
+                          bias_logit=torch.zeros(n, dtype=reference_chosen.dtype), beta=beta,
+                          chosen_lengths=chosen_lengths, rejected_lengths=rejected_lengths, **views)
+    with torch.no_grad():
+        return method.loss(batch, params).logits.detach()
 
 
 def get_method(name: str) -> Method:

@@ -1,4 +1,4 @@
-"""The level step on the loop (``bias.trusted_level``, ``bias.level: tilt``; the maths:
+"""theta's rules after the start (``bias.level``) and the level step (``bias.trusted_level``; the maths:
 :mod:`badpo.core.level`).
 
 Two anchors, one step. ``trusted``: the trusted annotators' judgments say where the level is
@@ -46,10 +46,10 @@ from torch import Tensor
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError
 from badpo.core.level import Link, level_shift, tilt_shift
-from badpo.engine.batches import PreferenceData
-from badpo.engine.checks import check_orthogonal
-from badpo.engine.start import judgment_sides, labels_quality
 from badpo.run_folder.layout import THETA_FILE, TRAINED_THETA_FILE
+from badpo.theta.labels import ThetaLabels
+from badpo.theta.options import ENGINE, Front, check_orthogonal
+from badpo.theta.start import labels_quality
 
 __all__ = ["LEVEL_RULES", "LevelRule", "LevelStep", "build_level_step", "orthogonal_step", "save_theta"]
 
@@ -132,12 +132,12 @@ def _named(names: tuple[str, ...], values: Tensor) -> dict[str, float | None]:
     return {name: (float(v) if torch.isfinite(v) else None) for name, v in zip(names, values)}
 
 
-def _no_quality(data: PreferenceData, bias: BiasChannel) -> None:
+def _no_quality(labels: ThetaLabels, bias: BiasChannel) -> None:
     return None
 
 
-def _labels_quality(data: PreferenceData, bias: BiasChannel) -> Tensor:
-    return labels_quality(data, bias.declared_index.tolist(), bias.fixed_offset.double().cpu())
+def _labels_quality(labels: ThetaLabels, bias: BiasChannel) -> Tensor:
+    return labels_quality(labels, bias.declared_index.tolist(), bias.fixed_offset.double().cpu())
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ class LevelRule:
     fixed when it reads the policy's lean (None: no level step, theta's Adam sets the level);
     ``orthogonal``: the policy's step is kept orthogonal to the declared attributes."""
 
-    tilt: Callable[[PreferenceData, BiasChannel], Tensor | None] | None = None
+    tilt: Callable[[ThetaLabels, BiasChannel], Tensor | None] | None = None
     orthogonal: bool = False
 
 
@@ -158,19 +158,19 @@ LEVEL_RULES: dict[str, LevelRule] = {
     "orthogonal": LevelRule(orthogonal=True)}
 
 
-def orthogonal_step(level: str, bias: BiasChannel | None, method, micro_batch: int) -> bool:
+def orthogonal_step(level: str, bias: BiasChannel | None, method, micro_batch: int, front: Front = ENGINE) -> bool:
     """Whether the run keeps the policy's step orthogonal to the declared attributes (``level``: its
     ``bias.level``; ``method`` its Method; ``micro_batch`` its items per forward). A method that
     learns no theta never gets here with a rule other than ``adam`` (``build_bias`` refuses it)."""
     if bias is None or not method.learns_theta or not LEVEL_RULES[level].orthogonal:
         return False
-    check_orthogonal(bool(bias.trusted), method, micro_batch, len(bias.declared))
+    check_orthogonal(bool(bias.trusted), method, micro_batch, len(bias.declared), front)
     return True
 
 
-def build_level_step(settings, bias: BiasChannel | None, link: Link, data: PreferenceData) -> LevelStep | None:
+def build_level_step(settings, bias: BiasChannel | None, link: Link, labels: ThetaLabels) -> LevelStep | None:
     """The level step of a run (``settings``: its ``BiasSettings``): with a tilt rule of
-    ``bias.level``, the tilt anchor every step (each judgment's pair and orientation from ``data``);
+    ``bias.level``, the tilt anchor every step (each judgment's pair and orientation from ``labels``);
     else only with trusted annotators and ``bias.trusted_level`` other than ``gradient``; None
     otherwise."""
     if bias is None:
@@ -181,8 +181,8 @@ def build_level_step(settings, bias: BiasChannel | None, link: Link, data: Prefe
             raise ConfigError(f"bias.level: {settings.level} anchors the level on the policy's own lean, "
                               "bias.trusted on the trusted annotators: choose one (bias.level: adam keeps "
                               "the trusted anchor)")
-        return LevelStep(link, len(data), every_step=True, anchor="tilt", pair=data.judgment_pair,
-                         side=judgment_sides(data), quality=tilt(data, bias))
+        return LevelStep(link, len(labels), every_step=True, anchor="tilt", pair=labels.pair,
+                         side=labels.side, quality=tilt(labels, bias))
     if not bias.trusted or settings.trusted_level == "gradient":
         return None
-    return LevelStep(link, len(data), every_step=settings.trusted_level == "every_step")
+    return LevelStep(link, len(labels), every_step=settings.trusted_level == "every_step")

@@ -1,0 +1,86 @@
+"""theta's options, checked once, in words of the front door that called.
+
+``badpo train`` and ``badpo rm`` read ``bias.level``, ``bias.init``, ``bias.lr`` and
+``micro_batch_size``; :class:`badpo.integrations.trl.BADPOTrainer` reads ``bias_level``,
+``theta_init``, ``theta_lr`` and ``args.per_device_train_batch_size``. Each check below takes the
+:class:`Front` of its caller, so a refusal names the option the user set, and no message is
+another's rewritten.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from badpo.core.config import ConfigError
+
+__all__ = ["ENGINE", "INIT_RULES", "TRL", "Front", "check_init", "check_level", "check_level_has_theta",
+           "check_lr", "check_orthogonal", "LEVEL_NAMES"]
+
+# Where theta starts and what it does after (the rows: theta/start.py, theta/level.py); named here
+# so that a front door can check an option before the rows' modules load.
+INIT_RULES = ("conditional", "reference", "offline", "zero")
+LEVEL_NAMES = ("adam", "tilt", "tilt_given_quality", "orthogonal")
+
+
+@dataclass(frozen=True)
+class Front:
+    """The names a front door gives theta's options (``keeps_margins``: it keeps every judgment's
+    last margin, which the tilt rules read)."""
+
+    level: str
+    init: str
+    lr: str
+    micro_batch: str
+    trusted: str
+    keeps_margins: bool = True
+
+
+ENGINE = Front(level="bias.level", init="bias.init", lr="bias.lr", micro_batch="micro_batch_size",
+               trusted="bias.trusted")
+TRL = Front(level="bias_level", init="theta_init", lr="theta_lr", micro_batch="args.per_device_train_batch_size",
+            trusted="the channel's trusted annotators", keeps_margins=False)
+
+
+def check_lr(lr: float, front: Front) -> None:
+    if not lr > 0:
+        raise ConfigError(f"{front.lr}: must be > 0, got {lr}")
+
+
+def check_init(init: str, front: Front, allowed: tuple[str, ...] = INIT_RULES) -> None:
+    if init not in allowed:
+        raise ConfigError(f"{front.init}: one of {list(allowed)}, got {init!r}")
+
+
+def check_level(level: str, front: Front) -> None:
+    """A known rule, and one that this front door can run."""
+    if level not in LEVEL_NAMES:
+        raise ConfigError(f"{front.level}: one of {list(LEVEL_NAMES)}, got {level!r}")
+    if level.startswith("tilt") and not front.keeps_margins:
+        raise ConfigError(f"{front.level}: {level} moves theta after every step from every judgment's last "
+                          "margin, which this trainer does not keep; train it with badpo train")
+
+
+def check_level_has_theta(level: str, learns_theta: bool, owner: str, front: Front = ENGINE) -> None:
+    """A rule for theta other than adam on an arm that learns none is refused: projecting or
+    anchoring a step with no theta to take the attributes' share would change the method, not
+    leave it as it is. ``owner`` names the arm: "method 'dpo'", "variant 'none'"."""
+    if not learns_theta and level != "adam":
+        raise ConfigError(f"{front.level}: {level} needs a theta to take the attributes' share, and {owner} "
+                          f"learns none; leave {front.level} at adam")
+
+
+def check_orthogonal(trusted: bool, method, micro_batch: int, declared: int | None, front: Front = ENGINE) -> None:
+    """What the orthogonal rule cannot do, refused before anything loads and again when the data
+    has given every count: ``method``, the Method row (None: the reward model, which reads no
+    per-token ratios); ``declared`` is None where the count is not known yet."""
+    rule = f"{front.level}: orthogonal"
+    if trusted:
+        raise ConfigError(f"{rule} keeps the policy's lean at the reference's, and trusted annotators "
+                          f"({front.trusted}) anchor it on their own judgments: choose one")
+    if method is not None and method.needs.token_logratios:
+        raise ConfigError(f"{rule} projects the summed log-probs; {method.description} also reads per-token "
+                          "ratios, which the projection does not reach")
+    if declared is not None and micro_batch <= declared:  # d independent directions span d items
+        raise ConfigError(f"{rule} takes the micro-batch's {declared} declared attribute direction(s) out of "
+                          f"the policy's step, which leaves nothing of {micro_batch} item(s) whose differences "
+                          f"are independent: raise {front.micro_batch} above {declared}")

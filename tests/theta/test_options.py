@@ -1,0 +1,51 @@
+"""theta's options are checked once (badpo.theta.options) and each refusal names the option of the
+front door that called: the engine's config keys or BADPOTrainer's arguments."""
+
+from __future__ import annotations
+
+import pytest
+
+from badpo.core.config import ConfigError
+from badpo.methods import get_method
+from badpo.theta.level import LEVEL_RULES
+from badpo.theta.options import (
+    ENGINE,
+    INIT_RULES,
+    LEVEL_NAMES,
+    TRL,
+    check_init,
+    check_level,
+    check_level_has_theta,
+    check_lr,
+    check_orthogonal,
+)
+from badpo.theta.start import START_RULES
+
+
+def test_the_names_are_the_rows_of_the_tables():
+    assert LEVEL_NAMES == tuple(LEVEL_RULES) and INIT_RULES == tuple(START_RULES)
+
+
+@pytest.mark.parametrize(("front", "level", "micro", "lr", "init"), [
+    (ENGINE, "bias.level", "micro_batch_size", "bias.lr", "bias.init"),
+    (TRL, "bias_level", "args.per_device_train_batch_size", "theta_lr", "theta_init")])
+def test_each_refusal_names_the_callers_option(front, level, micro, lr, init):
+    refused = rf"^{level}: orthogonal needs a theta .* 'dpo' learns none; leave {level} at adam$"
+    with pytest.raises(ConfigError, match=refused):
+        check_level_has_theta("orthogonal", False, "method 'dpo'", front)
+    with pytest.raises(ConfigError, match=rf"^{level}: orthogonal takes .* raise {micro} above 2$"):
+        check_orthogonal(False, get_method("ba_dpo_pooled"), 2, 2, front)
+    with pytest.raises(ConfigError, match=rf"^{lr}: must be > 0, got 0.0$"):
+        check_lr(0.0, front)
+    with pytest.raises(ConfigError, match=rf"^{init}: one of "):
+        check_init("warm", front)
+    with pytest.raises(ConfigError, match=rf"^{level}: one of "):
+        check_level("steady", front)
+    check_orthogonal(False, get_method("ba_dpo_pooled"), 3, 2, front)  # a micro-batch above d passes
+    check_level_has_theta("adam", False, "method 'dpo'", front)
+
+
+def test_only_a_front_door_that_keeps_every_margin_runs_the_tilt_rules():
+    check_level("tilt", ENGINE)
+    with pytest.raises(ConfigError, match="^bias_level: tilt moves theta after every step"):
+        check_level("tilt", TRL)
