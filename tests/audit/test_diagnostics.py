@@ -3,6 +3,7 @@ corpus (``badpo.corpora.signing``) whose planted theta_k the swap-pair log-odds 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -226,8 +227,13 @@ def test_cli_audit_writes_the_table_and_the_json(tmp_path, capsys, cli_error):
     printed = capsys.readouterr().out
     with pytest.warns(BiasIdentifiabilityWarning):
         expected = audit(read_judgments(path), AB, start=True)  # the command shows where train starts
-    assert printed == format_audit(expected)
+    # the labels it read come first, and in the JSON (six plain wins, read in the chosen/rejected form)
+    labels = {"rows": 6, "forms": {"chosen_rejected": 6}, "ties": 0, "plain_wins": 6, "strengths": {}}
+    expected = dataclasses.replace(expected, labels=labels)
+    assert printed == "labels: 6 judgments (rows by form: chosen_rejected 6); 0 ties; 6 plain wins\n" + format_audit(
+        expected)
     assert out.read_text() == expected.to_json()
+    assert json.loads(out.read_text())["ties"] == 0
     assert "--attribute" in cli_error(["audit", str(path)])
     assert "--example" in cli_error(["audit", "--example", str(path)])
     assert "unknown attribute spec 'nope'" in cli_error(["audit", str(path), "--attribute", "nope"])
@@ -239,6 +245,9 @@ def test_cli_example_runs_on_the_planted_corpus(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "planted corpus (seed 0" in printed and "warnings: none" in printed
     assert json.loads(out.read_text())["n_judgments"] == 12000
+    assert json.loads(out.read_text())["ties"] == 0  # the example's labels are plain wins, said first
+    assert printed.startswith("labels: 12000 judgments (rows by form: chosen_rejected 12000); 0 ties; "
+                              "12000 plain wins\n")
     comparison = printed[printed.index("planted corpus (seed 0"):].splitlines()
     assert [line.split()[:2] for line in comparison[2:]] == [
         [name, key] for name in ("woman_coded", "black_coded") for key in ("all", "A", "B", "C")]

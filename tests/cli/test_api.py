@@ -272,7 +272,8 @@ def test_audit_is_the_command_in_one_call(tmp_path, capsys):
     assert reported.report["attributes"][0]["name"] == "signed" and (tmp_path / "report" / "README.md").exists()
     assert "report written to" in reported.summary()
     example = badpo.audit(example=True)
-    assert example.text.startswith("badpo label audit:") and "planted corpus (seed 0" in example.text
+    assert example.text.startswith("labels: 12000 judgments (rows by form: chosen_rejected 12000); 0 ties")
+    assert "\nbadpo label audit:" in example.text and "planted corpus (seed 0" in example.text
 
     for kwargs, message in (({}, "give data and at least one attribute"),
                             ({"data": path}, "give data and at least one attribute"),

@@ -55,7 +55,7 @@ def test_valid_rows_become_judgments_with_float_attributes():
     (row(pair_id=""), r"row 1, field 'pair_id': empty"),
     (row(prompt_id=3), r"row 1, field 'prompt_id': expected a string"),
     (row(rejected="4"), r"row 1, field 'rejected': identical to 'chosen'"),
-    (row(tie=True), r"row 1, field 'tie': a tie carries no preference"),
+    (row(tie=True, strength=1), r"row 1, field 'strength': 1 on a tie; a tie prefers neither side"),
     (row(tie=1), r"row 1, field 'tie': expected true/false, got int 1"),
     (row(anotator="x"), r"row 1, field 'anotator': unknown field"),
     (row(g_chosen={"m": 1.0}), r"row 1, field 'g_rejected': missing while 'g_chosen' is given"),
@@ -178,8 +178,8 @@ def test_read_from_datasets_objects_and_saved_directories(tmp_path):
     datasets.DatasetDict({"train": dataset}).save_to_disk(str(tmp_path / "dict"))
     with pytest.raises(ValueError, match=r"DatasetDict with splits \['train'\]; pass one split"):
         read_judgments(tmp_path / "dict")
-    bad = datasets.Dataset.from_list([row(tie=False), row(tie=True)])
-    with pytest.raises(JudgmentError, match=r"row 1, field 'tie'"):
+    bad = datasets.Dataset.from_list([row(tie=False, strength=1), row(tie=True, strength=2)])
+    with pytest.raises(JudgmentError, match=r"row 1, field 'strength'"):
         read_judgments(bad)
 
 

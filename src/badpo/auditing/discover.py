@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from statistics import NormalDist
 from typing import Any
@@ -142,6 +142,7 @@ class Discovery:
     untestable: tuple[tuple[str, str], ...]  # (library candidate, why it cannot be tested)
     findings: tuple[Finding, ...]
     notes: tuple[str, ...] = field(default=())
+    labels: Mapping[str, Any] | None = None  # the labels read (badpo.core.labels), ties left out of the screen
 
     def attributes(self) -> list[str]:
         return [f.spec for f in self.findings]
@@ -176,7 +177,8 @@ class Discovery:
                 "findings": [asdict(f) for f in self.findings], "attributes": self.attributes(),
                 "tested": [asdict(t) for t in self.tested],
                 "untestable": [{"name": n, "reason": r} for n, r in self.untestable],
-                "power": self.power(), "notes": list(self.notes)}
+                "power": self.power(), "notes": list(self.notes)} | (
+            {"ties": self.labels["ties"], "labels": dict(self.labels)} if self.labels is not None else {})
 
 
 # ------------------------------------------------------------------------------------ the tests

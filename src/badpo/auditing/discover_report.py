@@ -22,6 +22,7 @@ from badpo.auditing.discover import POWER, Discovery, DiscoverySettings, Finding
 from badpo.auditing.report_html import discover_html
 from badpo.core.file_sets import commit_files, folder_lock, recover_files
 from badpo.core.judgments import check_duplicates_option, duplicates_line, handle_duplicates
+from badpo.core.labels import LabelTally, estimates_line
 from badpo.core.outputs import Inputs, check_not_input, check_writable_folder, spreadsheet_safe
 from badpo.data.judgment_stream import judgment_stream
 from badpo.data.sources import ColumnMap, read_judgment_source
@@ -263,16 +264,29 @@ def _discovered(source: Any, data_split: str | None, columns: ColumnMap, setting
     stream = judgment_stream(source, columns, data_split)
     if stream is None:
         loaded = read_judgment_source(source, data_split, columns)
-        origin = loaded.origin
+        origin, forms = loaded.origin, loaded.forms
         rows, repeated = handle_duplicates(loaded.rows, duplicates, origin)
         del loaded  # its rows are the screen's to let go (below)
         judgments = _handed_over(rows)
     else:
         again = stream.check()
-        origin, repeated = stream.origin, duplicates_line(again, duplicates, stream.origin)
+        origin, repeated, forms = stream.origin, duplicates_line(again, duplicates, stream.origin), stream.forms
         judgments = stream.judgments(frozenset(again) if duplicates == "drop" else frozenset())
-    result = discover(judgments, settings or DiscoverySettings(), _stderr_progress() if progress else None)
-    return result, (f"{repeated}\n" if repeated else "") + format_discovery(result), origin
+    seen = LabelTally()  # the labels of every judgment handed over, ties included
+    result = discover(_wins(judgments, seen), settings or DiscoverySettings(),
+                      _stderr_progress() if progress else None)
+    result = dataclasses.replace(result, labels=seen.counts(forms).to_dict())  # --json: ties and labels
+    labels = estimates_line(seen.counts(), "the screen")
+    return result, "".join(f"{line}\n" for line in (repeated, labels) if line) + format_discovery(result), origin
+
+
+def _wins(judgments: Iterator, seen: LabelTally) -> Iterator:
+    """The judgments without the ties, which the screen cannot read yet (a tie prefers neither side);
+    every label is counted in ``seen`` so that the printed text says what was left out."""
+    for judgment in judgments:
+        seen.add(judgment)
+        if not judgment.tie:
+            yield judgment
 
 
 def _handed_over(rows: list) -> Iterator:

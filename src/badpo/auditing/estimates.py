@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any, Protocol
@@ -48,6 +48,7 @@ import numpy as np
 
 from badpo.auditing.start_level import start_level
 from badpo.core.judgments import Judgment, annotator_classes, pair_key
+from badpo.core.labels import no_ties
 from badpo.core.notices import BadpoWarning
 
 __all__ = [
@@ -246,6 +247,7 @@ class Audit:
     warnings: tuple[str, ...]
     trusted: tuple[str, ...] = ()  # annotators whose theta_k is known (pins their component)
     start: Any = None  # where bias.init: conditional starts theta (badpo.auditing.start_level), when asked for
+    labels: Mapping[str, Any] | None = None  # the labels read (badpo.core.labels.LabelCounts.to_dict), ties left out
 
     def coordinate(self, name: str) -> CoordinateAudit:
         for coordinate in self.coordinates:
@@ -265,7 +267,8 @@ class Audit:
             "unidentified": list(self.unidentified),
             "warnings": list(self.warnings),
         } | ({"trusted": list(self.trusted), "unpinned": [list(c) for c in self.unpinned()]}
-             if self.trusted else {}) | self._start_dict()
+             if self.trusted else {}) | self._start_dict() | (
+            {"ties": self.labels["ties"], "labels": dict(self.labels)} if self.labels is not None else {})
 
     def _start_dict(self) -> dict[str, Any]:
         """``start_level`` {attribute: theta's start} and its fit, when the audit computed them."""
@@ -469,6 +472,7 @@ def audit(judgments: Sequence[Judgment], attributes: _AttributeValues,
     judgments = list(judgments)
     if not judgments:
         raise ValueError("audit: no judgments to audit")
+    no_ties(judgments, "the audit's estimates")
     annotator_classes(judgments, source)
     names = tuple(attributes.names)
     diffs = attribute_differences(judgments, attributes) if differences is None else differences

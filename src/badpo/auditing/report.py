@@ -78,6 +78,7 @@ from badpo.core.attributes import resolve_attributes
 from badpo.core.file_sets import folder_lock
 from badpo.core.jsonio import atomic_write_text
 from badpo.core.judgments import Judgment, handle_duplicates
+from badpo.core.labels import estimates_line, label_counts, wins_for_estimates
 from badpo.core.outputs import check_not_input, check_writable_folder, spreadsheet_safe
 from badpo.data.coverage import check_coverage, unknown_share
 from badpo.data.sources import ColumnMap, read_judgment_source
@@ -397,15 +398,16 @@ def _check_report_folder(report_dir: str | Path, overwrite: bool, source: Any) -
         check_not_input(path, "--report", [("DATA", source)])
 
 
-def _differences_of(origin: str, judgments, attributes, dropped: int) -> np.ndarray | None:
+def _differences_of(origin: str, judgments, attributes, dropped: int, ties: int) -> np.ndarray | None:
     """:func:`attribute_differences`, an error about a row naming the file it is in (the rows are
-    counted after any duplicates dropped, and the error says so)."""
+    counted after any duplicates dropped and ties left out, and the error says so)."""
     if not judgments:
         return None
     try:
         return attribute_differences(judgments, attributes)
     except ValueError as error:
-        counted = f" (its rows less the {dropped} exact duplicates dropped)" if dropped else ""
+        less = [f"the {dropped} exact duplicates dropped"] * bool(dropped) + [f"the {ties} ties left out"] * bool(ties)
+        counted = f" (its rows less {' and '.join(less)})" if less else ""
         raise ValueError(f"{origin}{counted}: {error}") from None
 
 
@@ -415,14 +417,19 @@ def _audited(source: Any, attributes, report_dir: str | Path | None, run_dir, ps
     loaded = read_judgment_source(source, data_split, columns)
     judgments, repeated = handle_duplicates(loaded.rows, duplicates, loaded.origin)
     coverage = text_coverage(tokenizer, judgments, loaded.origin) if tokenizer is not None else None
-    rename = None
-    if pseudonym_key is not None:
-        judgments, rename = pseudonymise(judgments, pseudonym_key)
+    labels = label_counts(judgments, loaded.forms)
+    kept = wins_for_estimates(judgments)  # the estimates read wins only: the ties are left out, and said so
+    if not kept:
+        raise ValueError(f"{loaded.origin}: every one of the {labels.ties} judgments is a tie; the audit's "
+                         "estimates read wins only")
+    dropped = len(loaded.rows) - len(judgments)
+    judgments, rename = (pseudonymise(kept, pseudonym_key) if pseudonym_key is not None else (kept, None))
     learned = load_learned_theta(run_dir, rename) if run_dir is not None else None
-    diffs = _differences_of(loaded.origin, judgments, attributes, len(loaded.rows) - len(judgments))
+    diffs = _differences_of(loaded.origin, judgments, attributes, dropped, labels.ties)
     result = audit(judgments, attributes, source=loaded.origin, differences=diffs, start=True)
-    text = (f"{repeated}\n" if repeated else "") + format_audit(result) + (
-        format_coverage(coverage) if coverage is not None else "")
+    result = dataclasses.replace(result, labels=labels.to_dict())
+    text = "".join(f"{line}\n" for line in (repeated, labels.line(), estimates_line(labels)) if line) + format_audit(
+        result) + (format_coverage(coverage) if coverage is not None else "")
     if report_dir is None:
         return result, text, None
     position = {a: k for k, a in enumerate(result.annotators)}

@@ -95,6 +95,12 @@ class StreamAudit:
             index, line, source = labels[i]
             return describe_row(index, line, source, {"pair_id": judgments[i].pair_id})
 
+        for i, j in enumerate(judgments):  # the anytime test counts wins: no tie may be read as one
+            if j.tie or j.strength is not None:
+                name, what = ("tie", "a tie") if j.tie else ("strength", f"a win of strength {j.strength}")
+                raise JudgmentError(f"{where(i)}, field {name!r}: {what}; the stream audit (--stream) does not take "
+                                    "ties or strengths yet (badpo audit DATA -a SPEC audits the whole file, leaving "
+                                    "ties out and saying so)", row=labels[i][0], field=name)
         try:
             differences = self.attributes.differences(judgments)
         except ValueError:

@@ -1,9 +1,13 @@
 """The judgment row: one annotator's preference between two responses to one prompt.
 
 Every method in badpo reads its data through this module, so the checks live here once:
-a row that would make a loss or an audit silently wrong (an empty response, a tie, a pair
-whose two sides are identical, a NaN attribute, attribute vectors of different lengths)
-is refused with a :class:`JudgmentError` that names the row and the field.
+a row that would make a loss or an audit silently wrong (an empty response, a pair whose two
+sides are identical, a NaN attribute, attribute vectors of different lengths, a strength on a
+tie or on some wins only) is refused with a :class:`JudgmentError` that names the row and the field.
+
+The label of a row is ``chosen`` over ``rejected``, a tie (``tie``: neither preferred, the two sides
+in the file's order) or a graded win (``strength``: 1 the weakest). A consumer that reads plain wins
+only calls :func:`plain_wins_only` first, so that no tie is ever read as a win.
 
 Row indices in messages are 0-based (``dataset[i]``); JSONL line numbers are 1-based.
 Only the standard library is imported here; ``datasets`` is imported inside
@@ -19,14 +23,19 @@ import json
 import math
 import numbers
 import os
-import unicodedata
-import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from badpo.core.notices import BadpoWarning
+from badpo.core.rows import (
+    JudgmentError,
+    annotator_id,
+    describe_row,
+    jsonl_rows,
+    parse_jsonl_line,
+    say_normalised,
+)
 
 __all__ = [
     "DUPLICATES",
@@ -39,7 +48,12 @@ __all__ = [
     "Judgment",
     "JudgmentError",
     "annotator_classes",
+    "annotator_id",
+    "describe_row",
+    "jsonl_rows",
     "pair_key",
+    "parse_jsonl_line",
+    "plain_wins_only",
     "read_judgments",
     "validate_judgments",
     "write_judgments",
@@ -48,11 +62,13 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Judgment:
-    """One disaggregated judgment: ``annotator`` preferred ``chosen`` to ``rejected``.
+    """One disaggregated judgment: ``annotator`` preferred ``chosen`` to ``rejected`` (with
+    ``strength`` when the preference is graded), or, with ``tie``, preferred neither.
 
     ``g_chosen``/``g_rejected`` are optional precomputed attribute values (name -> value),
     read by the ``given:NAME`` attribute spec. Treat them as read-only. They take no part
-    in the hash, so judgments can be put in sets.
+    in the hash, so judgments can be put in sets; ``tie`` and ``strength`` are part of the
+    label and take part in the hash and in equality.
     """
 
     prompt: str
@@ -65,32 +81,25 @@ class Judgment:
     pair_type: str | None = None  # e.g. quality / swap / mixed
     g_chosen: Mapping[str, float] | None = field(default=None, hash=False)
     g_rejected: Mapping[str, float] | None = field(default=None, hash=False)
-
-
-class JudgmentError(ValueError):
-    """A judgment row is invalid; the message names the row (and pair_id) and the field."""
-
-    def __init__(self, message: str, row: int | None = None, field: str | None = None):
-        super().__init__(message)
-        self.row = row
-        self.field = field
+    tie: bool = False  # neither side preferred; chosen / rejected are then the sides A / B as read
+    strength: int | None = None  # a graded win: 1 the weakest (None: a plain win, and always on a tie)
 
 
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Judgment))
 REQUIRED_TEXT: tuple[str, ...] = ("prompt", "chosen", "rejected", "annotator")
 OPTIONAL_TEXT: tuple[str, ...] = ("annotator_class", "prompt_id", "pair_id", "pair_type")
 ATTRIBUTE_FIELDS: tuple[str, ...] = ("g_chosen", "g_rejected")
-# Accepted on input so that a corpus with a tie flag can be read; a true tie is refused.
 TIE_FIELD = "tie"
+STRENGTH_FIELD = "strength"
+LABEL_FIELDS: tuple[str, ...] = (TIE_FIELD, STRENGTH_FIELD)  # written only when set (a plain win: neither)
 
 
 def validate_judgments(rows: Iterable[Mapping[str, Any] | Judgment]) -> list[Judgment]:
     """Check every row and return them as :class:`Judgment` objects, in order.
 
-    Rows are mappings with the fields of :class:`Judgment` (plus an optional boolean
-    ``tie``); :class:`Judgment` objects are accepted too and checked the same way.
-    The first invalid row raises :class:`JudgmentError`; nothing is dropped or coerced
-    except ints in ``g_chosen``/``g_rejected``, which become floats.
+    Rows are mappings with the fields of :class:`Judgment`; :class:`Judgment` objects are
+    accepted too and checked the same way. The first invalid row raises :class:`JudgmentError`;
+    nothing is dropped or coerced except ints in ``g_chosen``/``g_rejected``, which become floats.
     """
     return validate_labelled(((i, None, None), row) for i, row in enumerate(rows))
 
@@ -109,9 +118,7 @@ def iter_validated(labelled: Iterable[tuple[tuple, Any]], share_texts: bool = Tr
     say at the end when annotator ids were normalised."""
     shared: dict[str, str] = {} if share_texts else _NotShared()
     spellings: dict[str, set[str]] = {}  # normalised annotator id -> the spellings read
-    attribute_keys: tuple[str, ...] | None = None  # keys of the first row that has them
-    first_with: int | None = None  # index of that row
-    first_without: int | None = None  # index of the first row without them
+    rules = _AcrossRows()
     for (index, line, source), row in labelled:
         if isinstance(row, Judgment):
             row = {name: getattr(row, name) for name in FIELDS}
@@ -121,31 +128,51 @@ def iter_validated(labelled: Iterable[tuple[tuple, Any]], share_texts: bool = Tr
                                 row=index)
         judgment = _validate_row(row, where, index, shared)
         spellings.setdefault(judgment.annotator, set()).add(row["annotator"])
-        if judgment.g_chosen is None:
-            if first_with is not None:
-                raise JudgmentError(
-                    f"{where}, field 'g_chosen': missing, but row {first_with} gives "
-                    f"attributes {list(attribute_keys)}; give them on every row or none",
-                    row=index, field="g_chosen")
-            if first_without is None:
-                first_without = index
-        else:
-            keys = tuple(judgment.g_chosen)
-            if first_without is not None:
-                raise JudgmentError(
-                    f"{where}, field 'g_chosen': given, but row {first_without} has no "
-                    "precomputed attributes; give them on every row or none",
-                    row=index, field="g_chosen")
-            if attribute_keys is None:
-                attribute_keys, first_with = keys, index
-            elif set(keys) != set(attribute_keys):
-                raise JudgmentError(
-                    f"{where}, field 'g_chosen': attribute names {list(keys)} differ from "
-                    f"{list(attribute_keys)} given on row {first_with}",
-                    row=index, field="g_chosen")
+        rules.check(judgment, where, index)
         yield judgment
     if warn:
-        _say_normalised(spellings)
+        say_normalised(spellings)
+
+
+class _AcrossRows:
+    """What a row must share with the rows before it: precomputed attributes on every row or on none,
+    under the same names; and a strength on every non-tie row or on none (a graded and a plain win
+    in one dataset would read as two scales, and no likelihood holds both)."""
+
+    def __init__(self) -> None:
+        self.attribute_keys: tuple[str, ...] | None = None  # keys of the first row that has them
+        self.first_with: int | None = None  # index of that row
+        self.first_without: int | None = None  # index of the first row without them
+        self.first_win: tuple[int, bool] | None = None  # (index, graded) of the first non-tie row
+
+    def check(self, judgment: Judgment, where: str, index: int) -> None:
+        def fail(name: str, problem: str) -> JudgmentError:
+            return JudgmentError(f"{where}, field {name!r}: {problem}", row=index, field=name)
+
+        if not judgment.tie:
+            graded = judgment.strength is not None
+            if self.first_win is None:
+                self.first_win = (index, graded)
+            elif self.first_win[1] != graded:
+                other = f"row {self.first_win[0]} (a non-tie) " + ("gives one" if self.first_win[1] else "has none")
+                raise fail(STRENGTH_FIELD, f"{'given' if graded else 'missing'}, but {other}; give a strength "
+                           "on every non-tie row or on none")
+        if judgment.g_chosen is None:
+            if self.first_with is not None:
+                raise fail("g_chosen", f"missing, but row {self.first_with} gives attributes "
+                           f"{list(self.attribute_keys)}; give them on every row or none")
+            if self.first_without is None:
+                self.first_without = index
+            return
+        keys = tuple(judgment.g_chosen)
+        if self.first_without is not None:
+            raise fail("g_chosen", f"given, but row {self.first_without} has no precomputed attributes; "
+                       "give them on every row or none")
+        if self.attribute_keys is None:
+            self.attribute_keys, self.first_with = keys, index
+        elif set(keys) != set(self.attribute_keys):
+            raise fail("g_chosen", f"attribute names {list(keys)} differ from {list(self.attribute_keys)} "
+                       f"given on row {self.first_with}")
 
 
 class _NotShared(dict):
@@ -153,24 +180,6 @@ class _NotShared(dict):
 
     def setdefault(self, key, default=None):
         return default
-
-
-def annotator_id(value: str) -> str:
-    """An annotator id as badpo keys it: Unicode NFC, without surrounding whitespace, so that
-    ``A01`` and ``A01 ``, or ``René`` composed and decomposed, are one annotator."""
-    return unicodedata.normalize("NFC", value).strip()
-
-
-def _say_normalised(spellings: dict[str, set[str]]) -> None:
-    """One warning when normalising the ids changed any: how many spellings were merged."""
-    changed = {key: sorted(raw) for key, raw in spellings.items() if raw != {key}}
-    if not changed:
-        return
-    merged = sum(len(raw) - 1 for raw in changed.values())  # spellings that became another's id
-    key, raw = max(changed.items(), key=lambda item: len(item[1]))
-    warnings.warn(f"annotator ids normalised (Unicode NFC, surrounding whitespace): {merged} spelling(s) merged "
-                  f"into another of the same annotator, {len(changed)} annotator(s) affected; e.g. "
-                  f"{', '.join(map(repr, raw))} -> {key!r}", BadpoWarning, stacklevel=3)
 
 
 DUPLICATES = ("keep", "drop")  # what to do with exact duplicate judgments
@@ -182,14 +191,15 @@ def judgment_digest(judgment: Judgment) -> bytes:
     reader can find repeats without keeping the judgments (BLAKE2b: a collision is not a concern)."""
     def numbers_of(values):
         return sorted((name, float(value) + 0.0) for name, value in (values or {}).items())
-    fields = [getattr(judgment, name) for name in FIELDS if not name.startswith("g_")]
+    fields = [getattr(judgment, name) for name in FIELDS if not name.startswith("g_") and name not in LABEL_FIELDS]
+    label = (judgment.tie, judgment.strength) if judgment.tie or judgment.strength is not None else ()
     key = repr((fields, numbers_of(judgment.g_chosen), judgment.g_chosen is None,
-                numbers_of(judgment.g_rejected), judgment.g_rejected is None))
+                numbers_of(judgment.g_rejected), judgment.g_rejected is None) + label)
     return hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def duplicate_rows(judgments: Iterable[Judgment]) -> list[int]:
-    """The rows that repeat an earlier row exactly (every field, attributes included); one pass,
+    """The rows that repeat an earlier row exactly (every field, attributes and label included); one pass,
     keeping a digest per distinct judgment, not the judgment."""
     seen: set[bytes] = set()
     rows = []
@@ -231,19 +241,6 @@ def handle_duplicates(judgments: Sequence[Judgment], duplicates: str, origin: st
     return list(judgments), line
 
 
-def describe_row(index: int, line: int | None, source: str | None, row: Any) -> str:
-    """How an error names a row: ``FILE line L: row i (pair_id ...)``, or ``SOURCE: row i``."""
-    text = f"row {index}"
-    pair_id = row.get("pair_id") if isinstance(row, Mapping) else None
-    if isinstance(pair_id, str) and pair_id:
-        text += f" (pair_id {pair_id!r})"
-    if line is not None:
-        text = f"{source or 'JSONL'} line {line}: {text}"
-    elif source is not None:
-        text = f"{source}: {text}"
-    return text
-
-
 def _validate_row(row: Mapping[str, Any], where: str, index: int, shared: dict[str, str]) -> Judgment:
     """One row as a Judgment; its texts are taken from ``shared`` where an earlier row had the same
     (a pair judged four times would otherwise hold its two answers four times: on long answers that
@@ -251,9 +248,9 @@ def _validate_row(row: Mapping[str, Any], where: str, index: int, shared: dict[s
     def fail(name: str, problem: str) -> JudgmentError:
         return JudgmentError(f"{where}, field {name!r}: {problem}", row=index, field=name)
 
-    unknown = [k for k in row if k not in FIELDS and k != TIE_FIELD]
+    unknown = [k for k in row if k not in FIELDS]
     if unknown:
-        raise fail(str(unknown[0]), f"unknown field; the fields are {list(FIELDS)} and {TIE_FIELD!r}")
+        raise fail(str(unknown[0]), f"unknown field; the fields are {list(FIELDS)}")
     values: dict[str, Any] = {}
     for name in REQUIRED_TEXT + OPTIONAL_TEXT:
         value = row.get(name)
@@ -269,11 +266,7 @@ def _validate_row(row: Mapping[str, Any], where: str, index: int, shared: dict[s
         values[name] = shared.setdefault(text, text)
     if values["chosen"] == values["rejected"]:
         raise fail("rejected", "identical to 'chosen'; a pair needs two different responses")
-    tie = row.get(TIE_FIELD)
-    if tie is not None and not isinstance(tie, bool):
-        raise fail(TIE_FIELD, f"expected true/false, got {type(tie).__name__} {tie!r}")
-    if tie:
-        raise fail(TIE_FIELD, "a tie carries no preference; drop tied judgments before loading")
+    values.update(_label(row, fail))
     given = [name for name in ATTRIBUTE_FIELDS if row.get(name) is not None]
     if len(given) == 1:
         missing = "g_rejected" if given == ["g_chosen"] else "g_chosen"
@@ -285,6 +278,36 @@ def _validate_row(row: Mapping[str, Any], where: str, index: int, shared: dict[s
             raise fail("g_rejected", f"attribute names {list(values['g_rejected'])} differ from "
                        f"g_chosen's {list(values['g_chosen'])}")
     return Judgment(**values)
+
+
+def _label(row: Mapping[str, Any], fail) -> dict[str, Any]:
+    """``tie`` (true/false; null: false) and ``strength`` (a positive integer; null: none) of a row,
+    only those that are set. A tie has no strength: it prefers neither side."""
+    tie, strength = row.get(TIE_FIELD), row.get(STRENGTH_FIELD)
+    if tie is not None and not isinstance(tie, bool):
+        raise fail(TIE_FIELD, f"expected true/false, got {type(tie).__name__} {tie!r}")
+    if strength is None:
+        return {TIE_FIELD: True} if tie else {}
+    if isinstance(strength, bool) or not isinstance(strength, numbers.Integral):
+        raise fail(STRENGTH_FIELD, f"expected a positive integer (1 the weakest), got {type(strength).__name__} "
+                   f"{strength!r}")
+    if strength < 1:
+        raise fail(STRENGTH_FIELD, f"expected a positive integer (1 the weakest), got {strength!r}")
+    if tie:
+        raise fail(STRENGTH_FIELD, f"{strength!r} on a tie; a tie prefers neither side and has no strength")
+    return {STRENGTH_FIELD: int(strength)}
+
+
+def plain_wins_only(judgments: Iterable[Judgment], what: str, source: str | None = None) -> None:
+    """Refuse ties and graded wins before ``what`` (a consumer that reads every judgment as a plain
+    win of ``chosen``) reads them: a tie read as a win would be a preference nobody gave. The
+    :class:`JudgmentError` names the first such row (0-based, in the order given; in ``source``)."""
+    for index, j in enumerate(judgments):
+        if j.tie or j.strength is not None:
+            name, label = (TIE_FIELD, "a tie") if j.tie else (STRENGTH_FIELD, f"a win of strength {j.strength}")
+            where = describe_row(index, None, source, {"pair_id": j.pair_id})
+            raise JudgmentError(f"{where}, field {name!r}: {label}; {what} does not take ties or "
+                                "strengths yet (give plain wins: chosen over rejected)", row=index, field=name)
 
 
 def _attribute_values(value: Any, name: str, fail) -> dict[str, float]:
@@ -338,11 +361,12 @@ def pair_key(j: Judgment) -> str:
 
 
 def _row_dict(j: Judgment) -> dict[str, Any]:
-    """Fields in the dataclass order, None omitted, attribute names in their given order."""
+    """Fields in the dataclass order, None omitted (and ``tie`` when false: a plain win's line is as
+    it was before ties existed), attribute names in their given order."""
     out: dict[str, Any] = {}
     for name in FIELDS:
         value = getattr(j, name)
-        if value is not None:
+        if value is not None and not (name == TIE_FIELD and value is False):
             out[name] = dict(value) if name in ATTRIBUTE_FIELDS else value
     return out
 
@@ -350,7 +374,7 @@ def _row_dict(j: Judgment) -> dict[str, Any]:
 def write_judgments(path: str | os.PathLike, judgments: Iterable[Judgment]) -> None:
     """Write JSONL, one judgment per line; the same judgments give the same bytes.
 
-    Keys follow the :class:`Judgment` field order, None fields are omitted, text is UTF-8
+    Keys follow the :class:`Judgment` field order, None fields (and a false ``tie``) are omitted, text is UTF-8
     (``ensure_ascii=False``) with ``\\n`` line ends. The judgments are validated first, so
     a file written here always reads back.
     """
@@ -396,40 +420,3 @@ def _from_dataset(dataset: Any, origin: str) -> list[Judgment]:
     return validate_judgments(dataset.to_list())
 
 
-def jsonl_rows(path: Path) -> Iterator[tuple[tuple, Any]]:
-    """(label, parsed object) per non-blank line, labelled for :func:`validate_labelled`;
-    malformed JSON or UTF-8 names the line."""
-    index = 0
-    with open(path, "rb") as handle:
-        for line_number, raw in enumerate(handle, start=1):
-            row = parse_jsonl_line(raw, path, line_number, index)
-            if row is not None:
-                yield (index, line_number, str(path)), row
-                index += 1
-
-
-def parse_jsonl_line(raw: bytes, path: str | os.PathLike, line_number: int, index: int) -> Any:
-    """The JSON value of one line of a JSONL file, None for a blank line; text that is not UTF-8,
-    not JSON, or repeats a key is a :class:`JudgmentError` naming the file and line (``index``:
-    the row number it would have). Shared by the whole-file reader above and the streaming audit,
-    which reads a growing file from where it stopped."""
-    try:
-        line = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise JudgmentError(f"{path} line {line_number}: not UTF-8 text (byte "
-                            f"{raw[error.start]:#04x} at column {error.start + 1})", row=index) from None
-    if not line.strip():
-        return None
-    try:
-        return json.loads(line, object_pairs_hook=_no_duplicate_keys)
-    except ValueError as error:  # json.JSONDecodeError and duplicate keys
-        raise JudgmentError(f"{path} line {line_number}: not valid JSON ({error})", row=index) from error
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r}")
-        out[key] = value
-    return out

@@ -86,6 +86,19 @@ def _own_data() -> Builder:
                    tuple(own_data.OUTPUT_FILES), own_data.source_fingerprints)
 
 
+def _helpsteer3() -> Builder:
+    from badpo.corpora import helpsteer3
+
+    return Builder(helpsteer3.HelpSteer3Config, helpsteer3.build_helpsteer3, helpsteer3.summary_text,
+                   helpsteer3.OUTPUT_FILES)
+
+
+def _prism() -> Builder:
+    from badpo.corpora import prism
+
+    return Builder(prism.PrismConfig, prism.build_prism, prism.summary_text, prism.OUTPUT_FILES)
+
+
 def _example_csv() -> Builder:
     from badpo.corpora import example
 
@@ -100,6 +113,8 @@ CORPORA: dict[str, Corpus] = {row.name: row for row in (
     Corpus("multipref", _multipref),
     Corpus("smol-signed", _smol_signed),
     Corpus("smol-multipref", _smol_multipref),
+    Corpus("helpsteer3", _helpsteer3),  # HelpSteer3's individual preferences: ties, strengths
+    Corpus("prism", _prism),  # PRISM's rated opening turns, by participant id
     Corpus("own-data", _own_data),  # your judgments, split
     Corpus("example-csv", _example_csv),  # a CSV as users have one
 )}

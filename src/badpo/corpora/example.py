@@ -13,6 +13,7 @@ itself knows nothing of corpora.
 from __future__ import annotations
 
 import csv
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from badpo.auditing.estimates import Audit, LogOdds, audit
 from badpo.auditing.terminal_table import format_audit, format_estimate
 from badpo.core.attributes import resolve_attributes
 from badpo.core.config import ConfigError
+from badpo.core.labels import label_counts
 from badpo.corpora.signing import SigningConfig, implied_log_odds, sign_corpus
 from badpo.corpora.tiny import TinyWorldConfig, build_model, build_tokenizer, tiny_base_pairs
 
@@ -49,7 +51,8 @@ def example_report(seed: int = 0, n_pairs: int = 3000) -> tuple[Audit, str]:
     """
     world = TinyWorldConfig(n_pairs=n_pairs, signing=SigningConfig(seed=seed, heldout_share=0.0))
     corpus = sign_corpus(tiny_base_pairs(world)[0], world.signing)
-    result = audit(corpus.train, resolve_attributes(["names"]))
+    labels = label_counts(corpus.train, {"chosen_rejected": len(corpus.train)})  # plain wins, as badpo audit says
+    result = dataclasses.replace(audit(corpus.train, resolve_attributes(["names"])), labels=labels.to_dict())
     implied = implied_log_odds(corpus, corpus.train, ("swap",))
     lines = ["", f"planted corpus (seed {seed}, {n_pairs} pairs, tiny-world prompts signed as in "
              "Signed-UltraFeedback): swap pairs, audit vs planted theta_k",
@@ -65,7 +68,7 @@ def example_report(seed: int = 0, n_pairs: int = 3000) -> tuple[Audit, str]:
             shown = "-" if value is None else f"{value:+.3f}"
             lines.append(f"{c.name:<12}  {key:<6}  {counts.cross:>6}  {estimate:>7}  {se:>6}  "
                          f"{shown:>7}  {float(np.mean(members)):>+12.3f}")
-    return result, format_audit(result) + "\n".join(lines) + "\n"
+    return result, f"{labels.line()}\n" + format_audit(result) + "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,11 @@ each annotation carries an ``evaluator`` pseudonym and an ``overall_pref`` in
 
 - writes one judgment per non-tie annotation: annotator = evaluator, annotator_class =
   ``crowd`` / ``expert``, pair_id = comparison_id, prompt_id = prompt_id; ties are dropped and
-  counted;
+  counted. With ``keep_ties`` a tie is written too (``tie: true``, A as ``chosen``, B as
+  ``rejected``), and with ``keep_strength`` a win carries its grade (``strength``: 1 for
+  "slightly", 2 for "clearly"); both default to off, which writes the corpus of the paper's tables
+  byte for byte as before. The audit summaries leave the kept ties out (counted in
+  ``ties_left_out_of_audit``) and read a graded win as a win;
 - drops (and counts) a comparison whose prompt or completion is empty, or whose two completions
   are identical, since a judgment needs two different non-empty responses;
 - holds out ``heldout_fraction`` of the distinct prompt ids (a seeded permutation of the sorted
@@ -40,10 +44,12 @@ import numpy as np
 
 from badpo.auditing.estimates import BiasIdentifiabilityWarning, audit
 from badpo.core.attributes import resolve_attributes
-from badpo.core.config import dump_yaml
+from badpo.core.config import dump_yaml, to_dict
 from badpo.core.jsonio import write_json, write_jsonl
 from badpo.core.judgments import Judgment, write_judgments
+from badpo.core.labels import wins_for_estimates
 from badpo.data.hub import CorpusSchemaError, load_split, require_columns
+from badpo.data.label_forms import MULTIPREF_LABELS
 
 __all__ = [
     "ANNOTATION_COLUMNS",
@@ -77,6 +83,8 @@ class MultiPrefConfig:
     n_eval_prompts: int = 300  # evaluation prompts, drawn from the held-out prompts
     seed: int = 0  # data seed: the held-out prompts and the evaluation prompts
     audit_attributes: tuple[str, ...] = ("length", "markdown")  # attribute specs audited
+    keep_ties: bool = False  # write tied annotations as tie rows (false: dropped and counted, as the paper)
+    keep_strength: bool = False  # write each win's grade as its strength (slightly 1, clearly 2)
 
 
 @dataclass(frozen=True)
@@ -101,8 +109,8 @@ def _text(row: Mapping[str, Any], column: str, where: str) -> str:
     return value
 
 
-def _votes(row: Mapping[str, Any], where: str) -> list[tuple[str, str, str | None]]:
-    """(evaluator, class, winning side or None for a tie) of every annotation of a comparison."""
+def _votes(row: Mapping[str, Any], where: str) -> list[tuple[str, str, str | None, int | None]]:
+    """(evaluator, class, winning side or None for a tie, strength) of every annotation of a comparison."""
     votes = []
     for column, annotator_class in ANNOTATION_COLUMNS.items():
         annotations = row[column]
@@ -122,7 +130,7 @@ def _votes(row: Mapping[str, Any], where: str) -> list[tuple[str, str, str | Non
             if preference not in OVERALL_PREFS:
                 raise CorpusSchemaError(f"{here}: 'overall_pref' {preference!r} is not one of "
                                         f"{list(OVERALL_PREFS)}")
-            votes.append((evaluator, annotator_class, OVERALL_PREFS[preference]))
+            votes.append((evaluator, annotator_class, *MULTIPREF_LABELS[preference]))
     return votes
 
 
@@ -144,7 +152,7 @@ def split_prompt_ids(prompt_ids: Sequence[str], heldout_fraction: float, seed: i
 
 
 def _comparisons(rows: Sequence[Mapping[str, Any]], counts: dict[str, Any]
-                 ) -> list[tuple[dict[str, str], list[tuple[str, str, str | None]]]]:
+                 ) -> list[tuple[dict[str, str], list[tuple[str, str, str | None, int | None]]]]:
     """(texts and ids, votes) of every usable comparison; the dropped ones are counted."""
     kept = []
     seen_ids: set[str] = set()
@@ -161,7 +169,7 @@ def _comparisons(rows: Sequence[Mapping[str, Any]], counts: dict[str, Any]
                                     "prompt texts")
         votes = _votes(row, where)
         counts["annotations"] += len(votes)
-        counts["ties_dropped"] += sum(1 for _, _, side in votes if side is None)
+        counts["ties_dropped"] += sum(1 for _, _, side, _ in votes if side is None)
         if not all(item[c].strip() for c in ("text", "completion_a", "completion_b")):
             counts["comparisons_dropped_empty"] += 1
         elif item["completion_a"] == item["completion_b"]:
@@ -173,10 +181,10 @@ def _comparisons(rows: Sequence[Mapping[str, Any]], counts: dict[str, Any]
     return kept
 
 
-def _majority_side(votes: Sequence[tuple[str, str, str | None]]) -> str | None:
+def _majority_side(votes: Sequence[tuple[str, str, str | None, int | None]]) -> str | None:
     """'a' / 'b' when more non-tie votes chose that side; None on an equal count."""
-    for_a = sum(1 for _, _, side in votes if side == "a")
-    for_b = sum(1 for _, _, side in votes if side == "b")
+    for_a = sum(1 for _, _, side, _ in votes if side == "a")
+    for_b = sum(1 for _, _, side, _ in votes if side == "b")
     return "a" if for_a > for_b else "b" if for_b > for_a else None
 
 
@@ -193,18 +201,19 @@ def multipref_corpus(rows: Sequence[Mapping[str, Any]], config: MultiPrefConfig)
     class_of: dict[str, str] = {}
     for item, votes in comparisons:
         is_heldout = item["prompt_id"] in heldout_ids
-        for evaluator, annotator_class, side in votes:
+        for evaluator, annotator_class, side, strength in votes:
             if class_of.setdefault(evaluator, annotator_class) != annotator_class:
                 raise CorpusSchemaError(f"comparison_id {item['comparison_id']!r}: evaluator "
                                         f"{evaluator!r} appears as both crowd and expert")
-            if side is None:
+            if side is None and not config.keep_ties:
                 continue
-            loser = "b" if side == "a" else "a"
+            winner, loser = ("b", "a") if side == "b" else ("a", "b")  # a tie keeps A first
+            label = ({"tie": True} if side is None else {"strength": strength} if config.keep_strength else {})
             (heldout if is_heldout else train).append(Judgment(
-                prompt=item["text"], chosen=item[f"completion_{side}"],
+                prompt=item["text"], chosen=item[f"completion_{winner}"],
                 rejected=item[f"completion_{loser}"], annotator=evaluator,
                 annotator_class=annotator_class, prompt_id=item["prompt_id"],
-                pair_id=item["comparison_id"]))
+                pair_id=item["comparison_id"], **label))
         if not is_heldout:
             side = _majority_side(votes)
             if side is None:
@@ -213,21 +222,40 @@ def multipref_corpus(rows: Sequence[Mapping[str, Any]], config: MultiPrefConfig)
                 sft.append({"prompt_id": item["prompt_id"], "pair_id": item["comparison_id"],
                             "prompt": item["text"], "response": item[f"completion_{side}"]})
     eval_prompts = _eval_prompts(comparisons, heldout_ids, config)
-    annotators = {j.annotator for j in train + heldout}
+    counts.update(_written_counts(counts, train + heldout, class_of, config))
     counts.update({
-        "tie_share": counts["ties_dropped"] / counts["annotations"] if counts["annotations"] else None,
         "comparisons_kept": len(comparisons),  # passed the empty / identical filters
-        "comparisons_judged": len({j.pair_id for j in train + heldout}),  # >= 1 non-tie vote
-        "judgments": len(train) + len(heldout), "judgments_train": len(train),
-        "judgments_heldout": len(heldout),
+        "judgments_train": len(train), "judgments_heldout": len(heldout),
         "prompts_heldout": len(heldout_ids),
         "prompts_train": len({c["prompt_id"] for c, _ in comparisons} - heldout_ids),
-        "annotators": len(annotators),
-        "annotators_crowd": sum(1 for a in annotators if class_of[a] == "crowd"),
-        "annotators_expert": sum(1 for a in annotators if class_of[a] == "expert"),
         "sft_rows": len(sft), "eval_prompts": len(eval_prompts),
     })
     return MultiPrefCorpus(train, heldout, sft, eval_prompts, counts)
+
+
+def _written_counts(counts: dict[str, Any], written: Sequence[Judgment], class_of: Mapping[str, str],
+                    config: MultiPrefConfig) -> dict[str, Any]:
+    """The counts of the judgments written. The tie share is the source's (every tie annotation, kept or
+    not); with ``keep_ties`` the ties written are ``ties_kept`` and only those of dropped comparisons
+    stay in ``ties_dropped``; with ``keep_strength``, ``strengths`` counts the wins at each grade."""
+    ties = counts["ties_dropped"]
+    kept = sum(j.tie for j in written)
+    annotators = {j.annotator for j in written}
+    out = {
+        "ties_dropped": ties - kept,
+        "tie_share": ties / counts["annotations"] if counts["annotations"] else None,
+        "comparisons_judged": len({j.pair_id for j in written if not j.tie}),  # >= 1 non-tie vote
+        "judgments": len(written),
+        "annotators": len(annotators),
+        "annotators_crowd": sum(1 for a in annotators if class_of[a] == "crowd"),
+        "annotators_expert": sum(1 for a in annotators if class_of[a] == "expert"),
+    }
+    if config.keep_ties:
+        out["ties_kept"] = kept
+    if config.keep_strength:
+        levels = sorted({j.strength for j in written if j.strength is not None})
+        out["strengths"] = {str(level): sum(j.strength == level for j in written) for level in levels}
+    return out
 
 
 def _eval_prompts(comparisons, heldout_ids: frozenset[str], config: MultiPrefConfig
@@ -246,7 +274,8 @@ def _eval_prompts(comparisons, heldout_ids: frozenset[str], config: MultiPrefCon
 
 def _audit_summary(corpus: MultiPrefCorpus, specs: Sequence[str]) -> tuple[dict, dict]:
     """(spec -> {"train", "all", "warnings"} -> short summary, spec -> full audit of the training
-    rows). The audit's warnings are kept in the result rather than raised."""
+    rows). The audit's warnings are kept in the result rather than raised; kept ties are left out
+    (the audit reads wins only; the stats count them), a graded win is read as a win."""
     def short(result) -> dict:
         summary = {}
         for c in result.coordinates:
@@ -262,8 +291,8 @@ def _audit_summary(corpus: MultiPrefCorpus, specs: Sequence[str]) -> tuple[dict,
         attributes = resolve_attributes([spec])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", BiasIdentifiabilityWarning)
-            on_train = audit(corpus.train, attributes)
-            on_all = audit(corpus.train + corpus.heldout, attributes)
+            on_train = audit(wins_for_estimates(corpus.train), attributes)
+            on_all = audit(wins_for_estimates(corpus.train + corpus.heldout), attributes)
         full[spec] = on_train.to_dict()
         summary[spec] = {"train": short(on_train), "all": short(on_all),
                          "warnings": list(on_train.warnings)}
@@ -290,6 +319,8 @@ def write_multipref(corpus: MultiPrefCorpus, config: MultiPrefConfig, outdir: st
     corpus through here too, so both give the same files in the same format."""
     summary, full = _audit_summary(corpus, config.audit_attributes)
     stats = {"corpus": corpus_name, "source": config.source, **corpus.counts, "audit": summary}
+    if config.keep_ties:
+        stats["ties_left_out_of_audit"] = sum(j.tie for j in corpus.train + corpus.heldout)
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     write_judgments(out / "train.jsonl", corpus.train)
@@ -298,7 +329,9 @@ def write_multipref(corpus: MultiPrefCorpus, config: MultiPrefConfig, outdir: st
     write_jsonl(out / "eval_prompts.jsonl", corpus.eval_prompts)
     write_json(out / "stats.json", stats)
     write_json(out / "audit.json", full)
-    dump_yaml(config, out / "config.yaml")
+    # the label options appear when set: a corpus built without them keeps the bytes it had before them
+    dump_yaml({name: value for name, value in to_dict(config).items()
+               if name not in ("keep_ties", "keep_strength") or value}, out / "config.yaml")
     return stats
 
 
@@ -307,7 +340,8 @@ def summary_text(stats: Mapping[str, Any]) -> str:
     lines = [f"{stats['corpus']} from {stats['source']}: {stats['judgments']} judgments "
              f"({stats['judgments_train']} train / {stats['judgments_heldout']} held-out) on "
              f"{stats['comparisons_kept']} comparisons over {stats['prompts']} prompts; "
-             f"{stats['ties_dropped']} ties dropped ({100 * (stats['tie_share'] or 0):.1f}%); "
+             + (f"{stats['ties_kept']} ties kept as tie rows, " if "ties_kept" in stats else "")
+             + f"{stats['ties_dropped']} ties dropped ({100 * (stats['tie_share'] or 0):.1f}%); "
              f"{stats['annotators']} evaluators; {stats['sft_rows']} SFT rows; "
              f"{stats['eval_prompts']} evaluation prompts"]
     for _spec, by_rows in stats["audit"].items():

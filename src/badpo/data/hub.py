@@ -6,12 +6,12 @@ their corpus through :func:`load_split` so that a missing corpus is one clear er
 ``datasets``. ``source`` is, in the order tried:
 
 1. an existing local path:
-   - a file (``.parquet``, ``.jsonl``, ``.json``): the rows of the requested split. A path may
+   - a file (``.parquet``, ``.jsonl``, ``.jsonl.gz``, ``.json``): the rows of the requested split. A path may
      contain ``{split}``, which is replaced by the split name (``uf/{split}.parquet``);
    - a directory written by ``save_to_disk`` (a ``DatasetDict``: the split is picked; a single
      ``Dataset``: taken when it records no split or the requested one);
    - any other directory: the files named after the split, ``SPLIT.EXT``, ``SPLIT-*.EXT``, or the
-     same under ``data/`` (the layout of a Hub snapshot), EXT one of parquet / jsonl / json;
+     same under ``data/`` (the layout of a Hub snapshot), EXT one of parquet / jsonl / jsonl.gz / json;
 2. a string that looks like a path (absolute, ``./``, ``~``, a file suffix) but does not exist:
    CorpusNotFoundError, the Hub is not tried;
 3. otherwise a Hub id, read with ``datasets.load_dataset(source, subset, split=split)``
@@ -32,7 +32,7 @@ from typing import Any
 
 __all__ = ["CorpusNotFoundError", "CorpusSchemaError", "load_split", "require_columns"]
 
-_SUFFIXES = (".parquet", ".jsonl", ".json")
+_SUFFIXES = (".parquet", ".jsonl", ".jsonl.gz", ".json")  # .jsonl.gz: as HelpSteer3 publishes its files
 
 
 class CorpusNotFoundError(FileNotFoundError):
@@ -108,6 +108,8 @@ def _split_files(directory: Path, split: str) -> list[Path]:
 
 
 def _read_file(path: Path) -> list[dict[str, Any]]:
+    if path.name.endswith(".jsonl.gz"):
+        return _read_json_lines(path)
     if path.suffix == ".parquet":
         import pyarrow.parquet  # heavy; only when a parquet file is read
 
@@ -132,8 +134,11 @@ def _read_file(path: Path) -> list[dict[str, Any]]:
 
 
 def _read_json_lines(path: Path) -> list[dict[str, Any]]:
+    import gzip
+
     rows = []
-    with open(path, encoding="utf-8") as handle:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue

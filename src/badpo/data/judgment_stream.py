@@ -29,6 +29,7 @@ class JudgmentStream:
         self.path, self.columns = path, columns
         self.origin = origin or str(path)  # as the user wrote it: what the whole-file reader's messages name
         self._stamp: tuple[int, int] | None = None
+        self.forms: dict[str, int] = {}  # the rows read in each form (badpo.data.label_forms), by check
 
     def _file_stamp(self) -> tuple[int, int]:
         stat = os.stat(self.path)
@@ -41,13 +42,14 @@ class JudgmentStream:
     def check(self) -> list[int]:
         """Read and check every row; returns the 0-based rows that repeat an earlier one exactly."""
         stamp = self._file_stamp()
-        read, _, _, ignored = judgments_as_read(self.origin, columns=self.columns, share_texts=False)
+        read, _, _, ignored, forms = judgments_as_read(self.origin, columns=self.columns, share_texts=False)
         counted = _Counted(read)
         repeated = duplicate_rows(counted)
         if not counted.n:
             raise ValueError(f"{self.origin}: no judgments (the source holds no row)")
         warn_ignored(ignored, self.origin)
         self._stamp = stamp
+        self.forms = dict(forms.counts)
         return repeated
 
     def judgments(self, drop: frozenset[int] | set[int] = frozenset()) -> Iterator[Judgment]:

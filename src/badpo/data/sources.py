@@ -16,8 +16,10 @@ A ``DatasetDict`` (a saved folder with splits) gives the split ``data_split``, o
 An error in a row names the file's line (JSONL) or the 0-based row of the dataset (anything else).
 
 Each row then goes through the column mapping (:class:`ColumnMap`), loses the columns badpo does
-not read (named once in an :class:`IgnoredColumnsWarning`; no row is dropped), and has its
-chat-format fields rendered (:mod:`badpo.data.chat`) before the core validator sees it.
+not read (named once in an :class:`IgnoredColumnsWarning`; no row is dropped), is turned from the
+A/B form into the chosen/rejected one when it comes so (:mod:`badpo.data.label_forms`, which counts
+the rows of each form), and has its chat-format fields rendered (:mod:`badpo.data.chat`) before the
+core validator sees it.
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ from badpo.core.config import ConfigError
 from badpo.core.judgments import (
     FIELDS,
     REQUIRED_TEXT,
-    TIE_FIELD,
     describe_row,
     iter_validated,
     jsonl_rows,
@@ -46,13 +47,14 @@ from badpo.core.judgments import (
 from badpo.core.notices import BadpoWarning
 from badpo.data.chat import ChatRows
 from badpo.data.column_checks import check_mapped_columns, check_required_columns
+from badpo.data.label_forms import AB_FIELDS, LabelForms, plan_columns
 
 __all__ = ["IN_MEMORY_PREFIX", "IN_MEMORY_PREFIXES", "ColumnMap", "IgnoredColumnsWarning", "Loaded", "RowTable",
            "judgments_as_read", "jsonl_file", "warn_ignored",
            "in_memory", "read_judgment_source", "check_columns", "read_prompt_source", "read_sft_source",
            "source_dataset"]
 
-JUDGMENT_FIELDS = (*FIELDS, TIE_FIELD)
+JUDGMENT_FIELDS = (*FIELDS, *AB_FIELDS)  # the A/B form's fields become chosen / rejected and the label
 SFT_FIELDS = ("prompt", "response")
 PROMPT_FIELDS = ("prompt", "prompt_id", "body", "candidates")  # evaluation prompts
 DATASET_FORMATS = {".parquet": "parquet", ".csv": "csv", ".json": "json"}
@@ -75,7 +77,13 @@ class ColumnMap:
     pair_type: str | None = None  # the column of the pair type (optional)
     g_chosen: str | None = None  # the column of the chosen side's precomputed attributes (given:NAME)
     g_rejected: str | None = None  # the column of the rejected side's precomputed attributes
-    tie: str | None = None  # the column marking a tie (optional)
+    tie: str | None = None  # the column marking a tie: true / false (optional)
+    strength: str | None = None  # the column of a graded win's strength, 1 the weakest (optional)
+    response_a: str | None = None  # the A/B form: the column of the first response
+    response_b: str | None = None  # the A/B form: the column of the second response
+    preference: str | None = None  # the A/B form: a number (< 0: A better, 0: tie) or one of MultiPref's labels
+    g_a: str | None = None  # the A/B form: the first response's precomputed attributes
+    g_b: str | None = None  # the A/B form: the second response's precomputed attributes
 
     def renames(self, fields: tuple[str, ...], what: str) -> dict[str, str]:
         """{column: field} of the mapped fields; a field the reader does not use is a ConfigError."""
@@ -101,11 +109,13 @@ class IgnoredColumnsWarning(BadpoWarning):
 @dataclass(frozen=True)
 class Loaded:
     """Validated rows, and whether their prompts were rendered with a chat template (so that the
-    tokenizer must not wrap them again, nor add its special tokens)."""
+    tokenizer must not wrap them again, nor add its special tokens); for judgments, the rows read in
+    each form (:mod:`badpo.data.label_forms`)."""
 
     rows: list
     rendered_prompts: bool
     origin: str
+    forms: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
 
 _IN_MEMORY: dict[str, Any] = {}
@@ -165,29 +175,33 @@ def read_judgment_source(data: Any, split: str | None = None, columns: ColumnMap
     """Judgments from any source (module docstring). Chat-format prompts are rendered with the
     tokenizer's chat template; with no tokenizer (the label audit) a conversation is kept as its
     JSON text, which only has to tell prompts apart."""
-    read, origin, chat, ignored = judgments_as_read(data, split, columns, tokenizer)
+    read, origin, chat, ignored, forms = judgments_as_read(data, split, columns, tokenizer)
     judgments = list(read)
     if not judgments:
         raise ValueError(f"{origin}: no judgments (the source holds no row)")
     warn_ignored(ignored, origin)
-    return Loaded(judgments, chat.rendered, origin)
+    return Loaded(judgments, chat.rendered, origin, dict(forms.counts))
 
 
 def judgments_as_read(data: Any, split: str | None = None, columns: ColumnMap = ColumnMap(), tokenizer=None,
                       share_texts: bool = True, warn: bool = True
-                      ) -> tuple[Iterator, str, ChatRows, dict[str, None]]:
+                      ) -> tuple[Iterator, str, ChatRows, dict[str, None], LabelForms]:
     """(the validated judgments, one at a time as the source is read; its origin; the chat renderer;
-    the columns no field reads, filled as the rows go by). ``share_texts``: every judgment of a pair
-    holds one string per text (kept until the end); ``warn``: say once at the end when annotator
-    ids were normalised (a second pass over the same file says nothing new)."""
+    the columns no field reads and the rows of each form, both filled as the rows go by).
+    ``share_texts``: every judgment of a pair holds one string per text (kept until the end);
+    ``warn``: say once at the end when annotator ids were normalised (a second pass over the same
+    file says nothing new)."""
     renames = columns.renames(JUDGMENT_FIELDS, "a judgment")
-    labelled, origin, chat = _open_rows(data, split, renames, tokenizer, required=REQUIRED_TEXT)
+    labelled, origin, chat, renames, fields = _open_rows(data, split, renames, tokenizer, required=REQUIRED_TEXT,
+                                                         forms=True)
     ignored: dict[str, None] = {}
     shared: dict[str, str] = {}
-    rows = ((label, chat.render(label, _mapped(row, renames, JUDGMENT_FIELDS, ignored))) for label, row in labelled)
+    forms = LabelForms()
+    rows = ((label, chat.render(label, forms.convert(label, _mapped(row, renames, fields, ignored))))
+            for label, row in labelled)
     if share_texts:
         rows = ((label, _share_texts(row, shared)) for label, row in rows)
-    return iter_validated(rows, share_texts, warn), origin, chat, ignored
+    return iter_validated(rows, share_texts, warn), origin, chat, ignored, forms
 
 
 def jsonl_file(data: Any) -> Path | None:
@@ -216,7 +230,7 @@ def read_sft_source(data: Any, split: str | None = None, columns: ColumnMap = Co
     """(prompt, response) rows with non-empty string fields ``prompt`` and ``response`` (either
     may be chat messages, as for judgments)."""
     renames = columns.renames(SFT_FIELDS, "an sft row")
-    labelled, origin, chat = _open_rows(data, split, renames, tokenizer)
+    labelled, origin, chat, *_ = _open_rows(data, split, renames, tokenizer)
     ignored: dict[str, None] = {}
     rows = []
     for label, raw in labelled:
@@ -246,7 +260,7 @@ def read_prompt_source(data: Any, split: str | None = None, columns: ColumnMap =
     ``prompt_id``; a null is an absent field (an empty CSV cell). Of a column mapping only
     ``columns.prompt`` applies: the prompts of a judgments file sit in the same column."""
     renames = ColumnMap(prompt=columns.prompt).renames(PROMPT_FIELDS, "an evaluation prompt")
-    labelled, origin, chat = _open_rows(data, split, renames, tokenizer)
+    labelled, origin, chat, *_ = _open_rows(data, split, renames, tokenizer)
     ignored: dict[str, None] = {}
     rows = []
     for label, raw in labelled:
@@ -288,17 +302,21 @@ def check_columns(data: Any, split: str | None = None, columns: ColumnMap = Colu
         check_mapped_columns(renames, present, origin)
 
 
-def _open_rows(data: Any, split: str | None, renames: dict, tokenizer,
-               required: tuple[str, ...] = ()) -> tuple[Iterable, str, ChatRows]:
-    """The labelled rows of a source, its origin, and the chat renderer; the mapped columns, and a
-    column for each ``required`` field, are checked against the source's columns first (a JSONL
-    file's: the keys of its rows)."""
+def _open_rows(data: Any, split: str | None, renames: dict, tokenizer, required: tuple[str, ...] = (),
+               forms: bool = False) -> tuple[Iterable, str, ChatRows, dict, tuple[str, ...]]:
+    """The labelled rows of a source, its origin, the chat renderer, the column renames and (for
+    judgments) the fields read; the mapped columns, and a column for each ``required`` field, are
+    checked against the source's columns first (a JSONL file's: the keys of its rows). ``forms``:
+    judgments, which may come in the A/B form (:func:`badpo.data.label_forms.plan_columns`)."""
     labelled, origin, present = _labelled_rows(data, split)
     if present is None and (renames or required):
         present = _jsonl_columns(_local(origin))
     check_mapped_columns(renames, present, origin)
+    fields = JUDGMENT_FIELDS
+    if forms:
+        renames, required, fields = plan_columns(renames, present, origin, required, fields)
     check_required_columns(renames, required, present, origin)
-    return labelled, origin, ChatRows(tokenizer)
+    return labelled, origin, ChatRows(tokenizer), renames, fields
 
 
 def _local(origin: str) -> Path:

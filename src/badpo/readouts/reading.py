@@ -30,7 +30,7 @@ from torch import nn
 
 from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.bias import BiasChannel
-from badpo.core.judgments import Judgment, read_judgments
+from badpo.core.judgments import Judgment, plain_wins_only, read_judgments
 from badpo.core.names import NAME_ATTRIBUTES, read_signature
 from badpo.engine.settings import BETA
 from badpo.engine.tokenize import TokenizationConfig
@@ -65,7 +65,9 @@ class Corpus:
                 prompts.append(row)
         planted_path = folder / "planted.json"
         planted = json.loads(planted_path.read_text()) if planted_path.exists() else None
-        return cls(prompts, read_judgments(folder / "heldout.jsonl"), planted)
+        heldout = read_judgments(folder / "heldout.jsonl")
+        plain_wins_only(heldout, "the held-out readouts", str(folder / "heldout.jsonl"))  # a tie is no win
+        return cls(prompts, heldout, planted)
 
     @property
     def surnames(self) -> list[str]:
