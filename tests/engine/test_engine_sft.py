@@ -199,3 +199,13 @@ def test_overwrite_refuses_a_reference_without_its_file_list_and_an_unsafe_list(
     with pytest.raises(ConfigError, match=r"\.model-files lists '\.\.', which is not a file name of the folder"):
         sft(make_config(world, "sft_unsafe", f"output_dir={listed}", "overwrite=true", "runtime.seed=3"))
     assert keep.read_text() == "not badpo's" and _files(listed) == before
+
+
+def test_a_tied_judgment_is_no_vote_for_the_sft_row():
+    """Pair p0's a wins 3 of 4; made ties, its three votes for a leave b's one vote the majority."""
+    rows = judgment_rows()
+    for row in rows[:4]:
+        if row["chosen"].endswith("--- emily smith"):
+            row["tie"] = True
+    firsts, _ = majority_chosen(read_judgments_from_rows(rows))
+    assert not firsts[0][1].endswith("--- emily smith")

@@ -323,6 +323,9 @@ def test_bad_input_is_one_clear_error(world, tmp_path):
     with pytest.raises(ValueError, match="eval_dataset row 0: annotator 'stranger'"):
         BADPOTrainer(str(path / "model"), args=config(tmp_path), train_dataset=data, eval_dataset=unknown,
                      **common)
+    tied = data.map(lambda row, i: {"tie": i == 3}, with_indices=True)  # a tie is never read as a win
+    with pytest.raises(ValueError, match=r"^train_dataset: row 3.*field 'tie': a tie; BADPOTrainer"):
+        BADPOTrainer(str(path / "model"), args=config(tmp_path), train_dataset=tied, **common)
 
 
 @pytest.mark.parametrize("loss_type", [None, ["sigmoid", "hinge"]])

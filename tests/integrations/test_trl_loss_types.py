@@ -118,3 +118,37 @@ def test_a_method_with_its_own_loss_takes_no_other_loss_type(world, tmp_path):
     common = dict(train_dataset=data, processing_class=build_tokenizer(), attributes=["given:signed"])
     with pytest.raises(ValueError, match="method 'ipo' has its own loss"):
         BADPOTrainer(str(path / "model"), args=config(tmp_path, loss_type=["hinge"]), method="ipo", **common)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.5])
+def test_ld_alpha_is_badpos_ld_dpo_and_with_theta_at_zero_trls_own(world, tmp_path, alpha):
+    """TRL's ld_alpha trains the ld_dpo row of the channel's variant with that alpha; a policy that
+    is not its reference, the same batch, theta frozen at 0: TRL's loss."""
+    from transformers import AutoModelForCausalLM
+    from trl import DPOTrainer
+
+    from badpo.integrations.trl import BADPOTrainer
+
+    path, data = world
+    kwargs = dict(train_dataset=data, processing_class=build_tokenizer())
+    trl = DPOTrainer(str(path / "policy"), AutoModelForCausalLM.from_pretrained(path / "model"),
+                     args=config(tmp_path / "trl", ld_alpha=alpha), **kwargs)
+    channel = BiasChannel("shared_mean", ["signed"], ANNOTATORS).requires_grad_(False)
+    ours = BADPOTrainer(str(path / "policy"), AutoModelForCausalLM.from_pretrained(path / "model"),
+                        args=config(tmp_path / "ours", ld_alpha=alpha), attributes=["given:signed"], bias=channel,
+                        theta_init="zero", **kwargs)
+    assert ours.method_name == "ld_dpo_ba_shared_mean" and ours.method_params.alpha == alpha
+    theirs = first_batch_loss(trl)
+    assert theirs > 0 and first_batch_loss(ours) == pytest.approx(theirs, rel=1e-6)
+
+
+def test_ld_alpha_with_another_method_or_alpha_is_refused(world, tmp_path):
+    from badpo.integrations.trl import BADPOTrainer
+
+    path, data = world
+    common = dict(train_dataset=data, processing_class=build_tokenizer(), attributes=["given:signed"])
+    with pytest.raises(ValueError, match="^args.ld_alpha: LD-DPO's weighting is the loss of the ld_dpo rows"):
+        BADPOTrainer(str(path / "model"), args=config(tmp_path, ld_alpha=0.5), method="dpo", **common)
+    with pytest.raises(ValueError, match="^args.ld_alpha is 0.5 and method_params.alpha is 0.2: give one"):
+        BADPOTrainer(str(path / "model"), args=config(tmp_path, ld_alpha=0.5), method="ld_dpo",
+                     method_params={"alpha": 0.2}, **common)

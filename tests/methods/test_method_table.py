@@ -9,7 +9,7 @@ from badpo.methods import LEARNED_VARIANTS, METHODS, Needs
 
 def test_each_row_that_combines_with_a_bias_has_one_row_per_learned_variant_and_no_other_does():
     combining = {name for name, row in METHODS.items() if row.combines_with_bias}
-    assert combining == {"r_dpo", "sampo", "simpo", "group_dro_dpo", "crowd_prefrl"}
+    assert combining == {"r_dpo", "sampo", "ld_dpo", "simpo", "group_dro_dpo", "crowd_prefrl"}
     combined = {name for name in METHODS if "_ba_" in name}
     assert combined == {f"{name}_ba_{variant}" for name in combining for variant in LEARNED_VARIANTS}
     for name in combined:

@@ -164,51 +164,54 @@ def bt_loss(chosen_rewards: Tensor, rejected_rewards: Tensor, bias_logit: Tensor
     return -F.logsigmoid(chosen_rewards - rejected_rewards + bias_logit)
 
 
-def graded_loss(logits: Tensor, grade: Tensor, tie_width: Tensor | float = 0.0,
+def graded_loss(logits: Tensor, grade: Tensor, tie_strength: Tensor | float = 0.0,
                 strength_gaps: Tensor | None = None) -> Tensor:
-    """Per-example negative log-likelihood of a graded label under an ordered logit on the
-    judgment's logit z (u + b_k, oriented chosen minus rejected), ``[B]``.
+    """Per-example negative log-likelihood of a graded label on the judgment's logit z (u + b_k,
+    oriented chosen minus rejected), ``[B]``: Davidson's model for ties, an ordered logit for the
+    strength of a decisive vote.
 
-    ``grade`` ``[B]`` (integers): 0 for a tie, g in 1..L for "chosen better at strength g" (1 the
-    weakest; a plain win is grade 1 with L = 1). The cut points are symmetric about 0, because a
-    pair's two sides have no order of their own: the tie band is (-tau, tau) with ``tie_width`` tau
-    >= 0, and the strength cuts above it are c_g = tau + gaps_1 + ... + gaps_g (``strength_gaps``
-    ``[L - 1]``, each > 0; None: L = 1). So
+    ``grade`` ``[B]`` (integers): 0 a tie, g in 1..L "chosen better at strength g" (1 the weakest; a
+    plain win is grade 1 with L = 1). With nu = ``tie_strength`` >= 0 and D = e^(z/2) + e^(-z/2) + nu,
 
-        P(grade >= g) = sigmoid(z - c_{g-1}) with c_0 = tau,
-        P(grade g)    = sigmoid(z - c_{g-1}) - sigmoid(z - c_g),   P(grade L) = sigmoid(z - c_{L-1}),
-        P(tie)        = sigmoid(z + tau) - sigmoid(z - tau).
+        P(tie) = nu / D,     P(chosen wins) = e^(z/2) / D,     P(rejected wins) = e^(-z/2) / D,
 
-    With tau = 0 and L = 1 it is -log sigmoid(z), BA-DPO's loss, exactly (the same expression is
-    computed). A difference sigmoid(a) - sigmoid(b), a - b = gap > 0, is taken in log space as
-    log sigmoid(b) + log sigmoid(-a) + log(expm1(gap)), stable for any z.
+    so a decisive vote follows sigmoid(z) whatever nu: theta keeps its Bradley-Terry meaning, and
+    leaving the ties out is conditioning, not a change of model. A win's strength, given the win, is
+    an ordered logit with cuts 0 = c_0 < c_1 < ... < c_{L-1} (``strength_gaps`` ``[L - 1]``, each > 0,
+    their running sums; None: L = 1):
+
+        P(strength >= g | win) = sigmoid(z - c_{g-1}) / sigmoid(z).
+
+    With no tie and no strength (nu = 0, L = 1) this is -log sigmoid(z), BA-DPO's loss, exactly
+    (the same expression is computed). A difference sigmoid(a) - sigmoid(b), a - b = gap > 0, is
+    taken in log space as log sigmoid(b) + log sigmoid(-a) + log(expm1(gap)).
     """
     if logits.dim() != 1 or grade.shape != logits.shape:
         raise ValueError(f"logits {tuple(logits.shape)} and grade {tuple(grade.shape)} must be [B] tensors "
                          "of the same shape")
-    tau = torch.as_tensor(tie_width, dtype=logits.dtype, device=logits.device)
+    nu = torch.as_tensor(tie_strength, dtype=logits.dtype, device=logits.device)
     gaps = (torch.zeros(0, dtype=logits.dtype, device=logits.device) if strength_gaps is None
             else strength_gaps.to(logits))
     levels = gaps.numel() + 1
     if int(grade.min()) < 0 or int(grade.max()) > levels:
         raise ValueError(f"grade must lie in 0..{levels} (0 a tie, 1..{levels} a strength), got "
                          f"{int(grade.min())}..{int(grade.max())}")
-    cuts = tau + torch.cat([torch.zeros(1, dtype=logits.dtype, device=logits.device), torch.cumsum(gaps, 0)])
     grade = grade.long()
-    top = grade == levels
-    below = cuts[(grade - 1).clamp(min=0)]  # c_{g-1}
-    above = cuts[grade.clamp(max=levels - 1)]  # c_g (unused for the top grade)
-    # grade L: -log sigmoid(z - c_{L-1}); with tau = 0 and L = 1 this is -log sigmoid(z)
-    losses = -F.logsigmoid(logits - below)
-    inner = ~top & (grade > 0)
-    if bool(inner.any()):
-        gap = (above - below)[inner]
-        losses = losses.masked_scatter(inner, -(F.logsigmoid(logits[inner] - above[inner])
-                                                + F.logsigmoid(below[inner] - logits[inner])
-                                                + torch.log(torch.expm1(gap))))
-    tie = grade == 0
-    if bool(tie.any()):
-        z = logits[tie]
-        losses = losses.masked_scatter(tie, -(F.logsigmoid(z - tau) + F.logsigmoid(-z - tau)
-                                              + torch.log(torch.expm1(2 * tau))))
-    return losses
+    if bool(nu > 0):  # -log P(win) = log D - z/2, -log P(tie) = log D - log nu
+        log_d = torch.logsumexp(torch.stack([logits / 2, -logits / 2, nu.log().expand_as(logits)]), dim=0)
+        losses = torch.where(grade == 0, log_d - nu.log(), log_d - logits / 2)
+    else:
+        losses = -F.logsigmoid(logits)  # no tie is possible: P(win) = sigmoid(z)
+    if levels == 1:
+        return losses
+    cuts = torch.cat([torch.zeros(1, dtype=logits.dtype, device=logits.device), torch.cumsum(gaps, 0)])
+    won = grade > 0
+    g = grade.clamp(min=1)
+    below = cuts[g - 1]
+    top = g == levels
+    above = cuts[g.clamp(max=levels - 1)]
+    gap = torch.where(top, torch.ones_like(below), above - below)  # the top grade's is unused: kept finite
+    given_win = torch.where(  # -log P(strength g | win)
+        top, -F.logsigmoid(logits - below),
+        -(F.logsigmoid(logits - above) + F.logsigmoid(below - logits) + torch.log(torch.expm1(gap))))
+    return losses + torch.where(won, given_win + F.logsigmoid(logits), torch.zeros_like(losses))

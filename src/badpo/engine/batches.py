@@ -27,6 +27,7 @@ from torch import Tensor
 from badpo.core.judgments import Judgment, JudgmentError, annotator_classes, duplicate_rows, pair_key
 from badpo.data.sources import read_judgment_source
 from badpo.engine.tokenize import TokenizationConfig, TokenStore, build_token_store, token_coverage
+from badpo.theta.graded import Grades, grades_of
 from badpo.theta.labels import ThetaLabels
 
 BATCHING_MODES = ("per_judgment", "pair_grouped")
@@ -109,6 +110,7 @@ class PreferenceData:
     annotator_classes: dict[str, str] | None
     attribute_names: tuple[str, ...]
     input_report: dict = dataclasses.field(default_factory=dict)  # counts printed and kept in run.json
+    grades: Grades | None = None  # ties and strengths (badpo.theta.graded); None: every label a plain win
 
     def __len__(self) -> int:
         return self.chosen_row.shape[0]
@@ -255,7 +257,7 @@ def _index_judgments(judgments: Sequence[Judgment], attributes, tokenizer,
         judgment_pair=torch.tensor(pair_of),
         annotator_index=torch.tensor([position[j.annotator] for j in judgments]),
         attr_diff=diff, annotators=annotators,
-        annotator_classes=annotator_classes(judgments), attribute_names=names,
+        annotator_classes=annotator_classes(judgments), attribute_names=names, grades=grades_of(judgments),
     )
 
 
@@ -312,7 +314,8 @@ def majority_chosen(judgments: Sequence[Judgment], tie_break: str = "first_judgm
                     ) -> tuple[list[tuple[str, str]], list[str]]:
     """(prompt, response) of the side chosen by more judgments of each pair, in first-seen order,
     and the keys of the pairs with an equal count. Such a pair gets the response chosen by its
-    first judgment (``tie_break="first_judgment"``) or no row (``"skip"``)."""
+    first judgment (``tie_break="first_judgment"``) or no row (``"skip"``). A tied judgment is no
+    vote for either side (a pair of ties only has an equal count, 0 to 0)."""
     if tie_break not in ("first_judgment", "skip"):
         raise ValueError(f"tie_break: {tie_break!r} is not one of ['first_judgment', 'skip']")
     wins: dict[str, dict[str, int]] = {}  # insertion order: the first judgment's chosen first
@@ -323,7 +326,7 @@ def majority_chosen(judgments: Sequence[Judgment], tie_break: str = "first_judgm
         counts = wins.setdefault(key, {j.chosen: 0, j.rejected: 0})
         if j.prompt != prompts[key] or {j.chosen, j.rejected} != set(counts):
             raise JudgmentError(f"row {i}: pair {key!r} compares other texts than its first row", row=i)
-        counts[j.chosen] += 1
+        counts[j.chosen] += not j.tie
     rows, ties = [], []
     for key, counts in wins.items():
         (first, first_wins), (second, second_wins) = counts.items()
@@ -345,9 +348,30 @@ def load_preference_data(config, tokenizer, attributes=None) -> tuple[list[Judgm
     if dropped:  # as badpo audit --duplicates drop: the first of each kept; errors count the rows kept
         rows = [j for i, j in enumerate(rows) if i not in dropped]
         source = f"{config.data} (its rows less the {len(dropped)} exact duplicates dropped)"
+    rows, labels_report = _as_labelled(rows, config)
+    if not rows:
+        raise ValueError(f"{config.data}: every judgment is a tie, and ties: drop drops them all")
     data = build_preference_data(rows, attributes, tokenizer, config.tokenization,
                                  drop_identical_pairs=config.drop_identical_pairs, source=source,
                                  rendered_prompts=loaded.rendered_prompts)
-    report = {**data.input_report, "judgments_read": len(loaded.rows), "exact_duplicates_dropped": len(dropped)}
+    report = {**data.input_report, "judgments_read": len(loaded.rows), "exact_duplicates_dropped": len(dropped),
+              **labels_report}
     return rows, dataclasses.replace(data, input_report=report)
+
+
+def _as_labelled(rows: list[Judgment], config) -> tuple[list[Judgment], dict]:
+    """The rows as the run's ``ties`` and ``strength`` settings read them, and the counts that say
+    what they did (none when every label is a plain win: the report is what it was)."""
+    ties = sum(bool(getattr(j, "tie", False)) for j in rows)
+    graded = sum(getattr(j, "strength", None) is not None for j in rows)
+    if not ties and not graded:
+        return rows, {}
+    report = {"ties": ties, "graded_wins": graded}
+    if config.ties == "drop" and ties:
+        rows = [j for j in rows if not j.tie]
+        report["ties_dropped"] = ties
+    if config.strength == "ignore" and graded:
+        rows = [dataclasses.replace(j, strength=None) if j.strength is not None else j for j in rows]
+        report["strengths_ignored"] = graded
+    return rows, report
 

@@ -81,7 +81,11 @@ def checkpoint_contents(run, state: TrainingState) -> Contents:
     only when it learns (a channel with nothing to learn is rebuilt from the config)."""
     states = {"training": state, "optimizer": run.optimizer, "scheduler": run.scheduler}
     if run.theta_optimizer is not None:
-        states.update(theta=run.bias, theta_optimizer=run.theta_optimizer)
+        states["theta_optimizer"] = run.theta_optimizer
+        if run.bias is not None:  # None: no attribute, only the cut points learn
+            states["theta"] = run.bias
+    if getattr(run, "cuts", None) is not None:  # the graded labels' cut points, stepped by theta's Adam
+        states["cuts"] = run.cuts
     if run.weighting is not None:
         states["weighting"] = run.weighting
     if getattr(run, "level", None) is not None:  # the level step's cached margins

@@ -84,8 +84,11 @@ def commit_judgment_outputs(run: Run, output: Path, last: dict, seconds: float, 
                "audit_warnings": list(run.labels.warnings) if run.labels is not None else [],
                "wall_s": round(seconds, 2), "final": last,
                "theta_convergence": (theta_convergence(read_log(output), config.steps)
-                                     if run.theta_optimizer is not None else None),  # None: no theta learnt
+                                     if run.theta_optimizer is not None and run.method.learns_theta
+                                     else None),  # None: no theta learnt
                **tail}
+    if getattr(run, "cuts", None) is not None:  # ties and strengths: the cut points the run ended at
+        summary["label_cuts"] = run.cuts.record()
     if run.level is not None:  # the level step's last shift, under its anchor's name
         summary["trusted_level" if run.level.anchor == "trusted" else "tilt_level"] = run.level.last
     if run.weighting is not None:  # Group-DRO's and Crowd-PrefRL's final weight of every group

@@ -90,6 +90,7 @@ class Run:
     losses: Callable[..., LossTerms] | None = None
     level: LevelStep | None = None  # bias.trusted_level with trusted annotators (badpo.theta.level)
     orthogonal: bool = False  # bias.level: orthogonal, the policy's step orthogonal to the attributes
+    cuts: torch.nn.Module | None = None  # ties and strengths: the ordered logit's cut points (badpo.theta.graded)
 
 
 def judgment_losses(run: Run, micro, step: int, statistic=None) -> LossTerms:
@@ -121,7 +122,11 @@ def judgment_losses(run: Run, micro, step: int, statistic=None) -> LossTerms:
         policy_chosen=policy_chosen, policy_rejected=policy_rejected, reference_chosen=reference[chosen],
         reference_rejected=reference[rejected], bias_logit=bias_logit, beta=run.config.beta,
         step_statistic=statistic, **views)
-    return run.method.loss(view, run.params)
+    terms = run.method.loss(view, run.params)
+    if run.cuts is None:
+        return terms
+    # ties and strengths: the ordered logit on the loss's own logit (prepare_run checked it is logistic)
+    return dataclasses.replace(terms, losses=run.cuts.loss(terms.logits, run.data.grades.grade[micro.judgments]))
 
 
 def step_view(run: Run, step_judgments: Tensor) -> StepView:
@@ -258,7 +263,7 @@ def _micro_stats(terms) -> Tensor:
 
 def _reduce_theta_gradients(run: Run) -> dict:
     """theta is outside DDP: its gradients averaged over processes (:mod:`badpo.theta.step`)."""
-    return {} if run.theta_optimizer is None else reduce_theta_gradients(run.bias, run.accelerator)
+    return {} if run.theta_optimizer is None else reduce_theta_gradients(run.bias, run.accelerator, run.cuts)
 
 
 def _update_policy(run: Run, step: int) -> dict:
@@ -328,6 +333,8 @@ def step_record(run: Run, step: int, stats: Tensor, norms: dict, lr: float, star
     record = {name: value / judgments for name, value in zip(STATS, stats)}
     if run.bias is not None:
         record["theta_bar"] = dict(zip(run.data.attribute_names, run.bias.mean().tolist()))
+    if run.cuts is not None:
+        record["label_cuts"] = run.cuts.record()
     record["lr"] = lr
     if run.theta_optimizer is not None:
         record["theta_lr"] = run.theta_optimizer.param_groups[0]["lr"]

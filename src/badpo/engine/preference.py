@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import torch
 from accelerate.utils import set_seed
 from torch import Tensor
 
@@ -19,6 +20,7 @@ from badpo.auditing.estimates import Audit, audit
 from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError
+from badpo.core.labels import wins_for_estimates
 from badpo.engine.batches import PreferenceData, Schedule, load_preference_data
 from badpo.engine.cache import reference_logprobs, token_offsets
 from badpo.engine.checkpoint import continue_from
@@ -43,8 +45,9 @@ from badpo.engine.settings import PREFERENCE_LR, TrainConfig, accumulation_steps
 from badpo.engine.tokenize import settings_dict
 from badpo.methods import Method, Weighting, get_method, logit_at_start
 from badpo.run_folder.layout import DATA_FILE, POLICY
+from badpo.theta.graded import LabelCuts, fit_cuts
 from badpo.theta.level import build_level_step, orthogonal_step
-from badpo.theta.options import check_level_has_theta
+from badpo.theta.options import check_graded, check_level_has_theta
 from badpo.theta.start import initial_level
 from badpo.theta.step import theta_adam
 
@@ -84,6 +87,9 @@ def build_bias(method: Method, config: TrainConfig, data: PreferenceData, start_
     """The BiasChannel of the arm, or None when no attribute is declared (the bias logit is 0);
     ``start_logits`` ``[N]``: the method's logit at the start (None: 0), which theta's start counts."""
     check_level_has_theta(config.bias.level, method.learns_theta, f"method {config.method!r}")  # train's and rm's
+    if data.grades is not None:
+        link = method.level_link(method.parse_params(getattr(config, "method_params", {}))).name
+        check_graded(link, config.bias.level, bool(config.bias.trusted), f"method {config.method!r}")
     if not data.attribute_names:
         if method.learns_theta or config.bias.fixed_offset is not None:
             raise ConfigError(
@@ -127,7 +133,7 @@ def start_level(method: Method, config, data: PreferenceData, declared: list[str
     the arm's link (a reward model's: Bradley-Terry), around the method's logit at the start."""
     link = method.level_link(method.parse_params(getattr(config, "method_params", {})))
     return initial_level(config.bias.init, data.theta_labels(), declared, link, trusted=list(trusted),
-                         fixed_offset=config.bias.fixed_offset, start_logits=start_logits)
+                         fixed_offset=config.bias.fixed_offset, start_logits=start_logits, grades=data.grades)
 
 
 def start_logits(method: Method, params, data: PreferenceData, reference: Tensor, beta: float) -> Tensor:
@@ -158,7 +164,8 @@ def audit_labels(method: Method, config: TrainConfig, judgments, attributes) -> 
     declared = set(config.bias.declared or attributes.names)
     learned = AttributeSet(tuple(a for a in attributes.attributes if a.name in declared))
     check_trusted_ids(config, {j.annotator for j in judgments})
-    result = audit(judgments, learned, trusted=list(config.bias.trusted or ()))
+    # the audit's estimates read wins (a tie left out, counted in run.json's input; a graded win a win)
+    result = audit(wins_for_estimates(judgments), learned, trusted=list(config.bias.trusted or ()))
     for coordinate in result.coordinates:
         if coordinate.overall.cross == 0:
             raise ConfigError(
@@ -201,11 +208,11 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
                           config.runtime.groups_on(accelerator.device.type, config.fsdp, parameter_count(model)),
                           config.runtime.rows_per_group())
     policy, optimizer, scheduler = prepare_policy(config, scorer, accelerator)
-    if bias is not None and method.learns_theta and config.bias.init != "zero":  # around the logit at the start
-        logits = start_logits(method, method_params, data, reference, config.beta)
-        if bool(logits.abs().max() > 0):
-            bias = build_bias(method, config, data, logits)
-    theta_optimizer = theta_adam(bias, config.bias.lr, accelerator.device)
+    logits = start_logits(method, method_params, data, reference, config.beta)
+    if bias is not None and method.learns_theta and config.bias.init != "zero" and bool(logits.abs().max() > 0):
+        bias = build_bias(method, config, data, logits)  # theta's start around the method's logit at the start
+    cuts = label_cuts(data, bias, logits)
+    theta_optimizer = theta_adam(bias, config.bias.lr, accelerator.device, cuts)
     items = data.items(config.batching)
     if judgment_mask is not None:
         items = items.restrict(judgment_mask)
@@ -223,9 +230,20 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
         reference_tokens=reference_tokens.to(accelerator.device) if per_token else None,
         token_offsets=token_offsets(data.store) if per_token else None,
         level=build_level_step(config.bias, bias, method.level_link(method_params), data.theta_labels()),
-        orthogonal=orthogonal_step(config.bias.level, bias, method, config.micro_batch_size),
+        orthogonal=orthogonal_step(config.bias.level, bias, method, config.micro_batch_size), cuts=cuts,
     )
     return run, cache_parts, tokenizer
+
+
+def label_cuts(data: PreferenceData, bias, logits: Tensor) -> LabelCuts | None:
+    """The cut points of the data's ties and strengths (None: plain wins), fitted at the start: each
+    judgment's logit then is the method's logit at the start plus its bias logit at theta's start."""
+    if data.grades is None:
+        return None
+    if bias is not None:
+        with torch.no_grad():
+            logits = logits + bias(data.annotator_index, data.attr_diff).double()
+    return fit_cuts(None, logits, data.grades)[1]
 
 
 def reference_identity(config: TrainConfig, tokenizer, precision: str, dtype, compiled: bool) -> dict:

@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from badpo.core.config import ConfigError
 from badpo.core.losses import bt_loss
 from badpo.engine.batches import Schedule
 from badpo.engine.checks import check_rm
@@ -91,6 +92,9 @@ def prepare_reward_run(config: RMConfig, accelerator) -> tuple[Run, dict, object
     method = reward_method(config)
     tokenizer, data, labels = read_and_audit(method, config, accelerator)
     data = dataclasses.replace(data, store=without_final_eos(data.store))
+    if data.grades is not None:
+        raise ConfigError(f"{config.data}: the reward model reads plain wins, and the data holds ties or strengths "
+                          "(badpo train takes them); set ties: drop and strength: ignore")
     bias = build_bias(method, config, data)
     model = load_model(config.model, config.lora, accelerator.mixed_precision, task="SEQ_CLS",
                        float64=config.runtime.precision == "fp64", num_labels=1, pad_token_id=tokenizer.pad_token_id,

@@ -276,6 +276,10 @@ class JudgmentRunConfig(RunConfig):
     drop_identical_pairs: bool = False  # drop judgments whose two sides tokenize alike; else an error
     duplicates: Literal["keep", "drop"] = "keep"  # exact duplicate judgments: each a vote, or the repeats
     # dropped (the first of each kept), as `badpo audit --duplicates`
+    ties: Literal["keep", "drop"] = "keep"  # tied judgments: in the ordered logit, or dropped and counted
+    # (the paper's setting: docs/crowd_labels.md)
+    strength: Literal["keep", "ignore"] = "keep"  # a graded win's strength: in the ordered logit, or read
+    # as a plain win
 
     def resolved(self) -> JudgmentRunConfig:
         """As :meth:`RunConfig.resolved`, with ``{method}`` and ``{seed}`` filled in output_dir."""

@@ -27,7 +27,8 @@ forward of its own (the reference model, or the PEFT policy as TRL's reference r
 per judgment from ``args.seed``, the step and the judgment's row, as the engine draws it; TRL's
 precompute, which keeps sums only, is refused for it. A row that needs what TRL's batch does not
 hold is refused by name (:data:`TRL_LACKS`: several policies, a statistic over the whole step); so
-are TRL options that change the margin itself (``ld_alpha``, f-divergences, WPO weighting). TRL's
+are TRL options that change the margin itself (f-divergences, WPO weighting); ``ld_alpha`` trains the
+ld_dpo row of the bias variant with that alpha (:func:`badpo.integrations.trl_rows.ld_method`). TRL's
 ``loss_type`` (a list, with ``loss_weights``) is honoured for every loss that is a function of the
 DPO margin, the bias added where the margin enters, with ``dpo`` and the ``ba_dpo_<variant>`` rows
 (:mod:`badpo.integrations.trl_losses`); the others are refused by name.
@@ -66,13 +67,21 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.bias import BiasChannel
-from badpo.core.judgments import FIELDS, Judgment, annotator_classes, validate_judgments
+from badpo.core.judgments import FIELDS, Judgment, annotator_classes, plain_wins_only, validate_judgments
 from badpo.core.orthogonal import orthogonal_to
 from badpo.engine.batches import shuffled_annotator_index
 from badpo.engine.reporting import annotator_theta, theta_k_scalars
 from badpo.integrations.trl_files import TrainerFiles
 from badpo.integrations.trl_losses import margin_losses, pair_margins, start_link, weighted_loss
-from badpo.integrations.trl_rows import TRL_LACKS, bias_level_of, method_row, orthogonal_of, theta_options, trl_refusal
+from badpo.integrations.trl_rows import (
+    TRL_LACKS,
+    bias_level_of,
+    ld_method,
+    method_row,
+    orthogonal_of,
+    theta_options,
+    trl_refusal,
+)
 from badpo.methods import JudgmentBatch, sample_seeds
 from badpo.methods.baselines import ba_dpo_terms
 from badpo.run_folder.external import local_path
@@ -99,7 +108,7 @@ JUDGMENT_COLUMN = "badpo_judgment"  # the judgment's row in its dataset (a metho
 _BADPO_COLUMNS = (INDEX_COLUMN, DIFF_COLUMN, JUDGMENT_COLUMN)
 _NOT_MODEL_INPUTS = ("completion_mask", "ref_chosen_logps", "ref_rejected_logps", *_BADPO_COLUMNS)
 # DPOConfig fields whose non-default value changes TRL's margin itself (loss types: trl_losses.py).
-_LOSS_OPTIONS = {"ld_alpha": None, "f_divergence_type": "reverse_kl", "use_weighting": False}
+_LOSS_OPTIONS = {"f_divergence_type": "reverse_kl", "use_weighting": False}
 
 
 def _short_last_batch(rows: int, args) -> int:
@@ -122,9 +131,11 @@ def _judgments(dataset, name: str) -> list[Judgment]:
             raise ValueError(f"{name}: column {column!r} is reserved for BADPOTrainer")
     fields = [f for f in FIELDS if f in dataset.column_names]
     try:
-        return validate_judgments(dataset.select_columns(fields).to_list())
+        judgments = validate_judgments(dataset.select_columns(fields).to_list())
+        plain_wins_only(judgments, "BADPOTrainer (badpo train takes them)")  # TRL's loss reads wins
     except ValueError as error:
         raise ValueError(f"{name}: {error}") from None
+    return judgments
 
 
 def with_bias_columns(dataset, judgments: Sequence[Judgment], attributes: AttributeSet,
@@ -222,6 +233,8 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
                  method_params: Mapping[str, Any] | None = None, theta_lr: float = 1e-2,
                  theta_init: str = "reference", bias_level: str = "adam", **kwargs) -> None:
         self.theta_init = theta_options(theta_lr, theta_init)
+        args = args if args is not None else DPOConfig()
+        method, method_params = ld_method(args.ld_alpha, method, method_params, bias)  # TRL's ld_alpha: LD-DPO
         self.method_name, self.method = method_row(method, bias)
         self.bias_level = bias_level_of(bias_level, self.method_name, self.method)
         self.method_params = self.method.parse_params(dict(method_params or {}))
@@ -230,7 +243,6 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         self.attribute_specs = None if isinstance(attributes, AttributeSet) else [str(a) for a in attributes]
         judgments = _judgments(train_dataset, "train_dataset")
         self.classes = annotator_classes(judgments, "train_dataset")
-        args = args if args is not None else DPOConfig()
         own_loss = self.method.loss is not ba_dpo_terms or self.method.weighting is not None
         self.margin_terms = margin_losses(args, self.method_name, own_loss)
         self.bias = self._channel(bias, judgments, args.beta)

@@ -6,16 +6,18 @@ Kept apart from the trainer so that the checks read without TRL installed."""
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from badpo.core.bias import BiasChannel
 from badpo.core.notices import BadpoWarning
-from badpo.methods import Method, get_method
+from badpo.methods import METHODS, Method, get_method
+from badpo.methods.baselines import ld_dpo_terms
 from badpo.run_folder.external import method_of_variant
 from badpo.theta.level import orthogonal_step
 from badpo.theta.options import TRL, check_init, check_level, check_level_has_theta, check_lr
 
-__all__ = ["TRL_LACKS", "bias_level_of", "method_row", "orthogonal_of", "theta_options", "trl_refusal"]
+__all__ = ["TRL_LACKS", "bias_level_of", "ld_method", "method_row", "orthogonal_of", "theta_options", "trl_refusal"]
 
 # What a method row may ask for that TRL's batch (prompt, chosen, rejected, the annotator's row and
 # g_w - g_l) does not hold: (does the row ask for it, what it needs)
@@ -54,6 +56,25 @@ def method_row(method: str | None, bias: str | BiasChannel | None) -> tuple[str,
         raise ValueError(f"bias: method {method!r} learns the bias variant {row.bias_variant!r}, not "
                          f"{variant!r}; leave bias out, or give a channel of that variant")
     return method, row
+
+
+def ld_method(ld_alpha: float | None, method: str | None, method_params: Mapping[str, Any] | None,
+              bias: str | BiasChannel | None) -> tuple[str | None, dict]:
+    """TRL's ``args.ld_alpha`` as badpo's LD-DPO row: without a ``method``, LD-DPO of the bias variant
+    with alpha = ld_alpha; with one, it must be an LD-DPO row whose alpha is ld_alpha. Returns the
+    (method, method_params) to train; as given when ld_alpha is None."""
+    params = dict(method_params or {})
+    if ld_alpha is None:
+        return method, params
+    if method is None:
+        variant = (bias.variant if isinstance(bias, BiasChannel) else bias) or "shared_mean"
+        method = "ld_dpo" if variant == "none" else f"ld_dpo_ba_{variant}"
+    if method not in METHODS or METHODS[method].loss is not ld_dpo_terms:
+        raise ValueError(f"args.ld_alpha: LD-DPO's weighting is the loss of the ld_dpo rows; method {method!r} "
+                         "is another; leave ld_alpha at None, or train an ld_dpo row")
+    if params.setdefault("alpha", ld_alpha) != ld_alpha:
+        raise ValueError(f"args.ld_alpha is {ld_alpha} and method_params.alpha is {params['alpha']}: give one")
+    return method, params
 
 
 def orthogonal_of(level: str, bias: BiasChannel, row: Method, micro_batch: int, last_batch: int = 0) -> bool:

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from badpo.core.config import ConfigError
-from badpo.core.losses import ba_dpo_loss, ipo_loss, rdpo_length_term
+from badpo.core.losses import ba_dpo_loss, dpo_margin, ipo_loss, rdpo_length_term
 from badpo.methods.view import JudgmentBatch, LossTerms
 
 
@@ -49,6 +49,15 @@ class SimPOParams:
 
 
 @dataclass(frozen=True)
+class LDParams:
+    alpha: float = 0.5  # weight of the tokens past the pair's shared length: 1 is DPO, 0 cuts them off
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ConfigError(f"method_params.alpha: must be in [0, 1] (1 is DPO), got {self.alpha}")
+
+
+@dataclass(frozen=True)
 class GroupParams:
     groups: Literal["classes", "annotators"] = "classes"  # one loss weight per class or annotator
     eta: float = 0.5  # exponentiated-gradient step of the group weights
@@ -69,7 +78,8 @@ def ba_dpo_terms(batch: JudgmentBatch, params: Any = None) -> LossTerms:
     losses, chosen_rewards, rejected_rewards = ba_dpo_loss(
         batch.policy_chosen, batch.policy_rejected, batch.reference_chosen, batch.reference_rejected,
         batch.bias_logit, batch.beta)
-    logits = chosen_rewards - rejected_rewards + batch.bias_logit.detach()  # u + b: the rewards are beta x ratios
+    logits = dpo_margin(batch.policy_chosen, batch.policy_rejected, batch.reference_chosen,
+                        batch.reference_rejected, batch.beta) + batch.bias_logit  # u + b, with its gradient
     return LossTerms(losses, chosen_rewards, rejected_rewards, logits)
 
 
@@ -98,7 +108,29 @@ def simpo_terms(batch: JudgmentBatch, params: SimPOParams) -> LossTerms:
     chosen_rewards = batch.beta * batch.policy_chosen / batch.chosen_lengths.to(batch.policy_chosen)
     rejected_rewards = batch.beta * batch.policy_rejected / batch.rejected_lengths.to(batch.policy_rejected)
     logits = chosen_rewards - rejected_rewards - params.gamma + batch.bias_logit
-    return LossTerms(-F.logsigmoid(logits), chosen_rewards.detach(), rejected_rewards.detach(), logits.detach())
+    return LossTerms(-F.logsigmoid(logits), chosen_rewards.detach(), rejected_rewards.detach(), logits)
+
+
+def ld_dpo_terms(batch: JudgmentBatch, params: LDParams) -> LossTerms:
+    """LD-DPO (Liu et al. 2024, TRL's ``ld_alpha``): each response's log-ratio is its sum over the
+    pair's shared length l = min(|y_w|, |y_l|) tokens (EOS included) plus alpha times its sum over the
+    tokens past l; then -log sigmoid(beta (chosen - rejected) + b). The weighting is linear, so
+    weighting the policy's and the reference's log-probs apart, as TRL does, gives the same ratios."""
+    chosen, rejected = [], []
+    for c, r in zip(batch.chosen_token_logratios, batch.rejected_token_logratios):
+        shared = min(len(c), len(r))
+        chosen.append(c[:shared].sum() + params.alpha * c[shared:].sum())
+        rejected.append(r[:shared].sum() + params.alpha * r[shared:].sum())
+    return _ratio_terms(torch.stack(chosen), torch.stack(rejected), batch)
+
+
+def _ratio_terms(chosen_ratio: Tensor, rejected_ratio: Tensor, batch: JudgmentBatch) -> LossTerms:
+    """-log sigmoid(beta (chosen_ratio - rejected_ratio) + b) from the responses' summed log-ratios."""
+    zeros = torch.zeros_like(chosen_ratio)
+    losses, chosen_rewards, rejected_rewards = ba_dpo_loss(
+        chosen_ratio, rejected_ratio, zeros, zeros, batch.bias_logit, batch.beta)
+    logits = batch.beta * (chosen_ratio - rejected_ratio) + batch.bias_logit  # with its gradient
+    return LossTerms(losses, chosen_rewards, rejected_rewards, logits)
 
 
 def sampo_terms(batch: JudgmentBatch, params: Any = None) -> LossTerms:
@@ -110,12 +142,7 @@ def sampo_terms(batch: JudgmentBatch, params: Any = None) -> LossTerms:
         c, r = _down_sample(c, r, int(batch.sample_seeds[i]))
         chosen.append(c.sum())
         rejected.append(r.sum())
-    chosen_ratio, rejected_ratio = torch.stack(chosen), torch.stack(rejected)
-    zeros = torch.zeros_like(chosen_ratio)
-    losses, chosen_rewards, rejected_rewards = ba_dpo_loss(
-        chosen_ratio, rejected_ratio, zeros, zeros, batch.bias_logit, batch.beta)
-    logits = chosen_rewards - rejected_rewards + batch.bias_logit.detach()
-    return LossTerms(losses, chosen_rewards, rejected_rewards, logits)
+    return _ratio_terms(torch.stack(chosen), torch.stack(rejected), batch)
 
 
 def _down_sample(chosen: Tensor, rejected: Tensor, seed: int) -> tuple[Tensor, Tensor]:

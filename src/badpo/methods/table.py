@@ -45,11 +45,13 @@ from badpo.methods.baselines import (
     CrowdParams,
     GroupParams,
     IPOParams,
+    LDParams,
     NoParams,
     RDPOParams,
     SimPOParams,
     ba_dpo_terms,
     ipo_terms,
+    ld_dpo_terms,
     r_dpo_terms,
     sampo_terms,
     simpo_terms,
@@ -131,6 +133,11 @@ METHODS: dict[str, Method] = {
     "sampo": Method(
         "none", "SamPO: the longer response's token log-ratios down-sampled to the shorter's count "
         "(Lu et al. 2024)", loss=sampo_terms, needs=Needs(token_logratios=True, sample_seeds=True),
+        combines_with_bias=True,
+    ),
+    "ld_dpo": Method(
+        "none", "LD-DPO: the log-ratio of tokens past the pair's shared length weighted by alpha (Liu et al. "
+        "2024; TRL's ld_alpha)", loss=ld_dpo_terms, params=LDParams, needs=Needs(token_logratios=True),
         combines_with_bias=True,
     ),
     "simpo": Method(

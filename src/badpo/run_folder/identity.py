@@ -33,6 +33,7 @@ RUN_CONTROL_KEYS = ("output_dir", "cache_dir", "resume_from", "stop_after_steps"
 # theta's Adam alone was recorded). A tuple lists every value that counts as unset: model.compile
 # was false before its null (on a CUDA GPU), and runs recorded with either keep their identity.
 KEYED_WHEN_SET: Mapping[str, Any] = {"duplicates": "keep", "fsdp": False, "bias.level": "adam",
+                                      "ties": "keep", "strength": "keep",
                                       "model.compile": (None, False), "runtime.length_groups": None,
                                       "model.selective_checkpointing": None}
 

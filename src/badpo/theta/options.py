@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from badpo.core.config import ConfigError
 
 __all__ = ["ENGINE", "INIT_RULES", "TRL", "Front", "check_init", "check_level", "check_level_has_theta",
-           "check_lr", "check_orthogonal", "LEVEL_NAMES"]
+           "check_graded", "check_lr", "check_orthogonal", "LEVEL_NAMES"]
 
 # Where theta starts and what it does after (the rows: theta/start.py, theta/level.py); named here
 # so that a front door can check an option before the rows' modules load.
@@ -67,6 +67,22 @@ def check_level_has_theta(level: str, learns_theta: bool, owner: str, front: Fro
     if not learns_theta and level != "adam":
         raise ConfigError(f"{front.level}: {level} needs a theta to take the attributes' share, and {owner} "
                           f"learns none; leave {front.level} at adam")
+
+
+def check_graded(link: str, level: str, trusted: bool, owner: str, front: Front = ENGINE) -> None:
+    """What ties and strengths in the objective (an ordered logit on the loss's logit) cannot be
+    combined with yet, refused in one line: a squared link (IPO's loss has no likelihood to grade),
+    the tilt rules and the trusted level step (both solve for theta's level on plain wins)."""
+    hint = "or drop them (ties: drop, strength: ignore)"
+    if link != "logistic":
+        raise ConfigError(f"{owner}'s loss is not a log-likelihood of a logit, so the data's ties and strengths "
+                          f"cannot enter it; choose a method of the DPO family, {hint}")
+    if level.startswith("tilt"):
+        raise ConfigError(f"{front.level}: {level} solves for theta's level on plain wins, and the data holds "
+                          f"ties or strengths; leave {front.level} at adam or orthogonal, {hint}")
+    if trusted:
+        raise ConfigError(f"{front.trusted}: the trusted level step solves on plain wins, and the data holds ties "
+                          f"or strengths; leave out the trusted annotators, {hint}")
 
 
 def check_orthogonal(trusted: bool, method, micro_batch: int, declared: int | None, front: Front = ENGINE) -> None:

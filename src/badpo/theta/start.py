@@ -31,6 +31,7 @@ from badpo.core.config import ConfigError
 from badpo.core.level import Link, NoFiniteStart, reference_start
 from badpo.core.notices import BadpoWarning
 from badpo.core.pair_level import pair_effect_level, pair_quality
+from badpo.theta.graded import Grades, fit_cuts
 from badpo.theta.labels import ThetaLabels
 from badpo.theta.options import ENGINE, Front, check_init
 
@@ -63,12 +64,20 @@ def offline_estimate(attr_diff: Tensor, names: Sequence[str]) -> list[float]:
 
 
 class _Fit:
-    """One start's inputs: the learned judgments' declared directions and logits at the start."""
+    """One start's inputs: the learned judgments' declared directions and logits at the start, and
+    their grades (None: every label a plain win)."""
 
     def __init__(self, labels: ThetaLabels, columns: list[int], learned: Tensor, offsets: Tensor,
-                 link: Link, declared: list[str], init: str, front: Front, fixed: bool) -> None:
+                 link: Link, declared: list[str], init: str, front: Front, fixed: bool,
+                 grades: Grades | None = None) -> None:
         self.labels, self.columns, self.learned, self.offsets = labels, columns, learned, offsets
         self.link, self.declared, self.init, self.front, self.fixed = link, declared, init, front, fixed
+        self.grades = grades
+
+    def plain_wins(self) -> None:
+        if self.grades is not None:
+            raise ConfigError(f"{self.front.init}: {self.init} reads plain wins, and the data holds ties or "
+                              f"strengths; use {self.front.init}: reference (their ordered logit) or zero")
 
     def directions(self) -> Tensor:
         return self.labels.attr_diff[:, self.columns].double()[self.learned]
@@ -79,6 +88,7 @@ def _zero(fit: _Fit) -> None:
 
 
 def _offline(fit: _Fit) -> list[float]:
+    fit.plain_wins()
     if not bool(fit.learned.all()) or fit.fixed:
         raise ConfigError(f"{fit.front.init}: offline counts every judgment as unbiased by any fixed value; "
                           f"with trusted annotators or a fixed offset use {fit.front.init}: conditional")
@@ -87,6 +97,9 @@ def _offline(fit: _Fit) -> list[float]:
 
 def _reference(fit: _Fit) -> list[float]:
     try:
+        if fit.grades is not None:  # the ordered logit's joint fit with its cut points
+            grades = Grades(fit.grades.grade[fit.learned], fit.grades.levels, fit.grades.ties, fit.grades.strengths)
+            return fit_cuts(fit.directions(), fit.offsets[fit.learned], grades)[0]
         return reference_start(fit.directions(), fit.offsets[fit.learned], fit.link)
     except NoFiniteStart as error:  # name the attributes
         names = [fit.declared[j] for j in error.coordinates]
@@ -95,6 +108,7 @@ def _reference(fit: _Fit) -> list[float]:
 
 
 def _conditional(fit: _Fit) -> list[float]:
+    fit.plain_wins()
     reference = _reference(fit)  # its one-line refusals first
     if fit.link.name != "logistic":  # least squares is collapsible: quality left out shrinks nothing
         return reference
@@ -111,13 +125,15 @@ START_RULES: dict[str, Callable[[_Fit], list[float] | None]] = {
 
 def initial_level(init: str, labels: ThetaLabels, declared: Sequence[str], link: Link, *,
                   trusted: Sequence[str] = (), fixed_offset: Sequence[float] | None = None,
-                  start_logits: Tensor | None = None, front: Front = ENGINE) -> list[float] | None:
+                  start_logits: Tensor | None = None, grades: Grades | None = None,
+                  front: Front = ENGINE) -> list[float] | None:
     """theta's starting shared level under rule ``init``, one value per attribute (0 where
     undeclared), or None for theta = 0 (also when every judgment's annotator is trusted).
 
     ``link``: the arm's loss as a function of its logit; ``start_logits`` ``[N]``: the method's
     logit at the start, before the bias (None: 0, every margin of the DPO family at the reference);
-    ``fixed_offset``: one value per attribute, added to every judgment's bias logit."""
+    ``fixed_offset``: one value per attribute, added to every judgment's bias logit; ``grades``:
+    ties and strengths (:mod:`badpo.theta.graded`; None: plain wins), fitted by their ordered logit."""
     check_init(init, front)
     names = labels.attribute_names
     columns = [names.index(n) for n in declared]
@@ -130,7 +146,8 @@ def initial_level(init: str, labels: ThetaLabels, declared: Sequence[str], link:
     offsets = labels.attr_diff.double() @ offset
     if start_logits is not None:
         offsets = offsets + start_logits.double().reshape(len(labels))
-    fit = _Fit(labels, columns, learned, offsets, link, list(declared), init, front, fixed_offset is not None)
+    fit = _Fit(labels, columns, learned, offsets, link, list(declared), init, front, fixed_offset is not None,
+               grades)
     start = START_RULES[init](fit)
     if start is None:
         return None

@@ -11,29 +11,34 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from torch import nn
 
 from badpo.core.bias import BiasChannel
 
 __all__ = ["theta_adam", "reduce_theta_gradients", "step_theta"]
 
 
-def theta_adam(bias: BiasChannel | None, lr: float, device) -> torch.optim.Optimizer | None:
-    """theta's Adam (None when the channel has nothing to learn); moves the channel to ``device``.
-    Parameters with ``requires_grad=False`` (a frozen channel's) stay out of it."""
-    if bias is None:
-        return None
-    bias.to(device)
-    params = [p for p in bias.parameters() if p.requires_grad]
+def _learned(*modules: nn.Module | None) -> list[nn.Parameter]:
+    return [p for module in modules if module is not None for p in module.parameters() if p.requires_grad]
+
+
+def theta_adam(bias: BiasChannel | None, lr: float, device, cuts: nn.Module | None = None
+               ) -> torch.optim.Optimizer | None:
+    """theta's Adam, over the channel and the graded labels' cut points ``cuts``
+    (:class:`badpo.theta.graded.LabelCuts`), None when neither has anything to learn; moves both to
+    ``device``. Parameters with ``requires_grad=False`` (a frozen channel's) stay out of it."""
+    for module in (bias, cuts):
+        if module is not None:
+            module.to(device)
+    params = _learned(bias, cuts)
     return torch.optim.Adam(params, lr=lr, weight_decay=0.0) if params else None
 
 
-def reduce_theta_gradients(bias: BiasChannel, accelerator) -> dict:
-    """theta's gradients averaged over ``accelerator``'s processes (a parameter with none gets
-    zeros, so every process steps the same Adam); their norm, for the log."""
+def reduce_theta_gradients(bias: BiasChannel | None, accelerator, cuts: nn.Module | None = None) -> dict:
+    """theta's (and the cut points') gradients averaged over ``accelerator``'s processes (a
+    parameter with none gets zeros, so every process steps the same Adam); their norm, for the log."""
     grads = []
-    for param in bias.parameters():
-        if not param.requires_grad:
-            continue
+    for param in _learned(bias, cuts):
         grad = param.grad if param.grad is not None else torch.zeros_like(param)
         if accelerator.num_processes > 1:
             grad = accelerator.reduce(grad, reduction="mean")
