@@ -162,3 +162,19 @@ def test_the_command_builds_it(chat_model, tmp_path, capsys, cli_training):
     assert "smol-multipref world in" in out and "ties dropped" in out and "implied" in out
     assert main(["build", "smol-multipref", str(tmp_path / "w"), f"model={chat_model}"]) == 2
     assert "--overwrite" in capsys.readouterr().err
+
+
+def test_keep_ties_writes_the_tie_votes_and_leaves_the_rest_as_it_was(chat_model, tmp_path):
+    """The same seed with and without keep_ties: the decisive judgments, the SFT rows and the answers
+    are the same files' rows; the tie votes are added as tie judgments; world.yaml names the flag
+    only when on (an earlier world keeps its key)."""
+    build_smol_multipref(from_dict(SmolMultiPrefConfig, SMALL), tmp_path / "off", str(chat_model))
+    build_smol_multipref(from_dict(SmolMultiPrefConfig, {**SMALL, "keep_ties": True}), tmp_path / "on",
+                         str(chat_model))
+    off, on = digests(tmp_path / "off"), digests(tmp_path / "on")
+    assert off["sft.jsonl"] == on["sft.jsonl"] and off["answers.jsonl"] == on["answers.jsonl"]
+    dropped, kept = read_jsonl(tmp_path / "off" / "train.jsonl"), read_jsonl(tmp_path / "on" / "train.jsonl")
+    assert [r for r in kept if not r.get("tie")] == dropped
+    assert sum(bool(r.get("tie")) for r in kept) > 0
+    assert "keep_ties" not in (tmp_path / "off" / "world.yaml").read_text()
+    assert "keep_ties: true" in (tmp_path / "on" / "world.yaml").read_text()

@@ -38,6 +38,7 @@ from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.config import ConfigError, dump_yaml, to_dict
 from badpo.core.jsonio import write_json, write_jsonl
 from badpo.core.judgments import Judgment
+from badpo.core.labels import wins_for_estimates
 from badpo.corpora.multipref import MultiPrefConfig, MultiPrefCorpus, multipref_corpus, write_multipref
 
 __all__ = [
@@ -186,7 +187,9 @@ def implied_log_odds(judgments: Sequence[Judgment], truth: WorldTruth) -> dict[s
 
 def gate_statistics(judgments: Sequence[Judgment], truth: WorldTruth) -> dict:
     """The audit of the judgments (cross-group count, wins, offline log-odds and its s.e., overall
-    and by pool) beside the values the planted theta imply, per attribute."""
+    and by pool) beside the values the planted theta imply, per attribute; on the decisive votes
+    (a tie prefers neither side: under Davidson's model a decisive vote follows sigmoid(z))."""
+    judgments = wins_for_estimates(judgments)
     with warnings.catch_warnings():  # recorded in the result instead
         warnings.simplefilter("ignore", BiasIdentifiabilityWarning)
         result = audit(judgments, resolve_attributes(ATTRIBUTES))
@@ -218,7 +221,8 @@ def protocol_corpus(rows: Sequence[Mapping[str, Any]], config: Any, eval_fields:
     evaluation prompt extended by ``eval_fields(prompt_id)`` (its body, candidates, ...), and the
     builder config it was made with."""
     protocol = MultiPrefConfig(source="source.jsonl", heldout_fraction=config.heldout_fraction,
-                               n_eval_prompts=config.n_eval_prompts, seed=config.seed, audit_attributes=ATTRIBUTES)
+                               n_eval_prompts=config.n_eval_prompts, seed=config.seed, audit_attributes=ATTRIBUTES,
+                               keep_ties=getattr(config, "keep_ties", False))
     corpus = multipref_corpus(rows, protocol)
     eval_prompts = [{**row, **eval_fields(row["prompt_id"])} for row in corpus.eval_prompts]
     return dataclasses.replace(corpus, eval_prompts=eval_prompts), protocol

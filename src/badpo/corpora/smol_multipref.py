@@ -142,6 +142,8 @@ class SmolMultiPrefConfig:
     pool_means: dict[str, list[float]] = field(default_factory=default_pool_means)  # mu_pool (length, markdown)
     sigma: float = 0.5  # per-annotator spread of theta_k around its pool mean (each coordinate)
     tie_strength: float = 1.0  # Davidson's nu: P(tie) = nu / (2 cosh(z/2) + nu), 1/3 at z = 0
+    keep_ties: bool = False  # write the tie votes as tie judgments (false: dropped and counted, as MultiPref's
+    # paper; world.yaml names it only when on, so every earlier world keeps its key)
     heldout_fraction: float = 0.1  # share of prompt ids held out
     n_eval_prompts: int = 40  # evaluation prompts, drawn from the held-out prompts
     seed: int = 0  # every draw: questions, sampling, sides and styles, annotators, votes, split
@@ -336,7 +338,7 @@ def build_smol_multipref(config: SmolMultiPrefConfig, outdir: str | Path, model_
                 "expected": expected}
 
     corpus, protocol = protocol_corpus(rows, config, eval_fields)
-    stats = write_world(corpus, protocol, rows, truth, config, out, "smol-multipref")
+    stats = write_world(corpus, protocol, rows, truth, config, out, "smol-multipref", left_out_when_off=("keep_ties",))
     write_jsonl(out / "answers.jsonl", list(_answer_rows(tasks, answers)))
     generated = generation_record(tasks, answers, counts, tokenizer, model_name)
     write_json(out / "generated.json", generated)
