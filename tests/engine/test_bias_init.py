@@ -28,7 +28,8 @@ def _data(diff, annotators=None, names=("a",)):
     labels = ThetaLabels(diff, index, tuple(known), tuple(names), torch.arange(len(diff)),
                          torch.ones(len(diff), dtype=torch.float64))  # one judgment a pair
     return SimpleNamespace(attr_diff=diff, attribute_names=tuple(names), annotators=tuple(known),
-                           annotator_index=index, annotator_classes=None, theta_labels=lambda: labels)
+                           annotator_index=index, annotator_classes=None, theta_labels=lambda: labels,
+                           grades=None)
 
 
 def _config(method="ba_dpo_pooled", **bias):

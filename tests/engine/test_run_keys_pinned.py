@@ -4,7 +4,8 @@ committed run record under results/ that today's settings read.
 
 ``duplicates`` (train and rm), ``fsdp`` (train), ``bias.level`` (train and rm), ``model.compile``
 (and its default, false, then null: on a CUDA GPU), ``model.selective_checkpointing`` and
-``runtime.length_groups`` (every stage) came after: each
+``runtime.length_groups`` (every stage), ``ties``, ``strength`` and the A/B form's ``columns``
+(issue 72) came after: each
 changed the plain digests (DEFAULTS, READ and the first of each RESOLVED pair) and no identity or
 key, as they are keyed only when set
 (:data:`badpo.run_folder.identity.KEYED_WHEN_SET`).
@@ -40,31 +41,31 @@ def _digest(value) -> str:
 
 
 # to_dict of each class's defaults, and of each stage config as read from its file
-DEFAULTS = {"TrainConfig": "13fda4ead2fec134", "SFTConfig": "6e2e4fa01c70da94", "RMConfig": "0fb31abf1b375b0c"}
+DEFAULTS = {"TrainConfig": "66067f88273b565f", "SFTConfig": "ff0ebc10ce714753", "RMConfig": "4c370c86f4c34d5e"}
 READ = {
-    "rm_qwen2.5-0.5b.yaml": "cb7d014f2090fb0b", "rm_tiny.yaml": "9b4ecc7de38f3416",
-    "rm_tiny_quality.yaml": "a98285e10a780adb", "sft_llama3.1-8b.yaml": "a65784c207ae018f",
-    "sft_mistral-7b.yaml": "46455e4884972bff", "sft_qwen2.5-0.5b.yaml": "936d1e1fa6891d50",
-    "sft_tiny.yaml": "1a2ce6ba1b090524", "train_llama3.1-8b.yaml": "e0cd838f3890680f",
-    "train_mistral-7b.yaml": "fb65d2b90090c005", "train_qwen2.5-0.5b.yaml": "62ea005e4075b691",
-    "train_tiny.yaml": "5c595c0c06cd2707",
+    "rm_qwen2.5-0.5b.yaml": "86ab1702921fd73c", "rm_tiny.yaml": "96153406289a6117",
+    "rm_tiny_quality.yaml": "e94f9188aedef718", "sft_llama3.1-8b.yaml": "6ba45c7a808acb28",
+    "sft_mistral-7b.yaml": "4a52b8177d44a4f7", "sft_qwen2.5-0.5b.yaml": "e61aa0772588d123",
+    "sft_tiny.yaml": "102d983c422f6cc2", "train_llama3.1-8b.yaml": "40976e08a460e70e",
+    "train_mistral-7b.yaml": "69cacde37b42585c", "train_qwen2.5-0.5b.yaml": "01d179156b40573b",
+    "train_tiny.yaml": "c50382362a3afe8d",
 }
 # (to_dict, identity) of each as the stage resolves it before it trains: the learning rate and output_dir filled in
 RESOLVED = {
-    "rm_qwen2.5-0.5b.yaml": ["b1439efa56f5f723", "77039b1f1ca15e0f"],
-    "rm_tiny.yaml": ["b1e72fd631fe2973", "6fbd35e74fc6de2a"],
-    "rm_tiny_quality.yaml": ["7c03f2c756cc7e7d", "0df448983168e9b6"],
-    "sft_llama3.1-8b.yaml": ["a65784c207ae018f", "9f48496650671115"],
-    "sft_mistral-7b.yaml": ["46455e4884972bff", "a7f9b5d3e6fe411d"],
-    "sft_qwen2.5-0.5b.yaml": ["936d1e1fa6891d50", "ab0205fd6408ef4a"],
-    "sft_tiny.yaml": ["1a2ce6ba1b090524", "d280c56ded13a6db"],
-    "train_llama3.1-8b.yaml": ["e181021bb1370ad3", "869d876023002a43"],
-    "train_mistral-7b.yaml": ["d8915a6610f49322", "c7b2d2e27bbe6510"],
-    "train_qwen2.5-0.5b.yaml": ["6a00366fabaf2fda", "3504030a475a233a"],
-    "train_tiny.yaml": ["6c90e9254e68d528", "98f8e201625bb429"],
-    "TrainConfig": ["6d192ca968ff0f21", "fd03276b742a4eb2"],
-    "SFTConfig": ["1fd9b494b698fa8e", "8c44f2a1d13bb3b2"],
-    "RMConfig": ["0ed02c556e4c3309", "76ef45b2628e9add"],
+    "rm_qwen2.5-0.5b.yaml": ["eb7159db0e322fca", "77039b1f1ca15e0f"],
+    "rm_tiny.yaml": ["a0bf84a25c37d236", "6fbd35e74fc6de2a"],
+    "rm_tiny_quality.yaml": ["60c45cab2bc85d0e", "0df448983168e9b6"],
+    "sft_llama3.1-8b.yaml": ["6ba45c7a808acb28", "9f48496650671115"],
+    "sft_mistral-7b.yaml": ["4a52b8177d44a4f7", "a7f9b5d3e6fe411d"],
+    "sft_qwen2.5-0.5b.yaml": ["e61aa0772588d123", "ab0205fd6408ef4a"],
+    "sft_tiny.yaml": ["102d983c422f6cc2", "d280c56ded13a6db"],
+    "train_llama3.1-8b.yaml": ["247290369ed8e726", "869d876023002a43"],
+    "train_mistral-7b.yaml": ["0e51bed288f31ce9", "c7b2d2e27bbe6510"],
+    "train_qwen2.5-0.5b.yaml": ["a736d9ab528d880e", "3504030a475a233a"],
+    "train_tiny.yaml": ["b5afcf56e36e2f86", "98f8e201625bb429"],
+    "TrainConfig": ["73547d2fdfebfbf9", "fd03276b742a4eb2"],
+    "SFTConfig": ["7b00e06560880a25", "8c44f2a1d13bb3b2"],
+    "RMConfig": ["6a758526c71b5e2a", "76ef45b2628e9add"],
 }
 # sha256 of the space-joined keys (the reference, then every run) of each experiment's plan
 PLANS = {

@@ -275,4 +275,5 @@ def test_every_learned_theta_loss_is_its_link_of_its_logits(name):
                  rejected_token_logratios=(torch.tensor([0.0]), torch.tensor([0.5, 0.0, -0.5])))
     terms = method.loss(JudgmentBatch(beta=0.1, **views), params)
     torch.testing.assert_close(method.level_link(params).loss(terms.logits), terms.losses.detach())
-    assert terms.losses.requires_grad and not terms.logits.requires_grad  # a record, not a graph
+    # the logit keeps its graph: the likelihood of ties and strengths (badpo.theta.graded) is taken on it
+    assert terms.losses.requires_grad and terms.logits.requires_grad

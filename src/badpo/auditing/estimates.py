@@ -248,6 +248,7 @@ class Audit:
     trusted: tuple[str, ...] = ()  # annotators whose theta_k is known (pins their component)
     start: Any = None  # where bias.init: conditional starts theta (badpo.auditing.start_level), when asked for
     labels: Mapping[str, Any] | None = None  # the labels read (badpo.core.labels.LabelCounts.to_dict), ties left out
+    reliability: Any = None  # each annotator's reliability (badpo.auditing.reliability.Reliability), when asked for
 
     def coordinate(self, name: str) -> CoordinateAudit:
         for coordinate in self.coordinates:
@@ -268,7 +269,8 @@ class Audit:
             "warnings": list(self.warnings),
         } | ({"trusted": list(self.trusted), "unpinned": [list(c) for c in self.unpinned()]}
              if self.trusted else {}) | self._start_dict() | (
-            {"ties": self.labels["ties"], "labels": dict(self.labels)} if self.labels is not None else {})
+            {"ties": self.labels["ties"], "labels": dict(self.labels)} if self.labels is not None else {}) | (
+            {"reliability": self.reliability.to_dict()} if self.reliability is not None else {})
 
     def _start_dict(self) -> dict[str, Any]:
         """``start_level`` {attribute: theta's start} and its fit, when the audit computed them."""

@@ -71,6 +71,7 @@ from badpo.auditing.estimates import (
 )
 from badpo.auditing.forest import plot_forest
 from badpo.auditing.joint import PRIOR_SCALE, JointFit, fit_joint, robust_level, two_sided_p
+from badpo.auditing.reliability import reliability_of, reliability_row
 from badpo.auditing.report_html import audit_html
 from badpo.auditing.report_text import format_report, summary
 from badpo.auditing.terminal_table import format_audit
@@ -94,7 +95,8 @@ _Z = NormalDist().inv_cdf(1 - _ALPHA / 2)
 _CSV_COLUMNS = ("attribute", "annotator", "class", "judgments", "cross", "wins", "estimate", "se", "low",
                 "high", "z", "p_value", "level_weight", "outlying", "outlying_bonferroni",
                 "outlying_in_class", "unidentified", "divergent", "marginal_estimate", "marginal_low",
-                "marginal_high", "learned_theta")
+                "marginal_high", "learned_theta", "reliability", "reliability_low", "reliability_high",
+                "reliability_p", "unreliable")
 
 
 # ------------------------------------------------------------------------------ pseudonyms
@@ -321,6 +323,8 @@ def write_report(result: Audit, judgments: Sequence[Judgment], directory: str | 
         raise ValueError(f"--run: {learned['path']} has theta on {learned['attribute_names']}, none of "
                          f"the audited attributes {list(result.attribute_names)}")
     reports = [attribute_report(c, classes, fit, learned) for c in result.coordinates]
+    for row in (row for report in reports for row in report["annotators"]):  # reliability is per annotator
+        row.update(reliability_row(result.reliability, row["annotator"]))
     taken: set[str] = set()
     for report in reports:
         stem = _file_stem(report["name"], taken)
@@ -427,7 +431,8 @@ def _audited(source: Any, attributes, report_dir: str | Path | None, run_dir, ps
     learned = load_learned_theta(run_dir, rename) if run_dir is not None else None
     diffs = _differences_of(loaded.origin, judgments, attributes, dropped, labels.ties)
     result = audit(judgments, attributes, source=loaded.origin, differences=diffs, start=True)
-    result = dataclasses.replace(result, labels=labels.to_dict())
+    result = dataclasses.replace(result, labels=labels.to_dict(),  # and who votes like a coin (the pooled fit's)
+                                 reliability=reliability_of(judgments, diffs, result.start, result.annotators))
     text = "".join(f"{line}\n" for line in (repeated, labels.line(), estimates_line(labels)) if line) + format_audit(
         result) + (format_coverage(coverage) if coverage is not None else "")
     if report_dir is None:

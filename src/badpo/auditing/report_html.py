@@ -15,7 +15,8 @@ from badpo.core.html_page import html_image, html_page, html_pre, html_table, ma
 
 __all__ = ["ANNOTATOR_COLUMNS", "audit_html", "discover_html"]
 
-ANNOTATOR_COLUMNS = ("annotator", "class", "judgments", "cross", "wins", "estimate", "low", "high", "outlying")
+ANNOTATOR_COLUMNS = ("annotator", "class", "judgments", "cross", "wins", "estimate", "low", "high", "outlying",
+                     "reliability", "reliability_low", "reliability_high", "unreliable")
 
 
 def _shown(value: Any) -> Any:

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from badpo.auditing.estimates import Audit
+from badpo.auditing.reliability import FDR, MIN_SHARED, format_reliability
 
-__all__ = ["FLAGS_MEAN", "format_report", "summary"]
+__all__ = ["FLAGS_MEAN", "RELIABILITY_MEANS", "format_report", "summary"]
 
 
 def _fmt(entry: Mapping[str, Any]) -> str:
@@ -49,6 +50,17 @@ FLAGS_MEAN = (
     "annotators who share the level are flagged by chance; Bonferroni: p < 0.05 / annotators with "
     "an estimate). A flag says how this annotator labels compared with the others; it does not say "
     "the level itself is free of bias (read the level for that).")
+
+
+RELIABILITY_MEANS = (
+    "**reliability** s: how much an annotator's votes follow what the other annotators of the same pairs "
+    "chose (the pair's consensus, the attributes' pooled bias included): `P(vote) = sigmoid(s z)`, z "
+    "the consensus logit left out of the annotator's own votes; 1 is a typical rater, 0 a coin, below 0 "
+    "against the task, with a 95% profile interval (`reliability_low`, `reliability_high`). "
+    "**unreliable**: evidence that s is below half a typical rater's (one-sided p `reliability_p`, "
+    f"Benjamini-Hochberg over the annotators at a false discovery rate of {FDR:g}). It is not a bias flag: "
+    f"a biased rater who reads the pairs as the others do is reliable. No estimate under {MIN_SHARED} votes "
+    "on pairs another annotator judged.")
 
 
 def summary(document: Mapping[str, Any], result: Audit) -> str:
@@ -92,9 +104,19 @@ def summary(document: Mapping[str, Any], result: Audit) -> str:
             lines.append(f"- marginal and joint disagree (another attribute goes with this one in their "
                          f"judgments; read the joint): {shown}" + (" ..." if len(disagree) > 10 else ""))
         lines.append("")
+    lines += _reliability_lines(result)
     lines += ["Files: `annotators.csv` (one row per annotator and attribute), `audit.json` (all of "
               "it, and the label audit), one forest plot per attribute, `report.html` (all of it in one page).", ""]
     return "\n".join(lines)
+
+
+def _reliability_lines(result: Audit) -> list[str]:
+    """The README's section on annotator reliability (the same on every attribute's rows)."""
+    if result.reliability is None:
+        return []
+    lines = ["## Annotator reliability", "", RELIABILITY_MEANS, ""]
+    return lines + [f"- {line.strip()}" for line in format_reliability(result.reliability)[1:]] + (
+        [f"- {result.reliability.note}"] if result.reliability.note is not None else []) + [""]
 
 
 def format_report(document: Mapping[str, Any], directory: str | Path) -> str:

@@ -24,9 +24,11 @@ def judgment_pairs(judgments: Sequence[Judgment]) -> tuple[np.ndarray, np.ndarra
     """(pair index [N], side [N]): each judgment's pair, and +1 where it chose the side its pair's
     first judgment chose, -1 where it chose the other."""
     first: dict[str, tuple[int, str]] = {}
+    keys: dict[tuple, str] = {}  # a pair's judgments repeat its texts: hash each orientation once
     pair, side = np.empty(len(judgments), dtype=np.int64), np.empty(len(judgments), dtype=np.float64)
     for row, judgment in enumerate(judgments):
-        key = pair_key(judgment)
+        seen = (judgment.pair_id, judgment.prompt, judgment.chosen, judgment.rejected)
+        key = keys[seen] if seen in keys else keys.setdefault(seen, pair_key(judgment))
         index, chosen = first.setdefault(key, (len(first), judgment.chosen))
         pair[row], side[row] = index, 1.0 if judgment.chosen == chosen else -1.0
     return pair, side

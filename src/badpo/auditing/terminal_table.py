@@ -1,6 +1,7 @@
 """The label audit as the fixed-width table ``badpo audit`` prints: one row per slice of the
 judgments (all, per class, per pair type, per pair type and class) with its counts, log-odds and
-standard error, then the annotator graph per attribute and the warnings.
+standard error, then the annotator graph per attribute, where training starts theta, each annotator's
+reliability (when the audit estimated it) and the warnings.
 
 The numbers are :func:`badpo.auditing.estimates.audit`'s; this module only lays them out.
 """
@@ -11,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from badpo.auditing.estimates import Audit, CoordinateAudit, LogOdds, audit
+from badpo.auditing.reliability import format_reliability
 from badpo.auditing.start_level import format_start_level
 from badpo.core.attributes import resolve_attributes
 from badpo.core.judgments import read_judgments
@@ -79,6 +81,8 @@ def format_audit(result: Audit) -> str:
                      f"{missing:>14}  {up:>13}  {down:>13}")
     if result.start is not None:
         lines += [""] + format_start_level(result.attribute_names, result.start)
+    if result.reliability is not None:
+        lines += [""] + format_reliability(result.reliability)
     lines += ["", "warnings:" if result.warnings else "warnings: none"]
     lines += [f"  - {message}" for message in result.warnings]
     return "\n".join(lines) + "\n"

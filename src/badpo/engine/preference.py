@@ -208,8 +208,10 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
                           config.runtime.groups_on(accelerator.device.type, config.fsdp, parameter_count(model)),
                           config.runtime.rows_per_group())
     policy, optimizer, scheduler = prepare_policy(config, scorer, accelerator)
-    logits = start_logits(method, method_params, data, reference, config.beta)
-    if bias is not None and method.learns_theta and config.bias.init != "zero" and bool(logits.abs().max() > 0):
+    fitted = bias is not None and method.learns_theta and config.bias.init != "zero"
+    logits = (start_logits(method, method_params, data, reference, config.beta)  # only where a start reads them
+              if fitted or data.grades is not None else torch.zeros(len(data), dtype=torch.float64))
+    if fitted and bool(logits.abs().max() > 0):
         bias = build_bias(method, config, data, logits)  # theta's start around the method's logit at the start
     cuts = label_cuts(data, bias, logits)
     theta_optimizer = theta_adam(bias, config.bias.lr, accelerator.device, cuts)

@@ -95,10 +95,10 @@ def ipo_terms(batch: JudgmentBatch, params: IPOParams) -> LossTerms:
     enters the margin (b = 0 under ``ipo``: plain IPO). Rewards are logged at the config's beta."""
     losses = ipo_loss(batch.policy_chosen, batch.policy_rejected, batch.reference_chosen,
                       batch.reference_rejected, params.tau, bias_logit=batch.bias_logit)
-    chosen_ratio = (batch.policy_chosen - batch.reference_chosen).detach()
-    rejected_ratio = (batch.policy_rejected - batch.reference_rejected).detach()
-    logits = chosen_ratio - rejected_ratio + batch.bias_logit.detach()  # h + b, IPO's squared link
-    return LossTerms(losses, batch.beta * chosen_ratio, batch.beta * rejected_ratio, logits)
+    chosen_ratio = batch.policy_chosen - batch.reference_chosen
+    rejected_ratio = batch.policy_rejected - batch.reference_rejected
+    logits = chosen_ratio - rejected_ratio + batch.bias_logit  # h + b, IPO's squared link, with its gradient
+    return LossTerms(losses, batch.beta * chosen_ratio.detach(), batch.beta * rejected_ratio.detach(), logits)
 
 
 def simpo_terms(batch: JudgmentBatch, params: SimPOParams) -> LossTerms:

@@ -184,7 +184,8 @@ def logit_at_start(method: Method, params: Any, reference_chosen: Tensor, refere
     """``[N]`` each judgment's logit under the method's own loss with the policy at the reference and
     no bias (detached): 0 for the DPO family, R-DPO's length term, SimPO's length-normalised reference
     margin minus gamma. theta's start fits the labels around it (:mod:`badpo.theta.start`). Per-token
-    log-ratios are 0 at the reference, one per response token."""
+    log-ratios are 0 at the reference, one per response token; a step statistic is the one of a step
+    whose policy is the reference; a loss that returns no logit has 0."""
     n = len(reference_chosen)
     views: dict[str, Any] = {}
     if method.needs.token_logratios:
@@ -192,12 +193,18 @@ def logit_at_start(method: Method, params: Any, reference_chosen: Tensor, refere
                      rejected_token_logratios=tuple(torch.zeros(int(k)) for k in rejected_lengths))
     if method.needs.sample_seeds:
         views["sample_seeds"] = torch.zeros(n, dtype=torch.long)
+    if method.step_statistic is not None:  # the statistic of a step whose policy is the reference
+        step = StepView(judgments=torch.arange(n), reference_chosen=reference_chosen,
+                        reference_rejected=reference_rejected, bias_logit=torch.zeros(n, dtype=reference_chosen.dtype),
+                        beta=beta, policy_logprobs=lambda: (reference_chosen, reference_rejected))
+        views["step_statistic"] = method.step_statistic(step, params)
     batch = JudgmentBatch(policy_chosen=reference_chosen, policy_rejected=reference_rejected,
                           reference_chosen=reference_chosen, reference_rejected=reference_rejected,
                           bias_logit=torch.zeros(n, dtype=reference_chosen.dtype), beta=beta,
                           chosen_lengths=chosen_lengths, rejected_lengths=rejected_lengths, **views)
     with torch.no_grad():
-        return method.loss(batch, params).logits.detach()
+        logits = method.loss(batch, params).logits
+    return torch.zeros(n, dtype=reference_chosen.dtype) if logits is None else logits.detach()
 
 
 def get_method(name: str) -> Method:

@@ -32,8 +32,11 @@ RUN_CONTROL_KEYS = ("output_dir", "cache_dir", "resume_from", "stop_after_steps"
 # A dotted key names a key inside a section (bias.level: the rule of issue 51, after every run of
 # theta's Adam alone was recorded). A tuple lists every value that counts as unset: model.compile
 # was false before its null (on a CUDA GPU), and runs recorded with either keep their identity.
+# ties, strength and the A/B form's columns came with crowd labels as they come (issue 72).
 KEYED_WHEN_SET: Mapping[str, Any] = {"duplicates": "keep", "fsdp": False, "bias.level": "adam",
-                                      "ties": "keep", "strength": "keep",
+                                      "ties": "keep", "strength": "keep", "columns.strength": None,
+                                      "columns.response_a": None, "columns.response_b": None,
+                                      "columns.preference": None, "columns.g_a": None, "columns.g_b": None,
                                       "model.compile": (None, False), "runtime.length_groups": None,
                                       "model.selective_checkpointing": None}
 
