@@ -46,6 +46,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from badpo.auditing.reliability import reliability_of
 from badpo.auditing.start_level import start_level
 from badpo.core.judgments import Judgment, annotator_classes, pair_key
 from badpo.core.labels import no_ties
@@ -468,7 +469,8 @@ def audit(judgments: Sequence[Judgment], attributes: _AttributeValues,
 
     ``differences`` are :func:`attribute_differences` of the same judgments when the caller has
     them already (the report fits its joint estimates on them). ``start``: also fit where
-    ``bias.init: conditional`` starts theta (:mod:`badpo.auditing.start_level`; ``Audit.start``).
+    ``bias.init: conditional`` starts theta (:mod:`badpo.auditing.start_level`; ``Audit.start``) and,
+    on that fit, each annotator's reliability (:mod:`badpo.auditing.reliability`; ``Audit.reliability``).
     Problems are returned in ``Audit.warnings`` and raised as ``BiasIdentifiabilityWarning``.
     """
     judgments = list(judgments)
@@ -492,5 +494,6 @@ def audit(judgments: Sequence[Judgment], attributes: _AttributeValues,
     for message in found:
         warnings.warn(message, BiasIdentifiabilityWarning, stacklevel=2)
     fit = start_level(judgments, diffs, trusted) if start and any_cross.any() else None
+    reliable = reliability_of(judgments, diffs, fit, judges.annotators) if start else None  # needs the same fit
     return Audit(names, len(judgments), judges.annotators, int(any_cross.sum()), coordinates,
-                 graph, unidentified, tuple(found), tuple(trusted), fit)
+                 graph, unidentified, tuple(found), tuple(trusted), fit, reliability=reliable)

@@ -22,8 +22,9 @@ of the predictive ``P(first side) = E[sigmoid(q_p + theta . d_p) | those votes]`
 over q_p), read toward the side k chose. All of k's votes on p are left out (a repeat vote would
 otherwise predict k's own). The posterior predictive, not the posterior mean of q_p, so that a
 typical rater is calibrated at s = 1 rather than looking sharper or blunter than the pool. z_j does
-not depend on k's votes (but through theta and tau, pooled over everyone), so for a coin the votes
-are independent of their z: the tests below are exact in their law, asymptotic in their size. Votes
+not depend on k's votes (but through theta and tau, pooled over everyone), so a coin's votes are
+independent of their z and the tests below hold their null exactly (their p-values use the
+likelihood ratio's asymptotic chi-square law). Votes
 on pairs nobody else judged carry no consensus and are not read. Random voters in the pool dilute
 everyone's consensus (and shrink tau): they cost the others power, and typical raters then read a
 little above 1. A biased rater's votes leave the consensus on the pairs that differ in the bias's
@@ -279,7 +280,8 @@ def reliability_of(judgments: Sequence[Judgment], differences: np.ndarray, fit: 
     audit's ``start``); nobody is estimated, saying why, without a fit, without pairs judged by several
     annotators, or when they agree no more than the attributes explain (spread 0)."""
     if fit is None:
-        return _not_estimated(annotators, "no finite pooled fit of the labels (see the warnings)")
+        return _not_estimated(annotators, "no pooled fit of the labels (no judgment differs on a declared "
+                                          "attribute, or the fit has no finite value: see the warnings)")
     if not fit.identified:
         return _not_estimated(annotators, f"{fit.repeated_pairs} of {fit.pairs} pairs were judged twice or "
                                           "more, too few to read what the raters of a pair share")

@@ -71,7 +71,7 @@ from badpo.auditing.estimates import (
 )
 from badpo.auditing.forest import plot_forest
 from badpo.auditing.joint import PRIOR_SCALE, JointFit, fit_joint, robust_level, two_sided_p
-from badpo.auditing.reliability import reliability_of, reliability_row
+from badpo.auditing.reliability import reliability_row
 from badpo.auditing.report_html import audit_html
 from badpo.auditing.report_text import format_report, summary
 from badpo.auditing.terminal_table import format_audit
@@ -431,8 +431,7 @@ def _audited(source: Any, attributes, report_dir: str | Path | None, run_dir, ps
     learned = load_learned_theta(run_dir, rename) if run_dir is not None else None
     diffs = _differences_of(loaded.origin, judgments, attributes, dropped, labels.ties)
     result = audit(judgments, attributes, source=loaded.origin, differences=diffs, start=True)
-    result = dataclasses.replace(result, labels=labels.to_dict(),  # and who votes like a coin (the pooled fit's)
-                                 reliability=reliability_of(judgments, diffs, result.start, result.annotators))
+    result = dataclasses.replace(result, labels=labels.to_dict())
     text = "".join(f"{line}\n" for line in (repeated, labels.line(), estimates_line(labels)) if line) + format_audit(
         result) + (format_coverage(coverage) if coverage is not None else "")
     if report_dir is None:
