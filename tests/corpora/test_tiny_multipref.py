@@ -18,6 +18,7 @@ from badpo.core.config import ConfigError, from_dict
 from badpo.core.judgments import read_judgments
 from badpo.core.markdown import has_markdown
 from badpo.corpora.multipref import OVERALL_PREFS, MultiPrefConfig, build_multipref
+from badpo.corpora.multipref_protocol import planted_to_dict
 from badpo.corpora.tiny_multipref import (
     ATTRIBUTES,
     OUTPUT_FILES,
@@ -358,3 +359,30 @@ def test_badpo_build_tiny_multipref(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "tiny-multipref from source.jsonl" in out and "ties dropped" in out and "implied" in out
     assert (tmp_path / "model" / "config.json").exists()
+
+
+def test_random_voters_vote_at_z_zero_and_change_nothing_else(tmp_path, build_tiny_multipref):
+    """A quarter of each pool votes a coin (with Davidson's ties at z = 0): planted.json marks them,
+    their votes are the only ones that change, and on the decisive votes of the default world a coin
+    agrees with the planted logit's sign about half the time where the others agree far more."""
+    config = from_dict(TinyMultiPrefConfig, {"random_voters": 0.25, "keep_ties": True})
+    rows, truth = tiny_multipref_rows(config)
+    coins = {a["annotator"] for a in planted_to_dict(truth, config)["annotators"] if a.get("random_voter")}
+    assert coins == {f"crowd-{i:02d}" for i in range(round(0.25 * config.crowd_annotators))} | \
+        {f"expert-{i:02d}" for i in range(round(0.25 * config.expert_annotators))}
+    plain_rows, _ = tiny_multipref_rows(from_dict(TinyMultiPrefConfig, {}))
+    agree = {True: [], False: []}
+    for row, plain in zip(rows, plain_rows):
+        assert {k: v for k, v in row.items() if not k.endswith("annotations")} == \
+            {k: v for k, v in plain.items() if not k.endswith("annotations")}
+        q, _, diff = truth.comparisons[row["comparison_id"]]
+        for column in ("normal_worker_annotations", "expert_worker_annotations"):
+            for vote in row[column]:
+                if vote["overall_pref"] == "Tie":
+                    continue
+                z = q + float(np.dot(truth.theta[vote["evaluator"]], diff))
+                agree[vote["evaluator"] in coins].append((vote["overall_pref"].startswith("A")) == (z > 0))
+    assert abs(np.mean(agree[True]) - 0.5) < 0.05 and np.mean(agree[False]) > 0.7
+    build_tiny_multipref(small_config(random_voters=0.25, keep_ties=True), tmp_path)
+    assert "random_voters: 0.25" in (tmp_path / "world.yaml").read_text(encoding="utf-8")
+    assert any(r.get("tie") for r in read_jsonl(tmp_path / "train.jsonl"))

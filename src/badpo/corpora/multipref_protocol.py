@@ -9,6 +9,10 @@ the tiny length-and-format world (:mod:`badpo.corpora.tiny_multipref`) and the r
   Davidson's tie model, ``z = q + theta_k . (g_a - g_b)``, ``P(A) = e^(z/2) / D``,
   ``P(B) = e^(-z/2) / D``, ``P(tie) = nu / D``, ``D = e^(z/2) + e^(-z/2) + nu``: a vote that is not
   a tie follows ``sigmoid(z)`` exactly, so dropping ties leaves the planted model intact.
+- **Random voters** (``random_voters``, a share of each pool, 0 by default): the first
+  ``round(share * n)`` annotators of each pool vote at z = 0 (a coin, with Davidson's ties), whatever
+  the pair; ``planted.json`` marks them. Their planted theta is drawn as before, so every other draw
+  of the world is the one it has without them.
 - **Files**: the comparisons are written as MultiPref source rows and turned into judgments, the
   held-out split, SFT rows and evaluation prompts by :func:`badpo.corpora.multipref.multipref_corpus`
   and :func:`~badpo.corpora.multipref.write_multipref`; the world adds ``source.jsonl``, the planted
@@ -44,6 +48,7 @@ from badpo.corpora.multipref import MultiPrefConfig, MultiPrefCorpus, multipref_
 __all__ = [
     "ATTRIBUTES", "POOLS", "WorldTruth", "check_protocol", "davidson_vote", "default_pool_means", "gate_lines",
     "gate_statistics", "implied_log_odds", "judged_row", "planted_annotators", "planted_to_dict", "protocol_corpus",
+    "random_voters",
     "stream_rng", "world_truth", "write_world",
 ]
 
@@ -84,6 +89,9 @@ def check_protocol(config: Any) -> None:
     for name in ("kappa", "sigma", "tie_strength"):
         if not (math.isfinite(getattr(config, name)) and getattr(config, name) >= 0):
             raise ConfigError(f"{name}: must be finite and >= 0, got {getattr(config, name)}")
+    share = getattr(config, "random_voters", 0.0)
+    if not 0.0 <= share < 1.0:
+        raise ConfigError(f"random_voters: the share of each pool that votes at random, in [0, 1), got {share}")
     if config.seed < 0:
         raise ConfigError(f"seed: must be >= 0, got {config.seed}")
 
@@ -109,6 +117,7 @@ class WorldTruth:
     pool: dict[str, str]  # annotator -> crowd / expert
     comparisons: dict[str, tuple[float, str, np.ndarray]]  # comparison_id -> (q, completion_a, g_a - g_b)
     answers: dict[str, tuple[str, str]]  # prompt_id -> (task or kind, expected answer)
+    random: frozenset[str] = frozenset()  # the annotators who vote at random (z = 0)
 
 
 # ---------------------------------------------------------------------------- annotators, votes
@@ -121,6 +130,13 @@ def planted_annotators(config: Any) -> Annotators:
         thetas = np.asarray(config.pool_means[pool]) + config.sigma * rng.standard_normal((n, len(ATTRIBUTES)))
         planted[pool] = [(f"{pool}-{i:02d}", theta) for i, theta in enumerate(thetas)]
     return planted
+
+
+def random_voters(config: Any) -> set[str]:
+    """The annotators who vote at random: the first ``round(random_voters * n)`` of each pool."""
+    share = getattr(config, "random_voters", 0.0)
+    return {f"{pool}-{i:02d}" for pool in ("crowd", "expert")
+            for i in range(round(share * getattr(config, f"{pool}_annotators")))}
 
 
 def davidson_vote(z: float, tie_strength: float, u: float) -> str:
@@ -145,21 +161,23 @@ def judged_row(ids: tuple[str, str], prompt: str, texts: tuple[str, str], qualit
     g_a, g_b = attributes.pair_values(prompt, text_a, text_b)
     row: dict[str, Any] = {"comparison_id": ids[0], "prompt_id": ids[1], "text": prompt,
                            "completion_a": text_a, "completion_b": text_b}
+    coins = random_voters(config)
     for column, pool in POOLS.items():
         chosen = vote_rng.choice(len(annotators[pool]), config.votes_per_pool, replace=False)
         row[column] = []
         for index in chosen:
             annotator, theta = annotators[pool][int(index)]
-            z = quality + float(theta @ (g_a - g_b))
+            z = 0.0 if annotator in coins else quality + float(theta @ (g_a - g_b))
             row[column].append({"evaluator": annotator,
                                 "overall_pref": davidson_vote(z, config.tie_strength, float(vote_rng.random()))})
     return row, g_a - g_b
 
 
-def world_truth(annotators: Annotators, comparisons: dict, answers: dict) -> WorldTruth:
+def world_truth(annotators: Annotators, comparisons: dict, answers: dict, config: Any = None) -> WorldTruth:
     theta = {a: tuple(float(x) for x in t) for pool in annotators.values() for a, t in pool}
     pools = {a: pool for pool, members in annotators.items() for a, _ in members}
-    return WorldTruth(theta, pools, comparisons, answers)
+    coins = frozenset(random_voters(config)) if config is not None else frozenset()
+    return WorldTruth(theta, pools, comparisons, answers, coins)
 
 
 # ------------------------------------------------------------------------------- planted truth
@@ -175,7 +193,8 @@ def implied_log_odds(judgments: Sequence[Judgment], truth: WorldTruth) -> dict[s
     probabilities: dict[str, dict[str, list[float]]] = {name: {"all": []} for name in ATTRIBUTES}
     for j in judgments:
         quality, text_a, diff = truth.comparisons[j.pair_id]
-        a_wins = _sigmoid(quality + float(np.dot(truth.theta[j.annotator], diff)))
+        z = 0.0 if j.annotator in truth.random else quality + float(np.dot(truth.theta[j.annotator], diff))
+        a_wins = _sigmoid(z)
         for i, name in enumerate(ATTRIBUTES):
             if diff[i] != 0:
                 p = a_wins if diff[i] > 0 else 1.0 - a_wins
@@ -205,13 +224,14 @@ def gate_statistics(judgments: Sequence[Judgment], truth: WorldTruth) -> dict:
 
 
 def planted_to_dict(truth: WorldTruth, config: Any) -> dict:
-    """planted.json, in the tiny signed world's format (classes are the pools)."""
+    """planted.json, in the tiny signed world's format (classes are the pools); a random voter is marked."""
+    coins = random_voters(config)
     realised = {pool: np.mean([truth.theta[a] for a, p in truth.pool.items() if p == pool], axis=0).tolist()
                 for pool in ("crowd", "expert")}
     return {"attribute_names": list(ATTRIBUTES), "class_means": {k: list(v) for k, v in config.pool_means.items()},
             "realised_class_means": realised, "sigma": config.sigma, "tie_strength": config.tie_strength,
-            "annotators": [{"annotator": a, "annotator_class": truth.pool[a], "theta": list(t)}
-                           for a, t in truth.theta.items()]}
+            "annotators": [{"annotator": a, "annotator_class": truth.pool[a], "theta": list(t),
+                            **({"random_voter": True} if a in coins else {})} for a, t in truth.theta.items()]}
 
 
 # ------------------------------------------------------------------------------------- files

@@ -142,6 +142,7 @@ class SmolMultiPrefConfig:
     pool_means: dict[str, list[float]] = field(default_factory=default_pool_means)  # mu_pool (length, markdown)
     sigma: float = 0.5  # per-annotator spread of theta_k around its pool mean (each coordinate)
     tie_strength: float = 1.0  # Davidson's nu: P(tie) = nu / (2 cosh(z/2) + nu), 1/3 at z = 0
+    random_voters: float = 0.0  # share of each pool voting at random (z = 0); world.yaml names it only when set
     keep_ties: bool = False  # write the tie votes as tie judgments (false: dropped and counted, as MultiPref's
     # paper; world.yaml names it only when on, so every earlier world keeps its key)
     heldout_fraction: float = 0.1  # share of prompt ids held out
@@ -274,7 +275,7 @@ def smol_multipref_rows(tasks: Sequence[Task], answers: Sequence[Sequence[str]],
     counts["dropped"], counts["sides"] = dict(sorted(counts["dropped"].items())), dict(sorted(counts["sides"].items()))
     if rows and not counts["sides"].get("pairs_right_vs_wrong"):
         _warn_without_quality(tasks, answers, counts["sides"])
-    return rows, world_truth(annotators, comparisons, truth_answers), counts
+    return rows, world_truth(annotators, comparisons, truth_answers, config), counts
 
 
 def _warn_without_quality(tasks: Sequence[Task], answers: Sequence[Sequence[str]], sides: dict[str, int]) -> None:
@@ -338,7 +339,8 @@ def build_smol_multipref(config: SmolMultiPrefConfig, outdir: str | Path, model_
                 "expected": expected}
 
     corpus, protocol = protocol_corpus(rows, config, eval_fields)
-    stats = write_world(corpus, protocol, rows, truth, config, out, "smol-multipref", left_out_when_off=("keep_ties",))
+    stats = write_world(corpus, protocol, rows, truth, config, out, "smol-multipref",
+                        left_out_when_off=("keep_ties", "random_voters"))
     write_jsonl(out / "answers.jsonl", list(_answer_rows(tasks, answers)))
     generated = generation_record(tasks, answers, counts, tokenizer, model_name)
     write_json(out / "generated.json", generated)

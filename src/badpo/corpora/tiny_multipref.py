@@ -151,6 +151,8 @@ class TinyMultiPrefConfig:
     quality_given: bool = False  # also give each judgment its answers' scores (g "quality", given:quality)
     echo_task: bool = False  # open every response with its task word ("reverse 9 7 0 0"): no digit comes first
     bullet_indent: int = 0  # tabs before a bullet: markdown costs 1 + bullet_indent tokens and still one word
+    random_voters: float = 0.0  # share of each pool voting at random (z = 0): a crowd's noise voters
+    keep_ties: bool = False  # write the tie votes as tie judgments (false: dropped and counted)
     model: TinyModelConfig = field(default_factory=TinyModelConfig)
 
     def __post_init__(self) -> None:
@@ -268,7 +270,7 @@ def tiny_multipref_rows(config: TinyMultiPrefConfig) -> tuple[list[dict[str, Any
                                    config, vote_rng, attributes)
             comparisons[comparison_id] = (quality, text_a, diff)
             rows.append(row)
-    return rows, world_truth(annotators, comparisons, answers)
+    return rows, world_truth(annotators, comparisons, answers, config)
 
 
 # -------------------------------------------------------------------------- tokenizer and files
@@ -347,7 +349,7 @@ def build_tiny_multipref(config: TinyMultiPrefConfig, outdir: str | Path) -> dic
     n_parameters = sum(p.numel() for p in model.parameters())
 
     stats = write_world(corpus, protocol, rows, truth, config, out, "tiny-multipref",
-                        left_out_when_off=("quality_given", "echo_task", "bullet_indent"))
+                        left_out_when_off=("quality_given", "echo_task", "bullet_indent", "random_voters", "keep_ties"))
     tokenizer.save_pretrained(out / "tokenizer")
     model.save_pretrained(out / "model")
     tokenizer.save_pretrained(out / "model")

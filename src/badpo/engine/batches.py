@@ -111,6 +111,7 @@ class PreferenceData:
     attribute_names: tuple[str, ...]
     input_report: dict = dataclasses.field(default_factory=dict)  # counts printed and kept in run.json
     grades: Grades | None = None  # ties and strengths (badpo.theta.graded); None: every label a plain win
+    weight: Tensor | None = None  # [N] each judgment's loss weight (reliability: weight); None: 1 each
 
     def __len__(self) -> int:
         return self.chosen_row.shape[0]

@@ -225,10 +225,16 @@ def train_step(run: Run, step: int) -> tuple[Tensor, dict]:
 
 
 def _step_weight(run: Run, step_judgments: Tensor) -> float:
-    """The loss's normaliser: the step's judgments, or the sum of their weights under a weighting."""
-    if run.weighting is None:
+    """The loss's normaliser: the step's judgments, or the sum of their weights under a weighting
+    and the judgments' own weights (1 where the step's weights are all 0: its loss is 0 then)."""
+    if run.weighting is None and run.data.weight is None:
         return float(len(step_judgments))
-    return float(run.weighting.weights(step_judgments, step_judgments).sum())
+    weights = torch.ones(len(step_judgments), dtype=torch.float64)
+    if run.weighting is not None:
+        weights = weights * run.weighting.weights(step_judgments, step_judgments).double().cpu()
+    if run.data.weight is not None:
+        weights = weights * run.data.weight[step_judgments.cpu()].double()
+    return float(weights.sum()) or 1.0
 
 
 def _step_statistic(run: Run, step_judgments: Tensor):
@@ -240,11 +246,13 @@ def _step_statistic(run: Run, step_judgments: Tensor):
 
 
 def _weighted(run: Run, micro, step_judgments: Tensor, losses: Tensor) -> Tensor:
-    """The micro-batch's losses times the method's weights (observed first), as they are without."""
+    """The micro-batch's losses times the method's weights (observed first) and the judgments' own
+    weights (``PreferenceData.weight``), as they are without."""
+    weighted = losses if run.data.weight is None else losses * run.data.weight[micro.judgments.cpu()].to(losses)
     if run.weighting is None:
-        return losses
-    run.weighting.observe(micro.judgments, losses)
-    return losses * run.weighting.weights(micro.judgments, step_judgments).to(losses.device)
+        return weighted
+    run.weighting.observe(micro.judgments, losses)  # a group's loss as it is, not as reliability weighs it
+    return weighted * run.weighting.weights(micro.judgments, step_judgments).to(losses.device)
 
 
 def _observe_level(run: Run, micro, terms) -> None:

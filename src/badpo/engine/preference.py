@@ -17,6 +17,7 @@ from accelerate.utils import set_seed
 from torch import Tensor
 
 from badpo.auditing.estimates import Audit, audit
+from badpo.auditing.reliability import reliability_weights
 from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError
@@ -279,7 +280,26 @@ def read_and_audit(method: Method, config, accelerator) -> tuple[object, Prefere
     tokenizer = load_tokenizer(config.model)
     attributes = resolve_attributes(config.attributes) if config.attributes else None
     judgments, data = load_preference_data(config, tokenizer, attributes)
-    return tokenizer, data, audit_labels(method, config, judgments, attributes)
+    labels = audit_labels(method, config, judgments, attributes)
+    if getattr(config, "reliability", "off") == "weight":
+        data = with_reliability_weights(config, judgments, attributes, data)
+    return tokenizer, data, labels
+
+
+def with_reliability_weights(config, judgments, attributes, data: PreferenceData) -> PreferenceData:
+    """``reliability: weight``: each judgment weighted by its annotator's reliability
+    (:func:`badpo.auditing.reliability.reliability_weights` of the audit's pooled fit on the declared
+    attributes: 0 for a flagged noise voter, s_k clipped to [0, 1] otherwise, 1 where not estimated);
+    the weights and the flagged annotators go into run.json's ``input``."""
+    if attributes is None:
+        raise ConfigError("reliability: weight reads each rater against the pooled fit of the declared attributes; "
+                          "declare at least one (attributes=[...])")
+    result = audit(wins_for_estimates(judgments), attributes, trusted=list(config.bias.trusted or ()), start=True)
+    weights = reliability_weights(result.reliability)
+    per_annotator = torch.tensor([weights.get(a, 1.0) for a in data.annotators], dtype=torch.float64)
+    report = {**data.input_report, "reliability_weights": {a: weights.get(a, 1.0) for a in data.annotators},
+              "unreliable": list(result.reliability.flagged)}
+    return dataclasses.replace(data, weight=per_annotator[data.annotator_index], input_report=report)
 
 
 def preference_lr(config: TrainConfig) -> float:

@@ -300,6 +300,8 @@ class TrainConfig(JudgmentRunConfig):
     cache_dir: str | None = "runs/reference_cache"  # reference log-prob cache; null = no cache
     save_policy: bool = True  # write the final policy (HF format) to output_dir/policy
     fsdp: bool = False  # shard the policy over 2+ CPU processes with FSDP2 (fully_shard) instead of DDP
+    reliability: Literal["off", "weight"] = "off"  # weight each annotator's judgments by the audit's reliability
+    # (badpo.auditing.reliability: s_k clipped to [0, 1], 0 for a flagged noise voter); docs/crowd_labels.md
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,8 @@ RUN_CONTROL_KEYS = ("output_dir", "cache_dir", "resume_from", "stop_after_steps"
 # was false before its null (on a CUDA GPU), and runs recorded with either keep their identity.
 # ties, strength and the A/B form's columns came with crowd labels as they come (issue 72).
 KEYED_WHEN_SET: Mapping[str, Any] = {"duplicates": "keep", "fsdp": False, "bias.level": "adam",
-                                      "ties": "keep", "strength": "keep", "columns.strength": None,
+                                      "ties": "keep", "strength": "keep", "reliability": "off",
+                                      "columns.strength": None,
                                       "columns.response_a": None, "columns.response_b": None,
                                       "columns.preference": None, "columns.g_a": None, "columns.g_b": None,
                                       "model.compile": (None, False), "runtime.length_groups": None,
