@@ -24,7 +24,6 @@ from badpo.core.attributes import resolve_attributes
 from badpo.core.config import from_dict
 from badpo.core.jsonio import write_json
 from badpo.core.labels import wins_for_estimates
-from badpo.corpora.multipref import multipref_corpus
 from badpo.corpora.multipref_protocol import planted_to_dict, protocol_corpus
 from badpo.corpora.tiny_multipref import TinyMultiPrefConfig, tiny_multipref_rows
 from badpo.paper.provenance import provenance
