@@ -16,7 +16,15 @@ from badpo.core.judgments import (
     validate_judgments,
     write_judgments,
 )
-from badpo.core.labels import LabelCounts, estimates_line, label_counts, no_ties, wins_for_estimates
+from badpo.core.labels import (
+    LabelCounts,
+    decisive_votes,
+    estimates_line,
+    label_counts,
+    no_ties,
+    wins_for_estimates,
+)
+from badpo.core.notices import BadpoWarning
 
 
 def row(**overrides):
@@ -143,3 +151,11 @@ def test_no_ties_refuses_a_tie_and_takes_a_graded_win():
     no_ties([Judgment("p", "a", "b", "x", strength=2)], "the audit's estimates")
     with pytest.raises(JudgmentError, match=r"row 1, field 'tie': a tie; the audit's estimates read wins only"):
         no_ties([Judgment("p", "a", "b", "x"), Judgment("p", "a", "b", "y", tie=True)], "the audit's estimates")
+
+
+def test_decisive_votes_leave_the_ties_out_of_a_readout_and_say_so():
+    judgments = [Judgment("p", "a", "b", "x"), Judgment("p", "a", "b", "y", tie=True),
+                 Judgment("q", "c", "d", "x", strength=None)]
+    with pytest.warns(BadpoWarning, match=r"^held\.jsonl: 1 ties left out of the held-out readouts"):
+        kept = decisive_votes(judgments, "the held-out readouts", "held.jsonl")
+    assert kept == [judgments[0], judgments[2]]

@@ -10,13 +10,16 @@ so no row is left out without a word. Standard library only.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from badpo.core.judgments import Judgment, JudgmentError
+from badpo.core.notices import BadpoWarning
 
-__all__ = ["LabelCounts", "LabelTally", "estimates_line", "label_counts", "no_ties", "wins_for_estimates"]
+__all__ = ["LabelCounts", "LabelTally", "decisive_votes", "estimates_line", "label_counts", "no_ties",
+           "wins_for_estimates"]
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,15 @@ def wins_for_estimates(judgments: Sequence[Judgment]) -> list[Judgment]:
     """The judgments without the ties (graded wins kept, as wins), in order: what an estimate that
     reads wins only may take. Say what was left out with :func:`estimates_line`."""
     return [j for j in judgments if not j.tie]
+
+
+def decisive_votes(judgments: Sequence[Judgment], what: str, source: str) -> list[Judgment]:
+    """The decisive votes of ``judgments`` (ties left out, graded wins read as wins) for ``what``,
+    which scores a chosen side; one warning line says how many were left out of ``source``."""
+    line = estimates_line(label_counts(judgments), what)
+    if line is not None:
+        warnings.warn(f"{source}: {line}", BadpoWarning, stacklevel=2)
+    return wins_for_estimates(judgments)
 
 
 def no_ties(judgments: Iterable[Judgment], what: str) -> None:

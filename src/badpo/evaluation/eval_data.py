@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from badpo.core.config import ConfigError
-from badpo.core.judgments import plain_wins_only
+from badpo.core.labels import decisive_votes
 from badpo.data.sources import ColumnMap, read_judgment_source, read_prompt_source
 from badpo.readouts import table
 from badpo.readouts.reading import Corpus
@@ -80,7 +80,8 @@ def load_data(data: EvalData, default_folder: Path | None, columns: ColumnMap, t
     heldout = prompts = None
     if paths["heldout"] is not None:
         heldout = read_judgment_source(str(paths["heldout"]), columns=columns, tokenizer=tokenizer)
-        plain_wins_only(heldout.rows, "the held-out readouts", heldout.origin)  # a tie is no win of chosen
+        heldout = dataclasses.replace(heldout, rows=decisive_votes(heldout.rows, "the held-out readouts",
+                                                                   heldout.origin))  # a tie has no chosen side
     if paths["prompts"] is not None:
         prompts = read_prompt_source(str(paths["prompts"]), columns=columns, tokenizer=tokenizer)
     read = [loaded for loaded in (heldout, prompts) if loaded is not None]

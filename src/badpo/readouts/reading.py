@@ -30,7 +30,8 @@ from torch import nn
 
 from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.bias import BiasChannel
-from badpo.core.judgments import Judgment, plain_wins_only, read_judgments
+from badpo.core.judgments import Judgment, read_judgments
+from badpo.core.labels import decisive_votes
 from badpo.core.names import NAME_ATTRIBUTES, read_signature
 from badpo.engine.settings import BETA
 from badpo.engine.tokenize import TokenizationConfig
@@ -65,8 +66,8 @@ class Corpus:
                 prompts.append(row)
         planted_path = folder / "planted.json"
         planted = json.loads(planted_path.read_text()) if planted_path.exists() else None
-        heldout = read_judgments(folder / "heldout.jsonl")
-        plain_wins_only(heldout, "the held-out readouts", str(folder / "heldout.jsonl"))  # a tie is no win
+        heldout = decisive_votes(read_judgments(folder / "heldout.jsonl"), "the held-out readouts",
+                                 str(folder / "heldout.jsonl"))  # a tie has no chosen side to predict
         return cls(prompts, heldout, planted)
 
     @property
