@@ -94,8 +94,10 @@ class LabelCuts(nn.Module):
 
     def record(self) -> dict:
         """The cut points, for run.json and the log."""
-        gaps = self.gaps()
-        return {"tie_strength": float(self.tie_strength()), "strength_gaps": [] if gaps is None else gaps.tolist()}
+        with torch.no_grad():
+            gaps = self.gaps()
+            return {"tie_strength": float(self.tie_strength()),
+                    "strength_gaps": [] if gaps is None else gaps.tolist()}
 
 
 def fit_cuts(directions: Tensor | None, offsets: Tensor, grades: Grades, *, max_iter: int = 200
