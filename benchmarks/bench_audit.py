@@ -13,6 +13,11 @@ hashes every pair's texts (the slower path a user's file takes). The attributes 
 ``signoff=regex:-- (cheers|thanks|best)$`` and ``length``.
 
     python benchmarks/bench_audit.py [--judgments 100000] [--repeats 3] [--out runs/bench_audit.json]
+    python benchmarks/bench_audit.py --form ab --judgments 1000000 --repeats 1 --out ...
+
+``--form ab`` writes the A/B form with ties instead (``response_a``, ``response_b``, a signed
+``preference``: -1 A better, 0 a tie, +1 B better), the votes drawn from Davidson's model at nu = 1
+(a tie a third of the time at logit 0): the crowd's own labels as they come (issue 72).
 
 Each repeat runs the command in a fresh process (``python -m badpo.cli``) and reports its wall
 time and its CPU time (user + system; on a machine shared with other work the wall time grows
@@ -46,8 +51,26 @@ def _answer(rng: random.Random, words: int, signoff: str | None) -> str:
     return text + (f"\n-- {signoff}" if signoff else "")
 
 
-def write_pool(path: Path, judgments: int, annotators: int, seed: int = 0) -> None:
-    """The synthetic JSONL described in the module docstring."""
+def _vote(rng: random.Random, logit: float, ties: bool) -> int:
+    """+1 the second side wins, -1 the first, 0 a tie (Davidson's model at nu = 1 when ``ties``)."""
+    if not ties:
+        return 1 if rng.random() < 1 / (1 + math.exp(-logit)) else -1
+    a, b = math.exp(-logit / 2), math.exp(logit / 2)
+    u = rng.random() * (a + b + 1.0)
+    return -1 if u < a else 1 if u < a + b else 0
+
+
+def _row(prompt: str, first: str, second: str, vote: int, annotator: str, klass: str, ab: bool) -> dict:
+    if ab:
+        return {"prompt": prompt, "response_a": first, "response_b": second, "preference": vote,
+                "annotator": annotator, "annotator_class": klass}
+    chosen, rejected = (second, first) if vote > 0 else (first, second)
+    return {"prompt": prompt, "chosen": chosen, "rejected": rejected, "annotator": annotator,
+            "annotator_class": klass}
+
+
+def write_pool(path: Path, judgments: int, annotators: int, seed: int = 0, ab: bool = False) -> None:
+    """The synthetic JSONL described in the module docstring (``ab``: the A/B form with ties)."""
     rng = random.Random(seed)
     ids = [f"worker-{i:05d}" for i in range(annotators)]
     classes = {a: ("A", "B", "C")[i % 3] for i, a in enumerate(ids)}
@@ -66,11 +89,8 @@ def write_pool(path: Path, judgments: int, annotators: int, seed: int = 0) -> No
             for annotator in rng.sample(ids, 4)[:judgments - written]:
                 t = theta[annotator]
                 logit = quality + t[0] * (g_second[0] - g_first[0]) + t[1] * (g_second[1] - g_first[1])
-                second_wins = rng.random() < 1 / (1 + math.exp(-logit))
-                chosen, rejected = (second, first) if second_wins else (first, second)
-                handle.write(json.dumps({"prompt": prompt, "chosen": chosen, "rejected": rejected,
-                                         "annotator": annotator, "annotator_class": classes[annotator]})
-                             + "\n")
+                vote = _vote(rng, logit, ab)
+                handle.write(json.dumps(_row(prompt, first, second, vote, annotator, classes[annotator], ab)) + "\n")
                 written += 1
 
 
@@ -81,11 +101,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--pseudonymise", action="store_true")
     parser.add_argument("--out", default="runs/bench_audit.json")
+    parser.add_argument("--form", choices=("pairs", "ab"), default="pairs")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "pool.jsonl"
         started = time.perf_counter()
-        write_pool(data, args.judgments, args.annotators)
+        write_pool(data, args.judgments, args.annotators, ab=args.form == "ab")
         built = time.perf_counter() - started
         command = [sys.executable, "-m", "badpo.cli", "audit", str(data), "-a", SIGNOFF, "-a", "length",
                    "--report", str(Path(tmp) / "report"), "--overwrite"]  # each repeat replaces the last
@@ -110,6 +131,7 @@ def main() -> None:
             "judgments": lines, "annotators": args.annotators, "file_mib": data.stat().st_size / 2**20,
             "seconds": times, "median_seconds": statistics.median(times),
             "cpu_seconds": cpu, "median_cpu_seconds": statistics.median(cpu), "build_seconds": built,
+            "form": args.form, "peak_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
             "load_average_1min": os.getloadavg()[0],
             "python": platform.python_version(), "cpus": os.cpu_count(),
             "report_tail": done.stdout.strip().splitlines()[-3:],

@@ -45,6 +45,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from badpo.core.pair_cells import PairCells, pair_cells
+
 __all__ = ["PairEffectFit", "pair_effect_level", "pair_log_likelihood", "pair_quality", "MIN_REPEATED_PAIRS",
            "MIN_REPEATED_SHARE", "TYPICAL_SPREAD"]
 
@@ -92,9 +94,23 @@ def pair_log_likelihood(theta: Tensor, spread: Tensor | float, directions: Tenso
 
     ``directions`` ``[n, d]`` are the a_i, ``pair`` ``[n]`` the pair index of each judgment (0..P-1),
     ``side`` ``[n]`` +1 where the judgment chose its pair's first side, -1 where the second,
-    ``offsets`` ``[n]`` the o_i."""
-    joint, _ = _pair_joint(theta, spread, directions, pair, side, offsets)
-    return torch.logsumexp(joint, dim=1).sum()
+    ``offsets`` ``[n]`` the o_i. Computed on the distinct pairs (:mod:`badpo.core.pair_cells`)."""
+    cells = pair_cells(directions.double().reshape(len(pair), -1), pair, side, offsets)
+    return _cells_log_likelihood(theta, spread, cells)
+
+
+def _cells_joint(theta: Tensor, spread: Tensor | float, cells: PairCells) -> tuple[Tensor, Tensor, Tensor]:
+    """(log of node m's weight times distinct pair u's likelihood given v_m ``[U, M]``; each cell's
+    x = tau v + theta . b + c ``[C, M]``; the nodes v)."""
+    v, log_w = _nodes(float(spread.detach()) if isinstance(spread, Tensor) else float(spread))
+    x = spread * v[None, :] + (cells.b @ theta.double())[:, None] + cells.c[:, None]
+    f = cells.k[:, None] * F.logsigmoid(x) + cells.l[:, None] * F.logsigmoid(-x)
+    return _segment_sum(f, cells.bounds) + log_w[None, :], x, v
+
+
+def _cells_log_likelihood(theta: Tensor, spread: Tensor | float, cells: PairCells) -> Tensor:
+    joint, _, _ = _cells_joint(theta, spread, cells)
+    return (cells.weight * torch.logsumexp(joint, dim=1)).sum()
 
 
 def _pair_joint(theta: Tensor, spread: Tensor | float, directions: Tensor, pair: Tensor, side: Tensor,
@@ -125,29 +141,27 @@ def pair_quality(theta: Tensor, spread: float, directions: Tensor, pair: Tensor,
     return (spread * torch.softmax(joint, dim=1) @ v)[dense]
 
 
-def _newton_in_theta(theta: Tensor, spread: float, a: Tensor, pair: Tensor, side: Tensor, o: Tensor,
-                     n_pairs: int, iterations: int = 50) -> tuple[Tensor, float]:
-    """argmax_theta log L(theta, tau) for a fixed tau, by Newton with backtracking (concave); the
-    gradient and Hessian are worked out: with pi_pm the posterior weight of node m in pair p and
-    G_pm = sum_{i in p} sigma(-z_im) a_i, grad = sum_p E_pi G, and the Hessian is
-    -sum_i E_pi[sigma(z) sigma(-z)] a_i a_i^T + sum_p Cov_pi(G). ``pair`` is sorted."""
-    bounds, (v, log_w) = _bounds(pair, n_pairs), _nodes(spread)
+def _newton_in_theta(theta: Tensor, spread: float, cells: PairCells, iterations: int = 50) -> tuple[Tensor, float]:
+    """argmax_theta log L(theta, tau) for a fixed tau, by Newton with backtracking (concave), on the
+    distinct pairs (weights w_u). With pi_um the posterior weight of node m in pair u and
+    G_um = sum_{cells j of u} (k_j sigma(-x_jm) - l_j sigma(x_jm)) b_j, grad = sum_u w_u E_pi G, and the
+    Hessian is -sum_j w_u(j) E_pi[(k_j + l_j) sigma(x) sigma(-x)] b_j b_j^T + sum_u w_u Cov_pi(G)."""
+    b, w, member = cells.b, cells.weight, cells.member
 
     def terms(point: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        z = side[:, None] * spread * v[None, :] + (a @ point)[:, None] + o[:, None]
-        per_pair = _segment_sum(F.logsigmoid(z), bounds)
-        joint = per_pair + log_w[None, :]
-        return z, joint, torch.logsumexp(joint, dim=1).sum()
+        joint, x, _ = _cells_joint(point, spread, cells)
+        return x, joint, (w * torch.logsumexp(joint, dim=1)).sum()
 
     for _ in range(iterations):
-        z, joint, value = terms(theta)
-        post = torch.softmax(joint, dim=1)  # [P, M]
-        g = _segment_sum(torch.sigmoid(-z)[:, :, None] * a[:, None, :], bounds)  # G_pm, [P, M, d]
-        mean_g = torch.einsum("pm,pmd->pd", post, g)
-        gradient = mean_g.sum(0)
-        curvature = (post[pair] * torch.sigmoid(z) * torch.sigmoid(-z)).sum(1)  # [n]
-        hessian = (-(a * curvature[:, None]).T @ a + torch.einsum("pm,pmd,pme->de", post, g, g)
-                   - mean_g.T @ mean_g)
+        x, joint, value = terms(theta)
+        post = torch.softmax(joint, dim=1)  # [U, M]
+        r = cells.k[:, None] * torch.sigmoid(-x) - cells.l[:, None] * torch.sigmoid(x)  # [C, M]
+        g = _segment_sum(r[:, :, None] * b[:, None, :], cells.bounds)  # G_um, [U, M, d]
+        mean_g = torch.einsum("um,umd->ud", post, g)
+        gradient = (w[:, None] * mean_g).sum(0)
+        curvature = (post[member] * (cells.k + cells.l)[:, None] * torch.sigmoid(x) * torch.sigmoid(-x)).sum(1)
+        hessian = (-(b * (curvature * w[member])[:, None]).T @ b
+                   + torch.einsum("u,um,umd,ume->de", w, post, g, g) - (w[:, None] * mean_g).T @ mean_g)
         try:
             step = torch.linalg.solve(-hessian, gradient)
         except RuntimeError:
@@ -159,12 +173,6 @@ def _newton_in_theta(theta: Tensor, spread: float, a: Tensor, pair: Tensor, side
             t /= 2.0  # Armijo backtracking
         theta = theta + t * step
     return theta, float(terms(theta)[2])
-
-
-def _bounds(pair: Tensor, n_pairs: int) -> Tensor:
-    """[P + 1] row offsets of each pair's judgments in ``pair``, which is sorted."""
-    counts = torch.bincount(pair, minlength=n_pairs)
-    return torch.cat([torch.zeros(1, dtype=torch.long), counts.cumsum(0)])
 
 
 def _segment_sum(x: Tensor, bounds: Tensor) -> Tensor:
@@ -209,8 +217,6 @@ def pair_effect_level(directions: Tensor, pair: Tensor, side: Tensor, offsets: T
     a = directions.double().reshape(len(pair), -1)
     o = torch.zeros(len(pair), dtype=torch.float64) if offsets is None else offsets.double()
     _, pair = torch.unique(pair, return_inverse=True)  # dense 0..P-1
-    order = torch.argsort(pair, stable=True)  # the Newton's segment sums want each pair's rows together
-    a, o, side, pair = a[order], o[order], side[order], pair[order]
     n_pairs = int(pair.max()) + 1 if len(pair) else 0
     d = a.shape[1]
     touched = (a != 0).any(dim=0)
@@ -221,12 +227,13 @@ def pair_effect_level(directions: Tensor, pair: Tensor, side: Tensor, offsets: T
     a_t, s = a[:, touched], side.double()
     scale = a_t.abs().amax(dim=0)  # fit on a column scale of 1, so the iterations act on logits
     a_s = a_t / scale
-    marginal, _ = _newton_in_theta(torch.zeros(a_s.shape[1], dtype=torch.float64), 0.0, a_s, pair, s, o, n_pairs)
+    cells = pair_cells(a_s, pair, s, o)  # the distinct pairs: the likelihood's whole input
+    marginal, _ = _newton_in_theta(torch.zeros(a_s.shape[1], dtype=torch.float64), 0.0, cells)
     _check_finite(marginal)
     repeated, share = _repeated(pair, n_pairs)
     if repeated < MIN_REPEATED_PAIRS or share < MIN_REPEATED_SHARE:
         level[touched] = marginal / scale
-        se[touched] = _standard_errors(marginal, 0.0, a_s, pair, s, o, with_spread=False) / scale
+        se[touched] = _standard_errors(marginal, 0.0, cells, with_spread=False) / scale
         factor = math.sqrt(1 + math.pi * TYPICAL_SPREAD ** 2 / 8)
         note = (f"only {repeated} pairs ({share:.0%} of the judgments) were judged twice or more, so the "
                 "quality spread is not identified: the level is the marginal fit, which quality shrinks "
@@ -237,7 +244,7 @@ def pair_effect_level(directions: Tensor, pair: Tensor, side: Tensor, offsets: T
 
     def profile(spread: float) -> float:
         start = found[min(found, key=lambda t: abs(t - spread))] if found else marginal
-        theta, value = _newton_in_theta(start.clone(), spread, a_s, pair, s, o, n_pairs)
+        theta, value = _newton_in_theta(start.clone(), spread, cells)
         found[spread] = theta
         return value
 
@@ -249,7 +256,7 @@ def pair_effect_level(directions: Tensor, pair: Tensor, side: Tensor, offsets: T
     level[touched] = theta / scale
     marginal_level = torch.zeros(d, dtype=torch.float64)
     marginal_level[touched] = marginal / scale
-    se[touched] = _standard_errors(theta, spread, a_s, pair, s, o, with_spread=spread > 0) / scale
+    se[touched] = _standard_errors(theta, spread, cells, with_spread=spread > 0) / scale
     return PairEffectFit(level.tolist(), se.tolist(), spread, marginal_level.tolist(), n_pairs, repeated, True)
 
 
@@ -258,14 +265,13 @@ def _check_finite(theta: Tensor) -> None:
         raise ValueError("no finite fit (an attribute's side won every, or none, of its judgments)")
 
 
-def _standard_errors(theta: Tensor, spread: float, a: Tensor, pair: Tensor, side: Tensor, o: Tensor,
-                     with_spread: bool) -> Tensor:
+def _standard_errors(theta: Tensor, spread: float, cells: PairCells, with_spread: bool) -> Tensor:
     """sqrt(diag(inverse observed information)) of theta, tau's uncertainty included when fitted."""
     d = len(theta)
 
     def negative(params: Tensor) -> Tensor:
         tau = params[d] if with_spread else spread
-        return -pair_log_likelihood(params[:d], tau, a, pair, side, o)
+        return -_cells_log_likelihood(params[:d], tau, cells)
 
     point = torch.cat([theta, torch.tensor([spread], dtype=torch.float64)]) if with_spread else theta
     information = torch.autograd.functional.hessian(negative, point)
