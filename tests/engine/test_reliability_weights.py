@@ -48,3 +48,17 @@ def test_prepare_run_weights_each_judgment_by_its_annotators_reliability(world):
     expected = torch.tensor([weights[a] for a in run.data.annotators], dtype=torch.float64)[run.data.annotator_index]
     assert torch.equal(run.data.weight, expected)
     assert prepare_run(make_config(world, "unused"))[0].data.weight is None  # off by default
+
+
+def test_the_weight_column_weights_each_judgment_and_times_the_reliability(world):
+    rows = judgment_rows(12, 4)
+    write_jsonl(world / "weighted.jsonl", [r | {"weight": 0.5 + (i % 3)} for i, r in enumerate(rows)])
+    run = prepare_run(make_config(world, "unused", f"data={world / 'weighted.jsonl'}"))[0]
+    assert run.data.weight.tolist() == [0.5 + (i % 3) for i in range(len(rows))]
+    both = prepare_run(make_config(world, "unused", f"data={world / 'weighted.jsonl'}", "reliability=weight"))[0]
+    reliability = both.data.input_report["reliability_weights"]
+    expected = [reliability[r["annotator"]] * (0.5 + (i % 3)) for i, r in enumerate(rows)]
+    assert both.data.weight.tolist() == pytest.approx(expected)
+    write_jsonl(world / "zero.jsonl", [r | {"weight": 0} for r in rows])
+    with pytest.raises(ValueError, match="zero.jsonl: field 'weight': every judgment's weight is 0"):
+        prepare_run(make_config(world, "unused", f"data={world / 'zero.jsonl'}"))

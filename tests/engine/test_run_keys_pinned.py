@@ -4,8 +4,8 @@ committed run record under results/ that today's settings read.
 
 ``duplicates`` (train and rm), ``fsdp`` (train), ``bias.level`` (train and rm), ``model.compile``
 (and its default, false, then null: on a CUDA GPU), ``model.selective_checkpointing`` and
-``runtime.length_groups`` (every stage), ``ties``, ``strength`` and the A/B form's ``columns``
-(issue 72) came after: each
+``runtime.length_groups`` (every stage), ``ties``, ``strength``, ``reliability``, the A/B form's ``columns``
+(issue 72) and ``columns.weight`` (issue 73) came after: each
 changed the plain digests (DEFAULTS, READ and the first of each RESOLVED pair) and no identity or
 key, as they are keyed only when set
 (:data:`badpo.run_folder.identity.KEYED_WHEN_SET`).
@@ -41,31 +41,31 @@ def _digest(value) -> str:
 
 
 # to_dict of each class's defaults, and of each stage config as read from its file
-DEFAULTS = {"TrainConfig": "66067f88273b565f", "SFTConfig": "ff0ebc10ce714753", "RMConfig": "4c370c86f4c34d5e"}
+DEFAULTS = {"TrainConfig": "88399b752e51de21", "SFTConfig": "c5591f009386d824", "RMConfig": "9ebc77a0e8218c22"}
 READ = {
-    "rm_qwen2.5-0.5b.yaml": "86ab1702921fd73c", "rm_tiny.yaml": "96153406289a6117",
-    "rm_tiny_quality.yaml": "e94f9188aedef718", "sft_llama3.1-8b.yaml": "6ba45c7a808acb28",
-    "sft_mistral-7b.yaml": "4a52b8177d44a4f7", "sft_qwen2.5-0.5b.yaml": "e61aa0772588d123",
-    "sft_tiny.yaml": "102d983c422f6cc2", "train_llama3.1-8b.yaml": "40976e08a460e70e",
-    "train_mistral-7b.yaml": "69cacde37b42585c", "train_qwen2.5-0.5b.yaml": "01d179156b40573b",
-    "train_tiny.yaml": "c50382362a3afe8d",
+    "rm_qwen2.5-0.5b.yaml": "8897fde160e3b4fb", "rm_tiny.yaml": "55decda2cb917a69",
+    "rm_tiny_quality.yaml": "c8e6253647c449da", "sft_llama3.1-8b.yaml": "5c24b499263d5895",
+    "sft_mistral-7b.yaml": "e25554af84e5a511", "sft_qwen2.5-0.5b.yaml": "1dd6d94f5dd6fb41",
+    "sft_tiny.yaml": "1c4ecb99de4d6868", "train_llama3.1-8b.yaml": "e523727ed611b58e",
+    "train_mistral-7b.yaml": "7c3f199199453139", "train_qwen2.5-0.5b.yaml": "bed9881366c71b8c",
+    "train_tiny.yaml": "70f9dc562c7e99da",
 }
 # (to_dict, identity) of each as the stage resolves it before it trains: the learning rate and output_dir filled in
 RESOLVED = {
-    "rm_qwen2.5-0.5b.yaml": ["eb7159db0e322fca", "77039b1f1ca15e0f"],
-    "rm_tiny.yaml": ["a0bf84a25c37d236", "6fbd35e74fc6de2a"],
-    "rm_tiny_quality.yaml": ["60c45cab2bc85d0e", "0df448983168e9b6"],
-    "sft_llama3.1-8b.yaml": ["6ba45c7a808acb28", "9f48496650671115"],
-    "sft_mistral-7b.yaml": ["4a52b8177d44a4f7", "a7f9b5d3e6fe411d"],
-    "sft_qwen2.5-0.5b.yaml": ["e61aa0772588d123", "ab0205fd6408ef4a"],
-    "sft_tiny.yaml": ["102d983c422f6cc2", "d280c56ded13a6db"],
-    "train_llama3.1-8b.yaml": ["247290369ed8e726", "869d876023002a43"],
-    "train_mistral-7b.yaml": ["0e51bed288f31ce9", "c7b2d2e27bbe6510"],
-    "train_qwen2.5-0.5b.yaml": ["a736d9ab528d880e", "3504030a475a233a"],
-    "train_tiny.yaml": ["b5afcf56e36e2f86", "98f8e201625bb429"],
-    "TrainConfig": ["73547d2fdfebfbf9", "fd03276b742a4eb2"],
-    "SFTConfig": ["7b00e06560880a25", "8c44f2a1d13bb3b2"],
-    "RMConfig": ["6a758526c71b5e2a", "76ef45b2628e9add"],
+    "rm_qwen2.5-0.5b.yaml": ["11e7218791b9b2b0", "77039b1f1ca15e0f"],
+    "rm_tiny.yaml": ["0e22d5221395552a", "6fbd35e74fc6de2a"],
+    "rm_tiny_quality.yaml": ["5a5fa2530ea4e913", "0df448983168e9b6"],
+    "sft_llama3.1-8b.yaml": ["5c24b499263d5895", "9f48496650671115"],
+    "sft_mistral-7b.yaml": ["e25554af84e5a511", "a7f9b5d3e6fe411d"],
+    "sft_qwen2.5-0.5b.yaml": ["1dd6d94f5dd6fb41", "ab0205fd6408ef4a"],
+    "sft_tiny.yaml": ["1c4ecb99de4d6868", "d280c56ded13a6db"],
+    "train_llama3.1-8b.yaml": ["d64cfd162e182395", "869d876023002a43"],
+    "train_mistral-7b.yaml": ["b9ddd7e5560ec00c", "c7b2d2e27bbe6510"],
+    "train_qwen2.5-0.5b.yaml": ["d779970a7fd6a22c", "3504030a475a233a"],
+    "train_tiny.yaml": ["8f7b22a8404a34a8", "98f8e201625bb429"],
+    "TrainConfig": ["b452e015deb095c8", "fd03276b742a4eb2"],
+    "SFTConfig": ["359042e7f0b00ac0", "8c44f2a1d13bb3b2"],
+    "RMConfig": ["aad78bc6cdee9a8c", "76ef45b2628e9add"],
 }
 # sha256 of the space-joined keys (the reference, then every run) of each experiment's plan
 PLANS = {

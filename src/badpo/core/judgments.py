@@ -83,6 +83,7 @@ class Judgment:
     g_rejected: Mapping[str, float] | None = field(default=None, hash=False)
     tie: bool = False  # neither side preferred; chosen / rejected are then the sides A / B as read
     strength: int | None = None  # a graded win: 1 the weakest (None: a plain win, and always on a tie)
+    weight: float | None = None  # the judgment's loss weight (confidence, curriculum): finite, >= 0; None: 1
 
 
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Judgment))
@@ -92,6 +93,7 @@ ATTRIBUTE_FIELDS: tuple[str, ...] = ("g_chosen", "g_rejected")
 TIE_FIELD = "tie"
 STRENGTH_FIELD = "strength"
 LABEL_FIELDS: tuple[str, ...] = (TIE_FIELD, STRENGTH_FIELD)  # written only when set (a plain win: neither)
+WEIGHT_FIELD = "weight"  # written only when set; on every row or on none
 
 
 def validate_judgments(rows: Iterable[Mapping[str, Any] | Judgment]) -> list[Judgment]:
@@ -144,11 +146,19 @@ class _AcrossRows:
         self.first_with: int | None = None  # index of that row
         self.first_without: int | None = None  # index of the first row without them
         self.first_win: tuple[int, bool] | None = None  # (index, graded) of the first non-tie row
+        self.first_weight: tuple[int, bool] | None = None  # (index, weighted) of the first row
 
     def check(self, judgment: Judgment, where: str, index: int) -> None:
         def fail(name: str, problem: str) -> JudgmentError:
             return JudgmentError(f"{where}, field {name!r}: {problem}", row=index, field=name)
 
+        weighted = judgment.weight is not None
+        if self.first_weight is None:
+            self.first_weight = (index, weighted)
+        elif self.first_weight[1] != weighted:
+            other = f"row {self.first_weight[0]} " + ("gives one" if self.first_weight[1] else "has none")
+            raise fail(WEIGHT_FIELD, f"{'given' if weighted else 'missing'}, but {other}; give a weight on every "
+                       "row or on none")
         if not judgment.tie:
             graded = judgment.strength is not None
             if self.first_win is None:
@@ -191,8 +201,10 @@ def judgment_digest(judgment: Judgment) -> bytes:
     reader can find repeats without keeping the judgments (BLAKE2b: a collision is not a concern)."""
     def numbers_of(values):
         return sorted((name, float(value) + 0.0) for name, value in (values or {}).items())
-    fields = [getattr(judgment, name) for name in FIELDS if not name.startswith("g_") and name not in LABEL_FIELDS]
+    fields = [getattr(judgment, name) for name in FIELDS
+              if not name.startswith("g_") and name not in LABEL_FIELDS and name != WEIGHT_FIELD]
     label = (judgment.tie, judgment.strength) if judgment.tie or judgment.strength is not None else ()
+    label += ((WEIGHT_FIELD, float(judgment.weight)),) if judgment.weight is not None else ()
     key = repr((fields, numbers_of(judgment.g_chosen), judgment.g_chosen is None,
                 numbers_of(judgment.g_rejected), judgment.g_rejected is None) + label)
     return hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16).digest()
@@ -267,6 +279,7 @@ def _validate_row(row: Mapping[str, Any], where: str, index: int, shared: dict[s
     if values["chosen"] == values["rejected"]:
         raise fail("rejected", "identical to 'chosen'; a pair needs two different responses")
     values.update(_label(row, fail))
+    values.update(_weight(row.get(WEIGHT_FIELD), fail))
     given = [name for name in ATTRIBUTE_FIELDS if row.get(name) is not None]
     if len(given) == 1:
         missing = "g_rejected" if given == ["g_chosen"] else "g_chosen"
@@ -278,6 +291,15 @@ def _validate_row(row: Mapping[str, Any], where: str, index: int, shared: dict[s
             raise fail("g_rejected", f"attribute names {list(values['g_rejected'])} differ from "
                        f"g_chosen's {list(values['g_chosen'])}")
     return Judgment(**values)
+
+
+def _weight(weight: Any, fail) -> dict[str, float]:
+    """``weight`` (a finite number >= 0; null: none) of a row, only when set."""
+    if weight is None:
+        return {}
+    if isinstance(weight, bool) or not isinstance(weight, numbers.Real) or not math.isfinite(weight) or weight < 0:
+        raise fail(WEIGHT_FIELD, f"expected a finite number >= 0, got {type(weight).__name__} {weight!r}")
+    return {WEIGHT_FIELD: float(weight)}
 
 
 def _label(row: Mapping[str, Any], fail) -> dict[str, Any]:

@@ -33,6 +33,7 @@ class LabelCounts:
     plain: int
     strengths: Mapping[int, int]
     forms: Mapping[str, int] = field(default_factory=dict)
+    weighted: int = 0  # judgments that carry a loss weight (the weight column)
 
     @property
     def graded(self) -> int:
@@ -42,7 +43,8 @@ class LabelCounts:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON (strength levels as string keys, as JSON keys are)."""
         return {"rows": self.rows, "forms": dict(self.forms), "ties": self.ties, "plain_wins": self.plain,
-                "strengths": {str(level): n for level, n in self.strengths.items()}}
+                "strengths": {str(level): n for level, n in self.strengths.items()},
+                **({"weighted": self.weighted} if self.weighted else {})}
 
     def line(self) -> str:
         """One line: the forms read, the ties, the wins at each strength."""
@@ -57,11 +59,12 @@ class LabelTally:
     streams its judgments counts them so)."""
 
     def __init__(self) -> None:
-        self.rows = self.ties = self.plain = 0
+        self.rows = self.ties = self.plain = self.weighted = 0
         self.strengths: dict[int, int] = {}
 
     def add(self, judgment: Judgment) -> None:
         self.rows += 1
+        self.weighted += judgment.weight is not None
         if judgment.tie:
             self.ties += 1
         elif judgment.strength is None:
@@ -70,7 +73,8 @@ class LabelTally:
             self.strengths[judgment.strength] = self.strengths.get(judgment.strength, 0) + 1
 
     def counts(self, forms: Mapping[str, int] | None = None) -> LabelCounts:
-        return LabelCounts(self.rows, self.ties, self.plain, dict(sorted(self.strengths.items())), dict(forms or {}))
+        return LabelCounts(self.rows, self.ties, self.plain, dict(sorted(self.strengths.items())), dict(forms or {}),
+                           self.weighted)
 
 
 def label_counts(judgments: Iterable[Judgment], forms: Mapping[str, int] | None = None) -> LabelCounts:
@@ -91,9 +95,15 @@ def estimates_line(counts: LabelCounts, what: str = "the estimates") -> str | No
     if counts.graded:
         levels = ", ".join(f"strength {level}: {n}" for level, n in counts.strengths.items())
         parts.append(f"{counts.graded} graded wins ({levels}) read as plain wins of the chosen side")
+    if counts.weighted:
+        parts.append(f"{counts.weighted} judgments' loss weights not read by {what} (each counts once; "
+                     "training weighs them)")
     if not parts:
         return None
-    return "; ".join(parts) if counts.ties else f"{parts[0][0].upper()}{parts[0][1:]} by {what}"
+    if counts.ties:
+        return "; ".join(parts)
+    head = f"{parts[0][0].upper()}{parts[0][1:]}" + (f" by {what}" if counts.graded else "")
+    return "; ".join([head, *parts[1:]])
 
 
 def wins_for_estimates(judgments: Sequence[Judgment]) -> list[Judgment]:

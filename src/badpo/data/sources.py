@@ -79,6 +79,7 @@ class ColumnMap:
     g_rejected: str | None = None  # the column of the rejected side's precomputed attributes
     tie: str | None = None  # the column marking a tie: true / false (optional)
     strength: str | None = None  # the column of a graded win's strength, 1 the weakest (optional)
+    weight: str | None = None  # the column of a judgment's loss weight (optional)
     response_a: str | None = None  # the A/B form: the column of the first response
     response_b: str | None = None  # the A/B form: the column of the second response
     preference: str | None = None  # the A/B form: a number (< 0: A better, 0: tie) or one of MultiPref's labels

@@ -208,6 +208,18 @@ def build_preference_data(
     return dataclasses.replace(data, input_report=report)
 
 
+def _weights(judgments: Sequence[Judgment]) -> Tensor | None:
+    """The judgments' own loss weights (the ``weight`` column; on every row or none, checked when
+    read), None without; all 0 is refused: no judgment would teach anything."""
+    if judgments[0].weight is None:
+        return None
+    weights = torch.tensor([j.weight for j in judgments], dtype=torch.float64)
+    if not bool((weights > 0).any()):
+        raise JudgmentError("field 'weight': every judgment's weight is 0, so no judgment would teach anything",
+                            field="weight")
+    return weights
+
+
 def _identical_sides(data: PreferenceData) -> list[int]:
     """Judgments whose chosen and rejected store rows hold the same tokens."""
     store = data.store
@@ -259,6 +271,7 @@ def _index_judgments(judgments: Sequence[Judgment], attributes, tokenizer,
         annotator_index=torch.tensor([position[j.annotator] for j in judgments]),
         attr_diff=diff, annotators=annotators,
         annotator_classes=annotator_classes(judgments), attribute_names=names, grades=grades_of(judgments),
+        weight=_weights(judgments),
     )
 
 

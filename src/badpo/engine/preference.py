@@ -299,7 +299,9 @@ def with_reliability_weights(config, judgments, attributes, data: PreferenceData
     per_annotator = torch.tensor([weights.get(a, 1.0) for a in data.annotators], dtype=torch.float64)
     report = {**data.input_report, "reliability_weights": {a: weights.get(a, 1.0) for a in data.annotators},
               "unreliable": list(result.reliability.flagged)}
-    return dataclasses.replace(data, weight=per_annotator[data.annotator_index], input_report=report)
+    weight = per_annotator[data.annotator_index]  # times the judgments' own weights, where given
+    return dataclasses.replace(data, weight=weight if data.weight is None else weight * data.weight,
+                               input_report=report)
 
 
 def preference_lr(config: TrainConfig) -> float:

@@ -105,7 +105,8 @@ __all__ = ["BADPOTrainer", "INDEX_COLUMN", "DIFF_COLUMN", "JUDGMENT_COLUMN", "TR
 INDEX_COLUMN = "badpo_annotator_index"  # the annotator's row in the bias channel
 DIFF_COLUMN = "badpo_attr_diff"  # g(y_w) - g(y_l), one value per attribute
 JUDGMENT_COLUMN = "badpo_judgment"  # the judgment's row in its dataset (a method's loss weights read it)
-_BADPO_COLUMNS = (INDEX_COLUMN, DIFF_COLUMN, JUDGMENT_COLUMN)
+WEIGHT_COLUMN = "badpo_weight"  # the judgment's own loss weight (the data's weight column; 1 without)
+_BADPO_COLUMNS = (INDEX_COLUMN, DIFF_COLUMN, JUDGMENT_COLUMN, WEIGHT_COLUMN)
 _NOT_MODEL_INPUTS = ("completion_mask", "ref_chosen_logps", "ref_rejected_logps", *_BADPO_COLUMNS)
 # DPOConfig fields whose non-default value changes TRL's margin itself (loss types: trl_losses.py).
 _LOSS_OPTIONS = {"f_divergence_type": "reverse_kl", "use_weighting": False}
@@ -153,8 +154,11 @@ def with_bias_columns(dataset, judgments: Sequence[Judgment], attributes: Attrib
     if shuffle_seed is not None:
         index = shuffled_annotator_index(len(bias.annotators), len(judgments), shuffle_seed).tolist()
     diffs = [attributes.judgment_differences(j).tolist() for j in judgments]  # an overflow is named
+    weights = [1.0 if j.weight is None else j.weight for j in judgments]  # the weight column, 1 without
+    if judgments and judgments[0].weight is not None and not any(w > 0 for w in weights):
+        raise ValueError(f"{name}: every judgment's weight is 0, so no judgment would teach anything")
     return (dataset.add_column(INDEX_COLUMN, index).add_column(DIFF_COLUMN, diffs)
-            .add_column(JUDGMENT_COLUMN, list(range(len(judgments)))))
+            .add_column(JUDGMENT_COLUMN, list(range(len(judgments)))).add_column(WEIGHT_COLUMN, weights))
 
 
 class _BiasColumnsCollator:
@@ -168,6 +172,7 @@ class _BiasColumnsCollator:
         batch[INDEX_COLUMN] = torch.tensor([e[INDEX_COLUMN] for e in examples], dtype=torch.long)
         batch[DIFF_COLUMN] = torch.tensor([e[DIFF_COLUMN] for e in examples], dtype=torch.float32)
         batch[JUDGMENT_COLUMN] = torch.tensor([e[JUDGMENT_COLUMN] for e in examples], dtype=torch.long)
+        batch[WEIGHT_COLUMN] = torch.tensor([e[WEIGHT_COLUMN] for e in examples], dtype=torch.float32)
         return batch
 
 
@@ -372,12 +377,16 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         with torch.no_grad():
             self._remember(self._forward_metrics(outputs, inputs, positions) | self._pair_metrics(
                 policy_chosen, policy_rejected, terms.chosen_rewards, terms.rejected_rewards, bias_logit))
-        loss = terms.losses.mean()
+        weights = inputs[WEIGHT_COLUMN].to(terms.losses)  # the data's weights: 1 each without a weight column
         if self.weighting is not None and self.model.training:  # as the engine's step: observe, then weigh
             judgments = inputs[JUDGMENT_COLUMN]
             self.weighting.observe(judgments, terms.losses)
-            weights = self.weighting.weights(judgments, judgments).to(terms.losses.device)
-            loss = (terms.losses * weights).sum() / weights.sum()
+            weights = weights * self.weighting.weights(judgments, judgments).to(terms.losses.device)
+        # the weighted mean, as the engine's step (the plain mean when every weight is 1)
+        if bool((weights == 1).all()):
+            loss = terms.losses.mean()
+        else:
+            loss = (terms.losses * weights).sum() / weights.sum().clamp_min(1e-12)
         if not return_outputs:
             return loss
         with torch.no_grad():  # Trainer.prediction_step reads logits: score them apart

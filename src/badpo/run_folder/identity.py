@@ -35,7 +35,7 @@ RUN_CONTROL_KEYS = ("output_dir", "cache_dir", "resume_from", "stop_after_steps"
 # ties, strength and the A/B form's columns came with crowd labels as they come (issue 72).
 KEYED_WHEN_SET: Mapping[str, Any] = {"duplicates": "keep", "fsdp": False, "bias.level": "adam",
                                       "ties": "keep", "strength": "keep", "reliability": "off",
-                                      "columns.strength": None,
+                                      "columns.strength": None, "columns.weight": None,
                                       "columns.response_a": None, "columns.response_b": None,
                                       "columns.preference": None, "columns.g_a": None, "columns.g_b": None,
                                       "model.compile": (None, False), "runtime.length_groups": None,
