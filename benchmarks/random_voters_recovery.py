@@ -38,9 +38,10 @@ def arm_row(out: Path, record: dict, planted: dict) -> dict | None:
            "theta_bar": theta["theta_bar"][attribute], "r_non_random": r,
            "planted_mean_non_random": float(np.mean([truth[a] for a in others]))}
     if weights is not None:
-        row.update(weight_random_mean=float(np.mean([weights[a] for a in coins])),
-                   weight_others_mean=float(np.mean([weights[a] for a in others])),
-                   weight_random_zero=sum(weights[a] == 0.0 for a in coins), random_voters=len(coins))
+        row.update(weight_others_mean=float(np.mean([weights[a] for a in others])), random_voters=len(coins),
+                   weight_random_zero=sum(weights[a] == 0.0 for a in coins))
+        if coins:
+            row["weight_random_mean"] = float(np.mean([weights[a] for a in coins]))
     return row
 
 
