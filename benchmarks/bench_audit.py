@@ -41,6 +41,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from badpo.paper.provenance import provenance
+
 SIGNOFF = "signoff=regex:-- (cheers|thanks|best)$"
 WORDS = ("the answer depends on how you measure it and what you need from the result so first "
          "check the inputs then compare the options and pick the simplest one that works").split()
@@ -134,7 +136,7 @@ def main() -> None:
             "form": args.form, "peak_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
             "load_average_1min": os.getloadavg()[0],
             "python": platform.python_version(), "cpus": os.cpu_count(),
-            "report_tail": done.stdout.strip().splitlines()[-3:],
+            "report_tail": done.stdout.strip().splitlines()[-3:], "provenance": provenance(),
         }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
