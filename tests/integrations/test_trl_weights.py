@@ -60,3 +60,30 @@ def test_bad_weights_are_refused_naming_the_row(world, tmp_path):
     negative[5] = -1.0
     with pytest.raises(ValueError, match=r"^train_dataset: row 5.*field 'weight': expected a finite number >= 0"):
         BADPOTrainer(str(path / "model"), train_dataset=data.add_column("weight", negative), **common)
+
+
+def test_conversational_rows_train_and_are_trls_loss_at_theta_zero(world, tmp_path):
+    """TRL's conversational format (prompt and responses as chat messages): badpo reads the
+    assistant's text for the attributes, TRL renders the conversation; with theta frozen at 0 the loss
+    is DPOTrainer's on the same rows."""
+    from transformers import AutoModelForCausalLM
+    from trl import DPOTrainer
+
+    from badpo.integrations.trl import DIFF_COLUMN, BADPOTrainer
+
+    path, data = world
+    chat = data.map(lambda row: {"prompt": [{"role": "user", "content": row["prompt"].strip()}],
+                                 "chosen": [{"role": "assistant", "content": row["chosen"]}],
+                                 "rejected": [{"role": "assistant", "content": row["rejected"]}]})
+    kwargs = dict(train_dataset=chat, processing_class=build_tokenizer(chat_template=True))
+    trl = DPOTrainer(str(path / "policy"), AutoModelForCausalLM.from_pretrained(path / "model"),
+                     args=config(tmp_path / "trl"), **kwargs)
+    channel = BiasChannel("shared_mean", ["signed"], ANNOTATORS).requires_grad_(False)
+    ours = BADPOTrainer(str(path / "policy"), AutoModelForCausalLM.from_pretrained(path / "model"),
+                        args=config(tmp_path / "ours"), attributes=["given:signed"], bias=channel, **kwargs)
+    text = BADPOTrainer(str(path / "policy"), AutoModelForCausalLM.from_pretrained(path / "model"),
+                        args=config(tmp_path / "text"), attributes=["given:signed"], bias=channel,
+                        train_dataset=data, processing_class=build_tokenizer())
+    assert ours.train_dataset[DIFF_COLUMN] == text.train_dataset[DIFF_COLUMN]  # the same attributes
+    theirs = _loss(trl, range(N))
+    assert theirs > 0 and _loss(ours, range(N)) == pytest.approx(theirs, rel=1e-6)

@@ -69,6 +69,7 @@ from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.judgments import FIELDS, Judgment, annotator_classes, plain_wins_only, validate_judgments
 from badpo.core.orthogonal import orthogonal_to
+from badpo.data.chat import ChatRows
 from badpo.engine.batches import shuffled_annotator_index
 from badpo.engine.reporting import annotator_theta, theta_k_scalars
 from badpo.integrations.trl_files import TrainerFiles
@@ -131,8 +132,10 @@ def _judgments(dataset, name: str) -> list[Judgment]:
         if column in dataset.column_names:
             raise ValueError(f"{name}: column {column!r} is reserved for BADPOTrainer")
     fields = [f for f in FIELDS if f in dataset.column_names]
+    chat = ChatRows(None)  # TRL's conversational rows: badpo reads the assistant's text (TRL renders its own)
     try:
-        judgments = validate_judgments(dataset.select_columns(fields).to_list())
+        rows = [chat.render((i, None, None), row) for i, row in enumerate(dataset.select_columns(fields).to_list())]
+        judgments = validate_judgments(rows)
         plain_wins_only(judgments, "BADPOTrainer (badpo train takes them)")  # TRL's loss reads wins
     except ValueError as error:
         raise ValueError(f"{name}: {error}") from None
