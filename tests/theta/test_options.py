@@ -49,3 +49,15 @@ def test_only_a_front_door_that_keeps_every_margin_runs_the_tilt_rules():
     check_level("tilt", ENGINE)
     with pytest.raises(ConfigError, match="^bias_level: tilt moves theta after every step"):
         check_level("tilt", TRL)
+
+
+def test_a_setting_that_leaves_a_deciding_default_says_so_in_one_line():
+    from badpo.engine.settings import BiasSettings
+    from badpo.theta.options import departures
+
+    assert departures(BiasSettings()) == []
+    lines = departures(BiasSettings(init="zero", level="orthogonal"))
+    assert lines == ["bias.init: zero departs from the library's default reference (the fit of the labels at the "
+                     "reference)", "bias.level: orthogonal departs from the library's default adam (theta's own "
+                     "Adam after the start)"]
+    assert BiasSettings().init == "reference" and BiasSettings().level == "adam"  # the defaults named above

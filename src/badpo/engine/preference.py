@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError
 from badpo.core.labels import wins_for_estimates
+from badpo.core.notices import BadpoWarning
 from badpo.engine.batches import PreferenceData, Schedule, load_preference_data
 from badpo.engine.cache import reference_logprobs, token_offsets
 from badpo.engine.checkpoint import continue_from
@@ -48,7 +50,7 @@ from badpo.methods import Method, Weighting, get_method, logit_at_start
 from badpo.run_folder.layout import DATA_FILE, POLICY
 from badpo.theta.graded import LabelCuts, fit_cuts
 from badpo.theta.level import build_level_step, orthogonal_step
-from badpo.theta.options import check_graded, check_level_has_theta
+from badpo.theta.options import check_graded, check_level_has_theta, departures
 from badpo.theta.start import initial_level
 from badpo.theta.step import theta_adam
 
@@ -193,6 +195,9 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
     if method.shuffle_annotators:
         data = data.with_shuffled_annotators(config.runtime.seed)
     bias = build_bias(method, config, data)
+    if bias is not None and method.learns_theta and accelerator.is_main_process:
+        for line in departures(config.bias):  # a shipped config that leaves a deciding default says so
+            warnings.warn(line, BadpoWarning, stacklevel=2)
     model = load_model(config.model, config.lora, accelerator.mixed_precision,
                        float64=config.runtime.precision == "fp64", device_type=accelerator.device.type,
                        sharded=config.fsdp, processes=accelerator.num_processes).to(accelerator.device)

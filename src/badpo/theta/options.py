@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from badpo.core.config import ConfigError
 
-__all__ = ["ENGINE", "INIT_RULES", "TRL", "Front", "check_init", "check_level", "check_level_has_theta",
-           "check_graded", "check_lr", "check_orthogonal", "LEVEL_NAMES"]
+__all__ = ["DECIDING_DEFAULTS", "ENGINE", "INIT_RULES", "LEVEL_NAMES", "TRL", "Front", "check_graded", "check_init",
+           "check_level", "check_level_has_theta", "check_lr", "check_orthogonal", "departures"]
 
 # Where theta starts and what it does after (the rows: theta/start.py, theta/level.py); named here
 # so that a front door can check an option before the rows' modules load.
@@ -39,6 +39,23 @@ ENGINE = Front(level="bias.level", init="bias.init", lr="bias.lr", micro_batch="
                trusted="bias.trusted")
 TRL = Front(level="bias_level", init="theta_init", lr="theta_lr", micro_batch="args.per_device_train_batch_size",
             trusted="the channel's trusted annotators", keeps_margins=False)
+
+
+# theta's settings whose value decides a run's result: a run that departs from the library's default
+# says so in one line (what the default does instead: docs/training.md, "Where theta starts")
+DECIDING_DEFAULTS = {"init": ("reference", "the fit of the labels at the reference"),
+                     "level": ("adam", "theta's own Adam after the start")}
+
+
+def departures(settings, front: Front = ENGINE) -> list[str]:
+    """One line per deciding setting of ``settings`` (a ``BiasSettings``) away from its default."""
+    lines = []
+    for key, (default, meaning) in DECIDING_DEFAULTS.items():
+        value = getattr(settings, key)
+        if value != default:
+            option = front.init if key == "init" else front.level
+            lines.append(f"{option}: {value} departs from the library's default {default} ({meaning})")
+    return lines
 
 
 def check_lr(lr: float, front: Front) -> None:
