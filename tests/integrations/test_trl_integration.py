@@ -292,9 +292,9 @@ def test_theta_starts_at_the_reference_fit_by_default(world, tmp_path):
     from badpo.auditing.estimates import attribute_differences
     from badpo.auditing.start_level import start_level
     from badpo.core.notices import BadpoWarning
-    from badpo.integrations.trl import _judgments
+    from badpo.integrations.trl_data import dataset_judgments
 
-    judgments = _judgments(data, "train_dataset")  # the fit the conditional start makes, by another path
+    judgments = dataset_judgments(data, "train_dataset")  # the fit the conditional start makes, by another path
     fit = start_level(judgments, attribute_differences(judgments, resolve_attributes(["given:signed"])))
     with contextlib.ExitStack() as stack:
         if not fit.identified:  # too few pairs judged twice: the reference fit, and a warning says so
@@ -324,8 +324,8 @@ def test_bad_input_is_one_clear_error(world, tmp_path):
         BADPOTrainer(str(path / "model"), args=config(tmp_path), train_dataset=data, eval_dataset=unknown,
                      **common)
     tied = data.map(lambda row, i: {"tie": i == 3}, with_indices=True)  # a tie is never read as a win
-    with pytest.raises(ValueError, match=r"^train_dataset: row 3.*field 'tie': a tie; BADPOTrainer"):
-        BADPOTrainer(str(path / "model"), args=config(tmp_path), train_dataset=tied, **common)
+    with pytest.raises(ValueError, match=r"^eval_dataset row 3: a tie, and the training data holds none"):
+        BADPOTrainer(str(path / "model"), args=config(tmp_path), train_dataset=data, eval_dataset=tied, **common)
 
 
 @pytest.mark.parametrize("loss_type", [None, ["sigmoid", "hinge"]])

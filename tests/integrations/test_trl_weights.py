@@ -87,3 +87,34 @@ def test_conversational_rows_train_and_are_trls_loss_at_theta_zero(world, tmp_pa
     assert ours.train_dataset[DIFF_COLUMN] == text.train_dataset[DIFF_COLUMN]  # the same attributes
     theirs = _loss(trl, range(N))
     assert theirs > 0 and _loss(ours, range(N)) == pytest.approx(theirs, rel=1e-6)
+
+
+def test_ties_and_strengths_train_with_the_engines_likelihood(world, tmp_path):
+    """Rows with ties and graded wins: the batch loss is the mean of badpo.core.losses.graded_loss at
+    each row's logit (read back from the plain trainer's per-row loss -log sigmoid(z)) with the
+    trainer's fitted cut points; the cut points are stepped by theta's Adam."""
+    import math
+
+    from transformers import AutoModelForCausalLM
+
+    from badpo.core.losses import graded_loss
+    from badpo.integrations.trl import BADPOTrainer
+
+    path, data = world
+    graded = data.map(lambda row, i: {"tie": i % 5 == 0, "strength": None if i % 5 == 0 else 1 + i % 2},
+                      with_indices=True)
+    common = dict(processing_class=build_tokenizer(), attributes=["given:signed"])
+
+    def trainer(dataset, out):
+        channel = BiasChannel("shared_mean", ["signed"], ANNOTATORS, init_mean=[0.3]).requires_grad_(False)
+        return BADPOTrainer(str(path / "policy"), AutoModelForCausalLM.from_pretrained(path / "model"),
+                            args=config(tmp_path / out), train_dataset=dataset, bias=channel, **common)
+
+    ours, plain = trainer(graded, "graded"), trainer(data, "plain")
+    assert ours.cuts is not None and ours.theta_optimizer is not None  # the cut points learn, theta is frozen
+    logits = torch.tensor([-math.log(math.expm1(_loss(plain, [i]))) for i in range(N)], dtype=torch.float64)
+    grade = torch.tensor(ours.train_dataset["badpo_grade"])
+    nu, gaps = ours.cuts.tie_strength().double(), ours.cuts.gaps().double()
+    expected = float(graded_loss(logits, grade, nu, gaps).mean())
+    assert _loss(ours, range(N)) == pytest.approx(expected, rel=1e-4)
+    assert sorted(set(grade.tolist())) == [0, 1, 2]

@@ -195,9 +195,7 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
     if method.shuffle_annotators:
         data = data.with_shuffled_annotators(config.runtime.seed)
     bias = build_bias(method, config, data)
-    if bias is not None and method.learns_theta and accelerator.is_main_process:
-        for line in departures(config.bias):  # a shipped config that leaves a deciding default says so
-            warnings.warn(line, BadpoWarning, stacklevel=2)
+    say_departures(method, config, bias, accelerator)
     model = load_model(config.model, config.lora, accelerator.mixed_precision,
                        float64=config.runtime.precision == "fp64", device_type=accelerator.device.type,
                        sharded=config.fsdp, processes=accelerator.num_processes).to(accelerator.device)
@@ -214,12 +212,7 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
                           config.runtime.groups_on(accelerator.device.type, config.fsdp, parameter_count(model)),
                           config.runtime.rows_per_group())
     policy, optimizer, scheduler = prepare_policy(config, scorer, accelerator)
-    fitted = bias is not None and method.learns_theta and config.bias.init != "zero"
-    logits = (start_logits(method, method_params, data, reference, config.beta)  # only where a start reads them
-              if fitted or data.grades is not None else torch.zeros(len(data), dtype=torch.float64))
-    if fitted and bool(logits.abs().max() > 0):
-        bias = build_bias(method, config, data, logits)  # theta's start around the method's logit at the start
-    cuts = label_cuts(data, bias, logits)
+    bias, cuts = theta_at_start(method, method_params, config, data, bias, reference)
     theta_optimizer = theta_adam(bias, config.bias.lr, accelerator.device, cuts)
     items = data.items(config.batching)
     if judgment_mask is not None:
@@ -241,6 +234,25 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
         orthogonal=orthogonal_step(config.bias.level, bias, method, config.micro_batch_size), cuts=cuts,
     )
     return run, cache_parts, tokenizer
+
+
+def say_departures(method: Method, config, bias, accelerator) -> None:
+    """A run whose config leaves a default that decides the result says so in one line each."""
+    if bias is not None and method.learns_theta and accelerator.is_main_process:
+        for line in departures(config.bias):
+            warnings.warn(line, BadpoWarning, stacklevel=3)
+
+
+def theta_at_start(method: Method, params, config, data: PreferenceData, bias, reference: Tensor):
+    """(the channel, the graded labels' cut points) once the reference log-probs are known: theta's
+    start fitted around the method's logit at the start where it is not 0, the cut points fitted
+    with theta at its start (None for plain wins)."""
+    fitted = bias is not None and method.learns_theta and config.bias.init != "zero"
+    logits = (start_logits(method, params, data, reference, config.beta)  # only where a start reads them
+              if fitted or data.grades is not None else torch.zeros(len(data), dtype=torch.float64))
+    if fitted and bool(logits.abs().max() > 0):
+        bias = build_bias(method, config, data, logits)
+    return bias, label_cuts(data, bias, logits)
 
 
 def label_cuts(data: PreferenceData, bias, logits: Tensor) -> LabelCuts | None:

@@ -67,11 +67,20 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.bias import BiasChannel
-from badpo.core.judgments import FIELDS, Judgment, annotator_classes, plain_wins_only, validate_judgments
+from badpo.core.judgments import Judgment, annotator_classes
 from badpo.core.orthogonal import orthogonal_to
-from badpo.data.chat import ChatRows
-from badpo.engine.batches import shuffled_annotator_index
 from badpo.engine.reporting import annotator_theta, theta_k_scalars
+from badpo.integrations.trl_data import (
+    BADPO_COLUMNS,
+    DIFF_COLUMN,
+    GRADE_COLUMN,
+    INDEX_COLUMN,
+    JUDGMENT_COLUMN,
+    WEIGHT_COLUMN,
+    BiasColumnsCollator,
+    dataset_judgments,
+    with_bias_columns,
+)
 from badpo.integrations.trl_files import TrainerFiles
 from badpo.integrations.trl_losses import margin_losses, pair_margins, start_link, weighted_loss
 from badpo.integrations.trl_rows import (
@@ -86,8 +95,9 @@ from badpo.integrations.trl_rows import (
 from badpo.methods import JudgmentBatch, sample_seeds
 from badpo.methods.baselines import ba_dpo_terms
 from badpo.run_folder.external import local_path
+from badpo.theta.graded import fit_cuts, grades_like, grades_of
 from badpo.theta.labels import labels_of_judgments
-from badpo.theta.options import TRL
+from badpo.theta.options import TRL, check_graded
 from badpo.theta.start import initial_level
 from badpo.theta.step import reduce_theta_gradients, step_theta, theta_adam
 
@@ -103,12 +113,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 __all__ = ["BADPOTrainer", "INDEX_COLUMN", "DIFF_COLUMN", "JUDGMENT_COLUMN", "TRL_LACKS", "trl_refusal",
            "with_bias_columns"]
 
-INDEX_COLUMN = "badpo_annotator_index"  # the annotator's row in the bias channel
-DIFF_COLUMN = "badpo_attr_diff"  # g(y_w) - g(y_l), one value per attribute
-JUDGMENT_COLUMN = "badpo_judgment"  # the judgment's row in its dataset (a method's loss weights read it)
-WEIGHT_COLUMN = "badpo_weight"  # the judgment's own loss weight (the data's weight column; 1 without)
-_BADPO_COLUMNS = (INDEX_COLUMN, DIFF_COLUMN, JUDGMENT_COLUMN, WEIGHT_COLUMN)
-_NOT_MODEL_INPUTS = ("completion_mask", "ref_chosen_logps", "ref_rejected_logps", *_BADPO_COLUMNS)
+_NOT_MODEL_INPUTS = ("completion_mask", "ref_chosen_logps", "ref_rejected_logps", *BADPO_COLUMNS)
 # DPOConfig fields whose non-default value changes TRL's margin itself (loss types: trl_losses.py).
 _LOSS_OPTIONS = {"f_divergence_type": "reverse_kl", "use_weighting": False}
 
@@ -119,64 +124,6 @@ def _short_last_batch(rows: int, args) -> int:
     if args.dataloader_drop_last or PartialState().num_processes != 1:
         return 0
     return rows % args.per_device_train_batch_size
-
-
-def _judgments(dataset, name: str) -> list[Judgment]:
-    """The dataset's rows as validated judgments (the badpo fields only; other columns are TRL's)."""
-    import datasets
-
-    if not isinstance(dataset, datasets.Dataset):
-        raise TypeError(f"{name}: BADPOTrainer needs a datasets.Dataset (map-style), got "
-                        f"{type(dataset).__name__}")
-    for column in _BADPO_COLUMNS:
-        if column in dataset.column_names:
-            raise ValueError(f"{name}: column {column!r} is reserved for BADPOTrainer")
-    fields = [f for f in FIELDS if f in dataset.column_names]
-    chat = ChatRows(None)  # TRL's conversational rows: badpo reads the assistant's text (TRL renders its own)
-    try:
-        rows = [chat.render((i, None, None), row) for i, row in enumerate(dataset.select_columns(fields).to_list())]
-        judgments = validate_judgments(rows)
-        plain_wins_only(judgments, "BADPOTrainer (badpo train takes them)")  # TRL's loss reads wins
-    except ValueError as error:
-        raise ValueError(f"{name}: {error}") from None
-    return judgments
-
-
-def with_bias_columns(dataset, judgments: Sequence[Judgment], attributes: AttributeSet,
-                      bias: BiasChannel, name: str, shuffle_seed: int | None = None):
-    """``dataset`` with the columns the loss reads: the annotator's row (with ``shuffle_seed``, a
-    uniformly random row drawn as the engine draws it: the shuffled-ids control), g_w - g_l, and
-    the judgment's row in the dataset."""
-    index = []
-    for i, j in enumerate(judgments):
-        try:
-            index.append(int(bias.annotator_index([j.annotator])[0]))
-        except KeyError:
-            raise ValueError(f"{name} row {i}: annotator {j.annotator!r} is not in the bias channel "
-                             f"(its annotators come from train_dataset)") from None
-    if shuffle_seed is not None:
-        index = shuffled_annotator_index(len(bias.annotators), len(judgments), shuffle_seed).tolist()
-    diffs = [attributes.judgment_differences(j).tolist() for j in judgments]  # an overflow is named
-    weights = [1.0 if j.weight is None else j.weight for j in judgments]  # the weight column, 1 without
-    if judgments and judgments[0].weight is not None and not any(w > 0 for w in weights):
-        raise ValueError(f"{name}: every judgment's weight is 0, so no judgment would teach anything")
-    return (dataset.add_column(INDEX_COLUMN, index).add_column(DIFF_COLUMN, diffs)
-            .add_column(JUDGMENT_COLUMN, list(range(len(judgments)))).add_column(WEIGHT_COLUMN, weights))
-
-
-class _BiasColumnsCollator:
-    """TRL's collator (which reads only its own keys), plus the bias columns as tensors."""
-
-    def __init__(self, inner) -> None:
-        self.inner = inner
-
-    def __call__(self, examples: list[dict]) -> dict:
-        batch = self.inner(examples)
-        batch[INDEX_COLUMN] = torch.tensor([e[INDEX_COLUMN] for e in examples], dtype=torch.long)
-        batch[DIFF_COLUMN] = torch.tensor([e[DIFF_COLUMN] for e in examples], dtype=torch.float32)
-        batch[JUDGMENT_COLUMN] = torch.tensor([e[JUDGMENT_COLUMN] for e in examples], dtype=torch.long)
-        batch[WEIGHT_COLUMN] = torch.tensor([e[WEIGHT_COLUMN] for e in examples], dtype=torch.float32)
-        return batch
 
 
 class _ThetaStep(TrainerCallback):
@@ -193,7 +140,7 @@ class _ThetaStep(TrainerCallback):
             trainer.weighting_log = _flat(trainer.weighting.update(lambda values: values))
         if trainer.theta_optimizer is None:
             return
-        reduce_theta_gradients(trainer.bias, trainer.accelerator)  # the engine's reduction and step
+        reduce_theta_gradients(trainer.bias, trainer.accelerator, trainer.cuts)  # the engine's reduction and step
         step_theta(trainer.theta_optimizer)
 
     def on_save(self, args, state, control, **kwargs):
@@ -249,16 +196,18 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         self.attributes = attributes if isinstance(attributes, AttributeSet) else resolve_attributes(attributes)
         # the specs as given, for the run record (an AttributeSet keeps no specs)
         self.attribute_specs = None if isinstance(attributes, AttributeSet) else [str(a) for a in attributes]
-        judgments = _judgments(train_dataset, "train_dataset")
+        judgments = dataset_judgments(train_dataset, "train_dataset")
+        self.grades = grades_of(judgments)  # ties and strengths: the ordered likelihood, as badpo train's
         self.classes = annotator_classes(judgments, "train_dataset")
         own_loss = self.method.loss is not ba_dpo_terms or self.method.weighting is not None
         self.margin_terms = margin_losses(args, self.method_name, own_loss)
         self.bias = self._channel(bias, judgments, args.beta)
+        self.cuts = self._label_cuts(judgments)
         self.orthogonal = orthogonal_of(self.bias_level, self.bias, self.method, args.per_device_train_batch_size,
                                         _short_last_batch(len(judgments), args))
         shuffle_seed = args.seed if self.method.shuffle_annotators else None  # as badpo train's runtime.seed
         train_dataset = with_bias_columns(train_dataset, judgments, self.attributes, self.bias,
-                                          "train_dataset", shuffle_seed)
+                                          "train_dataset", shuffle_seed, self.grades)
         if isinstance(eval_dataset, Mapping):
             eval_dataset = {key: self._with_columns(value, f"eval_dataset[{key!r}]")
                             for key, value in eval_dataset.items()}
@@ -284,8 +233,9 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
             raise ValueError("args.router_aux_loss_coef: BADPOTrainer does not add a MoE auxiliary "
                              "loss; set it to 0.0")
         # Wrapped after TRL's own setup, so its reference precompute sees its plain collator.
-        self.data_collator = _BiasColumnsCollator(self.data_collator)
-        self.theta_optimizer = theta_adam(self.bias, theta_lr, self.accelerator.device)  # TRL's scheduler never sees it
+        self.data_collator = BiasColumnsCollator(self.data_collator)
+        # theta's Adam (and the graded labels' cut points): TRL's scheduler never sees it
+        self.theta_optimizer = theta_adam(self.bias, theta_lr, self.accelerator.device, self.cuts)
         self.theta_parameters = [p for p in self.bias.parameters() if p.requires_grad]
         self.weighting, self.weighting_log = self._weighting(train_dataset), {}
         self.add_callback(_ThetaStep(self))
@@ -317,7 +267,25 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         link = self.method.level_link(self.method_params) if self.margin_terms is None else start_link(
             self.margin_terms, beta)
         labels = labels_of_judgments(judgments, diffs, sorted({j.annotator for j in judgments}), names)
-        return initial_level(self.theta_init, labels, names, link, front=TRL)
+        return initial_level(self.theta_init, labels, names, link, grades=self.grades, front=TRL)
+
+    def _label_cuts(self, judgments: Sequence[Judgment]):
+        """The graded labels' cut points (:mod:`badpo.theta.graded`), fitted with theta at its start;
+        None for plain wins. What cannot take them is refused as in badpo train."""
+        if self.grades is None:
+            return None
+        logistic = self.margin_terms is None and self.method.level_link(self.method_params).name == "logistic"
+        check_graded("logistic" if logistic else "other", self.bias_level, bool(self.bias.trusted),
+                     f"method {self.method_name!r}", TRL)
+        if self.method.reference_free or self.method.needs.lengths:
+            raise ValueError(f"method {self.method_name!r}'s logit at the start is not 0, which BADPOTrainer does "
+                             "not compute before training; train its ties and strengths with badpo train")
+        index = self.bias.annotator_index([j.annotator for j in judgments])
+        diffs = torch.tensor([self.attributes.judgment_differences(j).tolist() for j in judgments],
+                             dtype=torch.float32).reshape(len(judgments), len(self.attributes.names))
+        with torch.no_grad():
+            offsets = self.bias(index, diffs).double()
+        return fit_cuts(None, offsets, self.grades)[1]
 
     def _weighting(self, dataset):
         """The method's loss weights with state (Group-DRO, Crowd-PrefRL), on the training judgments'
@@ -329,7 +297,9 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         return self.method.weighting(self.method_params, index, tuple(self.bias.annotators), self.classes)
 
     def _with_columns(self, dataset, name: str):
-        return with_bias_columns(dataset, _judgments(dataset, name), self.attributes, self.bias, name)
+        judgments = dataset_judgments(dataset, name)
+        return with_bias_columns(dataset, judgments, self.attributes, self.bias, name,
+                                 grades=grades_like(judgments, self.grades, name))
 
     def _reference_name(self, model, ref_model) -> str | None:
         """The Hub id or local path of the model the policy is compared with (the LoRA base when the
@@ -346,7 +316,7 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
 
     def compute_ref_log_probs(self, model, inputs):
         """TRL's reference log-probs, without the bias columns (they are not model inputs)."""
-        return super().compute_ref_log_probs(model, {k: v for k, v in inputs.items() if k not in _BADPO_COLUMNS})
+        return super().compute_ref_log_probs(model, {k: v for k, v in inputs.items() if k not in BADPO_COLUMNS})
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         """Mean over the batch of the method's loss (BA-DPO: -log sigmoid(u + b_k)); the batch is
@@ -380,6 +350,8 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         with torch.no_grad():
             self._remember(self._forward_metrics(outputs, inputs, positions) | self._pair_metrics(
                 policy_chosen, policy_rejected, terms.chosen_rewards, terms.rejected_rewards, bias_logit))
+        if self.cuts is not None:  # ties and strengths: the ordered likelihood on the loss's own logit
+            terms = dataclasses.replace(terms, losses=self.cuts.loss(terms.logits, inputs[GRADE_COLUMN].to(device)))
         weights = inputs[WEIGHT_COLUMN].to(terms.losses)  # the data's weights: 1 each without a weight column
         if self.weighting is not None and self.model.training:  # as the engine's step: observe, then weigh
             judgments = inputs[JUDGMENT_COLUMN]

@@ -76,6 +76,7 @@ class TrainerFiles:
                 "theta": self.bias.state_dict(),
                 "theta_optimizer": self.theta_optimizer.state_dict() if self.theta_optimizer is not None else None,
                 "weighting": self.weighting.state_dict() if self.weighting is not None else None,
+                "cuts": self.cuts.state_dict() if self.cuts is not None else None,
                 "tokens_seen": self.tokens_seen}
 
     def save_theta_state(self, folder: str | os.PathLike) -> None:
@@ -100,6 +101,10 @@ class TrainerFiles:
             learns = self.theta_optimizer is not None
             raise ValueError(f"{path}: theta_optimizer is {'missing' if learns else 'present'}, but this "
                              f"trainer's theta {'learns' if learns else 'is frozen'}")
+        if (saved.get("cuts") is None) != (self.cuts is None):
+            raise ValueError(f"{path}: the cut points of ties and strengths are "
+                             f"{'missing' if self.cuts is not None else 'present'}, but this trainer's data "
+                             f"{'holds' if self.cuts is not None else 'holds no'} ties or strengths")
         if (saved.get("weighting") is None) != (self.weighting is None):
             weighs = self.weighting is not None
             raise ValueError(f"{path}: the loss weights' state is {'missing' if weighs else 'present'}, but method "
@@ -110,6 +115,8 @@ class TrainerFiles:
                 self.theta_optimizer.load_state_dict(saved["theta_optimizer"])
             if self.weighting is not None:
                 self.weighting.load_state_dict(saved["weighting"])
+            if self.cuts is not None:
+                self.cuts.load_state_dict(saved["cuts"])
         except (KeyError, RuntimeError, ValueError) as error:
             raise ValueError(f"{path}: does not fit this trainer's theta ({str(error).splitlines()[0]})") from None
         self.tokens_seen = int(saved.get("tokens_seen", 0))

@@ -29,7 +29,7 @@ from torch import Tensor, nn
 from badpo.core.level import NoFiniteStart
 from badpo.core.losses import graded_loss
 
-__all__ = ["Grades", "LabelCuts", "grades_of"]
+__all__ = ["Grades", "LabelCuts", "fit_cuts", "grades_like", "grades_of"]
 
 
 class Grades:
@@ -57,6 +57,32 @@ def grades_of(judgments: Sequence) -> Grades | None:
     rank = {s: r for r, s in enumerate(levels, start=1)}
     grade = torch.tensor([0 if tie else rank.get(s, 1) for tie, s in zip(ties, strengths)], dtype=torch.long)
     return Grades(grade, max(len(levels), 1), any(ties), levels)
+
+
+def grades_like(judgments: Sequence, grades: Grades | None, what: str) -> Grades | None:
+    """The grades of ``judgments`` (an evaluation set) on the scale of the training set's ``grades``:
+    its strength ranks, a tie 0. A label the training scale has no place for (a tie or a strength
+    where the training data holds none, a strength it never saw) is a ValueError naming the row."""
+    rows = grades_of(judgments)
+    if rows is None and (grades is None or grades.levels == 1):
+        return None if grades is None else Grades(torch.ones(len(judgments), dtype=torch.long), 1, grades.ties,
+                                                  grades.strengths)
+    rank = {s: r for r, s in enumerate(grades.strengths, start=1)} if grades is not None else {}
+    out = []
+    for i, j in enumerate(judgments):
+        strength = getattr(j, "strength", None)
+        if getattr(j, "tie", False):
+            if grades is None or not grades.ties:
+                raise ValueError(f"{what} row {i}: a tie, and the training data holds none to learn a tie's odds from")
+            out.append(0)
+        elif strength is None and (grades is None or grades.levels == 1):
+            out.append(1)
+        elif strength in rank:
+            out.append(rank[strength])
+        else:
+            raise ValueError(f"{what} row {i}: strength {strength}, which the training data's strengths "
+                             f"{list(rank)} have no place for")
+    return Grades(torch.tensor(out, dtype=torch.long), grades.levels, grades.ties, grades.strengths)
 
 
 def _raw(value: float) -> float:
