@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from badpo.core.jsonio import dumps
+from badpo.core.notices import BadpoWarning
 from badpo.core.progress import step_bar
 from badpo.data.coverage import WARN_SHARE
 from badpo.engine.settings import ReportConfig
@@ -161,6 +163,26 @@ def read_log(output_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
+def _kept_records(path: Path, start_step: int) -> list[str]:
+    """The lines of ``path`` (a resumed run's log.jsonl) up to ``start_step``. A torn last line (a run
+    killed while it wrote) is left out with a warning; a line that is not JSON elsewhere is an error
+    naming the file and the line."""
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    kept = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines):
+                warnings.warn(f"{path}: its last line is torn (a run stopped while writing it); left out",
+                              BadpoWarning, stacklevel=3)
+                break
+            raise ValueError(f"{path} line {number}: not a JSON record; the log cannot be resumed") from None
+        if record["step"] <= start_step:
+            kept.append(line)
+    return kept
+
+
 class RunLog:
     """Append step records; ``close()`` flushes the sinks."""
 
@@ -172,10 +194,9 @@ class RunLog:
         if not is_main:
             return
         path = output_dir / LOG_FILE
-        kept = []
-        if start_step > 0 and path.exists():
-            kept = [line for line in path.read_text().splitlines()
-                    if line.strip() and json.loads(line)["step"] <= start_step]
+        kept = _kept_records(path, start_step) if start_step > 0 and path.exists() else []
+        if path.is_symlink():  # the run's log is its own file: never written through a link to elsewhere
+            path.unlink()
         path.write_text("".join(line + "\n" for line in kept))
         self.file = open(path, "a", encoding="utf-8")
         self.trackers = _start_trackers(report, output_dir, run_config)

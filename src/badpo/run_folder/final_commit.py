@@ -65,8 +65,11 @@ def interrupted_commit(folder: Path) -> bool:
 
 
 def remove_path(path: Path) -> None:
-    """Delete a file or a folder with all it holds; nothing when it does not exist."""
-    if path.is_dir():
+    """Delete a file or a folder with all it holds; nothing when it does not exist. A symbolic link
+    is removed itself, never what it points at."""
+    if path.is_symlink():
+        path.unlink()
+    elif path.is_dir():
         shutil.rmtree(path)
     elif path.exists():
         path.unlink()

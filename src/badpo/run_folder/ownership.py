@@ -89,6 +89,11 @@ def remove_run(folder: Path, run_files: RunFiles = preference_run_files) -> list
     """Delete what a run wrote into ``folder`` and nothing else; return what it kept inside the run's
     own folders (:func:`kept_inside`: a file of the user's in ``policy/`` or ``checkpoints/``). The
     data record stays too, since it marks the folder as claimed by badpo (:func:`check_owned`)."""
+    linked = [name for name in run_files(folder) if (folder / name).is_symlink()]
+    if linked:  # what a link points at is outside the run: nothing is deleted, through it or beside it
+        raise ConfigError(f"output_dir: {folder / linked[0]} is a symbolic link to {os.readlink(folder / linked[0])}; "
+                          "overwrite deletes only what the run wrote inside its folder: remove the link (your "
+                          "files stay where it points) or choose another output_dir")
     kept = kept_inside(folder)  # read before the listing it reads is deleted below
     for name in run_files(folder):
         path = folder / name
@@ -108,7 +113,7 @@ def _remove_except(path: Path, folder: Path, keep: set[str]) -> None:
         relative = item.relative_to(folder).as_posix()
         if relative in keep:
             continue
-        if item.is_dir() and any(k.startswith(relative + "/") for k in keep):
+        if item.is_dir() and not item.is_symlink() and any(k.startswith(relative + "/") for k in keep):
             _remove_except(item, folder, keep)
         else:
             remove_path(item)
