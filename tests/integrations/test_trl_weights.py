@@ -118,3 +118,15 @@ def test_ties_and_strengths_train_with_the_engines_likelihood(world, tmp_path):
     expected = float(graded_loss(logits, grade, nu, gaps).mean())
     assert _loss(ours, range(N)) == pytest.approx(expected, rel=1e-4)
     assert sorted(set(grade.tolist())) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("options", [dict(loss_type=["sigmoid", "hinge"], loss_weights=[1.0, float("nan")]),
+                                     dict(loss_type=["sigmoid"], loss_weights=[float("inf")])])
+def test_non_finite_loss_weights_are_refused(world, tmp_path, options):
+    message = r"^args.loss_weights: every weight must be finite"
+    from badpo.integrations.trl import BADPOTrainer
+
+    path, data = world
+    with pytest.raises(ValueError, match=message):
+        BADPOTrainer(str(path / "model"), args=config(tmp_path, **options), train_dataset=data,
+                     processing_class=build_tokenizer(), attributes=["given:signed"])

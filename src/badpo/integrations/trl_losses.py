@@ -110,6 +110,11 @@ def margin_losses(args, method_name: str, own_loss: bool) -> tuple[tuple[MarginL
     loss_types, loss_weights, discopop_tau = args.loss_type, args.loss_weights, args.discopop_tau
     names = [loss_types] if isinstance(loss_types, str) else list(loss_types)
     weights = [1.0] * len(names) if loss_weights is None else [float(w) for w in loss_weights]  # as many: DPOConfig
+    if not names:
+        raise ValueError("args.loss_type: an empty list; give at least one loss type (TRL's default: 'sigmoid')")
+    bad = [w for w in weights if not math.isfinite(w)]
+    if bad:  # a NaN or infinite weight trains a non-finite policy while the logged loss can read 0
+        raise ValueError(f"args.loss_weights: every weight must be finite, got {loss_weights}")
     for name in names:
         if name in NOT_OF_THE_MARGIN:
             raise ValueError(f"args.loss_type: {name!r} {NOT_OF_THE_MARGIN[name]}, so BA-DPO's bias cannot "
