@@ -130,3 +130,12 @@ def test_non_finite_loss_weights_are_refused(world, tmp_path, options):
     with pytest.raises(ValueError, match=message):
         BADPOTrainer(str(path / "model"), args=config(tmp_path, **options), train_dataset=data,
                      processing_class=build_tokenizer(), attributes=["given:signed"])
+
+
+def test_an_empty_loss_type_list_is_named(world, tmp_path):
+    from badpo.integrations.trl import BADPOTrainer
+
+    path, data = world
+    with pytest.raises(ValueError, match=r"^args.loss_type: an empty list"):
+        BADPOTrainer(str(path / "model"), args=config(tmp_path, loss_type=[], loss_weights=None), train_dataset=data,
+                     processing_class=build_tokenizer(), attributes=["given:signed"])
