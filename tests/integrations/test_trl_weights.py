@@ -139,3 +139,12 @@ def test_an_empty_loss_type_list_is_named(world, tmp_path):
     with pytest.raises(ValueError, match=r"^args.loss_type: an empty list"):
         BADPOTrainer(str(path / "model"), args=config(tmp_path, loss_type=[], loss_weights=None), train_dataset=data,
                      processing_class=build_tokenizer(), attributes=["given:signed"])
+
+
+def test_an_empty_dataset_is_one_line(world, tmp_path):
+    from badpo.integrations.trl import BADPOTrainer
+
+    path, data = world
+    with pytest.raises(ValueError, match=r"^train_dataset: no rows"):
+        BADPOTrainer(str(path / "model"), args=config(tmp_path), train_dataset=data.select([]),
+                     processing_class=build_tokenizer(), attributes=["given:signed"])

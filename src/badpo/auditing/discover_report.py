@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from badpo.auditing.discover import POWER, Discovery, DiscoverySettings, Finding, discover
+from badpo.auditing.forest import labels_as_text
 from badpo.auditing.report_html import discover_html
 from badpo.core.file_sets import commit_files, folder_lock, recover_files
 from badpo.core.judgments import check_duplicates_option, duplicates_line, handle_duplicates
@@ -142,6 +143,7 @@ def format_discovery(result: Discovery) -> str:
     return "\n".join(lines) + "\n"
 
 
+@labels_as_text
 def plot_discovery(result: Discovery, path: Path) -> None:
     """The findings (or, when there are none, the best candidates) with their 95% intervals: all
     data (black), held-out half (blue square), matched pairs (hollow), level +- spread (grey band)."""

@@ -6,7 +6,8 @@ drawn on an Agg canvas without pyplot (no display, no global figure state).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,19 @@ import numpy as np
 __all__ = ["LABELLED_ROWS", "plot_forest"]
 
 LABELLED_ROWS = 120  # a forest plot names each annotator up to this many rows
+
+
+def labels_as_text(draw: Callable) -> Callable:
+    """Draw with every label read as plain text: annotator ids, attribute and file names in badpo's
+    plots are data, and matplotlib would otherwise read ``$...$`` in them as a formula (``paid $5
+    then $6`` drawn as maths; a crafted id failing the whole report)."""
+    @functools.wraps(draw)
+    def plain(*args, **kwargs):
+        import matplotlib
+
+        with matplotlib.rc_context({"text.parse_math": False}):
+            return draw(*args, **kwargs)
+    return plain
 
 
 def _draw_rows(axes, rows: list[Mapping[str, Any]], colour: Mapping[str, str]) -> None:
@@ -40,6 +54,7 @@ def _draw_rows(axes, rows: list[Mapping[str, Any]], colour: Mapping[str, str]) -
                      color="black", zorder=4, label="learned theta_k")
 
 
+@labels_as_text
 def plot_forest(report: Mapping[str, Any], path: Path) -> None:
     """Annotators with an estimate, ordered by it (largest on top), each with its interval; the
     robust pool level (black line) and the class levels (dashed, points in the class's colour);

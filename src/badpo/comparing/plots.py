@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from badpo.auditing.forest import labels_as_text
+
 __all__ = ["plot_rates", "plot_theta"]
 
 MAX_TICK_LABELS = 40  # more annotators than this: no ids under the axis
@@ -72,6 +74,7 @@ def _rate_panel(axes, comparison: Mapping, readout: Mapping, name: str) -> None:
     axes.margins(y=0.2)
 
 
+@labels_as_text
 def plot_rates(comparison: Mapping, path: Path) -> None:
     """compare.png: one panel per readout and attribute (the rates on generated answers, then from
     first-name probabilities), each run's rate with its interval and removal, the reference dashed
@@ -127,6 +130,7 @@ def _theta_panel(axes, name: str, runs: list[tuple[int, Mapping]]) -> None:
     axes.legend(loc="best", fontsize="x-small")
 
 
+@labels_as_text
 def plot_theta(comparison: Mapping, path: Path) -> bool:
     """theta.png: per attribute, the theta_k each run learned per annotator against the offline
     estimates of its audit. Returns False (and draws nothing) when no run learned theta_k per

@@ -33,6 +33,8 @@ def dataset_judgments(dataset, name: str) -> list[Judgment]:
     if not isinstance(dataset, datasets.Dataset):
         raise TypeError(f"{name}: BADPOTrainer needs a datasets.Dataset (map-style), got "
                         f"{type(dataset).__name__}")
+    if len(dataset) == 0:
+        raise ValueError(f"{name}: no rows; BADPOTrainer needs judgments to train on")
     for column in BADPO_COLUMNS:
         if column in dataset.column_names:
             raise ValueError(f"{name}: column {column!r} is reserved for BADPOTrainer")

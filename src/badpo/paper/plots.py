@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from badpo.auditing.forest import labels_as_text
 from badpo.comparing.over_seeds import mean_ci
 from badpo.paper.tables import ABSENT, arm_values, metric_value
 
@@ -27,6 +28,7 @@ def _figure(width: float, height: float):
     return figure
 
 
+@labels_as_text
 def plot_rates(layout, records: Mapping[str, Mapping], path: Path) -> None:
     """One marker per (arm, rate) at the mean over seeds with its interval; the reference as a
     dashed line per rate."""
@@ -75,6 +77,7 @@ def _declares(record: Mapping, name: str) -> bool:
     return bool(theta.get("per_annotator")) and name in theta.get("attribute_names", ())
 
 
+@labels_as_text
 def plot_theta(layout, records: Mapping[str, Mapping], planted_file: Path, path: Path) -> bool:
     """Learned vs planted theta_k, one panel per planted attribute that some arm declared, with
     every per-annotator arm and seed that declared it (an arm declaring only some of the planted
