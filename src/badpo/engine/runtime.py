@@ -63,11 +63,21 @@ def looks_local(name_or_path: str) -> bool:
     return name_or_path.startswith(("/", ".", "~")) or name_or_path.count("/") > 1 or "\\" in name_or_path
 
 
-def from_pretrained(loader, name_or_path: str, key: str, **kwargs):
+def from_pretrained(loader, name_or_path: str, key: str, complete: bool = False, **kwargs):
     """``loader.from_pretrained`` with one-line errors naming the config key: a local path that
     does not exist is said to be missing instead of being tried as a Hub id. A GGUF is loaded from
-    its converted folder (:mod:`badpo.data.gguf`), converted on first use."""
+    its converted folder (:mod:`badpo.data.gguf`), converted on first use. ``complete``: a weight the
+    config needs and the folder lacks is an error (transformers would initialise it afresh: a
+    trained policy read so gives wrong readouts without a word)."""
     name_or_path = gguf_folder(name_or_path, key)
+    if complete:
+        model, info = from_pretrained(loader, name_or_path, key, output_loading_info=True, **kwargs)
+        missing = sorted(info.get("missing_keys", ()))
+        if missing:
+            raise ConfigError(f"{key}: {name_or_path!r} lacks {len(missing)} weight(s) its config needs "
+                              f"({missing[0]}{', ...' if len(missing) > 1 else ''}); they would be freshly "
+                              "initialised and every readout of it wrong")
+        return model
     if looks_local(name_or_path) and not os.path.exists(os.path.expanduser(name_or_path)):
         raise ConfigError(f"{key}: no such folder {name_or_path!r}")
     mismatch = _shape_mismatch(loader, os.path.expanduser(name_or_path), kwargs)

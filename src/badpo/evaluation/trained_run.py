@@ -151,7 +151,7 @@ def load_causal_lm(path: str | Path, model_settings: dict, base: str | Path | No
         model = PeftModel.from_pretrained(from_pretrained(AutoModelForCausalLM, str(base), "model.name_or_path",
                                                           **kwargs), path)
     else:
-        model = from_pretrained(AutoModelForCausalLM, str(path), "model", **kwargs)
+        model = from_pretrained(AutoModelForCausalLM, str(path), "model", complete=True, **kwargs)
     return model.to("cuda" if torch.cuda.is_available() else "cpu").eval()
 
 
