@@ -193,3 +193,10 @@ def test_rows_that_repeat_a_text_share_one_string():
     out = validate_judgments(rows)
     assert all(j.chosen is out[0].chosen for j in out) and out[0].chosen == answer
     assert out[2].rejected is out[0].rejected and out[1].rejected != out[0].rejected
+
+
+def test_a_line_nested_too_deeply_is_one_line_naming_the_file(tmp_path):
+    path = tmp_path / "deep.jsonl"
+    path.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(JudgmentError, match=r"deep.jsonl line 1: JSON nested too deeply"):
+        read_judgments(path)

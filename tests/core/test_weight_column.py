@@ -49,3 +49,4 @@ def test_written_only_when_set_and_the_digest_of_a_plain_row_is_unchanged(tmp_pa
 def test_the_audit_says_it_does_not_read_the_weights():
     line = estimates_line(label_counts(validate_judgments([row(weight=2.0), row(weight=0.5, annotator="y")])))
     assert line == "2 judgments' loss weights not read by the estimates (each counts once; training weighs them)"
+

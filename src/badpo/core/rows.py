@@ -88,6 +88,9 @@ def parse_jsonl_line(raw: bytes, path: str | os.PathLike, line_number: int, inde
         return json.loads(line, object_pairs_hook=_no_duplicate_keys)
     except ValueError as error:  # json.JSONDecodeError and duplicate keys
         raise JudgmentError(f"{path} line {line_number}: not valid JSON ({error})", row=index) from error
+    except RecursionError:  # a value nested past Python's recursion limit
+        raise JudgmentError(f"{path} line {line_number}: JSON nested too deeply to be a judgment row",
+                            row=index) from None
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
