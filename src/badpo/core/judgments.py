@@ -152,21 +152,12 @@ class _AcrossRows:
         def fail(name: str, problem: str) -> JudgmentError:
             return JudgmentError(f"{where}, field {name!r}: {problem}", row=index, field=name)
 
-        weighted = judgment.weight is not None
-        if self.first_weight is None:
-            self.first_weight = (index, weighted)
-        elif self.first_weight[1] != weighted:
-            other = f"row {self.first_weight[0]} " + ("gives one" if self.first_weight[1] else "has none")
-            raise fail(WEIGHT_FIELD, f"{'given' if weighted else 'missing'}, but {other}; give a weight on every "
-                       "row or on none")
+        self.first_weight = _on_all_or_none(self.first_weight, index, judgment.weight is not None, fail,
+                                            WEIGHT_FIELD, "", "give a weight on every row or on none")
         if not judgment.tie:
-            graded = judgment.strength is not None
-            if self.first_win is None:
-                self.first_win = (index, graded)
-            elif self.first_win[1] != graded:
-                other = f"row {self.first_win[0]} (a non-tie) " + ("gives one" if self.first_win[1] else "has none")
-                raise fail(STRENGTH_FIELD, f"{'given' if graded else 'missing'}, but {other}; give a strength "
-                           "on every non-tie row or on none")
+            self.first_win = _on_all_or_none(self.first_win, index, judgment.strength is not None, fail,
+                                             STRENGTH_FIELD, " (a non-tie)",
+                                             "give a strength on every non-tie row or on none")
         if judgment.g_chosen is None:
             if self.first_with is not None:
                 raise fail("g_chosen", f"missing, but row {self.first_with} gives attributes "
@@ -183,6 +174,17 @@ class _AcrossRows:
         elif set(keys) != set(self.attribute_keys):
             raise fail("g_chosen", f"attribute names {list(keys)} differ from {list(self.attribute_keys)} "
                        f"given on row {self.first_with}")
+
+
+def _on_all_or_none(first: tuple[int, bool] | None, index: int, has: bool, fail, name: str, which: str,
+                    fix: str) -> tuple[int, bool]:
+    """(the first row seen, whether it has field ``name``); a row that differs from it is refused."""
+    if first is None:
+        return (index, has)
+    if first[1] != has:
+        other = f"row {first[0]}{which} " + ("gives one" if first[1] else "has none")
+        raise fail(name, f"{'given' if has else 'missing'}, but {other}; {fix}")
+    return first
 
 
 class _NotShared(dict):
