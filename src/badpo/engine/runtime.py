@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import math
 import os
+import pickle
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,7 +86,8 @@ def from_pretrained(loader, name_or_path: str, key: str, complete: bool = False,
         raise ConfigError(f"{key}: cannot load {name_or_path!r} ({mismatch})")
     try:
         return loader.from_pretrained(os.path.expanduser(name_or_path), **kwargs)
-    except (OSError, ValueError, RuntimeError) as error:  # RuntimeError: a tensor of another shape
+    except (OSError, ValueError, RuntimeError, pickle.UnpicklingError) as error:  # RuntimeError: another shape;
+        # UnpicklingError: weights in a pickle that torch's weights-only loader refused (no code ran)
         raise ConfigError(f"{key}: cannot load {name_or_path!r} ({_load_failure(error)})") from error
 
 
@@ -127,6 +129,9 @@ def _load_failure(error: Exception) -> str:
     folder's config (a damaged or hand-edited file) is said so; its load report, printed above the
     error, names the tensor."""
     text = str(error).strip()
+    if isinstance(error, pickle.UnpicklingError):
+        return ("its weights are a pickle holding more than tensors, which torch's weights-only loader refused "
+                "(no code ran); badpo reads safetensors: save the weights as safetensors where you trust them")
     if isinstance(error, RuntimeError) and ("mismatched" in text or "size mismatch" in text):
         return "a weight's shape differs from its config.json; the load report above names it"
     return text.splitlines()[0] if text else type(error).__name__
