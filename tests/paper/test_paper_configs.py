@@ -397,10 +397,18 @@ def test_smol_multipref_runs_the_names_recipe_with_the_default_init_on_both_attr
 
 # The tiny tables reproduce the paper's protocol, theta from 0 (the paper's warm arms: the offline
 # estimate); another start appears only where an arm's name says so, and in the configs that show
-# the library as a user gets it: the template for a user's own data, and issue 51's comparison on
-# the demo's own world (it extends the demo's config).
-TINY_PAPER = [p for p in TABLE_CONFIGS if p.name.startswith("experiment_tiny_")
-              and p.name not in ("experiment_tiny_own_data.yaml", "experiment_tiny_names_level_rule.yaml")]
+# the library as a user gets it: the template for a user's own data, issue 51's comparison on
+# the demo's own world (it extends the demo's config), and issue 72's crowd with random voters
+# (its question is what the library's default does with them).
+LIBRARY_DEFAULTS = ("experiment_tiny_own_data.yaml", "experiment_tiny_names_level_rule.yaml",
+                    "experiment_tiny_random_voters.yaml", "experiment_tiny_random_voters_null.yaml")
+TINY_PAPER = [p for p in TABLE_CONFIGS if p.name.startswith("experiment_tiny_") and p.name not in LIBRARY_DEFAULTS]
+
+
+@pytest.mark.parametrize("name", LIBRARY_DEFAULTS[2:])
+def test_the_random_voter_crowd_starts_theta_at_the_library_default(name):
+    config = load_config(ExperimentConfig, CONFIGS / name)
+    assert config.train["bias"]["init"] == TrainConfig().bias.init
 NAMED_STARTS = {"warm": "offline", "reference start": "reference", "conditional start": "conditional"}
 
 
