@@ -66,3 +66,8 @@ def test_far_logits_and_gradients_are_finite():
         assert torch.isfinite(value).all()
     with pytest.raises(ValueError, match="grade must lie in 0..1"):
         graded_loss(z.detach(), torch.tensor([0, 2, 1, 1, 1]))
+
+
+def test_a_tie_without_a_tie_strength_is_refused():
+    with pytest.raises(ValueError, match="a tie .* needs a tie strength nu > 0"):
+        graded_loss(torch.tensor([0.5], dtype=torch.float64), torch.tensor([0]), 0.0)

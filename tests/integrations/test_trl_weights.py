@@ -148,3 +148,14 @@ def test_an_empty_dataset_is_one_line(world, tmp_path):
     with pytest.raises(ValueError, match=r"^train_dataset: no rows"):
         BADPOTrainer(str(path / "model"), args=config(tmp_path), train_dataset=data.select([]),
                      processing_class=build_tokenizer(), attributes=["given:signed"])
+
+
+def test_weights_with_gradient_accumulation_are_refused(world, tmp_path):
+    """The batch's weighted mean is the step's only with one batch a step on one process."""
+    from badpo.integrations.trl import BADPOTrainer
+
+    path, data = world
+    with pytest.raises(ValueError, match=r"^train_dataset's weight column weights each judgment .* \(got 2 on 1\)"):
+        BADPOTrainer(str(path / "model"), args=config(tmp_path, gradient_accumulation_steps=2),
+                     train_dataset=data.add_column("weight", [1.0] * N), processing_class=build_tokenizer(),
+                     attributes=["given:signed"])

@@ -197,6 +197,8 @@ def graded_loss(logits: Tensor, grade: Tensor, tie_strength: Tensor | float = 0.
         raise ValueError(f"grade must lie in 0..{levels} (0 a tie, 1..{levels} a strength), got "
                          f"{int(grade.min())}..{int(grade.max())}")
     grade = grade.long()
+    if not bool(nu > 0) and bool((grade == 0).any()):
+        raise ValueError("a tie (grade 0) needs a tie strength nu > 0: at nu = 0 a tie has probability 0")
     if bool(nu > 0):  # -log P(win) = log D - z/2, -log P(tie) = log D - log nu
         log_d = torch.logsumexp(torch.stack([logits / 2, -logits / 2, nu.log().expand_as(logits)]), dim=0)
         losses = torch.where(grade == 0, log_d - nu.log(), log_d - logits / 2)

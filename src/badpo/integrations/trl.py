@@ -213,20 +213,7 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
                             for key, value in eval_dataset.items()}
         elif eval_dataset is not None:
             eval_dataset = self._with_columns(eval_dataset, "eval_dataset")
-        for option, default in _LOSS_OPTIONS.items():
-            if getattr(args, option) != default:
-                raise ValueError(f"args.{option}: BADPOTrainer's loss is its method's ({self.method_name!r}) "
-                                 f"with the bias logit inside; {option} must be {default!r}, got "
-                                 f"{getattr(args, option)!r}")
-        if self.method.weighting is not None:  # before TRL loads and tokenizes anything
-            processes, accumulation = PartialState().num_processes, args.gradient_accumulation_steps
-            if processes != 1 or accumulation != 1:
-                raise ValueError(f"method {self.method_name!r} weights each judgment within the whole optimizer "
-                                 "step, which BADPOTrainer sees only with gradient_accumulation_steps=1 on one "
-                                 f"process (got {accumulation} on {processes}); train it with badpo train")
-        if self.method.needs.token_logratios and args.precompute_ref_log_probs:
-            raise ValueError(f"args.precompute_ref_log_probs: method {self.method_name!r} needs the reference's "
-                             "log-prob of every token, of which TRL's precompute keeps the sums; set it to False")
+        self._refuse_options(args, judgments)
         args.remove_unused_columns = False  # the bias columns must reach the collator
         super().__init__(model, ref_model, args, data_collator, train_dataset, eval_dataset, **kwargs)
         if self.aux_loss_enabled:
@@ -242,6 +229,25 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         self._step_metrics: dict[str, dict[str, list[float]]] = {"train": {}, "eval": {}}
         self.tokens_seen = 0  # attention-mask tokens of the training batches so far (TRL's num_tokens)
         self.reference_name = self._reference_name(model, ref_model)
+
+    def _refuse_options(self, args, judgments: Sequence[Judgment]) -> None:
+        """What this trainer cannot honour, refused before TRL loads and tokenizes anything."""
+        for option, default in _LOSS_OPTIONS.items():
+            if getattr(args, option) != default:
+                raise ValueError(f"args.{option}: BADPOTrainer's loss is its method's ({self.method_name!r}) "
+                                 f"with the bias logit inside; {option} must be {default!r}, got "
+                                 f"{getattr(args, option)!r}")
+        weighted = any(j.weight is not None for j in judgments)  # the data's weight column
+        if self.method.weighting is not None or weighted:  # before TRL loads and tokenizes anything
+            processes, accumulation = PartialState().num_processes, args.gradient_accumulation_steps
+            if processes != 1 or accumulation != 1:
+                owner = "train_dataset's weight column" if weighted else f"method {self.method_name!r}"
+                raise ValueError(f"{owner} weights each judgment within the whole optimizer "
+                                 "step, which BADPOTrainer sees only with gradient_accumulation_steps=1 on one "
+                                 f"process (got {accumulation} on {processes}); train it with badpo train")
+        if self.method.needs.token_logratios and args.precompute_ref_log_probs:
+            raise ValueError(f"args.precompute_ref_log_probs: method {self.method_name!r} needs the reference's "
+                             "log-prob of every token, of which TRL's precompute keeps the sums; set it to False")
 
     def _channel(self, bias: str | BiasChannel | None, judgments: Sequence[Judgment], beta: float) -> BiasChannel:
         names = tuple(self.attributes.names)
