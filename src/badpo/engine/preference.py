@@ -250,8 +250,8 @@ def theta_at_start(method: Method, params, config, data: PreferenceData, bias, r
     fitted = bias is not None and method.learns_theta and config.bias.init != "zero"
     logits = (start_logits(method, params, data, reference, config.beta)  # only where a start reads them
               if fitted or data.grades is not None else torch.zeros(len(data), dtype=torch.float64))
-    if fitted and bool(logits.abs().max() > 0):
-        bias = build_bias(method, config, data, logits)
+    if fitted and bool(logits.abs().max() > 0):  # fitted again: the first fit, before the model loaded,
+        bias = build_bias(method, config, data, logits)  # gave its refusals early; this one counts the logits
     return bias, label_cuts(data, bias, logits)
 
 
