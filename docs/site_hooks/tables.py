@@ -14,10 +14,10 @@ def _cell(text: str) -> str:
 def methods_table() -> str:
     from badpo.methods.table import METHODS
 
-    lines = ["| method= | θ learned | Description |", "|:--|:--|:--|"]
+    lines = ["| method= | bias.variant | Description |", "|:--|:--|:--|"]
     for name, method in METHODS.items():
-        variant = method.bias_variant if method.learns_theta else "—"
-        lines.append(f"| `{name}` | {variant} | {_cell(method.description)} |")
+        variants = "any (none: no θ)" if method.takes_bias else "none"
+        lines.append(f"| `{name}` | {variants} | {_cell(method.description)} |")
     return "\n".join(lines)
 
 

@@ -41,7 +41,7 @@ def test_the_table_pages_list_every_row_the_code_runs():
     assert [line.split("`")[1] for line in method_rows] == list(METHODS)
     for row in READOUTS:
         assert f"| {row.name} |" in page
-    assert "| `ba_dpo_pooled` | pooled |" in page and "| `dpo` | — |" in page
+    assert "| `dpo` | any (none: no θ) |" in page and "| `em_dpo` | none |" in page and "ba_dpo_pooled" not in page
 
 
 def test_a_broken_link_fails_the_strict_build(tmp_path):

@@ -15,7 +15,7 @@ from badpo.core.config import ConfigError, from_dict
 from badpo.core.losses import ba_dpo_loss
 from badpo.engine.preference import build_bias, start_level
 from badpo.engine.settings import BiasSettings, TrainConfig
-from badpo.methods import get_method
+from badpo.methods import get_arm
 from badpo.theta.labels import ThetaLabels
 
 
@@ -41,7 +41,7 @@ def _start(diff, method="ba_dpo_pooled", annotators=None, names=("a",), trusted=
     data = _data(diff, annotators, names)
     declared = list(names)
     values = config.bias.trusted_values(len(names))
-    return start_level(get_method(method), config, data, declared, values if trusted is None else trusted)
+    return start_level(get_arm(method), config, data, declared, values if trusted is None else trusted)
 
 
 def test_one_attribute_reference_start_is_the_log_odds_of_its_cross_group_wins():
@@ -75,7 +75,7 @@ def test_the_reference_start_zeroes_the_shared_level_gradient_of_the_arm_loss():
     ids = [f"k{i % 5}" for i in range(len(rows))]
     for method in ("ba_dpo_pooled", "ba_dpo_shared_mean", "ba_dpo_per_annotator"):
         config, data = _config(method), _data(rows, ids, ("a", "b"))
-        channel = build_bias(get_method(method), config, data)
+        channel = build_bias(get_arm(method), config, data)
         zero = torch.zeros(len(rows))
         losses, _, _ = ba_dpo_loss(zero, zero, zero, zero, channel(data.annotator_index, data.attr_diff),
                                    beta=0.1)
@@ -83,7 +83,7 @@ def test_the_reference_start_zeroes_the_shared_level_gradient_of_the_arm_loss():
         gradients = torch.autograd.grad(losses.sum(), parameters)
         shared = gradients[0] if method != "ba_dpo_per_annotator" else gradients[0].sum(0)
         assert shared.abs().max() < 1e-5, method
-        zero_start = build_bias(get_method(method), _config(method, init="zero"), data)
+        zero_start = build_bias(get_arm(method), _config(method, init="zero"), data)
         losses, _, _ = ba_dpo_loss(zero, zero, zero, zero,
                                    zero_start(data.annotator_index, data.attr_diff), beta=0.1)
         assert torch.autograd.grad(losses.sum(), [p for p in zero_start.parameters()
@@ -109,7 +109,7 @@ def test_every_annotator_trusted_has_no_level_to_fit_and_keeps_its_values():
     trusted = {"p": [0.7], "q": [1.3]}
     assert _start([1.0, -1.0, 1.0] * 2, method="ba_dpo_per_annotator", annotators=ids, trusted=trusted) is None
     config = from_dict(TrainConfig, {"method": "ba_dpo_per_annotator", "bias": {"trusted": trusted}})
-    bias = build_bias(get_method("ba_dpo_per_annotator"), config, _data([1.0, -1.0, 1.0] * 2, ids))
+    bias = build_bias(get_arm("ba_dpo_per_annotator"), config, _data([1.0, -1.0, 1.0] * 2, ids))
     theta = bias.theta().detach()
     assert theta[:, 0].tolist() == pytest.approx([0.7, 1.3], abs=1e-6)
     data = _data([1.0, -1.0, 1.0] * 2, ids)
@@ -161,11 +161,11 @@ def test_offline_start_refuses_trusted_and_fixed_offsets():
 
 def test_init_options_and_the_old_key():
     assert BiasSettings().init == "reference"  # the default of every arm with a learned theta
-    assert build_bias(get_method("dpo"), _config("dpo"), _data([1.0, -1.0])).theta().abs().max() == 0
+    assert build_bias(get_arm("dpo"), _config("dpo"), _data([1.0, -1.0])).theta().abs().max() == 0
     with pytest.raises(ConfigError, match="bias.init: offline: method 'dpo' learns no theta"):
-        build_bias(get_method("dpo"), _config("dpo", init="offline"), _data([1.0, -1.0]))
+        build_bias(get_arm("dpo"), _config("dpo", init="offline"), _data([1.0, -1.0]))
     with pytest.raises(ConfigError, match="bias.warm_start: no longer a key; use bias.init: offline"):
         from_dict(TrainConfig, {"bias": {"warm_start": True}})
     with pytest.raises(ConfigError, match="bias.init"):
         _config(init="warm")
-    assert isinstance(build_bias(get_method("ba_dpo_pooled"), _config(), _data([1.0, -1.0, 1.0])), BiasChannel)
+    assert isinstance(build_bias(get_arm("ba_dpo_pooled"), _config(), _data([1.0, -1.0, 1.0])), BiasChannel)

@@ -74,16 +74,15 @@ def test_the_shipped_configs_load_and_validate(name):
     config = load_config(RMConfig, CONFIGS / name)
     lr = resolved_lr(config.optim, config.lora, REWARD_LR)
     check_rm(dataclasses.replace(config, optim=dataclasses.replace(config.optim, lr=lr)))  # no download
-    assert config.variant == "shared_mean" and config.attributes == ["names"] and config.method == "rm_shared_mean"
+    assert config.bias_variant == "shared_mean" and config.attributes == ["names"] and config.method == "rm_shared_mean"
 
 
 def test_bad_keys_and_variants_are_named():
     with pytest.raises(ConfigError, match="beta"):
         load_config(RMConfig, CONFIGS / "rm_tiny.yaml", ["beta=0.1"])
-    config = load_config(RMConfig, CONFIGS / "rm_tiny.yaml", ["variant=nope"])
-    with pytest.raises(ConfigError, match="variant"):
-        check_rm(config)
-    plain = load_config(RMConfig, CONFIGS / "rm_tiny.yaml", ["variant=none", "bias.level=orthogonal"])
+    with pytest.raises(ConfigError, match="bias.variant: 'nope' is not one of"):
+        load_config(RMConfig, CONFIGS / "rm_tiny.yaml", ["bias.variant=nope"])
+    plain = load_config(RMConfig, CONFIGS / "rm_tiny.yaml", ["bias.variant=none", "bias.level=orthogonal"])
     with pytest.raises(ConfigError, match="^bias.level: orthogonal needs a theta.*variant 'none' learns none"):
         check_rm(plain)  # named by the key the user set, not by the run's name rm_none
 
@@ -98,7 +97,7 @@ def world(tmp_path_factory, save_model_dir) -> Path:
 
 
 def rm_config(world: Path, name: str, *overrides: str) -> RMConfig:
-    base = {"variant": "shared_mean", "data": str(world / "judgments.jsonl"), "attributes": ["given:signed"],
+    base = {"bias": {"variant": "shared_mean"}, "data": str(world / "judgments.jsonl"), "attributes": ["given:signed"],
             "model": {"name_or_path": str(world / "model")}, "steps": 3, "batch_size": 8, "micro_batch_size": 4,
             "optim": {"lr": 1e-3, "warmup_ratio": 0.0, "schedule": "constant"},
             "runtime": {"num_threads": 1}, "report": {"progress_bar": False}, "output_dir": str(world / name)}
@@ -158,7 +157,7 @@ def test_rm_writes_a_reward_model_the_judge_scores_as_training_does(world):
 
 
 def test_plain_variant_and_pair_grouped_batching(world):
-    out = run_cli(world, "plain", "variant=none", "batching=pair_grouped", "batch_size=2", "micro_batch_size=1")
+    out = run_cli(world, "plain", "bias.variant=none", "batching=pair_grouped", "batch_size=2", "micro_batch_size=1")
     records = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     assert "theta_lr" not in records[0] and records[-1]["theta_bar"] == {"signed": 0.0}
     assert records[0]["judgments"] == 8  # two pairs of four judgments each

@@ -8,7 +8,10 @@ committed run record under results/ that today's settings read.
 (issue 72) and ``columns.weight`` (issue 73) came after: each
 changed the plain digests (DEFAULTS, READ and the first of each RESOLVED pair) and no identity or
 key, as they are keyed only when set
-(:data:`badpo.run_folder.identity.KEYED_WHEN_SET`).
+(:data:`badpo.run_folder.identity.KEYED_WHEN_SET`). So did ``bias.variant`` and
+``bias.shuffled_ids`` (issue 71: a method is a loss, the variant a setting; the stage configs now
+say ``method: dpo`` with ``bias.variant: shared_mean``, rm's ``variant`` moved under ``bias``):
+the identity folds them back into the arm's one name (:func:`badpo.run_folder.identity.folded_arm`).
 
 The digests were taken before the three stage configs got their common base
 (:class:`badpo.engine.settings.RunConfig`) and the run folder its one lifecycle
@@ -41,31 +44,31 @@ def _digest(value) -> str:
 
 
 # to_dict of each class's defaults, and of each stage config as read from its file
-DEFAULTS = {"TrainConfig": "88399b752e51de21", "SFTConfig": "c5591f009386d824", "RMConfig": "9ebc77a0e8218c22"}
+DEFAULTS = {"TrainConfig": "773b1519c84b8c6a", "SFTConfig": "c5591f009386d824", "RMConfig": "1e55661a71b9048a"}
 READ = {
-    "rm_qwen2.5-0.5b.yaml": "8897fde160e3b4fb", "rm_tiny.yaml": "55decda2cb917a69",
-    "rm_tiny_quality.yaml": "c8e6253647c449da", "sft_llama3.1-8b.yaml": "5c24b499263d5895",
+    "rm_qwen2.5-0.5b.yaml": "ba7338ae1a9186e6", "rm_tiny.yaml": "d558ac86975bce52",
+    "rm_tiny_quality.yaml": "05bb6bae49569bd8", "sft_llama3.1-8b.yaml": "5c24b499263d5895",
     "sft_mistral-7b.yaml": "e25554af84e5a511", "sft_qwen2.5-0.5b.yaml": "1dd6d94f5dd6fb41",
-    "sft_tiny.yaml": "1c4ecb99de4d6868", "train_llama3.1-8b.yaml": "e523727ed611b58e",
-    "train_mistral-7b.yaml": "7c3f199199453139", "train_qwen2.5-0.5b.yaml": "bed9881366c71b8c",
-    "train_tiny.yaml": "70f9dc562c7e99da",
+    "sft_tiny.yaml": "1c4ecb99de4d6868", "train_llama3.1-8b.yaml": "4d7e56d6adca4227",
+    "train_mistral-7b.yaml": "7ade4dbfdb9e3095", "train_qwen2.5-0.5b.yaml": "2b2bfe037e6e89db",
+    "train_tiny.yaml": "6c1fac1a60b335a8",
 }
 # (to_dict, identity) of each as the stage resolves it before it trains: the learning rate and output_dir filled in
 RESOLVED = {
-    "rm_qwen2.5-0.5b.yaml": ["11e7218791b9b2b0", "77039b1f1ca15e0f"],
-    "rm_tiny.yaml": ["0e22d5221395552a", "6fbd35e74fc6de2a"],
-    "rm_tiny_quality.yaml": ["5a5fa2530ea4e913", "0df448983168e9b6"],
+    "rm_qwen2.5-0.5b.yaml": ["2875a99f36a936ac", "77039b1f1ca15e0f"],
+    "rm_tiny.yaml": ["0dd57b445426ba47", "6fbd35e74fc6de2a"],
+    "rm_tiny_quality.yaml": ["e1d95add38246892", "0df448983168e9b6"],
     "sft_llama3.1-8b.yaml": ["5c24b499263d5895", "9f48496650671115"],
     "sft_mistral-7b.yaml": ["e25554af84e5a511", "a7f9b5d3e6fe411d"],
     "sft_qwen2.5-0.5b.yaml": ["1dd6d94f5dd6fb41", "ab0205fd6408ef4a"],
     "sft_tiny.yaml": ["1c4ecb99de4d6868", "d280c56ded13a6db"],
-    "train_llama3.1-8b.yaml": ["d64cfd162e182395", "869d876023002a43"],
-    "train_mistral-7b.yaml": ["b9ddd7e5560ec00c", "c7b2d2e27bbe6510"],
-    "train_qwen2.5-0.5b.yaml": ["d779970a7fd6a22c", "3504030a475a233a"],
-    "train_tiny.yaml": ["8f7b22a8404a34a8", "98f8e201625bb429"],
-    "TrainConfig": ["b452e015deb095c8", "fd03276b742a4eb2"],
+    "train_llama3.1-8b.yaml": ["220b320d5bbc1c6f", "869d876023002a43"],
+    "train_mistral-7b.yaml": ["4b8b4ee5ec76df8c", "c7b2d2e27bbe6510"],
+    "train_qwen2.5-0.5b.yaml": ["212e8cfabe629695", "3504030a475a233a"],
+    "train_tiny.yaml": ["286b45eee49e5210", "98f8e201625bb429"],
+    "TrainConfig": ["b2a90a2c56dbdfb8", "fd03276b742a4eb2"],
     "SFTConfig": ["359042e7f0b00ac0", "8c44f2a1d13bb3b2"],
-    "RMConfig": ["aad78bc6cdee9a8c", "76ef45b2628e9add"],
+    "RMConfig": ["3008c72de1367392", "76ef45b2628e9add"],
 }
 # sha256 of the space-joined keys (the reference, then every run) of each experiment's plan
 PLANS = {

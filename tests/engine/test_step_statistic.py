@@ -43,7 +43,7 @@ def world(tmp_path_factory, save_model_dir) -> Path:
 
 @pytest.fixture
 def centred(monkeypatch):
-    row = Method("pooled", "test: BA-DPO centred on the step's mean margin", loss=centred_loss,
+    row = Method("test: BA-DPO centred on the step's mean margin", loss=centred_loss,
                  step_statistic=mean_margin)
     monkeypatch.setitem(METHODS, "centred_dpo", row)
     SEEN.clear()
@@ -51,7 +51,7 @@ def centred(monkeypatch):
 
 
 def test_the_statistic_is_computed_once_per_step_and_reaches_every_micro_batch(world, centred):
-    out = train(make_config(world, "whole", "method=centred_dpo", "steps=3", "bias.init=zero"))
+    out = train(make_config(world, "whole", "method=centred_dpo", "bias.variant=pooled", "steps=3", "bias.init=zero"))
     assert len(SEEN) == 3  # once per optimizer step, not once per micro-batch
     assert SEEN[0] == pytest.approx(0.0, abs=1e-6)  # step 0: the policy is the reference, u = 0
     # centred on its own mean, the first step's loss is log 2 for every judgment
@@ -59,9 +59,9 @@ def test_the_statistic_is_computed_once_per_step_and_reaches_every_micro_batch(w
 
 
 def test_the_statistic_does_not_depend_on_the_micro_batch_split(world, centred):
-    whole = train(make_config(world, "split-8", "method=centred_dpo", "steps=3", "bias.init=zero"))
-    split = train(make_config(world, "split-2", "method=centred_dpo", "steps=3", "micro_batch_size=2",
-                                  "bias.init=zero"))
+    arm = ("method=centred_dpo", "bias.variant=pooled", "steps=3", "bias.init=zero")
+    whole = train(make_config(world, "split-8", *arm))
+    split = train(make_config(world, "split-2", *arm, "micro_batch_size=2"))
     assert len(SEEN) == 6
     assert SEEN[:3] == pytest.approx(SEEN[3:], abs=1e-6)
     assert_same_run(whole, split)

@@ -1,6 +1,5 @@
 """docs/internals.md's two tables, its spine, are true to the code: the method table names every
-row ``METHODS`` writes (the ``<name>_ba_<variant>`` rows it generates aside), in order, with its
-bias variant, loss and whether it combines with a bias; the readout table names every row of
+row of ``METHODS``, in order, with its loss and whether it takes a bias variant; the readout table names every row of
 ``READOUTS``, in record order, with the module that defines it and every path head it writes."""
 
 from __future__ import annotations
@@ -9,7 +8,6 @@ import re
 from pathlib import Path
 
 from badpo.methods import METHODS
-from badpo.methods.table import LEARNED_VARIANTS
 from badpo.readouts.reading import Readout
 from badpo.readouts.rows import candidates, generated, heldout, judge, names
 from badpo.readouts.table import READOUTS
@@ -35,21 +33,13 @@ def quoted(cell: str) -> list[str]:
     return re.findall(r"`([^`]+)`", cell)
 
 
-def written_rows() -> list[str]:
-    generated_rows = {f"{name}_ba_{variant}" for name, row in METHODS.items() if row.combines_with_bias
-                      for variant in LEARNED_VARIANTS}
-    return [name for name in METHODS if name not in generated_rows]
-
-
-def test_the_method_table_is_every_written_row_of_methods_in_order():
+def test_the_method_table_is_every_row_of_methods_in_order():
     rows = table_after("The table, in `METHODS` order")
-    assert [quoted(row[0])[0] for row in rows] == written_rows()
+    assert [quoted(row[0])[0] for row in rows] == list(METHODS)
     for row in rows:
         method = METHODS[quoted(row[0])[0]]
-        assert row[1] == method.bias_variant, row
-        assert quoted(row[2]) == [method.loss.__name__], row
-        assert (row[5] == "yes") == method.combines_with_bias, row
-    assert len(METHODS) == len(rows) + sum(row[5] == "yes" for row in rows) * len(LEARNED_VARIANTS)
+        assert quoted(row[1]) == [method.loss.__name__], row
+        assert (row[4] == "yes") == method.takes_bias, row
 
 
 def test_the_readout_table_is_every_row_of_readouts_in_record_order_with_its_module():

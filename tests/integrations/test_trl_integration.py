@@ -27,7 +27,8 @@ from badpo.engine.cache import reference_logprobs, token_offsets  # noqa: E402
 from badpo.engine.loop import judgment_losses  # noqa: E402
 from badpo.engine.preference import prepare_run  # noqa: E402
 from badpo.engine.runtime import make_accelerator  # noqa: E402
-from badpo.methods import METHODS  # noqa: E402
+from badpo.methods import METHODS, get_arm  # noqa: E402
+from badpo.methods.arms import legacy_arm_names  # noqa: E402
 from fixtures.engine import build_tokenizer, make_config  # noqa: E402
 from fixtures.trl import N, config, first_batch_loss, trl_world  # noqa: E402
 
@@ -148,17 +149,21 @@ def channel_of(variant: str, run) -> BiasChannel:
     return channel
 
 
-@pytest.mark.parametrize("name", sorted(METHODS))
+ARMS = sorted(set(METHODS) | set(legacy_arm_names()))  # each method, with each variant it takes
+
+
+@pytest.mark.parametrize("name", ARMS)
 def test_every_method_row_trl_can_give_is_its_loss_in_trl(world, engine_run, tmp_path, name):
-    """Each row of the method table: inside TRL, the loss on one batch is the engine's on the same
-    judgments, models and theta (fp32); a row whose view TRL's batch lacks is refused, by name."""
+    """Each arm (a row of the method table with each bias variant): inside TRL, the loss on one batch
+    is the engine's on the same judgments, models and theta (fp32); a row whose view TRL's batch
+    lacks is refused, by name."""
     import dataclasses
 
     from badpo.integrations.trl import BADPOTrainer, trl_refusal
 
     path, data = world
     run, reference_model = engine_run
-    row = METHODS[name]
+    row = get_arm(name)
     params = {"alpha": 0.05} if name.startswith("r_dpo") else {}
     kwargs = dict(ref_model=reference_model, attributes=["given:signed"], args=config(tmp_path),
                   train_dataset=data, processing_class=build_tokenizer(), method=name, method_params=params)
@@ -239,11 +244,18 @@ def test_sampo_reads_the_peft_reference_per_token_and_refuses_a_precompute(world
 
 def test_the_trainer_names_a_bias_of_another_variant_than_its_method(world, tmp_path):
     from badpo.integrations.trl import BADPOTrainer
+    from badpo.integrations.trl_rows import method_row
 
     path, data = world
-    with pytest.raises(ValueError, match="^bias: method 'ipo' learns the bias variant 'none', not 'pooled'"):
+    # a method is a loss and bias its variant: any method that adds the bias logit takes any variant
+    assert method_row("ipo", "pooled")[0] == "ba_ipo_pooled" and method_row("r_dpo", None)[0] == "r_dpo"
+    assert method_row(None, None)[0] == "ba_dpo_shared_mean" and method_row(None, "none")[0] == "dpo"
+    with pytest.raises(ValueError, match="^bias: method 'ba_ipo_pooled' is method 'ipo' with the bias variant "
+                                         "'pooled', not 'shared_mean'"):
         BADPOTrainer(str(path / "model"), args=config(tmp_path), train_dataset=data, processing_class=build_tokenizer(),
-                     attributes=["given:signed"], method="ipo", bias="pooled")
+                     attributes=["given:signed"], method="ba_ipo_pooled", bias="shared_mean")
+    with pytest.raises(ValueError, match="^bias: method 'em_dpo' takes no bias"):
+        method_row("em_dpo", "pooled")
     with pytest.raises(ValueError, match="method: unknown method 'dpo2'"):
         BADPOTrainer(str(path / "model"), args=config(tmp_path), train_dataset=data, processing_class=build_tokenizer(),
                      attributes=["given:signed"], method="dpo2")

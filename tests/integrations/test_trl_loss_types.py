@@ -147,7 +147,8 @@ def test_ld_alpha_with_another_method_or_alpha_is_refused(world, tmp_path):
 
     path, data = world
     common = dict(train_dataset=data, processing_class=build_tokenizer(), attributes=["given:signed"])
-    with pytest.raises(ValueError, match="^args.ld_alpha: LD-DPO's weighting is the loss of the ld_dpo rows"):
+    with pytest.raises(ValueError, match="^args.ld_alpha: LD-DPO's weighting is the loss of method 'ld_dpo'; "
+                                         "method 'dpo' is another"):
         BADPOTrainer(str(path / "model"), args=config(tmp_path, ld_alpha=0.5), method="dpo", **common)
     with pytest.raises(ValueError, match="^args.ld_alpha is 0.5 and method_params.alpha is 0.2: give one"):
         BADPOTrainer(str(path / "model"), args=config(tmp_path, ld_alpha=0.5), method="ld_dpo",

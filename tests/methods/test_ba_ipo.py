@@ -44,7 +44,7 @@ from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError
 from badpo.core.losses import ipo_loss
 from badpo.engine.train import train
-from badpo.methods import METHODS, IPOParams, JudgmentBatch, get_method, ipo_terms
+from badpo.methods import METHODS, IPOParams, JudgmentBatch, get_arm, ipo_terms
 from fixtures.engine import judgment_rows, log_records, make_config, write_jsonl
 from fixtures.theory import BETA, F64, World, newton, random_world
 
@@ -54,10 +54,10 @@ LEARNED = ("pooled", "shared_mean", "per_annotator", "class_offsets")
 # ------------------------------------------------------------------------------- the method
 @pytest.mark.parametrize("variant", LEARNED)
 def test_each_learned_variant_has_a_ba_ipo_row(variant):
-    method = get_method(f"ba_ipo_{variant}")
+    method = get_arm(f"ba_ipo_{variant}")
     assert method.bias_variant == variant and method.loss is ipo_terms and method.params is IPOParams
     assert method.parse_params({"tau": 0.5}) == IPOParams(tau=0.5)
-    assert METHODS["ipo"].bias_variant == "none"
+    assert get_arm("ipo").bias_variant == "none" and "ba_ipo_pooled" not in METHODS
 
 
 def test_ba_ipo_hand_values_with_a_theta_per_annotator():
@@ -69,7 +69,7 @@ def test_ba_ipo_hand_values_with_a_theta_per_annotator():
     bias = channel(torch.tensor([0, 1]), torch.ones(2, 1))
     batch = JudgmentBatch(torch.tensor([-1.0, -1.0]), torch.tensor([-3.0, -3.0]),
                           torch.tensor([-2.0, -2.0]), torch.tensor([-3.0, -3.0]), bias, beta=0.1)
-    terms = get_method("ba_ipo_per_annotator").loss(batch, IPOParams(tau=0.5))
+    terms = get_arm("ba_ipo_per_annotator").loss(batch, IPOParams(tau=0.5))
     assert terms.losses.tolist() == [0.25, 1.0]
 
 

@@ -24,7 +24,7 @@ from badpo.methods import (
     EMParams,
     TypeWeights,
     annotator_loglik,
-    get_method,
+    get_arm,
     initial_type_probabilities,
     minimax_weights,
     type_log_posterior,
@@ -150,17 +150,17 @@ def test_type_weights_renormalise_gammas_over_the_step():
 
 
 def test_em_params_are_typed_and_checked():
-    params = get_method("em_dpo").parse_params({})
+    params = get_arm("em_dpo").parse_params({})
     assert params == EMParams(types=3, rounds=4, round_steps=200)
     assert params.total_steps(1000) == 5400  # 3 x (4 x 200 + 1000): the paper's "five times"
     for key, value in (("types", 0), ("types", 11), ("rounds", 0), ("round_steps", 0)):
         with pytest.raises(ConfigError, match=f"method_params.{key}: must be"):
-            get_method("em_dpo").parse_params({key: value})
+            get_arm("em_dpo").parse_params({key: value})
     assert params.policies == "continue" and params.continues
     with pytest.raises(ConfigError, match="method_params.policies"):
-        get_method("em_dpo").parse_params({"policies": "resume"})
+        get_arm("em_dpo").parse_params({"policies": "resume"})
     with pytest.raises(ConfigError, match="unknown key.*method_params.eta"):
-        get_method("em_dpo").parse_params({"eta": 0.5})
+        get_arm("em_dpo").parse_params({"eta": 0.5})
     offsets = [(p.folder, p.offset) for p in arm_parts(EMParams(2, 1, 5), 7)]
     assert offsets == [("em/round-0/type-0", 0), ("em/round-0/type-1", 5), ("types/type-0", 10),
                        ("types/type-1", 17)]

@@ -25,7 +25,8 @@ from badpo.methods import (
     IPOParams,
     JudgmentBatch,
     RDPOParams,
-    get_method,
+    arm_name,
+    get_arm,
     ipo_terms,
     r_dpo_terms,
     sample_seeds,
@@ -150,16 +151,16 @@ def test_a_group_absent_from_the_step_keeps_its_weight_and_gets_none_of_the_loss
 
 
 def test_method_params_are_typed_and_checked():
-    assert get_method("r_dpo").parse_params({}).alpha == 0.005
-    assert get_method("r_dpo").parse_params({"alpha": 0.02}).alpha == 0.02
-    assert get_method("crowd_prefrl").parse_params({}) == CrowdParams("annotators", 0.5)
-    assert get_method("group_dro_dpo").parse_params({}) == GroupParams("classes", 0.5)
+    assert get_arm("r_dpo").parse_params({}).alpha == 0.005
+    assert get_arm("r_dpo").parse_params({"alpha": 0.02}).alpha == 0.02
+    assert get_arm("crowd_prefrl").parse_params({}) == CrowdParams("annotators", 0.5)
+    assert get_arm("group_dro_dpo").parse_params({}) == GroupParams("classes", 0.5)
     with pytest.raises(ConfigError, match="unknown key.*method_params.alpa"):
-        get_method("r_dpo").parse_params({"alpa": 1})
+        get_arm("r_dpo").parse_params({"alpa": 1})
     with pytest.raises(ConfigError, match="method_params.groups: 'people' is not one of"):
-        get_method("group_dro_dpo").parse_params({"groups": "people"})
+        get_arm("group_dro_dpo").parse_params({"groups": "people"})
     with pytest.raises(ConfigError, match="method_params: this method takes no parameters"):
-        get_method("dpo").parse_params({"alpha": 1})
+        get_arm("dpo").parse_params({"alpha": 1})
     assert {"r_dpo", "sampo", "group_dro_dpo", "crowd_prefrl", "ipo"} <= set(METHODS)
 
 
@@ -259,12 +260,12 @@ def test_unknown_method_params_are_refused_before_loading(world):
                           f"data={world / 'nowhere.jsonl'}"))
 
 
-@pytest.mark.parametrize("name", sorted(n for n, m in METHODS.items() if m.learns_theta))
+@pytest.mark.parametrize("name", sorted(arm_name(n, "pooled") for n, m in METHODS.items() if m.takes_bias))
 def test_every_learned_theta_loss_is_its_link_of_its_logits(name):
     """The level step (badpo.core.level) reads each loss as link(logits): the logits a row returns,
     put through the row's level_link, give back its per-judgment losses (R-DPO's length term and
     the bias inside, IPO's squared link)."""
-    method = get_method(name)
+    method = get_arm(name)
     params = method.parse_params({})
     views = dict(bias_logit=torch.tensor([0.3, -0.2], requires_grad=True),
                  policy_chosen=torch.tensor([-1.0, -3.0], requires_grad=True),

@@ -11,7 +11,7 @@ import torch
 from scipy.optimize import minimize_scalar
 
 from badpo.core.level import LOGISTIC
-from badpo.methods import JudgmentBatch, get_method, logit_at_start
+from badpo.methods import JudgmentBatch, get_arm, logit_at_start
 from badpo.theta.labels import ThetaLabels
 from badpo.theta.start import initial_level
 
@@ -27,13 +27,13 @@ def _batch(**overrides) -> JudgmentBatch:
 def test_simpo_is_worked_by_hand_and_reads_no_reference():
     """beta (-4 / 2 - (-9 / 3)) - gamma + b = 2 (-2 + 3) - 0.5 + 0.3 = 1.8, whatever the
     reference (NaN here)."""
-    row = get_method("simpo_ba_pooled")
-    assert row.reference_free and row.learns_theta and not get_method("dpo").reference_free
+    row = get_arm("simpo_ba_pooled")
+    assert row.reference_free and row.learns_theta and not get_arm("dpo").reference_free
     terms = row.loss(_batch(), row.parse_params({}))
     assert float(terms.logits) == pytest.approx(1.8, abs=1e-6)
     assert float(terms.losses) == pytest.approx(math.log1p(math.exp(-1.8)), abs=1e-6)
     assert float(terms.chosen_rewards) == pytest.approx(-4.0) and float(terms.rejected_rewards) == pytest.approx(-6.0)
-    plain = get_method("simpo")
+    plain = get_arm("simpo")
     assert not plain.learns_theta
     assert float(plain.loss(_batch(), plain.parse_params({"gamma": 0.0})).logits) == pytest.approx(2.3, abs=1e-6)
     with pytest.raises(ValueError, match="method_params.gamma: must be >= 0"):
@@ -47,7 +47,7 @@ def test_the_logit_at_the_start_is_each_methods_own():
     len_w, len_l = torch.tensor([2, 3]), torch.tensor([3, 1])
 
     def start(name, **params):
-        row = get_method(name)
+        row = get_arm(name)
         return logit_at_start(row, row.parse_params(params), ref_w, ref_l, len_w, len_l, beta=2.0).tolist()
 
     for name in ("dpo", "ba_dpo_pooled", "ipo", "sampo_ba_pooled"):

@@ -24,7 +24,7 @@ from badpo.core.bias import variant_facts
 from badpo.core.config import ConfigError, from_dict, load_config, to_dict
 from badpo.engine.checks import check_sft, check_train
 from badpo.engine.settings import SFTConfig, TrainConfig
-from badpo.methods import get_method
+from badpo.methods import get_arm
 from badpo.paper.backend import engine_backend, resolve_arm, resolve_evaluation
 from badpo.paper.config import ColumnSpec, ExperimentConfig, TableSpec, merge_settings
 from badpo.paper.cure.config import is_cure_config, load_cure_config
@@ -95,13 +95,13 @@ def _writers(config: ExperimentConfig, table: TableSpec, column: ColumnSpec) -> 
     head, _, rest = column.metric.partition(".")
     arms = [arm for arm in config.arms if table.arms is None or arm.name in table.arms]
     if head == "type_recovery":
-        return [arm.name for arm in arms if get_method(arm.method).type_policies]
+        return [arm.name for arm in arms if get_arm(arm.method).type_policies]
     if head not in ("theta_mean", "theta_shared", "theta_recovery"):
         return [arm.name for arm in arms]
     attribute = rest.rpartition(".")[2]
     writers = []
     for arm in arms:
-        method = get_method(arm.method)
+        method = get_arm(arm.method)
         settings = merge_settings(config.train, arm.params)
         learns = method.learns_theta and attribute in resolve_attributes(settings["attributes"]).names
         facts = variant_facts(method.bias_variant)
@@ -318,7 +318,7 @@ def test_paper_scale_configs_carry_table_hyperparams(path, planned):
         assert lora == lora_model or path.name in LORA_CALIBRATION, run.arm
         allowed = LORA_CALIBRATION[path.name] if lora and path.name in LORA_CALIBRATION else PREFERENCE_LR[lora]
         assert settings["optim"]["lr"] in allowed, run.arm
-        method = get_method(run.method)
+        method = get_arm(run.method)
         params = to_dict(method.parse_params(settings["method_params"]))
         assert not params or params in METHOD_PARAMS[run.method], (run.arm, params)
     evaluation = plan.reference.keyed["evaluation"]

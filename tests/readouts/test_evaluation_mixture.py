@@ -180,7 +180,7 @@ def test_badpo_evaluate_reads_an_em_dpo_run(tmp_path, world, capsys):
     run = tmp_path / "em"
     assert main(["train", "-c", str(config), f"data={corpus_dir}/train.jsonl",
                  f"model.name_or_path={corpus_dir}/model", f"output_dir={run}", f"cache_dir={tmp_path}/cache",
-                 "steps=2", "batch_size=8", "micro_batch_size=8", "method=em_dpo",
+                 "steps=2", "batch_size=8", "micro_batch_size=8", "method=em_dpo", "bias.variant=none",
                  "method_params={types: 2, rounds: 1, round_steps: 2}", "report.progress_bar=false"]) == 0
     assert main(["evaluate", str(run), "max_prompts=2", "body=given", "whole_signature=false",
                  "generations=false"]) == 0

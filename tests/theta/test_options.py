@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from badpo.core.config import ConfigError
-from badpo.methods import get_method
+from badpo.methods import get_arm
 from badpo.theta.level import LEVEL_RULES
 from badpo.theta.options import (
     ENGINE,
@@ -34,14 +34,14 @@ def test_each_refusal_names_the_callers_option(front, level, micro, lr, init):
     with pytest.raises(ConfigError, match=refused):
         check_level_has_theta("orthogonal", False, "method 'dpo'", front)
     with pytest.raises(ConfigError, match=rf"^{level}: orthogonal takes .* raise {micro} above 2$"):
-        check_orthogonal(False, get_method("ba_dpo_pooled"), 2, 2, front)
+        check_orthogonal(False, get_arm("ba_dpo_pooled"), 2, 2, front)
     with pytest.raises(ConfigError, match=rf"^{lr}: must be > 0, got 0.0$"):
         check_lr(0.0, front)
     with pytest.raises(ConfigError, match=rf"^{init}: one of "):
         check_init("warm", front)
     with pytest.raises(ConfigError, match=rf"^{level}: one of "):
         check_level("steady", front)
-    check_orthogonal(False, get_method("ba_dpo_pooled"), 3, 2, front)  # a micro-batch above d passes
+    check_orthogonal(False, get_arm("ba_dpo_pooled"), 3, 2, front)  # a micro-batch above d passes
     check_level_has_theta("adam", False, "method 'dpo'", front)
 
 

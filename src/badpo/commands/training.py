@@ -72,13 +72,13 @@ TRAININGS: tuple[Training, ...] = (
     Training("sft", "train the SFT reference (one epoch on one response per pair)",
              "Fine-tune the shared reference on the majority-chosen responses; see configs/sft_*.yaml.",
              "epochs=2 output_dir=runs/my_sft", _sft_config, _api_sft),
-    Training("train", "one preference run (DPO or a BA-DPO arm) at one seed",
+    Training("train", "one preference run (a method, with or without a bias variant) at one seed",
              "Preference stage from the SFT reference; see configs/train_*.yaml and badpo.methods for the "
              "methods.", "steps=200 runtime.seed=7", _train_config, _api_train),
     Training("rm", "train a Bradley-Terry reward model, plain or bias-adjusted (a bias variant)",
              "Reward model (scalar head on any sequence-classification backbone) on judgments, with "
              "theta_k . dg added to the reward margin; see configs/rm_*.yaml and docs/reward_models.md.",
-             "variant=pooled steps=200", _rm_config, _api_rm),
+             "bias.variant=pooled steps=200", _rm_config, _api_rm),
 )
 
 

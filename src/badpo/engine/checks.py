@@ -20,7 +20,6 @@ from badpo.engine.settings import (
     SFTConfig,
     TrainConfig,
 )
-from badpo.methods import get_method
 from badpo.theta.options import check_level_has_theta, check_orthogonal
 
 # report_to entries that an extra of badpo installs; any other tracker accelerate supports is
@@ -97,8 +96,8 @@ def check_common(config: RunConfig) -> None:
 
 def check_train(config: TrainConfig) -> None:
     check_common(config)
-    method = get_method(config.method)
-    check_level_has_theta(config.bias.level, method.learns_theta, f"method {config.method!r}")
+    method = config.arm
+    check_level_has_theta(config.bias.level, method.learns_theta, f"method {method.name!r}")
     params = method.parse_params(config.method_params)
     _positive(config.beta, "beta")  # beta < 0 would learn the reverse preference
     # an arm of several policies counts stop_after_steps over all of its steps (badpo.engine.mixture)
@@ -207,10 +206,10 @@ def check_bias(bias: BiasSettings) -> None:
 def check_rm(config: RMConfig) -> None:
     check_common(config)
     try:
-        facts = variant_facts(config.variant)
+        facts = variant_facts(config.bias_variant)
     except ValueError as error:
-        raise ConfigError(str(error)) from None
-    check_level_has_theta(config.bias.level, facts.learns_theta, f"variant {config.variant!r}")
+        raise ConfigError(f"bias.{error}") from None
+    check_level_has_theta(config.bias.level, facts.learns_theta, f"bias.variant {config.bias_variant!r}")
     check_judgment_run(config, lambda steps: (steps, "steps"))
 
 

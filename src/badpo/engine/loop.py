@@ -367,7 +367,7 @@ class LoopSettings:
     def of(cls, config) -> LoopSettings:
         """A TrainConfig's or an RMConfig's own settings."""
         return cls(config.steps, config.stop_after_steps, config.save_every, config.keep_checkpoints,
-                   config.method)
+                   config.run_name)
 
 
 class Stage(Protocol):

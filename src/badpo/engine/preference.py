@@ -46,7 +46,7 @@ from badpo.engine.runtime import (
 )
 from badpo.engine.settings import PREFERENCE_LR, TrainConfig, accumulation_steps, resolved_lr
 from badpo.engine.tokenize import settings_dict
-from badpo.methods import Method, Weighting, get_method, logit_at_start
+from badpo.methods import Arm, Weighting, logit_at_start
 from badpo.run_folder.layout import DATA_FILE, POLICY
 from badpo.theta.graded import LabelCuts, fit_cuts
 from badpo.theta.level import build_level_step, orthogonal_step
@@ -86,24 +86,24 @@ class PreferenceStage(JudgmentStage):
         write_policy_outputs(run, tokenizer, output, cache_parts, last, seconds)
 
 
-def build_bias(method: Method, config: TrainConfig, data: PreferenceData, start_logits: Tensor | None = None):
+def build_bias(method: Arm, config: TrainConfig, data: PreferenceData, start_logits: Tensor | None = None):
     """The BiasChannel of the arm, or None when no attribute is declared (the bias logit is 0);
     ``start_logits`` ``[N]``: the method's logit at the start (None: 0), which theta's start counts."""
-    check_level_has_theta(config.bias.level, method.learns_theta, f"method {config.method!r}")  # train's and rm's
+    check_level_has_theta(config.bias.level, method.learns_theta, f"method {method.name!r}")  # train's and rm's
     if data.grades is not None:
         link = method.level_link(method.parse_params(getattr(config, "method_params", {}))).name
-        check_graded(link, config.bias.level, bool(config.bias.trusted), f"method {config.method!r}")
+        check_graded(link, config.bias.level, bool(config.bias.trusted), f"method {method.name!r}")
     if not data.attribute_names:
         if method.learns_theta or config.bias.fixed_offset is not None:
             raise ConfigError(
-                f"attributes: method {config.method!r} / bias options need at least one")
+                f"attributes: method {method.name!r} / bias options need at least one")
         return None
     if not method.learns_theta:
         for key in ("declared", "trusted"):
             if getattr(config.bias, key) is not None:
-                raise ConfigError(f"bias.{key}: method {config.method!r} learns no theta")
+                raise ConfigError(f"bias.{key}: method {method.name!r} learns no theta")
         if config.bias.init == "offline":
-            raise ConfigError(f"bias.init: offline: method {config.method!r} learns no theta")
+            raise ConfigError(f"bias.init: offline: method {method.name!r} learns no theta")
     declared = config.bias.declared or list(data.attribute_names)
     unknown = [n for n in declared if n not in data.attribute_names]
     if unknown:
@@ -126,11 +126,11 @@ def build_bias(method: Method, config: TrainConfig, data: PreferenceData, start_
         )
     except ValueError as error:  # a trusted value the variant cannot hold: name the config key
         if str(error).startswith("trusted"):
-            raise ConfigError(f"bias.{error} (method {config.method!r})") from None
+            raise ConfigError(f"bias.{error} (method {method.name!r})") from None
         raise
 
 
-def start_level(method: Method, config, data: PreferenceData, declared: list[str],
+def start_level(method: Arm, config, data: PreferenceData, declared: list[str],
                 trusted: dict[str, list[float]], start_logits: Tensor | None = None) -> list[float] | None:
     """theta's starting level (:func:`badpo.theta.start.initial_level`) under ``bias.init``, through
     the arm's link (a reward model's: Bradley-Terry), around the method's logit at the start."""
@@ -139,7 +139,7 @@ def start_level(method: Method, config, data: PreferenceData, declared: list[str
                          fixed_offset=config.bias.fixed_offset, start_logits=start_logits, grades=data.grades)
 
 
-def start_logits(method: Method, params, data: PreferenceData, reference: Tensor, beta: float) -> Tensor:
+def start_logits(method: Arm, params, data: PreferenceData, reference: Tensor, beta: float) -> Tensor:
     """``[N]`` the method's logit of every judgment with the policy at the reference
     (:func:`badpo.methods.logit_at_start`), from the cached reference log-probs ``reference``."""
     summed, lengths = reference.detach().double().cpu(), data.store.response_lengths()
@@ -155,7 +155,7 @@ def check_trusted_ids(config: TrainConfig, annotators) -> None:
             raise ConfigError(f"bias.trusted: annotator {annotator!r} has no judgment in {config.data}")
 
 
-def audit_labels(method: Method, config: TrainConfig, judgments, attributes) -> Audit | None:
+def audit_labels(method: Arm, config: TrainConfig, judgments, attributes) -> Audit | None:
     """The label audit (as ``badpo audit``) of the attributes this arm learns a theta on.
 
     An attribute that is never cross-group within a pair leaves theta unidentified: training would
@@ -173,7 +173,7 @@ def audit_labels(method: Method, config: TrainConfig, judgments, attributes) -> 
         if coordinate.overall.cross == 0:
             raise ConfigError(
                 f"attributes: {coordinate.name!r} never differs between the two sides of a judgment "
-                f"in {config.data}, so method {config.method!r} cannot learn its theta; drop it "
+                f"in {config.data}, so method {method.name!r} cannot learn its theta; drop it "
                 "from bias.declared (or from attributes)")
     return result
 
@@ -185,7 +185,7 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
 
     ``weighting`` and ``judgment_mask``: see :class:`PreferenceStage`.
     """
-    method = get_method(config.method)
+    method = config.arm
     method_params = method.parse_params(config.method_params)
     if accelerator is None:
         accelerator = make_accelerator(config.runtime.precision, config.runtime.num_threads)
@@ -236,14 +236,14 @@ def prepare_run(config: TrainConfig, accelerator=None, *, weighting=None,
     return run, cache_parts, tokenizer
 
 
-def say_departures(method: Method, config, bias, accelerator) -> None:
+def say_departures(method: Arm, config, bias, accelerator) -> None:
     """A run whose config leaves a default that decides the result says so in one line each."""
     if bias is not None and method.learns_theta and accelerator.is_main_process:
         for line in departures(config.bias):
             warnings.warn(line, BadpoWarning, stacklevel=3)
 
 
-def theta_at_start(method: Method, params, config, data: PreferenceData, bias, reference: Tensor):
+def theta_at_start(method: Arm, params, config, data: PreferenceData, bias, reference: Tensor):
     """(the channel, the graded labels' cut points) once the reference log-probs are known: theta's
     start fitted around the method's logit at the start where it is not 0, the cut points fitted
     with theta at its start (None for plain wins)."""
@@ -289,7 +289,7 @@ def prepare_policy(config: TrainConfig, policy, accelerator):
     return policy, optimizer, scheduler
 
 
-def read_and_audit(method: Method, config, accelerator) -> tuple[object, PreferenceData, Audit | None]:
+def read_and_audit(method: Arm, config, accelerator) -> tuple[object, PreferenceData, Audit | None]:
     """What every stage on judgments does first, in order: check the batch split, seed, load the
     tokenizer, read the judgments once and audit the labels the arm learns a theta on."""
     accumulation_steps(config.batch_size, config.micro_batch_size, accelerator.num_processes)
@@ -344,7 +344,7 @@ def write_policy_outputs(run: Run, tokenizer, output: Path, cache_parts: dict, l
             write_card(staging / POLICY, card_facts(run, output))
 
     commit_judgment_outputs(
-        run, output, last, seconds, head={"method": run.config.method}, write_model=write_policy,
+        run, output, last, seconds, head={"method": run.config.arm.name}, write_model=write_policy,
         tail={"reference_cache": {k: v for k, v in cache_parts.items() if k != "tokenization"}})
 
 
@@ -360,7 +360,7 @@ def card_facts(run: Run, output: Path) -> CardFacts:
         theta = {name: (float(means[j]), float(spreads[j]) if per_annotator else None)
                  for j, name in enumerate(bias.attribute_names)}
     name = config.model.name_or_path
-    return CardFacts(config.method, run.method.description, name, Path(name).expanduser().exists(),
+    return CardFacts(config.arm.name, run.method.description, name, Path(name).expanduser().exists(),
                      config.lora.enabled, list(config.attributes), len(run.data), int(run.data.pair_rows.shape[0]),
                      len(run.data.annotators), fingerprint.get("sha256"), config.beta, config.steps,
                      config.runtime.seed, theta)

@@ -41,7 +41,7 @@ from badpo.engine.reporting import report_input
 from badpo.engine.runtime import load_model, policy_optimizer
 from badpo.engine.settings import RMConfig
 from badpo.engine.tokenize import TokenStore
-from badpo.methods import LossTerms, Method
+from badpo.methods import Arm, LossTerms
 from badpo.run_folder.layout import REWARD_MODEL
 from badpo.theta.level import build_level_step, orthogonal_step
 from badpo.theta.step import theta_adam
@@ -82,9 +82,10 @@ def reward_losses(run: Run, micro, step: int, statistic=None) -> LossTerms:
     return LossTerms(losses, chosen.detach(), rejected.detach(), (chosen - rejected + bias).detach())
 
 
-def reward_method(config: RMConfig) -> Method:
+def reward_method(config: RMConfig) -> Arm:
     """The arm as the engine's bias and audit code read it: the variant; the loss is reward_losses."""
-    return Method(config.variant, "Bradley-Terry reward model")
+    return Arm("Bradley-Terry reward model", name=config.method, method="bradley_terry",
+               bias_variant=config.bias_variant)
 
 
 def prepare_reward_run(config: RMConfig, accelerator) -> tuple[Run, dict, object]:
@@ -136,7 +137,7 @@ def write_reward_outputs(run: Run, tokenizer, output: Path, cache_parts: dict, l
         model.save_pretrained(staging / REWARD_MODEL, safe_serialization=True)
         tokenizer.save_pretrained(staging / REWARD_MODEL)
 
-    commit_judgment_outputs(run, output, last, seconds, head={"method": config.method, "variant": config.variant},
+    commit_judgment_outputs(run, output, last, seconds, head={"method": config.method, "variant": config.bias_variant},
                             tail={}, write_model=write_reward_model)
 
 

@@ -22,6 +22,7 @@ from badpo.core.config import ConfigError
 from badpo.core.notices import BadpoWarning
 from badpo.data.sources import ColumnMap
 from badpo.engine.tokenize import TokenizationConfig
+from badpo.methods.arms import Arm, arm, split_arm_name
 
 BETA = 0.1  # DPO's KL strength unless a run says otherwise: the one default every reader of a run falls back to
 
@@ -135,11 +136,16 @@ class OptimConfig:
 
 @dataclass(frozen=True)
 class BiasSettings:
-    """The bias channel's own optimizer and options (the variant comes from the method)."""
+    """The bias channel: its variant, its own optimizer and options."""
 
     RENAMED = {"warm_start": "use bias.init: offline for the old warm start (true), zero for "
                              "theta from 0 (false); the default is now init: reference"}
 
+    # how theta_k is parameterised (badpo.core.bias): none (no theta: the method alone), pooled,
+    # shared_mean (theta_bar + eps_k), per_annotator, class_offsets; null = the command's default
+    # (train: none, rm: shared_mean). Any method that adds the bias logit takes any variant
+    variant: Literal["none", "pooled", "shared_mean", "per_annotator", "class_offsets"] | None = None
+    shuffled_ids: bool = False  # control: each judgment assigned a uniformly random annotator
     lr: float = 1e-2  # theta's Adam, constant, no weight decay
     # where theta starts (docs/training.md, "Where theta starts"; badpo.theta.start): its shared
     # level (theta_bar, the pooled theta, every theta_k of the free variant; the deviations at 0)
@@ -283,7 +289,7 @@ class JudgmentRunConfig(RunConfig):
 
     def resolved(self) -> JudgmentRunConfig:
         """As :meth:`RunConfig.resolved`, with ``{method}`` and ``{seed}`` filled in output_dir."""
-        output_dir = self.output_dir.format(method=self.method, seed=self.runtime.seed)  # type: ignore[attr-defined]
+        output_dir = self.output_dir.format(method=self.run_name, seed=self.runtime.seed)  # type: ignore[attr-defined]
         return dataclasses.replace(super().resolved(), output_dir=output_dir)
 
 
@@ -294,7 +300,9 @@ class TrainConfig(JudgmentRunConfig):
     command: ClassVar[str] = "train"
     lr_defaults: ClassVar[Mapping[bool, float]] = PREFERENCE_LR
 
-    method: str = "dpo"  # a key of badpo.methods.METHODS
+    default_variant: ClassVar[str] = "none"  # bias.variant left at null
+
+    method: str = "dpo"  # a loss, a key of badpo.methods.METHODS (its bias: bias.variant)
     method_params: dict[str, Any] = field(default_factory=dict)  # the method's own parameters
     beta: float = BETA  # KL strength of DPO
     cache_dir: str | None = "runs/reference_cache"  # reference log-prob cache; null = no cache
@@ -302,6 +310,33 @@ class TrainConfig(JudgmentRunConfig):
     fsdp: bool = False  # shard the policy over 2+ CPU processes with FSDP2 (fully_shard) instead of DDP
     reliability: Literal["off", "weight"] = "off"  # weight each annotator's judgments by the audit's reliability
     # (badpo.auditing.reliability: s_k clipped to [0, 1], 0 for a flagged noise voter); docs/crowd_labels.md
+
+    def __post_init__(self) -> None:
+        """An arm's name given as ``method`` (the spelling before bias.variant) split into the two."""
+        split = split_arm_name(self.method)
+        if split is None:
+            return
+        method, variant, shuffled = split
+        # the old name said the whole arm, so it sets the variant (a config file's bias.variant, then an
+        # old name on the command line: the command line wins, as every override does), and says so
+        given = self.bias.variant
+        replaced = f" (in place of bias.variant: {given})" if given not in (None, variant) else ""
+        warnings.warn(f"method: {self.method!r} is now method: {method} with bias.variant: {variant}{replaced}"
+                      + (" and bias.shuffled_ids: true" if shuffled else "") + "; the old name works until the "
+                      "next release", ArmNameNotice, stacklevel=3)
+        object.__setattr__(self, "method", method)
+        object.__setattr__(self, "bias", dataclasses.replace(self.bias, variant=variant,
+                                                             shuffled_ids=shuffled or self.bias.shuffled_ids))
+
+    @property
+    def arm(self) -> Arm:
+        """The method trained with its bias variant (unknown names: a one-line ConfigError)."""
+        return arm(self.method, self.bias.variant or self.default_variant, self.bias.shuffled_ids)
+
+    @property
+    def run_name(self) -> str:
+        """The arm's name (``ba_dpo_pooled``...): the run's name in logs, records and output_dir."""
+        return self.arm.name
 
 
 @dataclass(frozen=True)
@@ -333,17 +368,44 @@ class RMConfig(JudgmentRunConfig):
 
     model: ModelConfig = field(default_factory=ModelConfig)  # the backbone (a score head is added)
     lora: LoraSettings = field(default_factory=LoraSettings)  # merged into the saved model
+    default_variant: ClassVar[str] = "shared_mean"  # bias.variant left at null
+
     output_dir: str = "runs/{method}-seed{seed}"  # {method} (rm_<variant>) and {seed} are filled in
-    variant: str = "shared_mean"  # bias variant (badpo.core.bias.VARIANTS); none = a plain Bradley-Terry model
+    variant: str | None = None  # before bias.variant (one release): moved there with a notice
+
+    def __post_init__(self) -> None:
+        if self.variant is None:
+            return
+        if self.bias.variant not in (None, self.variant):
+            raise ConfigError(f"variant: {self.variant!r} and bias.variant: {self.bias.variant!r}; give "
+                              "bias.variant alone")
+        warnings.warn(f"variant: {self.variant} is now bias.variant: {self.variant}; the old key works until "
+                      "the next release", ArmNameNotice, stacklevel=3)
+        object.__setattr__(self, "bias", dataclasses.replace(self.bias, variant=self.variant))
+        object.__setattr__(self, "variant", None)
+
+    @property
+    def bias_variant(self) -> str:
+        """The reward model's bias variant (bias.variant, null resolved); none = plain Bradley-Terry."""
+        return self.bias.variant or self.default_variant
 
     @property
     def method(self) -> str:
         """The run's name in logs and output_dir (not a config key)."""
-        return f"rm_{self.variant}"
+        return f"rm_{self.bias_variant}"
+
+    @property
+    def run_name(self) -> str:
+        return self.method
 
 
 def resolved_lr(optim: OptimConfig, lora: LoraSettings, defaults: dict[bool, float]) -> float:
     return optim.lr if optim.lr is not None else defaults[lora.enabled]
+
+
+class ArmNameNotice(BadpoWarning):
+    """A config spells an arm as one name (``method: ba_dpo_pooled``, rm's ``variant``): the form
+    before the bias variant became ``bias.variant``."""
 
 
 class PaperDefaultsNotice(BadpoWarning):

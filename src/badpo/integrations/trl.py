@@ -26,12 +26,13 @@ otherwise they are refused. SamPO reads the reference's log-prob of every comple
 forward of its own (the reference model, or the PEFT policy as TRL's reference reads it) and a seed
 per judgment from ``args.seed``, the step and the judgment's row, as the engine draws it; TRL's
 precompute, which keeps sums only, is refused for it. A row that needs what TRL's batch does not
-hold is refused by name (:data:`TRL_LACKS`: several policies, a statistic over the whole step); so
-are TRL options that change the margin itself (f-divergences, WPO weighting); ``ld_alpha`` trains the
-ld_dpo row of the bias variant with that alpha (:func:`badpo.integrations.trl_rows.ld_method`). TRL's
+hold is refused by name (:data:`TRL_LACKS`: several policies, a statistic over the whole step).
+``ld_alpha`` trains ``ld_dpo`` with that alpha (:func:`badpo.integrations.trl_rows.ld_method`). TRL's
 ``loss_type`` (a list, with ``loss_weights``) is honoured for every loss that is a function of the
-DPO margin, the bias added where the margin enters, with ``dpo`` and the ``ba_dpo_<variant>`` rows
-(:mod:`badpo.integrations.trl_losses`); the others are refused by name.
+DPO margin, the bias added where the margin enters, and ``f_divergence_type`` scores each log-ratio
+before it, with ``method="dpo"`` (:mod:`badpo.integrations.trl_losses`); the other loss types are
+refused by name. ``use_weighting`` (WPO) weighs each judgment's loss, and a MoE's load-balancing loss
+(``router_aux_loss_coef``) is added beside, as TRL does both.
 
 theta trains on its own ``torch.optim.Adam`` (constant lr, 1e-2 by default, no weight decay),
 stepped after each optimizer step of the policy through a ``TrainerCallback``: TRL's scheduler,
@@ -82,7 +83,7 @@ from badpo.integrations.trl_data import (
     with_bias_columns,
 )
 from badpo.integrations.trl_files import TrainerFiles
-from badpo.integrations.trl_losses import margin_losses, pair_margins, start_link, weighted_loss
+from badpo.integrations.trl_losses import margin_losses, pair_margins, start_link, weighted_loss, wpo_weights
 from badpo.integrations.trl_rows import (
     TRL_LACKS,
     bias_level_of,
@@ -114,8 +115,6 @@ __all__ = ["BADPOTrainer", "INDEX_COLUMN", "DIFF_COLUMN", "JUDGMENT_COLUMN", "TR
            "with_bias_columns"]
 
 _NOT_MODEL_INPUTS = ("completion_mask", "ref_chosen_logps", "ref_rejected_logps", *BADPO_COLUMNS)
-# DPOConfig fields whose non-default value changes TRL's margin itself (loss types: trl_losses.py).
-_LOSS_OPTIONS = {"f_divergence_type": "reverse_kl", "use_weighting": False}
 
 
 def _short_last_batch(rows: int, args) -> int:
@@ -165,11 +164,11 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
     from a row of badpo's method table.
 
     ``attributes``: badpo attribute specs (``["names"]``, ``["signoff=regex:..."]``, ...) or an
-    :class:`AttributeSet`. ``method``: a key of :data:`badpo.methods.METHODS` whose view TRL's batch
-    gives (``dpo``, ``ba_dpo_<variant>``, ``ipo``, ``ba_ipo_<variant>``, ``r_dpo`` and its
-    ``_ba_<variant>`` rows; another is refused, naming what it needs), with its ``method_params``;
-    by default BA-DPO of the bias variant. ``bias``: a variant of :data:`badpo.core.bias.VARIANTS`
-    (the method's own by default, ``shared_mean`` without a method; the channel is built on the
+    :class:`AttributeSet`. ``method``: a loss of :data:`badpo.methods.METHODS` whose view TRL's batch
+    gives (``dpo``, ``ipo``, ``r_dpo``, ``ld_dpo``, ...; another is refused, naming what it needs),
+    with its ``method_params``; DPO by default. ``bias``: the bias variant it trains with, one of
+    :data:`badpo.core.bias.VARIANTS` (``none`` when a method is given without one, ``shared_mean``
+    when neither is: BA-DPO; badpo train's ``bias.variant``; the channel is built on the
     training annotators, sorted as the engine sorts them, with their classes) or a ready
     :class:`BiasChannel` of the method's variant (warm start, fixed offset, trusted annotators;
     parameters with ``requires_grad=False`` stay frozen). ``theta_lr``: theta's constant Adam
@@ -189,7 +188,7 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
                  theta_init: str = "reference", bias_level: str = "adam", **kwargs) -> None:
         self.theta_init = theta_options(theta_lr, theta_init)
         args = args if args is not None else DPOConfig()
-        method, method_params = ld_method(args.ld_alpha, method, method_params, bias)  # TRL's ld_alpha: LD-DPO
+        method, method_params, bias = ld_method(args.ld_alpha, method, method_params, bias)  # TRL's ld_alpha
         self.method_name, self.method = method_row(method, bias)
         self.bias_level = bias_level_of(bias_level, self.method_name, self.method)
         self.method_params = self.method.parse_params(dict(method_params or {}))
@@ -216,9 +215,6 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         self._refuse_options(args, judgments)
         args.remove_unused_columns = False  # the bias columns must reach the collator
         super().__init__(model, ref_model, args, data_collator, train_dataset, eval_dataset, **kwargs)
-        if self.aux_loss_enabled:
-            raise ValueError("args.router_aux_loss_coef: BADPOTrainer does not add a MoE auxiliary "
-                             "loss; set it to 0.0")
         # Wrapped after TRL's own setup, so its reference precompute sees its plain collator.
         self.data_collator = BiasColumnsCollator(self.data_collator)
         # theta's Adam (and the graded labels' cut points): TRL's scheduler never sees it
@@ -232,11 +228,6 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
 
     def _refuse_options(self, args, judgments: Sequence[Judgment]) -> None:
         """What this trainer cannot honour, refused before TRL loads and tokenizes anything."""
-        for option, default in _LOSS_OPTIONS.items():
-            if getattr(args, option) != default:
-                raise ValueError(f"args.{option}: BADPOTrainer's loss is its method's ({self.method_name!r}) "
-                                 f"with the bias logit inside; {option} must be {default!r}, got "
-                                 f"{getattr(args, option)!r}")
         weighted = any(j.weight is not None for j in judgments)  # the data's weight column
         if self.method.weighting is not None or weighted:  # before TRL loads and tokenizes anything
             processes, accumulation = PartialState().num_processes, args.gradient_accumulation_steps
@@ -331,7 +322,8 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         model_inputs = {k: v for k, v in inputs.items() if k not in _NOT_MODEL_INPUTS}
         completion_mask = inputs["completion_mask"]
         labels = inputs["input_ids"].masked_fill(completion_mask == 0, -100)
-        outputs = model(**model_inputs, labels=labels, use_cache=False, fused_lm_head=True)
+        router = {"output_router_logits": True} if self.aux_loss_enabled else {}  # a MoE returns its aux_loss
+        outputs = model(**model_inputs, labels=labels, use_cache=False, fused_lm_head=True, **router)
         positions = completion_mask.shape[1] - 1  # log-probs of tokens 1.. (each predicted by the one before)
         policy_chosen, policy_rejected = outputs.log_probs[:, -positions:].sum(dim=1).chunk(2)
         if self.orthogonal:  # bias_level 'orthogonal': the gradient reaching them has no share along g
@@ -350,14 +342,17 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         terms = self.method.loss(view, self.method_params)
         if self.margin_terms is not None:  # TRL's loss types, the bias where the margin enters
             margins = pair_margins(policy_chosen - view.reference_chosen, policy_rejected - view.reference_rejected,
-                                   completion_mask, bias_logit, self.beta, self.args.label_smoothing,
-                                   self.args.discopop_tau)
+                                   completion_mask, bias_logit, self.args)
             terms = dataclasses.replace(terms, losses=weighted_loss(self.margin_terms, margins))
         with torch.no_grad():
             self._remember(self._forward_metrics(outputs, inputs, positions) | self._pair_metrics(
                 policy_chosen, policy_rejected, terms.chosen_rewards, terms.rejected_rewards, bias_logit))
         if self.cuts is not None:  # ties and strengths: the ordered likelihood on the loss's own logit
             terms = dataclasses.replace(terms, losses=self.cuts.loss(terms.logits, inputs[GRADE_COLUMN].to(device)))
+        if self.args.use_weighting:  # WPO: each judgment's loss weighed by its completions' probability
+            wpo = wpo_weights(outputs.log_probs[:, -positions:], outputs.log_sum_sq_probs[:, -positions:],
+                              completion_mask)
+            terms = dataclasses.replace(terms, losses=terms.losses * wpo)
         weights = inputs[WEIGHT_COLUMN].to(terms.losses)  # the data's weights: 1 each without a weight column
         if self.weighting is not None and self.model.training:  # as the engine's step: observe, then weigh
             judgments = inputs[JUDGMENT_COLUMN]
@@ -368,6 +363,9 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
             loss = terms.losses.mean()
         else:
             loss = (terms.losses * weights).sum() / weights.sum().clamp_min(1e-12)
+        if self.aux_loss_enabled:  # a MoE's load balancing: beside the preference loss, as TRL adds it
+            loss = loss + self.router_aux_loss_coef * outputs.aux_loss
+            self._remember({"aux_loss": float(self.accelerator.gather_for_metrics(outputs.aux_loss.detach()).mean())})
         if not return_outputs:
             return loss
         with torch.no_grad():  # Trainer.prediction_step reads logits: score them apart

@@ -25,8 +25,8 @@ from torch import Tensor
 
 from badpo.core.level import LOGISTIC, Link, squared
 
-__all__ = ["MARGIN_LOSSES", "NOT_OF_THE_MARGIN", "Margins", "MarginLoss", "margin_losses", "pair_margins",
-           "start_link", "weighted_loss"]
+__all__ = ["DIVERGENCES", "MARGIN_LOSSES", "NOT_OF_THE_MARGIN", "Margins", "MarginLoss", "margin_losses",
+           "pair_margins", "start_link", "weighted_loss", "wpo_weights"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,27 @@ def _discopop(m: Margins) -> Tensor:
     return -F.logsigmoid(m.logit) * (1 - blend) + torch.exp(-m.logit) * blend
 
 
+def _alpha_score(logratio: Tensor, alpha: float) -> Tensor:
+    """f'(t) = (t^(alpha - 1) - 1) / (alpha - 1) at t = exp(r); r itself at alpha = 1 (its limit). The
+    exponent is capped at 80, where exp is still finite in float32, as TRL caps it."""
+    if abs(alpha - 1.0) < 1e-6:
+        return logratio
+    work = logratio if logratio.dtype == torch.float64 else logratio.float()  # half precision: in float32
+    exponent = ((alpha - 1.0) * work).clamp(max=80.0)
+    return (torch.expm1(exponent) / (alpha - 1.0)).to(logratio.dtype)
+
+
+# f-divergences (Wang et al. 2023, TRL's f_divergence_type): each completion's log-ratio r = log pi/pi_ref
+# is scored by f'(pi / pi_ref) before the margin is taken; the reverse KL's score is r itself (DPO). Every
+# score is 0 at r = 0, so the margin is 0 with the policy at the reference and theta's start is unchanged.
+DIVERGENCES: dict[str, Callable[[Tensor, float], Tensor]] = {
+    "reverse_kl": lambda r, alpha: r,
+    "forward_kl": lambda r, alpha: -torch.expm1(-r),  # 1 - 1/t
+    "js_divergence": lambda r, alpha: math.log(2.0) + F.logsigmoid(r),  # log(2t / (t + 1))
+    "alpha_divergence": _alpha_score,
+}
+
+
 MARGIN_LOSSES: dict[str, MarginLoss] = {
     "sigmoid": MarginLoss(lambda m: -F.logsigmoid(m.logit), _logistic),
     "hinge": MarginLoss(lambda m: torch.relu(1 - m.logit), _logistic),
@@ -103,10 +124,11 @@ NOT_OF_THE_MARGIN: dict[str, str] = {
 
 
 def margin_losses(args, method_name: str, own_loss: bool) -> tuple[tuple[MarginLoss, float], ...] | None:
-    """The loss types of ``args`` (a ``DPOConfig``: ``loss_type``, ``loss_weights``, ``discopop_tau``)
-    with their weights; None for TRL's default (``sigmoid`` alone, weight 1), where the method row's
-    own loss is used. ``own_loss``: the method row has a loss of its own (IPO, R-DPO, SamPO, the
-    weighted baselines), which does not combine with another loss type."""
+    """The loss types of ``args`` (a ``DPOConfig``: ``loss_type``, ``loss_weights``, ``discopop_tau``,
+    ``f_divergence_type``) with their weights; None for TRL's default (``sigmoid`` alone, weight 1, the
+    reverse KL), where the method row's own loss is used. ``own_loss``: the method row has a loss of
+    its own (IPO, R-DPO, SamPO, the weighted baselines), which does not combine with another loss
+    type or an f-divergence."""
     loss_types, loss_weights, discopop_tau = args.loss_type, args.loss_weights, args.discopop_tau
     names = [loss_types] if isinstance(loss_types, str) else list(loss_types)
     weights = [1.0] * len(names) if loss_weights is None else [float(w) for w in loss_weights]  # as many: DPOConfig
@@ -124,11 +146,18 @@ def margin_losses(args, method_name: str, own_loss: bool) -> tuple[tuple[MarginL
                              f"{sorted(MARGIN_LOSSES)}")
     if "discopop" in names and (not math.isfinite(discopop_tau) or discopop_tau == 0):
         raise ValueError(f"args.discopop_tau: must be finite and non-zero, got {discopop_tau}")
-    if names == ["sigmoid"] and weights == [1.0]:
+    divergence = args.f_divergence_type
+    if divergence not in DIVERGENCES:
+        raise ValueError(f"args.f_divergence_type: unknown divergence {divergence!r}; BADPOTrainer takes "
+                         f"{sorted(DIVERGENCES)}")
+    if names == ["sigmoid"] and weights == [1.0] and divergence == "reverse_kl":
         return None
     if own_loss:
-        raise ValueError(f"args.loss_type: method {method_name!r} has its own loss; other loss types than "
-                         f"'sigmoid' ({names}) combine with dpo and the ba_dpo_<variant> rows only")
+        what = (f"the f-divergence {divergence!r}" if names == ["sigmoid"] and weights == [1.0]
+                else f"other loss types than 'sigmoid' ({names})")
+        option = "args.f_divergence_type" if what.startswith("the f") else "args.loss_type"
+        raise ValueError(f"{option}: method {method_name!r} has its own loss; {what} combine with method "
+                         "'dpo' only")
     return tuple((MARGIN_LOSSES[name], weight) for name, weight in zip(names, weights, strict=True))
 
 
@@ -150,10 +179,29 @@ def weighted_loss(losses: Sequence[tuple[MarginLoss, float]], margins: Margins) 
 
 
 def pair_margins(chosen_logratios: Tensor, rejected_logratios: Tensor, completion_mask: Tensor,
-                 bias_logit: Tensor, beta: float, label_smoothing: float, discopop_tau: float) -> Margins:
-    """The margins of a ``[chosen; rejected]`` batch: log-ratios ``[B]`` each, ``completion_mask``
-    ``[2B, T]`` (its row sums count a completion's tokens, as TRL counts them)."""
+                 bias_logit: Tensor, args) -> Margins:
+    """The margins of a ``[chosen; rejected]`` batch: log-ratios ``[B]`` each, scored by the
+    f-divergence of ``args`` (:data:`DIVERGENCES`), ``completion_mask`` ``[2B, T]`` (its row sums
+    count a completion's tokens, as TRL counts them); ``args``: a ``DPOConfig`` (``beta``,
+    ``label_smoothing``, ``discopop_tau``, ``f_divergence_type``, ``f_alpha_divergence_coef``)."""
+    score = DIVERGENCES[args.f_divergence_type]
+    alpha, beta = args.f_alpha_divergence_coef, args.beta
+    chosen_logratios, rejected_logratios = score(chosen_logratios, alpha), score(rejected_logratios, alpha)
     chosen_tokens, rejected_tokens = completion_mask.sum(dim=1).clamp(min=1.0).chunk(2)
     per_token = chosen_logratios / chosen_tokens - rejected_logratios / rejected_tokens
     logit = beta * (chosen_logratios - rejected_logratios) + bias_logit
-    return Margins(logit, per_token, bias_logit, beta, label_smoothing, discopop_tau)
+    return Margins(logit, per_token, bias_logit, beta, args.label_smoothing, args.discopop_tau)
+
+
+def wpo_weights(token_logps: Tensor, log_sum_sq_probs: Tensor, completion_mask: Tensor) -> Tensor:
+    """WPO's weight of each judgment ``[B]`` (Zhou et al. 2024, eq. 2; TRL's ``use_weighting``): for each
+    completion, exp of the mean over its tokens of log p(token) - log sum_v p(v)^2 (the token's
+    probability against the policy's own expected one), the chosen's times the rejected's; no gradient.
+    ``token_logps`` and ``log_sum_sq_probs`` ``[2B, T-1]`` from the policy's forward, ``completion_mask``
+    ``[2B, T]``."""
+    mask = completion_mask[:, 1:].to(token_logps.dtype)  # position t predicts token t + 1
+    with torch.no_grad():
+        aligned = (token_logps - log_sum_sq_probs) * mask
+        weights = torch.exp(aligned.sum(dim=1) / mask.sum(dim=1).clamp(min=1.0))
+    chosen, rejected = weights.chunk(2)
+    return chosen * rejected

@@ -10,10 +10,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from badpo.core.bias import BiasChannel
+from badpo.core.config import ConfigError
 from badpo.core.notices import BadpoWarning
-from badpo.methods import METHODS, Method, get_method
+from badpo.methods import METHODS, Arm, arm, get_arm, split_arm_name
 from badpo.methods.baselines import ld_dpo_terms
-from badpo.run_folder.external import method_of_variant
 from badpo.theta.level import orthogonal_step
 from badpo.theta.options import TRL, check_init, check_level, check_level_has_theta, check_lr
 
@@ -21,63 +21,78 @@ __all__ = ["TRL_LACKS", "bias_level_of", "ld_method", "method_row", "orthogonal_
 
 # What a method row may ask for that TRL's batch (prompt, chosen, rejected, the annotator's row and
 # g_w - g_l) does not hold: (does the row ask for it, what it needs)
-TRL_LACKS: tuple[tuple[Callable[[Method], bool], str], ...] = (
+TRL_LACKS: tuple[tuple[Callable[[Arm], bool], str], ...] = (
     (lambda row: row.type_policies, "trains several policies and mixes them (badpo.engine.mixture)"),
     (lambda row: row.step_statistic is not None, "needs a statistic over the whole optimizer step"),
 )
 
 
 def trl_refusal(name: str) -> str | None:
-    """Why method ``name`` cannot train inside TRL, or None when it can."""
-    row = get_method(name)
+    """Why the method or arm ``name`` cannot train inside TRL, or None when it can."""
+    row = get_arm(name)
     return next((f"method {name!r} cannot train inside TRL: it {why}; train it with badpo train"
                  for asks, why in TRL_LACKS if asks(row)), None)
 
 
-def bias_level_of(level: str, name: str, row: Method) -> str:
+def bias_level_of(level: str, name: str, row: Arm) -> str:
     """``level`` checked: a rule of :data:`LEVEL_RULES` this trainer runs, on a row with a theta."""
     check_level(level, TRL)
     check_level_has_theta(level, row.learns_theta, f"method {name!r}", TRL)
     return level
 
 
-def method_row(method: str | None, bias: str | BiasChannel | None) -> tuple[str, Method]:
-    """The row the loss comes from: ``method``, or BA-DPO of the bias variant (``dpo`` for ``none``;
-    ``shared_mean`` when neither is given). A row TRL cannot train, or a bias of another variant
-    than the row's, is a one-line error."""
-    variant = bias.variant if isinstance(bias, BiasChannel) else bias
+def _variant(bias: str | BiasChannel | None) -> str | None:
+    return bias.variant if isinstance(bias, BiasChannel) else bias
+
+
+def method_row(method: str | None, bias: str | BiasChannel | None) -> tuple[str, Arm]:
+    """The arm to train, as (its name, the arm): ``method`` (a loss of METHODS) with the bias variant
+    of ``bias`` (``none`` when a method is given without one; BA-DPO's ``shared_mean`` when neither
+    is). An arm's old one name (``ba_dpo_pooled``) still works, with a notice. An arm TRL cannot
+    train, or a bias of another variant than an old name says, is a one-line error."""
+    variant, shuffled = _variant(bias), False
     if method is None:
-        method = method_of_variant(variant or "shared_mean")
-    refusal = trl_refusal(method)  # an unknown name: a ConfigError listing the known ones
+        method, variant = "dpo", variant or "shared_mean"
+    split = split_arm_name(method)
+    if split is not None:
+        old, (method, named, shuffled) = method, split
+        if variant not in (None, named):
+            raise ValueError(f"bias: method {old!r} is method {method!r} with the bias variant {named!r}, not "
+                             f"{variant!r}; give method={method!r} and one bias")
+        warnings.warn(f"method={old!r} is now method={method!r}, bias={named!r}"
+                      + (" (shuffled ids)" if shuffled else "") + "; the old name works until the next release",
+                      BadpoWarning, stacklevel=3)
+        variant = named
+    try:
+        row = arm(method, variant or "none", shuffled)
+    except ConfigError as error:
+        raise ValueError(str(error).replace("bias.variant: ", "bias: ", 1)) from None
+    refusal = trl_refusal(row.name)
     if refusal is not None:
         raise ValueError(f"method: {refusal}")
-    row = get_method(method)
-    if variant is not None and variant != row.bias_variant:
-        raise ValueError(f"bias: method {method!r} learns the bias variant {row.bias_variant!r}, not "
-                         f"{variant!r}; leave bias out, or give a channel of that variant")
-    return method, row
+    return row.name, row
 
 
 def ld_method(ld_alpha: float | None, method: str | None, method_params: Mapping[str, Any] | None,
-              bias: str | BiasChannel | None) -> tuple[str | None, dict]:
-    """TRL's ``args.ld_alpha`` as badpo's LD-DPO row: without a ``method``, LD-DPO of the bias variant
-    with alpha = ld_alpha; with one, it must be an LD-DPO row whose alpha is ld_alpha. Returns the
-    (method, method_params) to train; as given when ld_alpha is None."""
+              bias: str | BiasChannel | None) -> tuple[str | None, dict, str | BiasChannel | None]:
+    """TRL's ``args.ld_alpha`` as badpo's LD-DPO: without a ``method``, LD-DPO with alpha = ld_alpha
+    (of the bias variant, ``shared_mean`` by default); with one, it must be LD-DPO with that alpha.
+    Returns the (method, method_params, bias) to train; as given when ld_alpha is None."""
     params = dict(method_params or {})
     if ld_alpha is None:
-        return method, params
+        return method, params, bias
     if method is None:
-        variant = (bias.variant if isinstance(bias, BiasChannel) else bias) or "shared_mean"
-        method = "ld_dpo" if variant == "none" else f"ld_dpo_ba_{variant}"
-    if method not in METHODS or METHODS[method].loss is not ld_dpo_terms:
-        raise ValueError(f"args.ld_alpha: LD-DPO's weighting is the loss of the ld_dpo rows; method {method!r} "
-                         "is another; leave ld_alpha at None, or train an ld_dpo row")
+        method, bias = "ld_dpo", bias if bias is not None else "shared_mean"
+    loss = METHODS.get((split_arm_name(method) or (method,))[0])
+    if loss is None or loss.loss is not ld_dpo_terms:
+        raise ValueError(f"args.ld_alpha: LD-DPO's weighting is the loss of method 'ld_dpo'; method {method!r} "
+                         "is another; leave ld_alpha at None, or train ld_dpo")
     if params.setdefault("alpha", ld_alpha) != ld_alpha:
         raise ValueError(f"args.ld_alpha is {ld_alpha} and method_params.alpha is {params['alpha']}: give one")
-    return method, params
+    return method, params, bias
 
 
-def orthogonal_of(level: str, bias: BiasChannel, row: Method, micro_batch: int, last_batch: int = 0) -> bool:
+def orthogonal_of(level: str, bias: BiasChannel, row: Arm, micro_batch: int, last_batch: int = 0) -> bool:
     """Whether the trainer keeps the policy's gradient orthogonal to the declared attributes: the
     engine's answer (:func:`badpo.theta.level.orthogonal_step`; ``micro_batch``: judgments per
     device batch), its refusals naming this trainer's options. ``last_batch``: the judgments of an

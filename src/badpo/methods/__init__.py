@@ -5,10 +5,12 @@
 - :mod:`~badpo.methods.weighting`: loss weights with state (Group-DRO, Crowd-PrefRL).
 - :mod:`~badpo.methods.em`: EM-DPO + MinMax-DPO's maths.
 - :mod:`~badpo.methods.table`: the ``Method`` row and the table.
+- :mod:`~badpo.methods.arms`: an arm, a method trained with a bias variant, and its name.
 """
 
 from __future__ import annotations
 
+from badpo.methods.arms import LEARNED_VARIANTS, Arm, arm, arm_name, arm_settings, get_arm, split_arm_name
 from badpo.methods.baselines import (
     CrowdParams,
     GroupParams,
@@ -30,11 +32,12 @@ from badpo.methods.em import (
     type_utilities,
     vote_halves,
 )
-from badpo.methods.table import LEARNED_VARIANTS, METHODS, Method, get_method, logit_at_start
+from badpo.methods.table import METHODS, Method, get_method, logit_at_start
 from badpo.methods.view import JudgmentBatch, LossTerms, Needs, StepView, sample_seeds
 from badpo.methods.weighting import GroupWeights, Weighting
 
-__all__ = ["METHODS", "LEARNED_VARIANTS", "Method", "logit_at_start", "Needs", "StepView", "JudgmentBatch", "LossTerms",
+__all__ = ["METHODS", "LEARNED_VARIANTS", "Method", "Arm", "arm", "arm_name", "arm_settings", "get_arm",
+           "split_arm_name", "logit_at_start", "Needs", "StepView", "JudgmentBatch", "LossTerms",
            "GroupWeights", "Weighting", "get_method", "sample_seeds", "ba_dpo_terms", "r_dpo_terms",
            "ipo_terms", "sampo_terms", "NoParams", "RDPOParams", "IPOParams", "GroupParams",
            "CrowdParams", "EMParams", "TypeWeights", "vote_halves",

@@ -11,9 +11,9 @@ never branches on a method's name):
   config and checked like every other section (``method_params.alpha`` ...).
 * ``weighting``: optional loss weights per judgment with state (Group-DRO's group weights),
   updated after each optimizer step, logged and checkpointed (:class:`Weighting`).
-* ``bias_variant``: the :mod:`badpo.core.bias` variant it learns (``none``: theta frozen at 0), and
-  ``shuffle_annotators`` for the shuffled-ids control; ``combines_with_bias`` adds its
-  ``<name>_ba_<variant>`` rows.
+* ``takes_bias``: the loss adds the bias logit, so the method trains with every bias variant
+  (``bias.variant``, a setting, not part of the method: an arm is a method with a variant,
+  :mod:`badpo.methods.arms`). EM-DPO does not: its type policies would each need their own theta.
 * ``step_statistic``: an optional hook over the whole step (see :class:`Method`).
 * ``type_policies``: the arm trains several policies (EM-DPO + MinMax-DPO); ``badpo.engine.mixture``
   orchestrates them above the one-policy loop (the maths: :mod:`badpo.methods.em`).
@@ -30,7 +30,6 @@ fixed offset) live in ``TrainConfig.bias``. Adding a method: docs/internals.md.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +37,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from badpo.core.bias import VARIANT_FACTS
 from badpo.core.config import ConfigError, from_dict
 from badpo.core.level import LOGISTIC, Link, squared
 from badpo.methods.baselines import (
@@ -68,31 +66,24 @@ def logistic_link(params: Any) -> Link:
 
 @dataclass(frozen=True)
 class Method:
-    """One arm: its loss, typed parameters, extra views, weighting, and bias variant.
+    """One method: its loss, typed parameters, extra views and weighting (module docstring).
 
-    ``combines_with_bias``: the arm also exists with each learned bias variant, as the row
-    ``<name>_ba_<variant>`` (its loss already adds the bias logit). ``step_statistic(StepView,
+    ``step_statistic(StepView,
     params)``, if given, is computed once per optimizer step before its micro-batches and reaches
     the loss as ``JudgmentBatch.step_statistic`` (a statistic over the whole step, as a KTO-like
     reference point needs).
     """
 
-    bias_variant: str  # a badpo.core.bias.VARIANTS entry; "none" learns no theta
     description: str
     loss: Callable[[JudgmentBatch, Any], LossTerms] = ba_dpo_terms
     params: type = NoParams
     needs: Needs = Needs()
     weighting: Callable[..., Weighting] | None = None  # (params, annotator_index, annotators, classes)
-    shuffle_annotators: bool = False  # reassign every judgment to a uniformly random annotator
     type_policies: bool = False  # several policies, trained by badpo.engine.mixture (EM-DPO)
-    combines_with_bias: bool = False  # also a <name>_ba_<variant> row per learned variant
+    takes_bias: bool = True  # the loss adds the bias logit: it trains with every bias.variant
     step_statistic: Callable[[StepView, Any], Any] | None = None
     level_link: Callable[[Any], Link] = logistic_link  # the loss's link (module docstring)
     reference_free: bool = False  # the loss reads no reference log-probs (module docstring)
-
-    @property
-    def learns_theta(self) -> bool:
-        return self.bias_variant != "none"
 
     def parse_params(self, values: Mapping[str, Any]) -> Any:
         """``method_params`` as this method's typed parameters; unknown keys name the method."""
@@ -101,82 +92,48 @@ class Method:
         return from_dict(self.params, values, prefix="method_params")
 
 
-LEARNED_VARIANTS = tuple(v.name for v in VARIANT_FACTS.values() if v.learns_theta)
-
-
 def ipo_link(params: IPOParams) -> Link:
     """IPO's loss (h + b - 1/(2 tau))^2 as a function of its logit h + b."""
     return squared(1.0 / (2.0 * params.tau))
 
 
 METHODS: dict[str, Method] = {
-    "dpo": Method(
-        "none", "DPO: BA-DPO with every theta_k frozen at 0 (a bias.fixed_offset still applies)"
-    ),
-    "ba_dpo_pooled": Method("pooled", "BA-DPO, one theta per attribute shared by every judgment"),
-    "ba_dpo_shared_mean": Method(
-        "shared_mean", "BA-DPO, theta_k = theta_bar + eps_k with the shared mean its own parameter"
-    ),
-    "ba_dpo_per_annotator": Method("per_annotator", "BA-DPO, a free theta_k per annotator (BARP)"),
-    "ba_dpo_class_offsets": Method(
-        "class_offsets", "BA-DPO, theta_k = theta_bar + delta_c + eps_k (needs annotator classes)"
-    ),
-    "ba_dpo_shuffled_ids": Method(
-        "per_annotator",
-        "control: free theta_k, each judgment assigned a uniformly random annotator index",
-        shuffle_annotators=True,
-    ),
+    "dpo": Method("DPO: -log sigmoid(u + b), u the log-ratio margin, b the bias logit (0 without a bias "
+                  "variant: DPO; BA-DPO with one)"),
     "r_dpo": Method(
-        "none", "R-DPO: alpha (|y_w| - |y_l|) in tokens added to the DPO logit (Park et al. 2024)",
-        loss=r_dpo_terms, params=RDPOParams, needs=Needs(lengths=True), combines_with_bias=True,
+        "R-DPO: alpha (|y_w| - |y_l|) in tokens added to the DPO logit (Park et al. 2024)",
+        loss=r_dpo_terms, params=RDPOParams, needs=Needs(lengths=True),
     ),
     "sampo": Method(
-        "none", "SamPO: the longer response's token log-ratios down-sampled to the shorter's count "
-        "(Lu et al. 2024)", loss=sampo_terms, needs=Needs(token_logratios=True, sample_seeds=True),
-        combines_with_bias=True,
+        "SamPO: the longer response's token log-ratios down-sampled to the shorter's count (Lu et al. "
+        "2024)", loss=sampo_terms, needs=Needs(token_logratios=True, sample_seeds=True),
     ),
     "ld_dpo": Method(
-        "none", "LD-DPO: the log-ratio of tokens past the pair's shared length weighted by alpha (Liu et al. "
+        "LD-DPO: the log-ratio of tokens past the pair's shared length weighted by alpha (Liu et al. "
         "2024; TRL's ld_alpha)", loss=ld_dpo_terms, params=LDParams, needs=Needs(token_logratios=True),
-        combines_with_bias=True,
     ),
     "simpo": Method(
-        "none", "SimPO: beta (log pi(y_w) / |y_w| - log pi(y_l) / |y_l|) - gamma, no reference (Meng et al. "
-        "2024)", loss=simpo_terms, params=SimPOParams, needs=Needs(lengths=True), combines_with_bias=True,
-        reference_free=True,
+        "SimPO: beta (log pi(y_w) / |y_w| - log pi(y_l) / |y_l|) - gamma, no reference (Meng et al. "
+        "2024)", loss=simpo_terms, params=SimPOParams, needs=Needs(lengths=True), reference_free=True,
     ),
     "group_dro_dpo": Method(
-        "none", "Group-DRO DPO: group loss weights moved toward the highest-loss group (eta 0.5)",
-        params=GroupParams, weighting=group_weights(+1), combines_with_bias=True,
+        "Group-DRO DPO: group loss weights moved toward the highest-loss group (eta 0.5)",
+        params=GroupParams, weighting=group_weights(+1),
     ),
     "crowd_prefrl": Method(
-        "none", "Crowd-PrefRL: annotator loss weights moved away from the highest-loss annotator",
-        params=CrowdParams, weighting=group_weights(-1), combines_with_bias=True,
+        "Crowd-PrefRL: annotator loss weights moved away from the highest-loss annotator",
+        params=CrowdParams, weighting=group_weights(-1),
     ),
-    "ipo": Method("none", "IPO: (h - 1/(2 tau))^2, h the log-ratio margin (Azar et al. 2024)",
+    # IPO's squared loss with the bias logit inside the margin (BA-IPO with a variant; its theta is on
+    # the scale of IPO's log-ratio margin h, not of a Bradley-Terry logit: docs/training.md)
+    "ipo": Method("IPO: (h + b - 1/(2 tau))^2, h the log-ratio margin (Azar et al. 2024)",
                   loss=ipo_terms, params=IPOParams, level_link=ipo_link),
-    # BA-IPO: IPO's squared loss with the bias logit inside the margin, one row per learned
-    # variant as for BA-DPO, so that `method=` alone names the arm (its theta is on the scale of
-    # IPO's log-ratio margin h, not of a Bradley-Terry logit: docs/training.md)
-    **{f"ba_ipo_{variant}": Method(
-        variant, f"BA-IPO ({variant}): (h + theta_k . dg - 1/(2 tau))^2", loss=ipo_terms,
-        params=IPOParams, level_link=ipo_link) for variant in LEARNED_VARIANTS},
     "em_dpo": Method(
-        "none", "EM-DPO + MinMax-DPO: K type policies, annotator type probabilities by EM, mixture "
-        "weights minimising the largest regret (Chidambaram et al. 2024)",
-        params=EMParams, type_policies=True,
+        "EM-DPO + MinMax-DPO: K type policies, annotator type probabilities by EM, mixture weights "
+        "minimising the largest regret (Chidambaram et al. 2024)",
+        params=EMParams, type_policies=True, takes_bias=False,
     ),
 }
-# Each baseline row that says so also exists with a learned bias: its loss already adds the bias
-# logit, so the combination is the row with a learned variant (r_dpo_ba_shared_mean corrects length
-# by alpha and explains a declared name bias by theta). em_dpo does not: its type policies would
-# each need their own theta, which the paper's EM-DPO does not have.
-METHODS.update({
-    f"{name}_ba_{variant}": dataclasses.replace(
-        row, bias_variant=variant, combines_with_bias=False,
-        description=f"{row.description}; plus BA-DPO's bias logit ({variant})")
-    for name, row in list(METHODS.items()) if row.combines_with_bias for variant in LEARNED_VARIANTS
-})
 
 
 def logit_at_start(method: Method, params: Any, reference_chosen: Tensor, reference_rejected: Tensor,
@@ -208,7 +165,8 @@ def logit_at_start(method: Method, params: Any, reference_chosen: Tensor, refere
 
 
 def get_method(name: str) -> Method:
-    """The arm called ``name``; an unknown name is a ConfigError listing the known ones."""
+    """The method called ``name`` (a loss; the bias variant is ``bias.variant``); an unknown name is a
+    ConfigError listing the known ones."""
     if name not in METHODS:
         raise ConfigError(f"method: unknown method {name!r}; choose one of {sorted(METHODS)}")
     return METHODS[name]

@@ -36,6 +36,7 @@ from typing import Any, Literal
 import numpy as np
 
 from badpo.core.config import ConfigError, to_dict
+from badpo.methods import arm_settings
 from badpo.paper.config import ExperimentConfig, merge_settings
 from badpo.paper.provenance import provenance
 from badpo.paper.records import (
@@ -236,9 +237,15 @@ def _resolve(resolver: Callable[[dict], dict], settings: dict, where: str) -> di
 
 
 def _arm_settings(config: ExperimentConfig, arm, where: str, seed: int) -> dict:
-    """An arm's preference settings before resolving: ``train``, its own ``params``, its method and seed."""
+    """An arm's preference settings before resolving: ``train``, its own ``params``, its method (an
+    arm's name: its method and bias variant, :func:`badpo.methods.arm_settings`) and seed."""
     merged = merge_settings(config.train, arm.params, where)
-    return merge_settings(merged, {"method": arm.method, "runtime.seed": seed}, where)
+    named = arm_settings(arm.method)
+    given = merged.get("bias", {}).get("variant") if isinstance(merged.get("bias"), dict) else None
+    if given is not None and "bias.variant" in named and given != named["bias.variant"]:
+        raise ConfigError(f"{where}: method {arm.method!r} trains bias.variant {named['bias.variant']!r}, "
+                          f"but bias.variant is {given!r}; give one")
+    return merge_settings(merged, {**named, "runtime.seed": seed}, where)
 
 
 def _refuse_bad_sections(config: ExperimentConfig, backend: Backend) -> None:
@@ -291,13 +298,14 @@ def plan_experiment(config: ExperimentConfig, backend: Backend, corpus_dir: Path
                        "reference": reference.training_key,
                        **_data_identity(backend, settings, corpus_dir, "arm", where)}
             keyed = {**trained, "evaluation": evaluation}
-            key = run_key(arm.method, keyed, seed)
+            name = trained["settings"]["method"]  # the arm's one name, however the config spells it
+            key = run_key(name, keyed, seed)
             if key in owners:
                 raise ConfigError(f"{where}: the same method and settings as {owners[key]}; "
                                   "two rows would be one run")
             owners[key] = where
-            runs.append(PlannedRun(key, "arm", arm.name, arm.method, seed, settings, keyed,
-                                   run_key(arm.method, trained, seed)))
+            runs.append(PlannedRun(key, "arm", arm.name, name, seed, settings, keyed,
+                                   run_key(name, trained, seed)))
     return Plan(corpus_dir, corpus_id, reference, tuple(runs))
 
 

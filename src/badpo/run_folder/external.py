@@ -28,11 +28,11 @@ from badpo.core.attributes import imports_user_code, resolve_attributes
 from badpo.core.config import ConfigError, from_dict, to_dict
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.tokenization import TokenizationConfig
-from badpo.methods import METHODS
+from badpo.methods import get_arm
 from badpo.run_folder.layout import EXTERNAL_RECORD as RECORD_FILE
 from badpo.run_folder.layout import is_external_run
 
-__all__ = ["RECORD_FILE", "FORMAT", "ExternalRun", "is_external_run", "method_of_variant", "read_external_run",
+__all__ = ["RECORD_FILE", "FORMAT", "ExternalRun", "is_external_run", "read_external_run",
            "write_external_run", "local_path"]
 
 FORMAT = "badpo.external-run/1"
@@ -46,7 +46,7 @@ class ExternalRun:
 
     format: str  # FORMAT
     trainer: str  # who wrote the folder, e.g. badpo.integrations.trl.BADPOTrainer
-    method: str  # a key of badpo.methods.METHODS (dpo, ba_dpo_<variant>)
+    method: str  # the arm's name (badpo.methods.arms: dpo, ba_dpo_<variant>, r_dpo_ba_<variant>...)
     variant: str  # the bias channel's variant (badpo.core.bias.VARIANTS)
     attribute_names: list[str]  # one per coordinate of g, in order
     attributes: list[str] | None  # their specs; None: declared as an AttributeSet, specs unknown
@@ -60,14 +60,6 @@ class ExternalRun:
     theta_convergence: dict[str, Any] | None = None  # badpo.engine.reporting.theta_convergence; None: no log
     bias_level: str = "adam"  # what theta did after its start (badpo.theta.level.LEVEL_RULES)
     versions: dict[str, str] = field(default_factory=dict)  # badpo, trl, transformers
-
-
-def method_of_variant(variant: str) -> str:
-    """The method row whose loss is BA-DPO with ``variant`` (``none``: DPO)."""
-    name = "dpo" if variant == "none" else f"ba_dpo_{variant}"
-    if name not in METHODS or METHODS[name].bias_variant != variant:
-        raise ValueError(f"bias variant {variant!r}: no method row trains it")
-    return name
 
 
 def local_path(name_or_path: str | os.PathLike) -> str:
@@ -108,9 +100,11 @@ def read_external_run(folder: str | os.PathLike) -> ExternalRun:
 def _check(record: ExternalRun, path: Path) -> None:
     """What the types alone do not say: a known method of the recorded variant, a positive beta,
     one spec per attribute name."""
-    if record.method not in METHODS:
-        raise ValueError(f"{path}: method {record.method!r} is not a badpo method")
-    if METHODS[record.method].bias_variant != record.variant:
+    try:
+        arm = get_arm(record.method)
+    except ConfigError:
+        raise ValueError(f"{path}: method {record.method!r} is not a badpo arm") from None
+    if arm.bias_variant != record.variant:
         raise ValueError(f"{path}: variant {record.variant!r} is not the variant of method {record.method!r}")
     if not (math.isfinite(record.beta) and record.beta > 0):
         raise ValueError(f"{path}: beta must be a positive number, got {record.beta!r}")

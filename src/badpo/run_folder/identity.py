@@ -18,10 +18,11 @@ from typing import Any
 import yaml
 
 from badpo.core.config import ConfigError, load_config, to_dict
+from badpo.methods.arms import arm_name
 from badpo.run_folder.layout import CONFIG_FILE, DATA_FILE
 
-__all__ = ["KEYED_WHEN_SET", "RUN_CONTROL_KEYS", "data_mismatch", "identity", "identity_mismatch", "keyed_when_set",
-           "read_data_record", "recorded_identity"]
+__all__ = ["KEYED_WHEN_SET", "RUN_CONTROL_KEYS", "data_mismatch", "folded_arm", "identity", "identity_mismatch",
+           "keyed_when_set", "read_data_record", "recorded_identity"]
 
 # Keys that only say where a run reports, how it stops and resumes: they are not part of what a
 # run *is*, so a run resumed with other values of them is the same run (:func:`identity`).
@@ -42,10 +43,29 @@ KEYED_WHEN_SET: Mapping[str, Any] = {"duplicates": "keep", "fsdp": False, "bias.
                                       "model.selective_checkpointing": None}
 
 
-def keyed_when_set(settings: Mapping[str, Any]) -> dict:
-    """``settings`` (a config as a plain dict) less the :data:`KEYED_WHEN_SET` keys at their default
-    (a section is copied before a key is left out of it, so ``settings`` is not changed)."""
-    kept = dict(settings)
+def folded_arm(settings: Mapping[str, Any], default_variant: str = "none") -> dict:
+    """``settings`` with ``bias.variant`` and ``bias.shuffled_ids`` folded back into the arm's name
+    (``method: dpo`` + ``bias.variant: pooled`` is ``method: ba_dpo_pooled``; a reward model's into
+    ``variant``), the form every run was keyed in before the variant became a setting
+    (:mod:`badpo.methods.arms`), so that both spellings of one arm are one run."""
+    bias = settings.get("bias")
+    if not isinstance(bias, Mapping) or "variant" not in bias:
+        return dict(settings)
+    bias = dict(bias)
+    variant, shuffled = bias.pop("variant") or default_variant, bias.pop("shuffled_ids", False)
+    kept = {**settings, "bias": bias}
+    if "method" in kept:
+        kept["method"] = arm_name(kept["method"], variant, shuffled)
+    else:
+        kept["variant"] = variant
+    return kept
+
+
+def keyed_when_set(settings: Mapping[str, Any], default_variant: str = "none") -> dict:
+    """``settings`` (a config as a plain dict) with the arm folded into one name (:func:`folded_arm`)
+    and less the :data:`KEYED_WHEN_SET` keys at their default (a section is copied before a key is
+    left out of it, so ``settings`` is not changed)."""
+    kept = folded_arm(settings, default_variant)
     for dotted, default in KEYED_WHEN_SET.items():
         *sections, key = dotted.split(".")
         holder = kept
@@ -70,7 +90,8 @@ def identity(config: Any) -> dict:
         for part in parents:
             node = node[part]
         node.pop(leaf, None)  # a stage without the key (a reward model has no cache_dir)
-    return keyed_when_set(plain)  # keys newer than recorded runs count only when set
+    # keys newer than recorded runs count only when set; the arm as one name
+    return keyed_when_set(plain, getattr(config, "default_variant", "none"))
 
 
 def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:

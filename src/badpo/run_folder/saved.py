@@ -23,6 +23,7 @@ from typing import Any
 
 from badpo.core.config import ConfigError, read_yaml
 from badpo.run_folder.external import ExternalRun, read_external_run
+from badpo.run_folder.identity import folded_arm
 from badpo.run_folder.layout import (
     AUDIT_FILE,
     CONFIG_FILE,
@@ -125,5 +126,7 @@ class SavedRun:
             config = read_yaml(path)  # a run folder may come from anyone: its aliases are bounded
         except (OSError, ConfigError) as error:
             raise ValueError(f"{path}: cannot read the run's config ({str(error).removeprefix(f'{path}: ')})") from None
-        method = config.get("method") if isinstance(config, Mapping) else None
+        if not isinstance(config, Mapping) or not isinstance(config.get("method"), str):
+            return None
+        method = folded_arm(config).get("method")  # method and bias.variant as the arm's one name
         return method if isinstance(method, str) else None

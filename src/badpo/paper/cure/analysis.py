@@ -44,6 +44,7 @@ from badpo.core.config import ConfigError, load_config, to_dict
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.core.names import NAME_ATTRIBUTES
 from badpo.engine.settings import BETA
+from badpo.methods import arm_settings
 from badpo.paper.config import ExperimentConfig, merge_settings
 from badpo.paper.cure.calibration import (
     DESIGNS,
@@ -226,7 +227,7 @@ def _plan_run(config: CureConfig, backend: CureBackend, source_key: str, role: s
     beta = float(merge_settings({}, config.train).get("beta", BETA))
     offset = [-beta * intended[a] for a in NAME_ATTRIBUTES]  # fixed_offset_for_shift, per coordinate
     merged = merge_settings(config.train, {
-        "method": config.method, "data": "{pairs}/train.jsonl", "model.name_or_path": "{source}",
+        **arm_settings(config.method), "data": "{pairs}/train.jsonl", "model.name_or_path": "{source}",
         "bias.fixed_offset": offset, "runtime.seed": seed})
     settings = backend.resolve_train(merged)
     if list(settings.get("attributes", [])) != ["names"]:
