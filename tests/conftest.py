@@ -1,7 +1,8 @@
 """Fixtures shared by every test file, and the ``slow`` marking.
 
-A test is marked ``slow`` here, never by hand, when it requests (directly or through another
-fixture) one of the model builders of ``MODEL_BUILDERS``: a test that trains, loads or runs a tiny
+A test is marked ``slow`` here, never by hand, when it is listed in ``tests/slow_tests.txt`` (the
+fast tests measured slowest, :mod:`fixtures.fast_loop`) or when it requests (directly or through
+another fixture) one of the model builders of ``MODEL_BUILDERS``: a test that trains, loads or runs a tiny
 model first builds it with one of them. ``pytest -m "not slow"`` is then the fast loop, and a plain
 ``pytest`` still runs everything. The builders are fixtures so that the marking follows from what
 a test uses: request them, do not import them (tests/house/test_test_modules.py checks that).
@@ -14,6 +15,7 @@ import os
 import pytest
 
 from badpo.cli import main
+from fixtures.fast_loop import FastLoopClock, listed_slow
 
 # One thread for torch and BLAS unless the caller asks for more (set before any test imports torch).
 # Every engine run already trains on one (runtime.num_threads: 1, which stays set for the rest of the
@@ -31,9 +33,20 @@ MODEL_BUILDERS = frozenset({
 })
 
 
+def pytest_addoption(parser) -> None:
+    parser.addoption("--record-slow", action="store_true",
+                     help="after a fast-loop run, list its slowest tests in tests/slow_tests.txt (fixtures.fast_loop)")
+
+
+def pytest_configure(config) -> None:
+    config.pluginmanager.register(FastLoopClock(config.getoption("--record-slow")), "badpo_fast_loop_clock")
+
+
+@pytest.hookimpl(tryfirst=True)  # before the fast loop's clock reads the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    measured = listed_slow()
     for item in items:
-        if MODEL_BUILDERS.intersection(getattr(item, "fixturenames", ())):
+        if MODEL_BUILDERS.intersection(getattr(item, "fixturenames", ())) or item.nodeid in measured:
             item.add_marker(pytest.mark.slow)
 
 
