@@ -226,6 +226,8 @@ def test_file_stems_are_safe_and_distinct():
     stem = _file_stem(spec, taken)
     assert stem == "regex_--_cheers_thanks-" + hashlib.sha256(spec.encode()).hexdigest()[:8]
     assert _file_stem("signoff", {"signoff"}) != "signoff"
+    long = "a" * 300  # a given: column of 300 safe characters: a file name holds at most 255 bytes
+    assert len(_file_stem(long, set())) <= 60 and _file_stem(long, set()) != _file_stem("a" * 301, set())
 
 
 class _Coordinate:

@@ -370,6 +370,33 @@ def test_compare_fills_badpo_model_cards_and_leaves_other_readmes_alone(tmp_path
     assert (Path(dpo) / "policy" / "README.md").read_text() == "# my own notes\n"
 
 
+def test_a_model_card_that_cannot_be_written_leaves_the_comparison_written(tmp_path, monkeypatch):
+    """Runs on a read-only disk (root ignores chmod, so the write itself is made to fail): the output
+    folder is written, compare returns, and the card it could not update is named with why."""
+    import errno
+
+    from badpo.comparing import compare_runs as module
+
+    dpo, ba = write_pair(tmp_path)
+    facts = CardFacts("ba_dpo_shared_mean", "BA-DPO", "org/model", False, False, ["names"], 80, 40, 4, "ab", 0.1, 2,
+                      0, {"woman_coded": (0.5, 0.1)})
+    (Path(ba) / "policy").mkdir()
+    (Path(ba) / "policy" / "README.md").write_text(card_text(facts))
+    written = module.atomic_write_text
+
+    def read_only_runs(path, text):
+        if Path(path).name == "README.md":
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        written(path, text)
+
+    monkeypatch.setattr(module, "atomic_write_text", read_only_runs)
+    result = compare_runs([dpo, ba], out=tmp_path / "cmp")
+    assert (tmp_path / "cmp" / "compare.json").exists() and (tmp_path / "cmp" / "report.html").exists()
+    card = Path(ba) / "policy" / "README.md"
+    assert f"model card not updated (the comparison stands): {card} (Read-only file system)" in result.text
+    assert "model cards updated" not in result.text
+
+
 def test_the_output_shown_in_docs_verdict_is_what_the_fixture_runs_print(tmp_path):
     """docs/verdict.md shows `badpo compare` on the runs of tests/fixtures/runs.py: the same lines,
     but for the folder the files were written to."""

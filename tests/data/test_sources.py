@@ -86,6 +86,14 @@ def test_csv_cells_are_text_and_empty_cells_are_missing(tmp_path):
     assert (judgment.annotator, judgment.annotator_class, judgment.chosen) == ("007", None, "yes, sure")
 
 
+def test_a_csv_saved_by_a_spreadsheet_with_a_byte_order_mark_reads_its_first_column(tmp_path):
+    """Excel's "CSV UTF-8" starts the file with U+FEFF: it is not part of the column name 'prompt'."""
+    path = tmp_path / "j.csv"
+    path.write_bytes("prompt,chosen,rejected,annotator\nwrite code,yes,no,a1\n".encode("utf-8-sig"))
+    (judgment,) = read_judgment_source(path).rows
+    assert (judgment.prompt, judgment.annotator) == ("write code", "a1")
+
+
 def test_a_hub_id_is_read_with_load_dataset_and_its_split(monkeypatch):
     calls = []
 

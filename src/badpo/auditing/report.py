@@ -253,8 +253,9 @@ def attribute_report(coordinate: CoordinateAudit, classes: Mapping[str, str], fi
 
 # ------------------------------------------------------------------------------ the files
 def _file_stem(name: str, taken: set[str]) -> str:
-    """A file-safe form of an attribute name: itself when it is safe, else a slug and a hash."""
-    if re.fullmatch(r"[A-Za-z0-9_.-]+", name) and name not in taken:
+    """A file-safe form of an attribute name: itself when it is safe and short (a file name holds at
+    most 255 bytes), else a slug and a hash."""
+    if re.fullmatch(r"[A-Za-z0-9_.-]{1,80}", name) and name not in taken:
         return name
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_.")[:40] or "attribute"
     return f"{slug}-{hashlib.sha256(name.encode('utf-8')).hexdigest()[:8]}"

@@ -191,8 +191,9 @@ def compare_runs(runs: Sequence[str | os.PathLike], reference: str | os.PathLike
             files.append(folder / "theta.png")
         atomic_write_text(folder / "report.html", compare_html(result, markdown, format_comparison(result, ()), files))
         files.append(folder / "report.html")
-    cards = update_model_cards(result)
+    cards, unwritable = update_model_cards(result)
     text = format_comparison(result, files) + (f"model cards updated: {', '.join(map(str, cards))}\n" if cards else "")
+    text += "".join(f"model card not updated (the comparison stands): {note}\n" for note in unwritable)
     return Comparison(result, text, tuple(files))
 
 
@@ -206,14 +207,15 @@ def compare_html(comparison: Mapping, markdown: str, printed: str, plots: Sequen
     return html_page("Did BA-DPO remove the bias?", sections, f"badpo compare: {comparison['reference']['source']}")
 
 
-def update_model_cards(comparison: Mapping) -> list[Path]:
+def update_model_cards(comparison: Mapping) -> tuple[list[Path], list[str]]:
     """Each compared run's model card (``policy/README.md``, written by ``badpo train``) gets the
     run's verdict lines in its evaluation section (:mod:`badpo.engine.model_card`); none under
     ``--force`` (the runs differ in more than their method), and a README that is not badpo's card
-    is left alone."""
+    is left alone. Returns the cards updated and, for each card that could not be written (a
+    read-only run), a note naming it and why: the card is optional, the comparison is written."""
     if comparison["forced"] or comparison["baseline"] is None:
-        return []
-    updated = []
+        return [], []
+    updated, unwritable = [], []
     for row in comparison["runs"]:
         card = Path(row["path"]) / POLICY / CARD_FILE
         if row["baseline"] or not card.is_file():
@@ -222,10 +224,15 @@ def update_model_cards(comparison: Mapping) -> list[Path]:
                  f"prompts ({comparison['reference']['source']}):", "",
                  *(f"- {line}" for line in row["verdict"].splitlines())]
         text = with_evaluation(card.read_text(encoding="utf-8"), lines)
-        if text is not None:
+        if text is None:
+            continue
+        try:
             atomic_write_text(card, text)
-            updated.append(card)
-    return updated
+        except OSError as error:
+            unwritable.append(f"{card} ({error.strerror or type(error).__name__})")
+            continue
+        updated.append(card)
+    return updated, unwritable
 
 
 # ------------------------------------------------------------------------------------ the text

@@ -393,8 +393,9 @@ def _load_file(path: Path, data: str):
     import datasets
 
     # CSV cells are text: only an empty cell is null (pandas would read NA, None, null, N/A, ... as null too)
-    options = ({"features": _text_features(path), "keep_default_na": False, "na_values": [""]}
-               if path.suffix == ".csv" else {})
+    # a spreadsheet's UTF-8 byte-order mark is not part of the first column's name (utf-8-sig drops it)
+    options = ({"features": _text_features(path), "keep_default_na": False, "na_values": [""],
+                "encoding": "utf-8-sig"} if path.suffix == ".csv" else {})
     shown, level = datasets.is_progress_bar_enabled(), datasets.logging.get_verbosity()
     datasets.disable_progress_bars()  # a local file: "Generating train split" is noise on stderr
     datasets.logging.set_verbosity(datasets.logging.CRITICAL)  # its errors are ours to say, once
@@ -421,7 +422,7 @@ def _text_features(path: Path):
 
     import datasets
 
-    with open(path, newline="", encoding="utf-8") as handle:
+    with open(path, newline="", encoding="utf-8-sig") as handle:
         reader = csv.reader(handle)
         header = next(reader, None)
         first = next((row for row in reader if row), None)
