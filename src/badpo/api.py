@@ -174,16 +174,18 @@ def evaluate(run_dir: str | os.PathLike, config: Any = None, *, heldout: Any = N
     from badpo.data.sources import ColumnMap
     from badpo.evaluation.trained_run import EvalData, evaluate_run_dir, readouts_path
     from badpo.readouts.eval_config import EvalConfig
+    from badpo.run_folder.ownership import evaluation_lock
 
     mapped = from_dict(ColumnMap, dict(columns), prefix="columns") if columns is not None else None
     given = EvalData(prompts=prompts, heldout=heldout, corpus=corpus)  # rows in memory are no file it could be
     written = readouts_path(run_dir, out, overwrite, given)  # before anything is read
-    with _readable(heldout, "heldout") as heldout_name, _readable(prompts, "prompts") as prompts_name:
+    with (evaluation_lock(Path(run_dir)), _readable(heldout, "heldout") as heldout_name,
+          _readable(prompts, "prompts") as prompts_name):
         data = EvalData(prompts=prompts_name, heldout=heldout_name,
                         corpus=os.fspath(corpus) if corpus is not None else None, columns=mapped)
         readouts = evaluate_run_dir(run_dir, _as_dict(EvalConfig, config, overrides), data,
                                     trust_remote_code=trust_remote_code)
-    atomic_write_text(written, dumps(readouts, indent=1, sort_keys=True) + "\n")
+        atomic_write_text(written, dumps(readouts, indent=1, sort_keys=True) + "\n")
     return EvalResult(run_dir=Path(run_dir), readouts=readouts, path=written)
 
 

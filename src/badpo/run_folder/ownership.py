@@ -148,6 +148,23 @@ def run_lock(folder: Path) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def evaluation_lock(folder: Path) -> Iterator[None]:
+    """Hold the run folder's lock while ``badpo evaluate`` reads it and writes its readouts, so two
+    evaluations of one run (or one beside a training into it) cannot replace each other's results;
+    another holder is a ValueError naming it. A folder where the lock cannot be created (read-only)
+    holds no writer to wait for, and is read without one."""
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(exclusive_lock(folder / LOCK))
+        except BlockingIOError as held:
+            raise ValueError(f"{folder}: in use by {held} (an evaluation or a training of this run); wait "
+                             "for it to finish") from None
+        except OSError:  # a read-only or vanished folder: nothing can write into it meanwhile
+            pass
+        yield
+
+
 def refuse_files_in_model_folders(folder: Path, overwrite: bool, run_files: RunFiles = preference_run_files) -> None:
     """Refuse a preference run's folder whose ``policy/`` (or ``reward_model/``) holds files no run
     wrote, where this run will replace that folder as a whole at its final commit: an unfinished run
