@@ -71,3 +71,18 @@ def test_the_card_of_a_trained_run_says_what_trained_it(tmp_path, save_model_dir
 
     mean = float(BiasChannel.load(run / "theta.json").mean()[0])
     assert f"| signed | {mean:+.3f} | — |" in text
+
+
+def test_data_in_the_card_is_text_a_backtick_a_tag_or_a_line_break_cannot_escape():
+    """A spec with a backtick and a tag stays inside its code span (fenced by a longer backtick run);
+    a given: name with a pipe, a tag and a line break stays one table cell; the markdown renders no tag."""
+    from badpo.core.html_page import markdown_html
+
+    spec = "signoff=regex:`</code><script>alert(1)</script>"
+    name = "paid|x\n<b>bold</b>"
+    text = card_text(facts(attributes=[spec], theta={name: (0.5, None)}))
+    assert "Declared attributes: ``signoff=regex:`</code><script>alert(1)</script>``." in text
+    row = next(line for line in text.splitlines() if line.startswith("| paid"))
+    assert row == "| paid\\|x\\n&lt;b&gt;bold&lt;/b&gt; | +0.500 | — |"
+    rendered = markdown_html(text.split("---\n", 2)[2])
+    assert "<script>" not in rendered and "<b>" not in rendered

@@ -9,6 +9,7 @@ Text only, built from the run's own settings and numbers: nothing in it runs cod
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -45,6 +46,23 @@ class CardFacts:
     theta: Mapping[str, tuple[float, float | None]]
 
 
+def code_span(text: str) -> str:
+    """``text`` as one Markdown code span that no character of it can close or break: fenced by a
+    run of backticks longer than any inside it (CommonMark), line breaks shown as ``\\n``. Inside a
+    code span markup is text, so a spec with a backtick or a tag stays a spec."""
+    shown = str(text).replace("\r", "\\r").replace("\n", "\\n")
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", shown)), default=0) + 1)
+    pad = " " if shown.startswith("`") or shown.endswith("`") or not shown.strip() else ""
+    return f"{fence}{pad}{shown}{pad}{fence}"
+
+
+def table_cell(text: str) -> str:
+    """``text`` as one cell of a Markdown table: a pipe escaped, line breaks shown as ``\\n``, and
+    ``<``, ``>``, ``&`` as entities (a cell is inline Markdown, where a tag would be live)."""
+    shown = html.escape(str(text), quote=False).replace("|", "\\|")
+    return shown.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def _header(facts: CardFacts) -> list[str]:
     tags = ["badpo", "dpo", "preference-optimization"] + (["ba-dpo"] if facts.theta else [])
     lines = ["---", f"library_name: {'peft' if facts.lora else 'transformers'}"]
@@ -60,7 +78,7 @@ def _theta_lines(facts: CardFacts) -> list[str]:
              "policy (theta_bar: the pool's level in log-odds per unit of the attribute; sd: the spread "
              "of the annotators' theta_k):", "", "| attribute | theta_bar | sd of theta_k |", "|:--|--:|--:|"]
     for name, (mean, spread) in facts.theta.items():
-        lines.append(f"| {name} | {mean:+.3f} | {'—' if spread is None else f'{spread:.3f}'} |")
+        lines.append(f"| {table_cell(name)} | {mean:+.3f} | {'—' if spread is None else f'{spread:.3f}'} |")
     return lines
 
 
@@ -70,12 +88,12 @@ def card_text(facts: CardFacts, evaluation: Sequence[str] | None = None) -> str:
     data = f"sha256 `{facts.data_sha256}`" if facts.data_sha256 else "in-memory rows (no file fingerprint)"
     body = [
         f"# {facts.method}: a policy trained with badpo", "",
-        f"Trained with `badpo train`, method `{facts.method}` ({facts.description}): {adapter} "
-        f"`{facts.base_model}`, which is also the reference the policy is held to (beta {facts.beta:g}, "
+        f"Trained with `badpo train`, method {code_span(facts.method)} ({facts.description}): {adapter} "
+        f"{code_span(facts.base_model)}, which is also the reference the policy is held to (beta {facts.beta:g}, "
         f"{facts.steps} steps, seed {facts.seed}).", "",
         "## Data", "",
         f"{facts.judgments} judgments of {facts.pairs} pairs by {facts.annotators} annotators; {data}.",
-        "Declared attributes: " + (", ".join(f"`{spec}`" for spec in facts.attributes) or "none") + ".", "",
+        "Declared attributes: " + (", ".join(code_span(spec) for spec in facts.attributes) or "none") + ".", "",
         "## theta", "", *_theta_lines(facts), "",
         "## Evaluation", "", "<!-- badpo:evaluation -->", *(evaluation or [_NOT_EVALUATED]),
         "<!-- /badpo:evaluation -->",
