@@ -36,3 +36,24 @@ def test_a_model_whose_only_weights_are_a_pickle_is_one_line(tmp_path, save_mode
     torch.save({"payload": Payload()}, folder / "pytorch_model.bin")
     with pytest.raises(ConfigError, match=r"^model: cannot load .*its weights are a pickle holding more than tensors"):
         from_pretrained(AutoModelForCausalLM, str(folder), "model", complete=True)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "lying"])
+def test_a_damaged_safetensors_file_is_one_line_naming_it(tmp_path, save_model_dir, damage):
+    """A header cut short (a copy that stopped), or one whose offsets point past the data (a file
+    edited by hand): safetensors' own error, once, in the line that names the key and the folder."""
+    import struct
+
+    from transformers import AutoModelForCausalLM
+
+    folder = save_model_dir(tmp_path / "policy", "gpt2")
+    weights = folder / "model.safetensors"
+    data = weights.read_bytes()
+    if damage == "truncated":
+        weights.write_bytes(data[:20])
+    else:
+        size = struct.unpack("<Q", data[:8])[0]
+        header = data[8:8 + size].replace(b'"data_offsets":[0,', b'"data_offsets":[7,', 1)
+        weights.write_bytes(data[:8] + header + data[8 + size:])
+    with pytest.raises(ConfigError, match=r"^model: cannot load .*policy.* \(a damaged safetensors file: "):
+        from_pretrained(AutoModelForCausalLM, str(folder), "model", complete=True)

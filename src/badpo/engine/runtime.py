@@ -84,10 +84,13 @@ def from_pretrained(loader, name_or_path: str, key: str, complete: bool = False,
     mismatch = _shape_mismatch(loader, os.path.expanduser(name_or_path), kwargs)
     if mismatch is not None:
         raise ConfigError(f"{key}: cannot load {name_or_path!r} ({mismatch})")
+    from safetensors import SafetensorError  # a header cut short or pointing past the data
+
     try:
         return loader.from_pretrained(os.path.expanduser(name_or_path), **kwargs)
-    except (OSError, ValueError, RuntimeError, pickle.UnpicklingError) as error:  # RuntimeError: another shape;
-        # UnpicklingError: weights in a pickle that torch's weights-only loader refused (no code ran)
+    except (OSError, ValueError, RuntimeError, pickle.UnpicklingError, SafetensorError) as error:
+        # RuntimeError: another shape; UnpicklingError: weights in a pickle that torch's weights-only
+        # loader refused (no code ran); SafetensorError: a damaged file
         raise ConfigError(f"{key}: cannot load {name_or_path!r} ({_load_failure(error)})") from error
 
 
@@ -132,6 +135,8 @@ def _load_failure(error: Exception) -> str:
     if isinstance(error, pickle.UnpicklingError):
         return ("its weights are a pickle holding more than tensors, which torch's weights-only loader refused "
                 "(no code ran); badpo reads safetensors: save the weights as safetensors where you trust them")
+    if type(error).__name__ == "SafetensorError":
+        return f"a damaged safetensors file: {text.splitlines()[0] if text else 'unreadable'}"
     if isinstance(error, RuntimeError) and ("mismatched" in text or "size mismatch" in text):
         return "a weight's shape differs from its config.json; the load report above names it"
     return text.splitlines()[0] if text else type(error).__name__
