@@ -46,7 +46,9 @@ from badpo.core.names import NAME_ATTRIBUTES, signature_attributes, strip_signat
 from badpo.core.notices import BadpoWarning
 
 __all__ = [
+    "ATTRIBUTE_KINDS",
     "ATTRIBUTE_NAME",
+    "AttributeKind",
     "BUILTIN_SPECS",
     "AttributeNameNotice",
     "DEFAULT_LENGTH_RATIO",
@@ -55,6 +57,7 @@ __all__ = [
     "AttributeSet",
     "attribute_stripper",
     "imports_user_code",
+    "kind_of",
     "length_values",
     "resolve_attributes",
     "split_name",
@@ -64,11 +67,6 @@ __all__ = [
     "strip_markdown",
 ]
 
-_NAME_SPECS: tuple[str, ...] = ("names", *(f"names.{name}" for name in NAME_ATTRIBUTES))
-BUILTIN_SPECS: tuple[str, ...] = (
-    "markdown", *_NAME_SPECS, "length", "length:RATIO", "regex:PATTERN", "given:NAME",
-    "package.module:function",
-)
 DEFAULT_LENGTH_RATIO = 1.5
 Level = Literal["response", "pair", "given"]
 
@@ -124,15 +122,6 @@ def _given_values(name: str, j: Judgment) -> tuple[float, float]:
 
 
 # --- strippers: the attribute removed alike from every text (RM⁻) -----------------------------
-
-STRIPPERS: dict[str, Callable[[str], str]] = {
-    **dict.fromkeys(NAME_ATTRIBUTES, strip_signature),
-    "markdown": strip_markdown,
-}
-"""Built-in attribute (its ``Attribute.kind``) -> the transform that removes it from a response (the paper's RM⁻: the
-signature under names, the markup under formatting). Length, regex, given and user attributes
-have none: no transform removes them without changing the answer, so the judge scores raw."""
-
 
 def attribute_stripper(names: Sequence[str | Attribute]) -> Callable[[str], str] | None:
     """One transform removing every declared attribute that :data:`STRIPPERS` knows, each once,
@@ -289,13 +278,80 @@ class AttributeSet:
         return values[:, 0].copy(), values[:, 1].copy()
 
 
-# --- spec strings ---------------------------------------------------------------------------
+# --- spec strings: the kinds of attribute, as a table ----------------------------------------
 
 _CALLABLE_SPEC = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
-_NO_ARGUMENT = ("markdown", *_NAME_SPECS)
 ATTRIBUTE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 """What ``NAME`` in ``NAME=SPEC`` must fully match: safe in a JSON key, a tracker tag, a file name."""
-_BUILTIN_NAMES = ("markdown", *NAME_ATTRIBUTES, "length")  # a built-in's coordinate name = its kind
+
+
+@dataclass(frozen=True)
+class AttributeKind:
+    """One kind of attribute spec (a row of :data:`ATTRIBUTE_KINDS`): how a spec of it is written
+    and recognised (:func:`kind_of`), and how it resolves into coordinates."""
+
+    name: str
+    forms: tuple[str, ...]  # how it is written, for the docs and the unknown-spec error
+    build: Callable[[str, str | None], list[Attribute]]  # (the spec, its argument after ':') -> coordinates
+    heads: tuple[str, ...] = ()
+    argument: Literal["none", "optional", "required"] = "none"
+    pattern: re.Pattern[str] | None = None
+    coordinates: tuple[str, ...] = ()  # the built-in coordinates' names (no NAME= may take them)
+    strip: Callable[[str], str] | None = None  # the edit removing it from any text alike (the judge's RM⁻)
+    runs_user_code: bool = False  # resolving it imports a module and runs its code
+
+    def accepts(self, spec: str) -> bool:
+        """Whether ``spec``, whose head is one of this kind's, has the argument the kind takes."""
+        colon = ":" in spec
+        return {"none": not colon, "required": colon, "optional": True}[self.argument]
+
+
+def _names_build(spec: str, argument: str | None) -> list[Attribute]:
+    wanted = NAME_ATTRIBUTES if spec == "names" else (spec.split(".")[1],)
+    return [Attribute(name, "response", functools.partial(_name_coordinate, NAME_ATTRIBUTES.index(name)), name)
+            for name in wanted]
+
+
+def _given_build(spec: str, argument: str | None) -> list[Attribute]:
+    if not argument:
+        raise ValueError(f"attribute spec {spec!r}: give the precomputed name, e.g. given:formatted")
+    return [Attribute(argument, "given", functools.partial(_given_values, argument), "given")]
+
+
+ATTRIBUTE_KINDS: tuple[AttributeKind, ...] = (
+    AttributeKind("markdown", ("markdown",), lambda spec, arg: [
+        Attribute("markdown", "response", _markdown_value, "markdown", remove=strip_markdown)],
+        heads=("markdown",), coordinates=("markdown",), strip=strip_markdown),
+    AttributeKind("names", ("names", *(f"names.{name}" for name in NAME_ATTRIBUTES)), _names_build,
+                  heads=("names", *(f"names.{name}" for name in NAME_ATTRIBUTES)), coordinates=NAME_ATTRIBUTES,
+                  strip=strip_signature),
+    AttributeKind("length", ("length", "length:RATIO"), lambda spec, arg: [_length_attribute(spec, arg)],
+                  heads=("length",), argument="optional", coordinates=("length",)),
+    AttributeKind("regex", ("regex:PATTERN",), lambda spec, arg: [_regex_attribute(spec, arg or "")],
+                  heads=("regex",), argument="required"),
+    AttributeKind("given", ("given:NAME",), _given_build, heads=("given",), argument="required"),
+    AttributeKind("callable", ("package.module:function",), lambda spec, arg: [_user_attribute(spec)],
+                  pattern=_CALLABLE_SPEC, runs_user_code=True),
+)
+"""Every kind of attribute spec; :func:`resolve_attributes` and everything that reads a spec's
+shape go through it (a new kind is one row and its builder)."""
+BUILTIN_SPECS: tuple[str, ...] = tuple(form for kind in ATTRIBUTE_KINDS for form in kind.forms)
+_BUILTIN_NAMES = tuple(name for kind in ATTRIBUTE_KINDS for name in kind.coordinates)  # = their kind
+STRIPPERS: dict[str, Callable[[str], str]] = {
+    name: kind.strip for kind in ATTRIBUTE_KINDS if kind.strip is not None for name in kind.coordinates}
+"""Built-in attribute (its ``Attribute.kind``) -> the transform that removes it from a response (the paper's RM⁻: the
+signature under names, the markup under formatting). Length, regex, given and user attributes
+have none: no transform removes them without changing the answer, so the judge scores raw."""
+
+
+def kind_of(spec: str) -> AttributeKind | None:
+    """The kind ``spec`` (without a name) is written as, or None: a built-in's head decides
+    (``markdown:x`` is no user callable), else the first kind whose pattern it matches."""
+    head = spec.partition(":")[0]
+    for kind in ATTRIBUTE_KINDS:
+        if head in kind.heads:
+            return kind if kind.accepts(spec) else None
+    return next((k for k in ATTRIBUTE_KINDS if k.pattern is not None and k.pattern.fullmatch(spec)), None)
 
 
 class AttributeNameNotice(BadpoWarning):
@@ -303,21 +359,22 @@ class AttributeNameNotice(BadpoWarning):
 
 
 def _has_spec_shape(text: str) -> bool:
-    """True for text shaped as a spec without a name (which kind it is, not whether it is valid)."""
-    return (text.startswith(("regex:", "given:", "length:")) or text in ("markdown", "length", *_NAME_SPECS)
-            or _CALLABLE_SPEC.fullmatch(text) is not None)
+    """True for text shaped as a spec without a name (which kind it is, not whether it is valid);
+    a built-in's head with an argument it does not take counts, so its error can say so."""
+    head, colon, _ = text.partition(":")
+    return kind_of(text) is not None or bool(colon) and any(head in k.heads for k in ATTRIBUTE_KINDS)
 
 
 def split_name(spec: str) -> tuple[str | None, str]:
     """``(NAME, SPEC)`` of ``NAME=SPEC``; ``(None, spec)`` for a spec without a name.
 
-    The grammar: a spec that already has the shape of an unnamed spec (it starts with
-    ``regex:``, ``given:`` or ``length:``, or is ``markdown``, ``names``, ``names.X``,
-    ``length`` or ``module:function``) has no name, whatever ``=`` it holds. Otherwise it is
-    named when the text after its first ``=`` has that shape; the text before must then match
-    :data:`ATTRIBUTE_NAME` (else a ``ValueError`` naming the spec). The two readings cannot
-    overlap, because a NAME holds no ``:``. So ``regex:a=b`` is the pattern ``a=b``,
-    ``tag=regex:a=b`` is that pattern named ``tag``, and ``a=b`` is an unknown spec.
+    The grammar: a spec that already has the shape of an unnamed spec (a kind of
+    :data:`ATTRIBUTE_KINDS`: it starts with ``regex:``, ``given:`` or ``length:``, or is
+    ``markdown``, ``names``, ``names.X``, ``length`` or ``module:function``) has no name, whatever
+    ``=`` it holds. Otherwise it is named when the text after its first ``=`` has that shape; the
+    text before must then match :data:`ATTRIBUTE_NAME` (else a ``ValueError`` naming the spec).
+    The two readings cannot overlap, because a NAME holds no ``:``. So ``regex:a=b`` is the
+    pattern ``a=b``, ``tag=regex:a=b`` is that pattern named ``tag``, and ``a=b`` is an unknown spec.
     """
     if _has_spec_shape(spec) or "=" not in spec:
         return None, spec
@@ -335,8 +392,8 @@ def imports_user_code(spec: str) -> bool:
     named or not): what a caller refuses to take from a file it did not write. ``regex:a:b``,
     ``given:x`` and ``length:2`` have that shape too but run no user code."""
     _, body = split_name(spec)
-    head = body.partition(":")[0]
-    return head not in ("regex", "given", "length") and _CALLABLE_SPEC.fullmatch(body) is not None
+    kind = kind_of(body)
+    return kind is not None and kind.runs_user_code
 
 
 def resolve_attributes(specs: Sequence[str]) -> AttributeSet:
@@ -389,26 +446,13 @@ def _resolve_named(spec: str) -> list[Attribute]:
 
 
 def _resolve_one(spec: str) -> list[Attribute]:
+    """The coordinates of an unnamed spec, by its kind (:data:`ATTRIBUTE_KINDS`)."""
     head, colon, argument = spec.partition(":")
-    if head == "regex" and colon:
-        return [_regex_attribute(spec, argument)]
-    if head == "given" and colon:
-        if not argument:
-            raise ValueError(f"attribute spec {spec!r}: give the precomputed name, e.g. given:formatted")
-        return [Attribute(argument, "given", functools.partial(_given_values, argument), "given")]
-    if head == "length":
-        return [_length_attribute(spec, argument if colon else None)]
-    if head in _NO_ARGUMENT and colon:
+    kind = kind_of(spec)
+    if kind is not None:
+        return kind.build(spec, argument if colon else None)
+    if any(head in k.heads and k.argument == "none" for k in ATTRIBUTE_KINDS) and colon:
         raise ValueError(f"attribute spec {spec!r}: {head!r} takes no argument")
-    if spec == "markdown":
-        return [Attribute("markdown", "response", _markdown_value, "markdown", remove=strip_markdown)]
-    if spec in _NAME_SPECS:
-        wanted = NAME_ATTRIBUTES if spec == "names" else (spec.split(".")[1],)
-        return [Attribute(name, "response",
-                          functools.partial(_name_coordinate, NAME_ATTRIBUTES.index(name)), name)
-                for name in wanted]
-    if _CALLABLE_SPEC.fullmatch(spec):
-        return [_user_attribute(spec)]
     hint = "; a name goes first, NAME=SPEC" if "=" in spec else ""
     raise ValueError(f"unknown attribute spec {spec!r}; the built-ins are {list(BUILTIN_SPECS)}{hint}")
 
