@@ -160,6 +160,18 @@ def test_a_saved_folder_holds_no_pickle_and_records_the_run(trl_runs):
     assert record.theta_convergence is not None and read_external_run(out / "dpo").method == "dpo"
 
 
+def test_the_folder_holds_badpos_model_card_not_trls(trl_runs):
+    """The card names the method, the reference and theta (TRL's said "a fine-tuned version of
+    [None]"); TRL's own hook (create_model_card, at every checkpoint and before a push) writes it too."""
+    path, out = trl_runs
+    card = (out / "ba" / "README.md").read_text(encoding="utf-8")
+    assert "# ba_dpo_shared_mean: a policy trained with badpo" in card and "fine-tuned version of" not in card
+    assert f"`{(path / 'model').resolve()}`" in card and "24 judgments of 6 pairs by 5 annotators" in card
+    assert "| signed | " in card and "Declared attributes: `signed=regex:emily`." in card
+    plain = (out / "dpo" / "README.md").read_text(encoding="utf-8")
+    assert "No annotator bias was learned" in plain
+
+
 def test_badpo_evaluate_and_compare_read_a_trl_folder(trl_runs, tmp_path, capsys):
     from badpo.cli import main
 

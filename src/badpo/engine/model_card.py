@@ -14,10 +14,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from badpo.core.jsonio import atomic_write_text
 
-__all__ = ["CARD_FILE", "CardFacts", "card_text", "with_evaluation", "write_card"]
+__all__ = ["CARD_FILE", "CardFacts", "card_text", "code_span", "table_cell", "theta_summary", "with_evaluation",
+           "write_card"]
 
 CARD_FILE = "README.md"
 _EVALUATION = re.compile(r"<!-- badpo:evaluation -->.*<!-- /badpo:evaluation -->", re.S)
@@ -80,6 +82,17 @@ def _theta_lines(facts: CardFacts) -> list[str]:
     for name, (mean, spread) in facts.theta.items():
         lines.append(f"| {table_cell(name)} | {mean:+.3f} | {'—' if spread is None else f'{spread:.3f}'} |")
     return lines
+
+
+def theta_summary(bias: Any) -> dict[str, tuple[float, float | None]]:
+    """Per attribute of a bias channel that learns theta: (theta_bar, sd of the theta_k, or None
+    for a pooled theta), the card's theta table; {} for none."""
+    if bias is None or not bias.facts.learns_theta:
+        return {}
+    means, spreads = bias.mean().detach().cpu(), bias.theta().detach().cpu().std(dim=0, unbiased=False)
+    per_annotator = bias.facts.per_annotator
+    return {name: (float(means[j]), float(spreads[j]) if per_annotator else None)
+            for j, name in enumerate(bias.attribute_names)}
 
 
 def card_text(facts: CardFacts, evaluation: Sequence[str] | None = None) -> str:

@@ -31,7 +31,7 @@ from badpo.engine.checks import check_offset_length
 from badpo.engine.lifecycle import commit_judgment_outputs
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.loop import JudgmentStage, Run
-from badpo.engine.model_card import CardFacts, write_card
+from badpo.engine.model_card import CardFacts, theta_summary, write_card
 from badpo.engine.reporting import report_input
 from badpo.engine.runtime import (
     check_sharding,
@@ -353,12 +353,7 @@ def card_facts(run: Run, output: Path) -> CardFacts:
     config, bias = run.config, run.bias
     data_file = output / DATA_FILE
     fingerprint = json.loads(data_file.read_text(encoding="utf-8")) if data_file.is_file() else {}
-    theta = {}
-    if bias is not None and run.method.learns_theta:
-        means, spreads = bias.mean().detach().cpu(), bias.theta().detach().cpu().std(dim=0, unbiased=False)
-        per_annotator = bias.facts.per_annotator
-        theta = {name: (float(means[j]), float(spreads[j]) if per_annotator else None)
-                 for j, name in enumerate(bias.attribute_names)}
+    theta = theta_summary(bias) if run.method.learns_theta else {}
     name = config.model.name_or_path
     return CardFacts(config.arm.name, run.method.description, name, Path(name).expanduser().exists(),
                      config.lora.enabled, list(config.attributes), len(run.data), int(run.data.pair_rows.shape[0]),

@@ -68,7 +68,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.bias import BiasChannel
-from badpo.core.judgments import Judgment, annotator_classes
+from badpo.core.judgments import Judgment, annotator_classes, pair_key
 from badpo.core.orthogonal import orthogonal_to
 from badpo.engine.reporting import annotator_theta, theta_k_scalars
 from badpo.integrations.trl_data import (
@@ -198,6 +198,8 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         judgments = dataset_judgments(train_dataset, "train_dataset")
         self.grades = grades_of(judgments)  # ties and strengths: the ordered likelihood, as badpo train's
         self.classes = annotator_classes(judgments, "train_dataset")
+        self.data_counts = (len(judgments), len({pair_key(j) for j in judgments}),
+                            len({j.annotator for j in judgments}))  # the model card's
         own_loss = self.method.loss is not ba_dpo_terms or self.method.weighting is not None
         self.margin_terms = margin_losses(args, self.method_name, own_loss)
         self.bias = self._channel(bias, judgments, args.beta)

@@ -17,6 +17,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from badpo.core.config import to_dict
 from badpo.core.jsonio import atomic_write_text
 from badpo.engine.checkpoint import read_state_files, write_state_files
+from badpo.engine.model_card import CardFacts, theta_summary, write_card
 from badpo.engine.reporting import theta_convergence
 from badpo.engine.runtime import config_positions
 from badpo.engine.tokenize import DEFAULT_TOKENIZATION, TokenizationConfig
@@ -44,6 +45,26 @@ class TrainerFiles:
         (folder / "training_args.bin").unlink(missing_ok=True)  # a pickle: loading it could run code
         atomic_write_text(folder / "training_args.json", self.args.to_json_string())
         write_external_run(folder, self.run_record())
+        write_card(folder, self.card_facts())  # TRL's own card says neither the method nor theta
+
+    def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None,
+                          tags: Any = None) -> None:
+        """badpo's model card (:mod:`badpo.engine.model_card`: the method, the reference, the
+        declared attributes, the annotators and theta) as ``README.md`` in ``args.output_dir``, where
+        TRL writes its own at each checkpoint and before a push: TRL's card would name neither the
+        method nor theta (``model_name``, ``dataset_name`` and ``tags`` are TRL's, unused)."""
+        if self.is_world_process_zero():
+            write_card(Path(self.args.output_dir), self.card_facts())
+
+    def card_facts(self) -> CardFacts:
+        unwrapped = self.accelerator.unwrap_model(self.model)
+        base = self.reference_name or "unknown (a model built in memory)"
+        judgments, pairs, annotators = self.data_counts
+        return CardFacts(self.method_name, self.method.description, base, Path(base).exists(),
+                         bool(getattr(unwrapped, "peft_config", None)),
+                         list(self.attribute_specs or self.bias.attribute_names), judgments, pairs, annotators,
+                         None, float(self.beta), int(self.state.global_step), int(self.args.seed),
+                         theta_summary(self.bias) if self.method.learns_theta else {})
 
     def run_record(self) -> ExternalRun:
         """What ``badpo evaluate`` and ``badpo compare`` need to read this run's folder."""
