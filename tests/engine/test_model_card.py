@@ -27,9 +27,13 @@ def header(text: str) -> dict:
 
 def test_the_header_is_what_the_hub_reads():
     assert header(card_text(facts())) == {"library_name": "peft", "base_model": "HuggingFaceTB/SmolLM2-135M",
+                                          "pipeline_tag": "text-generation",
                                           "tags": ["badpo", "dpo", "preference-optimization", "ba-dpo"]}
     local = header(card_text(facts(base_is_local=True, lora=False, theta={})))
-    assert local == {"library_name": "transformers", "tags": ["badpo", "dpo", "preference-optimization"]}
+    assert local == {"library_name": "transformers", "pipeline_tag": "text-generation",
+                     "tags": ["badpo", "dpo", "preference-optimization"]}
+    odd = header(card_text(facts(base_model="unknown (a model built in memory)")))
+    assert "base_model" not in odd  # not a Hub id: said in the text, not claimed in the header
 
 
 def test_the_card_says_method_data_attributes_and_theta():
@@ -86,3 +90,11 @@ def test_data_in_the_card_is_text_a_backtick_a_tag_or_a_line_break_cannot_escape
     assert row == "| paid\\|x\\n&lt;b&gt;bold&lt;/b&gt; | +0.500 | — |"
     rendered = markdown_html(text.split("---\n", 2)[2])
     assert "<script>" not in rendered and "<b>" not in rendered
+
+
+def test_the_card_shows_how_to_load_it_and_says_when_theta_had_not_settled():
+    adapter, full = card_text(facts()), card_text(facts(lora=False))
+    assert "AutoPeftModelForCausalLM.from_pretrained" in adapter and "AutoModelForCausalLM.from_pretrained" in full
+    moving = card_text(facts(settled=False))
+    assert "theta_bar was still moving over the run's last tenth" in moving
+    assert "still moving" not in card_text(facts(settled=True)) and "still moving" not in card_text(facts())

@@ -22,6 +22,8 @@ __all__ = ["CARD_FILE", "CardFacts", "card_text", "code_span", "table_cell", "th
            "write_card"]
 
 CARD_FILE = "README.md"
+# a Hub id: what the header's YAML holds unquoted and the Hub reads as base_model
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
 _EVALUATION = re.compile(r"<!-- badpo:evaluation -->.*<!-- /badpo:evaluation -->", re.S)
 _NOT_EVALUATED = ("Not evaluated yet: `badpo evaluate RUN --heldout H --prompts P` on this run and a DPO run "
                   "of the same data, then `badpo compare DPO_RUN RUN` writes the removal here.")
@@ -46,6 +48,7 @@ class CardFacts:
     steps: int
     seed: int
     theta: Mapping[str, tuple[float, float | None]]
+    settled: bool | None = None  # theta_bar settled over the run's last tenth (None: not known)
 
 
 def code_span(text: str) -> str:
@@ -67,8 +70,8 @@ def table_cell(text: str) -> str:
 
 def _header(facts: CardFacts) -> list[str]:
     tags = ["badpo", "dpo", "preference-optimization"] + (["ba-dpo"] if facts.theta else [])
-    lines = ["---", f"library_name: {'peft' if facts.lora else 'transformers'}"]
-    if not facts.base_is_local:  # the Hub reads base_model as a Hub id; a local path is said below
+    lines = ["---", f"library_name: {'peft' if facts.lora else 'transformers'}", "pipeline_tag: text-generation"]
+    if not facts.base_is_local and _HUB_ID.fullmatch(facts.base_model):  # a local path is said below
         lines.append(f"base_model: {facts.base_model}")
     return [*lines, "tags:", *(f"- {tag}" for tag in tags), "---"]
 
@@ -81,7 +84,20 @@ def _theta_lines(facts: CardFacts) -> list[str]:
              "of the annotators' theta_k):", "", "| attribute | theta_bar | sd of theta_k |", "|:--|--:|--:|"]
     for name, (mean, spread) in facts.theta.items():
         lines.append(f"| {table_cell(name)} | {mean:+.3f} | {'—' if spread is None else f'{spread:.3f}'} |")
+    if facts.settled is False:
+        lines += ["", "theta_bar was still moving over the run's last tenth (`run.json`: `theta_convergence`): read it "
+                  "as a lower bound, or train longer."]
     return lines
+
+
+def _usage_lines(facts: CardFacts) -> list[str]:
+    """How to load the policy: transformers for a full model, peft on its base for an adapter."""
+    loader = ("from peft import AutoPeftModelForCausalLM\n"
+              "model = AutoPeftModelForCausalLM.from_pretrained(\"PATH/TO/THIS/FOLDER\")" if facts.lora else
+              "from transformers import AutoModelForCausalLM\n"
+              "model = AutoModelForCausalLM.from_pretrained(\"PATH/TO/THIS/FOLDER\")")
+    return ["## Use", "", "```python", loader,
+            "# the tokenizer is saved beside it: AutoTokenizer.from_pretrained(\"PATH/TO/THIS/FOLDER\")", "```"]
 
 
 def theta_summary(bias: Any) -> dict[str, tuple[float, float | None]]:
@@ -107,7 +123,7 @@ def card_text(facts: CardFacts, evaluation: Sequence[str] | None = None) -> str:
         "## Data", "",
         f"{facts.judgments} judgments of {facts.pairs} pairs by {facts.annotators} annotators; {data}.",
         "Declared attributes: " + (", ".join(code_span(spec) for spec in facts.attributes) or "none") + ".", "",
-        "## theta", "", *_theta_lines(facts), "",
+        "## theta", "", *_theta_lines(facts), "", *_usage_lines(facts), "",
         "## Evaluation", "", "<!-- badpo:evaluation -->", *(evaluation or [_NOT_EVALUATED]),
         "<!-- /badpo:evaluation -->",
     ]

@@ -32,7 +32,7 @@ from badpo.engine.lifecycle import commit_judgment_outputs
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.loop import JudgmentStage, Run
 from badpo.engine.model_card import CardFacts, theta_summary, write_card
-from badpo.engine.reporting import report_input
+from badpo.engine.reporting import read_log, report_input, theta_convergence
 from badpo.engine.runtime import (
     check_sharding,
     decoder_compiled,
@@ -354,11 +354,12 @@ def card_facts(run: Run, output: Path) -> CardFacts:
     data_file = output / DATA_FILE
     fingerprint = json.loads(data_file.read_text(encoding="utf-8")) if data_file.is_file() else {}
     theta = theta_summary(bias) if run.method.learns_theta else {}
+    convergence = theta_convergence(read_log(output), config.steps) if theta else None
     name = config.model.name_or_path
     return CardFacts(config.arm.name, run.method.description, name, Path(name).expanduser().exists(),
                      config.lora.enabled, list(config.attributes), len(run.data), int(run.data.pair_rows.shape[0]),
                      len(run.data.annotators), fingerprint.get("sha256"), config.beta, config.steps,
-                     config.runtime.seed, theta)
+                     config.runtime.seed, theta, None if convergence is None else convergence["converged"])
 
 
 __all__ = ["PreferenceStage", "prepare_run", "read_and_audit", "build_bias", "check_trusted_ids", "audit_labels",

@@ -60,11 +60,13 @@ class TrainerFiles:
         unwrapped = self.accelerator.unwrap_model(self.model)
         base = self.reference_name or "unknown (a model built in memory)"
         judgments, pairs, annotators = self.data_counts
+        convergence = self.run_record().theta_convergence if self.method.learns_theta else None
         return CardFacts(self.method_name, self.method.description, base, Path(base).exists(),
                          bool(getattr(unwrapped, "peft_config", None)),
                          list(self.attribute_specs or self.bias.attribute_names), judgments, pairs, annotators,
                          None, float(self.beta), int(self.state.global_step), int(self.args.seed),
-                         theta_summary(self.bias) if self.method.learns_theta else {})
+                         theta_summary(self.bias) if self.method.learns_theta else {},
+                         None if convergence is None else convergence["converged"])
 
     def run_record(self) -> ExternalRun:
         """What ``badpo evaluate`` and ``badpo compare`` need to read this run's folder."""
