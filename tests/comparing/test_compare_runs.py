@@ -392,6 +392,8 @@ def test_a_model_card_that_cannot_be_written_leaves_the_comparison_written(tmp_p
     monkeypatch.setattr(module, "atomic_write_text", read_only_runs)
     result = compare_runs([dpo, ba], out=tmp_path / "cmp")
     assert (tmp_path / "cmp" / "compare.json").exists() and (tmp_path / "cmp" / "report.html").exists()
+    page = (tmp_path / "cmp" / "report.html").read_text(encoding="utf-8")
+    assert "none written" not in page and "compare.json" in page  # the page lists the files beside it
     card = Path(ba) / "policy" / "README.md"
     assert f"model card not updated (the comparison stands): {card} (Read-only file system)" in result.text
     assert "model cards updated" not in result.text

@@ -189,8 +189,9 @@ def compare_runs(runs: Sequence[str | os.PathLike], reference: str | os.PathLike
         files = [folder / "compare.json", folder / "compare.md", folder / "compare.png"]
         if plot_theta(result, folder / "theta.png"):
             files.append(folder / "theta.png")
-        atomic_write_text(folder / "report.html", compare_html(result, markdown, format_comparison(result, ()), files))
-        files.append(folder / "report.html")
+        report = folder / "report.html"  # the page quotes what compare prints, its own file listed
+        atomic_write_text(report, compare_html(result, markdown, format_comparison(result, [*files, report]), files))
+        files.append(report)
     cards, unwritable = update_model_cards(result)
     text = format_comparison(result, files) + (f"model cards updated: {', '.join(map(str, cards))}\n" if cards else "")
     text += "".join(f"model card not updated (the comparison stands): {note}\n" for note in unwritable)

@@ -74,6 +74,20 @@ def _rate_panel(axes, comparison: Mapping, readout: Mapping, name: str) -> None:
     axes.margins(y=0.2)
 
 
+def _interval_phrase(comparison: Mapping) -> str:
+    """What the title can say of the intervals: every rate has one, some do not (hollow points:
+    too few prompts), or none does."""
+    rates = [run[readout["key"]][name].get("rate") for readout in comparison["readouts"]
+             for name in comparison[readout["key"]] for run in comparison["runs"]]
+    with_interval = [rate.get("low") is not None for rate in rates if rate is not None]
+    level = f"{comparison['level']:.0%}"
+    if with_interval and all(with_interval):
+        return f"with {level} intervals over prompts"
+    if any(with_interval):
+        return f"with {level} intervals over prompts where there are enough (hollow: too few for one)"
+    return "without intervals (too few prompts for one)"
+
+
 @labels_as_text
 def plot_rates(comparison: Mapping, path: Path) -> None:
     """compare.png: one panel per readout and attribute (the rates on generated answers, then from
@@ -93,8 +107,8 @@ def plot_rates(comparison: Mapping, path: Path) -> None:
         _rate_panel(axes, comparison, readout, name)
         if j == 0 and comparison[readout["key"]][name]["reference"] is not None:
             axes.legend(loc="best", fontsize="small")
-    figure.suptitle(f"rates with {comparison['level']:.0%} intervals over prompts; removal of "
-                    f"{comparison['baseline'] or 'no baseline'}'s shift above each run", fontsize="medium")
+    figure.suptitle(f"rates {_interval_phrase(comparison)}; removal of {comparison['baseline'] or 'no baseline'}'s "
+                    "shift above each run", fontsize="medium")
     figure.tight_layout()
     figure.savefig(path)
 
