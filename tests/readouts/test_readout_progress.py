@@ -91,3 +91,19 @@ def test_progress_counts_a_generator_given_its_total(capsys, monkeypatch):
     monkeypatch.setattr(progress_module.LOG, "every_s", 0.0)
     assert list(progress((i for i in range(2)), "unsized", total=2)) == [0, 1]
     assert phases(capsys.readouterr().err)["unsized"][-1] == (2, 2)
+
+
+def test_generation_reports_inside_a_batch_counted_in_decoding_steps(tmp_path, build_tiny_world, capsys,
+                                                                     monkeypatch):
+    """One batch of a large model on a CPU takes minutes (issue 75: `badpo evaluate` was 7 minutes
+    silent): the answers are counted in decoding steps, each batch's max_new_tokens, so a line can
+    come while a batch runs; a batch that stops early at EOS counts its steps done."""
+    from badpo.readouts.model import generate
+
+    build_tiny_world(from_dict(TinyWorldConfig, {"n_pairs": 120}), tmp_path)
+    model, tokenizer = load(tmp_path)
+    monkeypatch.setattr(progress_module.LOG, "every_s", 0.0)
+    capsys.readouterr()
+    generate(model, tokenizer, ["hello", "a question", "more"], max_new_tokens=6, batch_size=2, what="some answers")
+    lines = phases(capsys.readouterr().err)["some answers"]
+    assert lines[-1] == (12, 12) and any(0 < n < 6 for n, _ in lines)  # a line from inside the first batch

@@ -68,12 +68,16 @@ def progress(items: Iterable | None = None, what: str = "", unit: str = "prompt"
                 {**named, "bar_format": _LINE_FORMAT, "delay": LOG.every_s})
 
 
-def step_bar(total: int, initial: int = 0, what: str = "", unit: str = "step"):
+def step_bar(total: int, initial: int = 0, what: str = "", unit: str = "step", phase: bool = False):
     """A bar the caller advances (``update``, ``set_postfix``, ``close``): tqdm's bar on a terminal,
     as before; where stderr is a log, one line every :data:`LOG` ``every_s`` with the postfix (the
-    loss) and the last when closed; nothing under ``TQDM_DISABLE``."""
-    return _bar({"total": total, "initial": initial}, {"desc": what},
-                {"desc": what, "unit": unit, "bar_format": _STEP_FORMAT})
+    loss) and the last when closed; nothing under ``TQDM_DISABLE``. ``phase``: a readout's phase,
+    as :func:`progress` reports it (its bar vanishes; in a log, a phase shorter than ``every_s``
+    writes nothing)."""
+    terminal, log = {"desc": what}, {"desc": what, "unit": unit, "bar_format": _STEP_FORMAT}
+    if phase:
+        terminal, log = {**terminal, "unit": unit, "leave": False}, {**log, "delay": LOG.every_s}
+    return _bar({"total": total, "initial": initial}, terminal, log)
 
 
 def _bar(counted: dict, terminal: dict, log: dict):

@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from badpo.core.attributes import has_markdown, length_values, word_count
 from badpo.core.judgments import Judgment
 from badpo.core.losses import dpo_margin
-from badpo.core.progress import progress
+from badpo.core.progress import progress, step_bar
 from badpo.engine.cache import cached_values
 from badpo.engine.logprobs import response_logprobs, token_logprobs, unwrapped
 from badpo.engine.runtime import config_positions
@@ -98,6 +98,18 @@ def plain_decoding(model: nn.Module) -> Iterator[None]:
 
 
 @torch.no_grad()
+class DecodingTicks:
+    """A stopping criterion that never stops: it advances ``bar`` by one decoding step each time
+    ``generate`` asks, so a long batch reports while it runs."""
+
+    def __init__(self, bar) -> None:
+        self.bar = bar
+
+    def __call__(self, input_ids: Tensor, scores: Tensor, **kwargs) -> Tensor:
+        self.bar.update(1)
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+
 def generate(model: nn.Module, tokenizer, prompts: Sequence[str], temperature: float = 0.7,
              top_p: float = 0.9, max_new_tokens: int = 512, seed: int = 0, batch_size: int = 16,
              config: TokenizationConfig = TokenizationConfig(), what: str = "generating") -> Generations:
@@ -128,16 +140,20 @@ def generate(model: nn.Module, tokenizer, prompts: Sequence[str], temperature: f
     model.eval()
     completions: list[list[int]] = []
     devices = [device.index or 0] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices), plain_decoding(model):
+    batches = range(0, len(encoded), batch_size)
+    # counted in decoding steps, not batches: one batch of a large model on a CPU takes minutes
+    bar = step_bar(len(batches) * max_new_tokens, what=what, unit="token", phase=True)
+    with torch.random.fork_rng(devices=devices), plain_decoding(model), contextlib.closing(bar):
         torch.manual_seed(seed)
-        for start in progress(range(0, len(encoded), batch_size), what, "batch"):
+        for number, start in enumerate(batches, 1):
             chunk = encoded[start:start + batch_size]
             width = max(len(ids) for ids in chunk)
             input_ids = torch.tensor([[pad_id] * (width - len(ids)) + ids for ids in chunk], device=device)
             attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in chunk],
                                      device=device)
-            output = model.generate(input_ids=input_ids, attention_mask=attention,
-                                    generation_config=decoding)
+            output = model.generate(input_ids=input_ids, attention_mask=attention, generation_config=decoding,
+                                    stopping_criteria=[DecodingTicks(bar)])
+            bar.update(number * max_new_tokens - bar.n)  # a batch that ended early: its steps are done
             completions += [cut_at_eos(row, tokenizer.eos_token_id) for row in output[:, width:].tolist()]
     model.train(was_training)
     eos = tokenizer.eos_token_id
