@@ -57,3 +57,23 @@ def test_a_damaged_safetensors_file_is_one_line_naming_it(tmp_path, save_model_d
         weights.write_bytes(data[:8] + header + data[8 + size:])
     with pytest.raises(ConfigError, match=r"^model: cannot load .*policy.* \(a damaged safetensors file: "):
         from_pretrained(AutoModelForCausalLM, str(folder), "model", complete=True)
+
+
+class _Unreachable:
+    """A loader whose Hub cannot be reached (transformers' own words)."""
+
+    @staticmethod
+    def from_pretrained(name, **kwargs):
+        raise OSError("We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them "
+                      "in the cached files.")
+
+
+def test_a_hub_id_out_of_reach_points_to_the_model_that_needs_no_network(tmp_path):
+    with pytest.raises(ConfigError, match=r"^model.name_or_path: cannot load 'Qwen/Qwen2.5-0.5B-Instruct' "
+                                          r"\(We couldn't connect.*\); without the Hub, "
+                                          r"model.name_or_path=smollm2-135m-instruct"):
+        from_pretrained(_Unreachable, "Qwen/Qwen2.5-0.5B-Instruct", "model.name_or_path")
+    (tmp_path / "local").mkdir()
+    with pytest.raises(ConfigError) as local:  # a folder of one's own: no pointer to another model
+        from_pretrained(_Unreachable, str(tmp_path / "local"), "model.name_or_path")
+    assert "without the Hub" not in str(local.value)

