@@ -74,7 +74,13 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
 # the way out: "what it had written stays" told a user who stopped one that a half model was kept.
 STOPPED = {None: "what it had written stays (a training run resumes from its last checkpoint with "
                  "resume_from=latest)",
-           "convert-gguf": "nothing was converted (its staging folder is removed; run it again to convert)"}
+           "convert-gguf": "nothing was converted (its staging folder is removed; run it again to convert)",
+           "evaluate": "no readouts were written (readouts.json is written whole at the end); run it again",
+           "demo": "the runs it finished stay; run it again to go on from there",
+           "experiment": "the runs it finished stay; run it again to go on (a stopped training resumes from its "
+                         "last checkpoint)",
+           "audit": "the report files written so far stay, each whole; run it again with --overwrite",
+           "compare": "the files written so far stay, each whole; run it again with --overwrite"}
 
 
 class Terminated(KeyboardInterrupt):

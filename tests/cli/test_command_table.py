@@ -85,7 +85,18 @@ def test_ctrl_c_is_one_line_with_exit_130_and_debug_may_follow_the_command(monke
                                                for row in cli.COMMANDS))
     assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 130
     err = capsys.readouterr().err
-    assert "Traceback" not in err and err.strip().startswith("badpo compare: interrupted; what it had written stays")
+    assert "Traceback" not in err and err.strip().startswith("badpo compare: interrupted; the files written so far "
+                                                             "stay, each whole")
+    rows = {"evaluate": interrupted}  # a command that trains nothing does not speak of resuming a training
+    monkeypatch.setattr(cli, "COMMANDS", tuple(dataclasses.replace(row, run=rows.get(row.name, row.run))
+                                               for row in cli.COMMANDS))
+    assert cli.main(["evaluate", str(tmp_path)]) == 130
+    err = capsys.readouterr().err
+    assert "no readouts were written" in err and "checkpoint" not in err
+    assert set(cli.STOPPED) - {None} <= {row.name for row in cli.COMMANDS}  # each row names a command
+    rows = {"compare": interrupted, "evaluate": failing}
+    monkeypatch.setattr(cli, "COMMANDS", tuple(dataclasses.replace(row, run=rows.get(row.name, row.run))
+                                               for row in cli.COMMANDS))
     with pytest.raises(ValueError, match="^bad input$"):  # --debug after the command: the traceback
         cli.main(["evaluate", str(tmp_path), "--debug"])
     assert cli.main(["evaluate", str(tmp_path)]) == 2
@@ -109,7 +120,8 @@ def test_sigterm_ends_a_command_in_one_line_with_exit_143(monkeypatch, capsys, t
     monkeypatch.setattr(cli, "COMMANDS", rows)
     before = signal.getsignal(signal.SIGTERM)
     assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 143
-    assert capsys.readouterr().err.strip().startswith("badpo compare: terminated (SIGTERM); what it had written stays")
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("badpo compare: terminated (SIGTERM); the files written so far stay")
     assert signal.getsignal(signal.SIGTERM) is before
 
 
