@@ -65,7 +65,7 @@ def test_a_missing_tracker_is_named_with_its_extra_when_the_config_is_read(world
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "tensorboard" else find_spec(name, *a))
     with pytest.raises(ConfigError, match=r"report.report_to: tensorboard is not installed; "
-                                          r"pip install 'badpo\[tensorboard\]'"):
+                                          r"pip install -e '.\[tensorboard\]' \(in badpo's clone\)"):
         train(_missing_data(world, "trackers", "report.report_to=[tensorboard]"))
     with pytest.raises(ConfigError, match="report.report_to: tensorboard"):
         from badpo.engine.sft import sft

@@ -31,7 +31,7 @@ def gguf_module(path: Path, where: str = ""):
         import gguf
     except ImportError:
         raise ImportError(f"{where}reading {str(path)!r} needs the gguf package; "
-                          'pip install "badpo[gguf]"') from None
+                          'pip install -e ".[gguf]" in badpo\'s clone') from None
     return gguf
 
 

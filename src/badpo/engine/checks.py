@@ -57,7 +57,7 @@ def check_trackers(report: ReportConfig) -> None:
             raise ConfigError(f"report.report_to: {name!r} is not a tracker accelerate supports; "
                               f"choose from {sorted(LOGGER_TYPE_TO_CLASS)}")
         if importlib.util.find_spec(name) is None:
-            how = f"pip install 'badpo[{name}]'" if name in TRACKER_EXTRAS else f"pip install {name}"
+            how = f"pip install -e '.[{name}]' (in badpo's clone)" if name in TRACKER_EXTRAS else f"pip install {name}"
             raise ConfigError(f"report.report_to: {name} is not installed; "
                               f"{how} (or drop {name} from report_to)")
     if report.log_every < 1:

@@ -109,7 +109,7 @@ try:
     from trl.models.utils import disable_gradient_checkpointing
     from trl.trainer.utils import use_adapter
 except ImportError as error:  # pragma: no cover - depends on the environment
-    raise ImportError("badpo.integrations.trl needs TRL: pip install 'badpo[trl]'") from error
+    raise ImportError("badpo.integrations.trl needs TRL: pip install -e '.[trl]' in badpo's clone") from error
 
 __all__ = ["BADPOTrainer", "INDEX_COLUMN", "DIFF_COLUMN", "JUDGMENT_COLUMN", "TRL_LACKS", "trl_refusal",
            "with_bias_columns"]
