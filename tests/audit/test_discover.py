@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import pytest
 
-from badpo.auditing.candidates import LIBRARY, feature_spec, text_features
+from badpo.auditing.candidate_attributes import LIBRARY, feature_spec, text_features
 from badpo.auditing.discover import DiscoverySettings, _related, discover, fold, halves, pooled_fit, prompt_halves
 from badpo.auditing.discover_data import candidate_entries, encode, library_candidates
 from badpo.auditing.discover_report import format_discovery

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from badpo.auditing import discover_data
-from badpo.auditing.candidates import text_features
+from badpo.auditing.candidate_attributes import text_features
 from badpo.auditing.packed_texts import PackedTexts
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from badpo.core.judgments import Judgment
-from badpo.core.level import policy_tilt
+from badpo.core.level_step import policy_tilt
 from fixtures.benchmarks import load_benchmark
 
 

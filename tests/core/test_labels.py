@@ -16,7 +16,7 @@ from badpo.core.judgments import (
     validate_judgments,
     write_judgments,
 )
-from badpo.core.labels import (
+from badpo.core.label_counts import (
     LabelCounts,
     decisive_votes,
     estimates_line,

@@ -1,4 +1,4 @@
-"""The level step's maths (badpo.core.level) on problems worked by hand, by bisection and on a grid,
+"""The level step's maths (badpo.core.level_step) on problems worked by hand, by bisection and on a grid,
 and the bias channel's shift of the untrusted annotators."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from badpo.core.bias import BiasChannel
-from badpo.core.level import LOGISTIC, level_shift, offset_mle, policy_tilt, squared, tilt_shift
+from badpo.core.level_step import LOGISTIC, level_shift, offset_mle, policy_tilt, squared, tilt_shift
 
 F64 = torch.float64
 

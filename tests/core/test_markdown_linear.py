@@ -90,7 +90,7 @@ def test_a_regex_spec_of_a_scanned_construct_is_matched_by_the_scan():
 
 _HOSTILE = textwrap.dedent("""
     import json, time
-    from badpo.auditing.candidates import LIBRARY
+    from badpo.auditing.candidate_attributes import LIBRARY
     from badpo.core.attributes import resolve_attributes
     from badpo.core.markdown import has_markdown, strip_markdown
     attributes = resolve_attributes(["markdown", *[s for s in LIBRARY if s.startswith("md_")]]).attributes

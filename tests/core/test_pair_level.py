@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from badpo.core.level import LOGISTIC, reference_start
+from badpo.core.level_step import LOGISTIC, reference_start
 from badpo.core.pair_level import pair_effect_level, pair_log_likelihood, pair_quality
 
 

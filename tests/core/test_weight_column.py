@@ -14,7 +14,7 @@ from badpo.core.judgments import (
     validate_judgments,
     write_judgments,
 )
-from badpo.core.labels import estimates_line, label_counts
+from badpo.core.label_counts import estimates_line, label_counts
 
 
 def row(**overrides):

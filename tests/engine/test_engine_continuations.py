@@ -53,7 +53,7 @@ def one_at_a_time(model, prefix: list[int], candidates: list[list[int]]) -> torc
 @pytest.mark.parametrize("attention", ["eager", "sdpa"])
 @pytest.mark.parametrize("arch", ["gpt2", "llama", "qwen2"])
 def test_the_trie_scores_what_the_padded_batch_and_the_plain_path_score(arch, attention, build_model):
-    """Candidates sharing first tokens (and one a prefix of another) through the trie equal the
+    """ContinuationTrie sharing first tokens (and one a prefix of another) through the trie equal the
     padded batch and prefix + candidate scored alone, for absolute and rotary positions."""
     model = build_model(arch)
     model.config._attn_implementation = attention

@@ -18,7 +18,7 @@ import pytest
 import torch.multiprocessing as mp
 
 from badpo.core.config import ConfigError
-from badpo.engine.checks import check_train
+from badpo.engine.config_checks import check_train
 from badpo.engine.runtime import check_sharding
 from badpo.engine.train import train
 from badpo.run_folder.identity import identity

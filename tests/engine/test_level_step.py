@@ -17,7 +17,7 @@ import yaml
 
 from badpo.core.bias import BiasChannel
 from badpo.core.config import apply_overrides, from_dict, to_dict
-from badpo.core.level import LOGISTIC
+from badpo.core.level_step import LOGISTIC
 from badpo.engine.batches import ItemTable
 from badpo.engine.loop import final_level
 from badpo.engine.settings import TrainConfig

@@ -15,7 +15,7 @@ import yaml
 from badpo.cli import main
 from badpo.core.config import ConfigError, apply_overrides, from_dict, to_dict
 from badpo.engine import loop
-from badpo.engine.checks import check_rm, check_train
+from badpo.engine.config_checks import check_rm, check_train
 from badpo.engine.loop import judgment_losses
 from badpo.engine.preference import prepare_run
 from badpo.engine.settings import RMConfig, TrainConfig

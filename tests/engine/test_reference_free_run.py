@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from badpo.core.level import LOGISTIC
+from badpo.core.level_step import LOGISTIC
 from badpo.engine.preference import prepare_run
 from badpo.engine.train import train
 from badpo.theta.start import initial_level

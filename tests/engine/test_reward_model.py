@@ -17,7 +17,7 @@ from badpo.cli import main
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError, apply_overrides, from_dict, load_config
 from badpo.core.losses import ba_dpo_loss, bt_loss
-from badpo.engine.checks import check_rm
+from badpo.engine.config_checks import check_rm
 from badpo.engine.reward import RewardScorer, prepare_reward_run, reward_losses, without_final_eos
 from badpo.engine.runtime import make_accelerator
 from badpo.engine.settings import REWARD_LR, RMConfig, resolved_lr

@@ -9,7 +9,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from badpo.core.config import ConfigError, from_dict
-from badpo.engine.checks import check_fsdp
+from badpo.engine.config_checks import check_fsdp
 from badpo.engine.logprobs import response_logprobs
 from badpo.engine.runtime import checkpoint_selectively
 from badpo.engine.settings import LEAN_MIN_PARAMETERS, ModelConfig, TrainConfig

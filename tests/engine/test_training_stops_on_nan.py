@@ -329,7 +329,7 @@ def test_a_pickle_in_a_run_s_policy_folder_is_refused_before_any_model_loads(sto
 
 def test_a_run_folder_that_holds_its_own_data_is_refused(world):
     from badpo.core.config import ConfigError
-    from badpo.engine.checks import check_train
+    from badpo.engine.config_checks import check_train
 
     config = make_config(world, "unused")
     with pytest.raises(ConfigError, match="holds the run's data"):

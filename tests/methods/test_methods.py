@@ -262,7 +262,7 @@ def test_unknown_method_params_are_refused_before_loading(world):
 
 @pytest.mark.parametrize("name", sorted(arm_name(n, "pooled") for n, m in METHODS.items() if m.takes_bias))
 def test_every_learned_theta_loss_is_its_link_of_its_logits(name):
-    """The level step (badpo.core.level) reads each loss as link(logits): the logits a row returns,
+    """The level step (badpo.core.level_step) reads each loss as link(logits): the logits a row returns,
     put through the row's level_link, give back its per-judgment losses (R-DPO's length term and
     the bias inside, IPO's squared link)."""
     method = get_arm(name)

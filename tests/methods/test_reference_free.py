@@ -10,7 +10,7 @@ import pytest
 import torch
 from scipy.optimize import minimize_scalar
 
-from badpo.core.level import LOGISTIC
+from badpo.core.level_step import LOGISTIC
 from badpo.methods import JudgmentBatch, get_arm, logit_at_start
 from badpo.theta.labels import ThetaLabels
 from badpo.theta.start import initial_level

@@ -22,7 +22,7 @@ import pytest
 from badpo.core.attributes import resolve_attributes
 from badpo.core.bias import variant_facts
 from badpo.core.config import ConfigError, from_dict, load_config, to_dict
-from badpo.engine.checks import check_sft, check_train
+from badpo.engine.config_checks import check_sft, check_train
 from badpo.engine.settings import SFTConfig, TrainConfig
 from badpo.methods import get_arm
 from badpo.paper.backend import engine_backend, resolve_arm, resolve_evaluation

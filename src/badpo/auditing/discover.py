@@ -1,7 +1,7 @@
 """``badpo audit DATA --discover``: find which attributes the annotators are biased on, before
 declaring one.
 
-**Candidates** are the library of :mod:`badpo.auditing.candidates` (length, markdown and its elements,
+**Candidates** are the library of :mod:`badpo.auditing.candidate_attributes` (length, markdown and its elements,
 names, emoji, punctuation, person, hedges, refusals, numbers, URLs, a signature, sentence forms)
 and the n-grams of the data screen (first / last words of a response, words and phrases that differ
 between the two sides of a pair), each as an attribute spec ``badpo train`` accepts.
@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from badpo.auditing.discover_data import Candidates, Encoded, Halves, Progress, candidate_entries, encode
+from badpo.auditing.discover_data import CandidateEffects, Encoded, Halves, Progress, candidate_entries, encode
 from badpo.auditing.discover_stats import (
     Effects,
     benjamini_hochberg,
@@ -142,7 +142,7 @@ class Discovery:
     untestable: tuple[tuple[str, str], ...]  # (library candidate, why it cannot be tested)
     findings: tuple[Finding, ...]
     notes: tuple[str, ...] = field(default=())
-    labels: Mapping[str, Any] | None = None  # the labels read (badpo.core.labels), ties left out of the screen
+    labels: Mapping[str, Any] | None = None  # the labels read (badpo.core.label_counts), ties left out of the screen
 
     def attributes(self) -> list[str]:
         return [f.spec for f in self.findings]
@@ -224,7 +224,7 @@ def halves(enc: Encoded, pair_half: np.ndarray) -> Halves:
         (wins_a, totals)]
 
 
-def _spread_tests(enc: Encoded, cands: Candidates, testable: np.ndarray, every: Effects,
+def _spread_tests(enc: Encoded, cands: CandidateEffects, testable: np.ndarray, every: Effects,
                   settings: DiscoverySettings, pair_half: np.ndarray) -> np.ndarray:
     """The homogeneity p-values [2, C] (nan: not tested) of the testable library candidates and of
     the SPREAD_DATA testable data candidates that differ on the most pairs (chosen without the labels)."""
@@ -240,7 +240,7 @@ def _spread_tests(enc: Encoded, cands: Candidates, testable: np.ndarray, every: 
     return spread
 
 
-def _test_all(enc: Encoded, cands: Candidates, settings: DiscoverySettings, pair_half: np.ndarray):
+def _test_all(enc: Encoded, cands: CandidateEffects, settings: DiscoverySettings, pair_half: np.ndarray):
     first, second, every = (effects_from_sums(sums) for sums in cands.sums)
     testable = (first.pairs >= settings.min_pairs) & (second.pairs >= settings.min_pairs)
     spread = _spread_tests(enc, cands, testable, every, settings, pair_half)
@@ -426,7 +426,7 @@ def caution(finding: Finding, alpha: float) -> str | None:
     return None
 
 
-def _findings(enc: Encoded, cands: Candidates, confirmed: np.ndarray, heldout: Effects, every: Effects,
+def _findings(enc: Encoded, cands: CandidateEffects, confirmed: np.ndarray, heldout: Effects, every: Effects,
               settings: DiscoverySettings, pair_half: np.ndarray) -> tuple[Finding, ...]:
     if not len(confirmed):
         return ()

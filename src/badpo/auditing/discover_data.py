@@ -10,7 +10,7 @@ compressed: :class:`badpo.auditing.packed_texts.PackedTexts`) and with a few int
 differ on it, with ``sign = +1`` where side ``a`` carries it, and the sums from which its effect on
 each half is computed (:func:`badpo.auditing.discover_stats.effect_sums`). Library candidates are
 evaluated once per distinct response (``length`` once per pair) and kept as an int8 [pairs,
-library] table. Data candidates come from :func:`badpo.auditing.candidates.text_features`: the n-grams
+library] table. Data candidates come from :func:`badpo.auditing.candidate_attributes.text_features`: the n-grams
 are hashed (one 64-bit integer per response and n-gram, in chunks of responses), those carried by
 fewer than ``2 min_pairs`` responses are dropped, and the rest are compared pair by pair in chunks,
 adding to their sums; their entries are never all held, and are recomputed in one pass for the
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from badpo.auditing.candidates import LIBRARY, feature_name, feature_spec, text_features
+from badpo.auditing.candidate_attributes import LIBRARY, feature_name, feature_spec, text_features
 from badpo.auditing.discover_stats import effect_sums
 from badpo.auditing.feature_ids import FeatureIds
 from badpo.auditing.packed_texts import PackedTexts
@@ -39,7 +39,7 @@ from badpo.core.attributes import STRIPPERS, resolve_attributes, word_count
 from badpo.core.judgments import Judgment
 from badpo.core.markdown import has_markdown
 
-__all__ = ["Candidates", "Encoded", "Halves", "Progress", "candidate_entries", "encode", "library_candidates"]
+__all__ = ["CandidateEffects", "Encoded", "Halves", "Progress", "candidate_entries", "encode", "library_candidates"]
 
 Progress = Callable[[str], None]
 _EVERY = 200_000  # judgments between two progress lines
@@ -66,7 +66,7 @@ Halves = list[tuple[np.ndarray, np.ndarray]]  # (wins of side a, judgments) per 
 
 
 @dataclass(frozen=True)
-class Candidates:
+class CandidateEffects:
     names: list[str]  # attribute (coordinate) names
     specs: list[str]  # what `badpo train` takes: attributes=[spec, ...]
     sources: list[str]  # "library" or "data"
@@ -337,7 +337,7 @@ def _distinct(features: list, kept: np.ndarray, fingerprint: np.ndarray, pairs: 
 
 
 def _loader(enc: Encoded, ids: FeatureIds, feature_of: list[int], first: int):
-    """The ``Candidates.load`` of the data candidates: candidate ``first + k`` is feature
+    """The ``CandidateEffects.load`` of the data candidates: candidate ``first + k`` is feature
     ``feature_of[k]``; one pass over the pairs for any number of them, each candidate's entries
     kept as it goes (int32 pairs, int8 signs): the hundreds the spread test loads at once held every
     chunk's (feature, pair, sign) twice in int64 and grew the peak by 2.5 KiB a judgment."""
@@ -384,7 +384,7 @@ def _data_candidates(enc: Encoded, min_pairs: int, taken: set[str], halves: Halv
 
 
 def candidate_entries(enc: Encoded, min_pairs: int, halves: Halves, screen: bool = True,
-                      progress: Progress | None = None) -> Candidates:
+                      progress: Progress | None = None) -> CandidateEffects:
     """Every candidate, the library's then (with ``screen``) the data's, with its effect sums on
     each set of pairs of ``halves``."""
     library, signs = _library_signs(enc, progress)
@@ -403,4 +403,4 @@ def candidate_entries(enc: Encoded, min_pairs: int, halves: Halves, screen: bool
         sums.append(extra_sums)
         removers += [resolve_attributes([s]).attributes[0].remove for s in extra_specs]
     sources = ["library"] * len(library) + ["data"] * (len(names) - len(library))
-    return Candidates(names, specs, sources, removers, np.concatenate(sums, axis=2), signs, load)
+    return CandidateEffects(names, specs, sources, removers, np.concatenate(sums, axis=2), signs, load)

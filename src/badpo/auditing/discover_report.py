@@ -23,7 +23,7 @@ from badpo.auditing.forest import labels_as_text
 from badpo.auditing.report_html import discover_html
 from badpo.core.file_sets import commit_files, folder_lock, recover_files
 from badpo.core.judgments import check_duplicates_option, duplicates_line, handle_duplicates
-from badpo.core.labels import LabelTally, estimates_line
+from badpo.core.label_counts import LabelTally, estimates_line
 from badpo.core.outputs import Inputs, check_not_input, check_writable_folder, spreadsheet_safe
 from badpo.data.judgment_stream import judgment_stream
 from badpo.data.sources import ColumnMap, read_judgment_source

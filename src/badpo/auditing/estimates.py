@@ -49,7 +49,7 @@ import numpy as np
 from badpo.auditing.reliability import reliability_of
 from badpo.auditing.start_level import start_level
 from badpo.core.judgments import Judgment, annotator_classes, pair_key
-from badpo.core.labels import no_ties
+from badpo.core.label_counts import no_ties
 from badpo.core.notices import BadpoWarning
 
 __all__ = [
@@ -248,7 +248,7 @@ class Audit:
     warnings: tuple[str, ...]
     trusted: tuple[str, ...] = ()  # annotators whose theta_k is known (pins their component)
     start: Any = None  # where bias.init: conditional starts theta (badpo.auditing.start_level), when asked for
-    labels: Mapping[str, Any] | None = None  # the labels read (badpo.core.labels.LabelCounts.to_dict), ties left out
+    labels: Mapping[str, Any] | None = None  # the labels read (label_counts.LabelCounts.to_dict), ties left out
     reliability: Any = None  # each annotator's reliability (badpo.auditing.reliability.Reliability), when asked for
 
     def coordinate(self, name: str) -> CoordinateAudit:

@@ -79,7 +79,7 @@ from badpo.core.attributes import resolve_attributes
 from badpo.core.file_sets import folder_lock
 from badpo.core.jsonio import atomic_write_text
 from badpo.core.judgments import Judgment, handle_duplicates
-from badpo.core.labels import estimates_line, label_counts, wins_for_estimates
+from badpo.core.label_counts import estimates_line, label_counts, wins_for_estimates
 from badpo.core.outputs import check_not_input, check_writable_folder, spreadsheet_safe
 from badpo.data.coverage import check_coverage, unknown_share
 from badpo.data.sources import ColumnMap, read_judgment_source

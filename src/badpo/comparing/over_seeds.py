@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping
 
-from badpo.core.checks import ArrayLike, as_float64, check_finite
+from badpo.core.array_checks import ArrayLike, as_float64, check_finite
 
 __all__ = ["removal", "removal_per_seed", "student_t_quantile", "mean_ci"]
 

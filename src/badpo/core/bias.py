@@ -35,7 +35,7 @@ every judgment cannot hold a fixed value for some annotators without becoming pe
 raw parameters never move), ``theta()`` reports the fixed values, and ``fixed_offset`` still adds
 to every theta_k. Trusted values are configuration, not state: they are buffers outside
 ``state_dict`` and are written to the JSON file under ``trusted``. ``shift_untrusted(delta)`` moves
-every other theta_k by delta at once: the level step of :mod:`badpo.core.level`.
+every other theta_k by delta at once: the level step of :mod:`badpo.core.level_step`.
 
 Reported mean. The paper's theta_bar is the mean of the theta_k (Corollary "Reward-bias
 degeneracy": theta_bar := (1/m) sum_k theta_k), and ``mean()`` returns exactly that for every
@@ -322,7 +322,7 @@ class BiasChannel(nn.Module):
         """Add ``delta`` (``[d]``, the declared coordinates) to theta_k of every annotator that is
         not trusted, through the shared parameter where there is one (theta_bar) and the free rows
         otherwise: the level moves, the deviations and the trusted values stay
-        (:mod:`badpo.core.level`). A channel without trusted annotators has no level to set."""
+        (:mod:`badpo.core.level_step`). A channel without trusted annotators has no level to set."""
         if not self.trusted:
             raise ValueError(f"shift_untrusted: variant {self.variant!r} has no trusted annotator, so "
                              "its level cannot be set apart from the policy")

@@ -1,7 +1,7 @@
 """Theta's level that quality does not shrink: a logistic fit with a per-pair random effect.
 
 **Why.** With the policy at the reference every margin is 0, so a fit of the labels explains them
-by theta . a alone (:func:`badpo.core.level.reference_start`). Quality is left out, and a logistic
+by theta . a alone (:func:`badpo.core.level_step.reference_start`). Quality is left out, and a logistic
 coefficient with a term left out shrinks toward 0 (it is not collapsible): for q ~ N(0, tau^2),
 E sigma(q + x) ~ sigma(x / sqrt(1 + pi tau^2 / 8)), so quality worth 2 logits leaves about 60%
 of the level. Real preference data carry strong quality differences: the shrinkage is the typical

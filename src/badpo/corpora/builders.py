@@ -1,5 +1,5 @@
 """The corpus builders by name, for the command line and the experiment runner: :data:`CORPORA`,
-one :class:`Corpus` row per name.
+one :class:`CorpusBuilder` row per name.
 
 Every builder is ``build(config, outdir) -> statistics`` with a frozen config dataclass and a
 ``summary(statistics) -> text``. A row's ``load`` imports its module when first called (the real
@@ -30,7 +30,7 @@ class Builder:
 
 
 @dataclass(frozen=True)
-class Corpus:
+class CorpusBuilder:
     """One row of :data:`CORPORA`: a name and the function that imports its builder."""
 
     name: str
@@ -106,17 +106,17 @@ def _example_csv() -> Builder:
                    tuple(example.OUTPUT_FILES))
 
 
-CORPORA: dict[str, Corpus] = {row.name: row for row in (
-    Corpus("tiny-signed", _tiny_signed),
-    Corpus("tiny-multipref", _tiny_multipref),
-    Corpus("signed-ultrafeedback", _signed_ultrafeedback),
-    Corpus("multipref", _multipref),
-    Corpus("smol-signed", _smol_signed),
-    Corpus("smol-multipref", _smol_multipref),
-    Corpus("helpsteer3", _helpsteer3),  # HelpSteer3's individual preferences: ties, strengths
-    Corpus("prism", _prism),  # PRISM's rated opening turns, by participant id
-    Corpus("own-data", _own_data),  # your judgments, split
-    Corpus("example-csv", _example_csv),  # a CSV as users have one
+CORPORA: dict[str, CorpusBuilder] = {row.name: row for row in (
+    CorpusBuilder("tiny-signed", _tiny_signed),
+    CorpusBuilder("tiny-multipref", _tiny_multipref),
+    CorpusBuilder("signed-ultrafeedback", _signed_ultrafeedback),
+    CorpusBuilder("multipref", _multipref),
+    CorpusBuilder("smol-signed", _smol_signed),
+    CorpusBuilder("smol-multipref", _smol_multipref),
+    CorpusBuilder("helpsteer3", _helpsteer3),  # HelpSteer3's individual preferences: ties, strengths
+    CorpusBuilder("prism", _prism),  # PRISM's rated opening turns, by participant id
+    CorpusBuilder("own-data", _own_data),  # your judgments, split
+    CorpusBuilder("example-csv", _example_csv),  # a CSV as users have one
 )}
 
 

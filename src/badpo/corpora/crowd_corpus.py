@@ -18,7 +18,7 @@ from typing import Any
 from badpo.core.config import dump_yaml
 from badpo.core.jsonio import write_json
 from badpo.core.judgments import Judgment, write_judgments
-from badpo.core.labels import label_counts
+from badpo.core.label_counts import label_counts
 from badpo.corpora.multipref import split_prompt_ids
 
 __all__ = ["OUTPUT_FILES", "summary_text", "write_crowd_corpus"]

@@ -23,7 +23,7 @@ from badpo.auditing.estimates import Audit, LogOdds, audit
 from badpo.auditing.terminal_table import format_audit, format_estimate
 from badpo.core.attributes import resolve_attributes
 from badpo.core.config import ConfigError
-from badpo.core.labels import label_counts
+from badpo.core.label_counts import label_counts
 from badpo.corpora.signing import SigningConfig, implied_log_odds, sign_corpus
 from badpo.corpora.tiny import TinyWorldConfig, build_model, build_tokenizer, tiny_base_pairs
 

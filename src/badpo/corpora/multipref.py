@@ -47,7 +47,7 @@ from badpo.core.attributes import resolve_attributes
 from badpo.core.config import dump_yaml, to_dict
 from badpo.core.jsonio import write_json, write_jsonl
 from badpo.core.judgments import Judgment, write_judgments
-from badpo.core.labels import wins_for_estimates
+from badpo.core.label_counts import wins_for_estimates
 from badpo.data.hub import CorpusSchemaError, load_split, require_columns
 from badpo.data.label_forms import MULTIPREF_LABELS
 

@@ -42,7 +42,7 @@ from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.config import ConfigError, dump_yaml, to_dict
 from badpo.core.jsonio import write_json, write_jsonl
 from badpo.core.judgments import Judgment
-from badpo.core.labels import wins_for_estimates
+from badpo.core.label_counts import wins_for_estimates
 from badpo.corpora.multipref import MultiPrefConfig, MultiPrefCorpus, multipref_corpus, write_multipref
 
 __all__ = [

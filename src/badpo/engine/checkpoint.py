@@ -24,7 +24,7 @@ checkpoints or the new one, never half of one.
 Under FSDP or DeepSpeed the weights and the optimizer state are sharded and accelerate saves them
 in its own (pickled) format, so checkpointing is refused there with an error naming the options;
 a policy badpo shards itself (``fsdp: true``) is refused by the config check
-(:func:`badpo.engine.checks.check_fsdp`).
+(:func:`badpo.engine.config_checks.check_fsdp`).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ after the same prompt + answer body. The prefix runs through the decoder once
 
 Candidates share their first tokens (" Emily Smith" and " Emily Reed" both begin " Emily"), and the
 last token of a candidate is only ever predicted, never fed. So the candidates are run as a trie
-(:class:`Candidates`): every distinct proper prefix of a candidate is one position of a single
+(:class:`ContinuationTrie`): every distinct proper prefix of a candidate is one position of a single
 sequence after the prefix, each position attending to the prefix and to its own ancestors (a 4D
 attention mask) at the position it would have in its candidate (``position_ids``). On the names
 readout's whole signatures that is about a quarter of the positions a padded batch of the
@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from badpo.engine.logprobs import DEFAULT_CHUNK_SIZE, decoder_and_head, gather_logprobs, unwrapped
 
-__all__ = ["Candidates", "EncodedPrefix", "candidate_batch", "encode_prefix", "score_after",
+__all__ = ["ContinuationTrie", "EncodedPrefix", "candidate_batch", "encode_prefix", "score_after",
            "continuation_logprobs"]
 
 TREE_ATTENTION = ("eager", "sdpa")
@@ -43,7 +43,7 @@ among them (Bloom, Falcon: their position bias is built from a 2D mask), get the
 
 
 @dataclass(frozen=True)
-class Candidates:
+class ContinuationTrie:
     """C candidates, built once and scored after any number of prefixes, in two layouts.
 
     The trie: ``tokens``/``depth`` ``[N]`` are the fed positions (each distinct proper prefix of a
@@ -84,7 +84,7 @@ def _trie(continuations: Sequence[Sequence[int]]) -> tuple[list[list[int]], list
     return node_rows, step_rows, token_steps
 
 
-def candidate_batch(continuations: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> Candidates:
+def candidate_batch(continuations: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> ContinuationTrie:
     """Both layouts of ``continuations`` (each non-empty), on ``device``."""
     empty = [i for i, c in enumerate(continuations) if len(c) == 0]
     if empty or not continuations:
@@ -104,7 +104,7 @@ def candidate_batch(continuations: Sequence[Sequence[int]], device: torch.device
     nodes = torch.tensor(node_rows, dtype=torch.long).reshape(-1, 3)
     steps = torch.tensor(step_rows, dtype=torch.long)
     owner = torch.repeat_interleave(torch.arange(n), torch.tensor([len(c) for c in continuations]))
-    return Candidates(ids.to(device), mask.to(device), nodes[:, 0].to(device), nodes[:, 1].to(device),
+    return ContinuationTrie(ids.to(device), mask.to(device), nodes[:, 0].to(device), nodes[:, 1].to(device),
                       ancestry.to(device), steps[:, 0].to(device), steps[:, 1].to(device), owner.to(device),
                       torch.tensor(token_steps, dtype=torch.long, device=device))
 
@@ -147,7 +147,7 @@ def takes_tree_mask(model: nn.Module, positions: int) -> bool:
             and (window is None or window >= positions))
 
 
-def _tree_hidden(decoder: nn.Module, prefix: EncodedPrefix, candidates: Candidates, dtype: torch.dtype) -> Tensor:
+def _tree_hidden(decoder: nn.Module, prefix: EncodedPrefix, candidates: ContinuationTrie, dtype: torch.dtype) -> Tensor:
     """The final hidden state of every fed position of the trie, ``[N, H]``."""
     n = candidates.tokens.shape[0]
     blocked = torch.zeros(n, prefix.length + n, dtype=dtype, device=candidates.tokens.device)
@@ -158,7 +158,7 @@ def _tree_hidden(decoder: nn.Module, prefix: EncodedPrefix, candidates: Candidat
                    use_cache=True).last_hidden_state[0]
 
 
-def _padded_logprobs(decoder: nn.Module, head: nn.Module, prefix: EncodedPrefix, candidates: Candidates,
+def _padded_logprobs(decoder: nn.Module, head: nn.Module, prefix: EncodedPrefix, candidates: ContinuationTrie,
                      chunk_size: int) -> Tensor:
     """Every candidate token's log-prob from the padded batch, ``[sum of lengths]``: the prefix's
     cache repeated over the candidates; token j > 0 predicted by the candidate's position j - 1."""
@@ -173,7 +173,7 @@ def _padded_logprobs(decoder: nn.Module, head: nn.Module, prefix: EncodedPrefix,
     return gather_logprobs(head, predictors[mask], ids[mask], chunk_size)
 
 
-def score_after(model: nn.Module, prefix: EncodedPrefix, candidates: Candidates,
+def score_after(model: nn.Module, prefix: EncodedPrefix, candidates: ContinuationTrie,
                 chunk_size: int = DEFAULT_CHUNK_SIZE, tree: bool | None = None) -> Tensor:
     """log p(candidate | prefix) of each candidate, ``[C]``; ``prefix`` is not used up.
 

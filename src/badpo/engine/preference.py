@@ -22,12 +22,12 @@ from badpo.auditing.reliability import reliability_weights
 from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError
-from badpo.core.labels import wins_for_estimates
+from badpo.core.label_counts import wins_for_estimates
 from badpo.core.notices import BadpoWarning
 from badpo.engine.batches import PreferenceData, Schedule, load_preference_data
 from badpo.engine.cache import reference_logprobs, token_offsets
 from badpo.engine.checkpoint import continue_from
-from badpo.engine.checks import check_offset_length
+from badpo.engine.config_checks import check_offset_length
 from badpo.engine.lifecycle import commit_judgment_outputs
 from badpo.engine.logprobs import LogprobModel
 from badpo.engine.loop import JudgmentStage, Run

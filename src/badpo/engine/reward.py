@@ -32,7 +32,7 @@ from torch import Tensor, nn
 from badpo.core.config import ConfigError
 from badpo.core.losses import bt_loss
 from badpo.engine.batches import Schedule
-from badpo.engine.checks import check_rm
+from badpo.engine.config_checks import check_rm
 from badpo.engine.lifecycle import Lifecycle, commit_judgment_outputs
 from badpo.engine.logprobs import at_least_float32
 from badpo.engine.loop import JudgmentStage, Run, bias_logits, orthogonal_sides, run_stage

@@ -160,7 +160,7 @@ class BiasSettings:
     # trusted annotators, theta_k fixed instead of learned: a list of ids (fixed at 0) or a mapping
     # id -> [one value per attribute]; pins the shared level (per_annotator, shared_mean, class_offsets)
     trusted: list[str] | dict[str, list[float]] | None = None
-    # with trusted annotators, who sets the untrusted annotators' shared level (badpo.core.level):
+    # with trusted annotators, who sets the untrusted annotators' shared level (badpo.core.level_step):
     # final: the trusted judgments, once, on the trained policy's margins, before theta.json is
     # written (the policy trains as under gradient); every_step: the trusted judgments, after every
     # optimizer step (the policy is pulled to the trusted annotators' zero, their noise included);

@@ -30,7 +30,7 @@ from badpo.core.config import ConfigError
 from badpo.core.jsonio import atomic_write_text, dumps
 from badpo.data.sources import read_judgment_source, read_sft_source
 from badpo.engine.batches import Schedule, majority_chosen
-from badpo.engine.checks import check_sft
+from badpo.engine.config_checks import check_sft
 from badpo.engine.finite import check_loss_and_gradients, check_weights, optimizer_step
 from badpo.engine.lifecycle import Lifecycle
 from badpo.engine.logprobs import LogprobModel

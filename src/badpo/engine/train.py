@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from badpo.engine.checks import check_train
+from badpo.engine.config_checks import check_train
 from badpo.engine.lifecycle import Lifecycle
 from badpo.engine.loop import run_stage
 from badpo.engine.mixture import train_type_policies

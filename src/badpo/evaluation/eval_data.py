@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from badpo.core.config import ConfigError
-from badpo.core.labels import decisive_votes
+from badpo.core.label_counts import decisive_votes
 from badpo.data.sources import ColumnMap, read_judgment_source, read_prompt_source
 from badpo.readouts import table
 from badpo.readouts.reading import Corpus

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from badpo.core.level import LOGISTIC, Link, squared
+from badpo.core.level_step import LOGISTIC, Link, squared
 
 __all__ = ["DIVERGENCES", "MARGIN_LOSSES", "NOT_OF_THE_MARGIN", "Margins", "MarginLoss", "margin_losses",
            "pair_margins", "start_link", "weighted_loss", "wpo_weights"]
@@ -45,7 +45,7 @@ class Margins:
 @dataclass(frozen=True)
 class MarginLoss:
     """One TRL loss type as a function of the margins; ``link``: the link of theta's start
-    (``badpo.core.level``), given beta."""
+    (``badpo.core.level_step``), given beta."""
 
     loss: Callable[[Margins], Tensor]
     link: Callable[[float], Link]

@@ -18,7 +18,7 @@ never branches on a method's name):
 * ``type_policies``: the arm trains several policies (EM-DPO + MinMax-DPO); ``badpo.engine.mixture``
   orchestrates them above the one-policy loop (the maths: :mod:`badpo.methods.em`).
 * ``level_link(params)``: how the loss depends on its logit (bias included), which the level step
-  of ``bias.trusted_level`` minimises in (:mod:`badpo.core.level`): logistic for the DPO family,
+  of ``bias.trusted_level`` minimises in (:mod:`badpo.core.level_step`): logistic for the DPO family,
   squared for IPO. The loss returns that logit as ``LossTerms.logits``.
 * ``reference_free``: the loss reads no reference log-probs (SimPO); its logit at the start is then
   not 0, and theta's start fits the labels around it (:func:`logit_at_start`, for every row alike:
@@ -38,7 +38,7 @@ import torch
 from torch import Tensor
 
 from badpo.core.config import ConfigError, from_dict
-from badpo.core.level import LOGISTIC, Link, squared
+from badpo.core.level_step import LOGISTIC, Link, squared
 from badpo.methods.baselines import (
     CrowdParams,
     GroupParams,

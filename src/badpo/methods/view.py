@@ -70,7 +70,7 @@ class LossTerms:
     """Per-judgment losses and the detached implicit rewards logged beside them, each ``[J]``;
     ``logits`` (``[J]``, with its gradient): the logit the loss is a function of through the method's
     ``level_link``, bias logit included (BA-DPO: u + b), which the level step reads detached
-    (:mod:`badpo.core.level`) and the ordered logit of ties and strengths grades
+    (:mod:`badpo.core.level_step`) and the ordered logit of ties and strengths grades
     (:mod:`badpo.theta.graded`); None from a loss that has none."""
 
     losses: Tensor

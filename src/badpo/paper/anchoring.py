@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from badpo.core.checks import ArrayLike, as_float64, check_candidate_logprobs, check_labels
+from badpo.core.array_checks import ArrayLike, as_float64, check_candidate_logprobs, check_labels
 from badpo.core.judgments import Judgment, validate_judgments
 from badpo.core.names import CELLS, NAME_ATTRIBUTES, NAME_POOL, read_signature, sign, strip_signature
 from badpo.readouts.metrics import attribute_logodds

@@ -27,7 +27,7 @@ from badpo.core.jsonio import dumps
 from badpo.corpora.builders import build_and_describe, check_corpus_config, corpus_sources
 from badpo.data.fingerprint import data_fingerprint
 from badpo.data.sources import ColumnMap, check_columns
-from badpo.engine.checks import check_sft, check_train
+from badpo.engine.config_checks import check_sft, check_train
 from badpo.engine.settings import SFTConfig, TrainConfig, accumulation_steps
 from badpo.engine.sft import FINISHED as SFT_FINISHED
 from badpo.engine.sft import sft

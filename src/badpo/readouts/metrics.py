@@ -24,14 +24,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from badpo.core.attributes import word_count
-from badpo.core.checks import (
+from badpo.core.array_checks import (
     ArrayLike,
     as_float64,
     check_candidate_logprobs,
     check_finite,
     check_labels,
 )
+from badpo.core.attributes import word_count
 from badpo.core.markdown import has_markdown
 from badpo.core.names import NAME_POOL, read_signature
 

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from badpo.core.checks import ArrayLike, as_float64, check_finite
+from badpo.core.array_checks import ArrayLike, as_float64, check_finite
 
 __all__ = ["weighted_mean_readouts", "weighted_values", "mixture_vote_logits", "type_class_agreement"]
 

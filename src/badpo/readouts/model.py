@@ -97,7 +97,6 @@ def plain_decoding(model: nn.Module) -> Iterator[None]:
         target.generation_config = saved
 
 
-@torch.no_grad()
 class DecodingTicks:
     """A stopping criterion that never stops: it advances ``bar`` by one decoding step each time
     ``generate`` asks, so a long batch reports while it runs."""
@@ -110,6 +109,7 @@ class DecodingTicks:
         return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
 
+@torch.no_grad()
 def generate(model: nn.Module, tokenizer, prompts: Sequence[str], temperature: float = 0.7,
              top_p: float = 0.9, max_new_tokens: int = 512, seed: int = 0, batch_size: int = 16,
              config: TokenizationConfig = TokenizationConfig(), what: str = "generating") -> Generations:

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from badpo.core.names import NAME_POOL, POOL_NAMES
 from badpo.core.notices import BadpoWarning
 from badpo.core.progress import progress
-from badpo.engine.continuations import Candidates, EncodedPrefix, candidate_batch, encode_prefix, score_after
+from badpo.engine.continuations import ContinuationTrie, EncodedPrefix, candidate_batch, encode_prefix, score_after
 from badpo.engine.tokenize import TokenizationConfig, encode_prompts
 from badpo.readouts.metrics import (
     attribute_probabilities,
@@ -73,7 +73,7 @@ def _continuations(tokenizer, response_text: str, texts: Sequence[str], eos: boo
     return [piece + [tokenizer.eos_token_id] if eos else piece for piece in pieces]
 
 
-def _groups(model: nn.Module, continuations: list[list[int]], candidate_batch_size: int) -> list[Candidates]:
+def _groups(model: nn.Module, continuations: list[list[int]], candidate_batch_size: int) -> list[ContinuationTrie]:
     """The candidates in groups of ``candidate_batch_size`` (one group is scored at a time, so a
     group bounds the memory), built once for every prompt."""
     if candidate_batch_size < 1:
@@ -83,7 +83,7 @@ def _groups(model: nn.Module, continuations: list[list[int]], candidate_batch_si
             for start in range(0, len(continuations), candidate_batch_size)]
 
 
-def _score(model: nn.Module, prefix: EncodedPrefix, groups: Sequence[Candidates]) -> Tensor:
+def _score(model: nn.Module, prefix: EncodedPrefix, groups: Sequence[ContinuationTrie]) -> Tensor:
     """Every group's log-probs after one encoded prefix, float64 ``[C]``."""
     return torch.cat([score_after(model, prefix, group) for group in groups]).double().cpu()
 
@@ -170,7 +170,7 @@ def names_readout(model: nn.Module, tokenizer, prompts: Sequence[str], bodies: S
     ``bodies`` are the fixed answer bodies (the reference's, by default in the paper). Returns
     {"first_name": {attribute: rate}} and, when ``surnames`` are given, "whole_signature", read
     on the first ``whole_signature_prompts`` prompts (all when None): it scores F x S candidates
-    per prompt against F for the first names. Candidates are tokenized and batched once for all
+    per prompt against F for the first names. ContinuationTrie are tokenized and batched once for all
     prompts, and each prompt's prefix is encoded once for both readouts.
     Beside the rates, per readout: "per_name" {first name: its mean probability}, renormalised
     over the pool (the rates are their sums over the coded names; the input of
@@ -204,8 +204,8 @@ def names_readout(model: nn.Module, tokenizer, prompts: Sequence[str], bodies: S
     return result
 
 
-def _score_prompts(model: nn.Module, prefixes: Sequence[list[int]], firsts: Sequence[Candidates],
-                   wholes: Sequence[Candidates] | None, n_whole: int) -> tuple[Tensor, Tensor | None]:
+def _score_prompts(model: nn.Module, prefixes: Sequence[list[int]], firsts: Sequence[ContinuationTrie],
+                   wholes: Sequence[ContinuationTrie] | None, n_whole: int) -> tuple[Tensor, Tensor | None]:
     """(first names ``[P, 89]``, whole signatures ``[n_whole, 89, S]`` or None): each prompt's
     prefix is encoded once and serves both readouts, every batch of candidates after it."""
     first, whole = [], []

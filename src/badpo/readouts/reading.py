@@ -31,7 +31,7 @@ from torch import nn
 from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.bias import BiasChannel
 from badpo.core.judgments import Judgment, read_judgments
-from badpo.core.labels import decisive_votes
+from badpo.core.label_counts import decisive_votes
 from badpo.core.names import NAME_ATTRIBUTES, read_signature
 from badpo.engine.settings import BETA
 from badpo.engine.tokenize import TokenizationConfig

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from badpo.core.level import NoFiniteStart
+from badpo.core.level_step import NoFiniteStart
 from badpo.core.losses import graded_loss
 
 __all__ = ["Grades", "LabelCuts", "fit_cuts", "grades_like", "grades_of"]
@@ -133,7 +133,7 @@ def fit_cuts(directions: Tensor | None, offsets: Tensor, grades: Grades, *, max_
     with nu and the strength gaps, each judgment's logit at the start being ``offsets`` ``[N]`` (the method's
     logit at the start plus any fixed offset). L-BFGS in float64 on the mean negative
     log-likelihood; a level past 30 logits, where the labels
-    separate, is refused (:class:`badpo.core.level.NoFiniteStart` names the coordinate)."""
+    separate, is refused (:class:`badpo.core.level_step.NoFiniteStart` names the coordinate)."""
     d = 0 if directions is None else directions.shape[1]
     theta = torch.zeros(d, dtype=torch.float64, requires_grad=True)
     cuts = LabelCuts(grades.ties, grades.levels).double()

@@ -1,5 +1,5 @@
 """theta's rules after the start (``bias.level``) and the level step (``bias.trusted_level``; the maths:
-:mod:`badpo.core.level`).
+:mod:`badpo.core.level_step`).
 
 Two anchors, one step. ``trusted``: the trusted annotators' judgments say where the level is
 (trusted anchoring). ``tilt`` (``bias.level: tilt``, every step, no trusted annotator): the policy's
@@ -45,7 +45,7 @@ from torch import Tensor
 
 from badpo.core.bias import BiasChannel
 from badpo.core.config import ConfigError
-from badpo.core.level import Link, level_shift, tilt_shift
+from badpo.core.level_step import Link, level_shift, tilt_shift
 from badpo.run_folder.layout import THETA_FILE, TRAINED_THETA_FILE
 from badpo.theta.labels import ThetaLabels
 from badpo.theta.options import ENGINE, Front, check_orthogonal

@@ -7,7 +7,7 @@ function that both front doors call.
   pairs judged twice, it is ``reference``'s and a warning says the level may be shrunk. Under a
   squared link (IPO) it is ``reference``'s: least squares is collapsible.
 * ``reference`` (the default): the conditional optimum of the arm's loss in the shared level at
-  the reference (:func:`badpo.core.level.reference_start`), where the method's logit is its
+  the reference (:func:`badpo.core.level_step.reference_start`), where the method's logit is its
   ``start_logit`` (0 for the DPO family, the length term for R-DPO): quality left out, so the fit
   shrinks toward 0 where quality differences are strong.
 * ``offline``: each attribute's log-odds on its own cross-group judgments (the paper's warm arms).
@@ -28,7 +28,7 @@ from torch import Tensor
 
 from badpo.auditing.estimates import offline_log_odds
 from badpo.core.config import ConfigError
-from badpo.core.level import Link, NoFiniteStart, reference_start
+from badpo.core.level_step import Link, NoFiniteStart, reference_start
 from badpo.core.notices import BadpoWarning
 from badpo.core.pair_level import pair_effect_level, pair_quality
 from badpo.theta.graded import Grades, fit_cuts
