@@ -6,7 +6,7 @@ on held-out ones.
 OUT is an experiment folder whose runs kept their policies. For each such run, the implicit-reward
 margin u = beta * (chosen minus rejected log-ratio) of every training and held-out judgment
 (:func:`badpo.readouts.model.heldout_margins`, as the held-out readouts compute it), then the one
-pooled level that best fits the labels on top of u (:func:`badpo.core.level.offset_mle`, the
+pooled level that best fits the labels on top of u (:func:`badpo.core.level_step.offset_mle`, the
 library's level fit, logistic link), with the run's fixed offset (``bias.fixed_offset``) counted
 in u where it has one. A BA-DPO run's learned theta sits near the training fit, the optimum given
 its margins; the held-out fit says what the labels ask of the attribute given what the policy
@@ -26,7 +26,7 @@ import torch
 from badpo.core.attributes import resolve_attributes
 from badpo.core.config import from_dict
 from badpo.core.judgments import read_judgments
-from badpo.core.level import LOGISTIC, offset_mle
+from badpo.core.level_step import LOGISTIC, offset_mle
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.evaluation.trained_run import load_causal_lm
 from badpo.paper.records import read_records

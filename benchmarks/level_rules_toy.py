@@ -15,7 +15,7 @@ fixed number of steps from the reference (w = 0, s = 0) and differs only in thet
 
 - ``dpo``: no theta.
 - ``adam``: the library's default: theta starts at the labels' fit at u = 0
-  (:func:`badpo.core.level.offset_mle`) and is learned by its own Adam.
+  (:func:`badpo.core.level_step.offset_mle`) and is learned by its own Adam.
 - ``profile``: after every step theta is set to the labels' best level given each judgment's
   margin as last seen, unseen ones at the reference's 0 (the level step's cache), no Adam.
 - ``oracle``: theta held at theta*.
@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from badpo.core.jsonio import write_json
-from badpo.core.level import LOGISTIC, offset_mle
+from badpo.core.level_step import LOGISTIC, offset_mle
 from badpo.core.pair_level import pair_effect_level
 from badpo.paper.provenance import provenance
 

@@ -23,7 +23,7 @@ from badpo.auditing.estimates import audit
 from badpo.core.attributes import resolve_attributes
 from badpo.core.config import from_dict
 from badpo.core.jsonio import write_json
-from badpo.core.labels import wins_for_estimates
+from badpo.core.label_counts import wins_for_estimates
 from badpo.corpora.multipref_protocol import planted_to_dict, protocol_corpus
 from badpo.corpora.tiny_multipref import TinyMultiPrefConfig, tiny_multipref_rows
 from badpo.paper.provenance import provenance

@@ -7,7 +7,7 @@ held-out pairs, and on the body-fixed candidates (issue 51).
 OUT is an experiment folder whose arms kept their policies (each arm read against its own
 reference, ``record["reference"]``). For every arm, the implicit-reward margin u of every training
 and held-out judgment (:func:`badpo.readouts.model.heldout_margins`), then the policy's lean along
-the attributes as the tilt rule reads it (:func:`badpo.core.level.policy_tilt`: each pair's margin
+the attributes as the tilt rule reads it (:func:`badpo.core.level_step.policy_tilt`: each pair's margin
 regressed on its attribute difference, both in the pair's first-seen orientation, each pair once,
 no intercept; the reference's lean is 0 exactly). Beside it, the record's body-fixed log-odds of
 the long and the bold candidates and the reference's.
@@ -31,7 +31,7 @@ from badpo.core.attributes import resolve_attributes
 from badpo.core.config import from_dict
 from badpo.core.jsonio import write_json
 from badpo.core.judgments import read_judgments
-from badpo.core.level import policy_tilt
+from badpo.core.level_step import policy_tilt
 from badpo.corpora.smol_multipref import candidate_responses
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.evaluation.trained_run import load_causal_lm
