@@ -100,7 +100,9 @@ def test_lora_sft_saves_a_merged_plain_model(world):
 
 
 @pytest.mark.parametrize("second, message", [
-    ('{"prompt": "write code"}', "line 2: 'response' is missing"),
+    ('{"prompt": "write code"}', "line 2: 'response' is missing$"),
+    ('{"prompt": "write code", "chosen": "a", "rejected": "b", "annotator": "x"}',  # a judgment
+     r"line 2: 'response' is missing \(the rows are judgments: badpo sft source=judgments"),
     ('{"prompt": "", "response": "yes"}', "line 2: 'prompt' must be a non-empty string, got ''"),
     ('{"prompt": "write code", "response": 3}', "line 2: 'response' must be a non-empty string, got 3"),
     ('{"prompt": "write code", "response": "yes"', r"line 2: not valid JSON \(Expecting ',' delimiter"),

@@ -243,7 +243,10 @@ def read_sft_source(data: Any, split: str | None = None, columns: ColumnMap = Co
         row = chat.render(label, _mapped(raw, renames, SFT_FIELDS, ignored))
         for name in SFT_FIELDS:
             if name not in row:
-                raise ValueError(f"{where}: {name!r} is missing")
+                judged = name == "response" and {"chosen", "rejected"} <= set(raw)
+                hint = (" (the rows are judgments: badpo sft source=judgments trains on the majority-chosen "
+                        "response of each pair)" if judged else "")
+                raise ValueError(f"{where}: {name!r} is missing{hint}")
             if not isinstance(row[name], str) or not row[name]:
                 raise ValueError(f"{where}: {name!r} must be a non-empty string, got {row[name]!r}")
         rows.append((row["prompt"], row["response"]))
