@@ -21,7 +21,7 @@ from badpo.core.attributes import (
 from badpo.core.names import NAME_ATTRIBUTES
 
 EXAMPLES = {"markdown": "markdown", "names": "names", "length": "length:2", "regex": "regex:thanks",
-            "given": "given:formatted", "callable": "math:fabs"}
+            "given": "given:formatted", "library": "exclamation", "callable": "math:fabs"}
 
 
 def test_every_kind_has_an_example_and_each_example_is_of_its_kind():
@@ -55,3 +55,18 @@ def test_a_new_kind_is_one_row(monkeypatch):
     assert split_name("w=words:2") == ("w", "words:2")
     with pytest.raises(ValueError, match="unknown attribute spec 'wordz'"):
         resolve_attributes(["wordz"])
+
+
+def test_a_name_discover_prints_is_a_spec_train_takes():
+    """discover's table names its library candidates (exclamation, emoji, hedge); each name alone is
+    the named spec it screened, without the notice a regex named by its pattern gets."""
+    import warnings
+
+    from badpo.core.attribute_library import LIBRARY_SPECS
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        found = resolve_attributes(["exclamation", "emoji", "calm=hedge"])
+    assert found.names == ("exclamation", "emoji", "calm") and set(found.kinds) == {"regex"}
+    assert found.pair_values("p", "Really!", "no")[0].tolist() == [1.0, 0.0, 0.0]
+    assert all(kind_of(name).name == "library" for name in LIBRARY_SPECS)

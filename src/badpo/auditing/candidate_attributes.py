@@ -24,40 +24,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from badpo.core.markdown import MARKDOWN_PATTERNS
+from badpo.core.attribute_library import LIBRARY
 
 __all__ = ["LIBRARY", "MAX_WORDS", "feature_name", "feature_spec", "text_features"]
 
-_TABLE = MARKDOWN_PATTERNS["table"].pattern
-_BOLD = MARKDOWN_PATTERNS["bold"].pattern
 
-LIBRARY: tuple[str, ...] = (
-    "length",
-    "markdown",
-    "names",
-    r"md_list=regex:(?m)^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+\S",
-    r"md_header=regex:(?m)^ {0,3}#{1,6}[ \t]+\S",
-    f"md_bold=regex:{_BOLD}",
-    r"md_code=regex:(?m)^ {0,3}(?:```|~~~)|`[^`\n]+`",
-    f"md_table=regex:(?m){_TABLE}",
-    r"emoji=regex:[\U0001F300-\U0001FAFF\u2600-\u27BF\U0001F000-\U0001F2FF]",
-    r"exclamation=regex:!",
-    r"question=regex:\?",
-    r"first_person=regex:\b(?:I|I'm|I've|I'd|I'll|[Mm]e|[Mm]y|[Mm]ine|[Mm]yself|[Ww]e|[Oo]ur|[Uu]s)\b",
-    r"second_person=regex:(?i)\b(?:you|your|yours|yourself|yourselves)\b",
-    r"hedge=regex:(?i)\b(?:perhaps|possibly|probably|maybe|might|it seems|seems to|I think|I believe"
-    r"|arguably|likely|generally|typically)\b",
-    r"refusal=regex:(?i)\b(?:sorry|apologi[sz]e|apologies|I can(?:no|')t|I am unable|I'm unable"
-    r"|I won't|as an AI)\b",
-    r"number=regex:\d",
-    r"unit=regex:\d\s?(?:%|°[CF]?|(?:km|kg|mg|g|m|cm|mm|ml|l|s|ms|h|min|mph|GB|MB|KB|USD|EUR)\b)|[$€£]\s?\d",
-    r"url=regex:https?://|\bwww\.",
-    r"signature=regex:(?m)^--- \S",
-    r"opens_affirmation=regex:(?i)\A\s*(?:sure|certainly|of course|absolutely|great question|yes)\b",
-    r"ends_question=regex:\?\s*\Z",
-    r"ends_exclamation=regex:!\s*\Z",
-)
-"""Attribute specs, each as ``badpo train`` takes it (a name for every ``regex:`` one)."""
 
 MAX_WORDS = 3  # the longest start / end n-gram; phrases anywhere are one or two words
 _LETTER = re.compile(r"[^\W\d_]")

@@ -9,15 +9,12 @@ attribute vector of both sides of a judgment. An attribute is one of
   function of one response;
 - **given**: precomputed per row (``g_chosen[NAME]``/``g_rejected[NAME]`` in the data).
 
-Spec strings (:func:`resolve_attributes`): ``markdown``; ``names`` (two coordinates
-``woman_coded`` and ``black_coded`` read from the signature) or one of ``names.woman_coded``
-/ ``names.black_coded``; ``length`` or ``length:RATIO`` (default 1.5); ``regex:PATTERN``;
-``given:NAME``; ``package.module:function`` for a user callable. A ``module:function`` spec
-imports that module and runs the function on every response: resolve only specs you trust.
-Any one-coordinate spec may carry a short name, ``NAME=SPEC`` (:func:`split_name` gives the
-grammar), which then names the coordinate everywhere (theta.json, logs, audit, readouts).
-What counts as markdown is :mod:`badpo.core.markdown`. Only numpy and the standard library (and
-the core's judgment row, markdown rule and name pool) are imported.
+Spec strings (:func:`resolve_attributes`) are of the kinds in :data:`ATTRIBUTE_KINDS`: ``markdown``;
+``names`` (``woman_coded`` and ``black_coded``, from the signature) or ``names.X``; ``length`` or
+``length:RATIO`` (default 1.5); ``regex:PATTERN``; ``given:NAME``; a name of discover's library
+(``exclamation``); ``package.module:function``, which imports that module and runs the function on
+every response (resolve only specs you trust). ``NAME=SPEC`` names a one-coordinate spec everywhere
+(:func:`split_name` gives the grammar). Only numpy and the standard library are imported.
 
 :data:`STRIPPERS` says which attributes can be removed from a text alike for every arm (the
 signature, the markup) for the judge's RM⁻ score; :func:`attribute_stripper` composes them.
@@ -39,6 +36,7 @@ from typing import Literal
 
 import numpy as np
 
+from badpo.core.attribute_library import LIBRARY_SPECS
 from badpo.core.judgments import Judgment, pair_key
 from badpo.core.markdown import has_markdown, strip_markdown
 from badpo.core.markdown_scan import SCANNED
@@ -330,6 +328,8 @@ ATTRIBUTE_KINDS: tuple[AttributeKind, ...] = (
     AttributeKind("regex", ("regex:PATTERN",), lambda spec, arg: [_regex_attribute(spec, arg or "")],
                   heads=("regex",), argument="required"),
     AttributeKind("given", ("given:NAME",), _given_build, heads=("given",), argument="required"),
+    AttributeKind("library", ("exclamation, emoji, hedge, ... (discover's library)",),
+                  lambda spec, arg: _resolve_named(LIBRARY_SPECS[spec]), heads=tuple(LIBRARY_SPECS)),
     AttributeKind("callable", ("package.module:function",), lambda spec, arg: [_user_attribute(spec)],
                   pattern=_CALLABLE_SPEC, runs_user_code=True),
 )
@@ -427,7 +427,7 @@ def _resolve_named(spec: str) -> list[Attribute]:
     name, body = split_name(spec)
     if name is None:
         found = _resolve_one(spec)
-        if found[0].kind == "regex":
+        if kind_of(spec).name == "regex":  # a library name (exclamation) is short already
             warnings.warn(f"attribute {spec!r} is named by its whole spec in theta.json, logs and "
                           f"plots; write NAME={spec} for a short name",
                           AttributeNameNotice, stacklevel=3)
