@@ -39,7 +39,8 @@ def pytest_addoption(parser) -> None:
 
 
 def pytest_configure(config) -> None:
-    config.pluginmanager.register(FastLoopClock(config.getoption("--record-slow")), "badpo_fast_loop_clock")
+    fast_loop = (config.getoption("markexpr") or "").strip() == "not slow"
+    config.pluginmanager.register(FastLoopClock(config.getoption("--record-slow"), fast_loop), "badpo_fast_loop_clock")
 
 
 @pytest.hookimpl(tryfirst=True)  # before the fast loop's clock reads the marks

@@ -70,3 +70,12 @@ def test_a_name_discover_prints_is_a_spec_train_takes():
     assert found.names == ("exclamation", "emoji", "calm") and set(found.kinds) == {"regex"}
     assert found.pair_values("p", "Really!", "no")[0].tolist() == [1.0, 0.0, 0.0]
     assert all(kind_of(name).name == "library" for name in LIBRARY_SPECS)
+
+
+def test_a_library_name_is_a_whole_spec_so_a_module_of_that_name_stays_a_user_function(tmp_path, monkeypatch):
+    """`unit:fn` (a user's module called unit) resolved to a user function before the library's
+    names were specs, and still does; `unit` alone is the library's."""
+    (tmp_path / "unit.py").write_text("def fn(prompt, response):\n    return float(len(response) > 3)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    found = resolve_attributes(["unit:fn", "unit"])
+    assert found.kinds == ("callable", "regex") and imports_user_code("unit:fn") and not imports_user_code("unit")

@@ -41,7 +41,7 @@ def test_the_card_says_method_data_attributes_and_theta():
     assert "method `ba_dpo_pooled` (BA-DPO, one theta): a LoRA adapter on `HuggingFaceTB/SmolLM2-135M`" in text
     assert "96 judgments of 24 pairs by 6 annotators; sha256 `f00d`." in text
     assert "Declared attributes: `names`, `length`." in text
-    assert "| woman_coded | +0.500 | — |" in text and "| length | -0.250 | — |" in text
+    assert "| woman\\_coded | +0.500 | — |" in text and "| length | -0.250 | — |" in text
     assert "No annotator bias was learned" in card_text(facts(theta={}))
 
 
@@ -90,6 +90,8 @@ def test_data_in_the_card_is_text_a_backtick_a_tag_or_a_line_break_cannot_escape
     assert row == "| paid\\|x\\n&lt;b&gt;bold&lt;/b&gt; | +0.500 | — |"
     rendered = markdown_html(text.split("---\n", 2)[2])
     assert "<script>" not in rendered and "<b>" not in rendered
+    marked = card_text(facts(theta={r"regex:\.": (0.1, None), "_a_ [x](u)": (0.2, None)}))
+    assert "| regex:\\\\. |" in marked and "| \\_a\\_ \\[x\\](u) |" in marked  # no emphasis, link or lost backslash
 
 
 def test_the_card_shows_how_to_load_it_and_says_when_theta_had_not_settled():

@@ -150,7 +150,7 @@ def finished_run(world_folder, tmp_path_factory):
     main(["train", "-c", str(config), f"data={world_folder}/train.jsonl",
           f"model.name_or_path={world_folder}/model", f"output_dir={folder}/run",
           f"cache_dir={folder}/cache", "steps=3", "batch_size=8", "micro_batch_size=8",
-          "method=ba_dpo_pooled", "report.progress_bar=false"])
+          "bias.variant=pooled", "report.progress_bar=false"])
     return folder / "run"
 
 

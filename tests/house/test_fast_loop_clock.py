@@ -52,3 +52,11 @@ def test_record_slow_lists_the_slowest_until_the_rest_are_within_the_target(tmp_
     plugin = clock({"a.py::x": 8.0, "a.py::y": 6.0, "a.py::z": 5.0, "a.py::w": 1.0}, record=True)
     plugin.pytest_sessionfinish(session([]))
     assert fast_loop.listed_slow() == {"a.py::x", "a.py::y"}  # 20 -> 12 -> 6 <= 10
+
+
+def test_a_plain_pytest_is_not_held_to_the_fast_loops_budget():
+    plugin = clock({"a.py::slow_one": 100.0})
+    plugin.fast_loop = False
+    full = session([])
+    plugin.pytest_sessionfinish(full)
+    assert full.exitstatus == pytest.ExitCode.OK

@@ -9,6 +9,7 @@ import pytest
 
 from badpo.core.bias import VARIANTS
 from badpo.core.config import ConfigError, load_config, to_dict
+from badpo.engine.config_checks import check_rm
 from badpo.engine.settings import ArmNameNotice, RMConfig, TrainConfig
 from badpo.methods import LEARNED_VARIANTS, METHODS, Needs, arm, arm_name, arm_settings, get_arm, split_arm_name
 from badpo.methods.arms import legacy_arm_names
@@ -74,10 +75,13 @@ def test_the_old_name_is_split_with_one_notice_and_the_run_keeps_its_identity_an
     assert TrainConfig(output_dir="runs/{method}-seed{seed}", method="dpo").resolved().output_dir == "runs/dpo-seed42"
 
 
-def test_an_old_name_sets_its_variant_and_rm_takes_bias_variant():
-    with pytest.warns(ArmNameNotice, match=r"bias.variant: pooled \(in place of bias.variant: shared_mean\)"):
-        named = load_config(TrainConfig, None, ["bias.variant=shared_mean", "method=ba_dpo_pooled"])
-    assert named.arm.name == "ba_dpo_pooled"  # the old name said the whole arm: it wins, and says so
+def test_an_old_name_and_another_variant_are_refused_and_rm_takes_bias_variant():
+    both = ["bias.variant=shared_mean", "method=ba_dpo_pooled"]
+    for order in (both, both[::-1]):
+        with pytest.raises(ConfigError, match="with bias.variant pooled, but bias.variant is shared_mean"):
+            load_config(TrainConfig, None, order)  # a file and an override: which came last cannot be told
+    with pytest.raises(ConfigError, match="^bias.shuffled_ids: the shuffled-ids control is a preference arm"):
+        check_rm(load_config(RMConfig, None, ["bias.shuffled_ids=true", "data=x.jsonl", "model.name_or_path=m"]))
     assert RMConfig().method == "rm_shared_mean"
     assert load_config(RMConfig, None, ["bias.variant=pooled"]).method == "rm_pooled"
     with pytest.warns(ArmNameNotice, match="variant: none is now bias.variant: none"):

@@ -297,11 +297,11 @@ class AttributeKind:
     coordinates: tuple[str, ...] = ()  # the built-in coordinates' names (no NAME= may take them)
     strip: Callable[[str], str] | None = None  # the edit removing it from any text alike (the judge's RM⁻)
     runs_user_code: bool = False  # resolving it imports a module and runs its code
+    exact: bool = False  # its heads are whole specs: `unit:fn` is a user function, not `unit` with an argument
 
     def accepts(self, spec: str) -> bool:
         """Whether ``spec``, whose head is one of this kind's, has the argument the kind takes."""
-        colon = ":" in spec
-        return {"none": not colon, "required": colon, "optional": True}[self.argument]
+        return {"none": ":" not in spec, "required": ":" in spec, "optional": True}[self.argument]
 
 
 def _names_build(spec: str, argument: str | None) -> list[Attribute]:
@@ -329,7 +329,7 @@ ATTRIBUTE_KINDS: tuple[AttributeKind, ...] = (
                   heads=("regex",), argument="required"),
     AttributeKind("given", ("given:NAME",), _given_build, heads=("given",), argument="required"),
     AttributeKind("library", ("exclamation, emoji, hedge, ... (discover's library)",),
-                  lambda spec, arg: _resolve_named(LIBRARY_SPECS[spec]), heads=tuple(LIBRARY_SPECS)),
+                  lambda spec, arg: _resolve_named(LIBRARY_SPECS[spec]), heads=tuple(LIBRARY_SPECS), exact=True),
     AttributeKind("callable", ("package.module:function",), lambda spec, arg: [_user_attribute(spec)],
                   pattern=_CALLABLE_SPEC, runs_user_code=True),
 )
@@ -348,7 +348,7 @@ def kind_of(spec: str) -> AttributeKind | None:
     """The kind ``spec`` (without a name) is written as, or None: a built-in's head decides
     (``markdown:x`` is no user callable), else the first kind whose pattern it matches."""
     head = spec.partition(":")[0]
-    for kind in ATTRIBUTE_KINDS:
+    for kind in (k for k in ATTRIBUTE_KINDS if not (k.exact and ":" in spec)):
         if head in kind.heads:
             return kind if kind.accepts(spec) else None
     return next((k for k in ATTRIBUTE_KINDS if k.pattern is not None and k.pattern.fullmatch(spec)), None)
@@ -359,10 +359,10 @@ class AttributeNameNotice(BadpoWarning):
 
 
 def _has_spec_shape(text: str) -> bool:
-    """True for text shaped as a spec without a name (which kind it is, not whether it is valid);
-    a built-in's head with an argument it does not take counts, so its error can say so."""
+    """True for text shaped as a spec without a name (which kind, not whether valid); a built-in's
+    head with an argument it does not take counts, so its error can say so."""
     head, colon, _ = text.partition(":")
-    return kind_of(text) is not None or bool(colon) and any(head in k.heads for k in ATTRIBUTE_KINDS)
+    return kind_of(text) is not None or bool(colon) and any(head in k.heads and not k.exact for k in ATTRIBUTE_KINDS)
 
 
 def split_name(spec: str) -> tuple[str | None, str]:
@@ -451,7 +451,7 @@ def _resolve_one(spec: str) -> list[Attribute]:
     kind = kind_of(spec)
     if kind is not None:
         return kind.build(spec, argument if colon else None)
-    if any(head in k.heads and k.argument == "none" for k in ATTRIBUTE_KINDS) and colon:
+    if any(head in k.heads and k.argument == "none" and not k.exact for k in ATTRIBUTE_KINDS) and colon:
         raise ValueError(f"attribute spec {spec!r}: {head!r} takes no argument")
     hint = "; a name goes first, NAME=SPEC" if "=" in spec else ""
     raise ValueError(f"unknown attribute spec {spec!r}; the built-ins are {list(BUILTIN_SPECS)}{hint}")

@@ -210,6 +210,9 @@ def check_rm(config: RMConfig) -> None:
     except ValueError as error:
         raise ConfigError(f"bias.{error}") from None
     check_level_has_theta(config.bias.level, facts.learns_theta, f"bias.variant {config.bias_variant!r}")
+    if config.bias.shuffled_ids:
+        raise ConfigError("bias.shuffled_ids: the shuffled-ids control is a preference arm (badpo train); "
+                          "badpo rm does not shuffle, so leave it false")
     check_judgment_run(config, lambda steps: (steps, "steps"))
 
 

@@ -62,9 +62,11 @@ def code_span(text: str) -> str:
 
 
 def table_cell(text: str) -> str:
-    """``text`` as one cell of a Markdown table: a pipe escaped, line breaks shown as ``\\n``, and
-    ``<``, ``>``, ``&`` as entities (a cell is inline Markdown, where a tag would be live)."""
-    shown = html.escape(str(text), quote=False).replace("|", "\\|")
+    """``text`` as one cell of a Markdown table, shown as it is: ``<``, ``>``, ``&`` as entities (a
+    cell is inline Markdown, where a tag would be live), a backslash, backtick, ``*``, ``_``,
+    brackets and the pipe escaped (no emphasis, link or code span made of data), line breaks shown
+    as ``\\n``."""
+    shown = re.sub(r"([\\`*_\[\]|])", r"\\\1", html.escape(str(text), quote=False))
     return shown.replace("\r", "\\r").replace("\n", "\\n")
 
 

@@ -317,11 +317,12 @@ class TrainConfig(JudgmentRunConfig):
         if split is None:
             return
         method, variant, shuffled = split
-        # the old name said the whole arm, so it sets the variant (a config file's bias.variant, then an
-        # old name on the command line: the command line wins, as every override does), and says so
-        given = self.bias.variant
-        replaced = f" (in place of bias.variant: {given})" if given not in (None, variant) else ""
-        warnings.warn(f"method: {self.method!r} is now method: {method} with bias.variant: {variant}{replaced}"
+        # an old name and a bias.variant that says otherwise: which came last (a file, an override)
+        # cannot be told here, so neither wins
+        if self.bias.variant not in (None, variant):
+            raise ConfigError(f"method: {self.method!r} is method {method} with bias.variant {variant}, but "
+                              f"bias.variant is {self.bias.variant}; give method: {method} and one bias.variant")
+        warnings.warn(f"method: {self.method!r} is now method: {method} with bias.variant: {variant}"
                       + (" and bias.shuffled_ids: true" if shuffled else "") + "; the old name works until the "
                       "next release", ArmNameNotice, stacklevel=3)
         object.__setattr__(self, "method", method)

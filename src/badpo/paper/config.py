@@ -51,7 +51,7 @@ class ArmSpec:
     """One row of the table: a method with its own settings, run at every seed."""
 
     name: str  # the row label, e.g. "BA-DPO (pooled)"
-    method: str  # a key of badpo.methods.METHODS
+    method: str  # an arm: a method of badpo.methods.METHODS, or an arm name (ba_dpo_pooled: badpo.methods.arms)
     params: dict[str, Any] = field(default_factory=dict)  # overrides of `train` (nested or dotted keys)
 
 
