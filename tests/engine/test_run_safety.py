@@ -224,6 +224,34 @@ def test_a_kill_at_any_point_of_the_final_commit_leaves_the_old_or_the_new_state
     assert kill_at >= 5  # the commit has that many steps, each interrupted once above
 
 
+@pytest.mark.parametrize("full", ["oserror", "safetensors"])
+def test_a_full_disk_during_the_final_write_is_one_line_and_leaves_the_old_state(tmp_path, full):
+    """No space left while the model is written (safetensors raises its own error, not an OSError):
+    one line naming the folder and why, the staging folder gone (it held the space), the previous
+    complete state in place, and the next commit goes through."""
+    import errno
+
+    from safetensors import SafetensorError
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    final_commit.commit_final(folder, _write("old", with_theta=True))
+
+    def no_space(staging: Path) -> None:
+        (staging / "policy").mkdir()
+        (staging / "policy" / "config.json").write_text("half")
+        if full == "oserror":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        raise SafetensorError("Error while serializing: IoError(Os { code: 28, kind: StorageFull })")
+
+    with pytest.raises(OSError, match=r"run: the final outputs could not be written \((No space left on device|Error "
+                                      r"while serializing.*)\); nothing of them was put in place"):
+        final_commit.commit_final(folder, no_space)
+    assert not (folder / layout.STAGING).exists() and _state(folder) == _state_of("old", True)
+    final_commit.commit_final(folder, _write("new", with_theta=True))
+    assert _state(folder) == _state_of("new", True)
+
+
 def _state_of(version: str, with_theta: bool) -> dict[str, str]:
     state = {"policy": f"config {version}weights {version}", "run.json": f"run {version}",
              ".run-files": "policy/config.json\npolicy/model.safetensors\n"}  # what overwrite may delete there

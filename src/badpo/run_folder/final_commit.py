@@ -28,7 +28,16 @@ def commit_final(folder: Path, write: Callable[[Path], None]) -> None:
     staging = folder / STAGING
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    write(staging)
+    try:
+        write(staging)
+    except Exception as error:  # a full disk: OSError, or safetensors' own error (not an OSError)
+        if not isinstance(error, OSError) and type(error).__name__ != "SafetensorError":
+            raise
+        shutil.rmtree(staging, ignore_errors=True)  # a half-written staging folder holds the space it took
+        reason = getattr(error, "strerror", None) or str(error).strip().splitlines()[0]
+        raise OSError(f"{folder}: the final outputs could not be written ({reason}); nothing of them was put "
+                      "in place and the folder's earlier state is intact: free the space and run the same "
+                      "command again") from error
     unknown = sorted(p.name for p in staging.iterdir() if p.name not in FINAL_NAMES or p.name == LISTED)
     if unknown:
         raise RuntimeError(f"commit_final: unexpected outputs {unknown}")
