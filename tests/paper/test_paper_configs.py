@@ -421,5 +421,9 @@ def test_tiny_paper_tables_start_theta_as_the_paper_does(path, planned):
 
 
 @pytest.mark.parametrize("name", ["train_qwen2.5-0.5b.yaml", "train_llama3.1-8b.yaml", "train_mistral-7b.yaml"])
-def test_the_paper_scale_preference_configs_start_theta_at_0(name):
-    assert load_config(TrainConfig, CONFIGS / name).bias.init == "zero"
+def test_the_user_facing_large_model_configs_take_the_library_default_start(name):
+    """They carry the paper's hyperparameters but not its theta = 0 start (issue 75 item 2: the tour
+    trained with them and silently left the default the docs credit); the paper's tables keep
+    theta = 0 in their experiment configs (the test above), and each says so in its header."""
+    config = load_config(TrainConfig, CONFIGS / name)
+    assert config.bias.init == "reference" and "bias.init=zero" in (CONFIGS / name).read_text()
