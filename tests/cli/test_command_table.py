@@ -146,3 +146,19 @@ def test_a_stopped_conversion_does_not_say_what_it_wrote_stays(monkeypatch, caps
     err = capsys.readouterr().err.strip()
     assert err.startswith("badpo convert-gguf: ") and "nothing was converted" in err, err
     assert "stays" not in err and "resume" not in err and "\n" not in err
+
+
+def test_a_busy_machine_makes_torchs_threads_wait_passively_and_a_users_choice_stands(monkeypatch):
+    """Beside two busy processes on two cores, spinning OpenMP threads made the demo's reference 22
+    times slower (results/bench/busy_machine.json): a command started on a busy machine sets
+    OMP_WAIT_POLICY=PASSIVE before torch loads; a quiet machine and a user's own value are left alone."""
+    import badpo.cli as cli
+
+    monkeypatch.setattr(cli.os, "cpu_count", lambda: 2)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.setattr(cli.os, "getloadavg", lambda: (0.4, 0.3, 0.2))
+    assert not cli.wait_passively_when_busy() and "OMP_WAIT_POLICY" not in cli.os.environ
+    monkeypatch.setattr(cli.os, "getloadavg", lambda: (3.9, 3.2, 2.1))
+    assert cli.wait_passively_when_busy() and cli.os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert not cli.wait_passively_when_busy() and cli.os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
