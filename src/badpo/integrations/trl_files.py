@@ -44,8 +44,9 @@ class TrainerFiles:
         self.bias.save(folder / THETA_FILE)
         (folder / "training_args.bin").unlink(missing_ok=True)  # a pickle: loading it could run code
         atomic_write_text(folder / "training_args.json", self.args.to_json_string())
-        write_external_run(folder, self.run_record())
-        write_card(folder, self.card_facts())  # TRL's own card says neither the method nor theta
+        record = self.run_record()
+        write_external_run(folder, record)
+        write_card(folder, self.card_facts(record))  # TRL's own card says neither the method nor theta
 
     def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None,
                           tags: Any = None) -> None:
@@ -56,11 +57,12 @@ class TrainerFiles:
         if self.is_world_process_zero():
             write_card(Path(self.args.output_dir), self.card_facts())
 
-    def card_facts(self) -> CardFacts:
+    def card_facts(self, record: ExternalRun | None = None) -> CardFacts:
+        """The card's facts; ``record``: the run record already made (its theta convergence)."""
         unwrapped = self.accelerator.unwrap_model(self.model)
         base = self.reference_name or "unknown (a model built in memory)"
         judgments, pairs, annotators = self.data_counts
-        convergence = self.run_record().theta_convergence if self.method.learns_theta else None
+        convergence = (record or self.run_record()).theta_convergence if self.method.learns_theta else None
         return CardFacts(self.method_name, self.method.description, base, Path(base).exists(),
                          bool(getattr(unwrapped, "peft_config", None)),
                          list(self.attribute_specs or self.bias.attribute_names), judgments, pairs, annotators,

@@ -136,33 +136,34 @@ def check_owned(folder: Path, run_files: RunFiles = preference_run_files) -> Non
 
 
 @contextlib.contextmanager
-def run_lock(folder: Path) -> Iterator[None]:
+def _held(folder: Path, refusal: Callable[[BaseException], Exception], unwritable_ok: bool = False) -> Iterator[None]:
+    """The folder's lock for the block; another holder raises ``refusal(holder)``; ``unwritable_ok``:
+    a folder where no lock can be created is entered without one."""
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(exclusive_lock(folder / LOCK))
+        except BlockingIOError as held:
+            raise refusal(held) from None
+        except OSError:
+            if not unwritable_ok:
+                raise
+        yield
+
+
+def run_lock(folder: Path) -> contextlib.AbstractContextManager[None]:
     """Hold an exclusive lock on ``folder`` for the block; another holder is a ConfigError."""
     folder.mkdir(parents=True, exist_ok=True)
-    with contextlib.ExitStack() as stack:
-        try:
-            stack.enter_context(exclusive_lock(folder / LOCK))
-        except BlockingIOError as held:
-            raise ConfigError(f"output_dir: {folder} is in use by {held}; wait for it to finish "
-                              "or choose another output_dir") from None
-        yield
+    return _held(folder, lambda held: ConfigError(f"output_dir: {folder} is in use by {held}; wait for it to "
+                                                  "finish or choose another output_dir"))
 
 
-@contextlib.contextmanager
-def evaluation_lock(folder: Path) -> Iterator[None]:
+def evaluation_lock(folder: Path) -> contextlib.AbstractContextManager[None]:
     """Hold the run folder's lock while ``badpo evaluate`` reads it and writes its readouts, so two
     evaluations of one run (or one beside a training into it) cannot replace each other's results;
-    another holder is a ValueError naming it. A folder where the lock cannot be created (read-only)
-    holds no writer to wait for, and is read without one."""
-    with contextlib.ExitStack() as stack:
-        try:
-            stack.enter_context(exclusive_lock(folder / LOCK))
-        except BlockingIOError as held:
-            raise ValueError(f"{folder}: in use by {held} (an evaluation or a training of this run); wait "
-                             "for it to finish") from None
-        except OSError:  # a read-only or vanished folder: nothing can write into it meanwhile
-            pass
-        yield
+    another holder is a ValueError naming it. A folder where the lock cannot be created (read-only
+    or vanished) holds no writer to wait for, and is read without one."""
+    return _held(folder, lambda held: ValueError(f"{folder}: in use by {held} (an evaluation or a training of "
+                                                 "this run); wait for it to finish"), unwritable_ok=True)
 
 
 def refuse_files_in_model_folders(folder: Path, overwrite: bool, run_files: RunFiles = preference_run_files) -> None:
