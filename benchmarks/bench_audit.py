@@ -41,7 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from badpo.paper.provenance import provenance
+from badpo.experiment.provenance import provenance
 
 SIGNOFF = "signoff=regex:-- (cheers|thanks|best)$"
 WORDS = ("the answer depends on how you measure it and what you need from the result so first "

@@ -28,7 +28,7 @@ import numpy as np
 
 from badpo.auditing.discover import discover
 from badpo.core.judgments import Judgment
-from badpo.paper.provenance import provenance
+from badpo.experiment.provenance import provenance
 
 
 def pool(judgments: int, annotators: int, vocabulary: int, seed: int = 0):

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import bench_vs_trl as bench  # benchmarks/ is on sys.path when this file runs as a script
 
-from badpo.paper.provenance import provenance
+from badpo.experiment.provenance import provenance
 
 
 def _variant(text: str) -> tuple[str, list[str]]:

@@ -366,7 +366,7 @@ def _report_settings(args, world: Path, judgments: int, per_pair: float) -> dict
     import transformers
     import trl
 
-    from badpo.paper.provenance import provenance, source_commit
+    from badpo.experiment.provenance import provenance, source_commit
 
     return {"world": str(world), "judgments": judgments, "judgments_per_pair": per_pair,
             "judgments_per_step": args.judgments_per_step, "pairs_per_step": args.pairs_per_step,

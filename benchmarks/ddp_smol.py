@@ -1,6 +1,6 @@
 """Past one machine, on the real model: two gloo processes under ``torchrun`` against one.
 
-SmolLM2-135M-Instruct (LoRA r16, as configs/experiment_smol_names.yaml) trains BA-DPO θ̄+ε_k for a
+SmolLM2-135M-Instruct (LoRA r16, as experiments/configs/experiment_smol_names.yaml) trains BA-DPO θ̄+ε_k for a
 few steps on the first pairs of the smol-signed world, once in one process (micro-batch 4 x
 accumulation 2) and once as two CPU processes (micro-batch 4 each, DDP over gloo), so that every
 step sees the same 8 pairs. Reported: the largest difference of the loss, the policy's and θ's
@@ -108,7 +108,7 @@ def main() -> None:
                   "launcher": "torchrun --standalone --nproc_per_node 2, ACCELERATE_USE_CPU=true",
                   "seconds": {"one_process": seconds_one, "two_processes": seconds_two},
                   "largest_difference": largest_differences(scratch / "one", scratch / "two")}
-    from badpo.paper.provenance import provenance
+    from badpo.experiment.provenance import provenance
 
     report["provenance"] = provenance()  # the commit, versions, device and threads of this process
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from badpo.paper.provenance import provenance
+from badpo.experiment.provenance import provenance
 
 
 def write_pool(path: Path, judgments: int, words: int, seed: int = 0) -> None:

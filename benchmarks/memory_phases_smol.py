@@ -65,7 +65,7 @@ def measure(args) -> dict:
     from torch.profiler import ProfilerActivity, profile
 
     from badpo.engine.loop import train_step
-    from badpo.paper.provenance import provenance
+    from badpo.experiment.provenance import provenance
 
     phases["after_imports"] = resident_mib()
     begin = time.perf_counter()

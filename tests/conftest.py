@@ -101,20 +101,21 @@ def build_tiny_multipref():
 
 @pytest.fixture(scope="session")
 def engine_backend():
-    """``badpo.paper.backend.engine_backend``, for a test that runs it. A test that only plans
+    """``badpo.experiment.backend.engine_backend``, for a test that runs it. A test that only plans
     an experiment with it (resolves its settings) imports the function and stays fast."""
-    from badpo.paper.backend import engine_backend
+    from badpo.experiment.backend import engine_backend
 
     return engine_backend
 
 
 @pytest.fixture
 def cli_error(capsys):
-    """Run ``badpo ARGV`` expecting a user error: exit status 2 and exactly one line on stderr
-    (warnings aside), no traceback. Returns that line."""
+    """Run ``badpo ARGV`` (or another ``program`` through badpo's front door: ``python -m
+    experiments``) expecting a user error: exit status 2 and exactly one line on stderr (warnings
+    aside), no traceback. Returns that line."""
 
-    def run(argv: list[str]) -> str:
-        code = main(argv)
+    def run(argv: list[str], program=main) -> str:
+        code = program(argv)
         err = capsys.readouterr().err
         assert code == 2, err
         lines = [line for line in err.splitlines() if not line.startswith("badpo: warning:")]

@@ -3,10 +3,12 @@
 Each command is a :class:`~badpo.commands.parsing.Command` row (its name, the function that adds
 its parser, the function that runs it) in :data:`COMMANDS`; the rows live with their group in
 :mod:`badpo.commands` (kept apart so that no file holds every command's options). Modules that
-load torch (the engine, :mod:`badpo.evaluation.trained_run`, the paper's pipeline and backend) are imported
+load torch (the engine, :mod:`badpo.evaluation.trained_run`, the experiment pipeline and backend) are imported
 inside the function that runs a command or lists its config keys, so ``badpo --help`` does not
 load torch. This is the top layer: nothing imports this module, and only it and
-:mod:`badpo.commands` reach :mod:`badpo.paper` (``tests/house/test_layering.py``).
+:mod:`badpo.commands` reach :mod:`badpo.experiment` (``tests/house/test_layering.py``). The
+paper's experiments beside the library (``python -m experiments``) run through :func:`main` with
+their own command rows.
 """
 
 from __future__ import annotations
@@ -23,14 +25,14 @@ from badpo.commands.audit import AUDIT
 from badpo.commands.build import BUILD, CONVERT_GGUF
 from badpo.commands.compare import add_compare, cmd_compare
 from badpo.commands.evaluate import EVALUATE
-from badpo.commands.paper import PAPER
+from badpo.commands.experiment import EXPERIMENT
 from badpo.commands.parsing import Command, CommandParser, TopParser
 from badpo.commands.training import TRAINING
 
 __all__ = ["COMMANDS", "USER_ERRORS", "build_parser", "main"]
 
 # in the order `badpo --help` lists them
-COMMANDS: tuple[Command, ...] = (*AUDIT, *BUILD, *PAPER, *TRAINING, *EVALUATE,
+COMMANDS: tuple[Command, ...] = (*AUDIT, *BUILD, *EXPERIMENT, *TRAINING, *EVALUATE,
                                  Command("compare", add_compare, cmd_compare), *CONVERT_GGUF)
 
 # What a user can cause (a config key, a data row, a path, a corrupt file, a missing package) and
@@ -38,12 +40,17 @@ COMMANDS: tuple[Command, ...] = (*AUDIT, *BUILD, *PAPER, *TRAINING, *EVALUATE,
 USER_ERRORS = (ValueError, OSError, ImportError)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = TopParser(prog="badpo", description="Bias-adjusted preference optimization (BA-DPO).")
+DESCRIPTION = "Bias-adjusted preference optimization (BA-DPO)."
+
+
+def build_parser(commands: Sequence[Command] | None = None, prog: str = "badpo",
+                 description: str = DESCRIPTION) -> argparse.ArgumentParser:
+    """The parser of ``commands`` (None: badpo's own, :data:`COMMANDS`) under the program ``prog``."""
+    parser = TopParser(prog=prog, description=description)
     parser.add_argument("--debug", action="store_true",
                         help="show the full traceback of an error instead of one line")
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
-    for command in COMMANDS:
+    for command in COMMANDS if commands is None else commands:
         added = command.add(subparsers)
         assert added.prog.split()[-1] == command.name, f"{command.name}: its parser is named {added.prog}"
         if added.get_default("label") is None:  # what an error line names: the command
@@ -108,9 +115,12 @@ def _terminate(signum, frame):
     raise Terminated
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, commands: Sequence[Command] | None = None, prog: str = "badpo",
+         description: str = DESCRIPTION) -> int:
+    """Run one command of ``commands`` (badpo's own; another table for a program built on badpo,
+    such as ``python -m experiments``) with badpo's error lines, warnings and signal handling."""
     CommandParser.argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    args = build_parser(commands, prog, description).parse_args(argv)
     wait_passively_when_busy()  # before a command loads torch
     if args.debug:
         return args.run(args) or 0
@@ -122,11 +132,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.run(args) or 0
     except USER_ERRORS as error:
         message = shortened(str(error).strip() or type(error).__name__)
-        print(f"badpo {args.label(args)}: {message} (--debug for the traceback)", file=sys.stderr)
+        print(f"{prog} {args.label(args)}: {message} (--debug for the traceback)", file=sys.stderr)
         return 2
     except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: what was written stays; no traceback
         how = "terminated (SIGTERM)" if isinstance(stop, Terminated) else "interrupted"
-        print(f"\nbadpo {args.label(args)}: {how}; {STOPPED.get(args.command, STOPPED[None])}", file=sys.stderr)
+        print(f"\n{prog} {args.label(args)}: {how}; {STOPPED.get(args.command, STOPPED[None])}", file=sys.stderr)
         return 143 if isinstance(stop, Terminated) else 130
     finally:
         warnings.formatwarning = saved_format

@@ -12,6 +12,8 @@ import pytest
 from badpo.cli import build_parser, main
 from badpo.core.arguments import column_overrides, column_pairs
 from badpo.core.config import ConfigError, read_settings
+from experiments.commands import COMMANDS as EXPERIMENTS
+from experiments.commands import main as experiments_main
 
 
 def test_a_second_config_file_is_refused(tmp_path, capsys):
@@ -48,15 +50,24 @@ def test_one_field_mapped_twice_by_column_is_refused():
         column_pairs(["columns.prompt=q"])  # the config key's spelling: was reported as columns.columns.prompt
 
 
+def _parser(argv: list[str]) -> argparse.ArgumentParser:
+    """badpo's parser, or that of ``python -m experiments`` (which runs through badpo's) for reproduce."""
+    return build_parser(EXPERIMENTS, prog="python -m experiments") if argv[0] == "reproduce" else build_parser()
+
+
+def _main(argv: list[str]) -> int:
+    return experiments_main(argv) if argv[0] == "reproduce" else main(argv)
+
+
 @pytest.mark.parametrize("argv", [
     ["train", "-c", "x.yaml", "steps=3", "--column", "annotator=w", "optim.lr=1e-4"],
     ["sft", "epochs=2", "-c", "x.yaml", "output_dir=o"],
-    ["reproduce", "configs/reproduce_tiny.yaml", "--plan", "seeds=[42]"],
+    ["reproduce", "experiments/configs/reproduce_tiny.yaml", "--plan", "seeds=[42]"],
     ["experiment", "tiny", "--render-only", "seeds=[42]"],
     ["evaluate", "runs/x", "--heldout", "h.csv", "max_prompts=2"],
 ])
 def test_key_value_is_taken_after_a_flag_on_every_command(argv):
-    args = build_parser().parse_args(argv)
+    args = _parser(argv).parse_args(argv)
     given = [item for item in argv if "=" in item and not item.startswith(("annotator", "--"))]
     assert list(args.overrides) == given
 
@@ -71,7 +82,7 @@ def test_key_value_is_taken_after_a_flag_on_every_command(argv):
 def test_key_value_is_taken_before_a_positional_too(argv, positionals, overrides):
     """argparse filled the positional with the first word (``evaluate max_prompts=2 RUN`` read the
     override as the run and refused RUN as an override); each word is put back where it belongs."""
-    args = build_parser().parse_args(argv)
+    args = _parser(argv).parse_args(argv)
     assert {dest: getattr(args, dest) for dest in positionals} == positionals
     assert list(args.overrides) == overrides
 
@@ -124,17 +135,18 @@ def test_help_says_how_each_command_takes_its_config(command, given, capsys):
     """experiment, reproduce and demo have no -c, yet their key listings said "-c FILE and/or
     KEY=VALUE": a user who followed the help got "unrecognized arguments: -c"."""
     with pytest.raises(SystemExit):
-        main([command, "--help"])
+        _main([command, "--help"])
     listing = [line for line in capsys.readouterr().out.splitlines() if "key, default, meaning" in line]
     assert listing and all(f"({given}; key" in line for line in listing), listing
 
 
 @pytest.mark.parametrize("argv, says", [(["experiment", "-c", "x.yaml"], "badpo experiment FILE [KEY=VALUE ...]"),
-                                        (["reproduce", "--config", "x.yaml"], "badpo reproduce FILE [KEY=VALUE ...]"),
+                                        (["reproduce", "--config", "x.yaml"],
+                                         "python -m experiments reproduce FILE [KEY=VALUE ...]"),
                                         (["demo", "-c", "x.yaml"], "badpo demo takes no config file")])
 def test_a_config_option_on_a_command_without_one_is_hinted(argv, says, capsys):
     with pytest.raises(SystemExit) as raised:
-        main(argv)
+        _main(argv)
     assert raised.value.code == 2
     assert says in capsys.readouterr().err
 

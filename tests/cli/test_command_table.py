@@ -18,7 +18,7 @@ from badpo.corpora.builders import CORPORA, Builder, corpus_builder
 
 def test_help_loads_neither_torch_nor_a_corpus_builder():
     code = ("import sys\nfrom badpo.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "print('torch' in sys.modules, 'datasets' in sys.modules, 'badpo.paper.pipeline' in sys.modules, "
+            "print('torch' in sys.modules, 'datasets' in sys.modules, 'badpo.experiment.pipeline' in sys.modules, "
             "'badpo.corpora.tiny' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.split()[-4:] == ["False", "False", "False", "False"]

@@ -16,9 +16,9 @@ from badpo.core.judgments import read_judgments, validate_judgments
 from badpo.corpora.builders import build_and_describe, corpus_sources
 from badpo.corpora.own_data import OwnDataConfig, build_own_data, split_by_prompt
 from badpo.data.sources import IgnoredColumnsWarning
-from badpo.paper.backend import engine_backend
-from badpo.paper.config import ExperimentConfig
-from badpo.paper.runner import prepare_corpus
+from badpo.experiment.backend import engine_backend
+from badpo.experiment.config import ExperimentConfig
+from badpo.experiment.runner import prepare_corpus
 from badpo.readouts.eval_config import EvalConfig
 from badpo.readouts.table import readout_unavailable
 from fixtures.files import read_jsonl

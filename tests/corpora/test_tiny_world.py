@@ -301,9 +301,9 @@ def test_an_experiment_refuses_a_world_built_with_another_tokenizer(tmp_path):
     """The corpus marker carries the vocabulary's digest: a folder built before issue 35 (whose
     marker has none) or with other name pieces is not reused with the tokenizer it lacks."""
     from badpo.core.config import ConfigError
-    from badpo.paper.backend import engine_backend
-    from badpo.paper.config import ExperimentConfig
-    from badpo.paper.runner import CORPUS_MARKER, prepare_corpus
+    from badpo.experiment.backend import engine_backend
+    from badpo.experiment.config import ExperimentConfig
+    from badpo.experiment.runner import CORPUS_MARKER, prepare_corpus
 
     config = from_dict(ExperimentConfig, {"output_dir": str(tmp_path), "arms": [{"name": "DPO", "method": "dpo"}],
                                           "corpus": {"builder": "tiny-signed", "config": SMALL}})

@@ -15,8 +15,8 @@ import pytest
 from badpo.cli import main
 from badpo.core.config import ConfigError, apply_overrides, from_dict, load_config
 from badpo.engine.settings import RMConfig
-from badpo.paper.config import ExperimentConfig, experiment_config_path
-from badpo.paper.runner import Backend, plan_experiment, prepare_corpus
+from badpo.experiment.config import ExperimentConfig, experiment_config_path
+from badpo.experiment.runner import Backend, plan_experiment, prepare_corpus
 from fixtures.engine import judgment_rows, write_jsonl
 from fixtures.experiment import fake_backend, quiet
 
@@ -72,7 +72,7 @@ def test_a_file_datasets_cannot_read_is_named(world, tmp_path, cli_error, name, 
 def test_every_arms_column_mapping_is_checked_when_the_sweep_is_planned(tmp_path):
     """The second arm maps the annotator to a column the data lacks: the plan fails naming the
     arm, the field and the column, before the reference or the first arm trains."""
-    from badpo.paper.backend import check_data, resolve_arm, resolve_reference
+    from badpo.experiment.backend import check_data, resolve_arm, resolve_reference
 
     config = load_config(ExperimentConfig, experiment_config_path("tiny"), [f"output_dir={tmp_path}"])
     config.arms[1].params["columns"] = {"annotator": "worker_id"}

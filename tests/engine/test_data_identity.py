@@ -16,8 +16,8 @@ import pytest
 from badpo.cli import main
 from badpo.core.config import ConfigError, apply_overrides, from_dict, load_config
 from badpo.engine.settings import RMConfig, SFTConfig, TrainConfig
-from badpo.paper.config import ExperimentConfig, experiment_config_path
-from badpo.paper.runner import Backend, plan_experiment, prepare_corpus
+from badpo.experiment.config import ExperimentConfig, experiment_config_path
+from badpo.experiment.runner import Backend, plan_experiment, prepare_corpus
 from fixtures.engine import judgment_rows, write_jsonl
 from fixtures.experiment import fake_backend, quiet
 
@@ -114,7 +114,7 @@ def test_an_unchanged_file_is_hashed_once(tmp_path, monkeypatch):
 
 
 def test_the_sweep_keys_a_run_by_the_content_of_data_outside_its_corpus(tmp_path):
-    from badpo.paper.backend import check_data, data_key, resolve_arm, resolve_reference
+    from badpo.experiment.backend import check_data, data_key, resolve_arm, resolve_reference
 
     outside = write_jsonl(tmp_path / "mine.jsonl", judgment_rows())
 

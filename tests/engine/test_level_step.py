@@ -23,9 +23,9 @@ from badpo.engine.loop import final_level
 from badpo.engine.settings import TrainConfig
 from badpo.engine.train import train
 from badpo.evaluation.trained_run import EvalData, evaluate_run_dir
+from badpo.experiment.backend import evaluate_run
+from badpo.experiment.runner import RunTask
 from badpo.methods import LossTerms
-from badpo.paper.backend import evaluate_run
-from badpo.paper.runner import RunTask
 from badpo.run_folder.layout import TRAINED_THETA_FILE
 from badpo.theta.level import LevelStep
 from fixtures.engine import assert_same_run, judgment_rows, log_records, make_config, policy_weights, write_jsonl

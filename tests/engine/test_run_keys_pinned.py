@@ -31,10 +31,10 @@ import pytest
 
 from badpo.core.config import ConfigError, dump_yaml, load_config, to_dict
 from badpo.engine.settings import RMConfig, SFTConfig, TrainConfig
-from badpo.paper import records
-from badpo.paper.backend import engine_backend
-from badpo.paper.config import ExperimentConfig
-from badpo.paper.runner import plan_unbuilt
+from badpo.experiment import records
+from badpo.experiment.backend import engine_backend
+from badpo.experiment.config import ExperimentConfig
+from badpo.experiment.runner import plan_unbuilt
 from badpo.run_folder.identity import identity
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,7 +141,8 @@ def test_every_experiment_plans_the_pinned_keys(tmp_path, monkeypatch):
     monkeypatch.setattr(records, "device_class", lambda: "cpu")  # the pins are CPU-class keys, on any machine
     backend = engine_backend()
     found = {}
-    for path in sorted((ROOT / "configs").glob("experiment_*.yaml")):
+    for path in sorted([*(ROOT / "experiments" / "configs").glob("experiment_*.yaml"),
+                        *(ROOT / "configs").glob("experiment_*.yaml")]):
         if path.name not in PLANS:  # a cure's config, not a table of arms
             continue
         config = load_config(ExperimentConfig, path)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from badpo.paper.records import read_records
-from badpo.paper.tables import read_layout, render_tables
+from badpo.experiment.records import read_records
+from badpo.experiment.tables import read_layout, render_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results"

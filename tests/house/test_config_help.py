@@ -64,8 +64,14 @@ def test_a_class_without_source_lists_its_keys_and_defaults():
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
-    parser = build_parser()
-    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    """badpo's commands and ``python -m experiments``' (whose experiment is badpo's, cure aside)."""
+    from experiments.commands import COMMANDS as EXPERIMENTS
+
+    def choices(parser):
+        return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+    theirs = choices(build_parser(EXPERIMENTS, prog="python -m experiments"))
+    return {**choices(build_parser()), "reproduce": theirs["reproduce"]}
 
 
 def _classes(command: argparse.ArgumentParser) -> list[type]:

@@ -23,7 +23,7 @@ def _folder(name: str) -> list[str]:
 # every module of core/ and methods/, and the pure modules of the layers above them
 CORE = [*_folder("core"), *_folder("methods"), "badpo.auditing.estimates", "badpo.readouts.metrics",
         "badpo.readouts.mixture_metrics", "badpo.comparing.over_seeds", "badpo.comparing.intervals",
-        "badpo.comparing.comparison", "badpo.paper.anchoring", "badpo.run_folder.layout", "badpo.run_folder.identity",
+        "badpo.comparing.comparison", "experiments.anchoring", "badpo.run_folder.layout", "badpo.run_folder.identity",
         "badpo.run_folder.ownership", "badpo.run_folder.final_commit", "badpo.run_folder.paths"]
 # the judgment row and the name pool: a user who only reads or writes judgments needs no torch
 STANDARD_LIBRARY_ONLY = ["badpo.core.judgments", "badpo.core.names", "badpo.data"]

@@ -1,7 +1,7 @@
 """Imports point one way, and the layers are the folders of ``src/badpo``:
 
     core -> methods -> data -> run_folder -> auditing -> corpora -> theta -> engine -> readouts -> evaluation
-        -> comparing -> paper -> cli -> integrations
+        -> comparing -> experiment -> cli -> integrations
 
 A module's layer is its folder (``badpo/core/losses.py`` is in ``core``); ``cli.py``, ``api.py``,
 the command modules of ``commands/`` and the package root ``badpo`` (whose lazy names are the
@@ -14,8 +14,10 @@ Importing ``badpo.a.b`` also runs the package ``badpo.a`` (its ``__init__``); fr
 package this counts as an edge to the package too, so an ``__init__`` cannot hide an upward
 import either.
 
-The paper's experiments (``badpo.paper``) sit on the library: no library module imports them, and
-of the front door only the command line does (``badpo experiment``, ``reproduce``, ``demo``).
+Tables of arms over seeds (``badpo.experiment``) sit on the library: no library module imports them,
+and of the front door only the command line does (``badpo experiment``, ``demo``). The paper's own
+experiments (``experiments/``, beside ``src``) sit on top of it all: nothing in ``src/badpo`` imports
+them.
 
 No edge points upward. The audit layer is the package ``badpo.auditing``; ``badpo.audit(...)`` is
 the API's function, a name of the package root imported on first use, so importing the audit layer
@@ -34,11 +36,11 @@ PACKAGE = SRC / "badpo"
 # lowest first; integrations (adapters into other trainers) is an edge like cli: it may import
 # everything, and as the top layer nothing may import it.
 LAYERS = ("core", "methods", "data", "run_folder", "auditing", "corpora", "theta", "engine", "readouts", "evaluation",
-          "comparing", "paper", "cli", "integrations")
+          "comparing", "experiment", "cli", "integrations")
 FRONT_DOORS = ("badpo", "badpo.cli", "badpo.api")
 FOLDERS_OF = {"commands": "cli"}  # a folder whose layer has another name
-# the modules that may import the paper's experiments (besides the paper itself)
-PAPER_USERS = ("badpo.cli", "badpo.commands")
+# the modules that may import badpo.experiment (besides itself)
+EXPERIMENT_USERS = ("badpo.cli", "badpo.commands")
 
 
 def module_name(path: Path) -> str:
@@ -190,23 +192,25 @@ def test_every_module_but_the_front_doors_lives_in_a_layer_folder():
     assert folders == sorted([*(name for name in LAYERS if name != "cli"), *FOLDERS_OF])
 
 
-def paper_importers(graph: dict[str, dict[str, int]]) -> list[str]:
-    """Every edge into ``badpo.paper`` from a module outside it that is not the command line."""
+def experiment_importers(graph: dict[str, dict[str, int]]) -> list[str]:
+    """Every edge into ``badpo.experiment`` from a module outside it that is not the command line."""
     return [f"{module} -> {target} (line {line})" for module, targets in sorted(graph.items())
             for target, line in sorted(targets.items())
-            if (target == "badpo.paper" or target.startswith("badpo.paper."))
-            and not (module == "badpo.paper" or module.startswith("badpo.paper."))
-            and not any(module == user or module.startswith(user + ".") for user in PAPER_USERS)]
+            if (target == "badpo.experiment" or target.startswith("badpo.experiment."))
+            and not (module == "badpo.experiment" or module.startswith("badpo.experiment."))
+            and not any(module == user or module.startswith(user + ".") for user in EXPERIMENT_USERS)]
 
 
-def test_only_the_command_line_imports_the_paper():
+def test_only_the_command_line_imports_the_experiment_tables():
     graph = import_graph()
-    assert any(target.startswith("badpo.paper.") for target in graph["badpo.commands.paper"])  # the walk sees it
-    found = paper_importers(graph)
-    assert not found, "the library imports the paper's experiments:\n  " + "\n  ".join(found)
-    assert paper_importers({"badpo.api": {"badpo.paper.runner": 3}, "badpo.paper.tables": {"badpo.paper": 1},
-                            "badpo.commands.paper": {"badpo.paper.config": 2}}) == [
-        "badpo.api -> badpo.paper.runner (line 3)"]
+    seen = graph["badpo.commands.experiment"]
+    assert any(target.startswith("badpo.experiment.") for target in seen)  # the walk sees it
+    found = experiment_importers(graph)
+    assert not found, "the library imports badpo.experiment:\n  " + "\n  ".join(found)
+    assert experiment_importers({"badpo.api": {"badpo.experiment.runner": 3},
+                            "badpo.experiment.tables": {"badpo.experiment": 1},
+                            "badpo.commands.experiment": {"badpo.experiment.config": 2}}) == [
+        "badpo.api -> badpo.experiment.runner (line 3)"]
 
 
 def test_no_edge_points_upward_and_the_audit_layer_loads_no_front_door():
@@ -261,7 +265,7 @@ def test_no_module_imports_another_modules_private_name():
     assert not private_imports(), "private names imported:\n  " + "\n  ".join(private_imports())
 
 
-RESEARCH = ("benchmarks", "scripts")  # on top of the library, as the paper is: they may import any layer
+RESEARCH = ("benchmarks", "experiments")  # on top of the library: they may import any layer
 
 
 def research_imports() -> list[str]:
@@ -283,6 +287,19 @@ def research_imports() -> list[str]:
 
 
 def test_the_research_scripts_import_existing_public_badpo_names():
-    """benchmarks/ and scripts/ read records and run folders through the library's readers, so a
+    """benchmarks/ and experiments/ read records and run folders through the library's readers, so a
     module they import must exist and a name they take from it must be public."""
     assert not research_imports(), "research scripts:\n  " + "\n  ".join(research_imports())
+
+
+def test_the_library_never_imports_the_experiments_beside_it():
+    """``experiments/`` is not in the wheel: a module of ``src/badpo`` that imported it would fail
+    on every installed copy."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            found += [f"{module_name(path)} (line {node.lineno}) imports {n}" for n in names
+                      if n.split(".")[0] in RESEARCH]
+    assert not found, "\n  ".join(found)

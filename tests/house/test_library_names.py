@@ -1,7 +1,6 @@
 """Names that explain themselves (issue 71 item 6): no two classes of the library share a name, and
 no two modules share a basename but where the folder says which (a readout's row is named after its
-readout, a package's table is its ``table.py``) or in the paper's experiments, which leave the
-library; a new clash fails here."""
+readout, a package's table is its ``table.py``); a new clash fails here."""
 
 from __future__ import annotations
 
@@ -12,12 +11,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2] / "src" / "badpo"
 # basename: the modules that may share it, and why a reader cannot confuse them
 SHARED = {
-    "table.py": {"methods/table.py", "readouts/table.py", "paper/cure/table.py"},  # each package's table
+    "table.py": {"methods/table.py", "readouts/table.py"},  # each package's table
     "names.py": {"core/names.py", "readouts/rows/names.py"},  # rows/ is named after READOUTS' rows
     "candidates.py": {"readouts/rows/candidates.py"},
-    "config.py": {"core/config.py", "paper/config.py", "paper/cure/config.py"},  # paper/: the experiments
-    "backend.py": {"paper/backend.py", "paper/cure/backend.py"},
-    "plots.py": {"comparing/plots.py", "paper/plots.py"},
+    "config.py": {"core/config.py", "experiment/config.py"},  # an experiment's config is its own
+    "plots.py": {"comparing/plots.py", "experiment/plots.py"},  # a comparison's plots, a table's
 }
 
 

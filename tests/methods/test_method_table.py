@@ -11,9 +11,9 @@ from badpo.core.bias import VARIANTS
 from badpo.core.config import ConfigError, load_config, to_dict
 from badpo.engine.config_checks import check_rm
 from badpo.engine.settings import ArmNameNotice, RMConfig, TrainConfig
+from badpo.experiment.records import keyed_settings
 from badpo.methods import LEARNED_VARIANTS, METHODS, Needs, arm, arm_name, arm_settings, get_arm, split_arm_name
 from badpo.methods.arms import legacy_arm_names
-from badpo.paper.records import keyed_settings
 from badpo.run_folder.identity import identity
 
 # every name `method:` took before the bias variant became a setting (the table of the last release)

@@ -1,4 +1,4 @@
-"""Tests for badpo.paper.anchoring: the paper's worked numbers, the search, the cure's training rows.
+"""Tests for experiments.anchoring: the paper's worked numbers, the search, the cure's training rows.
 
 Worked values.
 - eq. anchor_tilt, beta 0.1: rate 0.465 -> logit -0.14015 -> c(0.5) = 0.014; rate 0.967 ->
@@ -42,7 +42,8 @@ import torch
 from badpo.core.bias import BiasChannel
 from badpo.core.losses import ba_dpo_loss
 from badpo.core.names import read_signature, signature_attributes, strip_signature
-from badpo.paper.anchoring import (
+from badpo.readouts.metrics import attribute_logodds, mean_attribute_rate
+from experiments.anchoring import (
     NAME_ATTRIBUTES,
     fit_affine_calibration,
     fit_calibration,
@@ -59,7 +60,6 @@ from badpo.paper.anchoring import (
     tilted_rate,
     tilted_rates,
 )
-from badpo.readouts.metrics import attribute_logodds, mean_attribute_rate
 
 NAMES = ("woman_coded", "black_coded")
 

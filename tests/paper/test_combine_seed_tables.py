@@ -1,4 +1,4 @@
-"""scripts/combine_seed_tables.py: one table over seeds from one-seed reports (each seed its own
+"""experiments/scripts/combine_seed_tables.py: one table over seeds from one-seed reports (each seed its own
 reference), the arithmetic worked out by hand."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "combine_seed_tables.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "scripts" / "combine_seed_tables.py"
 spec = importlib.util.spec_from_file_location("combine_seed_tables", SCRIPT)
 combine_seed_tables = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(combine_seed_tables)

@@ -1,4 +1,4 @@
-"""Tests for the fixed-offset cure (badpo.paper.cure.analysis, badpo.paper.cure.backend).
+"""Tests for the fixed-offset cure (experiments.cure.analysis, experiments.cure.backend).
 
 Worked values.
 - The shifts: two prompts whose name probabilities make the attributes independent, with rates
@@ -40,12 +40,12 @@ import yaml
 from badpo.core.config import ConfigError, load_config
 from badpo.core.judgments import read_judgments
 from badpo.core.names import NAME_POOL, read_signature, strip_signature
-from badpo.paper.anchoring import fixed_offset_pairs
-from badpo.paper.backend import resolve_arm, resolve_evaluation
-from badpo.paper.config import ExperimentConfig, experiment_config_path
-from badpo.paper.cure.analysis import CureBackend, run_cure_experiment
-from badpo.paper.cure.calibration import achieved_shifts, target_shifts, tilt_readout
-from badpo.paper.cure.config import is_cure_config, load_cure_config
+from badpo.experiment.backend import resolve_arm, resolve_evaluation
+from badpo.experiment.config import ExperimentConfig, experiment_config_path
+from experiments.anchoring import fixed_offset_pairs
+from experiments.cure.analysis import CureBackend, run_cure_experiment
+from experiments.cure.calibration import achieved_shifts, target_shifts, tilt_readout
+from experiments.cure.config import is_cure_config, load_cure_config
 from fixtures.cure import (
     CONFIGS,
     NAMES,
@@ -94,7 +94,7 @@ def test_sampling_time_tilt_readout_hand_worked():
 
 
 def test_pairs_in_both_orders_same_surname_and_the_split_keeps_an_answer_whole():
-    from badpo.paper.cure.backend import pair_shift, signed_twice, split_by_answer
+    from experiments.cure.backend import pair_shift, signed_twice, split_by_answer
 
     answers = [f"{i} {i + 1}\n\n--- {first} {last}" for i, (first, last) in enumerate(
         [("Emily", "Miller"), ("Latoya", "Reed"), ("Greg", "Okafor"), ("Jamal", "Baker"), ("Anne", "Cole")])]
@@ -251,7 +251,7 @@ def test_the_cure_end_to_end_on_a_small_tiny_world(tmp_path, engine_backend):
     from badpo.core.config import from_dict
     from badpo.engine.settings import TrainConfig
     from badpo.engine.train import train
-    from badpo.paper.cure.backend import run_cure_config
+    from experiments.cure.backend import run_cure_config
 
     tiny = yaml.safe_load(experiment_config_path("tiny").read_text())
     tiny.update({"output_dir": str(tmp_path / "source"), "seeds": [42], "arms": tiny["arms"][:1]})
@@ -304,7 +304,7 @@ def test_the_cure_end_to_end_on_a_small_tiny_world(tmp_path, engine_backend):
 
 
 def _real_backends(engine_backend):
-    from badpo.paper.cure.backend import cure_backend
+    from experiments.cure.backend import cure_backend
 
     return cure_backend(), engine_backend()
 
@@ -312,8 +312,8 @@ def _real_backends(engine_backend):
 def test_a_coordinate_whose_intended_shifts_barely_differ_is_not_calibrated():
     """The joint s*(t) can be ~0 on one attribute (the other's shift alone brings it to t): a line
     through intended shifts 0.002 apart has a slope set by noise, so the exact tilt stands."""
-    from badpo.paper.cure.calibration import calibration_line
-    from badpo.paper.cure.table import describe_line
+    from experiments.cure.calibration import calibration_line
+    from experiments.cure.table import describe_line
 
     points = [{"intended": {"woman_coded": w, "black_coded": b}, "achieved": {"woman_coded": 0.5 * w, "black_coded": c}}
               for w, b, c in [(-1.0, -0.001, 0.27), (-1.5, -0.002, 0.29), (-2.0, -0.003, 0.34)]]
@@ -332,8 +332,8 @@ def test_arm_seed_takes_the_records_read_out_as_the_source_experiment_reads_them
     checking evaluation.body=own would) are further records of each arm and seed; arm_seed
     matching takes the ones read out under the source experiment's settings, in the run and in
     the plan, instead of refusing two records."""
-    from badpo.paper.cure.plan import plan_cure
-    from badpo.paper.runner import plan_experiment, prepare_corpus, run_all
+    from badpo.experiment.runner import plan_experiment, prepare_corpus, run_all
+    from experiments.cure.plan import plan_cure
 
     source = write_source_experiment(tmp_path)
     backend = replace(fake_source_backend(), resolve_evaluation=resolve_evaluation)  # every readout setting
@@ -357,7 +357,7 @@ def test_read_out_alike_on_settings_one_side_lacks():
     """A record logged before `body` existed was read out as body's default then: it matches a
     plan asking for that default (reference) and not one asking for `own`; a setting the plan no
     longer has is ignored."""
-    from badpo.paper.cure.analysis import READOUT_DEFAULTS, read_out_alike
+    from experiments.cure.analysis import READOUT_DEFAULTS, read_out_alike
 
     assert READOUT_DEFAULTS["body"] == "reference"
     assert read_out_alike({"max_prompts": 200}, {"max_prompts": 200, "body": "reference"})
@@ -369,8 +369,8 @@ def test_read_out_alike_on_settings_one_side_lacks():
 def test_the_cure_takes_its_provenance_before_it_reads_a_source(monkeypatch, tmp_path):
     """A record names the code the process loaded: provenance is taken (and cached) when the cure
     starts, not at its first record, which comes after the sources are sampled."""
-    from badpo.paper import provenance as provenance_module
-    from badpo.paper.cure import analysis
+    from badpo.experiment import provenance as provenance_module
+    from experiments.cure import analysis
 
     class Stop(Exception):
         pass

@@ -1,5 +1,5 @@
 """Tests for the cure's coupled calibration (``calibration.design: per_coordinate``,
-badpo.paper.cure.calibration) on the fake world of tests/fixtures/cure.py.
+experiments.cure.calibration) on the fake world of tests/fixtures/cure.py.
 
 Worked values. The fake stage achieves A intended + c with A = [[0.5, 0.1], [0.4, 0.9]] and
 c = [0.2, 0.3] (the map tests/paper/test_anchoring.py fits and inverts by hand) on a source at
@@ -20,10 +20,10 @@ import shutil
 import pytest
 
 from badpo.core.config import ConfigError
-from badpo.paper.cure.analysis import run_cure_experiment
-from badpo.paper.cure.config import is_cure_config, load_cure_config
-from badpo.paper.cure.plan import plan_cure
-from badpo.paper.cure.table import describe_line
+from experiments.cure.analysis import run_cure_experiment
+from experiments.cure.config import is_cure_config, load_cure_config
+from experiments.cure.plan import plan_cure
+from experiments.cure.table import describe_line
 from fixtures.cure import (
     CONFIGS,
     NAMES,
@@ -156,7 +156,7 @@ def test_the_shipped_coupled_config_is_the_tiny_cure_with_the_coupled_calibratio
 def test_an_intended_shift_beyond_the_calibration_points_is_named():
     """Points spanning woman [-1.39, -0.89] and black [0.00, 0.50]: a calibrated shift of
     -2.79 / -1.45 lies beyond both ranges (the tiny cure's parity run), -1.0 / 0.25 inside."""
-    from badpo.paper.cure.calibration import extrapolated
+    from experiments.cure.calibration import extrapolated
 
     points = [{"intended": {"woman_coded": w, "black_coded": b}} for w, b in
               ((-1.39, 0.0), (-0.89, 0.0), (-1.39, 0.5))]
@@ -169,7 +169,7 @@ def test_an_intended_shift_beyond_the_calibration_points_is_named():
 def test_a_stage_that_moves_a_readout_against_its_own_offset_is_refused():
     """Points whose black-coded step lowers the black-coded readout (A's diagonal -0.2): inverting
     such a map turns noise into a large shift, so the fit stops with the coordinate named."""
-    from badpo.paper.cure.calibration import CalibrationSpec, calibration_fit
+    from experiments.cure.calibration import CalibrationSpec, calibration_fit
 
     spec = CalibrationSpec(design="per_coordinate", step=0.5)
     points = [{"intended": {"woman_coded": w, "black_coded": b},

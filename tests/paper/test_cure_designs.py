@@ -7,7 +7,7 @@ import pytest
 
 from badpo.core.config import ConfigError
 from badpo.core.names import NAME_ATTRIBUTES
-from badpo.paper.cure.calibration import DESIGNS, CalibrationSpec, calibration_fit, design_of
+from experiments.cure.calibration import DESIGNS, CalibrationSpec, calibration_fit, design_of
 
 
 @pytest.mark.parametrize("name", sorted(DESIGNS))

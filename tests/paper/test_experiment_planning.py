@@ -10,20 +10,20 @@ from pathlib import Path
 import pytest
 
 from badpo.core.config import ConfigError, load_config
-from badpo.paper.config import ExperimentConfig, experiment_config_path
-from badpo.paper.cure.config import is_cure_config
-from badpo.paper.pipeline import run_experiment
-from badpo.paper.runner import Backend, plan_experiment, prepare_corpus
+from badpo.experiment.config import ExperimentConfig, experiment_config_path
+from badpo.experiment.pipeline import run_experiment
+from badpo.experiment.runner import Backend, plan_experiment, prepare_corpus
+from experiments.cure.config import is_cure_config
 from fixtures.experiment import fake_backend, make_config, quiet
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "experiments" / "configs"
 
 
 @pytest.mark.parametrize("path", [experiment_config_path("tiny"), *sorted(
     p for p in CONFIGS.glob("experiment_*.yaml") if not is_cure_config(p))],  # cures (extends too): test_cure
                          ids=lambda p: p.name)
 def test_shipped_configs_resolve_against_the_engine(path, tmp_path):
-    from badpo.paper.backend import resolve_arm, resolve_reference
+    from badpo.experiment.backend import resolve_arm, resolve_reference
 
     config = load_config(ExperimentConfig, path, [f"output_dir={tmp_path}"])
     calls: list[str] = []
@@ -167,7 +167,7 @@ def test_the_engines_readout_check_names_the_setting():
 ])
 def test_the_engines_own_checks_run_when_the_experiment_is_planned(override, error, tmp_path):
     """A value the engine refuses fails before the corpus's reference trains, not at the first arm."""
-    from badpo.paper.backend import resolve_arm, resolve_reference
+    from badpo.experiment.backend import resolve_arm, resolve_reference
 
     config = load_config(ExperimentConfig, experiment_config_path("tiny"), [f"output_dir={tmp_path}", override])
     calls: list[str] = []
@@ -182,7 +182,7 @@ def test_bad_keys_in_several_sections_are_named_in_one_line(tmp_path):
     """A typo under corpus.config, evaluation, reference and train is one error naming all four
     (the arms that fail alike together), not four runs that each stop at the next one."""
     from badpo.corpora.builders import check_corpus_config
-    from badpo.paper.backend import resolve_arm, resolve_evaluation, resolve_reference
+    from badpo.experiment.backend import resolve_arm, resolve_evaluation, resolve_reference
 
     overrides = [f"output_dir={tmp_path}", "corpus.config.n_pairz=3", "evaluation.max_promptz=3",
                  "reference.epochz=1", "train.bias.initt=zero"]
@@ -207,7 +207,7 @@ def test_bad_keys_in_several_sections_are_named_in_one_line(tmp_path):
 def test_planning_checks_only_what_the_runner_uses():
     """The runner writes the reference into work/<key>/model, so the stage's default output_dir
     (runs/sft) equal to model.name_or_path is not an error when the experiment is planned."""
-    from badpo.paper.backend import resolve_reference
+    from badpo.experiment.backend import resolve_reference
 
     resolved = resolve_reference({"data": "{corpus}/sft.jsonl", "model": {"name_or_path": "runs/sft"}})
     assert resolved["output_dir"] == resolved["model"]["name_or_path"] == "runs/sft"
@@ -217,7 +217,7 @@ def test_planning_checks_only_what_the_runner_uses():
 def test_training_summary_keeps_the_last_steps_numbers_and_drops_the_bookkeeping(tmp_path):
     """Group-DRO's weight spread reaches a table only through this: run.json's final row, its
     top-level numbers without step, lr, elapsed_s and judgments; no run.json, nothing."""
-    from badpo.paper.backend import training_summary
+    from badpo.experiment.backend import training_summary
 
     assert training_summary(tmp_path) == {}
     final = {"step": 1000, "loss": 0.53, "lr": 1e-9, "elapsed_s": 11.5, "judgments": 48, "group_weight_sd": 8.3,

@@ -1,4 +1,4 @@
-"""scripts/null_drift.py: the share of DPO's shift a world without bias makes too, and an arm's
+"""experiments/scripts/null_drift.py: the share of DPO's shift a world without bias makes too, and an arm's
 removal of the rest, worked by hand."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+SCRIPTS = Path(__file__).resolve().parents[2] / "experiments" / "scripts"
 
 
 @pytest.fixture

@@ -24,17 +24,18 @@ from badpo.core.bias import variant_facts
 from badpo.core.config import ConfigError, from_dict, load_config, to_dict
 from badpo.engine.config_checks import check_sft, check_train
 from badpo.engine.settings import SFTConfig, TrainConfig
+from badpo.experiment.backend import engine_backend, resolve_arm, resolve_evaluation
+from badpo.experiment.config import ColumnSpec, ExperimentConfig, TableSpec, merge_settings
+from badpo.experiment.records import canonical_json
+from badpo.experiment.runner import plan_experiment
+from badpo.experiment.tables import LayoutArm, LayoutRun, TableLayout, render_tables
 from badpo.methods import get_arm
-from badpo.paper.backend import engine_backend, resolve_arm, resolve_evaluation
-from badpo.paper.config import ColumnSpec, ExperimentConfig, TableSpec, merge_settings
-from badpo.paper.cure.config import is_cure_config, load_cure_config
-from badpo.paper.records import canonical_json
-from badpo.paper.runner import plan_experiment
-from badpo.paper.tables import LayoutArm, LayoutRun, TableLayout, render_tables
+from experiments.cure.config import is_cure_config, load_cure_config
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIGS = ROOT / "configs"
-EXPERIMENTS = sorted(CONFIGS.glob("experiment_*.yaml"))
+CONFIGS = ROOT / "experiments" / "configs"
+# the experiments' configs, and the one a user starts a table of their own data from
+EXPERIMENTS = sorted([*CONFIGS.glob("experiment_*.yaml"), *(ROOT / "configs").glob("experiment_*.yaml")])
 TABLE_CONFIGS = [p for p in EXPERIMENTS if not is_cure_config(p)]  # arms x seeds
 CURE_CONFIGS = [p for p in EXPERIMENTS if is_cure_config(p)]
 # experiment_smol_*: the real model on a CPU, sized for two cores (docs/measurements.md), not the paper's table
@@ -144,7 +145,7 @@ def test_cure_config_validates_against_its_source(path):
 # --------------------------------------------------------------------- one config per table
 def _paper_labels() -> list[str]:
     """The paper's result tables: the ``## <label>`` sections of docs/paper_tables.md (written
-    from the paper by scripts/paper_tables.py)."""
+    from the paper by experiments/scripts/paper_tables.py)."""
     text = (ROOT / "docs" / "paper_tables.md").read_text(encoding="utf-8")
     return re.findall(r"^## +(\S+)\s*$", text, flags=re.MULTILINE)
 
@@ -161,7 +162,7 @@ def test_the_paper_lists_its_eleven_result_tables():
 
 @pytest.mark.parametrize("label", _paper_labels())
 def test_each_table_of_the_paper_has_its_configs(label):
-    """configs/experiment_<label>[_<block>].yaml at paper scale and experiment_tiny_<label>*.yaml
+    """experiments/configs/experiment_<label>[_<block>].yaml at paper scale and experiment_tiny_<label>*.yaml
     at tiny scale; votes is the second table of every names_v3 config (and of Mistral's)."""
     def named(prefix: str, table: str) -> list[Path]:
         return [p for p in EXPERIMENTS if re.fullmatch(rf"{prefix}{table}(_.+)?\.yaml", p.name)]
@@ -425,5 +426,5 @@ def test_the_user_facing_large_model_configs_take_the_library_default_start(name
     """They carry the paper's hyperparameters but not its theta = 0 start (issue 75 item 2: the tour
     trained with them and silently left the default the docs credit); the paper's tables keep
     theta = 0 in their experiment configs (the test above), and each says so in its header."""
-    config = load_config(TrainConfig, CONFIGS / name)
-    assert config.bias.init == "reference" and "bias.init=zero" in (CONFIGS / name).read_text()
+    config = load_config(TrainConfig, ROOT / "configs" / name)  # configs/: a user's, apart from the experiments'
+    assert config.bias.init == "reference" and "bias.init=zero" in (ROOT / "configs" / name).read_text()

@@ -1,5 +1,5 @@
-"""scripts/paper_tables.py: the paper's LaTeX tables as the Markdown that `badpo reproduce` sets
-beside each rebuilt table."""
+"""experiments/scripts/paper_tables.py: the paper's LaTeX tables as the Markdown that `python -m experiments
+reproduce` sets beside each rebuilt table."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "paper_tables.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "scripts" / "paper_tables.py"
 spec = importlib.util.spec_from_file_location("paper_tables", SCRIPT)
 paper_tables = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(paper_tables)
@@ -53,7 +53,7 @@ def test_a_table_missing_from_the_paper_is_named():
 def test_the_shipped_file_has_a_section_for_every_result_table():
     """docs/paper_tables.md is the script's output: one `## label` section per result table,
     each with a Markdown table (read back with the reproduce report's own parser)."""
-    from badpo.paper.reproduce import paper_sections
+    from experiments.reproduce import paper_sections
 
     sections = paper_sections(Path(__file__).resolve().parents[2] / "docs" / "paper_tables.md")
     assert list(sections) == list(paper_tables.RESULT_TABLES)

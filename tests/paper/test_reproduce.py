@@ -1,4 +1,4 @@
-"""``badpo reproduce``: a sweep of experiments, one progress view, one report folder (a fake
+"""``python -m experiments reproduce``: a sweep of experiments, one progress view, one report folder (a fake
 backend: nothing trains)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from badpo.core.config import ConfigError, from_dict
-from badpo.paper.reproduce import ReproduceConfig, SweepProgress, paper_sections, run_reproduce
-from badpo.paper.runner import Backend
+from badpo.experiment.runner import Backend
+from experiments.reproduce import ReproduceConfig, SweepProgress, paper_sections, run_reproduce
 
 RATES = {("dpo", 42): 0.9, ("dpo", 123): 0.8, ("ba_dpo_pooled", 42): 0.55, ("ba_dpo_pooled", 123): 0.5}
 
@@ -131,16 +131,16 @@ def test_bad_sweeps_are_named(tmp_path):
 
 
 def test_the_command_names_a_missing_experiment_config_in_one_line(tmp_path, capsys):
-    """`badpo reproduce SWEEP`: a table whose experiment config does not exist is refused before
+    """`python -m experiments reproduce SWEEP`: a table whose experiment config does not exist is refused before
     anything runs, with the sweep key that names it."""
-    from badpo.cli import main
+    from experiments.commands import main
 
     sweep_file = tmp_path / "sweep.yaml"
     sweep_file.write_text(yaml.safe_dump({"output_dir": str(tmp_path / "report"),
                                           "tables": [{"table": "names_v3", "config": "configs/nothing.yaml"}]}))
     assert main(["reproduce", str(sweep_file)]) == 2
     error = capsys.readouterr().err.strip()
-    assert error.startswith("badpo reproduce: tables[0].config: no experiment config at")
+    assert error.startswith("python -m experiments reproduce: tables[0].config: no experiment config at")
     assert "configs/nothing.yaml" in error and len(error.splitlines()) == 1
     assert not (tmp_path / "report").exists()
 
@@ -170,15 +170,15 @@ def test_a_table_reusing_an_earlier_tables_runs_rescores_them_without_training(t
 
 
 def test_the_shipped_tiny_sweep_names_configs_that_load():
-    """configs/reproduce_tiny.yaml: every table's experiment config exists and validates, the
+    """experiments/configs/reproduce_tiny.yaml: every table's experiment config exists and validates, the
     paper's tables file has a section for each table of the sweep, and each table states the
     paper's finding and its measured time."""
     from badpo.core.config import load_config
-    from badpo.paper.config import ExperimentConfig
-    from badpo.paper.cure.config import is_cure_config, load_cure_config
+    from badpo.experiment.config import ExperimentConfig
+    from experiments.cure.config import is_cure_config, load_cure_config
 
     root = Path(__file__).resolve().parents[2]
-    sweep = load_config(ReproduceConfig, root / "configs" / "reproduce_tiny.yaml")
+    sweep = load_config(ReproduceConfig, root / "experiments" / "configs" / "reproduce_tiny.yaml")
     sections = paper_sections(root / sweep.paper_tables)
     for entry in sweep.tables:
         path = root / entry.config

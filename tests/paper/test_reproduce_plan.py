@@ -1,4 +1,4 @@
-"""``badpo reproduce --plan`` and the report's header: the plan keys every run as the sweep does, so
+"""``python -m experiments reproduce --plan`` and the report's header: the plan keys every run as the sweep does, so
 what it says is logged, made by an earlier table or to run is what the sweep then trains; the
 report's first line says what the sweep did (a fake backend: nothing trains).
 
@@ -18,14 +18,15 @@ import pytest
 import yaml
 
 from badpo.core.config import from_dict, load_config
-from badpo.paper.config import ExperimentConfig
-from badpo.paper.pipeline import run_experiment
-from badpo.paper.reproduce import ReproduceConfig, SweepTable, run_reproduce
-from badpo.paper.reproduce_plan import hms, plan_sweep
+from badpo.experiment.config import ExperimentConfig
+from badpo.experiment.pipeline import run_experiment
+from experiments.commands import main
+from experiments.reproduce import ReproduceConfig, SweepTable, run_reproduce
+from experiments.reproduce_plan import hms, plan_sweep
 from fixtures.cure import fake_cure_backend, fake_source_backend
 
 ROOT = Path(__file__).resolve().parents[2]
-CURE = ROOT / "configs" / "experiment_tiny_offset.yaml"
+CURE = ROOT / "experiments" / "configs" / "experiment_tiny_offset.yaml"
 
 
 def experiment_file(path: Path, out: Path, arms: list[str]) -> str:
@@ -171,15 +172,14 @@ def test_a_source_no_table_makes_is_missing_and_the_sweep_refuses_at_once(tmp_pa
 
 
 def test_the_command_plans_the_shipped_sweep_on_a_fresh_checkout(tmp_path, monkeypatch, capsys):
-    """From a folder with no runs/: every run of configs/reproduce_tiny.yaml is to run, each table's
+    """From a folder with no runs/: every run of experiments/configs/reproduce_tiny.yaml is to run, each table's
     count is the one its `measured` records, so the estimate is the measured sweep's time."""
-    from badpo.cli import main
 
-    for name in ("configs", "docs"):
+    for name in ("configs", "docs", "experiments"):
         (tmp_path / name).symlink_to(ROOT / name)
     monkeypatch.chdir(tmp_path)
-    shipped = load_config(ReproduceConfig, "configs/reproduce_tiny.yaml")
-    assert main(["reproduce", "configs/reproduce_tiny.yaml", "--plan"]) == 0
+    shipped = load_config(ReproduceConfig, "experiments/configs/reproduce_tiny.yaml")
+    assert main(["reproduce", "experiments/configs/reproduce_tiny.yaml", "--plan"]) == 0
     out = capsys.readouterr().out
     runs = sum(t.measured.runs for t in shipped.tables)
     seconds = sum(t.measured.seconds for t in shipped.tables)
@@ -189,15 +189,15 @@ def test_the_command_plans_the_shipped_sweep_on_a_fresh_checkout(tmp_path, monke
     for entry in shipped.tables:
         assert f", {entry.measured.runs} to run, " in lines[entry.table], lines[entry.table]
     assert "Report: runs/reproduce_tiny/README.md" in out
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["configs", "docs"]  # nothing built or written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["configs", "docs", "experiments"]  # nothing built or written
     with pytest.raises(SystemExit):
-        main(["reproduce", "configs/reproduce_tiny.yaml", "--plan", "--render-only"])
+        main(["reproduce", "experiments/configs/reproduce_tiny.yaml", "--plan", "--render-only"])
 
 
 def test_a_report_folder_that_is_a_file_is_refused_by_the_plan(tmp_path, cli_error):
     (tmp_path / "report").write_text("not a folder\n")
-    line = cli_error(["reproduce", str(ROOT / "configs" / "reproduce_tiny.yaml"), "--plan",
-                      f"output_dir={tmp_path / 'report'}"])
+    line = cli_error(["reproduce", str(ROOT / "experiments" / "configs" / "reproduce_tiny.yaml"), "--plan",
+                      f"output_dir={tmp_path / 'report'}"], program=main)
     assert f"output_dir: {tmp_path / 'report'} is a file" in line, line
 
 
@@ -205,6 +205,14 @@ def test_a_report_folder_under_a_file_is_refused_by_the_plan(tmp_path, cli_error
     """``output_dir=afile/sub``: the plan printed "Report: afile/sub/README.md" and the run failed
     with [Errno 20]; the plan refuses it, naming the file in the way."""
     (tmp_path / "afile").write_text("not a folder\n")
-    line = cli_error(["reproduce", str(ROOT / "configs" / "reproduce_tiny.yaml"), "--plan",
-                      f"output_dir={tmp_path / 'afile' / 'sub'}"])
+    line = cli_error(["reproduce", str(ROOT / "experiments" / "configs" / "reproduce_tiny.yaml"), "--plan",
+                      f"output_dir={tmp_path / 'afile' / 'sub'}"], program=main)
     assert f"output_dir: {tmp_path / 'afile' / 'sub'}: {tmp_path / 'afile'} is a file, not a folder" in line, line
+
+
+def test_badpo_experiment_points_a_cure_config_to_the_experiments_beside_the_library(cli_error):
+    """The cure left the library with the paper's experiments; badpo experiment said "unknown key(s):
+    all_seed_targets, answers, ..." of a config that runs from the repository root."""
+    line = cli_error(["experiment", str(CURE)])
+    assert "kind: fixed_offset_cure is not a table of arms" in line
+    assert f"python -m experiments experiment {CURE}" in line

@@ -1,4 +1,4 @@
-"""scripts/stage_times.py: a timed experiment call's log and records as one record, by hand."""
+"""experiments/scripts/stage_times.py: a timed experiment call's log and records as one record, by hand."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "stage_times.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "scripts" / "stage_times.py"
 
 
 def _module():

@@ -68,7 +68,8 @@ class CommandParser(argparse.ArgumentParser):
     argv: Sequence[str] = ()  # the command line being parsed (badpo.cli.main sets it), for error()'s hint
 
     def error(self, message: str) -> NoReturn:
-        refuse(self.prog, hint(self.prog.split()[-1], message, self.argv))
+        *program, command = self.prog.split()
+        refuse(self.prog, hint(command, message, self.argv, " ".join(program)))
 
     def format_help(self) -> str:
         from badpo.core.config_help import format_keys
@@ -99,7 +100,7 @@ class TopParser(argparse.ArgumentParser):
         commands = next((a.choices for a in self._actions if isinstance(a, argparse._SubParsersAction)), {})
         unknown_before = [arg for arg in argv[:at] if arg.split("=")[0] not in self._option_string_actions]
         prog = f"{self.prog} {command}" if command in commands and not unknown_before else self.prog
-        refuse(prog, hint(command, message, argv))
+        refuse(prog, hint(command, message, argv, self.prog))
 
 
 def add_config_args(parser: argparse.ArgumentParser, example: str) -> None:

@@ -50,18 +50,18 @@ OPTION_COLUMNS = ("audit", "evaluate")
 POSITIONAL_CONFIG = ("experiment", "reproduce")  # the config file is their first argument, not -c
 
 
-def hint(command: str | None, message: str, argv: Sequence[str]) -> str:
+def hint(command: str | None, message: str, argv: Sequence[str], program: str = "badpo") -> str:
     """``message`` (an argparse error) with a hint when the column mapping was spelled the other
-    command's way."""
+    command's way; ``program``: what runs the command (``badpo``, ``python -m experiments``)."""
+    said = f"{program} {command}"
     if command in POSITIONAL_CONFIG and ("-c" in argv or "--config" in argv):
-        return (f"{message} (badpo {command} takes its config file as its first argument: "
-                f"badpo {command} FILE [KEY=VALUE ...], not -c)")
+        return f"{message} ({said} takes its config file as its first argument: {said} FILE [KEY=VALUE ...], not -c)"
     if command == "demo" and ("-c" in argv or "--config" in argv):
-        return f"{message} (badpo demo takes no config file, only KEY=VALUE overrides of the tiny experiment)"
+        return f"{message} ({said} takes no config file, only KEY=VALUE overrides of the tiny experiment)"
     if command in CONFIG_COLUMNS and "--column" in argv:
-        return f"{message} (badpo {command} maps a column with the config key columns.FIELD=COLUMN, not --column)"
+        return f"{message} ({said} maps a column with the config key columns.FIELD=COLUMN, not --column)"
     if command in OPTION_COLUMNS and any(arg.startswith("columns.") for arg in argv):
-        return f"{message} (badpo {command} maps a column with --column FIELD=COLUMN, not columns.FIELD=COLUMN)"
+        return f"{message} ({said} maps a column with --column FIELD=COLUMN, not columns.FIELD=COLUMN)"
     return message
 
 
