@@ -21,10 +21,11 @@ older badpo, anything unknown) is refused before anything is read. The files are
 temporary folder renamed into place only when complete, so a killed run leaves either the old
 checkpoints or the new one, never half of one.
 
-Under FSDP or DeepSpeed the weights and the optimizer state are sharded and accelerate saves them
-in its own (pickled) format, so checkpointing is refused there with an error naming the options;
-a policy badpo shards itself (``fsdp: true``) is refused by the config check
-(:func:`badpo.engine.config_checks.check_fsdp`).
+A policy badpo shards itself (``fsdp: true``, FSDP2 on CPU processes) is checkpointed whole: its
+weights and AdamW moments are gathered from the shards on every process and written by the main
+one, so the folder is the one a DDP run writes; a resume cuts each process's shard back out of them.
+Under accelerate's FSDP or DeepSpeed (GPUs only, so untested here) checkpoints are refused with an
+error naming the options (:func:`check_checkpointing`).
 """
 
 from __future__ import annotations
@@ -94,28 +95,81 @@ def checkpoint_contents(run, state: TrainingState) -> Contents:
 
 
 def check_checkpointing(accelerator, config, resume: Path | None) -> None:
-    """Refuse checkpoints where weights and optimizer state are sharded (FSDP, DeepSpeed, ...):
-    badpo saves replicated state, and accelerate's format for sharded state is pickles."""
+    """Refuse checkpoints under accelerate's FSDP, DeepSpeed, ...: accelerate runs them on GPUs
+    only, so badpo's gathering of their shards is untested (``fsdp: true`` shards on CPU processes,
+    ``MULTI_CPU`` here, and is tested)."""
     kind = accelerator.distributed_type.name
     if kind == "NO" or kind.startswith("MULTI_"):
         return
     stops = config.stop_after_steps is not None and config.stop_after_steps < config.steps
     if config.save_every or stops or resume is not None:
         raise ConfigError(
-            f"save_every / stop_after_steps / resume_from: badpo cannot checkpoint under {kind} (its "
-            "sharded state would have to be saved as pickles); set save_every=0, drop "
-            "stop_after_steps and resume_from, or train under DDP")
+            f"save_every / stop_after_steps / resume_from: badpo's checkpoints are untested under "
+            f"accelerate's {kind} (it runs on GPUs only); set save_every=0, drop stop_after_steps and "
+            "resume_from, or train under DDP (on CPU processes fsdp=true shards and checkpoints)")
 
 
 def _trainable(model: nn.Module) -> dict[str, torch.Tensor]:
     return {name: p for name, p in model.named_parameters() if p.requires_grad}
 
 
-def _save_policy(accelerator, policy: nn.Module, folder: Path) -> None:
-    from safetensors.torch import save_file
+def _dtensor() -> type | tuple:
+    """torch's DTensor, the parameters of a policy ``fsdp: true`` sharded (``()``, which nothing is
+    an instance of, where torch lacks torch.distributed)."""
+    if not torch.distributed.is_available():
+        return ()
+    from torch.distributed.tensor import DTensor
 
-    weights = _trainable(accelerator.unwrap_model(policy))
-    save_file({k: v.detach().contiguous().cpu() for k, v in weights.items()}, folder / CHECKPOINT_POLICY_FILE)
+    return DTensor
+
+
+def _whole(tree: Any) -> Any:
+    """``tree`` with every DTensor gathered whole: a collective, so every process calls it on the
+    same state (in the same order)."""
+    if isinstance(tree, _dtensor()):
+        return tree.full_tensor()
+    if isinstance(tree, dict):
+        return {key: _whole(value) for key, value in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_whole(value) for value in tree)
+    return tree
+
+
+def _saved_parts(accelerator, contents: Contents) -> tuple[dict, dict] | None:
+    """(the trainable weights, every state by name) as the main process writes them (None on the
+    others). Under ``fsdp: true`` every process gathers the shards, so the files hold the whole
+    tensors a DDP run's hold."""
+    weights = _trainable(accelerator.unwrap_model(contents.policy))
+    sharded = any(isinstance(weight, _dtensor()) for weight in weights.values())
+    if not (sharded or accelerator.is_main_process):
+        return None
+    states = {name: obj.state_dict() for name, obj in contents.states.items()}
+    if sharded:
+        with torch.no_grad():
+            weights, states = _whole(weights), _whole(states)
+    return (weights, states) if accelerator.is_main_process else None
+
+
+def _placed(value: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A whole saved tensor held as ``like`` is: this process's shard of it where ``like`` is a
+    DTensor (cut here as FSDP cut the weight, no communication), else as it is."""
+    if not isinstance(like, _dtensor()):
+        return value
+    from torch.distributed.tensor import distribute_tensor
+
+    return distribute_tensor(value.to(like.device), like.device_mesh, like.placements, src_data_rank=None)
+
+
+def _placed_state(obj: Any, state: Any) -> Any:
+    """An optimizer's saved state with each moment of a sharded parameter cut to this process's
+    shard (the state is keyed by the parameters' order); any other state as it is."""
+    if not isinstance(obj, torch.optim.Optimizer):
+        return state
+    params = [param for group in obj.param_groups for param in group["params"]]
+    moments = {index: {key: _placed(value, params[index]) if isinstance(value, torch.Tensor)
+                       and value.shape == params[index].shape else value for key, value in moment.items()}
+               for index, moment in state["state"].items()}
+    return {**state, "state": moments}
 
 
 def _load_tensors(path: Path) -> dict[str, torch.Tensor]:
@@ -145,7 +199,7 @@ def _load_policy(accelerator, policy: nn.Module, folder: Path) -> None:
     _refuse_non_finite(path, saved)
     with torch.no_grad():
         for name, param in params.items():
-            param.copy_(saved[name])
+            param.copy_(_placed(saved[name], param))
 
 
 def _tensors_in(tree: Any, prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
@@ -228,9 +282,12 @@ def save_checkpoint(accelerator, output_dir: Path, step: int, keep: int, config,
         temporary.mkdir(parents=True)
     accelerator.wait_for_everyone()
     write_state_files(temporary, CHECKPOINT_RNG.format(rank=accelerator.process_index), rng_state())
+    parts = _saved_parts(accelerator, contents)  # on every process: a sharded policy is gathered
     if accelerator.is_main_process:
-        _save_policy(accelerator, contents.policy, temporary)
-        states = {name: obj.state_dict() for name, obj in contents.states.items()}
+        from safetensors.torch import save_file
+
+        weights, states = parts
+        save_file({k: v.detach().contiguous().cpu() for k, v in weights.items()}, temporary / CHECKPOINT_POLICY_FILE)
         write_state_files(temporary, CHECKPOINT_STATE, {"format": FORMAT, "states": states})
         dump_yaml(config, temporary / CONFIG_FILE)
     accelerator.wait_for_everyone()
@@ -264,7 +321,7 @@ def load_checkpoint(accelerator, checkpoint: Path, contents: Contents) -> None:
     # of them is a diverged run, whose first step would train on it
     _refuse_non_finite(checkpoint / f"{CHECKPOINT_STATE}.safetensors", dict(_tensors_in(states)))
     for name, obj in contents.states.items():
-        obj.load_state_dict(states[name])
+        obj.load_state_dict(_placed_state(obj, states[name]))
     rng = CHECKPOINT_RNG.format(rank=accelerator.process_index)
     if (checkpoint / f"{rng}.json").exists():
         set_rng_state(read_state_files(checkpoint, rng))

@@ -108,15 +108,11 @@ def check_train(config: TrainConfig) -> None:
 
 
 def check_fsdp(config: TrainConfig, type_policies: bool) -> None:
-    """What ``fsdp: true`` cannot do, refused before anything loads: badpo checkpoints replicated
-    weights only (EM-DPO's parts hand on through checkpoints), and the LoRA path is not sharded."""
-    stops = config.stop_after_steps is not None and config.stop_after_steps < config.steps
-    if config.save_every or stops or config.resume_from is not None:
-        raise ConfigError("fsdp: badpo saves no checkpoint of a sharded policy; set save_every=0 and "
-                          "drop stop_after_steps and resume_from, or train under DDP (fsdp=false)")
+    """What ``fsdp: true`` cannot do, refused before anything loads: what is untested on a sharded
+    policy (EM-DPO's parts, a compiled decoder, ...), and the LoRA path is not sharded."""
     if type_policies:
-        raise ConfigError(f"fsdp: method {config.method!r} hands its policies on through checkpoints, "
-                          "which a sharded policy does not save; train it under DDP (fsdp=false)")
+        raise ConfigError(f"fsdp: method {config.method!r} trains its type policies in parts, each handed "
+                          "on to the next, untested on a sharded policy; train it under DDP (fsdp=false)")
     if config.model.compile:
         raise ConfigError("fsdp: a compiled decoder (model.compile) is not sharded by badpo (its hooks "
                           "would run inside the compiled blocks, untested); set model.compile=false or fsdp=false")
