@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from badpo.core.level_step import LOGISTIC, reference_start
-from badpo.core.pair_level import pair_effect_level, pair_log_likelihood, pair_quality
+from badpo.core.pair_level import MAX_CONDITIONAL_ATTRIBUTES, pair_effect_level, pair_log_likelihood, pair_quality
 
 
 def _world(theta, spread, pairs=1500, per=4, seed=0):
@@ -110,6 +110,20 @@ def test_one_judgment_a_pair_falls_back_to_the_marginal_level_and_says_so():
     assert not fit.identified and fit.spread == 0.0
     assert fit.level == fit.marginal
     assert "not identified" in fit.note and "1.60x" in fit.note
+
+
+def test_past_the_attribute_cap_the_level_is_the_marginal_fit_and_says_so():
+    """Each Newton step of the spread's profile costs pairs x nodes x d^2: 200 regex attributes took
+    minutes and GBs (issue 76). Past the cap the marginal fit is the level, said in the note; at the
+    cap the spread is still fitted."""
+    d = MAX_CONDITIONAL_ATTRIBUTES + 1
+    a, pair, side = _world([0.3] * d, 2.0, pairs=600, seed=1)
+    fit = pair_effect_level(a, pair, side)
+    assert not fit.identified and fit.spread == 0.0 and fit.level == fit.marginal
+    assert f"{d} attributes are more than the {MAX_CONDITIONAL_ATTRIBUTES}" in fit.note and "1.60x" in fit.note
+    assert fit.level == pytest.approx(reference_start(a, torch.zeros(len(pair)), LOGISTIC), abs=1e-6)
+    kept = pair_effect_level(a[:, :MAX_CONDITIONAL_ATTRIBUTES], pair, side)
+    assert kept.identified and kept.spread > 0
 
 
 def test_an_attribute_no_judgment_touches_starts_at_zero_and_separation_is_refused():

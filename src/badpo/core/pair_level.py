@@ -47,14 +47,17 @@ from torch import Tensor
 
 from badpo.core.pair_cells import PairCells, pair_cells
 
-__all__ = ["PairEffectFit", "pair_effect_level", "pair_log_likelihood", "pair_quality", "MIN_REPEATED_PAIRS",
-           "MIN_REPEATED_SHARE", "TYPICAL_SPREAD"]
+__all__ = ["PairEffectFit", "pair_effect_level", "pair_log_likelihood", "pair_quality", "MAX_CONDITIONAL_ATTRIBUTES",
+           "MIN_REPEATED_PAIRS", "MIN_REPEATED_SHARE", "TYPICAL_SPREAD"]
 
 TAIL = 8.5  # the quadrature grid spans [-TAIL, TAIL] standard deviations of the quality
 MAX_SPREAD = 12.0  # tau's search interval [0, MAX_SPREAD] logits: past ~10 every pair is unanimous
 MIN_REPEATED_PAIRS = 30  # fewer pairs judged at least twice: tau is not identified, fall back
 MIN_REPEATED_SHARE = 0.2  # nor when under this share of the judgments sit in such pairs
 TYPICAL_SPREAD = 2.0  # the quality spread the fallback's note quotes (logits; MultiPref-like data)
+# attributes past which the spread is not fitted: each Newton step costs pairs x nodes x d^2 and the
+# profile takes ~25 of them (200 regex attributes on 7,200 judgments took minutes and GBs, issue 76)
+MAX_CONDITIONAL_ATTRIBUTES = 32
 
 
 @dataclass(frozen=True)
@@ -231,15 +234,17 @@ def pair_effect_level(directions: Tensor, pair: Tensor, side: Tensor, offsets: T
     marginal, _ = _newton_in_theta(torch.zeros(a_s.shape[1], dtype=torch.float64), 0.0, cells)
     _check_finite(marginal)
     repeated, share = _repeated(pair, n_pairs)
-    if repeated < MIN_REPEATED_PAIRS or share < MIN_REPEATED_SHARE:
+    shrunk = (f"the level is the marginal fit, which quality shrinks toward 0 (at a spread of {TYPICAL_SPREAD:g} "
+              f"logits the true level would be {math.sqrt(1 + math.pi * TYPICAL_SPREAD ** 2 / 8):.2f}x this one)")
+    if repeated < MIN_REPEATED_PAIRS or share < MIN_REPEATED_SHARE or a_s.shape[1] > MAX_CONDITIONAL_ATTRIBUTES:
         level[touched] = marginal / scale
         se[touched] = _standard_errors(marginal, 0.0, cells, with_spread=False) / scale
-        factor = math.sqrt(1 + math.pi * TYPICAL_SPREAD ** 2 / 8)
-        note = (f"only {repeated} pairs ({share:.0%} of the judgments) were judged twice or more, so the "
-                "quality spread is not identified: the level is the marginal fit, which quality shrinks "
-                f"toward 0 (at a spread of {TYPICAL_SPREAD:g} logits the true level would be "
-                f"{factor:.2f}x this one)")
-        return PairEffectFit(level.tolist(), se.tolist(), 0.0, level.tolist(), n_pairs, repeated, False, note)
+        why = (f"{a_s.shape[1]} attributes are more than the {MAX_CONDITIONAL_ATTRIBUTES} the quality spread is "
+               "fitted with" if a_s.shape[1] > MAX_CONDITIONAL_ATTRIBUTES else
+               f"only {repeated} pairs ({share:.0%} of the judgments) were judged twice or more, so the "
+               "quality spread is not identified")
+        return PairEffectFit(level.tolist(), se.tolist(), 0.0, level.tolist(), n_pairs, repeated, False,
+                             f"{why}: {shrunk}")
     found: dict[float, Tensor] = {}
 
     def profile(spread: float) -> float:
