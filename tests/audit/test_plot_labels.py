@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from badpo.auditing.forest import LABEL_CHARS, labels_as_text, shown
+from badpo.auditing.forest import LABEL_CHARS, labels_as_text, plot_label
 
 
 def draw(path, label: str) -> None:
@@ -29,10 +29,10 @@ def test_a_label_is_text_not_mathtext(tmp_path, label):
 
 
 def test_a_long_label_is_cut_in_its_middle_saying_how_long_it_is():
-    assert shown("annotator-7") == "annotator-7"
-    assert shown("x" * LABEL_CHARS) == "x" * LABEL_CHARS
+    assert plot_label("annotator-7") == "annotator-7"
+    assert plot_label("x" * LABEL_CHARS) == "x" * LABEL_CHARS
     long = "a" * 40 + "b" * 65_496 + "zz-42"
-    assert shown(long) == "a" * 24 + "..." + "b" * 7 + "zz-42" + " (65,541 chars)"
+    assert plot_label(long) == "a" * 24 + "..." + "b" * 7 + "zz-42" + " (65,541 chars)"
 
 
 def test_a_64_kb_annotator_id_costs_the_forest_plot_no_more_than_a_short_one(tmp_path, monkeypatch):

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from badpo.auditing.discover import POWER, Discovery, DiscoverySettings, Finding, discover
-from badpo.auditing.forest import labels_as_text, shown
+from badpo.auditing.forest import labels_as_text, plot_label
 from badpo.auditing.report_html import discover_html
 from badpo.core.file_sets import commit_files, folder_lock, recover_files
 from badpo.core.judgments import check_duplicates_option, duplicates_line, handle_duplicates
@@ -173,7 +173,7 @@ def plot_discovery(result: Discovery, path: Path) -> None:
             axes.hlines(y + 0.15, matched[1], matched[2], color="C3", linewidth=0.8, zorder=2)
             axes.plot(matched[0], y + 0.15, "o", mfc="white", color="C3", markersize=4, zorder=3)
     axes.set_yticks(range(len(rows)))
-    axes.set_yticklabels([shown(r[0]) for r in reversed(rows)], fontsize=7)
+    axes.set_yticklabels([plot_label(r[0]) for r in reversed(rows)], fontsize=7)
     axes.set_ylim(-1, max(len(rows), 1))
     axes.set_xlabel("log-odds that the side carrying the attribute wins")
     legend = ("black: all data, 95% interval; blue: held-out half; red circle: matched pairs; grey: level +- "

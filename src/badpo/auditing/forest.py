@@ -13,13 +13,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["LABEL_CHARS", "LABELLED_ROWS", "plot_forest", "shown"]
+__all__ = ["LABEL_CHARS", "LABELLED_ROWS", "plot_forest", "plot_label"]
 
 LABELLED_ROWS = 120  # a forest plot names each annotator up to this many rows
 LABEL_CHARS = 48  # a label from the data drawn longer than this is cut in its middle
 
 
-def shown(label: Any, limit: int = LABEL_CHARS) -> str:
+def plot_label(label: Any, limit: int = LABEL_CHARS) -> str:
     """A label from the data (an annotator id, a run, arm or attribute name) as a plot draws it: cut
     in its middle past ``limit`` characters, saying how many it holds. matplotlib lays out and renders
     every glyph of a tick label, so a 64 KB annotator id took minutes a plot (issue 76); the whole
@@ -98,7 +98,7 @@ def plot_forest(report: Mapping[str, Any], path: Path) -> None:
     y = np.arange(len(rows), dtype=float)
     if len(rows) <= LABELLED_ROWS:
         axes.set_yticks(y)
-        axes.set_yticklabels([shown(r["annotator"]) for r in rows], fontsize=6)
+        axes.set_yticklabels([plot_label(r["annotator"]) for r in rows], fontsize=6)
         for tick, r in zip(axes.get_yticklabels(), rows):
             tick.set_color("red" if r["outlying"] else "black")
     else:
@@ -106,7 +106,7 @@ def plot_forest(report: Mapping[str, Any], path: Path) -> None:
         axes.set_ylabel(f"{len(rows)} annotators, ordered by estimate (names in annotators.csv)")
     axes.set_ylim(-1, max(len(rows), 1))
     counts = report["counts"]
-    axes.set_title(f"{shown(report['name'])}: each annotator's bias, all attributes estimated jointly, 95% "
+    axes.set_title(f"{plot_label(report['name'])}: each annotator's bias, all attributes estimated jointly, 95% "
                    f"intervals\n{counts['outlying']} outlying from the pool level (red), "
                    f"{counts['divergent']} divergent, {counts['unidentified']} unidentified (not shown)",
                    fontsize=9)

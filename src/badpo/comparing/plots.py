@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from badpo.auditing.forest import labels_as_text, shown
+from badpo.auditing.forest import labels_as_text, plot_label
 
 __all__ = ["plot_rates", "plot_theta"]
 
@@ -66,9 +66,9 @@ def _rate_panel(axes, comparison: Mapping, readout: Mapping, name: str) -> None:
             axes.annotate(text, (i, top), textcoords="offset points", xytext=(0, 6), ha="center",
                           fontsize="x-small", color=colour)
     axes.set_xticks(range(len(runs)))
-    axes.set_xticklabels([shown(run["label"]) for run in runs], rotation=20, ha="right", fontsize="small")
+    axes.set_xticklabels([plot_label(run["label"]) for run in runs], rotation=20, ha="right", fontsize="small")
     axes.set_xlim(-0.6, len(runs) - 0.4)
-    axes.set_title(f"{shown(name)}\n{readout['phrase']}", fontsize="medium")
+    axes.set_title(f"{plot_label(name)}\n{readout['phrase']}", fontsize="medium")
     axes.set_ylabel("mean tokens" if attribute["unit"] == "tokens" else readout["title"].split(" (")[0],
                     fontsize="small")
     axes.margins(y=0.2)
@@ -130,17 +130,17 @@ def _theta_panel(axes, name: str, runs: list[tuple[int, Mapping]]) -> None:
     for i, run in runs:
         entry, colour = run["theta"][name], f"C{i % 10}"
         points = [(position[a], v) for a, v in entry["theta_k"].items() if v is not None]
-        axes.scatter([x for x, _ in points], [y for _, y in points], color=colour, s=14, label=shown(run["label"]))
+        axes.scatter([x for x, _ in points], [y for _, y in points], color=colour, s=14, label=plot_label(run["label"]))
         axes.axhline(entry["theta_bar"], color=colour, linestyle="--", linewidth=1)
     axes.axhline(0.0, color="black", linewidth=0.5)
     if len(ids) <= MAX_TICK_LABELS:
         axes.set_xticks(range(len(ids)))
-        axes.set_xticklabels([shown(i) for i in ids], rotation=90, fontsize="x-small")
+        axes.set_xticklabels([plot_label(i) for i in ids], rotation=90, fontsize="x-small")
     else:
         axes.set_xticks([])
     axes.set_xlabel("annotator (sorted by offline estimate)")
-    axes.set_ylabel(f"theta_k ({shown(name)})")
-    axes.set_title(f"{shown(name)}: theta_k per annotator (dashed: theta_bar; dotted: pooled offline)",
+    axes.set_ylabel(f"theta_k ({plot_label(name)})")
+    axes.set_title(f"{plot_label(name)}: theta_k per annotator (dashed: theta_bar; dotted: pooled offline)",
                    fontsize="medium")
     axes.legend(loc="best", fontsize="x-small")
 

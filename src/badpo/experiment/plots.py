@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from badpo.auditing.forest import labels_as_text, shown
+from badpo.auditing.forest import labels_as_text, plot_label
 from badpo.comparing.over_seeds import mean_ci
 from badpo.experiment.tables import ABSENT, arm_values, metric_value
 
@@ -51,7 +51,7 @@ def plot_rates(layout, records: Mapping[str, Mapping], path: Path) -> None:
             axes.errorbar(index + offset, stats["mean"], yerr=error, fmt="o", color=colour,
                           capsize=3, label=spec.header if index == 0 else None)
     axes.set_xticks(range(len(layout.arms)))
-    axes.set_xticklabels([shown(arm.name) for arm in layout.arms], rotation=15, ha="right")
+    axes.set_xticklabels([plot_label(arm.name) for arm in layout.arms], rotation=15, ha="right")
     axes.set_ylabel(f"rate (mean, {layout.level * 100:g}% interval; dashed: reference)")
     axes.set_title(layout.title)
     axes.legend(loc="best", fontsize="small")
@@ -104,7 +104,7 @@ def plot_theta(layout, records: Mapping[str, Mapping], planted_file: Path, path:
                 truth, learned = _theta_points(records[run.key], planted, column, name)
                 rs.append(float(np.corrcoef(truth, learned)[0, 1]))
                 axes.scatter(truth, learned, s=10, alpha=0.6, color=colours[arm.name],
-                             label=f"{shown(arm.name)} (r = {np.mean(rs):.2f})" if run is arm.runs[-1] else None)
+                             label=f"{plot_label(arm.name)} (r = {np.mean(rs):.2f})" if run is arm.runs[-1] else None)
         low, high = axes.get_xlim()
         axes.plot([low, high], [low, high], color="grey", linewidth=1, linestyle=":")
         axes.set_xlabel(f"planted theta_k ({name})")
