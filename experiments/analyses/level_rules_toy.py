@@ -1,7 +1,7 @@
 """Rules for theta's level on a linear toy whose policy lean is one number (issue 51).
 
 The real model cannot say *why* a rule leaves a share of the bias: its lean along an attribute is
-read on other prompts than it trained on (docs/training.md, "What theta does after the start"). On
+read on other prompts than it trained on (docs/theta.md, "What theta does after the start"). On
 this toy the policy's margin of pair p is u_p = w . x_p + s * dg_p: w carries quality (the truth
 is q_p = v . x_p, sd ``--quality-sd`` logits), s is the policy's lean along the declared
 attribute, and the body-fixed readout *is* s. So the toy isolates the training dynamics: a rule

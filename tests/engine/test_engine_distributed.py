@@ -70,7 +70,7 @@ def test_the_level_step_is_the_same_on_two_processes(tmp_path, save_model_dir, m
 
 
 def test_the_fsdp_config_for_gpus_is_an_accelerate_fsdp2_config():
-    """configs/accelerate_fsdp_gpu.yaml is what docs/training.md hands to accelerate for FSDP on GPUs
+    """configs/accelerate_fsdp_gpu.yaml is what docs/scaling.md hands to accelerate for FSDP on GPUs
     (accelerate offers no FSDP on CPU, so it cannot run here): it must load as accelerate's own
     config, FSDP version 2, with a whole (not sharded) saved state dict that badpo's outputs need."""
     from pathlib import Path

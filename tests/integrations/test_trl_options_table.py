@@ -1,4 +1,4 @@
-"""The TRL page's table of DPOConfig options (docs/training.md, "Every DPOConfig option") names every
+"""The TRL page's table of DPOConfig options (docs/trl.md, "Every DPOConfig option") names every
 option DPOConfig adds to TrainingArguments, each once, so a TRL that adds one shows here first."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("trl", reason="TRL is the optional extra 'trl' (installed by the 'test' extra)")
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "training.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "trl.md"
 
 
 def documented_options() -> list[str]:

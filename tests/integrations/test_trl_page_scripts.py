@@ -1,4 +1,4 @@
-"""The TRL page's scripts before and after (docs/training.md: LD-DPO, a weight column) run as
+"""The TRL page's scripts before and after (docs/trl.md: LD-DPO, a weight column) run as
 written on the tiny model (issue 73 item 5): each half of each block is executed with the page's
 names bound to the tiny world (``model``, ``ds``, ``tokenizer``, ``confidence``) and TRL's
 ``DPOConfig`` given the test's small settings under the page's own, and each trainer trains a step."""
@@ -15,7 +15,7 @@ pytest.importorskip("trl", reason="TRL is the optional extra 'trl' (installed by
 from fixtures.engine import build_tokenizer  # noqa: E402
 from fixtures.trl import N, config, trl_world  # noqa: E402
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "training.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "trl.md"
 
 
 def page_scripts() -> dict[str, str]:

@@ -250,7 +250,7 @@ def reference_start(directions: Tensor, logits: Tensor, link: Link) -> list[floa
     no signal and starts at 0. No finite start is a :class:`NoFiniteStart` naming the coordinates
     to blame: those whose side won every, or none, of their cross-group judgments on their own,
     else all of them (collinear on these judgments). Why start here:
-    docs/training.md, "Where theta starts".
+    docs/theta.md, "Where theta starts".
     """
     a = directions.double().reshape(len(logits), -1)
     scale = a.abs().amax(dim=0).clamp_min(1e-300)

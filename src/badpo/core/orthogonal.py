@@ -4,7 +4,7 @@
 along the attributes, c (u_i = q_i + c . a_i, q_i what it learned about quality), enters only
 through the sum c + theta: the labels cannot split it. Gradient descent moves both by the same
 residual, so whenever the labels ask for more level than theta holds (quality the policy learns
-raises the level the labels imply given its margins, docs/training.md), c climbs beside theta,
+raises the level the labels imply given its margins, docs/theta.md), c climbs beside theta,
 split by their rates. The paper means theta to take all of it and the policy to keep the
 reference's lean (c = 0). Here theta does: on every micro-batch the gradient reaching the
 policy's log-probs has its least-squares component along the batch's a_i removed, so the step

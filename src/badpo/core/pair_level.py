@@ -27,7 +27,7 @@ judged once says nothing about tau. With too few pairs judged twice or more the 
 the marginal level and says so (``identified`` False), with the factor a typical spread would put
 on it.
 
-**What it assumes** (docs/training.md, "Where theta starts"): quality independent of the
+**What it assumes** (docs/theta.md, "Where theta starts"): quality independent of the
 attributes within a pair's orientation (quality that goes with an attribute is read as bias here,
 as by every method that sees only labels; quality that goes against it raises the level);
 annotators that differ in theta_k but share their noise (one pooled level, the annotators'

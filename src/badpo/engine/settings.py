@@ -147,7 +147,7 @@ class BiasSettings:
     variant: Literal["none", "pooled", "shared_mean", "per_annotator", "class_offsets"] | None = None
     shuffled_ids: bool = False  # control: each judgment assigned a uniformly random annotator
     lr: float = 1e-2  # theta's Adam, constant, no weight decay
-    # where theta starts (docs/training.md, "Where theta starts"; badpo.theta.start): its shared
+    # where theta starts (docs/theta.md, "Where theta starts"; badpo.theta.start): its shared
     # level (theta_bar, the pooled theta, every theta_k of the free variant; the deviations at 0)
     # at: conditional = the labels' fit with a per-pair random effect for quality, so quality does
     # not shrink it (needs pairs judged twice or more, else reference's with a warning);
@@ -167,7 +167,7 @@ class BiasSettings:
     # gradient: theta's Adam alone (the level goes where the dynamics leave it). No effect without
     # bias.trusted
     trusted_level: Literal["final", "every_step", "gradient"] = "final"
-    # what sets theta's shared level after the start (docs/training.md, "What theta does after the
+    # what sets theta's shared level after the start (docs/theta.md, "What theta does after the
     # start"): adam = theta's own Adam (the paper's dynamics); tilt = reference anchoring held every
     # step: the policy's lean along the declared attributes (its margins regressed on the pairs'
     # attribute differences) moves into the level, so the policy keeps the reference's lean;

@@ -174,7 +174,7 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
     parameters with ``requires_grad=False`` stay frozen). ``theta_lr``: theta's constant Adam
     learning rate. ``theta_init``: where a variant's theta starts, ``reference`` (the fit of the
     labels at the reference through the method's link), ``conditional`` (that fit with a per-pair
-    random effect for quality, which quality does not shrink; docs/training.md) or ``zero``; a
+    random effect for quality, which quality does not shrink; docs/theta.md) or ``zero``; a
     ready channel is taken as is. ``bias_level``: what theta does after its start (``bias.level``
     of ``badpo train``): ``adam`` (its own Adam) or ``orthogonal`` (also the policy's gradient kept
     orthogonal to the declared attributes on every batch); the tilt rules are refused by name.

@@ -4,7 +4,7 @@
 Two anchors, one step. ``trusted``: the trusted annotators' judgments say where the level is
 (trusted anchoring). ``tilt`` (``bias.level: tilt``, every step, no trusted annotator): the policy's
 own lean along the attributes is taken back to the reference's, 0 (reference anchoring held during
-training instead of hoped for from theta's Adam; docs/training.md, "What theta does after the start").
+training instead of hoped for from theta's Adam; docs/theta.md, "What theta does after the start").
 ``bias.level: orthogonal`` takes no step: theta keeps its Adam, and the policy's gradient is kept
 orthogonal to the declared attributes on every micro-batch (:mod:`badpo.core.orthogonal`), so the
 policy's lean along them stays the reference's (:data:`LEVEL_RULES`).
@@ -150,7 +150,7 @@ class LevelRule:
     orthogonal: bool = False
 
 
-# bias.level -> its rule (docs/training.md, "What theta does after the start"): adam, theta's own
+# bias.level -> its rule (docs/theta.md, "What theta does after the start"): adam, theta's own
 # Adam; tilt reads the lean alone, tilt_given_quality at fixed labelled quality; orthogonal, theta's
 # Adam with the policy's step orthogonal to the attributes (theta profiled out of it)
 LEVEL_RULES: dict[str, LevelRule] = {

@@ -42,7 +42,7 @@ TRL = Front(level="bias_level", init="theta_init", lr="theta_lr", micro_batch="a
 
 
 # theta's settings whose value decides a run's result: a run that departs from the library's default
-# says so in one line (what the default does instead: docs/training.md, "Where theta starts")
+# says so in one line (what the default does instead: docs/theta.md, "Where theta starts")
 DECIDING_DEFAULTS = {"init": ("reference", "the fit of the labels at the reference"),
                      "level": ("adam", "theta's own Adam after the start")}
 

@@ -14,7 +14,7 @@ function that both front doors call.
 * ``zero``: theta = 0 (the paper's start).
 
 Trusted annotators' judgments are left out of every fit, and a fixed offset is counted. Why the
-reference fit is the default: docs/training.md, "Where theta starts".
+reference fit is the default: docs/theta.md, "Where theta starts".
 """
 
 from __future__ import annotations
