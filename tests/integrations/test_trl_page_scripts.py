@@ -1,4 +1,4 @@
-"""The TRL page's scripts before and after (docs/trl.md: LD-DPO, a weight column) run as
+"""The TRL page's scripts before and after (docs/trl.md: the swap, LD-DPO, a weight column) run as
 written on the tiny model (issue 73 item 5): each half of each block is executed with the page's
 names bound to the tiny world (``model``, ``ds``, ``tokenizer``, ``confidence``) and TRL's
 ``DPOConfig`` given the test's small settings under the page's own, and each trainer trains a step."""
@@ -34,7 +34,7 @@ def world(tmp_path_factory, save_model_dir):
     yield from trl_world(tmp_path_factory.mktemp("trl_page"), save_model_dir)
 
 
-@pytest.mark.parametrize("title", ["LD-DPO", "A weight column"])
+@pytest.mark.parametrize("title", ["Swap the trainer", "LD-DPO", "A weight column"])
 def test_the_pages_script_runs_before_and_after(world, tmp_path, title):
     from trl import DPOTrainer
 
@@ -55,4 +55,4 @@ def test_the_pages_script_runs_before_and_after(world, tmp_path, title):
 
 
 def test_the_page_shows_both_scripts():
-    assert {"LD-DPO", "A weight column"} <= set(page_scripts())
+    assert {"Swap the trainer", "LD-DPO", "A weight column"} <= set(page_scripts())
