@@ -153,3 +153,25 @@ def test_ld_alpha_with_another_method_or_alpha_is_refused(world, tmp_path):
     with pytest.raises(ValueError, match="^args.ld_alpha is 0.5 and method_params.alpha is 0.2: give one"):
         BADPOTrainer(str(path / "model"), args=config(tmp_path, ld_alpha=0.5), method="ld_dpo",
                      method_params={"alpha": 0.2}, **common)
+
+
+@pytest.mark.parametrize("name", [name for name, row in MARGIN_LOSSES.items() if row.method is not None])
+def test_a_loss_type_named_like_a_method_is_that_methods_loss(world, tmp_path, name):
+    """One name, one margin: TRL's loss type and the method row it names (``ipo``: the ``ipo`` row
+    with the per-token margin and tau = beta) give the same loss on the same batch, theta included."""
+    from transformers import AutoModelForCausalLM
+
+    from badpo.integrations.trl import BADPOTrainer
+
+    path, data = world
+    beta = 0.1
+    method, params = MARGIN_LOSSES[name].method(beta)
+    losses = []
+    for options, extra in (({"loss_type": [name]}, {}), ({}, {"method": method, "method_params": params})):
+        channel = BiasChannel("pooled", ["signed"], ANNOTATORS, init_mean=[0.4]).requires_grad_(False)
+        reference = AutoModelForCausalLM.from_pretrained(path / "model")
+        trainer = BADPOTrainer(str(path / "policy"), reference, args=config(tmp_path, beta=beta, **options),
+                               train_dataset=data, processing_class=build_tokenizer(), attributes=["given:signed"],
+                               bias=channel, **extra)
+        losses.append(first_batch_loss(trainer))
+    assert losses[0] > 0 and losses[1] == pytest.approx(losses[0], rel=1e-6)

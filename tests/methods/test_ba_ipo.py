@@ -73,6 +73,21 @@ def test_ba_ipo_hand_values_with_a_theta_per_annotator():
     assert terms.losses.tolist() == [0.25, 1.0]
 
 
+def test_the_per_token_margin_averages_each_log_ratio_over_its_tokens():
+    """TRL's IPO (method_params.margin: per_token): the chosen log-ratio 1 over 2 tokens and the
+    rejected 0 over 4 give h = 0.5; with tau = 0.5 and b = 1, (0.5 + 1 - 1)^2 = 0.25, where the summed
+    margin h = 1 gives (1 + 1 - 1)^2 = 1."""
+    batch = JudgmentBatch(torch.tensor([-1.0]), torch.tensor([-3.0]), torch.tensor([-2.0]), torch.tensor([-3.0]),
+                          torch.tensor([1.0]), beta=0.1, chosen_lengths=torch.tensor([2]),
+                          rejected_lengths=torch.tensor([4]))
+    per_token = METHODS["ipo"].parse_params({"tau": 0.5, "margin": "per_token"})
+    assert ipo_terms(batch, per_token).losses.tolist() == [0.25]
+    assert ipo_terms(batch, IPOParams(tau=0.5)).losses.tolist() == [1.0]
+    assert float(ipo_terms(batch, per_token).logits) == 1.5  # h + b, the squared link's argument
+    with pytest.raises(ConfigError, match="method_params.margin"):
+        METHODS["ipo"].parse_params({"margin": "mean"})
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory, save_model_dir):
     root = tmp_path_factory.mktemp("ba_ipo")

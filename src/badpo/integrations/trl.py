@@ -93,7 +93,7 @@ from badpo.integrations.trl_rows import (
     theta_options,
     trl_refusal,
 )
-from badpo.methods import JudgmentBatch, sample_seeds
+from badpo.methods import JudgmentBatch, logit_is_zero_at_start, sample_seeds
 from badpo.methods.baselines import ba_dpo_terms
 from badpo.run_folder.external import local_path
 from badpo.theta.graded import fit_cuts, grades_like, grades_of
@@ -252,7 +252,7 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         annotators = sorted({j.annotator for j in judgments})
         start = None
         if self.theta_init != "zero" and self.method.learns_theta:
-            if self.method.reference_free or self.method.needs.lengths:  # before any reference pass
+            if not logit_is_zero_at_start(self.method, self.method_params):  # before any reference pass
                 raise ValueError(f"theta_init={self.theta_init!r}: method {self.method_name!r}'s logit at the start "
                                  "is not 0 (it reads lengths or no reference), which BADPOTrainer does not compute "
                                  "before training; pass theta_init='zero', or train it with badpo train")
@@ -276,7 +276,7 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         logistic = self.margin_terms is None and self.method.level_link(self.method_params).name == "logistic"
         check_graded("logistic" if logistic else "other", self.bias_level, bool(self.bias.trusted),
                      f"method {self.method_name!r}", TRL)
-        if self.method.reference_free or self.method.needs.lengths:
+        if not logit_is_zero_at_start(self.method, self.method_params):
             raise ValueError(f"method {self.method_name!r}'s logit at the start is not 0, which BADPOTrainer does "
                              "not compute before training; train its ties and strengths with badpo train")
         index = self.bias.annotator_index([j.annotator for j in judgments])

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from badpo.core.level_step import LOGISTIC, Link, squared
+from badpo.core.losses import ipo_loss
 
 __all__ = ["DIVERGENCES", "MARGIN_LOSSES", "NOT_OF_THE_MARGIN", "Margins", "MarginLoss", "margin_losses",
            "pair_margins", "start_link", "weighted_loss", "wpo_weights"]
@@ -45,10 +46,13 @@ class Margins:
 @dataclass(frozen=True)
 class MarginLoss:
     """One TRL loss type as a function of the margins; ``link``: the link of theta's start
-    (``badpo.core.level_step``), given beta."""
+    (``badpo.core.level_step``), given beta; ``method``: where badpo's method table has the same
+    loss, its row and parameters given beta (one name, one margin: TRL's ``ipo`` is the ``ipo`` row
+    with the per-token margin; tested equal in BADPOTrainer)."""
 
     loss: Callable[[Margins], Tensor]
     link: Callable[[float], Link]
+    method: Callable[[float], tuple[str, dict]] | None = None
 
 
 def _logistic(beta: float) -> Link:
@@ -57,6 +61,12 @@ def _logistic(beta: float) -> Link:
 
 def _ipo_link(beta: float) -> Link:
     return squared(1.0 / (2.0 * beta))
+
+
+def _ipo(m: Margins) -> Tensor:
+    """(h + b - 1/(2 beta))^2 on the per-token margin h: the ``ipo`` row's loss (core.losses.ipo_loss)."""
+    zeros = torch.zeros_like(m.per_token)
+    return ipo_loss(m.per_token, zeros, zeros, zeros, m.beta, bias_logit=m.bias)
 
 
 def _robust(m: Margins) -> Tensor:
@@ -100,9 +110,9 @@ DIVERGENCES: dict[str, Callable[[Tensor, float], Tensor]] = {
 
 
 MARGIN_LOSSES: dict[str, MarginLoss] = {
-    "sigmoid": MarginLoss(lambda m: -F.logsigmoid(m.logit), _logistic),
+    "sigmoid": MarginLoss(lambda m: -F.logsigmoid(m.logit), _logistic, lambda beta: ("dpo", {})),
     "hinge": MarginLoss(lambda m: torch.relu(1 - m.logit), _logistic),
-    "ipo": MarginLoss(lambda m: (m.per_token + m.bias - 1 / (2 * m.beta)) ** 2, _ipo_link),
+    "ipo": MarginLoss(_ipo, _ipo_link, lambda beta: ("ipo", {"margin": "per_token", "tau": beta})),
     "exo_pair": MarginLoss(_exo_pair, _logistic),
     "robust": MarginLoss(_robust, _logistic),
     "discopop": MarginLoss(_discopop, _logistic),

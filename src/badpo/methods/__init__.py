@@ -32,12 +32,13 @@ from badpo.methods.em import (
     type_utilities,
     vote_halves,
 )
-from badpo.methods.table import METHODS, Method, get_method, logit_at_start
+from badpo.methods.table import METHODS, Method, get_method, logit_at_start, logit_is_zero_at_start
 from badpo.methods.view import JudgmentBatch, LossTerms, Needs, StepView, sample_seeds
 from badpo.methods.weighting import GroupWeights, Weighting
 
 __all__ = ["METHODS", "LEARNED_VARIANTS", "Method", "Arm", "arm", "arm_name", "arm_settings", "get_arm",
-           "split_arm_name", "logit_at_start", "Needs", "StepView", "JudgmentBatch", "LossTerms",
+           "split_arm_name", "logit_at_start", "logit_is_zero_at_start", "Needs", "StepView", "JudgmentBatch",
+           "LossTerms",
            "GroupWeights", "Weighting", "get_method", "sample_seeds", "ba_dpo_terms", "r_dpo_terms",
            "ipo_terms", "sampo_terms", "NoParams", "RDPOParams", "IPOParams", "GroupParams",
            "CrowdParams", "EMParams", "TypeWeights", "vote_halves",

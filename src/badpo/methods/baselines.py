@@ -33,6 +33,9 @@ class RDPOParams:
 @dataclass(frozen=True)
 class IPOParams:
     tau: float = 0.1  # IPO's regularisation: the margin is regressed to 1 / (2 tau)
+    # summed: each response's log-ratio summed over its tokens (Azar et al., the paper's); per_token:
+    # averaged over them, as TRL's loss_type="ipo" (which is this row with tau = its beta)
+    margin: Literal["summed", "per_token"] = "summed"
 
     def __post_init__(self) -> None:
         if not self.tau > 0:
@@ -91,12 +94,17 @@ def r_dpo_terms(batch: JudgmentBatch, params: RDPOParams) -> LossTerms:
 
 
 def ipo_terms(batch: JudgmentBatch, params: IPOParams) -> LossTerms:
-    """IPO: (h + b - 1 / (2 tau))^2 with h the log-ratio margin (u at beta = 1); the bias logit
-    enters the margin (b = 0 under ``ipo``: plain IPO). Rewards are logged at the config's beta."""
-    losses = ipo_loss(batch.policy_chosen, batch.policy_rejected, batch.reference_chosen,
-                      batch.reference_rejected, params.tau, bias_logit=batch.bias_logit)
+    """IPO: (h + b - 1 / (2 tau))^2 with h the log-ratio margin (u at beta = 1), each response's
+    log-ratio summed over its tokens or, with ``margin: per_token``, averaged over them (TRL's); the
+    bias logit enters the margin (b = 0 under ``ipo``: plain IPO). Rewards are logged at the config's
+    beta."""
     chosen_ratio = batch.policy_chosen - batch.reference_chosen
     rejected_ratio = batch.policy_rejected - batch.reference_rejected
+    if params.margin == "per_token":
+        chosen_ratio = chosen_ratio / batch.chosen_lengths.to(chosen_ratio)
+        rejected_ratio = rejected_ratio / batch.rejected_lengths.to(rejected_ratio)
+    zeros = torch.zeros_like(chosen_ratio)
+    losses = ipo_loss(chosen_ratio, rejected_ratio, zeros, zeros, params.tau, bias_logit=batch.bias_logit)
     logits = chosen_ratio - rejected_ratio + batch.bias_logit  # h + b, IPO's squared link, with its gradient
     return LossTerms(losses, batch.beta * chosen_ratio.detach(), batch.beta * rejected_ratio.detach(), logits)
 

@@ -126,8 +126,9 @@ METHODS: dict[str, Method] = {
     ),
     # IPO's squared loss with the bias logit inside the margin (BA-IPO with a variant; its theta is on
     # the scale of IPO's log-ratio margin h, not of a Bradley-Terry logit: docs/training.md)
-    "ipo": Method("IPO: (h + b - 1/(2 tau))^2, h the log-ratio margin (Azar et al. 2024)",
-                  loss=ipo_terms, params=IPOParams, level_link=ipo_link),
+    "ipo": Method("IPO: (h + b - 1/(2 tau))^2, h the log-ratio margin, summed or per token (Azar et al. 2024; "
+                  "TRL's loss_type='ipo' is margin: per_token, tau = beta)",
+                  loss=ipo_terms, params=IPOParams, needs=Needs(lengths=True), level_link=ipo_link),
     "em_dpo": Method(
         "EM-DPO + MinMax-DPO: K type policies, annotator type probabilities by EM, mixture weights "
         "minimising the largest regret (Chidambaram et al. 2024)",
@@ -162,6 +163,16 @@ def logit_at_start(method: Method, params: Any, reference_chosen: Tensor, refere
     with torch.no_grad():
         logits = method.loss(batch, params).logits
     return torch.zeros(n, dtype=reference_chosen.dtype) if logits is None else logits.detach()
+
+
+def logit_is_zero_at_start(method: Method, params: Any) -> bool:
+    """Whether the method's logit is 0 with the policy at the reference whatever the responses and
+    their lengths (the DPO family, IPO with either margin), so that theta's start reads the labels
+    alone; R-DPO's length term and SimPO's reference-free margin are not (:func:`logit_at_start` on
+    responses of unequal lengths and log-probs, the one definition)."""
+    chosen, rejected = torch.tensor([-3.0, -1.0, -7.0]), torch.tensor([-2.0, -5.0, -1.0])
+    logits = logit_at_start(method, params, chosen, rejected, torch.tensor([1, 2, 5]), torch.tensor([4, 2, 1]), 0.1)
+    return bool((logits == 0).all())
 
 
 def get_method(name: str) -> Method:
