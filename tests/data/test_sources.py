@@ -231,3 +231,31 @@ def test_the_audit_reads_any_source_with_your_column_names(tmp_path, capsys, cli
     assert "expected FIELD=COLUMN" in cli_error([*args, "--column", "annotator"])
     line = cli_error(args)  # no column holds the annotator: named with the file's columns, not blamed on row 0
     assert "no column holds the field 'annotator'" in line and "'worker_id'" in line and "--column" in line
+
+
+def test_a_mistyped_local_name_is_not_sent_to_the_hub(tmp_path, monkeypatch):
+    """A typo of a local file went to the Hub and waited ~25 s of retries offline before its error
+    (issue 75's trial: heldout.jsnol, judgments); a name with a file's suffix and no owner/, or one
+    beside a data file it nearly names, is a path: one line at once, naming the file it nearly is."""
+    import badpo.data.sources as sources
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "heldout.jsonl").write_text(json.dumps(user_rows()[0]) + "\n")
+    monkeypatch.setattr(sources, "_from_hub", lambda *a: pytest.fail("went to the Hub"))
+    for name, near in (("heldout.jsnol", "heldout.jsonl"), ("heldout", "heldout.jsonl"),
+                       ("helodut.jsonl", "heldout.jsonl"), ("data.tsv", None)):
+        with pytest.raises(FileNotFoundError) as error:
+            read_judgment_source(name)
+        message = str(error.value)
+        assert message.startswith(f"data: no file or folder at {name!r}") and "\n" not in message
+        assert (f"did you mean {near!r}?" in message) if near else "did you mean" not in message
+    asked = []
+
+    def hub(name, split):
+        asked.append(name)
+        raise LookupError("the Hub was asked")
+
+    monkeypatch.setattr(sources, "_from_hub", hub)
+    with pytest.raises(LookupError):
+        read_judgment_source("owner/dataset")  # an id with an owner still goes to the Hub
+    assert asked == ["owner/dataset"]

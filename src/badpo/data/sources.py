@@ -384,9 +384,28 @@ def _open(data: Any, split: str | None):
                              f"{', '.join(DATASET_FORMATS)}, a save_to_disk folder or a Hub id")
         return _load_file(path, data), data
     if data.startswith(("/", ".", "~")) or path.suffix in (".jsonl", *DATASET_FORMATS) \
-            or data.count("/") > 1:
-        raise FileNotFoundError(f"data: no file or folder at {data!r}")
+            or data.count("/") > 1 or ("/" not in data and path.suffix) or _near_files(path):
+        # a name with a file's suffix and no owner/ is a path, not a Hub id: a typo went to the Hub and
+        # waited ~25 s of retries there (heldout.jsnol); a stem with a data file beside it is one too
+        near = _near_files(path)
+        raise FileNotFoundError(f"data: no file or folder at {data!r}"
+                                + (f"; did you mean {' or '.join(repr(str(n)) for n in near)}?" if near else ""))
     return _from_hub(data, split or "train"), f"{data} (split {split or 'train'})"
+
+
+def _near_files(path: Path) -> list[Path]:
+    """The data files in ``path``'s folder whose name is close to it (a typo of the suffix or of the
+    stem, or the stem without its suffix), at most three."""
+    import difflib
+
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        names = [c.name for c in folder.iterdir() if c.suffix in (".jsonl", *DATASET_FORMATS)]
+    except OSError:
+        return []
+    stems = [n for n in names if Path(n).stem == path.name]
+    close = stems or difflib.get_close_matches(path.name, names, n=3, cutoff=0.75)
+    return [folder / n if str(path.parent) not in ("", ".") else Path(n) for n in close[:3]]
 
 
 def _load_file(path: Path, data: str):
