@@ -18,7 +18,8 @@ hashes every pair's texts (the slower path a user's file takes). The attributes 
 
 ``--regex-attributes N`` declares N more attributes, ``w<i>=regex:\b<word>\b`` over the answers'
 vocabulary (cycled, so most match some answers): what many declared attributes cost (issue 76 item 2
-found 200 of them on 7,200 judgments taking 325 s and 7.0 GB).
+found 200 of them on 7,200 judgments taking 325 s and 7.0 GB on its pool; this pool took 238 s and
+3.2 GB on a loaded machine before the pair fit's attribute cap).
 
 ``--form ab`` writes the A/B form with ties instead (``response_a``, ``response_b``, a signed
 ``preference``: -1 A better, 0 a tie, +1 B better), the votes drawn from Davidson's model at nu = 1
@@ -115,6 +116,7 @@ def main() -> None:
     parser.add_argument("--out", default="runs/bench_audit.json")
     parser.add_argument("--form", choices=("pairs", "ab"), default="pairs")
     parser.add_argument("--regex-attributes", type=int, default=0, help="N more declared regex attributes")
+    parser.add_argument("--src", default=None, help="another checkout's src/ to measure (side by side)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "pool.jsonl"
@@ -124,7 +126,7 @@ def main() -> None:
         extra = [arg for spec in regex_attributes(args.regex_attributes) for arg in ("-a", spec)]
         command = [sys.executable, "-m", "badpo.cli", "audit", str(data), "-a", SIGNOFF, "-a", "length", *extra,
                    "--report", str(Path(tmp) / "report"), "--overwrite"]  # each repeat replaces the last
-        env = dict(os.environ)
+        env = dict(os.environ, **({"PYTHONPATH": args.src} if args.src else {}))
         if args.pseudonymise:
             command.append("--pseudonymise")
             env["BADPO_PSEUDONYM_KEY"] = "benchmark-key"
@@ -143,7 +145,7 @@ def main() -> None:
             "command": "python -m badpo.cli audit POOL.jsonl -a '" + SIGNOFF
                        + "' -a length --report DIR" + (" --pseudonymise" if args.pseudonymise else "")
                        + (f" and {args.regex_attributes} more -a w<i>=regex:..." if args.regex_attributes else ""),
-            "regex_attributes": args.regex_attributes,
+            "regex_attributes": args.regex_attributes, "src": args.src or "this checkout",
             "judgments": lines, "annotators": args.annotators, "file_mib": data.stat().st_size / 2**20,
             "seconds": times, "median_seconds": statistics.median(times),
             "cpu_seconds": cpu, "median_cpu_seconds": statistics.median(cpu), "build_seconds": built,

@@ -7,12 +7,16 @@ the command as a user would, in a child process whose peak resident memory the k
 for each ``--judgments`` size; the slope between sizes is the memory a judgment costs.
 
     python benchmarks/discover_long_answers.py --judgments 10000 20000 40000 --out results/discover/long_answers.json
+
+``--src DIR`` runs the command on another checkout's ``src`` (the same pool, this script's timing):
+the way to measure it side by side with an earlier commit.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -46,12 +50,14 @@ _MEASURED = ("import resource, sys; from badpo.cli import main; code = main(sys.
              "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(code)")
 
 
-def peak_of(path: Path) -> dict:
+def peak_of(path: Path, src: Path | None = None) -> dict:
     """Peak RSS (MiB) and wall seconds of the discover command on ``path``, in a process of its own
-    that reports its own peak (the children's peak would be the largest of all of them)."""
+    that reports its own peak (the children's peak would be the largest of all of them); ``src``:
+    another checkout's library to run instead of this one."""
+    env = dict(os.environ, **({"PYTHONPATH": str(src)} if src else {}))
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", _MEASURED, "audit", str(path), "--discover"],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise SystemExit(done.stderr[-2000:])
     return {"peak_rss_mib": int(done.stderr.strip().splitlines()[-1]) / 1024,
@@ -63,14 +69,16 @@ def main() -> None:
     parser.add_argument("--judgments", type=int, nargs="+", default=[10_000, 20_000, 40_000])
     parser.add_argument("--words", type=int, default=300)
     parser.add_argument("--out", type=Path, default=Path("runs/discover_long_answers.json"))
+    parser.add_argument("--src", type=Path, default=None, help="another checkout's src/ to measure")
     args = parser.parse_args()
     record = {"command": "python benchmarks/discover_long_answers.py " + " ".join(sys.argv[1:]),
-              "words": args.words, "provenance": provenance(), "sizes": {}}
+              "words": args.words, "src": str(args.src or "this checkout"), "provenance": provenance(),
+              "sizes": {}}
     with tempfile.TemporaryDirectory() as folder:
         for size in sorted(args.judgments):
             path = Path(folder) / f"pool{size}.jsonl"
             write_pool(path, size, args.words)
-            record["sizes"][str(size)] = peak_of(path)
+            record["sizes"][str(size)] = peak_of(path, args.src)
             print(size, record["sizes"][str(size)], flush=True)
     sizes = sorted(args.judgments)
     if len(sizes) >= 2:

@@ -8,7 +8,7 @@ part of it: not in the wheel, never imported by ``src/badpo`` (``tests/house/tes
 - :mod:`experiments.reproduce`, :mod:`experiments.reproduce_plan`: every table of a sweep in one
   resumable command, into one report folder, and its plan.
 - ``configs/``: the experiments' YAML (the paper's tables, the level issue's worlds, the real model's
-  seeds); ``benchmarks/`` and ``scripts/``: one-off measurements and analyses behind the records under
+  seeds); ``analyses/`` and ``scripts/``: one-off analyses and tools behind the records under
   ``results/``.
 
 They use badpo's public layers (:mod:`badpo.experiment` for keyed, resumable tables of arms; the

@@ -42,6 +42,7 @@ class Row:
     seeds: tuple[int, ...] = ()  # the seeds of a per-seed folder; () where one folder holds every seed
     digits: int = 2  # of DPO's shift
     summary: str = ""  # a derived record the row's figures also appear in (linked beside the records)
+    arms: tuple[str, ...] = ()  # the layout's arms the row reads (by name); (): the default BA-DPO arms
 
 
 NAMES = ("names.first_name.woman_coded", "names.first_name.black_coded")
@@ -76,8 +77,9 @@ def is_default(record: dict) -> bool:
     return bias.get("init") == "reference" and bias.get("level") in (None, "adam") and not bias.get("fixed_offset")
 
 
-def readouts(folder: Path, metric: str) -> dict[int, dict[str, float]]:
-    """{seed: {"reference": r, "DPO": d, arm name: a}} of one experiment folder, for the default arms."""
+def readouts(folder: Path, metric: str, arms: tuple[str, ...] = ()) -> dict[int, dict[str, float]]:
+    """{seed: {"reference": r, "DPO": d, arm name: a}} of one experiment folder, for the default
+    BA-DPO arms or the arms named."""
     layout = read_layout(folder / "layout.json")
     records = read_records(folder / "runs")
     missing = [key for key in [layout.reference_key, *(r.key for a in layout.arms for r in a.runs)]
@@ -87,11 +89,12 @@ def readouts(folder: Path, metric: str) -> dict[int, dict[str, float]]:
     reference = _value(records[layout.reference_key], metric)
     found: dict[int, dict[str, float]] = {}
     for arm in layout.arms:
-        if arm.name != layout.baseline and arm.method not in DEFAULT_ARMS:
+        named = arm.name in arms if arms else arm.method in DEFAULT_ARMS
+        if arm.name != layout.baseline and not named:
             continue
         for run in arm.runs:
             record = records[run.key]
-            if arm.name != layout.baseline and not is_default(record):
+            if arm.name != layout.baseline and not arms and not is_default(record):
                 continue
             label = "DPO" if arm.name == layout.baseline else arm.name
             found.setdefault(run.seed, {"reference": reference})[label] = _value(record, metric)
@@ -114,7 +117,7 @@ def figures(row: Row, root: Path = ROOT) -> dict:
     for metric in row.metrics:
         by_seed: dict[int, dict[str, float]] = {}
         for folder, expected in folders(row, root):
-            found = readouts(folder, metric)
+            found = readouts(folder, metric, row.arms)
             if expected and set(found) != set(expected):
                 raise ValueError(f"{folder}: holds seeds {sorted(found)}, expected {list(expected)}")
             if set(found) & set(by_seed):
@@ -122,8 +125,9 @@ def figures(row: Row, root: Path = ROOT) -> dict:
             by_seed.update(found)
         for seed, values in by_seed.items():
             arms = sorted(set(values) - {"reference", "DPO"})
-            if "DPO" not in values or len(arms) != len(DEFAULT_ARMS):
-                raise ValueError(f"{row.folder}, seed {seed}: runs {sorted(values)}; expected DPO and both BA-DPO arms")
+            if "DPO" not in values or len(arms) != len(row.arms or DEFAULT_ARMS):
+                raise ValueError(f"{row.folder}, seed {seed}: runs {sorted(values)}; expected DPO and "
+                                 f"{list(row.arms) or 'both BA-DPO arms'}")
         reference = {seed: values["reference"] for seed, values in by_seed.items()}
         dpo = {seed: values["DPO"] for seed, values in by_seed.items()}
         shift += [dpo[seed] - reference[seed] for seed in by_seed]

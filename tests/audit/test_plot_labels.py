@@ -31,8 +31,10 @@ def test_a_label_is_text_not_mathtext(tmp_path, label):
 def test_a_long_label_is_cut_in_its_middle_saying_how_long_it_is():
     assert plot_label("annotator-7") == "annotator-7"
     assert plot_label("x" * LABEL_CHARS) == "x" * LABEL_CHARS
-    long = "a" * 40 + "b" * 65_496 + "zz-42"
-    assert plot_label(long) == "a" * 24 + "..." + "b" * 7 + "zz-42" + " (65,541 chars)"
+    long = "a" * 90 + "b" * 65_446 + "zz-42"
+    assert plot_label(long) == "a" * 80 + "..." + "b" * 25 + "zz-42" + " (65,541 chars)"
+    runs = [f"ba_dpo_shared_mean [runs/sweep/seed_{s}/ba_dpo_shared_mean/readouts.json]" for s in (42, 43)]
+    assert [plot_label(r) for r in runs] == runs  # compare's labels, told apart by their paths, stay apart
 
 
 def test_a_64_kb_annotator_id_costs_the_forest_plot_no_more_than_a_short_one(tmp_path, monkeypatch):

@@ -236,3 +236,23 @@ def test_the_terminal_json_csv_readme_and_page_carry_reliability(tmp_path, capsy
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "<th>reliability</th>" in page and "<th>unreliable</th>" in page
     assert "<b>noise" not in page and "&lt;b&gt;noise" in page
+
+
+def test_nobody_is_estimated_says_the_fits_own_reason():
+    """Past the pair fit's attribute cap the spread is not fitted; the reliability said '600 of 600
+    pairs were judged twice or more, too few...' (the other reason), and reliability: weight then
+    weighted everyone 1 without a word (engine/preference.py warns now)."""
+    from types import SimpleNamespace
+
+    from badpo.auditing.reliability import reliability_of
+    from badpo.core.pair_level import MAX_CONDITIONAL_ATTRIBUTES
+
+    for note, said in ((f"{MAX_CONDITIONAL_ATTRIBUTES + 1} attributes are more than the "
+                        f"{MAX_CONDITIONAL_ATTRIBUTES} the quality spread is fitted with: the level is ...",
+                        "attributes are more than"),
+                       ("only 3 pairs (1% of the judgments) were judged twice or more, so the quality spread is "
+                        "not identified: the level is ...", "only 3 pairs")):
+        fit = SimpleNamespace(identified=False, note=note, repeated_pairs=600, pairs=600, spread=0.0)
+        found = reliability_of([], np.zeros((0, 1)), fit, NAMES)
+        assert said in found.note and "600 of 600" not in found.note and np.isnan(found.estimate).all()
+        assert reliability_weights(found) == dict.fromkeys(NAMES, 1.0)

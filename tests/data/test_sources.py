@@ -235,27 +235,34 @@ def test_the_audit_reads_any_source_with_your_column_names(tmp_path, capsys, cli
 
 def test_a_mistyped_local_name_is_not_sent_to_the_hub(tmp_path, monkeypatch):
     """A typo of a local file went to the Hub and waited ~25 s of retries offline before its error
-    (issue 75's trial: heldout.jsnol, judgments); a name with a file's suffix and no owner/, or one
-    beside a data file it nearly names, is a path: one line at once, naming the file it nearly is."""
+    (issue 75's trial: heldout.jsnol); a name with an alphabetic suffix and no owner/ is a path: one
+    line at once, naming the file it nearly is. A name that may be a Hub id still goes there, and its
+    error names the local file it nearly is."""
     import badpo.data.sources as sources
 
+    real_from_hub = sources._from_hub
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "heldout.jsonl").write_text(json.dumps(user_rows()[0]) + "\n")
+    (tmp_path / "judgments.jsonl").write_text(json.dumps(user_rows()[0]) + "\n")
     monkeypatch.setattr(sources, "_from_hub", lambda *a: pytest.fail("went to the Hub"))
-    for name, near in (("heldout.jsnol", "heldout.jsonl"), ("heldout", "heldout.jsonl"),
-                       ("helodut.jsonl", "heldout.jsonl"), ("data.tsv", None)):
+    for name, near in (("judgments.jsnol", "judgments.jsonl"), ("judgmnts.jsonl", "judgments.jsonl"),
+                       ("data.tsv", None)):
         with pytest.raises(FileNotFoundError) as error:
             read_judgment_source(name)
         message = str(error.value)
         assert message.startswith(f"data: no file or folder at {name!r}") and "\n" not in message
         assert (f"did you mean {near!r}?" in message) if near else "did you mean" not in message
+    import datasets
+
     asked = []
 
-    def hub(name, split):
+    def offline(name, split):
         asked.append(name)
-        raise LookupError("the Hub was asked")
+        raise ConnectionError(f"Couldn't reach {name!r} on the Hub")
 
-    monkeypatch.setattr(sources, "_from_hub", hub)
-    with pytest.raises(LookupError):
-        read_judgment_source("owner/dataset")  # an id with an owner still goes to the Hub
-    assert asked == ["owner/dataset"]
+    monkeypatch.setattr(sources, "_from_hub", real_from_hub)
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    for name in ("owner/dataset", "squad_v1.1", "imdb", "judgment", "judgements"):  # may be Hub ids
+        with pytest.raises(FileNotFoundError) as error:
+            read_judgment_source(name)
+        assert ("did you mean 'judgments.jsonl'?" in str(error.value)) == name.startswith("judg"), name
+    assert asked == ["owner/dataset", "squad_v1.1", "imdb", "judgment", "judgements"]

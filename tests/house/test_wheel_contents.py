@@ -14,10 +14,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _wheel_files(tmp_path: Path) -> list[str]:
-    """Built from a copy of what the build reads (a build/ folder left in the checkout by an earlier
-    build would otherwise add its stale modules)."""
+    """Built from a copy of the checkout's code beside the library (experiments/, configs/, benchmarks/,
+    tests/ with their packages), so that only the packaging's own rules keep them out; results/ and
+    docs/ are left behind for speed (no package in them), and a build/ folder an earlier build left in
+    the checkout would add its stale modules."""
     source = tmp_path / "source"
-    shutil.copytree(ROOT / "src", source / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    ignore = shutil.ignore_patterns("*.egg-info", "__pycache__", "build", "runs")
+    for folder in ("src", "experiments", "configs", "benchmarks", "tests"):
+        shutil.copytree(ROOT / folder, source / folder, ignore=ignore)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "-q", "-w", str(tmp_path)],

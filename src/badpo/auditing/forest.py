@@ -16,7 +16,8 @@ import numpy as np
 __all__ = ["LABEL_CHARS", "LABELLED_ROWS", "plot_forest", "plot_label"]
 
 LABELLED_ROWS = 120  # a forest plot names each annotator up to this many rows
-LABEL_CHARS = 48  # a label from the data drawn longer than this is cut in its middle
+LABEL_CHARS = 120  # a label from the data drawn longer than this is cut in its middle (far above a
+# run label compare makes distinct with its path, which a cut at 48 merged)
 
 
 def plot_label(label: Any, limit: int = LABEL_CHARS) -> str:
@@ -27,7 +28,7 @@ def plot_label(label: Any, limit: int = LABEL_CHARS) -> str:
     text = str(label)
     if len(text) <= limit:
         return text
-    return f"{text[: limit // 2]}...{text[-(limit // 4):]} ({len(text):,} chars)"
+    return f"{text[: limit * 2 // 3]}...{text[-(limit // 4):]} ({len(text):,} chars)"
 
 
 def labels_as_text(draw: Callable) -> Callable:

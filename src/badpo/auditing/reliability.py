@@ -282,9 +282,9 @@ def reliability_of(judgments: Sequence[Judgment], differences: np.ndarray, fit: 
     if fit is None:
         return _not_estimated(annotators, "no pooled fit of the labels (no judgment differs on a declared "
                                           "attribute, or the fit has no finite value: see the warnings)")
-    if not fit.identified:
-        return _not_estimated(annotators, f"{fit.repeated_pairs} of {fit.pairs} pairs were judged twice or "
-                                          "more, too few to read what the raters of a pair share")
+    if not fit.identified:  # the fit's own reason: too few repeated pairs, or too many attributes
+        return _not_estimated(annotators, f"{fit.note.split(': ', 1)[0]}, so what the raters of a pair share "
+                                          "is not read")
     if not fit.spread > 0:
         return _not_estimated(annotators, "the raters of a pair agree no more than the declared attributes "
                                           "explain (quality spread 0): no shared signal to measure a rater against")

@@ -48,6 +48,7 @@ from badpo.core.notices import BadpoWarning
 from badpo.data.chat import ChatRows
 from badpo.data.column_checks import check_mapped_columns, check_required_columns
 from badpo.data.label_forms import AB_FIELDS, LabelForms, plan_columns
+from badpo.data.local_names import did_you_mean, looks_local
 
 __all__ = ["IN_MEMORY_PREFIX", "IN_MEMORY_PREFIXES", "ColumnMap", "IgnoredColumnsWarning", "Loaded", "RowTable",
            "judgments_as_read", "jsonl_file", "warn_ignored",
@@ -58,6 +59,7 @@ JUDGMENT_FIELDS = (*FIELDS, *AB_FIELDS)  # the A/B form's fields become chosen /
 SFT_FIELDS = ("prompt", "response")
 PROMPT_FIELDS = ("prompt", "prompt_id", "body", "candidates")  # evaluation prompts
 DATASET_FORMATS = {".parquet": "parquet", ".csv": "csv", ".json": "json"}
+LOCAL_SUFFIXES = (".jsonl", *DATASET_FORMATS)  # a name ending so is a local file, never a Hub id
 
 
 @dataclass(frozen=True)
@@ -383,29 +385,9 @@ def _open(data: Any, split: str | None):
             raise ValueError(f"data: {data!r} has an unknown suffix; use .jsonl, "
                              f"{', '.join(DATASET_FORMATS)}, a save_to_disk folder or a Hub id")
         return _load_file(path, data), data
-    if data.startswith(("/", ".", "~")) or path.suffix in (".jsonl", *DATASET_FORMATS) \
-            or data.count("/") > 1 or ("/" not in data and path.suffix) or _near_files(path):
-        # a name with a file's suffix and no owner/ is a path, not a Hub id: a typo went to the Hub and
-        # waited ~25 s of retries there (heldout.jsnol); a stem with a data file beside it is one too
-        near = _near_files(path)
-        raise FileNotFoundError(f"data: no file or folder at {data!r}"
-                                + (f"; did you mean {' or '.join(repr(str(n)) for n in near)}?" if near else ""))
-    return _from_hub(data, split or "train"), f"{data} (split {split or 'train'})"
-
-
-def _near_files(path: Path) -> list[Path]:
-    """The data files in ``path``'s folder whose name is close to it (a typo of the suffix or of the
-    stem, or the stem without its suffix), at most three."""
-    import difflib
-
-    folder = path.parent if str(path.parent) else Path(".")
-    try:
-        names = [c.name for c in folder.iterdir() if c.suffix in (".jsonl", *DATASET_FORMATS)]
-    except OSError:
-        return []
-    stems = [n for n in names if Path(n).stem == path.name]
-    close = stems or difflib.get_close_matches(path.name, names, n=3, cutoff=0.75)
-    return [folder / n if str(path.parent) not in ("", ".") else Path(n) for n in close[:3]]
+    if looks_local(data, LOCAL_SUFFIXES):  # not a Hub id: at once, naming what it nearly is
+        raise FileNotFoundError(f"data: no file or folder at {data!r}{did_you_mean(path, LOCAL_SUFFIXES)}")
+    return _from_hub(data, split or "train", path), f"{data} (split {split or 'train'})"
 
 
 def _load_file(path: Path, data: str):
@@ -455,15 +437,15 @@ def _text_features(path: Path):
     return datasets.Features({name: datasets.Value("string") for name in header})
 
 
-def _from_hub(name: str, split: str):
+def _from_hub(name: str, split: str, path: Path):
     import datasets
 
     try:
         return datasets.load_dataset(name, split=split)
     except (OSError, ConnectionError, ValueError) as error:  # not found, offline, no such split
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise FileNotFoundError(f"data: cannot load Hub dataset {name!r} split {split!r} "
-                                f"({reason}); no local file or folder has that name") from None
+        raise FileNotFoundError(f"data: cannot load Hub dataset {name!r} split {split!r} ({reason}); no local "
+                                f"file or folder has that name{did_you_mean(path, LOCAL_SUFFIXES)}") from None
 
 
 def _one_split(dataset: Any, split: str | None, origin: str):

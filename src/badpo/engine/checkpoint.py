@@ -123,15 +123,18 @@ def _dtensor() -> type | tuple:
     return DTensor
 
 
-def _whole(tree: Any) -> Any:
-    """``tree`` with every DTensor gathered whole: a collective, so every process calls it on the
-    same state (in the same order)."""
+def _whole(tree: Any, keep: bool) -> Any:
+    """``tree`` with every DTensor gathered whole, one tensor at a time: a collective, so every process
+    calls it on the same state in the same order; only the process that writes (``keep``) holds the
+    whole tensors, on the CPU, the others drop each one as soon as it is gathered (three whole copies
+    of the model, weights and AdamW's two moments, on every process would undo the sharding)."""
     if isinstance(tree, _dtensor()):
-        return tree.full_tensor()
+        whole = tree.full_tensor()
+        return whole.cpu() if keep else None
     if isinstance(tree, dict):
-        return {key: _whole(value) for key, value in tree.items()}
+        return {key: _whole(value, keep) for key, value in tree.items()}
     if isinstance(tree, (list, tuple)):
-        return type(tree)(_whole(value) for value in tree)
+        return type(tree)(_whole(value, keep) for value in tree)
     return tree
 
 
@@ -146,7 +149,8 @@ def _saved_parts(accelerator, contents: Contents) -> tuple[dict, dict] | None:
     states = {name: obj.state_dict() for name, obj in contents.states.items()}
     if sharded:
         with torch.no_grad():
-            weights, states = _whole(weights), _whole(states)
+            keep = accelerator.is_main_process
+            weights, states = _whole(weights, keep), _whole(states, keep)
     return (weights, states) if accelerator.is_main_process else None
 
 

@@ -313,6 +313,9 @@ def with_reliability_weights(config, judgments, attributes, data: PreferenceData
                           "declare at least one (attributes=[...])")
     result = audit(wins_for_estimates(judgments), attributes, trusted=list(config.bias.trusted or ()), start=True)
     weights = reliability_weights(result.reliability)
+    if result.reliability.note is not None:  # nobody estimated: every weight 1, which would say nothing
+        warnings.warn(f"reliability: weight: no rater's reliability was estimated ({result.reliability.note}); "
+                      "every judgment keeps its weight", BadpoWarning, stacklevel=2)
     per_annotator = torch.tensor([weights.get(a, 1.0) for a in data.annotators], dtype=torch.float64)
     report = {**data.input_report, "reliability_weights": {a: weights.get(a, 1.0) for a in data.annotators},
               "unreliable": list(result.reliability.flagged)}

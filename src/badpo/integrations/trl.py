@@ -254,8 +254,9 @@ class BADPOTrainer(TrainerFiles, DPOTrainer):
         if self.theta_init != "zero" and self.method.learns_theta:
             if not logit_is_zero_at_start(self.method, self.method_params):  # before any reference pass
                 raise ValueError(f"theta_init={self.theta_init!r}: method {self.method_name!r}'s logit at the start "
-                                 "is not 0 (it reads lengths or no reference), which BADPOTrainer does not compute "
-                                 "before training; pass theta_init='zero', or train it with badpo train")
+                                 "is not 0 (R-DPO's length term, SimPO's margin without a reference), which "
+                                 "BADPOTrainer does not compute before training; pass theta_init='zero', or train "
+                                 "it with badpo train")
             start = self._reference_start(names, judgments, beta)
         return BiasChannel(self.method.bias_variant, names, annotators, self.classes, init_mean=start)
 
