@@ -4,6 +4,8 @@ is not 0; an all-zero or negative weight is refused."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -121,7 +123,8 @@ def test_ties_and_strengths_train_with_the_engines_likelihood(world, tmp_path):
 
 
 @pytest.mark.parametrize("options", [dict(loss_type=["sigmoid", "hinge"], loss_weights=[1.0, float("nan")]),
-                                     dict(loss_type=["sigmoid"], loss_weights=[float("inf")])])
+                                     dict(loss_type=["sigmoid"], loss_weights=[float("inf")]),
+                                     dict(loss_type=["sigmoid"], loss_weights=[1e39])])  # inf in float32
 def test_non_finite_loss_weights_are_refused(world, tmp_path, options):
     message = r"^args.loss_weights: every weight must be finite"
     from badpo.integrations.trl import BADPOTrainer
@@ -130,6 +133,19 @@ def test_non_finite_loss_weights_are_refused(world, tmp_path, options):
     with pytest.raises(ValueError, match=message):
         BADPOTrainer(str(path / "model"), args=config(tmp_path, **options), train_dataset=data,
                      processing_class=build_tokenizer(), attributes=["given:signed"])
+
+
+@pytest.mark.parametrize("theta_lr, said", [(float("inf"), "at most 3.403e+38"), (1e39, "at most 3.403e+38"),
+                                             (float("nan"), "must be > 0"), ("0.01", "a number, got '0.01'")])
+def test_a_theta_lr_outside_float32_or_not_a_number_is_one_line(theta_lr, said):
+    """inf and 1e39 passed (only lr > 0 was checked) and trained theta and every weight to NaN while
+    the logged loss read 0; a string was a TypeError traceback (issue 76's re-trial)."""
+    from badpo.core.config import ConfigError
+    from badpo.integrations.trl_rows import theta_options
+
+    with pytest.raises(ConfigError, match=rf"^theta_lr: .*{re.escape(said)}") as error:
+        theta_options(theta_lr, "reference")
+    assert "\n" not in str(error.value)
 
 
 def test_an_empty_loss_type_list_is_named(world, tmp_path):

@@ -55,3 +55,28 @@ def test_a_resumed_log_is_the_runs_own_file_and_a_torn_last_line_is_left_out(tmp
     (run / "log.jsonl").write_text('{"step": 1}\nnot json\n{"step": 2}\n')
     with pytest.raises(ValueError, match=r"log.jsonl line 2: not a JSON record"):
         RunLog(run, report, 5, 2, True, {}, "train")
+
+
+@pytest.mark.parametrize("linked", ["checkpoints", "checkpoints/step-000010"])
+@pytest.mark.parametrize("resume_from", ["latest", None])
+def test_a_run_never_writes_or_prunes_checkpoints_through_a_link(tmp_path, linked, resume_from):
+    """A resume through a linked checkpoints/ wrote its new checkpoints into the folder the link
+    pointed at and pruned the ones it found there, with exit 0 (the re-trial of issue 76); a linked
+    step-* ended the resumed run in a traceback. Both are refused before the run starts, and what
+    the link points at stays."""
+    from badpo.engine.checkpoint import resolve_resume
+
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "step-000010").mkdir(parents=True)
+    (elsewhere / "step-000010" / "state.json").write_text("{}")
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    if linked == "checkpoints":
+        (run / "checkpoints").rmdir()
+        (run / "checkpoints").symlink_to(elsewhere, target_is_directory=True)
+    else:
+        (run / linked).symlink_to(elsewhere / "step-000010", target_is_directory=True)
+    with pytest.raises(ConfigError, match=r"is a symbolic link to .*elsewhere.*; a run writes and prunes"):
+        resolve_resume(resume_from, run)
+    assert (elsewhere / "step-000010" / "state.json").read_text() == "{}"
+    assert resolve_resume(resume_from, tmp_path / "fresh") is None  # no checkpoints/ at all: a new run

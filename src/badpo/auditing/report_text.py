@@ -10,6 +10,7 @@ from typing import Any
 
 from badpo.auditing.estimates import Audit
 from badpo.auditing.reliability import FDR, MIN_SHARED, format_reliability
+from badpo.core.markdown_escape import code_span, markdown_text
 
 __all__ = ["FLAGS_MEAN", "RELIABILITY_MEANS", "format_report", "summary"]
 
@@ -69,37 +70,37 @@ def summary(document: Mapping[str, Any], result: Audit) -> str:
     lines = [
         "# Annotator audit", "",
         f"{result.n_judgments} judgments by {len(result.annotators)} annotators"
-        + (f" from `{document['source']}`" if document["source"] else "") + "; ids "
+        + (f" from {code_span(document['source'])}" if document["source"] else "") + "; ids "
         + ("pseudonymised (HMAC-SHA256 with the user's key)." if document["pseudonymised"]
            else "as in the data: these are per-person estimates, treat them as personal data."),
         "", FLAGS_MEAN, "",
     ]
     if document["run"]:
-        lines += [f"Learned theta_k from `{document['run']}` (its level is the method's choice: "
+        lines += [f"Learned theta_k from {code_span(document['run'])} (its level is the method's choice: "
                   "compare order and spread).", ""]
     for report in document["attributes"]:
         counts, pooled = report["counts"], report["pooled_marginal"]
-        lines += [f"## {report['name']}", "",
+        lines += [f"## {markdown_text(report['name'])}", "",
                   f"- pool level: {_level_text(report['pool_level'])}; the log-odds pooled over all "
                   f"{pooled['cross']} cross-group judgments (which biased raters pull toward themselves) "
-                  f"is {_fmt(pooled)}; plot `{report['plot']}`",
+                  f"is {_fmt(pooled)}; plot {code_span(report['plot'])}",
                   f"- annotators: {counts['identified']} with an estimate, {counts['unidentified']} "
                   f"unidentified, {counts['divergent']} divergent, {counts['outlying']} outlying "
                   f"({counts['outlying_bonferroni']} after Bonferroni)"]
         for cls, level in report["classes"].items():
             if level["estimate"] is not None:
-                lines.append(f"- class {cls}: {_level_text(level)}")
+                lines.append(f"- class {markdown_text(cls)}: {_level_text(level)}")
         if report["learned_theta_bar"] is not None:
             corr = report["learned_vs_offline_correlation"]
             lines.append(f"- learned theta_bar {report['learned_theta_bar']:+.3f}; correlation of "
                          f"learned and offline theta_k: " + ("-" if corr is None else f"{corr:.2f}"))
         flagged = [r for r in report["annotators"] if r["outlying"]]
         if flagged:
-            shown = ", ".join(f"{r['annotator']} {r['estimate']:+.2f}" for r in flagged[:10])
+            shown = ", ".join(f"{markdown_text(r['annotator'])} {r['estimate']:+.2f}" for r in flagged[:10])
             lines.append(f"- outlying: {shown}" + (" ..." if len(flagged) > 10 else ""))
         disagree = _disagree(report["annotators"])
         if disagree:
-            shown = ", ".join(f"{r['annotator']} {r['marginal_estimate']:+.2f} -> {r['estimate']:+.2f}"
+            shown = ", ".join(f"{markdown_text(r['annotator'])} {r['marginal_estimate']:+.2f} -> {r['estimate']:+.2f}"
                               for r in disagree[:10])
             lines.append(f"- marginal and joint disagree (another attribute goes with this one in their "
                          f"judgments; read the joint): {shown}" + (" ..." if len(disagree) > 10 else ""))
@@ -115,7 +116,7 @@ def _reliability_lines(result: Audit) -> list[str]:
     if result.reliability is None:
         return []
     lines = ["## Annotator reliability", "", RELIABILITY_MEANS, ""]
-    return lines + [f"- {line.strip()}" for line in format_reliability(result.reliability)[1:]] + (
+    return lines + [f"- {markdown_text(line.strip())}" for line in format_reliability(result.reliability)[1:]] + (
         [f"- {result.reliability.note}"] if result.reliability.note is not None else []) + [""]
 
 

@@ -364,8 +364,23 @@ def list_checkpoints(output_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(_NAME.match(p.name).group(1)))
 
 
+def refuse_linked_checkpoints(output_dir: Path) -> None:
+    """A run never writes or deletes through a link: ``checkpoints/`` or a ``step-*`` in it that is a
+    symbolic link is refused in one line before the run starts (a resume through a linked folder wrote
+    new checkpoints into the folder it pointed at and deleted the ones it found there, issue 76)."""
+    folder = output_dir / CHECKPOINTS
+    linked = [folder] if folder.is_symlink() else [p for p in folder.iterdir() if p.is_symlink()] \
+        if folder.is_dir() else []
+    if linked:
+        raise ConfigError(f"output_dir: {linked[0]} is a symbolic link to {os.readlink(linked[0])}; a run writes and "
+                          "prunes its checkpoints inside its own folder only: remove the link (what it points at "
+                          "stays) or choose another output_dir")
+
+
 def resolve_resume(resume_from: str | None, output_dir: Path) -> Path | None:
-    """The checkpoint to resume from: a path, ``latest`` (None if there is none yet), or None."""
+    """The checkpoint to resume from: a path, ``latest`` (None if there is none yet), or None; a
+    linked ``checkpoints/`` is refused first (:func:`refuse_linked_checkpoints`)."""
+    refuse_linked_checkpoints(output_dir)
     if resume_from is None:
         return None
     if resume_from == "latest":
@@ -379,5 +394,5 @@ def resolve_resume(resume_from: str | None, output_dir: Path) -> Path | None:
 
 __all__ = ["FORMAT", "TrainingState", "Contents", "checkpoint_contents",
            "check_checkpointing", "save_checkpoint", "load_checkpoint", "continue_from",
-           "list_checkpoints", "resolve_resume", "checkpoint_path", "rng_state", "set_rng_state",
-           "write_state_files", "read_state_files"]
+           "list_checkpoints", "refuse_linked_checkpoints", "resolve_resume", "checkpoint_path", "rng_state",
+           "set_rng_state", "write_state_files", "read_state_files"]

@@ -9,7 +9,6 @@ Text only, built from the run's own settings and numbers: nothing in it runs cod
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from badpo.core.jsonio import atomic_write_text
+from badpo.core.markdown_escape import code_span, markdown_text
 
 __all__ = ["CARD_FILE", "CardFacts", "card_text", "code_span", "table_cell", "theta_summary", "with_evaluation",
            "write_card"]
@@ -51,23 +51,9 @@ class CardFacts:
     settled: bool | None = None  # theta_bar settled over the run's last tenth (None: not known)
 
 
-def code_span(text: str) -> str:
-    """``text`` as one Markdown code span that no character of it can close or break: fenced by a
-    run of backticks longer than any inside it (CommonMark), line breaks shown as ``\\n``. Inside a
-    code span markup is text, so a spec with a backtick or a tag stays a spec."""
-    shown = str(text).replace("\r", "\\r").replace("\n", "\\n")
-    fence = "`" * (max((len(run) for run in re.findall(r"`+", shown)), default=0) + 1)
-    pad = " " if shown.startswith("`") or shown.endswith("`") or not shown.strip() else ""
-    return f"{fence}{pad}{shown}{pad}{fence}"
-
-
 def table_cell(text: str) -> str:
-    """``text`` as one cell of a Markdown table, shown as it is: ``<``, ``>``, ``&`` as entities (a
-    cell is inline Markdown, where a tag would be live), a backslash, backtick, ``*``, ``_``,
-    brackets and the pipe escaped (no emphasis, link or code span made of data), line breaks shown
-    as ``\\n``."""
-    shown = re.sub(r"([\\`*_\[\]|])", r"\\\1", html.escape(str(text), quote=False))
-    return shown.replace("\r", "\\r").replace("\n", "\\n")
+    """``text`` as one cell of a Markdown table, shown as it is (:func:`badpo.core.markdown_escape.markdown_text`)."""
+    return markdown_text(text)
 
 
 def _header(facts: CardFacts) -> list[str]:

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from badpo.core.attributes import FLOAT32_MAX
 from badpo.core.level_step import LOGISTIC, Link, squared
 from badpo.core.losses import ipo_loss
 
@@ -144,9 +145,10 @@ def margin_losses(args, method_name: str, own_loss: bool) -> tuple[tuple[MarginL
     weights = [1.0] * len(names) if loss_weights is None else [float(w) for w in loss_weights]  # as many: DPOConfig
     if not names:
         raise ValueError("args.loss_type: an empty list; give at least one loss type (TRL's default: 'sigmoid')")
-    bad = [w for w in weights if not math.isfinite(w)]
-    if bad:  # a NaN or infinite weight trains a non-finite policy while the logged loss can read 0
-        raise ValueError(f"args.loss_weights: every weight must be finite, got {loss_weights}")
+    bad = [w for w in weights if not abs(w) <= FLOAT32_MAX]  # NaN, inf, or inf once in float32 (1e39)
+    if bad:  # such a weight trains a non-finite policy while the logged loss can read 0
+        raise ValueError(f"args.loss_weights: every weight must be finite in float32 (|w| <= {FLOAT32_MAX:.4g}), "
+                         f"got {loss_weights}")
     for name in names:
         if name in NOT_OF_THE_MARGIN:
             raise ValueError(f"args.loss_type: {name!r} {NOT_OF_THE_MARGIN[name]}, so BA-DPO's bias cannot "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from badpo.core.attributes import FLOAT32_MAX
 from badpo.core.config import ConfigError
 
 __all__ = ["DECIDING_DEFAULTS", "ENGINE", "INIT_RULES", "LEVEL_NAMES", "TRL", "Front", "check_graded", "check_init",
@@ -59,8 +60,12 @@ def departures(settings, front: Front = ENGINE) -> list[str]:
 
 
 def check_lr(lr: float, front: Front) -> None:
-    if not lr > 0:
-        raise ConfigError(f"{front.lr}: must be > 0, got {lr}")
+    """A number in (0, float32's largest]: theta's Adam steps in float32, so inf or 1e39 trained theta
+    and then every weight to NaN while the logged loss read 0 (issue 76's re-trial of BADPOTrainer)."""
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)):
+        raise ConfigError(f"{front.lr}: a number, got {lr!r}")
+    if not 0 < lr <= FLOAT32_MAX:
+        raise ConfigError(f"{front.lr}: must be > 0 and at most {FLOAT32_MAX:.4g} (the float32 range), got {lr}")
 
 
 def check_init(init: str, front: Front, allowed: tuple[str, ...] = INIT_RULES) -> None:
