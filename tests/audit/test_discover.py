@@ -63,6 +63,29 @@ def test_text_features_keep_wordy_ngrams_at_their_positions():
     assert set(text_features("1 2 3")) == set()
 
 
+def _features_by_definition(text: str) -> set:
+    """The features as the docstring defines them, word by word: a second path to text_features."""
+    words = text.split()
+    wordy = [any(ch.isalpha() for ch in w) for w in words]
+    found = set()
+    for k in range(1, min(3, len(words)) + 1):
+        found |= {("starts", tuple(words[:k]))} if all(wordy[:k]) else set()
+        found |= {("ends", tuple(words[-k:]))} if all(wordy[-k:]) else set()
+    found |= {("has", (w,)) for w, ok in zip(words, wordy) if ok}
+    return found | {("has", (words[i], words[i + 1])) for i in range(len(words) - 1) if wordy[i] and wordy[i + 1]}
+
+
+def test_text_features_are_the_definitions_on_random_texts():
+    """text_features caches whether a word holds a letter (a third of discover's screen time went to
+    that search, issue 76); on 2,000 random texts of words with and without letters it is the
+    definition's set."""
+    rng = np.random.default_rng(0)
+    vocabulary = ["the", "a1", "42", "**bold**", "-", "é", "x_y", "...", "Hello,", "__", "ok!", "3.5"]
+    for _ in range(2000):
+        text = " ".join(rng.choice(vocabulary, size=rng.integers(0, 12))) + ("\n" if rng.random() < 0.1 else "")
+        assert set(text_features(text)) == _features_by_definition(text), text
+
+
 @pytest.mark.parametrize("feature", [("ends", ("as", "asked")), ("starts", ("Sure,",)), ("has", ("a+b",)),
                                      ("has", ("the", "end"))])
 def test_a_feature_spec_matches_exactly_the_responses_that_carry_it(feature):

@@ -21,6 +21,7 @@ that carry it, so what the screen finds can be declared as it was tested.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 
@@ -35,8 +36,11 @@ _LETTER = re.compile(r"[^\W\d_]")
 _POSITIONS = ("starts", "ends", "has")
 
 
-def _wordy(words: tuple[str, ...]) -> bool:
-    return all(_LETTER.search(word) for word in words)
+@functools.lru_cache(maxsize=1 << 16)
+def _has_letter(word: str) -> bool:
+    """Whether a word holds a letter; cached, since a pool's answers repeat their words (the data
+    screen reads each answer three times, and this search was a third of its time, issue 76)."""
+    return _LETTER.search(word) is not None
 
 
 def text_features(text: str) -> Iterator[tuple[str, tuple[str, ...]]]:
@@ -44,16 +48,16 @@ def text_features(text: str) -> Iterator[tuple[str, tuple[str, ...]]]:
     ``("ends", (w_{n-2}, w_{n-1}, w_n))`` and ``("has", (w,))`` / ``("has", (w, w'))``, each
     yielded once, only those whose every word holds a letter."""
     words = tuple(text.split())
+    lettered = [_has_letter(word) for word in words]
     seen: set[tuple[str, tuple[str, ...]]] = set()
     for k in range(1, min(MAX_WORDS, len(words)) + 1):
-        for position, gram in (("starts", words[:k]), ("ends", words[-k:])):
-            if _wordy(gram):
-                seen.add((position, gram))
-    for i, word in enumerate(words):
-        if _LETTER.search(word):
-            seen.add(("has", (word,)))
-            if i + 1 < len(words) and _LETTER.search(words[i + 1]):
-                seen.add(("has", (word, words[i + 1])))
+        if all(lettered[:k]):
+            seen.add(("starts", words[:k]))
+        if all(lettered[-k:]):
+            seen.add(("ends", words[-k:]))
+    seen.update(("has", (word,)) for word, ok in zip(words, lettered) if ok)
+    seen.update(("has", pair) for pair, ok, next_ok in zip(zip(words, words[1:]), lettered, lettered[1:])
+                if ok and next_ok)
     return iter(seen)
 
 
