@@ -38,6 +38,9 @@ COMMANDS: tuple[Command, ...] = (*AUDIT, *BUILD, *EXPERIMENT, *TRAINING, *EVALUA
 # What a user can cause (a config key, a data row, a path, a corrupt file, a missing package) and
 # what a message can name: shown as one line, exit status 2. Anything else is a bug: a traceback.
 USER_ERRORS = (ValueError, OSError, ImportError)
+# by name, not imported here: safetensors' own error (not an OSError) for a full disk while a checkpoint
+# or a model is written (issue 76's re-trial: a traceback ending "No space left on device (os error 28)")
+USER_ERROR_NAMES = ("SafetensorError",)
 
 
 DESCRIPTION = "Bias-adjusted preference optimization (BA-DPO)."
@@ -130,7 +133,9 @@ def main(argv: Sequence[str] | None = None, commands: Sequence[Command] | None =
         saved_term = signal.signal(signal.SIGTERM, _terminate)
     try:
         return args.run(args) or 0
-    except USER_ERRORS as error:
+    except Exception as error:  # what a user can cause is one line; anything else is a bug: a traceback
+        if not isinstance(error, USER_ERRORS) and type(error).__name__ not in USER_ERROR_NAMES:
+            raise
         message = shortened(str(error).strip() or type(error).__name__)
         print(f"{prog} {args.label(args)}: {message} (--debug for the traceback)", file=sys.stderr)
         return 2

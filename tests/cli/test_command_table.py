@@ -162,3 +162,31 @@ def test_a_busy_machine_makes_torchs_threads_wait_passively_and_a_users_choice_s
     assert cli.wait_passively_when_busy() and cli.os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
     assert not cli.wait_passively_when_busy() and cli.os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
+def test_safetensors_own_error_is_one_line_and_another_exception_a_traceback(monkeypatch, capsys, tmp_path):
+    """A full disk while a checkpoint or the SFT model is written raises safetensors' own error, which
+    is not an OSError: it was a traceback (issue 76's re-trial); a bug of badpo's stays one."""
+    import dataclasses
+
+    import badpo.cli as cli
+
+    SafetensorError = type("SafetensorError", (Exception,), {})
+
+    def full_disk(args):
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    def bug(args):
+        raise KeyError("a bug")
+
+    for run, expected in ((full_disk, 2), (bug, None)):
+        monkeypatch.setattr(cli, "COMMANDS", tuple(dataclasses.replace(row, run=run if row.name == "evaluate" else
+                                                                       row.run) for row in cli.COMMANDS))
+        if expected is None:
+            with pytest.raises(KeyError):
+                cli.main(["evaluate", str(tmp_path)])
+            continue
+        assert cli.main(["evaluate", str(tmp_path)]) == expected
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == ["badpo evaluate: Error while serializing: I/O error: No space left on device (os error 28) "
+                       "(--debug for the traceback)"]

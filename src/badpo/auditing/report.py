@@ -326,6 +326,20 @@ def write_report(result: Audit, judgments: Sequence[Judgment], directory: str | 
     reports = [attribute_report(c, classes, fit, learned) for c in result.coordinates]
     for row in (row for report in reports for row in report["annotators"]):  # reliability is per annotator
         row.update(reliability_row(result.reliability, row["annotator"]))
+    there = set(out.iterdir())
+    try:
+        return _write_files(out, reports, result, learned, pseudonymised, source, coverage)
+    except OSError as error:  # a full disk: what this call wrote would block the next run there
+        for path in set(out.iterdir()) - there:
+            path.unlink(missing_ok=True)
+        reason = error.strerror or str(error)
+        raise OSError(f"--report {out}: the report could not be written ({reason}); what it had written there "
+                      "is removed, so the same command can run again once there is room") from error
+
+
+def _write_files(out: Path, reports: list[dict], result: Audit, learned: Mapping[str, Any] | None,
+                 pseudonymised: bool, source: str | None, coverage: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The report's files, written into ``out``; returns what ``audit.json`` holds."""
     taken: set[str] = set()
     for report in reports:
         stem = _file_stem(report["name"], taken)
