@@ -180,6 +180,20 @@ def test_a_train_run_does_not_overwrite_an_sft_reference(world):
     assert _files(folder) == before
 
 
+def test_an_sft_reference_does_not_overwrite_a_train_run(world):
+    """Issue 76's re-trial, the other way round: sft overwrite=true into a finished train run
+    replaced its config.yaml, log and data record and kept policy/, run.json and theta.json: a folder
+    evaluate could no longer read. Refused, nothing touched."""
+    from badpo.engine.sft import sft_run_files
+
+    folder = _finished_run(world)
+    before = _files(folder)
+    with pytest.raises(ConfigError, match=r"holds a preference or reward model run \(run.json.*\), not a run of "
+                                          "this stage; overwrite does not delete another stage's run"):
+        claim(folder, make_config(world, "run", "runtime.seed=7"), overwrite=True, run_files=sft_run_files)
+    assert _files(folder) == before
+
+
 def test_an_audits_output_is_refused_inside_a_run_or_a_model_folder(world, tmp_path, cli_error):
     """Issue 49's retry: `audit --json RUN/theta.json --overwrite` replaced a run's theta.json, and
     `--json SFT/model.safetensors --overwrite` a reference's weights; evaluate and compare refused

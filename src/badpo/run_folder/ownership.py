@@ -37,8 +37,11 @@ from badpo.run_folder.layout import (
     LOCK,
     MANIFEST,
     MODEL_FOLDERS,
+    POLICY,
     RUN_FILES,
     SFT_RECORD,
+    SUMMARY_FILE,
+    THETA_FILE,
     is_finished,
 )
 
@@ -183,6 +186,17 @@ def refuse_files_in_model_folders(folder: Path, overwrite: bool, run_files: RunF
                           "move them out of it, or choose another output_dir")
 
 
+def _other_stage(folder: Path, run_files: RunFiles) -> str | None:
+    """What another stage left in ``folder`` (an SFT reference where a preference or reward run goes,
+    a preference or reward run where an SFT reference goes), named for the refusal; None otherwise.
+    ``badpo sft overwrite=true`` into a finished train run replaced its config and log and kept its
+    policy/, run.json and theta.json: a folder evaluate could no longer read (issue 76's re-trial)."""
+    if run_files is preference_run_files:
+        return "an SFT reference (sft.json)" if (folder / SFT_RECORD).exists() else None
+    finished = [name for name in (SUMMARY_FILE, THETA_FILE, POLICY) if (folder / name).exists()]
+    return f"a preference or reward model run ({', '.join(finished)})" if finished else None
+
+
 def claim(folder: Path, config: Any, overwrite: bool, run_files: RunFiles = preference_run_files) -> None:
     """Make ``folder`` this run's (call under :func:`run_lock`): refuse run-named files badpo did
     not write (:func:`check_owned`), complete an interrupted final commit, then refuse a folder
@@ -200,9 +214,10 @@ def claim(folder: Path, config: Any, overwrite: bool, run_files: RunFiles = pref
                       stacklevel=2)
     recorded = read_data_record(folder)
     data = data_fingerprint(config.data, config.data_split, recorded)  # an unchanged file is not re-read
-    if (folder / SFT_RECORD).exists() and run_files is preference_run_files:
-        raise ConfigError(f"output_dir: {folder} holds an SFT reference (sft.json), not a run of this stage; "
-                          "overwrite does not delete another stage's run: choose another output_dir")
+    other = _other_stage(folder, run_files)
+    if other is not None:  # each stage deletes only its own files: an overwrite across stages mixed two runs
+        raise ConfigError(f"output_dir: {folder} holds {other}, not a run of this stage; overwrite does not "
+                          "delete another stage's run: choose another output_dir")
     if holds_run(folder, run_files):
         refuse_files_in_model_folders(folder, overwrite, run_files)
     if holds_run(folder, run_files) and overwrite:
