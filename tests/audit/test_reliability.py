@@ -4,6 +4,7 @@ worked on tiny cases; on synthetic crowds (no model) the random voters are flagg
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -256,3 +257,14 @@ def test_nobody_is_estimated_says_the_fits_own_reason():
         found = reliability_of([], np.zeros((0, 1)), fit, NAMES)
         assert said in found.note and "600 of 600" not in found.note and np.isnan(found.estimate).all()
         assert reliability_weights(found) == dict.fromkeys(NAMES, 1.0)
+
+
+def test_the_terminal_lists_a_64_kb_id_cut():
+    """The re-trial's 60 ids of 64 KB printed 791 KB of terminal lines; a flagged id is shown cut,
+    as the plots show it (the CSV and JSON keep it whole)."""
+    from badpo.auditing.reliability import format_reliability
+
+    found = reliability_in(crowd(seed=0))
+    long = tuple(("q" * 65_536 + name) if k in NOISY else name for k, name in enumerate(found.annotators))
+    lines = format_reliability(dataclasses.replace(found, annotators=long))
+    assert max(map(len, lines)) < 1_000 and "(65,539 chars)" in lines[-1]

@@ -68,6 +68,7 @@ from typing import Any
 import numpy as np
 
 from badpo.auditing.discover_stats import benjamini_hochberg
+from badpo.auditing.forest import plot_label  # an id as the terminal shows it: cut past 120 characters
 from badpo.auditing.start_level import judgment_pairs
 from badpo.core.judgments import Judgment
 
@@ -307,7 +308,7 @@ def format_reliability(reliability: Reliability) -> list[str]:
              + (f"; median s {float(np.median(reliability.estimate[known])):+.2f}" if known.any() else "")]
     flagged = np.flatnonzero(reliability.unreliable)
     flagged = flagged[np.argsort(reliability.estimate[flagged], kind="stable")]
-    shown = ", ".join(f"{reliability.annotators[k]} {reliability.estimate[k]:+.2f} "
+    shown = ", ".join(f"{plot_label(reliability.annotators[k])} {reliability.estimate[k]:+.2f} "
                       f"[{reliability.low[k]:+.2f}, {reliability.high[k]:+.2f}]" for k in flagged[:_LISTED])
     more = f" ... and {len(flagged) - _LISTED} more" if len(flagged) > _LISTED else ""
     lines.append(f"  unreliable (evidence that s < {reliability.floor:g}; Benjamini-Hochberg, FDR "
