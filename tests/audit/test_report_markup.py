@@ -37,3 +37,14 @@ def test_an_outlying_id_with_markup_is_text_in_the_readme_and_the_page(tmp_path,
     assert "<script>" not in readme and "**bold**" not in readme
     page = (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
     assert "<script>alert" not in page and "<strong>bold" not in page and "<code>c</code>" not in page
+
+
+def test_a_pair_id_reused_for_other_texts_is_refused_as_training_refuses_it(tmp_path, cli_error):
+    """The audit read a file whose pair_id named two different comparisons, which train refuses
+    (issue 76's re-trial): one check for both, naming the row."""
+    rows = [{"prompt": "p", "chosen": "a", "rejected": "b", "annotator": "r1", "pair_id": "x"},
+            {"prompt": "p", "chosen": "b", "rejected": "a", "annotator": "r2", "pair_id": "x"},
+            {"prompt": "p", "chosen": "c", "rejected": "a", "annotator": "r3", "pair_id": "x"}]
+    (tmp_path / "j.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    line = cli_error(["audit", str(tmp_path / "j.jsonl"), "-a", "length"])
+    assert "row 2: pair 'x' compares other texts than its first row" in line

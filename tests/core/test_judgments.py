@@ -200,3 +200,20 @@ def test_a_line_nested_too_deeply_is_one_line_naming_the_file(tmp_path):
     path.write_text("[" * 100_000 + "]" * 100_000 + "\n")
     with pytest.raises(JudgmentError, match=r"deep.jsonl line 1: JSON nested too deeply"):
         read_judgments(path)
+
+
+def test_a_pair_id_reused_for_other_texts_names_its_row():
+    """One check for the audit and every training stage (issue 76's re-trial: the audit read what
+    training refused); a pair seen either way round, or twice, is the same pair."""
+    from badpo.core.judgments import JudgmentError, check_pair_texts, validate_judgments
+
+    rows = validate_judgments([
+        {"prompt": "p", "chosen": "a", "rejected": "b", "annotator": "r1", "pair_id": "x"},
+        {"prompt": "p", "chosen": "b", "rejected": "a", "annotator": "r2", "pair_id": "x"},
+        {"prompt": "q", "chosen": "a", "rejected": "b", "annotator": "r3"},
+        {"prompt": "q", "chosen": "a", "rejected": "b", "annotator": "r4"}])
+    check_pair_texts(rows)
+    odd = validate_judgments([*map(vars, rows), {"prompt": "p", "chosen": "c", "rejected": "a",
+                                                 "annotator": "r5", "pair_id": "x"}])
+    with pytest.raises(JudgmentError, match=r"^data.jsonl row 4: pair 'x' compares other texts than its first row$"):
+        check_pair_texts(odd, "data.jsonl")

@@ -48,7 +48,7 @@ import numpy as np
 
 from badpo.auditing.reliability import reliability_of
 from badpo.auditing.start_level import start_level
-from badpo.core.judgments import Judgment, annotator_classes, pair_key
+from badpo.core.judgments import Judgment, annotator_classes, check_pair_texts, pair_key
 from badpo.core.label_counts import no_ties
 from badpo.core.notices import BadpoWarning
 
@@ -478,6 +478,7 @@ def audit(judgments: Sequence[Judgment], attributes: _AttributeValues,
         raise ValueError("audit: no judgments to audit")
     no_ties(judgments, "the audit's estimates")
     annotator_classes(judgments, source)
+    check_pair_texts(judgments, source)
     names = tuple(attributes.names)
     diffs = attribute_differences(judgments, attributes) if differences is None else differences
     if diffs.shape != (len(judgments), len(names)):

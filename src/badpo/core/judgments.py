@@ -39,6 +39,7 @@ from badpo.core.rows import (
 
 __all__ = [
     "DUPLICATES",
+    "check_pair_texts",
     "check_duplicates_option",
     "duplicate_rows",
     "duplicates_line",
@@ -382,6 +383,18 @@ def pair_key(j: Judgment) -> str:
         return j.pair_id
     content = json.dumps([j.prompt, sorted((j.chosen, j.rejected))], ensure_ascii=False)
     return "sha256:" + hashlib.sha256(content.encode("utf-8")).hexdigest()[:20]
+
+
+def check_pair_texts(judgments: Sequence[Judgment], source: str | None = None) -> None:
+    """Every judgment of one pair (one :func:`pair_key`) compares the texts of its first row: a
+    ``pair_id`` reused for other texts is a JudgmentError naming ``source``'s row. Training refused
+    such a file while the audit read it (issue 76's re-trial): one check for both."""
+    where = f"{source} row" if source else "row"
+    first: dict[str, tuple[str, frozenset[str]]] = {}
+    for i, j in enumerate(judgments):
+        texts = (j.prompt, frozenset((j.chosen, j.rejected)))
+        if first.setdefault(pair_key(j), texts) != texts:
+            raise JudgmentError(f"{where} {i}: pair {pair_key(j)!r} compares other texts than its first row", row=i)
 
 
 def _row_dict(j: Judgment) -> dict[str, Any]:

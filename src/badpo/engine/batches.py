@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from badpo.core.judgments import Judgment, JudgmentError, annotator_classes, duplicate_rows, pair_key
+from badpo.core.judgments import Judgment, JudgmentError, annotator_classes, check_pair_texts, duplicate_rows, pair_key
 from badpo.data.sources import read_judgment_source
 from badpo.engine.tokenize import TokenizationConfig, TokenStore, build_token_store, token_coverage
 from badpo.theta.graded import Grades, grades_of
@@ -243,14 +243,12 @@ def _index_judgments(judgments: Sequence[Judgment], attributes, tokenizer,
     pairs: dict[str, int] = {}
     pair_texts: list[tuple[str, str, str]] = []
     chosen, rejected, pair_of = [], [], []
-    for i, j in enumerate(judgments):
+    check_pair_texts(judgments)
+    for j in judgments:
         key = pair_key(j)
         if key not in pairs:
             pairs[key] = len(pair_texts)
             pair_texts.append((j.prompt, j.chosen, j.rejected))
-        prompt, a, b = pair_texts[pairs[key]]
-        if j.prompt != prompt or {j.chosen, j.rejected} != {a, b}:
-            raise JudgmentError(f"row {i}: pair {key!r} compares other texts than its first row", row=i)
         chosen.append(rows.setdefault((j.prompt, j.chosen), len(rows)))
         rejected.append(rows.setdefault((j.prompt, j.rejected), len(rows)))
         pair_of.append(pairs[key])
@@ -334,12 +332,11 @@ def majority_chosen(judgments: Sequence[Judgment], tie_break: str = "first_judgm
         raise ValueError(f"tie_break: {tie_break!r} is not one of ['first_judgment', 'skip']")
     wins: dict[str, dict[str, int]] = {}  # insertion order: the first judgment's chosen first
     prompts: dict[str, str] = {}
-    for i, j in enumerate(judgments):
+    check_pair_texts(judgments)
+    for j in judgments:
         key = pair_key(j)
         prompts.setdefault(key, j.prompt)
         counts = wins.setdefault(key, {j.chosen: 0, j.rejected: 0})
-        if j.prompt != prompts[key] or {j.chosen, j.rejected} != set(counts):
-            raise JudgmentError(f"row {i}: pair {key!r} compares other texts than its first row", row=i)
         counts[j.chosen] += not j.tie
     rows, ties = [], []
     for key, counts in wins.items():
