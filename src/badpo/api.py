@@ -178,6 +178,9 @@ def evaluate(run_dir: str | os.PathLike, config: Any = None, *, heldout: Any = N
 
     mapped = from_dict(ColumnMap, dict(columns), prefix="columns") if columns is not None else None
     given = EvalData(prompts=prompts, heldout=heldout, corpus=corpus)  # rows in memory are no file it could be
+    if Path(run_dir).is_file():  # else the output check below named an --out the user never gave
+        raise NotADirectoryError(f"RUN_DIR {run_dir}: is a file, not a run folder (the output folder of "
+                                 "badpo train or badpo rm, or a folder BADPOTrainer saved)")
     written = readouts_path(run_dir, out, overwrite, given)  # before anything is read
     with (evaluation_lock(Path(run_dir)), _readable(heldout, "heldout") as heldout_name,
           _readable(prompts, "prompts") as prompts_name):

@@ -319,3 +319,11 @@ def test_a_new_attribute_alone_is_read_and_the_theta_readout_it_cannot_feed_is_s
     assert set(readouts["attribute_rates"]) == set(readouts["heldout"]) == {"polite"}
     assert not any(key.startswith("votes") for key in readouts)
     assert "theta is on ['signoff'], which evaluation.attributes does not declare" in readouts["skipped"]["votes"]
+
+
+def test_a_file_given_as_the_run_is_named_as_the_run(tmp_path, cli_error):
+    """badpo evaluate some.jsonl spoke of an --out that was never given (issue 76's re-trial)."""
+    (tmp_path / "some.jsonl").write_text("{}\n")
+    line = cli_error(["evaluate", str(tmp_path / "some.jsonl")])
+    assert line.startswith(f"badpo evaluate: RUN_DIR {tmp_path / 'some.jsonl'}: is a file, not a run folder")
+    assert "--out" not in line
