@@ -34,7 +34,11 @@ def test_a_model_whose_only_weights_are_a_pickle_is_one_line(tmp_path, save_mode
     folder = save_model_dir(tmp_path / "policy", "gpt2")
     (folder / "model.safetensors").unlink()
     torch.save({"payload": Payload()}, folder / "pytorch_model.bin")
-    with pytest.raises(ConfigError, match=r"^model: cannot load .*its weights are a pickle holding more than tensors"):
+    said = r"^model: cannot load .*its weights are no pickle of tensors .*: a damaged file, or one holding more"
+    with pytest.raises(ConfigError, match=said):
+        from_pretrained(AutoModelForCausalLM, str(folder), "model", complete=True)
+    (folder / "pytorch_model.bin").write_bytes(b"garbage")  # a damaged file reads the same, not as a threat
+    with pytest.raises(ConfigError, match=said):
         from_pretrained(AutoModelForCausalLM, str(folder), "model", complete=True)
 
 

@@ -146,8 +146,9 @@ def _load_failure(error: Exception) -> str:
     error, names the tensor."""
     text = str(error).strip()
     if isinstance(error, pickle.UnpicklingError):
-        return ("its weights are a pickle holding more than tensors, which torch's weights-only loader refused "
-                "(no code ran); badpo reads safetensors: save the weights as safetensors where you trust them")
+        return ("its weights are no pickle of tensors that torch's weights-only loader reads: a damaged file, or "
+                "one holding more than tensors (refused, no code ran); badpo reads safetensors: save the weights "
+                "as safetensors where you trust them")
     if type(error).__name__ == "SafetensorError":
         return f"a damaged safetensors file: {text.splitlines()[0] if text else 'unreadable'}"
     if isinstance(error, RuntimeError) and ("mismatched" in text or "size mismatch" in text):
