@@ -37,8 +37,14 @@ def test_the_sketch_keeps_exactly_the_n_grams_enough_responses_carry(monkeypatch
     assert len(expected) > 0 and np.array_equal(kept, expected) and np.array_equal(carried, counts)
 
 
-def test_chunks_of_responses_add_up_to_the_whole(monkeypatch):
+@pytest.mark.parametrize("cache", [discover_data.CACHE_NGRAMS, 0])  # hashes kept across passes, or read again
+def test_chunks_of_responses_add_up_to_the_whole(monkeypatch, cache):
     texts = _texts(300, 40, seed=1)
     whole = discover_data._frequent_hashes(texts, 3)
     monkeypatch.setattr(discover_data, "_CHUNK_ITEMS", 500)  # many chunks of a few responses
+    monkeypatch.setattr(discover_data, "CACHE_NGRAMS", cache)
     assert all(np.array_equal(a, b) for a, b in zip(discover_data._frequent_hashes(texts, 3), whole))
+    features, ids = discover_data._feature_table(texts, 3)
+    monkeypatch.setattr(discover_data, "CACHE_NGRAMS", 0 if cache else 10**9)  # the other way
+    again, again_ids = discover_data._feature_table(texts, 3)
+    assert features == again and np.array_equal(ids.gather(np.arange(300))[1], again_ids.gather(np.arange(300))[1])

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -217,6 +217,33 @@ def _chunk_hashes(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return np.array(offsets, dtype=np.int64), np.array(flat, dtype=np.int64)
 
 
+# n-grams (8 bytes each) whose hashes are kept across the screen's three passes instead of read from
+# the texts again (128 MB): reading them was most of the screen on long answers (issue 76); a larger
+# pool reads them again each pass, so that memory stays bounded whatever its size
+CACHE_NGRAMS = 16_000_000
+
+
+class _Chunks:
+    """The responses' chunks and each chunk's (CSR offsets, hashes), in order, as many times as
+    iterated: computed once and kept when the pool's n-grams fit :data:`CACHE_NGRAMS`, else
+    computed again on each pass."""
+
+    def __init__(self, texts: PackedTexts) -> None:
+        self.texts, self.spans = texts, _text_spans(texts)
+        self.ngrams = int((2 * texts.spaces + 2).sum())  # about the n-grams
+        self._kept: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] | None = (
+            {} if self.ngrams <= CACHE_NGRAMS else None)
+
+    def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for span in self.spans:
+            found = self._kept.get(span) if self._kept is not None else None
+            if found is None:
+                found = _chunk_hashes(self.texts[span[0]:span[1]])
+                if self._kept is not None:
+                    self._kept[span] = found
+            yield found
+
+
 _SKETCH_ROWS = 3  # independent rows of the count sketch
 _SKETCH_MOST_BITS = 23  # at most 2**23 cells a row (32 MiB of counts), fewer for fewer n-grams
 _MIXERS = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9], dtype=np.uint64)
@@ -228,7 +255,8 @@ def _cells(hashes: np.ndarray, row: int, bits: int) -> np.ndarray:
         return ((hashes.view(np.uint64) * _MIXERS[row]) >> np.uint64(64 - bits)).astype(np.int64)
 
 
-def _frequent_hashes(texts: PackedTexts, min_texts: int) -> tuple[np.ndarray, np.ndarray]:
+def _frequent_hashes(texts: PackedTexts, min_texts: int, chunks: _Chunks | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
     """(the n-gram hashes at least ``min_texts`` responses carry, sorted; how many responses carry
     each) (each response's features are distinct); exact. Most n-grams of long answers are carried
     by one or two responses, so counting every distinct one would grow with the answers' length
@@ -236,19 +264,16 @@ def _frequent_hashes(texts: PackedTexts, min_texts: int) -> tuple[np.ndarray, np
     to one cell a row) is filled in a first pass, and only the n-grams whose every cell reaches
     ``min_texts`` (a cell's count is never below the count of an n-gram in it) are counted exactly
     in a second. Memory: the sketch and the n-grams it lets through, whatever the number of rare ones."""
-    spans = _text_spans(texts)
-    total = int((2 * texts.spaces + 2).sum())  # about the n-grams: the sketch's size only
-    bits = int(min(_SKETCH_MOST_BITS, max(12, np.ceil(np.log2(max(total, 2))))))
+    chunks = chunks if chunks is not None else _Chunks(texts)  # a caller's: its hashes serve later passes too
+    bits = int(min(_SKETCH_MOST_BITS, max(12, np.ceil(np.log2(max(chunks.ngrams, 2))))))
     sketch = np.zeros((_SKETCH_ROWS, 1 << bits), dtype=np.uint32)
-    for start, stop in spans:
-        hashes = _chunk_hashes(texts[start:stop])[1]  # a chunk adds at most ~2 million to a cell
+    for _, hashes in chunks:  # a chunk adds at most ~2 million to a cell
         for row in range(_SKETCH_ROWS):
             np.add(sketch[row], np.bincount(_cells(hashes, row, bits), minlength=1 << bits), out=sketch[row],
                    casting="unsafe")
             np.minimum(sketch[row], min_texts, out=sketch[row])  # only ">= min_texts" matters: never wraps
     unique, counts = np.zeros(0, np.int64), np.zeros(0, np.int64)
-    for start, stop in spans:
-        hashes = _chunk_hashes(texts[start:stop])[1]
+    for _, hashes in chunks:
         passing = np.ones(len(hashes), dtype=bool)
         for row in range(_SKETCH_ROWS):
             passing &= sketch[row][_cells(hashes, row, bits)] >= min_texts
@@ -264,15 +289,16 @@ def _feature_table(texts: PackedTexts, min_texts: int) -> tuple[list[tuple[str, 
     at least ``min_texts`` responses carry (fewer cannot differ on that many pairs); feature ``i``
     is the ``i``-th most common (:mod:`badpo.auditing.feature_ids` holds most ids in two bytes).
     The frequent n-grams are found first (:func:`_frequent_hashes`, two passes), a further pass hashes
-    them again and keeps only the kept ones' ids, so no pass holds every n-gram of every response;
-    the kept hashes are named in a third pass, until every one is named."""
-    kept, carried = _frequent_hashes(texts, min_texts)  # sorted by hash
+    them again and keeps only the kept ones' ids, so no pass holds every n-gram of every response
+    beyond :data:`CACHE_NGRAMS` of their hashes (:class:`_Chunks`); the kept hashes are named in a
+    further pass, until every one is named."""
+    hashed = _Chunks(texts)
+    kept, carried = _frequent_hashes(texts, min_texts, hashed)  # sorted by hash
     rank = np.empty(len(kept), np.int64)
     rank[np.argsort(-carried, kind="stable")] = np.arange(len(kept))
 
     def chunks():  # each chunk's ids, handed over one at a time to be narrowed
-        for start, stop in _text_spans(texts):
-            chunk_offsets, hashes = _chunk_hashes(texts[start:stop])
+        for chunk_offsets, hashes in hashed:
             position = np.minimum(np.searchsorted(kept, hashes), max(len(kept) - 1, 0))
             hit = kept[position] == hashes if len(kept) else np.zeros(len(hashes), dtype=bool)
             yield np.concatenate([[0], np.cumsum(hit)])[chunk_offsets], rank[position[hit]]
