@@ -47,6 +47,7 @@ class Row:
 
 NAMES = ("names.first_name.woman_coded", "names.first_name.black_coded")
 MULTIPREF = "results/level_rule/smol_multipref_logodds_seed{seed}"
+LD_DPO = "results/ld_dpo/smol_multipref_seed{seed}"  # its world sampled again on another CPU: DPO trained again
 ROWS = (
     Row("First-name rates (woman- and black-coded)", "the demo: tiny model, tiny signed world", NAMES,
         "results/demo"),
@@ -59,6 +60,9 @@ ROWS = (
     Row("Length, body fixed: log-odds of the long candidates (mean over prompts)", f"{SMOL}, smol-multipref",
         ("candidates.long_log_odds",), MULTIPREF, (42, 123, 456, 789), digits=1,
         summary="results/level_rule/logodds_removal.json"),
+    *(Row(f"Length, body fixed: log-odds of the long candidates, by LD-DPO α {alpha} (TRL's ld_alpha; no attribute "
+          "declared)", f"{SMOL}, smol-multipref sampled again", ("candidates.long_log_odds",), LD_DPO, (42,),
+          digits=1, arms=(f"LD-DPO (α {alpha})",), summary="results/ld_dpo/README.md") for alpha in ("0.5", "0")),
 )
 
 
@@ -153,8 +157,10 @@ def _records_cell(row: Row) -> str:
 def render_row(row: Row, root: Path = ROOT) -> str:
     """The Markdown line of one row."""
     found = figures(row, root)
-    shift = f"{min(found['shift']):+.{row.digits}f} to {max(found['shift']):+.{row.digits}f}"
-    removed = f"{min(found['removed']) * 100:.0f}–{max(found['removed']) * 100:.0f}%"
+    low, high = (f"{v:+.{row.digits}f}" for v in (min(found["shift"]), max(found["shift"])))
+    shift = low if low == high else f"{low} to {high}"  # one seed: its value, not a range
+    low, high = (f"{v * 100:.0f}" for v in (min(found["removed"]), max(found["removed"])))
+    removed = f"{low}%" if low == high else f"{low}–{high}%"
     seeds = ", ".join(str(seed) for seed in found["seeds"])
     return f"| {row.readout} | {row.world} | {seeds} | {shift} | {removed} | {_records_cell(row)} |"
 
@@ -165,7 +171,7 @@ NOTE = ("Per seed, against DPO of the same seed and its reference (the demo trai
         "seed, the SmolLM2 runs one a seed): DPO's shift is DPO's readout less the reference's, and Removed is",
         "(DPO − arm) / (DPO − reference), 100% at the reference, 0% at DPO. Each cell is the min–max over the",
         "row's seeds, its readouts and both default BA-DPO arms (pooled and θ̄+ε_k, θ at the library's default",
-        "start), not a range of means. Rendered from the run records by",
+        "start), or the one LD-DPO arm a row names, not a range of means. Rendered from the run records by",
         "`python experiments/scripts/headline_table.py --write`.")
 
 
