@@ -64,8 +64,10 @@ def check_lr(lr: float, front: Front) -> None:
     and then every weight to NaN while the logged loss read 0 (issue 76's re-trial of BADPOTrainer)."""
     if isinstance(lr, bool) or not isinstance(lr, (int, float)):
         raise ConfigError(f"{front.lr}: a number, got {lr!r}")
-    if not 0 < lr <= FLOAT32_MAX:
-        raise ConfigError(f"{front.lr}: must be > 0 and at most {FLOAT32_MAX:.4g} (the float32 range), got {lr}")
+    if not lr > 0:
+        raise ConfigError(f"{front.lr}: must be > 0, got {lr}")
+    if not lr <= FLOAT32_MAX:
+        raise ConfigError(f"{front.lr}: must be at most {FLOAT32_MAX:.4g} (the float32 range), got {lr}")
 
 
 def check_init(init: str, front: Front, allowed: tuple[str, ...] = INIT_RULES) -> None:
