@@ -40,8 +40,9 @@ def _experiment(name_or_path: str, overrides, render_only: bool = False) -> dict
 
 def _run_experiment(args: argparse.Namespace) -> int:
     path = experiment_config_path(args.config)
-    if path.is_file() and "kind" in read_settings(path):  # the paper's cure: not a table of arms
-        raise ConfigError(f"{path}: kind: {read_settings(path)['kind']} is not a table of arms; the paper's "
+    kind = read_settings(path).get("kind") if path.is_file() else None
+    if kind is not None:  # the paper's cure: not a table of arms
+        raise ConfigError(f"{path}: kind: {kind} is not a table of arms; the paper's "
                           f"fixed-offset cure runs beside the library, from the repository root: "
                           f"python -m experiments experiment {args.config}")
     _experiment(args.config, args.overrides, render_only=args.render_only)
