@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from badpo.core.attributes import FLOAT32_MAX, resolve_attributes
+from badpo.core.attributes import resolve_attributes
+from badpo.core.constraints import FLOAT32_MAX
 from badpo.core.judgments import validate_judgments
 
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from badpo.core.config import ConfigError, from_dict
+from badpo.core.constraints import check_fields
 from badpo.engine.logprobs import LogprobModel, length_groups
 from badpo.engine.settings import CPU_LENGTH_GROUPS, CPU_ROWS_PER_GROUP, LEAN_MIN_PARAMETERS, RuntimeConfig, TrainConfig
 from badpo.engine.tokenize import TokenizationConfig, build_token_store
@@ -117,7 +118,7 @@ def test_the_setting_resolves_by_device_and_keys_only_when_set():
     assert RuntimeConfig().rows_per_group() == CPU_ROWS_PER_GROUP == 8  # the default: a group per 8 rows at most
     assert RuntimeConfig(length_groups=4).rows_per_group() == 1  # a set value: as many groups as asked
     with pytest.raises(ConfigError, match=r"runtime.length_groups: must be >= 1"):
-        from_dict(TrainConfig, {"runtime": {"length_groups": 0}})
+        check_fields(from_dict(TrainConfig, {"runtime": {"length_groups": 0}}))
     assert "length_groups" not in identity(TrainConfig())["runtime"]  # runs made before it keep their identity
     assert identity(from_dict(TrainConfig, {"runtime": {"length_groups": 1}}))["runtime"]["length_groups"] == 1
 

@@ -7,11 +7,13 @@ import pytest
 
 from badpo.core.config import ConfigError
 from badpo.methods import get_arm
-from badpo.theta.level import LEVEL_RULES
+from badpo.run_folder.external import TRAINER_LEVELS
+from badpo.theta.level import TILT_QUALITY
 from badpo.theta.options import (
     ENGINE,
     INIT_RULES,
     LEVEL_NAMES,
+    LEVEL_RULES,
     TRL,
     check_init,
     check_level,
@@ -24,6 +26,19 @@ from badpo.theta.start import START_RULES
 
 def test_the_names_are_the_rows_of_the_tables():
     assert LEVEL_NAMES == tuple(LEVEL_RULES) and INIT_RULES == tuple(START_RULES)
+    # every tilt a rule names has its reader, and the run folder's list of what BADPOTrainer records is
+    # the rules that keep no margin (run_folder sits below theta and cannot read the table)
+    assert {rule.tilt for rule in LEVEL_RULES.values()} - {None} == set(TILT_QUALITY)
+    assert TRAINER_LEVELS == tuple(name for name, rule in LEVEL_RULES.items() if not rule.reads_last_margins)
+
+
+def test_the_config_annotations_offer_the_rows_of_the_tables():
+    import typing
+
+    from badpo.engine.settings import BiasSettings
+
+    hints = typing.get_type_hints(BiasSettings)
+    assert typing.get_args(hints["level"]) == LEVEL_NAMES and typing.get_args(hints["init"]) == INIT_RULES
 
 
 @pytest.mark.parametrize(("front", "level", "micro", "lr", "init"), [
@@ -46,9 +61,14 @@ def test_each_refusal_names_the_callers_option(front, level, micro, lr, init):
 
 
 def test_only_a_front_door_that_keeps_every_margin_runs_the_tilt_rules():
-    check_level("tilt", ENGINE)
-    with pytest.raises(ConfigError, match="^bias_level: tilt moves theta after every step"):
-        check_level("tilt", TRL)
+    for name, rule in LEVEL_RULES.items():
+        check_level(name, ENGINE)
+        if rule.reads_last_margins:
+            with pytest.raises(ConfigError, match=f"^bias_level: {name} moves theta after every step"):
+                check_level(name, TRL)
+        else:
+            check_level(name, TRL)
+    assert [name for name, rule in LEVEL_RULES.items() if rule.reads_last_margins] == ["tilt", "tilt_given_quality"]
 
 
 def test_a_setting_that_leaves_a_deciding_default_says_so_in_one_line():

@@ -37,6 +37,7 @@ from typing import Literal
 import numpy as np
 
 from badpo.core.attribute_library import LIBRARY_SPECS
+from badpo.core.constraints import FLOAT32_MAX
 from badpo.core.judgments import Judgment, pair_key
 from badpo.core.markdown import has_markdown, strip_markdown
 from badpo.core.markdown_scan import SCANNED
@@ -191,7 +192,6 @@ class Attribute:
         return value
 
 
-FLOAT32_MAX = float(np.finfo(np.float32).max)  # training holds g(y_w) - g(y_l) in float32
 
 
 def difference(name: str, chosen: float, rejected: float, largest: float = sys.float_info.max) -> float:

@@ -1,5 +1,9 @@
 """The checks a stage's config passes before anything loads (``badpo train``, ``sft``, ``rm`` and the
-experiment planner call them): each bad value is one line naming its key."""
+experiment planner call them): each bad value is one line naming its key.
+
+A single field's allowed values are declared beside the field (``constraints`` in
+:mod:`badpo.engine.settings`) and checked by one walk (:func:`badpo.core.constraints.check_fields`);
+what is here reads several fields, the data's folder or the installed packages."""
 
 from __future__ import annotations
 
@@ -8,9 +12,10 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from badpo.core.attributes import FLOAT32_MAX, imports_user_code, resolve_attributes
+from badpo.core.attributes import imports_user_code, resolve_attributes
 from badpo.core.bias import variant_facts
 from badpo.core.config import ConfigError
+from badpo.core.constraints import check_fields
 from badpo.engine.settings import (
     BiasSettings,
     JudgmentRunConfig,
@@ -25,24 +30,6 @@ from badpo.theta.options import check_level_has_theta, check_orthogonal
 # report_to entries that an extra of badpo installs; any other tracker accelerate supports is
 # installed by its own package, of the same name as the tracker
 TRACKER_EXTRAS = ("tensorboard", "wandb")
-
-
-def _positive(value: float, key: str) -> None:
-    if not value > 0:
-        raise ConfigError(f"{key}: must be > 0, got {value}")
-
-
-def _learning_rate(value: float, key: str) -> None:
-    """> 0, and a float32 number: the optimizers step float32 weights with it (a rate past the
-    float32 range cannot be applied at all, it is not a step that diverges)."""
-    _positive(value, key)
-    if not value <= FLOAT32_MAX:
-        raise ConfigError(f"{key}: must be at most {FLOAT32_MAX:.4g} (the float32 range), got {value}")
-
-
-def _within(value: float, low: float, high: float, key: str, closed_high: bool = False) -> None:
-    if not (low <= value <= high if closed_high else low <= value < high):
-        raise ConfigError(f"{key}: must lie in [{low}, {high}{']' if closed_high else ')'}, got {value}")
 
 
 def check_trackers(report: ReportConfig) -> None:
@@ -60,37 +47,16 @@ def check_trackers(report: ReportConfig) -> None:
             how = f"pip install -e '.[{name}]' (in badpo's clone)" if name in TRACKER_EXTRAS else f"pip install {name}"
             raise ConfigError(f"report.report_to: {name} is not installed; "
                               f"{how} (or drop {name} from report_to)")
-    if report.log_every < 1:
-        raise ConfigError(f"report.log_every: must be >= 1, got {report.log_every}")
 
 
 def check_common(config: RunConfig) -> None:
     """Checks shared by every stage, before any data or model is loaded; each error names its key."""
-    model, lora, optim, runtime = config.model, config.lora, config.optim, config.runtime
-    if not model.name_or_path:
+    if not config.model.name_or_path:
         raise ConfigError("model.name_or_path: required (a Hub id or a local path)")
     if not config.data:
         raise ConfigError("data: required (a .jsonl/.parquet/.csv/.json file, a save_to_disk folder "
                           "or a Hub dataset id)")
-    _within(optim.warmup_ratio, 0.0, 1.0, "optim.warmup_ratio")
-    if optim.lr is not None:
-        _learning_rate(optim.lr, "optim.lr")
-    _within(optim.weight_decay, 0.0, float("inf"), "optim.weight_decay")
-    for i, beta in enumerate(optim.adam_betas):
-        _within(beta, 0.0, 1.0, f"optim.adam_betas[{i}]")
-    _positive(optim.adam_eps, "optim.adam_eps")
-    _within(optim.max_grad_norm, 0.0, float("inf"), "optim.max_grad_norm")
-    if lora.enabled:
-        _positive(lora.rank, "lora.rank")
-        _positive(lora.alpha, "lora.alpha")
-        _within(lora.dropout, 0.0, 1.0, "lora.dropout")
-    for key in ("logprob_chunk_size", "eval_batch_size"):
-        _positive(getattr(runtime, key), f"runtime.{key}")
-    if runtime.num_threads is not None:
-        _positive(runtime.num_threads, "runtime.num_threads")
-    _within(runtime.seed, 0, 2**32 - 1, "runtime.seed", closed_high=True)
-    _positive(config.batch_size, "batch_size")
-    _positive(config.micro_batch_size, "micro_batch_size")
+    check_fields(config)
     check_trackers(config.report)
 
 
@@ -99,7 +65,6 @@ def check_train(config: TrainConfig) -> None:
     method = config.arm
     check_level_has_theta(config.bias.level, method.learns_theta, f"method {method.name!r}")
     params = method.parse_params(config.method_params)
-    _positive(config.beta, "beta")  # beta < 0 would learn the reverse preference
     # an arm of several policies counts stop_after_steps over all of its steps (badpo.engine.mixture)
     check_judgment_run(config, lambda steps: (params.total_steps(steps), "the arm's total steps")
                        if method.type_policies else (steps, "steps"), method)
@@ -132,14 +97,11 @@ def check_judgment_run(config: JudgmentRunConfig, total_steps: Callable[[int], t
     """The checks ``train`` and ``rm`` share: the length of the run, its checkpoints, the bias
     options and its folder. ``total_steps(steps)``: the run's steps and what to call them;
     ``method``: train's Method row (None for the reward model)."""
-    _positive(config.steps, "steps")
     total, what = total_steps(config.steps)
     if config.stop_after_steps is not None and not 0 < config.stop_after_steps <= total:
         raise ConfigError(f"stop_after_steps: must lie in [1, {what}={total}], "
                           f"got {config.stop_after_steps}")
-    _within(config.save_every, 0, float("inf"), "save_every")
-    _positive(config.keep_checkpoints, "keep_checkpoints")
-    check_bias(config.bias)
+    check_trusted(config.bias)
     if config.bias.level == "orthogonal":  # a theta is learned: check_level_has_theta ran first
         check_orthogonal(bool(config.bias.trusted), method, config.micro_batch_size, declared_count(config))
     names = coordinate_names(config.attributes)
@@ -187,10 +149,8 @@ def _check_not_the_data_folder(data, output_dir: str) -> None:
         raise ConfigError(f"output_dir: {output_dir} holds the run's data ({data}); give the run its own folder")
 
 
-def check_bias(bias: BiasSettings) -> None:
-    _learning_rate(bias.lr, "bias.lr")
-    if bias.fixed_offset is not None and not all(map(math.isfinite, bias.fixed_offset)):
-        raise ConfigError(f"bias.fixed_offset: must be finite, got {bias.fixed_offset}")
+def check_trusted(bias: BiasSettings) -> None:
+    """Each trusted annotator once, and the values it is fixed at finite."""
     trusted = bias.trusted or []
     if len(set(trusted)) != len(trusted):
         raise ConfigError(f"bias.trusted: an annotator id appears twice in {trusted}")
@@ -214,5 +174,4 @@ def check_rm(config: RMConfig) -> None:
 
 def check_sft(config: SFTConfig) -> None:
     check_common(config)
-    _positive(config.epochs, "epochs")
     _check_not_the_data_folder(config.data, config.output_dir)

@@ -6,7 +6,9 @@ checkpoints; each stage's own keys follow the shared ones.
 
 Defaults are the paper's recipe (Appendix "Models and training", Table "Hyperparameters"). A
 learning rate left at ``null`` resolves by stage and by LoRA: SFT 1e-5 full / 1e-4 LoRA,
-preference 5e-7 full / 5e-6 LoRA. The YAML files under ``configs/`` comment every key.
+preference 5e-7 full / 5e-6 LoRA. ``badpo train --help`` lists every key with its default and meaning;
+the YAML files under ``configs/`` hold what differs from the defaults. A field's allowed values are
+declared beside it (``constraints``, checked by :func:`badpo.core.constraints.check_fields`).
 """
 
 from __future__ import annotations
@@ -19,10 +21,21 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from badpo.core.config import ConfigError
+from badpo.core.constraints import (
+    AT_LEAST_ONE,
+    FINITE,
+    FLOAT32_STEP,
+    FRACTION,
+    NON_NEGATIVE,
+    POSITIVE,
+    EachItem,
+    Range,
+)
 from badpo.core.notices import BadpoWarning
 from badpo.data.sources import ColumnMap
 from badpo.engine.tokenize import TokenizationConfig
 from badpo.methods.arms import Arm, arm, split_arm_name
+from badpo.theta.options import INIT_RULES, LEVEL_NAMES, THETA_LR
 
 BETA = 0.1  # DPO's KL strength unless a run says otherwise: the one default every reader of a run falls back to
 
@@ -114,6 +127,7 @@ def check_compile_torch(version: str) -> None:
 class LoraSettings:
     """LoRA through peft; with LoRA the reference is the base with adapters disabled."""
 
+    constraints: ClassVar[Mapping] = {"rank": POSITIVE, "alpha": POSITIVE, "dropout": FRACTION}
     enabled: bool = False  # train a LoRA adapter instead of every weight
     rank: int = 32  # adapter rank r
     alpha: float = 64.0  # scaling alpha (the update is scaled by alpha / r)
@@ -125,6 +139,9 @@ class LoraSettings:
 class OptimConfig:
     """The policy's AdamW and its schedule (never applied to theta)."""
 
+    constraints: ClassVar[Mapping] = {"lr": FLOAT32_STEP, "weight_decay": NON_NEGATIVE,
+                                      "adam_betas": EachItem(FRACTION), "adam_eps": POSITIVE,
+                                      "warmup_ratio": FRACTION, "max_grad_norm": NON_NEGATIVE}
     lr: float | None = None  # null: the stage's default, sft 1e-5 / train 5e-7 / rm 1e-5 (x10 under LoRA)
     weight_decay: float = 0.0  # AdamW decoupled weight decay
     adam_betas: tuple[float, float] = (0.9, 0.999)  # AdamW betas
@@ -137,6 +154,8 @@ class OptimConfig:
 @dataclass(frozen=True)
 class BiasSettings:
     """The bias channel: its variant, its own optimizer and options."""
+
+    constraints: ClassVar[Mapping] = {"lr": THETA_LR, "fixed_offset": FINITE}
 
     RENAMED = {"warm_start": "use bias.init: offline for the old warm start (true), zero for "
                              "theta from 0 (false); the default is now init: reference"}
@@ -154,7 +173,7 @@ class BiasSettings:
     # reference = the arm's own loss minimised with the policy at the reference (u = 0): quality
     # left out, shrunk toward 0 where it is strong; offline = each attribute's corpus-level
     # log-odds on its own (the paper's warm arms); zero = the paper's theta = 0
-    init: Literal["reference", "conditional", "offline", "zero"] = "reference"
+    init: Literal[INIT_RULES] = "reference"
     declared: list[str] | None = None  # attributes with a trainable theta; null = all
     fixed_offset: list[float] | None = None  # non-trainable offset added to every theta_k
     # trusted annotators, theta_k fixed instead of learned: a list of ids (fixed at 0) or a mapping
@@ -178,7 +197,7 @@ class BiasSettings:
     # theta takes the attribute's whole share of the labels and the policy's own lean stays the
     # reference's (badpo.core.orthogonal). Not with bias.trusted (that anchors on the trusted annotators);
     # every rule but adam needs a theta, and is refused for a method that learns none
-    level: Literal["adam", "tilt", "tilt_given_quality", "orthogonal"] = "adam"
+    level: Literal[LEVEL_NAMES] = "adam"
 
     def trusted_values(self, n_attributes: int) -> dict[str, list[float]]:
         """{id: [q] fixed theta}: the list form fixes every coordinate at 0."""
@@ -191,6 +210,7 @@ class BiasSettings:
 class ReportConfig:
     """Where a run reports besides ``log.jsonl``."""
 
+    constraints: ClassVar[Mapping] = {"log_every": AT_LEAST_ONE}
     report_to: list[str] = field(default_factory=list)  # accelerate trackers: tensorboard, wandb, mlflow, ...
     wandb_project: str = "badpo"  # project of the trackers that log to a server (wandb, mlflow, ...)
     progress_bar: bool = True  # a tqdm bar on the terminal (main process)
@@ -204,6 +224,9 @@ class ReportConfig:
 class RuntimeConfig:
     """Precision, speed and reproducibility knobs shared by both stages."""
 
+    constraints: ClassVar[Mapping] = {"seed": Range(0, 2**32 - 1), "logprob_chunk_size": POSITIVE,
+                                      "eval_batch_size": POSITIVE, "num_threads": POSITIVE,
+                                      "length_groups": AT_LEAST_ONE}
     seed: int = 42  # data order, shuffled ids, and torch RNG
     # auto: bf16 autocast on a bf16 GPU; fp64: float64 weights, activations and the policy's
     # log-probs (theta and the reference's cached log-probs stay float32; 1.4x the tiny demo's time)
@@ -216,10 +239,6 @@ class RuntimeConfig:
     # CPU for a model of 50M parameters or more, at most one group per 8 sequences, else 1 (one
     # forward a micro-batch; on an accelerator more, smaller forwards cost launches)
     length_groups: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.length_groups is not None and self.length_groups < 1:
-            raise ConfigError(f"runtime.length_groups: must be >= 1 (or null), got {self.length_groups}")
 
     def groups_on(self, device_type: str, sharded: bool = False, parameters: int = 0) -> int:
         """``length_groups`` for a model of ``parameters`` on a device of ``device_type`` (``cpu``,
@@ -243,6 +262,7 @@ class RunConfig:
 
     command: ClassVar[str] = ""  # the command that runs this config, as its messages name it
     lr_defaults: ClassVar[Mapping[bool, float]] = {}  # optim.lr left at null, keyed by "LoRA?"
+    constraints: ClassVar[Mapping] = {"batch_size": POSITIVE, "micro_batch_size": POSITIVE}
 
     data: str = ""  # judgments: .jsonl/.parquet/.csv/.json, a save_to_disk folder or a Hub id
     data_split: str | None = None  # split of a Hub dataset / saved DatasetDict; null = train / the only one
@@ -269,6 +289,8 @@ class RunConfig:
 class JudgmentRunConfig(RunConfig):
     """A run on judgments with a bias channel, checkpoints and resume: ``train`` and ``rm``. Its
     ``method`` (a key of TrainConfig, a name RMConfig makes of its variant) names it."""
+
+    constraints: ClassVar[Mapping] = {"steps": POSITIVE, "save_every": NON_NEGATIVE, "keep_checkpoints": POSITIVE}
 
     output_dir: str = "runs/{method}-seed{seed}"  # {method} and {seed} are filled in
     attributes: list[str] = field(default_factory=list)  # attribute specs, one per coordinate
@@ -299,6 +321,7 @@ class TrainConfig(JudgmentRunConfig):
 
     command: ClassVar[str] = "train"
     lr_defaults: ClassVar[Mapping[bool, float]] = PREFERENCE_LR
+    constraints: ClassVar[Mapping] = {"beta": POSITIVE}  # beta < 0 would learn the reverse preference
 
     default_variant: ClassVar[str] = "none"  # bias.variant left at null
 
@@ -346,6 +369,7 @@ class SFTConfig(RunConfig):
 
     command: ClassVar[str] = "sft"
     lr_defaults: ClassVar[Mapping[bool, float]] = SFT_LR
+    constraints: ClassVar[Mapping] = {"epochs": POSITIVE}
 
     data: str = ""  # sft rows (prompt, response) or judgments (see source); any format of train's data
     data_split: str | None = None  # as for train

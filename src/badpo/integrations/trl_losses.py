@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from badpo.core.attributes import FLOAT32_MAX
+from badpo.core.constraints import FLOAT32_MAX
 from badpo.core.level_step import LOGISTIC, Link, squared
 from badpo.core.losses import ipo_loss
 

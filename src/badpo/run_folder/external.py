@@ -36,7 +36,8 @@ __all__ = ["RECORD_FILE", "FORMAT", "ExternalRun", "is_external_run", "read_exte
            "write_external_run", "local_path"]
 
 FORMAT = "badpo.external-run/1"
-# the bias.level rules BADPOTrainer runs (the tilt rules need every judgment's last margin)
+# the bias.level rules BADPOTrainer runs: those of badpo.theta.options.LEVEL_RULES that keep no
+# judgment's last margin (run_folder sits below theta, so the names are written here; a test holds them equal)
 TRAINER_LEVELS = ("adam", "orthogonal")
 
 

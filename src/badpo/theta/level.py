@@ -37,7 +37,6 @@ level is a property of the labels, not of the weighting.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -48,10 +47,10 @@ from badpo.core.config import ConfigError
 from badpo.core.level_step import Link, level_shift, tilt_shift
 from badpo.run_folder.layout import THETA_FILE, TRAINED_THETA_FILE
 from badpo.theta.labels import ThetaLabels
-from badpo.theta.options import ENGINE, Front, check_orthogonal
+from badpo.theta.options import ENGINE, LEVEL_RULES, Front, check_orthogonal
 from badpo.theta.start import labels_quality
 
-__all__ = ["LEVEL_RULES", "LevelRule", "LevelStep", "build_level_step", "orthogonal_step", "save_theta"]
+__all__ = ["LEVEL_RULES", "TILT_QUALITY", "LevelStep", "build_level_step", "orthogonal_step", "save_theta"]
 
 
 class LevelStep:
@@ -140,22 +139,9 @@ def _labels_quality(labels: ThetaLabels, bias: BiasChannel) -> Tensor:
     return labels_quality(labels, bias.declared_index.tolist(), bias.fixed_offset.double().cpu())
 
 
-@dataclass(frozen=True)
-class LevelRule:
-    """What a ``bias.level`` does after theta's start: ``tilt`` reads what the tilt anchor holds
-    fixed when it reads the policy's lean (None: no level step, theta's Adam sets the level);
-    ``orthogonal``: the policy's step is kept orthogonal to the declared attributes."""
-
-    tilt: Callable[[ThetaLabels, BiasChannel], Tensor | None] | None = None
-    orthogonal: bool = False
-
-
-# bias.level -> its rule (docs/theta.md, "What theta does after the start"): adam, theta's own
-# Adam; tilt reads the lean alone, tilt_given_quality at fixed labelled quality; orthogonal, theta's
-# Adam with the policy's step orthogonal to the attributes (theta profiled out of it)
-LEVEL_RULES: dict[str, LevelRule] = {
-    "adam": LevelRule(), "tilt": LevelRule(_no_quality), "tilt_given_quality": LevelRule(_labels_quality),
-    "orthogonal": LevelRule(orthogonal=True)}
+# what the tilt anchor holds fixed when it reads the policy's lean (a LevelRule's ``tilt``)
+TILT_QUALITY: dict[str, Callable[[ThetaLabels, BiasChannel], Tensor | None]] = {
+    "lean": _no_quality, "lean_given_quality": _labels_quality}
 
 
 def orthogonal_step(level: str, bias: BiasChannel | None, method, micro_batch: int, front: Front = ENGINE) -> bool:
@@ -182,7 +168,7 @@ def build_level_step(settings, bias: BiasChannel | None, link: Link, labels: The
                               "bias.trusted on the trusted annotators: choose one (bias.level: adam keeps "
                               "the trusted anchor)")
         return LevelStep(link, len(labels), every_step=True, anchor="tilt", pair=labels.pair,
-                         side=labels.side, quality=tilt(labels, bias))
+                         side=labels.side, quality=TILT_QUALITY[tilt](labels, bias))
     if not bias.trusted or settings.trusted_level == "gradient":
         return None
     return LevelStep(link, len(labels), every_step=settings.trusted_level == "every_step")

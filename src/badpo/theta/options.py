@@ -11,16 +11,43 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from badpo.core.attributes import FLOAT32_MAX
 from badpo.core.config import ConfigError
+from badpo.core.constraints import FLOAT32_STEP
 
-__all__ = ["DECIDING_DEFAULTS", "ENGINE", "INIT_RULES", "LEVEL_NAMES", "TRL", "Front", "check_graded", "check_init",
-           "check_level", "check_level_has_theta", "check_lr", "check_orthogonal", "departures"]
+__all__ = ["DECIDING_DEFAULTS", "ENGINE", "INIT_RULES", "LEVEL_NAMES", "LEVEL_RULES", "THETA_LR", "TRL", "Front",
+           "LevelRule", "check_graded", "check_init", "check_level", "check_level_has_theta", "check_lr",
+           "check_orthogonal", "departures"]
 
-# Where theta starts and what it does after (the rows: theta/start.py, theta/level.py); named here
-# so that a front door can check an option before the rows' modules load.
+# Where theta starts (the rows: theta/start.py); named here so that a front door can check an
+# option before the rows' modules load.
 INIT_RULES = ("conditional", "reference", "offline", "zero")
-LEVEL_NAMES = ("adam", "tilt", "tilt_given_quality", "orthogonal")
+
+# theta's learning rate, under either front door's name: its Adam steps in float32, so inf or 1e39
+# trained theta and then every weight to NaN while the logged loss read 0 (issue 76's re-trial)
+THETA_LR = FLOAT32_STEP
+
+
+@dataclass(frozen=True)
+class LevelRule:
+    """What a ``bias.level`` does after theta's start. ``tilt``: the policy's lean along the
+    attributes moves into theta's level after every step, read alone (``"lean"``) or at fixed
+    labelled quality (``"lean_given_quality"``); None: theta's Adam sets the level. ``orthogonal``:
+    the policy's step is kept orthogonal to the declared attributes (theta's Adam kept)."""
+
+    tilt: str | None = None
+    orthogonal: bool = False
+
+    @property
+    def reads_last_margins(self) -> bool:
+        """It keeps every judgment's last margin (which BADPOTrainer does not) and solves for the
+        level on plain wins (so not on ties or strengths)."""
+        return self.tilt is not None
+
+
+# bias.level -> its rule (docs/theta.md, "What theta does after the start"); theta/level.py runs them
+LEVEL_RULES = {"adam": LevelRule(), "tilt": LevelRule(tilt="lean"),
+               "tilt_given_quality": LevelRule(tilt="lean_given_quality"), "orthogonal": LevelRule(orthogonal=True)}
+LEVEL_NAMES = tuple(LEVEL_RULES)
 
 
 @dataclass(frozen=True)
@@ -60,14 +87,8 @@ def departures(settings, front: Front = ENGINE) -> list[str]:
 
 
 def check_lr(lr: float, front: Front) -> None:
-    """A number in (0, float32's largest]: theta's Adam steps in float32, so inf or 1e39 trained theta
-    and then every weight to NaN while the logged loss read 0 (issue 76's re-trial of BADPOTrainer)."""
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)):
-        raise ConfigError(f"{front.lr}: a number, got {lr!r}")
-    if not lr > 0:
-        raise ConfigError(f"{front.lr}: must be > 0, got {lr}")
-    if not lr <= FLOAT32_MAX:
-        raise ConfigError(f"{front.lr}: must be at most {FLOAT32_MAX:.4g} (the float32 range), got {lr}")
+    """:data:`THETA_LR`, named as ``front`` names it (the engine's config declares it beside ``bias.lr``)."""
+    THETA_LR.check(lr, front.lr)
 
 
 def check_init(init: str, front: Front, allowed: tuple[str, ...] = INIT_RULES) -> None:
@@ -79,7 +100,7 @@ def check_level(level: str, front: Front) -> None:
     """A known rule, and one that this front door can run."""
     if level not in LEVEL_NAMES:
         raise ConfigError(f"{front.level}: one of {list(LEVEL_NAMES)}, got {level!r}")
-    if level.startswith("tilt") and not front.keeps_margins:
+    if LEVEL_RULES[level].reads_last_margins and not front.keeps_margins:
         raise ConfigError(f"{front.level}: {level} moves theta after every step from every judgment's last "
                           "margin, which this trainer does not keep; train it with badpo train")
 
@@ -101,7 +122,7 @@ def check_graded(link: str, level: str, trusted: bool, owner: str, front: Front 
     if link != "logistic":
         raise ConfigError(f"{owner}'s loss is not a log-likelihood of a logit, so the data's ties and strengths "
                           f"cannot enter it; choose a method of the DPO family, {hint}")
-    if level.startswith("tilt"):
+    if LEVEL_RULES[level].reads_last_margins:
         raise ConfigError(f"{front.level}: {level} solves for theta's level on plain wins, and the data holds "
                           f"ties or strengths; leave {front.level} at adam or orthogonal, {hint}")
     if trusted:
