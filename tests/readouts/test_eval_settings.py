@@ -17,8 +17,10 @@ def test_a_count_below_one_is_one_line_naming_the_key(key, value):
 
 
 def test_sampling_settings_out_of_range_are_refused_and_null_counts_mean_all():
-    with pytest.raises(ConfigError, match=r"top_p must lie in \(0, 1\] and temperature be > 0"):
+    with pytest.raises(ConfigError, match=r"^temperature: must be > 0, got 0.0$"):
         from_dict(EvalConfig, {"temperature": 0.0})
-    with pytest.raises(ConfigError, match=r"top_p must lie in \(0, 1\]"):
+    with pytest.raises(ConfigError, match=r"^top_p: must lie in \(0, 1\], got 1.5$"):
         from_dict(EvalConfig, {"top_p": 1.5})
+    with pytest.raises(ConfigError, match=r"^top_p: must lie in \(0, 1\], got 0.0$"):
+        from_dict(EvalConfig, {"top_p": 0})
     assert from_dict(EvalConfig, {"max_prompts": None, "surnames": None}).max_prompts is None

@@ -9,9 +9,9 @@ readout a setting turns on or off is said by the rows of :data:`badpo.readouts.t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
-from badpo.core.config import ConfigError
+from badpo.core.constraints import AT_LEAST_ONE, POSITIVE, Range, check_fields
 
 __all__ = ["SETTINGS_RECORDED", "EvalConfig"]
 
@@ -19,6 +19,11 @@ __all__ = ["SETTINGS_RECORDED", "EvalConfig"]
 @dataclass(frozen=True)
 class EvalConfig:
     """What to read and how (paper defaults; the tiny configs shorten the generations)."""
+
+    # a count: 0 reads nothing, and a negative one would slice from the end
+    constraints: ClassVar = {**dict.fromkeys(("max_prompts", "whole_signature_prompts", "surnames", "max_new_tokens",
+                                              "judge_max_tokens", "batch_size"), AT_LEAST_ONE),
+                             "temperature": POSITIVE, "top_p": Range(0, 1, low_open=True)}
 
     attributes: tuple[str, ...] = ("names",)  # declared attribute specs, as in training (default: the run's own)
     max_prompts: int | None = 300  # evaluation prompts read (null = all in the corpus)
@@ -38,15 +43,8 @@ class EvalConfig:
     batch_size: int = 16  # sequences per forward pass (generation, scoring)
 
     def __post_init__(self) -> None:
-        if self.judge_max_tokens < 1:
-            raise ConfigError(f"judge_max_tokens: must be >= 1, got {self.judge_max_tokens}")
-        for key in ("max_prompts", "whole_signature_prompts", "surnames", "max_new_tokens", "batch_size"):
-            value = getattr(self, key)  # a count: 0 reads nothing, and a negative one would slice from the end
-            if value is not None and value < 1:
-                raise ConfigError(f"{key}: must be >= 1, got {value}")
-        if not 0 < self.top_p <= 1 or not self.temperature > 0:
-            raise ConfigError(f"top_p must lie in (0, 1] and temperature be > 0, got top_p {self.top_p}, "
-                              f"temperature {self.temperature}")
+        check_fields(self)
+
 
 # the settings that change what a readout reads (not how fast): recorded under inputs.settings of
 # readouts.json, so that `badpo compare` refuses runs read with different ones
