@@ -127,6 +127,30 @@ def test_resume_refuses_a_checkpoint_without_theta_or_of_another_channel(world, 
         other.train(resume_from_checkpoint=True)
 
 
+def test_the_trainer_checkpoints_theta_s_parts_under_the_engine_s_names(world, tmp_path):
+    """theta_state holds exactly the parts badpo.theta.state names (those the engine's checkpoint
+    holds for the same run); one without theta's Adam is refused as another run's parts."""
+    from badpo.engine.checkpoint import read_state_files
+    from badpo.integrations.trl import BADPOTrainer
+    from badpo.theta.state import THETA_PARTS
+
+    path, data = world
+    kwargs = dict(train_dataset=data, processing_class=build_tokenizer(), attributes=["given:signed"])
+    first = BADPOTrainer(str(path / "model"), args=config(tmp_path / "a", max_steps=1), **kwargs)
+    folder = tmp_path / "a" / "checkpoint-1"
+    first.save_model(str(folder))
+    first.save_theta_state(folder)
+    saved = read_state_files(folder, "theta_state")
+    assert sorted(set(saved) & set(THETA_PARTS)) == ["theta", "theta_optimizer"]
+    saved.pop("theta_optimizer")
+    from badpo.engine.checkpoint import write_state_files
+
+    write_state_files(folder, "theta_state", {**saved, "cuts": None})
+    with pytest.raises(ValueError, match=r"theta_state.json: holds theta's parts \[\], this run trains "
+                                         r"\['theta', 'theta_optimizer'\]"):
+        BADPOTrainer(str(path / "model"), args=config(tmp_path / "b"), **kwargs).load_theta_state(folder)
+
+
 @pytest.fixture(scope="module")
 def trl_runs(world, tmp_path_factory):
     """A DPO run (bias 'none') and a BA-DPO run of BADPOTrainer, one step each, with a regex

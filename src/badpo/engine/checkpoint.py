@@ -49,6 +49,7 @@ from badpo.core.notices import BadpoWarning
 from badpo.core.state_io import join_state, read_tree, split_state, tree_text
 from badpo.run_folder.layout import CHECKPOINT_POLICY_FILE, CHECKPOINT_RNG, CHECKPOINT_STATE, CHECKPOINTS, CONFIG_FILE
 from badpo.run_folder.ownership import check_files
+from badpo.theta.state import theta_parts
 
 FORMAT = "badpo.checkpoint/1"
 _NAME = re.compile(r"^step-(\d{6,})$")
@@ -78,17 +79,10 @@ class Contents:
 
 
 def checkpoint_contents(run, state: TrainingState) -> Contents:
-    """The checkpointed parts of a :class:`badpo.engine.loop.Run` and its step. theta is saved
-    only when it learns (a channel with nothing to learn is rebuilt from the config)."""
-    states = {"training": state, "optimizer": run.optimizer, "scheduler": run.scheduler}
-    if run.theta_optimizer is not None:
-        states["theta_optimizer"] = run.theta_optimizer
-        if run.bias is not None:  # None: no attribute, only the cut points learn
-            states["theta"] = run.bias
-    if getattr(run, "cuts", None) is not None:  # the graded labels' cut points, stepped by theta's Adam
-        states["cuts"] = run.cuts
-    if run.weighting is not None:
-        states["weighting"] = run.weighting
+    """The checkpointed parts of a :class:`badpo.engine.loop.Run` and its step: the policy's, and
+    theta's as :func:`badpo.theta.state.theta_parts` names them (BADPOTrainer saves the same)."""
+    states = {"training": state, "optimizer": run.optimizer, "scheduler": run.scheduler,
+              **theta_parts(run.bias, run.theta_optimizer, getattr(run, "cuts", None), run.weighting)}
     if getattr(run, "level", None) is not None:  # the level step's cached margins
         states["level"] = run.level
     return Contents(run.policy, states)

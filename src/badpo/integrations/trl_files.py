@@ -23,6 +23,7 @@ from badpo.engine.runtime import config_positions
 from badpo.engine.tokenize import DEFAULT_TOKENIZATION, TokenizationConfig
 from badpo.run_folder.external import FORMAT, ExternalRun, write_external_run
 from badpo.run_folder.layout import THETA_FILE
+from badpo.theta.state import check_same_parts, theta_parts
 
 __all__ = ["THETA_FORMAT", "THETA_STATE", "TrainerFiles"]
 
@@ -95,13 +96,14 @@ class TrainerFiles:
             bias_level=self.bias_level,
             versions={name: version(name) for name in ("badpo", "trl", "transformers")})
 
+    def theta_parts(self) -> dict[str, Any]:
+        """theta's checkpointed parts, as the engine names them (:func:`badpo.theta.state.theta_parts`)."""
+        return theta_parts(self.bias, self.theta_optimizer, self.cuts, self.weighting)
+
     def theta_state(self) -> dict[str, Any]:
         return {"format": THETA_FORMAT, "variant": self.bias.variant,
                 "attribute_names": list(self.bias.attribute_names), "annotators": list(self.bias.annotators),
-                "theta": self.bias.state_dict(),
-                "theta_optimizer": self.theta_optimizer.state_dict() if self.theta_optimizer is not None else None,
-                "weighting": self.weighting.state_dict() if self.weighting is not None else None,
-                "cuts": self.cuts.state_dict() if self.cuts is not None else None,
+                **{name: part.state_dict() for name, part in self.theta_parts().items()},
                 "tokens_seen": self.tokens_seen}
 
     def save_theta_state(self, folder: str | os.PathLike) -> None:
@@ -122,26 +124,13 @@ class TrainerFiles:
         for key in ("variant", "attribute_names", "annotators"):
             if saved.get(key) != mine[key]:
                 raise ValueError(f"{path}: {key} {saved.get(key)!r} is not this trainer's {mine[key]!r}")
-        if (saved.get("theta_optimizer") is None) != (self.theta_optimizer is None):
-            learns = self.theta_optimizer is not None
-            raise ValueError(f"{path}: theta_optimizer is {'missing' if learns else 'present'}, but this "
-                             f"trainer's theta {'learns' if learns else 'is frozen'}")
-        if (saved.get("cuts") is None) != (self.cuts is None):
-            raise ValueError(f"{path}: the cut points of ties and strengths are "
-                             f"{'missing' if self.cuts is not None else 'present'}, but this trainer's data "
-                             f"{'holds' if self.cuts is not None else 'holds no'} ties or strengths")
-        if (saved.get("weighting") is None) != (self.weighting is None):
-            weighs = self.weighting is not None
-            raise ValueError(f"{path}: the loss weights' state is {'missing' if weighs else 'present'}, but method "
-                             f"{self.method_name!r} {'weighs' if weighs else 'does not weigh'} its judgments")
+        parts = self.theta_parts()
+        if saved.get("theta_optimizer") is None:  # written before the parts were named once: theta kept frozen
+            saved.pop("theta", None)
+        check_same_parts(saved, parts, str(path))
         try:
-            self.bias.load_state_dict(saved["theta"])
-            if self.theta_optimizer is not None:
-                self.theta_optimizer.load_state_dict(saved["theta_optimizer"])
-            if self.weighting is not None:
-                self.weighting.load_state_dict(saved["weighting"])
-            if self.cuts is not None:
-                self.cuts.load_state_dict(saved["cuts"])
+            for name, part in parts.items():
+                part.load_state_dict(saved[name])
         except (KeyError, RuntimeError, ValueError) as error:
             raise ValueError(f"{path}: does not fit this trainer's theta ({str(error).splitlines()[0]})") from None
         self.tokens_seen = int(saved.get("tokens_seen", 0))
