@@ -185,6 +185,15 @@ def _nested(markdown: str) -> str:
     return re.sub(r"(?m)^(#{1,4}) ", lambda m: "#" * (len(m.group(1)) + 2) + " ", markdown)
 
 
+def _cited(finding: str, paper_section: str) -> str:
+    """The finding, ending with the source its paper table's caption gives (``(paper, Table N)``,
+    written by experiments/scripts/paper_tables.py), unless it cites the paper already."""
+    source = re.search(r"\(paper, Table \d+\)", paper_section.split("\n", 1)[0])
+    if source is None or "(paper," in finding:
+        return finding
+    return f"{finding.rstrip('.')} {source.group(0)}."
+
+
 def _readme(config: ReproduceConfig, tables: dict, header: str, render_only: bool) -> str:
     paper = paper_sections(config.paper_tables) if config.paper_tables else {}
     lines = ["# python -m experiments reproduce", "",
@@ -193,11 +202,13 @@ def _readme(config: ReproduceConfig, tables: dict, header: str, render_only: boo
         done = tables[entry.table]
         runs = (f"rendered from its {done['runs']} logged runs" if render_only else
                 f"{done['trained']} of its {done['runs']} runs trained in this sweep, {done['wall_s']:.0f} s")
+        records = f"; records in `{config.records}`" if config.records else ""
         lines += [f"## {entry.table}", "",
                   f"`badpo experiment {' '.join([entry.config, *entry.overrides])}` "
-                  f"(runs in `{done['output_dir']}`; {runs})", ""]
+                  f"(runs in `{done['output_dir']}`; {runs}{records})", ""]
         if entry.finding:
-            lines += [f"**What counts as reproduced** (the paper's finding): {entry.finding}", ""]
+            lines += [f"**What counts as reproduced** (the paper's finding): "
+                      f"{_cited(entry.finding, paper.get(entry.table, ''))}", ""]
         table = Path(config.output_dir) / entry.table / "table.md"
         lines += [_nested(table.read_text(encoding="utf-8").strip()) if table.exists() else "(no table.md)", ""]
         if entry.table in paper:

@@ -67,6 +67,9 @@ class ReproduceConfig:
     tables: list[SweepTable] = field(default_factory=list)
     # the sweep the tables' `measured` come from: machine, threads, commit, date, where it is recorded
     measured_on: str | None = None
+    # where this sweep's run records are committed (a results/ path): the report cites it beside each
+    # table's figures, and each finding cites its table in the paper (docs/figures cite their source)
+    records: str | None = None
 
     def __post_init__(self) -> None:
         if not self.tables:

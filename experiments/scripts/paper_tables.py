@@ -67,13 +67,16 @@ def _tabular_markdown(tabular: str) -> list[str]:
     return out
 
 
-def table_markdown(environment: str) -> str:
-    """A LaTeX ``table`` environment as its caption and one Markdown table per tabular."""
+def table_markdown(environment: str, number: int | None = None) -> str:
+    """A LaTeX ``table`` environment as its caption and one Markdown table per tabular; ``number``,
+    the table's number in the paper, ends the caption as its source, ``(paper, Table N)``."""
     caption = re.search(r"\\caption\{((?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*)\}", environment, re.S)
     tabulars = re.findall(r"\\begin\{tabular\}\{[^\n]*?\}\s*\n(.*?)\\end\{tabular\}", environment, re.S)
     if not tabulars:
         raise ValueError("no tabular environment in the table")
     out = [latex_cell(caption.group(1)) if caption else ""]
+    if number is not None:
+        out[0] = f"{out[0]} (paper, Table {number})".strip()
     for tabular in tabulars:
         out += [""] + _tabular_markdown(tabular)
     return "\n".join(out).strip()
@@ -82,10 +85,12 @@ def table_markdown(environment: str) -> str:
 def paper_tables(tex: str, labels=RESULT_TABLES) -> dict[str, str]:
     """label (without ``tab:``) -> its Markdown, for each result table found in the paper."""
     found = {}
-    for environment in re.findall(r"\\begin\{table\}.*?\\end\{table\}", tex, re.S):
+    # LaTeX numbers table and table* environments together, in the order of the source
+    environments = re.findall(r"\\begin\{table\*?\}.*?\\end\{table\*?\}", tex, re.S)
+    for number, environment in enumerate(environments, start=1):
         label = re.search(r"\\label\{tab:([^}]+)\}", environment)
         if label and label.group(1) in labels:
-            found[label.group(1)] = table_markdown(environment)
+            found[label.group(1)] = table_markdown(environment, number)
     missing = [label for label in labels if label not in found]
     if missing:
         raise ValueError(f"tables not found in the paper: {missing}")

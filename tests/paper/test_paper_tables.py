@@ -35,7 +35,7 @@ def test_a_latex_table_becomes_its_caption_and_a_markdown_table():
     percent sign next to a comment, a group row spanning the columns, an em dash."""
     markdown = paper_tables.paper_tables(TABLE, labels=("names_v3",))["names_v3"]
     assert markdown.splitlines() == [
-        "Two arms, mean over seeds; see Table votes.",
+        "Two arms, mean over seeds; see Table votes. (paper, Table 1)",  # its number, as the source
         "",
         "| Method | p(woman) | Removed |",
         "|---|---|---|",
@@ -43,6 +43,13 @@ def test_a_latex_table_becomes_its_caption_and_a_markdown_table():
         "| BA-DPO (θ̄+ε_k) | 0.542 ± 0.011 | 91 ± <1% |",
         "| DPO | 0.964 | — |",
     ]
+
+
+def test_a_table_is_numbered_as_latex_numbers_it():
+    """table and table* share one counter, in source order: the caption cites the paper's number."""
+    unlabelled = TABLE.replace(r"\label{tab:names_v3}", "").replace("{table}", "{table*}")
+    markdown = paper_tables.paper_tables(unlabelled + TABLE, labels=("names_v3",))["names_v3"]
+    assert markdown.splitlines()[0].endswith("(paper, Table 2)")
 
 
 def test_a_table_missing_from_the_paper_is_named():
