@@ -43,6 +43,7 @@ from badpo.core.markdown import has_markdown, strip_markdown
 from badpo.core.markdown_scan import SCANNED
 from badpo.core.names import NAME_ATTRIBUTES, signature_attributes, strip_signature
 from badpo.core.notices import BadpoWarning
+from badpo.core.user_pattern import TimedPattern, compile_user_pattern
 
 __all__ = [
     "ATTRIBUTE_KINDS",
@@ -100,13 +101,12 @@ def length_values(prompt: str, a: str, b: str, ratio: float = DEFAULT_LENGTH_RAT
     return (0.0, 0.0)
 
 
-def _regex_value(pattern: re.Pattern[str], prompt: str, response: str) -> float:
+def _regex_value(pattern: TimedPattern, prompt: str, response: str) -> float:
     return 1.0 if pattern.search(response) else 0.0
 
 
-def _without_matches(pattern: re.Pattern[str], response: str) -> str:
-    """The response with every match of ``pattern`` deleted (a sign-off, an emoji) and the
-    whitespace left at its end trimmed."""
+def _without_matches(pattern: TimedPattern, response: str) -> str:
+    """The response with every match of ``pattern`` deleted (a sign-off, an emoji), end trimmed."""
     return pattern.sub("", response).rstrip()
 
 
@@ -461,7 +461,7 @@ def _regex_attribute(spec: str, pattern: str) -> Attribute:
     if not pattern:
         raise ValueError(f"attribute spec {spec!r}: empty pattern (it would match every response)")
     try:  # a markdown construct's regex backtracks on a hostile row: its linear scan instead
-        compiled = SCANNED.get(pattern) or re.compile(pattern)
+        compiled = SCANNED.get(pattern) or compile_user_pattern(pattern)
     except re.error as error:
         raise ValueError(f"attribute spec {spec!r}: invalid regular expression ({error})") from error
     return Attribute(spec, "response", functools.partial(_regex_value, compiled), "regex",
