@@ -85,7 +85,9 @@ def table_markdown(environment: str, number: int | None = None) -> str:
 def paper_tables(tex: str, labels=RESULT_TABLES) -> dict[str, str]:
     """label (without ``tab:``) -> its Markdown, for each result table found in the paper."""
     found = {}
-    # LaTeX numbers table and table* environments together, in the order of the source
+    # LaTeX numbers table and table* environments together, in the order of the source (a table in a
+    # comment is none)
+    tex = re.sub(r"(?m)(?<!\\)%.*$", "", tex)
     environments = re.findall(r"\\begin\{table\*?\}.*?\\end\{table\*?\}", tex, re.S)
     for number, environment in enumerate(environments, start=1):
         label = re.search(r"\\label\{tab:([^}]+)\}", environment)

@@ -49,6 +49,34 @@ def test_a_rate_past_float32_says_why_the_end_is_there():
         FLOAT32_STEP.check(math.inf, "lr")
 
 
+def test_a_weight_decay_of_inf_is_refused_as_not_finite():
+    """AdamW with weight_decay=inf turns every weight to NaN at the first step."""
+    from badpo.core.constraints import FINITE_NON_NEGATIVE
+
+    FINITE_NON_NEGATIVE.check(0, "wd")
+    with pytest.raises(ConfigError, match=r"^wd: must be finite and >= 0, got inf$"):
+        FINITE_NON_NEGATIVE.check(math.inf, "wd")
+    with pytest.raises(ConfigError, match=r"^wd: must be finite and >= 0, got -1$"):
+        FINITE_NON_NEGATIVE.check(-1, "wd")
+
+
+def test_a_numpy_number_is_a_number():
+    import numpy as np
+
+    POSITIVE.check(np.int64(8), "batch_size")
+    POSITIVE.check(np.float32(0.5), "x")
+    FINITE.check([np.float64(1.0)], "offset")
+
+
+def test_a_section_switched_off_is_not_checked():
+    """A disabled LoRA's rank is never read; a resumed run's config with rank 0 and LoRA off keeps loading."""
+    from badpo.engine.settings import LoraSettings, TrainConfig
+
+    check_fields(TrainConfig(lora=LoraSettings(enabled=False, rank=0)))
+    with pytest.raises(ConfigError, match=r"^lora.rank: must be > 0, got 0$"):
+        check_fields(TrainConfig(lora=LoraSettings(enabled=True, rank=0)))
+
+
 def test_a_non_number_and_a_bool_are_refused_as_not_a_number():
     for value in ("0.1", True, None):
         with pytest.raises(ConfigError, match=r"^x: a number, got "):

@@ -26,6 +26,19 @@ def test_search_and_sub_read_what_re_reads(pattern):
         assert timed.sub("", text) == plain.sub("", text), (pattern, text)
 
 
+def test_a_pattern_re_and_regex_would_read_apart_is_refused_and_the_syntax_is_re_s(monkeypatch):
+    """``[[:alpha:]]`` is a literal set to re (with a warning that this will change) and a POSIX class
+    to regex; and the syntax is regex's VERSION0 (re's) even where a library made VERSION1 the default."""
+    import regex
+
+    re.purge()  # re warns only when it compiles, not for a pattern in its cache
+    for pattern in ("[[:alpha:]]+", "[a-z--b]"):  # a POSIX class and a set difference to regex
+        with pytest.raises(re.error, match=r"Possible (nested set|set difference) .*: re and regex read it apart"):
+            compile_user_pattern(pattern)
+    monkeypatch.setattr(regex, "DEFAULT_VERSION", regex.VERSION1)
+    assert compile_user_pattern(r"\w+").compiled.flags & regex.VERSION0
+
+
 def test_an_invalid_pattern_is_re_s_own_error():
     with pytest.raises(re.error):
         compile_user_pattern("(unclosed")

@@ -146,9 +146,35 @@ def test_the_trainer_checkpoints_theta_s_parts_under_the_engine_s_names(world, t
     from badpo.engine.checkpoint import write_state_files
 
     write_state_files(folder, "theta_state", {**saved, "cuts": None})
-    with pytest.raises(ValueError, match=r"theta_state.json: holds theta's parts \[\], this run trains "
+    with pytest.raises(ValueError, match=r"theta_state.json: holds theta's parts \['theta'\], this run trains "
                                          r"\['theta', 'theta_optimizer'\]"):
         BADPOTrainer(str(path / "model"), args=config(tmp_path / "b"), **kwargs).load_theta_state(folder)
+
+
+def test_a_frozen_theta_s_checkpoint_of_the_old_format_still_resumes(world, tmp_path):
+    """Before theta's parts were named once the trainer saved a frozen theta with theta_optimizer None;
+    a frozen theta is the channel the trainer is given, so that file loads and the channel stays."""
+    import torch
+
+    from badpo.core.bias import BiasChannel
+    from badpo.engine.checkpoint import write_state_files
+    from badpo.integrations.trl import BADPOTrainer
+
+    path, data = world
+    channel = BiasChannel("pooled", ["signed"], [f"ann{k}" for k in range(5)])
+    for parameter in channel.parameters():
+        parameter.requires_grad_(False)
+    kwargs = dict(train_dataset=data, processing_class=build_tokenizer(), attributes=["given:signed"], bias=channel)
+    trainer = BADPOTrainer(str(path / "model"), args=config(tmp_path / "a", max_steps=1), **kwargs)
+    assert trainer.theta_optimizer is None and trainer.theta_parts() == {}
+    folder = tmp_path / "checkpoint-1"
+    folder.mkdir()
+    old = {**trainer.theta_state(), "theta": channel.state_dict(), "theta_optimizer": None, "weighting": None,
+           "cuts": None}
+    write_state_files(folder, "theta_state", old)
+    before = [p.clone() for p in channel.parameters()]
+    trainer.load_theta_state(folder)
+    assert all(torch.equal(a, b) for a, b in zip(before, channel.parameters()))
 
 
 @pytest.fixture(scope="module")

@@ -192,8 +192,6 @@ class Attribute:
         return value
 
 
-
-
 def difference(name: str, chosen: float, rejected: float, largest: float = sys.float_info.max) -> float:
     """``chosen - rejected``, refused (naming the attribute and both values) when it overflows: is
     not finite, or exceeds ``largest`` in size. Unnamed, an overflow read as "the side won every

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,8 @@ import numpy as np
 
 from badpo.core.config import ConfigError
 
-__all__ = ["FINITE", "FLOAT32_MAX", "FLOAT32_STEP", "FRACTION", "NON_NEGATIVE", "POSITIVE", "AT_LEAST_ONE",
+__all__ = ["FINITE", "FINITE_NON_NEGATIVE", "FLOAT32_MAX", "FLOAT32_STEP", "FRACTION", "NON_NEGATIVE", "POSITIVE",
+           "AT_LEAST_ONE",
            "EachItem", "Finite", "Range", "check_fields", "constraints_of"]
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)  # the largest number a float32 weight or step can hold
@@ -38,7 +40,7 @@ class Range:
     high_note: str = ""
 
     def check(self, value: Any, key: str) -> None:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise ConfigError(f"{key}: a number, got {value!r}")
         above_low = value > self.low if self.low_open else value >= self.low
         below_high = value < self.high if self.high_open else value <= self.high
@@ -50,6 +52,8 @@ class Range:
 
     def describe(self) -> str:
         """The allowed values in words: ``must be > 0``, ``must be >= 1``, ``must lie in [0.0, 1.0)``."""
+        if self.high == math.inf and self.high_open:
+            return f"must be finite and {'>' if self.low_open else '>='} {self.low:g}"
         if self.high == math.inf or self.high_note:
             return f"must be {'>' if self.low_open else '>='} {self.low:g}"
         return (f"must lie in {'(' if self.low_open else '['}{self.low}, {self.high}"
@@ -61,7 +65,7 @@ class Finite:
     """A list of numbers, every one finite (a fixed offset of NaN or inf trains every weight to NaN)."""
 
     def check(self, value: Any, key: str) -> None:
-        if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in value):
+        if not all(isinstance(v, numbers.Real) and math.isfinite(v) for v in value):
             raise ConfigError(f"{key}: must be finite, got {value}")
 
 
@@ -78,6 +82,7 @@ class EachItem:
 
 POSITIVE = Range(0, low_open=True)
 NON_NEGATIVE = Range(0)
+FINITE_NON_NEGATIVE = Range(0, math.inf, high_open=True)  # a weight decay of inf turns every weight to NaN
 AT_LEAST_ONE = Range(1)
 FRACTION = Range(0.0, 1.0, high_open=True)  # a share of something: 0 allowed, the whole not
 FINITE = Finite()
@@ -96,7 +101,10 @@ def constraints_of(cls: type) -> dict[str, Any]:
 
 def check_fields(config: Any, prefix: str = "") -> None:
     """Every declared constraint of ``config`` and of its dataclass sections, once, in field order;
-    a value left at None (null: the default resolved later) is not checked."""
+    a value left at None (null: the default resolved later) is not checked, nor a section switched
+    off (``enabled: false``, as ``lora``: a disabled adapter's rank is never read)."""
+    if getattr(config, "enabled", True) is False:
+        return
     constraints = constraints_of(type(config))
     unknown = set(constraints) - {field.name for field in dataclasses.fields(config)}
     if unknown:  # a typo in a declaration would check nothing; say so at the first use

@@ -12,6 +12,7 @@ of the text. Patterns badpo writes itself (the markdown constructs) scan in line
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +53,15 @@ class TimedPattern:
 
 
 def compile_user_pattern(pattern: str) -> TimedPattern:
-    """``pattern`` checked by ``re`` (an invalid one raises ``re.error``) and compiled for timed matching."""
-    re.compile(pattern)
-    return TimedPattern(pattern, regex.compile(pattern))
+    """``pattern`` checked by ``re`` (an invalid one raises ``re.error``) and compiled for timed
+    matching in ``regex``'s ``re``-compatible syntax (VERSION0, whatever another library set as the
+    default). A pattern whose meaning ``re`` itself warns will change (``[[:alpha:]]``, a nested set
+    ``regex`` reads as a POSIX class) is refused: the two would read it differently."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        try:
+            re.compile(pattern)
+        except FutureWarning as warning:
+            raise re.error(f"{warning}: re and regex read it apart; escape it (\\[, \\-) to match the characters "
+                           "themselves") from None
+    return TimedPattern(pattern, regex.compile(pattern, flags=regex.VERSION0))

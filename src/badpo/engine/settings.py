@@ -24,6 +24,7 @@ from badpo.core.config import ConfigError
 from badpo.core.constraints import (
     AT_LEAST_ONE,
     FINITE,
+    FINITE_NON_NEGATIVE,
     FLOAT32_STEP,
     FRACTION,
     NON_NEGATIVE,
@@ -139,9 +140,9 @@ class LoraSettings:
 class OptimConfig:
     """The policy's AdamW and its schedule (never applied to theta)."""
 
-    constraints: ClassVar[Mapping] = {"lr": FLOAT32_STEP, "weight_decay": NON_NEGATIVE,
+    constraints: ClassVar[Mapping] = {"lr": FLOAT32_STEP, "weight_decay": FINITE_NON_NEGATIVE,
                                       "adam_betas": EachItem(FRACTION), "adam_eps": POSITIVE,
-                                      "warmup_ratio": FRACTION, "max_grad_norm": NON_NEGATIVE}
+                                      "warmup_ratio": FRACTION, "max_grad_norm": FINITE_NON_NEGATIVE}
     lr: float | None = None  # null: the stage's default, sft 1e-5 / train 5e-7 / rm 1e-5 (x10 under LoRA)
     weight_decay: float = 0.0  # AdamW decoupled weight decay
     adam_betas: tuple[float, float] = (0.9, 0.999)  # AdamW betas

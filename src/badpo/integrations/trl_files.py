@@ -125,7 +125,7 @@ class TrainerFiles:
             if saved.get(key) != mine[key]:
                 raise ValueError(f"{path}: {key} {saved.get(key)!r} is not this trainer's {mine[key]!r}")
         parts = self.theta_parts()
-        if saved.get("theta_optimizer") is None:  # written before the parts were named once: theta kept frozen
+        if "theta" not in parts:  # a frozen theta, as the trainer was given it; saved before the parts were named once
             saved.pop("theta", None)
         check_same_parts(saved, parts, str(path))
         try:

@@ -8,6 +8,7 @@ readout a setting turns on or off is said by the rows of :data:`badpo.readouts.t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -21,9 +22,10 @@ class EvalConfig:
     """What to read and how (paper defaults; the tiny configs shorten the generations)."""
 
     # a count: 0 reads nothing, and a negative one would slice from the end
-    constraints: ClassVar = {**dict.fromkeys(("max_prompts", "whole_signature_prompts", "surnames", "max_new_tokens",
-                                              "judge_max_tokens", "batch_size"), AT_LEAST_ONE),
-                             "temperature": POSITIVE, "top_p": Range(0, 1, low_open=True)}
+    constraints: ClassVar[Mapping] = {
+        **dict.fromkeys(("max_prompts", "whole_signature_prompts", "surnames", "max_new_tokens", "judge_max_tokens",
+                         "batch_size"), AT_LEAST_ONE),
+        "temperature": POSITIVE, "top_p": Range(0, 1, low_open=True)}
 
     attributes: tuple[str, ...] = ("names",)  # declared attribute specs, as in training (default: the run's own)
     max_prompts: int | None = 300  # evaluation prompts read (null = all in the corpus)

@@ -59,7 +59,7 @@ class ExternalRun:
     method_params: dict[str, Any] = field(default_factory=dict)  # the method's own parameters, resolved
     step: int = 0  # optimizer steps done when the folder was written
     theta_convergence: dict[str, Any] | None = None  # badpo.engine.reporting.theta_convergence; None: no log
-    bias_level: str = "adam"  # what theta did after its start (badpo.theta.level.LEVEL_RULES)
+    bias_level: str = "adam"  # what theta did after its start (badpo.theta.options.LEVEL_RULES)
     versions: dict[str, str] = field(default_factory=dict)  # badpo, trl, transformers
 
 

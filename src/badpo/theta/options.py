@@ -40,7 +40,8 @@ class LevelRule:
     @property
     def reads_last_margins(self) -> bool:
         """It keeps every judgment's last margin (which BADPOTrainer does not) and solves for the
-        level on plain wins (so not on ties or strengths)."""
+        level on plain wins (so not on ties or strengths): the tilt rules do both; a rule that did
+        one only would split this into two facts."""
         return self.tilt is not None
 
 
