@@ -1,6 +1,6 @@
 """Every figure a reader meets names where it comes from (issue 74 item 1): a prose paragraph of
 README.md or docs/*.md that states a measured figure (a percentage, a speed-up, a time, a memory
-size) carries its source in the paragraph itself, one of
+size, a number read to two decimals) carries its source in the paragraph itself, one of
 
 * a committed record, ``results/...`` (in inline code or a link; test_cited_records checks it exists),
 * the paper's own figure, cited as ``(paper, Table 2)`` / ``(paper, §4)`` / ``(paper, Appendix C)``,
@@ -22,9 +22,12 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
 
 # a percentage (not an interval's level: "95% interval", "95% profile-likelihood interval"), a multiple (1.5x,
-# 3×), a time (40 s, 6 min, 12 ms) or a memory size (3.1 GiB)
+# 3×), a time (40 s, 6 min, 12 ms), a memory size (3.1 GiB) or a number read to two decimals or more
+# (0.964, +0.22, −1.02: settings are written to one, 0.1, 2.5); a package's version is not a figure
 FIGURE = re.compile(r"\d\s?%(?![\s*]+([\w-]+[\s*]+){0,2}(interval|CI)\b)|\d(\.\d+)?\s?[×x](?![\w\d])"
-                    r"|\b\d+(\.\d+)?\s?(s|min|ms|h|GiB|MiB|GB|MB)\b")
+                    r"|\b\d+(\.\d+)?\s?(s|min|ms|h|GiB|MiB|GB|MB)\b|(?<![\w.`/=-])[+−-]?\d+\.\d{2,}(?![\w`/-]|\.\d)")
+VERSION = re.compile(r"(?i)\b(torch|trl|transformers|accelerate|peft|datasets|python|tokenizers|mkdocs|gguf)"
+                     r"\s+\d+\.\d+")
 SOURCE = re.compile(r"results/|\(paper, (Table|Figure|§|Appendix|Section)|\(dataset card|\(no record"
                     r"|<!-- not measured: [^>]+-->")
 
@@ -37,7 +40,7 @@ def paragraphs(text: str) -> list[str]:
 
 
 def unsourced(text: str) -> list[str]:
-    return [p for p in paragraphs(text) if FIGURE.search(p) and not SOURCE.search(p)]
+    return [p for p in paragraphs(text) if FIGURE.search(VERSION.sub("", p)) and not SOURCE.search(p)]
 
 
 def test_the_check_finds_a_figure_without_its_source():
@@ -51,7 +54,9 @@ def test_the_check_finds_a_figure_without_its_source():
 
 def test_a_figure_is_a_number_with_its_unit():
     assert FIGURE.search("3.1 GiB") and FIGURE.search("1.5x faster") and FIGURE.search("3× the loss")
-    assert FIGURE.search("in 6 min") and FIGURE.search("12%")
+    assert FIGURE.search("in 6 min") and FIGURE.search("12%") and FIGURE.search("KL 0.078")
+    assert FIGURE.search("a shift of −1.02") and not FIGURE.search("beta 0.1") and not FIGURE.search("v1.2.3")
+    assert unsourced("Needs TRL 1.16 and torch 2.13.0.") == [] and unsourced("KL 0.078.") == ["KL 0.078."]
     assert not FIGURE.search("the 2x2 table") and not FIGURE.search("seeds 42 and 123") and not FIGURE.search("box")
     assert not FIGURE.search("mean ± 95% Student-t interval") and not FIGURE.search("a 95% interval over seeds")
     assert not FIGURE.search("its 95% **profile-likelihood interval**")
