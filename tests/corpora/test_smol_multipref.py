@@ -124,6 +124,13 @@ def test_bad_settings_are_refused():
         SmolMultiPrefConfig(kinds=["poetry"])
     with pytest.raises(ConfigError, match="expert_annotators"):
         SmolMultiPrefConfig(expert_annotators=1)
+    with pytest.raises(ConfigError, match=r"^temperature: must be > 0, got 0.0$"):
+        SmolMultiPrefConfig(temperature=0.0)
+    with pytest.raises(ConfigError, match=r"^top_p: must lie in \(0, 1\], got 0.0$"):
+        SmolMultiPrefConfig(top_p=0.0)
+    with pytest.raises(ConfigError, match=r"^kappa: must be finite and >= 0, got -1.0$"):
+        SmolMultiPrefConfig(kappa=-1.0)
+    SmolMultiPrefConfig(top_p=1.0, temperature=1e-6)  # (0, 1] and > 0, as before
 
 
 def test_the_world_is_the_same_for_the_same_seed(chat_model, tmp_path):

@@ -86,5 +86,27 @@ def test_the_command_builds_it_and_bad_settings_are_one_line(chat_model, tmp_pat
         SmolSignedConfig(answers_per_prompt=1)
     with pytest.raises(ConfigError, match="kinds"):
         SmolSignedConfig(kinds=["poetry"])
+    with pytest.raises(ConfigError, match=r"^top_p: must lie in \(0, 1\], got 1.5$"):
+        SmolSignedConfig(top_p=1.5)
+    with pytest.raises(ConfigError, match=r"^batch_size: must be >= 1, got 0$"):
+        SmolSignedConfig(batch_size=0)
     assert main(["build", "smol-signed", str(tmp_path / "x"), f"model={tmp_path}"]) == 2
     assert "not a Hugging Face model folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("section, message", [
+    ({"heldout_share": 1.0}, r"signing.heldout_share: must lie in \[0.0, 1.0\), got 1.0"),
+    ({"quality_share": 1.5}, r"signing.quality_share: must lie in \[0, 1\], got 1.5"),
+    ({"judgments_per_pair": 0}, r"signing.judgments_per_pair: must be >= 1, got 0"),
+    ({"seed": -1}, r"signing.seed: must be >= 0, got -1"),
+])
+def test_a_bad_signing_section_is_named_under_signing_in_every_world_that_holds_one(section, message):
+    """SigningConfig checks itself under ``signing.``; the walk of the config around it says the same key."""
+    from badpo.corpora.signed_ultrafeedback import SignedUltraFeedbackConfig
+    from badpo.corpora.tiny import TinyWorldConfig
+
+    for world in (SmolSignedConfig, SignedUltraFeedbackConfig, TinyWorldConfig):
+        with pytest.raises(ConfigError, match=f"^{message}$"):
+            from_dict(world, {"signing": section})
+    with pytest.raises(ConfigError, match=f"^{message}$"):
+        SigningConfig(**section)

@@ -169,8 +169,26 @@ def test_bullet_indent_costs_tokens_and_nothing_else(tmp_path, build_tiny_multip
     assert tokenizer.unk_token_id not in tokenizer("\t\t\t- 1 4", add_special_tokens=False)["input_ids"]
     assert response_score("\t\t\t- 1 4 1 3 as asked", "reverse", "1 4 1 3") == 10.0
     assert "bullet_indent: 3" in (tmp_path / "tabs" / "world.yaml").read_text(encoding="utf-8")
-    with pytest.raises(ConfigError, match="bullet_indent"):
+    with pytest.raises(ConfigError, match=r"^bullet_indent: must lie in \[0, 16\], got -1$"):
         small_config(bullet_indent=-1)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"bullet_indent": 17}, r"bullet_indent: must lie in \[0, 16\], got 17"),
+    ({"markdown_share": 1.5}, r"markdown_share: must lie in \[0, 1\], got 1.5"),
+    ({"random_voters": 1.0}, r"random_voters: must lie in \[0.0, 1.0\), got 1.0"),
+    ({"votes_per_pool": 0}, r"votes_per_pool: must be >= 1, got 0"),
+    ({"tie_strength": math.inf}, r"tie_strength: must be finite and >= 0, got inf"),
+    ({"seed": -1}, r"seed: must be >= 0, got -1"),
+])
+def test_a_field_out_of_its_declared_range_is_one_line_naming_it(change, message):
+    with pytest.raises(ConfigError, match=f"^{message}$"):
+        small_config(**change)
+
+
+def test_the_ends_of_the_declared_ranges_are_accepted_as_before():
+    small_config(bullet_indent=16, error_rate=1.0, markdown_share=0.0, random_voters=0.0, tie_strength=0.0,
+                 sigma=0.0, kappa=0.0, seed=0, comparisons_per_prompt=1)
 
 
 def test_ties_are_dropped_counted_and_as_frequent_as_the_tie_model_says(world):

@@ -263,6 +263,10 @@ def test_bad_tiny_config_names_the_option():
         small_config(n_pairs=101, min_digits=2, max_digits=2)  # 2 tasks x 100 strings
     with pytest.raises(ConfigError, match="error_rate"):
         small_config(error_rate=0.0)
+    with pytest.raises(ConfigError, match=r"^unbiased.judgments_each: must be >= 1, got 0$"):
+        small_config(**{"unbiased.judgments_each": 0})
+    with pytest.raises(ConfigError, match=r"^unbiased.count: must be >= 1, got 0$"):
+        small_config(**{"unbiased.count": 0})
 
 
 def test_oracle_labels_are_the_training_labels_without_the_bias(tmp_path, build_tiny_world):

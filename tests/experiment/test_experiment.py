@@ -35,6 +35,13 @@ def _t_interval(values: list[float]) -> tuple[float, float]:
     return mean, T_975_2 * sd / math.sqrt(n)
 
 
+@pytest.mark.parametrize("level", [0.0, 1.0, math.nan])
+def test_the_interval_level_lies_strictly_between_0_and_1(level):
+    with pytest.raises(ConfigError, match=r"^level: must lie in \(0, 1\), got "):
+        from_dict(ExperimentConfig, {"arms": [{"name": "DPO", "method": "dpo"}], "level": level})
+    from_dict(ExperimentConfig, {"arms": [{"name": "DPO", "method": "dpo"}], "level": 0.999})
+
+
 def test_table_numbers_equal_a_hand_computation(tmp_path):
     result = run_experiment(make_config(tmp_path), fake_backend([]), log=quiet)
     table = cells(result["csv"])

@@ -22,7 +22,8 @@ the tiny length-and-format world (:mod:`badpo.corpora.tiny_multipref`) and the r
 A world's config carries the protocol's fields under these names (both worlds' configs are flat):
 ``comparisons_per_prompt``, ``crowd_annotators``, ``expert_annotators``, ``votes_per_pool``,
 ``pool_means``, ``sigma``, ``tie_strength``, ``kappa``, ``heldout_fraction``, ``n_eval_prompts``,
-``seed``; :func:`check_protocol` checks them.
+``seed``. Each field's own range is declared in :data:`PROTOCOL_CONSTRAINTS` (a world's config adds it
+to its ``constraints``); :func:`check_protocol` checks what reads several fields or a field's content.
 """
 
 from __future__ import annotations
@@ -40,13 +41,15 @@ import numpy as np
 from badpo.auditing.estimates import BiasIdentifiabilityWarning, audit
 from badpo.core.attributes import AttributeSet, resolve_attributes
 from badpo.core.config import ConfigError, dump_yaml, to_dict
+from badpo.core.constraints import AT_LEAST_ONE, FINITE_NON_NEGATIVE, FRACTION, NON_NEGATIVE
 from badpo.core.jsonio import write_json, write_jsonl
 from badpo.core.judgments import Judgment
 from badpo.core.label_counts import wins_for_estimates
 from badpo.corpora.multipref import MultiPrefConfig, MultiPrefCorpus, multipref_corpus, write_multipref
 
 __all__ = [
-    "ATTRIBUTES", "POOLS", "WorldTruth", "check_protocol", "davidson_vote", "default_pool_means", "gate_lines",
+    "ATTRIBUTES", "POOLS", "PROTOCOL_CONSTRAINTS", "WorldTruth", "check_protocol", "davidson_vote",
+    "default_pool_means", "gate_lines",
     "gate_statistics", "implied_log_odds", "judged_row", "planted_annotators", "planted_to_dict", "protocol_corpus",
     "random_voters",
     "stream_rng", "world_truth", "write_world",
@@ -55,6 +58,14 @@ __all__ = [
 ATTRIBUTES = ("length", "markdown")  # the attribute specs the labels are planted on, in theta order
 POOLS = {"normal_worker_annotations": "crowd", "expert_worker_annotations": "expert"}  # as MultiPref's
 _STREAMS = {"prompts": 1, "responses": 2, "annotators": 3, "votes": 4}
+# The protocol fields' own ranges, part of each world config's ``constraints`` (checked by
+# :func:`badpo.core.constraints.check_fields` before :func:`check_protocol`)
+PROTOCOL_CONSTRAINTS: Mapping[str, Any] = {
+    **dict.fromkeys(("comparisons_per_prompt", "votes_per_pool"), AT_LEAST_ONE),
+    **dict.fromkeys(("kappa", "sigma", "tie_strength"), FINITE_NON_NEGATIVE),
+    "random_voters": FRACTION,  # the share of each pool that votes at random
+    "seed": NON_NEGATIVE,
+}
 
 Annotators = dict[str, list[tuple[str, np.ndarray]]]  # pool -> [(annotator id, planted theta)]
 
@@ -72,10 +83,9 @@ def stream_rng(seed: int, part: str) -> np.random.Generator:
 
 
 def check_protocol(config: Any) -> None:
-    """Refuse protocol fields that cannot make a world (a :class:`ConfigError` naming the key)."""
-    for name in ("comparisons_per_prompt", "votes_per_pool"):
-        if getattr(config, name) < 1:
-            raise ConfigError(f"{name}: must be >= 1, got {getattr(config, name)}")
+    """Refuse protocol fields that cannot make a world (a :class:`ConfigError` naming the key): what
+    reads several fields or a field's content; each field's own range (:data:`PROTOCOL_CONSTRAINTS`)
+    is checked before, by the config's ``check_fields``."""
     for name in ("crowd_annotators", "expert_annotators"):
         if getattr(config, name) < config.votes_per_pool:
             raise ConfigError(f"{name}: a comparison needs {config.votes_per_pool} distinct annotators "
@@ -86,14 +96,6 @@ def check_protocol(config: Any) -> None:
         if len(mean) != len(ATTRIBUTES) or not all(map(math.isfinite, mean)):
             raise ConfigError(f"pool_means.{pool}: expected {len(ATTRIBUTES)} finite numbers "
                               f"{ATTRIBUTES}, got {mean}")
-    for name in ("kappa", "sigma", "tie_strength"):
-        if not (math.isfinite(getattr(config, name)) and getattr(config, name) >= 0):
-            raise ConfigError(f"{name}: must be finite and >= 0, got {getattr(config, name)}")
-    share = getattr(config, "random_voters", 0.0)
-    if not 0.0 <= share < 1.0:
-        raise ConfigError(f"random_voters: the share of each pool that votes at random, in [0, 1), got {share}")
-    if config.seed < 0:
-        raise ConfigError(f"seed: must be >= 0, got {config.seed}")
 
 
 def check_split(config: Any, prompts: int) -> None:

@@ -30,12 +30,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from badpo.core.config import ConfigError
+from badpo.core.constraints import Range, check_fields
 from badpo.core.jsonio import write_json, write_jsonl
 from badpo.core.judgments import Judgment, write_judgments
 from badpo.data.fingerprint import data_fingerprint
@@ -56,6 +57,8 @@ OUTPUT_FILES = {
 class OwnDataConfig:
     """Your judgments and how to hold some out (module docstring)."""
 
+    constraints: ClassVar[Mapping] = {"heldout_share": Range(0, 1, low_open=True, high_open=True)}
+
     data: str = ""  # your judgments: any file, folder or Hub id `badpo train` reads
     data_split: str | None = None  # the split of a Hub dataset or DatasetDict (as train's data_split)
     columns: ColumnMap = field(default_factory=ColumnMap)  # field -> your column, for every source here
@@ -69,8 +72,7 @@ class OwnDataConfig:
         if not self.data:
             raise ConfigError("data: name your judgments (a file, folder or Hub id; corpus.config.data in an "
                               "experiment)")
-        if not 0.0 < self.heldout_share < 1.0:
-            raise ConfigError(f"heldout_share: must lie in (0, 1), got {self.heldout_share}")
+        check_fields(self)
         if self.heldout is None and self.heldout_split is not None:
             raise ConfigError("heldout_split: the split of `heldout`, which is not given")
 

@@ -44,11 +44,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from badpo.core.config import ConfigError, dump_yaml
+from badpo.core.constraints import NON_NEGATIVE, POSITIVE, check_fields
 from badpo.core.jsonio import write_json, write_jsonl
 from badpo.core.judgments import write_judgments
 from badpo.core.names import CELL_NAMES, CELLS, read_signature
@@ -108,6 +109,10 @@ RECOMMENDATION_TEMPLATE = (
 
 @dataclass(frozen=True)
 class SignedUltraFeedbackConfig:
+    constraints: ClassVar[Mapping] = {
+        "n_pairs": POSITIVE,
+        **dict.fromkeys(("min_words", "n_sign_prompts", "n_recommendation_prompts", "n_offset_prompts"), NON_NEGATIVE)}
+
     source: str = "HuggingFaceH4/ultrafeedback_binarized"  # Hub id, or a local file / directory
     subset: str | None = None  # Hub configuration name; None for the default one
     train_split: str = "train_prefs"  # split of the preference pairs
@@ -122,11 +127,7 @@ class SignedUltraFeedbackConfig:
     signing: SigningConfig = field(default_factory=SigningConfig)  # the protocol; seed = data seed
 
     def __post_init__(self) -> None:
-        for name in ("n_pairs", "min_words", "n_sign_prompts", "n_recommendation_prompts",
-                     "n_offset_prompts"):
-            if getattr(self, name) < 0 or (name == "n_pairs" and self.n_pairs == 0):
-                raise ConfigError(f"{name}: must be {'> 0' if name == 'n_pairs' else '>= 0'}, "
-                                  f"got {getattr(self, name)}")
+        check_fields(self)  # and the signing section's, under signing. as SigningConfig says them
 
     def rng(self, stream: int) -> np.random.Generator:
         """Streams of this builder, apart from signing.py's streams 1-6."""

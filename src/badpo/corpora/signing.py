@@ -32,12 +32,14 @@ import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
 from badpo.auditing.estimates import BiasIdentifiabilityWarning, audit
 from badpo.core.attributes import resolve_attributes
 from badpo.core.config import ConfigError
+from badpo.core.constraints import AT_LEAST_ONE, FINITE_NON_NEGATIVE, FRACTION, NON_NEGATIVE, Range, check_fields
 from badpo.core.judgments import Judgment
 from badpo.core.names import (
     CELL_NAMES,
@@ -76,7 +78,13 @@ def _default_class_means() -> dict[str, list[float]]:
 
 @dataclass(frozen=True)
 class SigningConfig:
-    """Every parameter of the protocol; the defaults are the paper's configuration."""
+    """Every parameter of the protocol; the defaults are the paper's configuration. It is the
+    ``signing`` section of every signed world's config, so its messages name ``signing.<field>``."""
+
+    constraints: ClassVar[Mapping] = {
+        **dict.fromkeys(("quality_share", "swap_share", "mixed_share", "unsigned_quality_share"), Range(0, 1)),
+        **dict.fromkeys(("annotators_per_class", "judgments_per_pair"), AT_LEAST_ONE),
+        "sigma": FINITE_NON_NEGATIVE, "heldout_share": FRACTION, "seed": NON_NEGATIVE}
 
     quality_share: float = 0.4  # share of quality pairs (two real responses, one or no name)
     swap_share: float = 0.2  # share of swap pairs (one response under two names, q = 0)
@@ -92,37 +100,24 @@ class SigningConfig:
     seed: int = 0  # data seed: every draw of the protocol derives from it
 
     def __post_init__(self) -> None:
-        shares = {"quality_share": self.quality_share, "swap_share": self.swap_share,
-                  "mixed_share": self.mixed_share}
-        for name, value in {**shares, "unsigned_quality_share": self.unsigned_quality_share}.items():
-            if not 0.0 <= value <= 1.0:
-                raise ConfigError(f"signing.{name}: must lie in [0, 1], got {value}")
-        if not math.isclose(sum(shares.values()), 1.0, abs_tol=1e-9):
-            raise ConfigError(f"signing: quality_share + swap_share + mixed_share must be 1, got "
-                              f"{sum(shares.values())}")
+        check_fields(self, "signing.")  # the prefix an enclosing config's walk gives this section too
+        shares = (self.quality_share, self.swap_share, self.mixed_share)
+        if not math.isclose(sum(shares), 1.0, abs_tol=1e-9):
+            raise ConfigError(f"signing: quality_share + swap_share + mixed_share must be 1, got {sum(shares)}")
         if not self.class_means:
             raise ConfigError("signing.class_means: give at least one class")
         for label, mean in self.class_means.items():
             if not label or len(mean) != len(NAME_ATTRIBUTES) or not all(map(math.isfinite, mean)):
                 raise ConfigError(f"signing.class_means.{label}: expected a non-empty class name and "
                                   f"{len(NAME_ATTRIBUTES)} finite numbers {NAME_ATTRIBUTES}, got {mean}")
-        for name in ("annotators_per_class", "judgments_per_pair"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"signing.{name}: must be >= 1, got {getattr(self, name)}")
-        if not (math.isfinite(self.sigma) and self.sigma >= 0):
-            raise ConfigError(f"signing.sigma: must be finite and >= 0, got {self.sigma}")
-        if not math.isfinite(self.kappa):
+        if not math.isfinite(self.kappa):  # no scalar "finite" constraint exists (FINITE reads a list)
             raise ConfigError(f"signing.kappa: must be finite, got {self.kappa}")
-        if not 0.0 <= self.heldout_share < 1.0:
-            raise ConfigError(f"signing.heldout_share: must lie in [0, 1), got {self.heldout_share}")
         if not self.surnames or len(set(self.surnames)) != len(self.surnames):
             raise ConfigError("signing.surnames: give at least one surname, no duplicates")
         for surname in self.surnames:
             if not SIGNATURE_RE.fullmatch(f"--- Emily {surname}"):
                 raise ConfigError(f"signing.surnames: {surname!r} is not a name (letters, "
                                   "optionally joined by ' or -)")
-        if self.seed < 0:
-            raise ConfigError(f"signing.seed: must be >= 0, got {self.seed}")
 
     def rng(self, part: str) -> np.random.Generator:
         """The random stream of one part of the protocol (see the module docstring)."""

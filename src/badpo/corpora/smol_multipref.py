@@ -46,19 +46,21 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
 from badpo.core.attributes import length_values, resolve_attributes, word_count
 from badpo.core.config import ConfigError
+from badpo.core.constraints import AT_LEAST_ONE, POSITIVE, Range, check_fields
 from badpo.core.jsonio import atomic_write_text, write_json, write_jsonl
 from badpo.core.markdown import has_markdown, strip_markdown
 from badpo.core.notices import BadpoWarning
 from badpo.corpora.multipref import summary_text as multipref_summary
 from badpo.corpora.multipref_protocol import (
     ATTRIBUTES,
+    PROTOCOL_CONSTRAINTS,
     WorldTruth,
     check_protocol,
     check_split,
@@ -121,6 +123,11 @@ _REDRAWS = 50  # tries for a side B whose text differs from side A's before the 
 class SmolMultiPrefConfig:
     """The real-model length-and-format world: questions, sampling, styles and the MultiPref protocol."""
 
+    constraints: ClassVar[Mapping] = {
+        **PROTOCOL_CONSTRAINTS,
+        **dict.fromkeys(("prompts", "answers_per_prompt", "max_new_tokens", "batch_size"), AT_LEAST_ONE),
+        "temperature": POSITIVE, "top_p": Range(0, 1, low_open=True)}
+
     model: str = "smollm2-135m-instruct"  # a Hugging Face folder, a .gguf or a packaged name (docs/models.md)
     prompts: int = 500  # questions (kinds in turn)
     kinds: list[str] = field(default_factory=lambda: list(KINDS))  # question kinds
@@ -153,14 +160,10 @@ class SmolMultiPrefConfig:
         unknown = [k for k in self.kinds if k not in KINDS]
         if not self.kinds or unknown:
             raise ConfigError(f"kinds: choose from {list(KINDS)}, got {self.kinds}")
-        for key in ("prompts", "answers_per_prompt", "max_new_tokens", "batch_size"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"{key}: must be >= 1, got {getattr(self, key)}")
+        check_fields(self)
+        # num_threads, long_share and markdown_share are checked here: their messages say why
         if self.num_threads < 0:
             raise ConfigError(f"num_threads: must be >= 0 (0 keeps torch's default), got {self.num_threads}")
-        if not (self.temperature > 0 and 0 < self.top_p <= 1):
-            raise ConfigError(f"temperature / top_p: need temperature > 0 and top_p in (0, 1], got "
-                              f"{self.temperature}, {self.top_p}")
         if not self.right_score > self.wrong_score:
             raise ConfigError(f"right_score: must exceed wrong_score, got {self.right_score} <= {self.wrong_score}")
         for name in ("long_share", "markdown_share"):

@@ -26,13 +26,16 @@ from __future__ import annotations
 import time
 import warnings
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
 
 from badpo.core.config import ConfigError, dump_yaml
+from badpo.core.constraints import AT_LEAST_ONE, POSITIVE, Range, check_fields
 from badpo.core.jsonio import atomic_write_text, write_json, write_jsonl
 from badpo.core.judgments import write_judgments
 from badpo.core.notices import BadpoWarning
@@ -58,6 +61,10 @@ OUTPUT_FILES = {
 class SmolSignedConfig:
     """The real-model world: questions, sampling, scores and the signing protocol."""
 
+    constraints: ClassVar[Mapping] = {
+        **dict.fromkeys(("prompts", "max_new_tokens", "batch_size"), AT_LEAST_ONE),
+        "temperature": POSITIVE, "top_p": Range(0, 1, low_open=True)}
+
     model: str = "smollm2-135m-instruct"  # a Hugging Face folder, a .gguf or a packaged name (docs/models.md)
     prompts: int = 700  # questions, one base pair each at most
     kinds: list[str] = field(default_factory=lambda: list(KINDS))  # question kinds, in turn
@@ -75,16 +82,12 @@ class SmolSignedConfig:
         unknown = [k for k in self.kinds if k not in KINDS]
         if not self.kinds or unknown:
             raise ConfigError(f"kinds: choose from {list(KINDS)}, got {self.kinds}")
-        for key in ("prompts", "max_new_tokens", "batch_size"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"{key}: must be >= 1, got {getattr(self, key)}")
+        check_fields(self)  # and the signing section's, under signing. as SigningConfig says them
+        # num_threads and answers_per_prompt are checked here: their messages say why
         if self.num_threads < 0:
             raise ConfigError(f"num_threads: must be >= 0 (0 keeps torch's default), got {self.num_threads}")
         if self.answers_per_prompt < 2:
             raise ConfigError(f"answers_per_prompt: a pair needs >= 2 samples, got {self.answers_per_prompt}")
-        if not (self.temperature > 0 and 0 < self.top_p <= 1):
-            raise ConfigError(f"temperature / top_p: need temperature > 0 and top_p in (0, 1], got "
-                              f"{self.temperature}, {self.top_p}")
         if not self.right_score > self.wrong_score:
             raise ConfigError(f"right_score: must exceed wrong_score, got {self.right_score} <= {self.wrong_score}")
 

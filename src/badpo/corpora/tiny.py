@@ -81,15 +81,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 import yaml
 
 from badpo.core.config import ConfigError, to_dict
+from badpo.core.constraints import AT_LEAST_ONE, check_fields
 from badpo.core.jsonio import write_json, write_jsonl
 from badpo.core.judgments import Judgment, write_judgments
 from badpo.core.names import POOL_NAMES
@@ -166,16 +167,17 @@ class TinyModelConfig:
 
 @dataclass(frozen=True)
 class UnbiasedAnnotators:
-    """Extra annotators with theta_k = 0 (known unbiased: candidates for ``bias.trusted``)."""
+    """Extra annotators with theta_k = 0 (known unbiased: candidates for ``bias.trusted``); the
+    ``unbiased`` section of :class:`TinyWorldConfig`, so its messages name ``unbiased.<field>``."""
+
+    constraints: ClassVar[Mapping] = dict.fromkeys(("count", "judgments_each"), AT_LEAST_ONE)
 
     count: int = 5  # how many; ids <annotator_class><index:02d>
     judgments_each: int = 200  # judgments per unbiased annotator, on distinct uniformly drawn pairs
     annotator_class: str = "U"  # their class label (must differ from the planted classes)
 
     def __post_init__(self) -> None:
-        if self.count < 1 or self.judgments_each < 1:
-            raise ConfigError(f"unbiased: count and judgments_each must be >= 1, got {self.count}, "
-                              f"{self.judgments_each}")
+        check_fields(self, "unbiased.")  # the prefix TinyWorldConfig's key gives this section
         if not self.annotator_class:
             raise ConfigError("unbiased.annotator_class: must be a non-empty string")
 

@@ -68,17 +68,19 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from badpo.core.attributes import resolve_attributes
 from badpo.core.config import ConfigError
+from badpo.core.constraints import Range, check_fields
 from badpo.core.judgments import Judgment
 from badpo.corpora.multipref import summary_text as multipref_summary
 from badpo.corpora.multipref_protocol import (
     ATTRIBUTES,
     POOLS,
+    PROTOCOL_CONSTRAINTS,
     WorldTruth,
     check_protocol,
     default_pool_means,
@@ -130,6 +132,10 @@ OUTPUT_FILES = {
 class TinyMultiPrefConfig:
     """The tiny length-and-format world: task, responses, annotators, votes, split and model."""
 
+    constraints: ClassVar[Mapping] = {
+        **PROTOCOL_CONSTRAINTS, **dict.fromkeys(("error_rate", "markdown_share"), Range(0, 1)),
+        "bullet_indent": Range(0, 16)}
+
     n_prompts: int = 1000  # distinct prompts
     comparisons_per_prompt: int = 2  # MultiPref has about two (10,461 over 5,323 prompts)
     min_digits: int = 3  # shortest digit string (>= 3: a bullet alone never makes a side 1.5x longer)
@@ -156,6 +162,7 @@ class TinyMultiPrefConfig:
     model: TinyModelConfig = field(default_factory=TinyModelConfig)
 
     def __post_init__(self) -> None:
+        check_fields(self)
         if not 3 <= self.min_digits <= self.max_digits:
             raise ConfigError(f"min_digits/max_digits: need 3 <= min_digits <= max_digits (below 3 a "
                               f"bullet alone makes a side 1.5x longer), got {self.min_digits}, {self.max_digits}")
@@ -164,11 +171,6 @@ class TinyMultiPrefConfig:
         capacity = len(self.tasks) * sum(10 ** n for n in range(self.min_digits, self.max_digits + 1))
         if not 1 <= self.n_prompts <= capacity // 2:
             raise ConfigError(f"n_prompts: must lie in [1, {capacity // 2}], got {self.n_prompts}")
-        if not 0 <= self.bullet_indent <= 16:
-            raise ConfigError(f"bullet_indent: tabs before a bullet, 0 to 16, got {self.bullet_indent}")
-        for name in ("error_rate", "markdown_share"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ConfigError(f"{name}: must lie in [0, 1], got {getattr(self, name)}")
         shares = self.ending_shares
         if len(shares) != 3 or min(shares) < 0 or not math.isclose(sum(shares), 1.0, abs_tol=1e-9):
             raise ConfigError(f"ending_shares: three non-negative shares (none, short, long) summing "

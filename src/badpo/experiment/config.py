@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from badpo.core.config import ConfigError
+from badpo.core.constraints import Range, check_fields
 
 __all__ = ["ArmSpec", "ColumnSpec", "CorpusSpec", "ExperimentConfig", "PlotSpec", "TableSpec",
            "POOLED_PREFIX", "RUNNER_KEYS", "merge_settings"]
@@ -98,6 +99,8 @@ class PlotSpec:
 class ExperimentConfig:
     """``badpo experiment``: everything that one table needs, and where it goes."""
 
+    constraints: ClassVar[Mapping] = {"level": Range(0, 1, low_open=True, high_open=True)}
+
     name: str = "experiment"  # shown in the progress lines and above the tables
     output_dir: str = "runs/experiment"  # OUT: corpus/, work/, runs/<key>.json, table.md, ...
     # where table.md, table.csv, layout.json and the plots go, relative to OUT (null: OUT itself):
@@ -123,8 +126,7 @@ class ExperimentConfig:
         _no_duplicates("seeds", self.seeds)
         names = [arm.name for arm in self.arms]
         _no_duplicates("arms[].name", names)
-        if not 0.0 < self.level < 1.0:
-            raise ConfigError(f"level: must lie in (0, 1), got {self.level}")
+        check_fields(self)
         check_runner_keys("reference", self.reference, REFERENCE_RUNNER_KEYS)
         check_runner_keys("train", self.train, RUNNER_KEYS)
         for index, arm in enumerate(self.arms):
