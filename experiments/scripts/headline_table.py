@@ -47,8 +47,8 @@ class Row:
 
 NAMES = ("names.first_name.woman_coded", "names.first_name.black_coded")
 MULTIPREF = "results/level_rule/smol_multipref_logodds_seed{seed}"
-# the LD-DPO runs, DPO trained beside them (seed 42's world sampled again on another CPU, its readouts
-# those of the committed world to 2e-5; seed 123's the committed world itself: results/ld_dpo/README.md)
+# the LD-DPO runs beside DPO (seed 42's world sampled again on another CPU, its readouts those of the
+# committed world to 2e-5; seeds 123 and 456 the committed world itself: results/ld_dpo/README.md)
 LD_DPO = "results/ld_dpo/smol_multipref_seed{seed}"
 ROWS = (
     Row("First-name rates (woman- and black-coded)", "the demo: tiny model, tiny signed world", NAMES,
@@ -63,7 +63,7 @@ ROWS = (
         ("candidates.long_log_odds",), MULTIPREF, (42, 123, 456, 789), digits=1,
         summary="results/level_rule/logodds_removal.json"),
     *(Row(f"Length, body fixed: log-odds of the long candidates, by LD-DPO α {alpha} (TRL's ld_alpha; no attribute "
-          "declared)", f"{SMOL}, smol-multipref", ("candidates.long_log_odds",), LD_DPO, (42, 123),
+          "declared)", f"{SMOL}, smol-multipref", ("candidates.long_log_odds",), LD_DPO, (42, 123, 456),
           digits=1, arms=(f"LD-DPO (α {alpha})",), summary="results/ld_dpo/README.md") for alpha in ("0.5", "0")),
 )
 
