@@ -40,7 +40,7 @@ from badpo.core.attribute_library import LIBRARY_SPECS
 from badpo.core.constraints import FLOAT32_MAX
 from badpo.core.judgments import Judgment, pair_key
 from badpo.core.markdown import has_markdown, strip_markdown
-from badpo.core.markdown_scan import SCANNED
+from badpo.core.markdown_scan import SCANNED, ScannedPattern
 from badpo.core.names import NAME_ATTRIBUTES, signature_attributes, strip_signature
 from badpo.core.notices import BadpoWarning
 from badpo.core.user_pattern import TimedPattern, compile_user_pattern
@@ -101,11 +101,11 @@ def length_values(prompt: str, a: str, b: str, ratio: float = DEFAULT_LENGTH_RAT
     return (0.0, 0.0)
 
 
-def _regex_value(pattern: TimedPattern, prompt: str, response: str) -> float:
+def _regex_value(pattern: TimedPattern | ScannedPattern, prompt: str, response: str) -> float:
     return 1.0 if pattern.search(response) else 0.0
 
 
-def _without_matches(pattern: TimedPattern, response: str) -> str:
+def _without_matches(pattern: TimedPattern | ScannedPattern, response: str) -> str:
     """The response with every match of ``pattern`` deleted (a sign-off, an emoji), end trimmed."""
     return pattern.sub("", response).rstrip()
 
